@@ -1,0 +1,317 @@
+/* nn.h -- public interface of the attnext neural-network engine.
+ *
+ * The engine trains and runs the attention-RNN text classifier of DESIGN.md section 2:
+ *   text -> tokens -> Embedding -> RNN|GRU|LSTM (layers, bidirectional, packed) ->
+ *   attention pooling (linear|additive|self, padding masked) -> fc1 -> dropout -> fc2
+ * PyTorch is the reference for every formula, parameter name and gate order.
+ *
+ * Plain C11, no SQLite, no global state. Every fallible call returns NN_OK (0) or an error
+ * status and writes a message (at most NN_ERR_LEN bytes, NUL-terminated) into `err`, a buffer
+ * the caller owns. Nothing here calls exit() or abort().
+ *
+ * Layout of a batch: tokens are (B, T) row-major int32 ids; lengths[b] in 1..T; positions at
+ * or beyond lengths[b] are ignored (never read), so padding needs no special value.
+ */
+#ifndef ATTNEXT_NN_H
+#define ATTNEXT_NN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define NN_ERR_LEN 512
+#define NN_FORMAT_VERSION 1 /* safetensors __metadata__ "format_version" we write and accept */
+
+enum nn_status {
+  NN_OK = 0,
+  NN_ERROR = 1,       /* bad input, bad file, bad option: see err */
+  NN_NOMEM = 2,       /* allocation failed */
+  NN_INTERRUPTED = 3, /* a progress callback asked to stop */
+  NN_DONE = 4         /* nn_trainer_epoch: no more epochs to run (not an error) */
+};
+
+typedef enum { NN_CELL_RNN = 0, NN_CELL_GRU = 1, NN_CELL_LSTM = 2 } nn_cell;
+typedef enum { NN_ATTN_LINEAR = 0, NN_ATTN_ADDITIVE = 1, NN_ATTN_SELF = 2 } nn_attention;
+typedef enum { NN_DEVICE_AUTO = 0, NN_DEVICE_CPU = 1, NN_DEVICE_CUDA = 2 } nn_device;
+
+#define NN_PAD 0 /* token id of <PAD> */
+#define NN_UNK 1 /* token id of <UNK> */
+
+/* ---------------------------------------------------------------- configuration (config.c) */
+
+/* Every option of attn_train. Field names are the JSON option keys. */
+typedef struct nn_config {
+  /* text */
+  int lower;        /* lower-case ASCII letters (default 1) */
+  int stopwords;    /* drop the 179 NLTK English stop words (default 1) */
+  int char_level;   /* character tokens instead of words (default 0) */
+  int unicode;      /* keep non-ASCII letters (UTF-8 sequences) as token characters (default 0) */
+  int max_len;      /* truncate to this many tokens (default 64) */
+  int vocab_size;   /* most frequent tokens kept, <PAD> and <UNK> included (default 5000) */
+  /* network */
+  nn_cell cell;           /* "rnn" (default) | "gru" | "lstm" */
+  int layers;             /* default 1 */
+  int bidirectional;      /* default 0 */
+  nn_attention attention; /* "linear" (default) | "additive" | "self" */
+  int embed_dim;          /* default 100 */
+  int hidden;             /* RNN hidden size per direction, default 128 */
+  int fc_hidden;          /* fc1 width, default 100; 0 = no fc1 */
+  float dropout;          /* default 0.1, in [0, 1) */
+  /* training */
+  int epochs;             /* default 20 */
+  int batch_size;         /* default 64 */
+  float lr;               /* default 1e-3 */
+  float val_fraction;     /* default 0.15, in (0, 1) */
+  int class_weights;      /* weight classes by 1/count (default 1) */
+  int patience;           /* early stopping patience in epochs (default 10) */
+  int lr_patience;        /* ReduceLROnPlateau patience (default 3) */
+  float lr_factor;        /* ReduceLROnPlateau factor (default 0.1) */
+  uint64_t seed;          /* default 1234 */
+  int threads;            /* CPU threads, 0 = all cores (default 0) */
+  nn_device device;       /* "auto" (default) | "cpu" | "cuda" */
+  int progress;           /* draw a progress line on a terminal (default 1); used by ext/ */
+} nn_config;
+
+void nn_config_default(nn_config *cfg);
+
+/* Parse a JSON object of options over the current values of *cfg (call nn_config_default
+ * first). Unknown keys, wrong types and out-of-range values are errors naming the key, e.g.
+ *   option "hidden" must be an integer from 1 to 4096, got "big"
+ * Bounds are chosen so that no combination can make the engine allocate without limit.
+ * json may be NULL or "" (no options). On error *cfg is left unchanged. */
+int nn_config_parse_json(nn_config *cfg, const char *json, char *err);
+
+/* Check ranges of an already filled config (used after parse and after loading a file). */
+int nn_config_validate(const nn_config *cfg, char *err);
+
+/* The config as a JSON object (all keys), malloc'd, NUL-terminated; NULL when out of memory. */
+char *nn_config_to_json(const nn_config *cfg);
+
+const char *nn_cell_name(nn_cell cell);           /* "rnn" | "gru" | "lstm" */
+const char *nn_attention_name(nn_attention attn); /* "linear" | "additive" | "self" */
+const char *nn_device_name(nn_device device);     /* "auto" | "cpu" | "cuda" */
+
+/* ---------------------------------------------------------------- text and vocabulary (text.c) */
+
+/* One token of an encoded text: its id and its byte span [start, end) in the original text;
+ * start = end = -1 for a token with no span (a synthetic token, or a char-level space). */
+typedef struct nn_token {
+  int id;
+  int start, end;
+} nn_token;
+
+/* Preprocess `text` (len bytes, any bytes, need not be NUL-terminated, invalid UTF-8 allowed)
+ * as DESIGN 2 and call `fn` for each resulting token string (tok, tok_len bytes, the cleaned
+ * form) with its byte span in the original. Returns the number of tokens (not truncated). */
+typedef void (*nn_token_fn)(void *ctx, const char *tok, int tok_len, int start, int end);
+int nn_text_tokenize(const char *text, int len, const nn_config *cfg, nn_token_fn fn, void *ctx);
+
+/* The cleaned text (tokens joined by one space; for char level the cleaned string), as the
+ * lesson's preprocess() returns it. malloc'd, NUL-terminated; NULL when out of memory. */
+char *nn_text_clean(const char *text, int len, const nn_config *cfg);
+
+typedef struct nn_vocab nn_vocab; /* token string <-> id; id 0 "<PAD>", id 1 "<UNK>" */
+
+/* Build from training texts: the cfg->vocab_size - 2 most frequent tokens, ties broken by
+ * first occurrence (as Python's Counter.most_common), after <PAD> and <UNK>. */
+int nn_vocab_build(nn_vocab **out, const char *const *texts, const int *lens, int n,
+                   const nn_config *cfg, char *err);
+/* From an explicit id-ordered list (tokens[0] = "<PAD>", tokens[1] = "<UNK>"); used by load. */
+int nn_vocab_from_list(nn_vocab **out, const char *const *tokens, const int *lens, int n,
+                       char *err);
+void nn_vocab_free(nn_vocab *vocab);
+int nn_vocab_count(const nn_vocab *vocab);
+const char *nn_vocab_token(const nn_vocab *vocab, int id, int *len); /* NULL if out of range */
+int nn_vocab_lookup(const nn_vocab *vocab, const char *tok, int len); /* NN_UNK when absent */
+
+/* Tokenize and map to ids, truncated to cfg->max_len. Writes at most cfg->max_len tokens to
+ * out and returns how many (>= 1: a text with no tokens encodes as one <UNK> with no span). */
+int nn_text_encode(nn_token *out, const char *text, int len, const nn_config *cfg,
+                   const nn_vocab *vocab);
+
+/* ---------------------------------------------------------------- random numbers (rng.c) */
+
+typedef struct nn_rng {
+  uint64_t s[4];
+} nn_rng; /* xoshiro256** seeded by splitmix64: same seed, same stream on every machine */
+
+void nn_rng_seed(nn_rng *rng, uint64_t seed);
+uint64_t nn_rng_next(nn_rng *rng);
+float nn_rng_uniform(nn_rng *rng);            /* [0, 1) */
+float nn_rng_normal(nn_rng *rng);             /* N(0, 1) */
+uint32_t nn_rng_below(nn_rng *rng, uint32_t n); /* uniform integer in [0, n), unbiased */
+
+/* ---------------------------------------------------------------- the model (model.c) */
+
+/* A model = network weights + config + vocabulary + labels: everything a prediction needs. */
+typedef struct nn_model nn_model;
+
+/* Workspace: activations and scratch for forward/backward, grown on demand. One per thread;
+ * a model may be shared read-only by several threads each with its own workspace. */
+typedef struct nn_workspace nn_workspace;
+
+typedef struct nn_batch {
+  const int *tokens;  /* (B, T) */
+  const int *lengths; /* (B) each 1..T */
+  const int *labels;  /* (B) class ids, or NULL when not training */
+  int B, T;
+} nn_batch;
+
+/* Create a model with PyTorch's default initialisation drawn from `seed`. Takes ownership of
+ * vocab (freed with the model, also on error). labels: num_classes strings (copied). */
+int nn_model_create(nn_model **out, const nn_config *cfg, nn_vocab *vocab,
+                    const char *const *labels, int num_classes, uint64_t seed, char *err);
+void nn_model_free(nn_model *model);
+
+const nn_config *nn_model_config(const nn_model *model);
+const nn_vocab *nn_model_vocab(const nn_model *model);
+int nn_model_num_classes(const nn_model *model);
+const char *nn_model_label(const nn_model *model, int class_id);
+int nn_model_label_lookup(const nn_model *model, const char *label, int len); /* -1 if absent */
+
+/* Parameters: one contiguous float buffer; the tensors are views into it, in state_dict
+ * order, named as PyTorch names them. */
+size_t nn_model_param_count(const nn_model *model);
+float *nn_model_params(nn_model *model);
+float *nn_model_grads(nn_model *model); /* same layout; NULL until training allocates it */
+int nn_model_tensor_count(const nn_model *model);
+typedef struct nn_tensor_info {
+  const char *name; /* e.g. "rnn.weight_ih_l0_reverse" */
+  int ndim;         /* 1 or 2 */
+  int64_t shape[2];
+  size_t offset;    /* in floats, into nn_model_params / nn_model_grads */
+  size_t size;      /* element count */
+} nn_tensor_info;
+int nn_model_tensor(const nn_model *model, int index, nn_tensor_info *info); /* NN_ERROR if out of range */
+int nn_model_tensor_find(const nn_model *model, const char *name); /* index or -1 */
+
+int nn_workspace_create(nn_workspace **out, char *err);
+void nn_workspace_free(nn_workspace *ws);
+
+/* Forward pass. training=1 applies dropout (drawing from rng) and keeps what backward needs
+ * in ws; training=0 is inference (rng may be NULL).
+ *   logits: (B, C) out
+ *   attn:   (B, T) out or NULL: attention weights, 0 at positions >= lengths[b], rows sum to 1 */
+int nn_model_forward(nn_model *model, nn_workspace *ws, const nn_batch *batch, int training,
+                     nn_rng *rng, float *logits, float *attn, char *err);
+
+/* Backward pass after nn_model_forward(training=1) on the same batch and workspace.
+ * dlogits: (B, C). Parameter gradients ACCUMULATE (+=) into nn_model_grads (allocated on first
+ * use; zero them with nn_model_zero_grads). */
+int nn_model_backward(nn_model *model, nn_workspace *ws, const nn_batch *batch,
+                      const float *dlogits, char *err);
+int nn_model_zero_grads(nn_model *model, char *err);
+
+/* Class-weighted cross-entropy as torch.nn.CrossEntropyLoss(weight=w) with mean reduction:
+ *   loss = sum_b w[y_b] * -log softmax(logits_b)[y_b] / sum_b w[y_b]
+ * dlogits (B, C) is overwritten with d loss / d logits. class_weights may be NULL (all 1). */
+float nn_cross_entropy(float *dlogits, const float *logits, const int *labels,
+                       const float *class_weights, int B, int C);
+
+/* Softmax of each row of logits (B, C) into probs (may alias). */
+void nn_softmax_rows(float *probs, const float *logits, int B, int C);
+
+/* ---------------------------------------------------------------- Adam (adam.c) */
+
+typedef struct nn_adam {
+  float lr, beta1, beta2, eps, weight_decay; /* PyTorch defaults: 1e-3, 0.9, 0.999, 1e-8, 0 */
+  int64_t step;
+  float *m, *v; /* (nparams) each, owned */
+  size_t n;
+} nn_adam;
+
+int nn_adam_init(nn_adam *adam, size_t nparams, float lr, char *err);
+void nn_adam_free(nn_adam *adam);
+/* One step of torch.optim.Adam over the flat buffers. */
+void nn_adam_step(nn_adam *adam, float *params, const float *grads);
+
+/* ---------------------------------------------------------------- metrics (metrics.c) */
+
+typedef struct nn_class_metrics {
+  double precision, recall, f1;
+  int64_t support;
+} nn_class_metrics;
+
+/* From a C x C confusion matrix (row = actual, column = predicted), per-class metrics as
+ * sklearn's classification_report (0 where undefined) and their support-weighted average. */
+void nn_metrics_from_confusion(nn_class_metrics *per_class /*(C)*/, nn_class_metrics *weighted,
+                               double *accuracy, const int64_t *confusion, int C);
+
+/* ---------------------------------------------------------------- training (train.c) */
+
+typedef struct nn_epoch_stats {
+  int epoch; /* 1-based */
+  double train_loss, val_loss, val_accuracy, val_f1; /* val_f1: weighted F1 */
+  double lr;      /* learning rate used during this epoch */
+  double seconds; /* wall time of the epoch */
+  int best;       /* 1 if this epoch has the best validation loss so far */
+} nn_epoch_stats;
+
+/* Called after each batch; return non-zero to stop training (NN_INTERRUPTED). */
+typedef int (*nn_progress_fn)(void *ctx, int batches_done, int batches_total, double loss,
+                              double rows_per_second);
+
+typedef struct nn_trainer nn_trainer;
+
+/* Prepare a training run over n examples (texts[i] of text_lens[i] bytes, labels[i] of
+ * label_lens[i] bytes): sorted label set, stratified train/validation split, vocabulary from
+ * the training split, encoding, class weights, model initialisation. */
+int nn_trainer_create(nn_trainer **out, const nn_config *cfg, const char *const *texts,
+                      const int *text_lens, const char *const *labels, const int *label_lens,
+                      int n, char *err);
+/* Run one epoch. Returns NN_OK with *stats filled, NN_DONE when training is over (epochs
+ * reached or early stopping; *stats untouched), or an error / NN_INTERRUPTED. */
+int nn_trainer_epoch(nn_trainer *tr, nn_epoch_stats *stats, nn_progress_fn fn, void *ctx,
+                     char *err);
+/* The model with the best validation weights; ownership passes to the caller. Call once. */
+int nn_trainer_take_model(nn_trainer *tr, nn_model **out, char *err);
+/* Summary of the run as a JSON object (best epoch, best val metrics, train/val sizes, ...). */
+char *nn_trainer_metrics_json(const nn_trainer *tr);
+void nn_trainer_free(nn_trainer *tr);
+
+/* ---------------------------------------------------------------- safetensors (safetensors.c) */
+
+/* Serialise the model as a self-contained safetensors file: F32 tensors named as
+ * nn_model_tensor gives them, __metadata__ = {"format_version": "1", "config": <json>,
+ * "vocab": <json array>, "labels": <json array>} (safetensors metadata values are strings).
+ * *out is malloc'd. */
+int nn_model_save(const nn_model *model, unsigned char **out, size_t *out_len, char *err);
+
+/* Parse and validate a safetensors BLOB (header size, JSON, dtypes, shapes against the config,
+ * offsets inside the buffer and non-overlapping, metadata) and build a model. Never reads
+ * outside [blob, blob + len). */
+int nn_model_load(nn_model **out, const unsigned char *blob, size_t len, char *err);
+
+/* Generic reader, used by tests (fixtures) and by nn_model_load. */
+typedef enum { NN_DTYPE_F32 = 0, NN_DTYPE_I32 = 1, NN_DTYPE_I64 = 2, NN_DTYPE_F64 = 3 } nn_dtype;
+typedef struct nn_st_tensor {
+  char *name;
+  nn_dtype dtype;
+  int ndim; /* 0..4 */
+  int64_t shape[4];
+  const unsigned char *data; /* points into the blob; may be unaligned: memcpy to read */
+  size_t nbytes;
+} nn_st_tensor;
+typedef struct nn_st_file {
+  nn_st_tensor *tensors;
+  int count;
+  char **meta_keys, **meta_values; /* __metadata__ */
+  int meta_count;
+} nn_st_file;
+int nn_st_parse(nn_st_file *out, const unsigned char *blob, size_t len, char *err);
+const nn_st_tensor *nn_st_find(const nn_st_file *file, const char *name);
+const char *nn_st_meta(const nn_st_file *file, const char *key);
+void nn_st_free(nn_st_file *file);
+
+/* ---------------------------------------------------------------- about the build */
+
+/* e.g. "attnext 0.1.0; backends: cpu (OpenBLAS 0.3.21, 2 threads); cuda: not built" */
+const char *nn_version_string(char *buf, size_t len);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,18 @@
+#!/bin/sh
+# deps.sh -- make sure the Debian packages attnext builds and tests with are present.
+# As root it installs what is missing with apt-get; otherwise it prints the command to run.
+pkgs="build-essential pkg-config libsqlite3-dev sqlite3 libopenblas-dev python3 python3-torch python3-numpy valgrind librsvg2-bin"
+missing=""
+for p in $pkgs; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  echo "deps: installing$missing"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq && apt-get install -y -qq $missing >/dev/null || { echo "deps: apt-get failed"; exit 1; }
+else
+  echo "deps: missing Debian packages:$missing"
+  echo "deps: run: sudo apt-get install -y$missing"
+  exit 1
+fi
