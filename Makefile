@@ -22,6 +22,8 @@ ENGINE_OBJ := $(ENGINE_SRC:%.c=$(BUILD)/%.o)
 EXT_OBJ    := $(EXT_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC   := $(sort $(wildcard tests/test_*.c))
 TEST_BIN   := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+TOOL_SRC   := $(sort $(wildcard tests/tool_*.c tests/bench/tool_*.c))
+TOOL_BIN   := $(TOOL_SRC:%.c=$(BUILD)/%)
 HEADERS    := $(wildcard engine/*.h ext/*.h tests/*.h)
 
 # The CUDA backend is built when nvcc is found (see engine/*.cu); otherwise it is skipped.
@@ -42,6 +44,10 @@ $(BUILD)/libnn.a: $(ENGINE_OBJ)
 attnext.so: $(EXT_OBJ) $(BUILD)/libnn.a
 	$(CC) $(CFLAGS) -shared -o $@ $(EXT_OBJ) $(BUILD)/libnn.a $(LDLIBS)
 
+$(BUILD)/tests/bench/%: tests/bench/%.c $(BUILD)/libnn.a $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(BLAS_CFLAGS) -Iengine -Itests $< $(BUILD)/libnn.a -o $@ $(LDLIBS)
+
 $(BUILD)/tests/%: tests/%.c $(BUILD)/libnn.a $(HEADERS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(BLAS_CFLAGS) -Iengine -Itests $< $(BUILD)/libnn.a -o $@ $(LDLIBS)
@@ -49,7 +55,7 @@ $(BUILD)/tests/%: tests/%.c $(BUILD)/libnn.a $(HEADERS)
 deps:
 	@sh tests/deps.sh
 
-test: deps attnext.so $(TEST_BIN)
+test: deps attnext.so $(TEST_BIN) $(TOOL_BIN)
 	@BUILD=$(BUILD) PYTHON=$(PYTHON) SQLITE3=$(SQLITE3) sh tests/run_all.sh
 
 install: attnext.so
