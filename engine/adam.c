@@ -1,0 +1,125 @@
+/* adam.c -- the Adam optimizer over the model's one flat parameter buffer.
+ *
+ * Exactly torch.optim.Adam with its defaults (betas 0.9/0.999, eps 1e-8, no weight decay, no
+ * amsgrad), in the operation order of PyTorch's CPU path (torch/optim/adam.py,
+ * _single_tensor_adam, and the ATen kernels it calls), so that a step agrees with PyTorch's to the
+ * last bit (tests/test_adam.c checks it against torch 1.13 on x86-64):
+ *   m = fma(g, 1 - b1, m * b1)                  exp_avg.mul_(b1).add_(g, alpha=1-b1) (fmadd)
+ *   v = fma((1 - b2) * g, g, v * b2)            exp_avg_sq.mul_(b2).addcmul_(g, g, value=1-b2)
+ *   bc1 = 1 - b1^t, bc2 = 1 - b2^t              in double, as Python floats
+ *   denom = sqrt(v) / sqrt(bc2) + eps           (exp_avg_sq.sqrt() / bc2_sqrt).add_(eps)
+ *   p = p + (-lr / bc1) * m / denom             param.addcdiv_(exp_avg, denom, value=-step_size)
+ * Scalars computed in double are rounded to float once, as ATen does when it applies a Python
+ * scalar to a float32 tensor. The hyper-parameters are stored as float (nn_adam), but PyTorch's
+ * are Python floats (doubles): 1 - 0.9 in double rounds to 0.1f, while 1 - (double)0.9f does not.
+ * So each one is widened to the double of its shortest decimal form (0.9f -> 0.9), which is the
+ * number the user wrote.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nn.h"
+
+#if defined(__AVX__) && defined(__FMA__)
+#include <immintrin.h>
+#endif
+
+#ifdef __clang__
+#pragma STDC FP_CONTRACT OFF /* GCC does not contract in ISO C mode (-std=c11) */
+#endif
+
+int nn_adam_init(nn_adam *adam, size_t nparams, float lr, char *err) {
+  memset(adam, 0, sizeof *adam);
+  adam->lr = lr;
+  adam->beta1 = 0.9f;
+  adam->beta2 = 0.999f;
+  adam->eps = 1e-8f;
+  adam->weight_decay = 0.0f;
+  adam->n = nparams;
+  size_t count = nparams ? nparams : 1;
+  adam->m = calloc(count, sizeof(float));
+  adam->v = calloc(count, sizeof(float));
+  if (!adam->m || !adam->v) {
+    nn_adam_free(adam);
+    snprintf(err, NN_ERR_LEN, "out of memory allocating Adam state for %zu parameters", nparams);
+    return NN_NOMEM;
+  }
+  return NN_OK;
+}
+
+void nn_adam_free(nn_adam *adam) {
+  if (!adam) return;
+  free(adam->m);
+  free(adam->v);
+  adam->m = adam->v = NULL;
+  adam->n = 0;
+}
+
+/* The element-wise update. sqrt, division and fma are correctly rounded in IEEE arithmetic, so
+ * the AVX path and the scalar loop give the same bits; the AVX path exists because compilers
+ * will not vectorise sqrtf under the default -fmath-errno. */
+static inline void adam_update_one(float *restrict params, float *restrict m, float *restrict v,
+                                   const float *restrict grads, size_t i, float beta1,
+                                   float one_minus_beta1, float beta2, float one_minus_beta2,
+                                   float bc2_sqrt, float eps, float neg_step_size) {
+  float g = grads[i];
+  float mi = fmaf(g, one_minus_beta1, m[i] * beta1);
+  float vi = fmaf(one_minus_beta2 * g, g, v[i] * beta2);
+  float denom = sqrtf(vi) / bc2_sqrt + eps;
+  params[i] = params[i] + (neg_step_size * mi) / denom;
+  m[i] = mi;
+  v[i] = vi;
+}
+
+static void adam_update(float *restrict params, float *restrict m, float *restrict v,
+                        const float *restrict grads, size_t n, float beta1, float one_minus_beta1,
+                        float beta2, float one_minus_beta2, float bc2_sqrt, float eps,
+                        float neg_step_size) {
+  size_t i = 0;
+#if defined(__AVX__) && defined(__FMA__)
+  const __m256 b1 = _mm256_set1_ps(beta1), omb1 = _mm256_set1_ps(one_minus_beta1);
+  const __m256 b2 = _mm256_set1_ps(beta2), omb2 = _mm256_set1_ps(one_minus_beta2);
+  const __m256 bc2 = _mm256_set1_ps(bc2_sqrt), ep = _mm256_set1_ps(eps);
+  const __m256 nss = _mm256_set1_ps(neg_step_size);
+  for (; i + 8 <= n; i += 8) {
+    __m256 g = _mm256_loadu_ps(grads + i);
+    __m256 mi = _mm256_fmadd_ps(g, omb1, _mm256_mul_ps(_mm256_loadu_ps(m + i), b1));
+    __m256 vi = _mm256_fmadd_ps(_mm256_mul_ps(omb2, g), g, _mm256_mul_ps(_mm256_loadu_ps(v + i), b2));
+    __m256 denom = _mm256_add_ps(_mm256_div_ps(_mm256_sqrt_ps(vi), bc2), ep);
+    __m256 p = _mm256_add_ps(_mm256_loadu_ps(params + i), _mm256_div_ps(_mm256_mul_ps(nss, mi), denom));
+    _mm256_storeu_ps(params + i, p);
+    _mm256_storeu_ps(m + i, mi);
+    _mm256_storeu_ps(v + i, vi);
+  }
+#endif
+  for (; i < n; i++)
+    adam_update_one(params, m, v, grads, i, beta1, one_minus_beta1, beta2, one_minus_beta2,
+                    bc2_sqrt, eps, neg_step_size);
+}
+
+/* The double nearest to the shortest decimal that reads back as f (0.9f -> 0.9), as Python's
+ * repr of a float32 value; f itself when it is not finite. */
+static double decimal_double(float f) {
+  if (!isfinite(f)) return f;
+  char buf[48];
+  for (int digits = 1; digits <= 9; digits++) {
+    snprintf(buf, sizeof buf, "%.*g", digits, (double)f);
+    if (strtof(buf, NULL) == f) return strtod(buf, NULL);
+  }
+  return f;
+}
+
+void nn_adam_step(nn_adam *adam, float *params, const float *grads) {
+  adam->step++;
+  double beta1 = decimal_double(adam->beta1), beta2 = decimal_double(adam->beta2);
+  double step = (double)adam->step;
+  /* Python: bias_correction1 = 1 - beta1 ** step; step_size = lr / bias_correction1 */
+  double bias_correction1 = 1.0 - pow(beta1, step);
+  double bias_correction2 = 1.0 - pow(beta2, step);
+  double step_size = decimal_double(adam->lr) / bias_correction1;
+  double bc2_sqrt = sqrt(bias_correction2);
+  adam_update(params, adam->m, adam->v, grads, adam->n, adam->beta1, (float)(1.0 - beta1),
+              adam->beta2, (float)(1.0 - beta2), (float)bc2_sqrt, (float)decimal_double(adam->eps), (float)-step_size);
+}
