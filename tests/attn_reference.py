@@ -1,0 +1,168 @@
+"""attn_reference.py -- the PyTorch reference of attnext's network, and a safetensors reader/writer.
+
+The engine (engine/*.c) must compute what this module computes: the Made-With-ML "Attention"
+lesson's classifier, generalised as DESIGN.md section 2 says:
+
+    tokens (B, T) -> Embedding(V, E, padding_idx=0) -> RNN (tanh) | GRU | LSTM
+    (layers, bidirectional, packed so padding is never read) -> attention pooling
+    (linear | additive | self, padded positions masked) -> fc1 -> dropout -> fc2 -> logits (B, C)
+
+Its state_dict names are the contract of the weight format (embeddings.weight, rnn.weight_ih_l0,
+attn.weight, fc1.weight, ...). Used by tests/gen_fixtures.py (golden fixtures for
+tests/test_golden.c), tests/test_interop.py and the benchmark. Run with Debian's /usr/bin/python3.
+
+    from attn_reference import AttnClassifier, st_save, st_load
+    model = AttnClassifier({"cell": "gru", "bidirectional": True, "attention": "additive",
+                            "vocab_size": 30, "embed_dim": 8, "hidden": 6, "fc_hidden": 5,
+                            "num_classes": 3})
+    logits, attn = model(tokens, lengths)      # tokens (B, T) long, lengths (B) long
+"""
+import json
+import math
+import struct
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+# The lesson's defaults (DESIGN.md 2); nn_config_default in engine/config.c has the same.
+DEFAULTS = {"cell": "rnn", "layers": 1, "bidirectional": False, "attention": "linear",
+            "embed_dim": 100, "hidden": 128, "fc_hidden": 100, "dropout": 0.1,
+            "vocab_size": 5000, "num_classes": 4}
+
+
+class Additive(nn.Module):
+    """e_t = v . tanh(proj(h_t))   (Bahdanau-style scoring)."""
+
+    def __init__(self, D):
+        super().__init__()
+        self.proj = nn.Linear(D, D)
+        self.v = nn.Linear(D, 1, bias=False)
+
+    def forward(self, out):  # out (B, T, D) -> e (B, T)
+        return self.v(torch.tanh(self.proj(out))).squeeze(2)
+
+
+class SelfAttn(nn.Module):
+    """Scaled dot-product attention read at each sequence's last real token:
+    q = query(h_last), e_t = q . key(h_t) / sqrt(D), values value(h_t)."""
+
+    def __init__(self, D):
+        super().__init__()
+        self.query = nn.Linear(D, D)
+        self.key = nn.Linear(D, D)
+        self.value = nn.Linear(D, D)
+
+
+class AttnClassifier(nn.Module):
+    def __init__(self, cfg):
+        super().__init__()
+        c = dict(DEFAULTS)
+        c.update(cfg)
+        self.cfg = c
+        V, E, H = c["vocab_size"], c["embed_dim"], c["hidden"]
+        Fh, C, bi = c["fc_hidden"], c["num_classes"], bool(c["bidirectional"])
+        self.embeddings = nn.Embedding(V, E, padding_idx=0)
+        cell = {"rnn": nn.RNN, "gru": nn.GRU, "lstm": nn.LSTM}[c["cell"]]
+        self.rnn = cell(E, H, num_layers=c["layers"], batch_first=True, bidirectional=bi)
+        D = H * (2 if bi else 1)
+        self.D = D
+        self.attention = c["attention"]
+        if self.attention == "linear":
+            self.attn = nn.Linear(D, 1)
+        elif self.attention == "additive":
+            self.attn = Additive(D)
+        elif self.attention == "self":
+            self.attn = SelfAttn(D)
+        else:
+            raise ValueError("attention must be linear, additive or self, got %r" % self.attention)
+        if Fh:
+            self.fc1 = nn.Linear(D, Fh)
+        else:
+            self.fc1 = None
+        self.dropout = nn.Dropout(c["dropout"])
+        self.fc2 = nn.Linear(Fh or D, C)
+
+    def forward(self, tokens, lengths):
+        """tokens (B, T) long, lengths (B) long (1..T) -> logits (B, C), attention (B, T)."""
+        B, T = tokens.shape
+        emb = self.embeddings(tokens)  # (B, T, E)
+        packed = nn.utils.rnn.pack_padded_sequence(emb, lengths.cpu(), batch_first=True,
+                                                   enforce_sorted=False)
+        out, _ = self.rnn(packed)
+        out, _ = nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=T)  # (B, T, D)
+        mask = torch.arange(T, device=tokens.device)[None, :] < lengths.to(tokens.device)[:, None]
+        if self.attention == "linear":
+            e = self.attn(out).squeeze(2)  # (B, T)
+            values = out
+        elif self.attention == "additive":
+            e = self.attn(out)
+            values = out
+        else:
+            last = out[torch.arange(B, device=out.device), lengths.to(out.device) - 1]  # (B, D)
+            q = self.attn.query(last)                                            # (B, D)
+            k = self.attn.key(out)                                               # (B, T, D)
+            e = torch.bmm(k, q.unsqueeze(2)).squeeze(2) / math.sqrt(self.D)      # (B, T)
+            values = self.attn.value(out)                                        # (B, T, D)
+        e = e.masked_fill(~mask, float("-inf"))
+        a = F.softmax(e, dim=1)                                   # (B, T), 0 at padding
+        context = torch.bmm(a.unsqueeze(1), values).squeeze(1)    # (B, D)
+        z = self.fc1(context) if self.fc1 is not None else context
+        z = self.dropout(z)
+        return self.fc2(z), a
+
+
+def engine_config(cfg):
+    """The config JSON object the engine reads (nn_config keys) for a reference cfg dict."""
+    c = dict(DEFAULTS)
+    c.update(cfg)
+    keys = ["cell", "layers", "bidirectional", "attention", "embed_dim", "hidden", "fc_hidden",
+            "dropout", "vocab_size"]
+    out = {k: c[k] for k in keys}
+    out["bidirectional"] = bool(out["bidirectional"])
+    return out
+
+
+# ------------------------------------------------------------------ safetensors
+
+_DTYPES = {np.dtype("float32"): "F32", np.dtype("int64"): "I64", np.dtype("int32"): "I32",
+           np.dtype("float64"): "F64"}
+_NP = {v: k for k, v in _DTYPES.items()}
+
+
+def st_save(tensors, metadata=None):
+    """safetensors bytes: 8-byte LE header length, JSON header (padded with spaces to a multiple
+    of 8), then the little-endian tensor data in the order given. tensors: name -> numpy array or
+    torch tensor; metadata: str -> str."""
+    header, blobs, offset = {}, [], 0
+    if metadata:
+        header["__metadata__"] = {str(k): str(v) for k, v in metadata.items()}
+    for name, t in tensors.items():
+        if isinstance(t, torch.Tensor):
+            t = t.detach().cpu().numpy()
+        t = np.ascontiguousarray(t)
+        if t.dtype not in _DTYPES:
+            raise ValueError("st_save: tensor %s has dtype %s" % (name, t.dtype))
+        data = t.astype(t.dtype.newbyteorder("<"), copy=False).tobytes()
+        header[name] = {"dtype": _DTYPES[t.dtype], "shape": list(t.shape),
+                        "data_offsets": [offset, offset + len(data)]}
+        blobs.append(data)
+        offset += len(data)
+    h = json.dumps(header, separators=(",", ":")).encode()
+    h += b" " * ((8 - len(h) % 8) % 8)
+    return struct.pack("<Q", len(h)) + h + b"".join(blobs)
+
+
+def st_load(blob):
+    """(tensors: name -> numpy array, metadata: dict) from safetensors bytes."""
+    (n,) = struct.unpack("<Q", blob[:8])
+    header = json.loads(blob[8:8 + n].decode())
+    meta = header.pop("__metadata__", {}) or {}
+    base = 8 + n
+    tensors = {}
+    for name, h in header.items():
+        a, b = h["data_offsets"]
+        dt = _NP[h["dtype"]].newbyteorder("<")
+        tensors[name] = np.frombuffer(blob[base + a:base + b], dtype=dt).reshape(h["shape"])
+    return tensors, meta
