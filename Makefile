@@ -55,6 +55,11 @@ $(BUILD)/tests/%: tests/%.c $(BUILD)/libnn.a $(HEADERS)
 deps:
 	@sh tests/deps.sh
 
+# The tour of sql/demo.sql on the bundled headlines (data/), in a fresh demo.db.
+demo: deps attnext.so
+	@rm -f demo.db
+	$(SQLITE3) -bail demo.db < sql/demo.sql
+
 test: deps attnext.so $(TEST_BIN) $(TOOL_BIN)
 	@BUILD=$(BUILD) PYTHON=$(PYTHON) SQLITE3=$(SQLITE3) sh tests/run_all.sh
 
