@@ -1,0 +1,98 @@
+/* backend.h -- the compute backend interface of the engine.
+ *
+ * The layers (recurrent.c, attention.c, classifier.c) do no arithmetic on tensors themselves:
+ * they call these operations, so a CUDA backend plugs in by filling the same table with device
+ * implementations. All tensors are row-major float32; `ld*` are row strides in floats. Index
+ * arrays (int) live in the backend's memory too. The backend knows nothing of models.
+ *
+ * Convention: "_add" / "accumulate" operations do +=, everything else overwrites.
+ */
+#ifndef ATTNEXT_BACKEND_H
+#define ATTNEXT_BACKEND_H
+
+#include <stddef.h>
+
+typedef struct nn_backend {
+  const char *name;
+  /* memory: zeroed allocations; NULL on failure */
+  void *(*alloc)(size_t bytes);
+  void (*free)(void *ptr);
+  void (*upload)(void *dst, const void *host_src, size_t bytes);   /* host -> backend */
+  void (*download)(void *host_dst, const void *src, size_t bytes); /* backend -> host */
+  void (*zero)(float *x, size_t n);
+
+  /* C (M,N) = alpha * op(A) op(B) + beta * C, op = transpose when trans_* is set */
+  void (*sgemm)(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
+                int lda, const float *B, int ldb, float beta, float *C, int ldc);
+
+  /* dst[i, :cols] = src[idx ? idx[i] : i, :cols] for i < rows */
+  void (*gather_rows)(float *dst, int ldd, const float *src, int lds, const int *idx, int rows,
+                      int cols);
+  /* dst[idx ? idx[i] : i, :cols] += src[i, :cols] (sequential in i: deterministic) */
+  void (*scatter_add_rows)(float *dst, int ldd, const float *src, int lds, const int *idx,
+                           int rows, int cols);
+  /* y[i, :] += bias for i < rows */
+  void (*add_bias)(float *y, int ld, const float *bias, int rows, int cols);
+  /* dbias += sum_i dy[i, :] */
+  void (*bias_grad)(float *dbias, const float *dy, int ld, int rows, int cols);
+  /* y = tanh(y) in place; dx = dy * (1 - y^2) (dx may alias dy) */
+  void (*tanh_forward)(float *y, size_t n);
+  void (*tanh_backward)(float *dx, const float *dy, const float *y, size_t n);
+  /* dropout with an explicit mask of 0 or 1/(1-p) values: y = x * mask; dx = dy * mask */
+  void (*mul)(float *y, const float *x, const float *mask, size_t n);
+
+  /* ---- recurrent cells, one time step over n rows. pre: (n, G*H) pre-activations with the
+   * input projection and (rnn, lstm) both biases added, overwritten by the activated gates. */
+  /* rnn: pre (n,H) += h_prev W_hh^T already; h = tanh(pre) */
+  void (*rnn_step_forward)(float *h, float *pre, int n, int H);
+  /* dpre = (dh) * (1 - h^2) */
+  void (*rnn_step_backward)(float *dpre, const float *dh, const float *h, int n, int H);
+  /* gru: pre (n,3H) input part [r z n] (+b_ih); hw (n,3H) = h_prev W_hh^T + b_hh; h_prev may be
+   * NULL (zeros). Overwrites pre with activated [r z n]. */
+  void (*gru_step_forward)(float *h, float *pre, const float *hw, const float *h_prev, int n,
+                           int H);
+  /* dx (n,3H) = grads of the input part, dhw (n,3H) = grads of hw; dh_prev (n,H) += direct part
+   * dh * z (the W_hh part is added by a GEMM) -- NULL when h_prev is NULL. */
+  void (*gru_step_backward)(float *dx, float *dhw, float *dh_prev, const float *dh,
+                            const float *gates, const float *hw, const float *h_prev, int n,
+                            int H);
+  /* lstm: pre (n,4H) [i f g o] -> activated; c = f c_prev + i g; h = o tanh(c) */
+  void (*lstm_step_forward)(float *h, float *c, float *pre, const float *c_prev, int n, int H);
+  /* dc: (n,H) in: carried cell gradient, out: used; dc_prev (n,H) += dc * f (NULL at t = 0) */
+  void (*lstm_step_backward)(float *dpre, float *dc_prev, const float *dh, const float *dc,
+                             const float *gates, const float *c, const float *c_prev, int n,
+                             int H);
+
+  /* ---- attention over packed rows. Row r belongs to sample row_sample[r]; samples are
+   * contiguous per step, see model.h. */
+  /* alpha[r] = softmax over the rows of each sample of e (in place allowed), B samples;
+   * scratch: (2B) floats */
+  void (*segment_softmax)(float *alpha, const float *e, const int *row_sample, int P, int B,
+                          float *scratch);
+  /* de[r] = alpha[r] * (dalpha[r] - sum_{r' in sample} alpha[r'] dalpha[r']); scratch (B) */
+  void (*segment_softmax_backward)(float *de, const float *dalpha, const float *alpha,
+                                   const int *row_sample, int P, int B, float *scratch);
+  /* ctx[b, :] = sum_{r in b} alpha[r] v[r, :]   (ctx (B,D) overwritten) */
+  void (*segment_weighted_sum)(float *ctx, const float *alpha, const float *v, int ldv,
+                               const int *row_sample, int P, int B, int D);
+  /* dv[r, :] (=) alpha[r] * dctx[b, :] (accumulate when add != 0); dalpha[r] = dctx[b] . v[r] */
+  void (*segment_weighted_sum_backward)(float *dv, int ldv, int add, float *dalpha,
+                                        const float *dctx, const float *alpha, const float *v,
+                                        const int *row_sample, int P, int B, int D);
+  /* e[r] = scale * (q[b] . k[r]) with b = row_sample[r] */
+  void (*segment_dot)(float *e, const float *q, const float *k, int ldk, const int *row_sample,
+                      int P, int D, float scale);
+  /* dq[b] += scale * sum_r de[r] k[r];  dk[r] = scale * de[r] q[b] */
+  void (*segment_dot_backward)(float *dq, float *dk, const float *de, const float *q,
+                               const float *k, int ldk, const int *row_sample, int P, int B,
+                               int D, float scale);
+
+  /* ---- embedding: x[r] = table[ids[r]]; dtable[ids[r]] += dx[r] except ids[r] == skip_id */
+  void (*embedding_forward)(float *x, const float *table, const int *ids, int P, int E);
+  void (*embedding_backward)(float *dtable, const float *dx, const int *ids, int P, int E,
+                             int skip_id);
+} nn_backend;
+
+const nn_backend *nn_backend_cpu(void);
+
+#endif

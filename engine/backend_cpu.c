@@ -1,0 +1,303 @@
+/* backend_cpu.c -- the CPU backend: GEMMs on OpenBLAS, every other kernel in plain C loops
+ * the compiler vectorises. Formulas follow PyTorch (gate orders GRU r,z,n; LSTM i,f,g,o).
+ * Every reduction runs in a fixed order, so results are bit-identical from run to run. */
+#include <cblas.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+
+static void *cpu_alloc(size_t bytes) { return calloc(1, bytes ? bytes : 1); }
+static void cpu_free(void *ptr) { free(ptr); }
+static void cpu_copy(void *dst, const void *src, size_t bytes) {
+  if (bytes) memcpy(dst, src, bytes);
+}
+static void cpu_zero(float *x, size_t n) {
+  if (n) memset(x, 0, n * sizeof *x);
+}
+
+static void cpu_sgemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
+                      int lda, const float *B, int ldb, float beta, float *C, int ldc) {
+  if (M <= 0 || N <= 0) return;
+  if (K <= 0) { /* C = beta C */
+    for (int i = 0; i < M; i++)
+      for (int j = 0; j < N; j++) C[(size_t)i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[(size_t)i * ldc + j];
+    return;
+  }
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+              trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+static void cpu_gather_rows(float *dst, int ldd, const float *src, int lds, const int *idx,
+                            int rows, int cols) {
+  for (int i = 0; i < rows; i++)
+    memcpy(dst + (size_t)i * ldd, src + (size_t)(idx ? idx[i] : i) * lds, cols * sizeof(float));
+}
+
+static void cpu_scatter_add_rows(float *dst, int ldd, const float *src, int lds, const int *idx,
+                                 int rows, int cols) {
+  for (int i = 0; i < rows; i++) {
+    float *d = dst + (size_t)(idx ? idx[i] : i) * ldd;
+    const float *s = src + (size_t)i * lds;
+    for (int k = 0; k < cols; k++) d[k] += s[k];
+  }
+}
+
+static void cpu_add_bias(float *y, int ld, const float *bias, int rows, int cols) {
+  for (int i = 0; i < rows; i++) {
+    float *r = y + (size_t)i * ld;
+    for (int k = 0; k < cols; k++) r[k] += bias[k];
+  }
+}
+
+static void cpu_bias_grad(float *dbias, const float *dy, int ld, int rows, int cols) {
+  for (int i = 0; i < rows; i++) {
+    const float *r = dy + (size_t)i * ld;
+    for (int k = 0; k < cols; k++) dbias[k] += r[k];
+  }
+}
+
+static void cpu_tanh_forward(float *y, size_t n) {
+  for (size_t i = 0; i < n; i++) y[i] = tanhf(y[i]);
+}
+static void cpu_tanh_backward(float *dx, const float *dy, const float *y, size_t n) {
+  for (size_t i = 0; i < n; i++) dx[i] = dy[i] * (1.0f - y[i] * y[i]);
+}
+static void cpu_mul(float *y, const float *x, const float *mask, size_t n) {
+  for (size_t i = 0; i < n; i++) y[i] = x[i] * mask[i];
+}
+
+static inline float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+/* ---------------------------------------------------------------- cells */
+
+static void cpu_rnn_step_forward(float *h, float *pre, int n, int H) {
+  size_t count = (size_t)n * H;
+  for (size_t i = 0; i < count; i++) h[i] = tanhf(pre[i]);
+}
+
+static void cpu_rnn_step_backward(float *dpre, const float *dh, const float *h, int n, int H) {
+  size_t count = (size_t)n * H;
+  for (size_t i = 0; i < count; i++) dpre[i] = dh[i] * (1.0f - h[i] * h[i]);
+}
+
+/* r = s(x_r + hw_r); z = s(x_z + hw_z); g = tanh(x_n + r * hw_n); h = (1 - z) g + z h_prev */
+static void cpu_gru_step_forward(float *h, float *pre, const float *hw, const float *h_prev, int n,
+                                 int H) {
+  for (int b = 0; b < n; b++) {
+    float *x = pre + (size_t)b * 3 * H;
+    const float *u = hw + (size_t)b * 3 * H;
+    const float *hp = h_prev ? h_prev + (size_t)b * H : NULL;
+    float *ho = h + (size_t)b * H;
+    for (int k = 0; k < H; k++) {
+      float r = sigmoidf(x[k] + u[k]);
+      float z = sigmoidf(x[H + k] + u[H + k]);
+      float g = tanhf(x[2 * H + k] + r * u[2 * H + k]);
+      x[k] = r;
+      x[H + k] = z;
+      x[2 * H + k] = g;
+      ho[k] = (1.0f - z) * g + z * (hp ? hp[k] : 0.0f);
+    }
+  }
+}
+
+static void cpu_gru_step_backward(float *dx, float *dhw, float *dh_prev, const float *dh,
+                                  const float *gates, const float *hw, const float *h_prev, int n,
+                                  int H) {
+  for (int b = 0; b < n; b++) {
+    const float *gt = gates + (size_t)b * 3 * H;
+    const float *u = hw + (size_t)b * 3 * H;
+    const float *hp = h_prev ? h_prev + (size_t)b * H : NULL;
+    const float *d = dh + (size_t)b * H;
+    float *dxo = dx + (size_t)b * 3 * H;
+    float *dho = dhw + (size_t)b * 3 * H;
+    for (int k = 0; k < H; k++) {
+      float r = gt[k], z = gt[H + k], g = gt[2 * H + k];
+      float hprev = hp ? hp[k] : 0.0f;
+      float dg = d[k] * (1.0f - z);
+      float dz = d[k] * (hprev - g);
+      float dg_pre = dg * (1.0f - g * g);
+      float dr = dg_pre * u[2 * H + k];
+      float dr_pre = dr * r * (1.0f - r);
+      float dz_pre = dz * z * (1.0f - z);
+      dxo[k] = dr_pre;
+      dxo[H + k] = dz_pre;
+      dxo[2 * H + k] = dg_pre;
+      dho[k] = dr_pre;
+      dho[H + k] = dz_pre;
+      dho[2 * H + k] = dg_pre * r;
+      if (dh_prev) dh_prev[(size_t)b * H + k] += d[k] * z;
+    }
+  }
+}
+
+/* i,f,o = s(.), g = tanh(.); c = f c_prev + i g; h = o tanh(c) */
+static void cpu_lstm_step_forward(float *h, float *c, float *pre, const float *c_prev, int n,
+                                  int H) {
+  for (int b = 0; b < n; b++) {
+    float *x = pre + (size_t)b * 4 * H;
+    const float *cp = c_prev ? c_prev + (size_t)b * H : NULL;
+    float *co = c + (size_t)b * H, *ho = h + (size_t)b * H;
+    for (int k = 0; k < H; k++) {
+      float i = sigmoidf(x[k]), f = sigmoidf(x[H + k]);
+      float g = tanhf(x[2 * H + k]), o = sigmoidf(x[3 * H + k]);
+      x[k] = i;
+      x[H + k] = f;
+      x[2 * H + k] = g;
+      x[3 * H + k] = o;
+      float cn = f * (cp ? cp[k] : 0.0f) + i * g;
+      co[k] = cn;
+      ho[k] = o * tanhf(cn);
+    }
+  }
+}
+
+static void cpu_lstm_step_backward(float *dpre, float *dc_prev, const float *dh, const float *dc,
+                                   const float *gates, const float *c, const float *c_prev, int n,
+                                   int H) {
+  for (int b = 0; b < n; b++) {
+    const float *gt = gates + (size_t)b * 4 * H;
+    const float *d = dh + (size_t)b * H, *dcin = dc + (size_t)b * H, *cc = c + (size_t)b * H;
+    const float *cp = c_prev ? c_prev + (size_t)b * H : NULL;
+    float *dp = dpre + (size_t)b * 4 * H;
+    for (int k = 0; k < H; k++) {
+      float i = gt[k], f = gt[H + k], g = gt[2 * H + k], o = gt[3 * H + k];
+      float tc = tanhf(cc[k]);
+      float dct = dcin[k] + d[k] * o * (1.0f - tc * tc);
+      float cprev = cp ? cp[k] : 0.0f;
+      dp[k] = dct * g * i * (1.0f - i);
+      dp[H + k] = dct * cprev * f * (1.0f - f);
+      dp[2 * H + k] = dct * i * (1.0f - g * g);
+      dp[3 * H + k] = d[k] * tc * o * (1.0f - o);
+      if (dc_prev) dc_prev[(size_t)b * H + k] += dct * f;
+    }
+  }
+}
+
+/* ---------------------------------------------------------------- attention over packed rows */
+
+static void cpu_segment_softmax(float *alpha, const float *e, const int *row_sample, int P, int B,
+                                float *scratch) {
+  float *mx = scratch, *sm = scratch + B;
+  for (int b = 0; b < B; b++) {
+    mx[b] = -INFINITY;
+    sm[b] = 0.0f;
+  }
+  for (int r = 0; r < P; r++)
+    if (e[r] > mx[row_sample[r]]) mx[row_sample[r]] = e[r];
+  for (int r = 0; r < P; r++) {
+    float v = expf(e[r] - mx[row_sample[r]]);
+    alpha[r] = v;
+    sm[row_sample[r]] += v;
+  }
+  for (int r = 0; r < P; r++) alpha[r] /= sm[row_sample[r]];
+}
+
+static void cpu_segment_softmax_backward(float *de, const float *dalpha, const float *alpha,
+                                         const int *row_sample, int P, int B, float *scratch) {
+  float *dot = scratch;
+  for (int b = 0; b < B; b++) dot[b] = 0.0f;
+  for (int r = 0; r < P; r++) dot[row_sample[r]] += alpha[r] * dalpha[r];
+  for (int r = 0; r < P; r++) de[r] = alpha[r] * (dalpha[r] - dot[row_sample[r]]);
+}
+
+static void cpu_segment_weighted_sum(float *ctx, const float *alpha, const float *v, int ldv,
+                                     const int *row_sample, int P, int B, int D) {
+  memset(ctx, 0, sizeof(float) * (size_t)B * D);
+  for (int r = 0; r < P; r++) {
+    float a = alpha[r];
+    const float *vr = v + (size_t)r * ldv;
+    float *c = ctx + (size_t)row_sample[r] * D;
+    for (int k = 0; k < D; k++) c[k] += a * vr[k];
+  }
+}
+
+static void cpu_segment_weighted_sum_backward(float *dv, int ldv, int add, float *dalpha,
+                                              const float *dctx, const float *alpha,
+                                              const float *v, const int *row_sample, int P,
+                                              int B, int D) {
+  for (int r = 0; r < P; r++) {
+    const float *dc = dctx + (size_t)row_sample[r] * D;
+    const float *vr = v + (size_t)r * ldv;
+    float *dvr = dv + (size_t)r * ldv;
+    float a = alpha[r], dot = 0.0f;
+    for (int k = 0; k < D; k++) {
+      dot += dc[k] * vr[k];
+      dvr[k] = (add ? dvr[k] : 0.0f) + a * dc[k];
+    }
+    dalpha[r] = dot;
+  }
+}
+
+static void cpu_segment_dot(float *e, const float *q, const float *k, int ldk,
+                            const int *row_sample, int P, int D, float scale) {
+  for (int r = 0; r < P; r++) {
+    const float *qb = q + (size_t)row_sample[r] * D, *kr = k + (size_t)r * ldk;
+    float dot = 0.0f;
+    for (int i = 0; i < D; i++) dot += qb[i] * kr[i];
+    e[r] = scale * dot;
+  }
+}
+
+static void cpu_segment_dot_backward(float *dq, float *dk, const float *de, const float *q,
+                                     const float *k, int ldk, const int *row_sample, int P,
+                                     int B, int D, float scale) {
+  for (int r = 0; r < P; r++) {
+    const float *qb = q + (size_t)row_sample[r] * D, *kr = k + (size_t)r * ldk;
+    float *dqb = dq + (size_t)row_sample[r] * D, *dkr = dk + (size_t)r * ldk;
+    float s = scale * de[r];
+    for (int i = 0; i < D; i++) {
+      dqb[i] += s * kr[i];
+      dkr[i] = s * qb[i];
+    }
+  }
+}
+
+static void cpu_embedding_forward(float *x, const float *table, const int *ids, int P, int E) {
+  for (int r = 0; r < P; r++)
+    memcpy(x + (size_t)r * E, table + (size_t)ids[r] * E, sizeof(float) * E);
+}
+
+static void cpu_embedding_backward(float *dtable, const float *dx, const int *ids, int P, int E,
+                                   int skip_id) {
+  for (int r = 0; r < P; r++) {
+    if (ids[r] == skip_id) continue;
+    float *d = dtable + (size_t)ids[r] * E;
+    const float *s = dx + (size_t)r * E;
+    for (int k = 0; k < E; k++) d[k] += s[k];
+  }
+}
+
+static const nn_backend cpu_backend = {
+    .name = "cpu",
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .upload = cpu_copy,
+    .download = cpu_copy,
+    .zero = cpu_zero,
+    .sgemm = cpu_sgemm,
+    .gather_rows = cpu_gather_rows,
+    .scatter_add_rows = cpu_scatter_add_rows,
+    .add_bias = cpu_add_bias,
+    .bias_grad = cpu_bias_grad,
+    .tanh_forward = cpu_tanh_forward,
+    .tanh_backward = cpu_tanh_backward,
+    .mul = cpu_mul,
+    .rnn_step_forward = cpu_rnn_step_forward,
+    .rnn_step_backward = cpu_rnn_step_backward,
+    .gru_step_forward = cpu_gru_step_forward,
+    .gru_step_backward = cpu_gru_step_backward,
+    .lstm_step_forward = cpu_lstm_step_forward,
+    .lstm_step_backward = cpu_lstm_step_backward,
+    .segment_softmax = cpu_segment_softmax,
+    .segment_softmax_backward = cpu_segment_softmax_backward,
+    .segment_weighted_sum = cpu_segment_weighted_sum,
+    .segment_weighted_sum_backward = cpu_segment_weighted_sum_backward,
+    .segment_dot = cpu_segment_dot,
+    .segment_dot_backward = cpu_segment_dot_backward,
+    .embedding_forward = cpu_embedding_forward,
+    .embedding_backward = cpu_embedding_backward,
+};
+
+const nn_backend *nn_backend_cpu(void) { return &cpu_backend; }

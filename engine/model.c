@@ -1,0 +1,532 @@
+/* model.c -- the model: its parameter table (PyTorch state_dict names and order, one flat
+ * buffer with named views), PyTorch's default initialisation, the workspace arena, and the
+ * top-level forward/backward that chains embedding -> recurrent layers -> attention -> fc1 ->
+ * dropout -> fc2 (recurrent.c and attention.c hold those layers).
+ *
+ * The batch is processed in packed, length-sorted order (see model.h); logits and attention
+ * are written back in the caller's row order. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model.h"
+
+int nn_cell_gates(nn_cell cell) { return cell == NN_CELL_GRU ? 3 : cell == NN_CELL_LSTM ? 4 : 1; }
+
+/* ---------------------------------------------------------------- parameter table */
+
+static size_t add_tensor(nn_model *m, size_t *offset, const char *name, int64_t rows,
+                         int64_t cols) {
+  int i = m->ntensors++;
+  nn_tensor_info *t = &m->tensors[i];
+  snprintf(m->tensor_names[i], sizeof m->tensor_names[i], "%s", name);
+  t->name = m->tensor_names[i];
+  t->ndim = cols ? 2 : 1;
+  t->shape[0] = rows;
+  t->shape[1] = cols;
+  t->offset = *offset;
+  t->size = (size_t)rows * (size_t)(cols ? cols : 1);
+  *offset += t->size;
+  return t->offset;
+}
+
+/* Fill the table in PyTorch's state_dict order; returns the parameter count. */
+static size_t build_tensor_table(nn_model *m) {
+  size_t off = 0;
+  char name[48];
+  int GH = m->G * m->H;
+  m->ntensors = 0;
+  m->emb = add_tensor(m, &off, "embeddings.weight", m->V, m->E);
+  for (int l = 0; l < m->L; l++) {
+    int in = l == 0 ? m->E : m->D;
+    for (int d = 0; d < m->dirs; d++) {
+      const char *sfx = d ? "_reverse" : "";
+      nn_rnn_params *p = &m->rnn[l][d];
+      snprintf(name, sizeof name, "rnn.weight_ih_l%d%s", l, sfx);
+      p->w_ih = add_tensor(m, &off, name, GH, in);
+      snprintf(name, sizeof name, "rnn.weight_hh_l%d%s", l, sfx);
+      p->w_hh = add_tensor(m, &off, name, GH, m->H);
+      snprintf(name, sizeof name, "rnn.bias_ih_l%d%s", l, sfx);
+      p->b_ih = add_tensor(m, &off, name, GH, 0);
+      snprintf(name, sizeof name, "rnn.bias_hh_l%d%s", l, sfx);
+      p->b_hh = add_tensor(m, &off, name, GH, 0);
+    }
+  }
+  switch (m->cfg.attention) {
+  case NN_ATTN_LINEAR:
+    m->attn_w = add_tensor(m, &off, "attn.weight", 1, m->D);
+    m->attn_b = add_tensor(m, &off, "attn.bias", 1, 0);
+    break;
+  case NN_ATTN_ADDITIVE:
+    m->attn_w = add_tensor(m, &off, "attn.proj.weight", m->D, m->D);
+    m->attn_b = add_tensor(m, &off, "attn.proj.bias", m->D, 0);
+    m->attn_v = add_tensor(m, &off, "attn.v.weight", 1, m->D);
+    break;
+  case NN_ATTN_SELF:
+    m->attn_q_w = add_tensor(m, &off, "attn.query.weight", m->D, m->D);
+    m->attn_q_b = add_tensor(m, &off, "attn.query.bias", m->D, 0);
+    m->attn_k_w = add_tensor(m, &off, "attn.key.weight", m->D, m->D);
+    m->attn_k_b = add_tensor(m, &off, "attn.key.bias", m->D, 0);
+    m->attn_v_w = add_tensor(m, &off, "attn.value.weight", m->D, m->D);
+    m->attn_v_b = add_tensor(m, &off, "attn.value.bias", m->D, 0);
+    break;
+  }
+  if (m->F > 0) {
+    m->fc1_w = add_tensor(m, &off, "fc1.weight", m->F, m->D);
+    m->fc1_b = add_tensor(m, &off, "fc1.bias", m->F, 0);
+  }
+  m->fc2_w = add_tensor(m, &off, "fc2.weight", m->C, m->F > 0 ? m->F : m->D);
+  m->fc2_b = add_tensor(m, &off, "fc2.bias", m->C, 0);
+  return off;
+}
+
+/* PyTorch defaults: Embedding N(0,1) with the padding row zero; RNN/GRU/LSTM U(-1/sqrt(H),
+ * 1/sqrt(H)) for every tensor; Linear weight and bias U(-1/sqrt(in), 1/sqrt(in)). */
+static void init_params(nn_model *m, float *p, uint64_t seed) {
+  nn_rng rng;
+  nn_rng_seed(&rng, seed);
+  for (int i = 0; i < m->ntensors; i++) {
+    const nn_tensor_info *t = &m->tensors[i];
+    float *x = p + t->offset;
+    if (i == 0) { /* embeddings.weight */
+      for (size_t k = 0; k < t->size; k++) x[k] = nn_rng_normal(&rng);
+      memset(x + (size_t)NN_PAD * m->E, 0, sizeof(float) * m->E);
+      continue;
+    }
+    double fan_in;
+    if (strncmp(t->name, "rnn.", 4) == 0) fan_in = m->H;
+    else {
+      /* a Linear's bias shares the bound of its weight, the tensor just before it */
+      const nn_tensor_info *w = t->ndim == 2 ? t : &m->tensors[i - 1];
+      fan_in = (double)w->shape[1];
+    }
+    float bound = (float)(1.0 / sqrt(fan_in));
+    for (size_t k = 0; k < t->size; k++) x[k] = (2.0f * nn_rng_uniform(&rng) - 1.0f) * bound;
+  }
+}
+
+int nn_model_create(nn_model **out, const nn_config *cfg, nn_vocab *vocab,
+                    const char *const *labels, int num_classes, uint64_t seed, char *err) {
+  *out = NULL;
+  int rc = nn_config_validate(cfg, err);
+  if (rc != NN_OK) {
+    nn_vocab_free(vocab);
+    return rc;
+  }
+  if (!vocab || nn_vocab_count(vocab) < 2) {
+    snprintf(err, NN_ERR_LEN, "vocabulary must hold at least <PAD> and <UNK>");
+    nn_vocab_free(vocab);
+    return NN_ERROR;
+  }
+  if (num_classes < 2 || num_classes > 100000) {
+    snprintf(err, NN_ERR_LEN, "number of classes must be from 2 to 100000, got %d", num_classes);
+    nn_vocab_free(vocab);
+    return NN_ERROR;
+  }
+  nn_model *m = calloc(1, sizeof *m);
+  if (!m) goto nomem;
+  m->cfg = *cfg;
+  m->vocab = vocab;
+  vocab = NULL;
+  m->be = nn_backend_cpu();
+  m->C = num_classes;
+  m->V = nn_vocab_count(m->vocab);
+  m->E = cfg->embed_dim;
+  m->H = cfg->hidden;
+  m->dirs = cfg->bidirectional ? 2 : 1;
+  m->D = m->H * m->dirs;
+  m->F = cfg->fc_hidden;
+  m->G = nn_cell_gates(cfg->cell);
+  m->L = cfg->layers;
+  if (m->L > NN_MAX_LAYERS) {
+    snprintf(err, NN_ERR_LEN, "layers must be at most %d", NN_MAX_LAYERS);
+    nn_model_free(m);
+    return NN_ERROR;
+  }
+  m->labels = calloc((size_t)num_classes, sizeof *m->labels);
+  m->label_lens = calloc((size_t)num_classes, sizeof *m->label_lens);
+  if (!m->labels || !m->label_lens) goto nomem;
+  for (int c = 0; c < num_classes; c++) {
+    size_t n = strlen(labels[c]);
+    m->labels[c] = malloc(n + 1);
+    if (!m->labels[c]) goto nomem;
+    memcpy(m->labels[c], labels[c], n + 1);
+    m->label_lens[c] = (int)n;
+  }
+  m->nparams = build_tensor_table(m);
+  m->params = m->be->alloc(m->nparams * sizeof(float));
+  if (!m->params) goto nomem;
+  init_params(m, m->params, seed);
+  *out = m;
+  return NN_OK;
+nomem:
+  nn_vocab_free(vocab);
+  nn_model_free(m);
+  snprintf(err, NN_ERR_LEN, "out of memory creating the model");
+  return NN_NOMEM;
+}
+
+void nn_model_free(nn_model *m) {
+  if (!m) return;
+  nn_vocab_free(m->vocab);
+  if (m->labels)
+    for (int c = 0; c < m->C; c++) free(m->labels[c]);
+  free(m->labels);
+  free(m->label_lens);
+  if (m->be) {
+    m->be->free(m->params);
+    m->be->free(m->grads);
+  }
+  free(m);
+}
+
+const nn_config *nn_model_config(const nn_model *m) { return &m->cfg; }
+const nn_vocab *nn_model_vocab(const nn_model *m) { return m->vocab; }
+int nn_model_num_classes(const nn_model *m) { return m->C; }
+const char *nn_model_label(const nn_model *m, int c) {
+  return c >= 0 && c < m->C ? m->labels[c] : NULL;
+}
+int nn_model_label_lookup(const nn_model *m, const char *label, int len) {
+  for (int c = 0; c < m->C; c++)
+    if (m->label_lens[c] == len && memcmp(m->labels[c], label, (size_t)len) == 0) return c;
+  return -1;
+}
+size_t nn_model_param_count(const nn_model *m) { return m->nparams; }
+float *nn_model_params(nn_model *m) { return m->params; }
+float *nn_model_grads(nn_model *m) { return m->grads; }
+int nn_model_tensor_count(const nn_model *m) { return m->ntensors; }
+int nn_model_tensor(const nn_model *m, int index, nn_tensor_info *info) {
+  if (index < 0 || index >= m->ntensors) return NN_ERROR;
+  *info = m->tensors[index];
+  return NN_OK;
+}
+int nn_model_tensor_find(const nn_model *m, const char *name) {
+  for (int i = 0; i < m->ntensors; i++)
+    if (strcmp(m->tensors[i].name, name) == 0) return i;
+  return -1;
+}
+
+int nn_model_zero_grads(nn_model *m, char *err) {
+  if (!m->grads) {
+    m->grads = m->be->alloc(m->nparams * sizeof(float));
+    if (!m->grads) {
+      snprintf(err, NN_ERR_LEN, "out of memory allocating gradients");
+      return NN_NOMEM;
+    }
+    return NN_OK; /* alloc zeroes */
+  }
+  m->be->zero(m->grads, m->nparams);
+  return NN_OK;
+}
+
+/* ---------------------------------------------------------------- workspace */
+
+int nn_workspace_create(nn_workspace **out, char *err) {
+  *out = calloc(1, sizeof **out);
+  if (!*out) {
+    snprintf(err, NN_ERR_LEN, "out of memory creating a workspace");
+    return NN_NOMEM;
+  }
+  (*out)->be = nn_backend_cpu();
+  return NN_OK;
+}
+
+void nn_workspace_free(nn_workspace *ws) {
+  if (!ws) return;
+  ws->be->free(ws->buf);
+  free(ws->ibuf);
+  free(ws);
+}
+
+/* Carve consecutive pieces out of the arena; with base == NULL only counts. */
+typedef struct carver {
+  float *base;
+  size_t used;
+} carver;
+static float *carve(carver *cv, size_t n) {
+  float *p = cv->base ? cv->base + cv->used : NULL;
+  cv->used += (n + 15) & ~(size_t)15; /* 64-byte aligned pieces */
+  return p;
+}
+
+static void carve_all(nn_workspace *ws, const nn_model *m, carver *cv) {
+  size_t P = (size_t)ws->P, B = (size_t)ws->B, D = (size_t)m->D, H = (size_t)m->H;
+  size_t GH = (size_t)m->G * H, FD = (size_t)(m->F > 0 ? m->F : m->D);
+  int train = ws->training;
+  ws->x0 = carve(cv, P * m->E);
+  for (int l = 0; l < m->L; l++) {
+    ws->y[l] = carve(cv, P * D);
+    size_t in = l == 0 ? (size_t)m->E : D;
+    for (int d = 0; d < m->dirs; d++) {
+      nn_rnn_acts *a = &ws->acts[l][d];
+      a->x = d ? carve(cv, P * in) : NULL;
+      a->pre = carve(cv, P * GH);
+      a->hw = m->cfg.cell == NN_CELL_GRU ? carve(cv, P * GH) : NULL;
+      a->h = carve(cv, P * H);
+      a->c = m->cfg.cell == NN_CELL_LSTM ? carve(cv, P * H) : NULL;
+    }
+  }
+  ws->scores = carve(cv, P);
+  ws->alpha = carve(cv, P);
+  ws->seg_scratch = carve(cv, 2 * B);
+  ws->att_u = m->cfg.attention == NN_ATTN_ADDITIVE ? carve(cv, P * D) : NULL;
+  if (m->cfg.attention == NN_ATTN_SELF) {
+    ws->att_q = carve(cv, B * D);
+    ws->att_k = carve(cv, P * D);
+    ws->att_v = carve(cv, P * D);
+    ws->y_last = carve(cv, B * D);
+  }
+  ws->ctx = carve(cv, B * D);
+  ws->z1 = m->F > 0 ? carve(cv, B * m->F) : NULL;
+  ws->mask = train && m->cfg.dropout > 0.0f ? carve(cv, B * FD) : NULL;
+  ws->zd = carve(cv, B * FD);
+  ws->logits = carve(cv, B * m->C);
+  if (!train) return;
+  size_t maxin = D > (size_t)m->E ? D : (size_t)m->E;
+  ws->d_logits = carve(cv, B * m->C);
+  ws->d_zd = carve(cv, B * FD);
+  ws->d_z1 = m->F > 0 ? carve(cv, B * m->F) : NULL;
+  ws->d_ctx = carve(cv, B * D);
+  ws->d_scores = carve(cv, P);
+  ws->d_alpha = carve(cv, P);
+  ws->d_u = carve(cv, P * D);
+  ws->d_q = carve(cv, B * D);
+  ws->d_k = carve(cv, P * D);
+  ws->d_v = carve(cv, P * D);
+  ws->d_y = carve(cv, P * maxin);
+  ws->d_x = carve(cv, P * maxin);
+  ws->d_h = carve(cv, P * H);
+  ws->d_c = carve(cv, P * H);
+  ws->d_pre = carve(cv, P * GH);
+  ws->d_hw = carve(cv, P * GH);
+  ws->h_prev = carve(cv, P * H);
+  ws->d_xdir = carve(cv, P * maxin);
+}
+
+/* Sort the batch by length (longest first, stable), build the packed index arrays and size
+ * the arena for this batch. */
+int nn_workspace_prepare(nn_workspace *ws, const nn_model *m, const nn_batch *batch,
+                         int training, char *err) {
+  int B = batch->B, T = batch->T;
+  if (B < 1 || T < 1 || !batch->tokens || !batch->lengths) {
+    snprintf(err, NN_ERR_LEN, "empty batch (B=%d, T=%d)", B, T);
+    return NN_ERROR;
+  }
+  long long P = 0;
+  for (int b = 0; b < B; b++) {
+    int len = batch->lengths[b];
+    if (len < 1 || len > T) {
+      snprintf(err, NN_ERR_LEN, "length %d of batch row %d is outside 1..%d", len, b, T);
+      return NN_ERROR;
+    }
+    P += len;
+  }
+  if (P > (1LL << 28)) {
+    snprintf(err, NN_ERR_LEN, "batch too large (%lld tokens)", P);
+    return NN_ERROR;
+  }
+  /* index arena: order, lens (B each), nstep (T), off (T+1), ids, rev, row_sample (P each),
+   * last_row (B) */
+  size_t ineed = 3 * (size_t)B + 2 * (size_t)T + 1 + 3 * (size_t)P;
+  if (ineed > ws->icap) {
+    int *p = realloc(ws->ibuf, ineed * sizeof(int));
+    if (!p) goto nomem;
+    ws->ibuf = p;
+    ws->icap = ineed;
+  }
+  int *ip = ws->ibuf;
+  ws->order = ip, ip += B;
+  ws->lens = ip, ip += B;
+  ws->last_row = ip, ip += B;
+  ws->nstep = ip, ip += T;
+  ws->off = ip, ip += T + 1;
+  ws->ids = ip, ip += P;
+  ws->rev = ip, ip += P;
+  ws->row_sample = ip, ip += P;
+  /* counting sort by length, descending, stable in the caller's order */
+  int *nstep = ws->nstep, *off = ws->off;
+  memset(nstep, 0, sizeof(int) * (size_t)T);
+  for (int b = 0; b < B; b++) nstep[batch->lengths[b] - 1]++; /* histogram of lengths */
+  int pos = 0;
+  for (int len = T; len >= 1; len--) { /* start index of each length bucket */
+    int count = nstep[len - 1];
+    nstep[len - 1] = pos;
+    pos += count;
+  }
+  for (int b = 0; b < B; b++) ws->order[nstep[batch->lengths[b] - 1]++] = b;
+  for (int j = 0; j < B; j++) ws->lens[j] = batch->lengths[ws->order[j]];
+  int Tmax = ws->lens[0];
+  for (int t = 0; t < Tmax; t++) { /* n[t] = samples longer than t */
+    int n = 0;
+    while (n < B && ws->lens[n] > t) n++;
+    nstep[t] = n;
+  }
+  off[0] = 0;
+  for (int t = 0; t < Tmax; t++) off[t + 1] = off[t] + nstep[t];
+  for (int t = 0; t < Tmax; t++)
+    for (int j = 0; j < nstep[t]; j++) {
+      int r = off[t] + j, id = batch->tokens[(size_t)ws->order[j] * T + t];
+      if (id < 0 || id >= m->V) {
+        snprintf(err, NN_ERR_LEN, "token id %d at row %d position %d is outside 0..%d", id,
+                 ws->order[j], t, m->V - 1);
+        return NN_ERROR;
+      }
+      ws->ids[r] = id;
+      ws->rev[r] = off[ws->lens[j] - 1 - t] + j;
+      ws->row_sample[r] = j;
+    }
+  for (int j = 0; j < B; j++) ws->last_row[j] = off[ws->lens[j] - 1] + j;
+  ws->B = B;
+  ws->T = T;
+  ws->P = (int)P;
+  ws->Tmax = Tmax;
+  ws->training = training;
+  carver cv = {NULL, 0};
+  carve_all(ws, m, &cv);
+  if (cv.used > ws->cap) {
+    ws->be->free(ws->buf);
+    ws->buf = ws->be->alloc(cv.used * sizeof(float));
+    ws->cap = ws->buf ? cv.used : 0;
+    if (!ws->buf) goto nomem;
+  }
+  cv.base = ws->buf;
+  cv.used = 0;
+  carve_all(ws, m, &cv);
+  return NN_OK;
+nomem:
+  snprintf(err, NN_ERR_LEN, "out of memory for a batch of %d rows and %lld tokens", B, P);
+  return NN_NOMEM;
+}
+
+/* ---------------------------------------------------------------- classifier head */
+
+/* fc1 -> dropout -> fc2 on the attention context.  ctx (B, D) -> logits (B, C) */
+static void head_forward(const nn_model *m, nn_workspace *ws, nn_rng *rng) {
+  const nn_backend *be = m->be;
+  const float *p = m->params;
+  int B = ws->B, FD = m->F > 0 ? m->F : m->D;
+  const float *z = ws->ctx;
+  if (m->F > 0) { /* z1 (B,F) = ctx W1^T + b1 */
+    be->sgemm(0, 1, B, m->F, m->D, 1.0f, ws->ctx, m->D, p + m->fc1_w, m->D, 0.0f, ws->z1, m->F);
+    be->add_bias(ws->z1, m->F, p + m->fc1_b, B, m->F);
+    z = ws->z1;
+  }
+  if (ws->mask) { /* inverted dropout, as torch.nn.Dropout */
+    float keep = 1.0f - m->cfg.dropout, scale = 1.0f / keep;
+    size_t n = (size_t)B * FD;
+    float *mask = ws->mask; /* drawn on the host: the CPU backend's memory is host memory */
+    for (size_t i = 0; i < n; i++) mask[i] = nn_rng_uniform(rng) < keep ? scale : 0.0f;
+    be->mul(ws->zd, z, ws->mask, n);
+  } else {
+    be->gather_rows(ws->zd, FD, z, FD, NULL, B, FD);
+  }
+  be->sgemm(0, 1, B, m->C, FD, 1.0f, ws->zd, FD, p + m->fc2_w, FD, 0.0f, ws->logits, m->C);
+  be->add_bias(ws->logits, m->C, p + m->fc2_b, B, m->C);
+}
+
+/* d_logits (B, C) -> d_ctx (B, D); parameter gradients accumulate */
+static void head_backward(nn_model *m, nn_workspace *ws) {
+  const nn_backend *be = m->be;
+  const float *p = m->params;
+  float *g = m->grads;
+  int B = ws->B, FD = m->F > 0 ? m->F : m->D;
+  be->sgemm(1, 0, m->C, FD, B, 1.0f, ws->d_logits, m->C, ws->zd, FD, 1.0f, g + m->fc2_w, FD);
+  be->bias_grad(g + m->fc2_b, ws->d_logits, m->C, B, m->C);
+  be->sgemm(0, 0, B, FD, m->C, 1.0f, ws->d_logits, m->C, p + m->fc2_w, FD, 0.0f, ws->d_zd, FD);
+  float *dz = m->F > 0 ? ws->d_z1 : ws->d_ctx;
+  if (ws->mask) be->mul(dz, ws->d_zd, ws->mask, (size_t)B * FD);
+  else be->gather_rows(dz, FD, ws->d_zd, FD, NULL, B, FD);
+  if (m->F > 0) {
+    be->sgemm(1, 0, m->F, m->D, B, 1.0f, ws->d_z1, m->F, ws->ctx, m->D, 1.0f, g + m->fc1_w, m->D);
+    be->bias_grad(g + m->fc1_b, ws->d_z1, m->F, B, m->F);
+    be->sgemm(0, 0, B, m->D, m->F, 1.0f, ws->d_z1, m->F, p + m->fc1_w, m->D, 0.0f, ws->d_ctx,
+              m->D);
+  }
+}
+
+/* ---------------------------------------------------------------- the whole model */
+
+int nn_model_forward(nn_model *m, nn_workspace *ws, const nn_batch *batch, int training,
+                     nn_rng *rng, float *logits, float *attn, char *err) {
+  if (training && m->cfg.dropout > 0.0f && !rng) {
+    snprintf(err, NN_ERR_LEN, "training forward with dropout needs a random generator");
+    return NN_ERROR;
+  }
+  int rc = nn_workspace_prepare(ws, m, batch, training, err);
+  if (rc != NN_OK) return rc;
+  const nn_backend *be = m->be;
+  be->embedding_forward(ws->x0, m->params + m->emb, ws->ids, ws->P, m->E); /* (P, E) */
+  nn_recurrent_forward(m, ws);                                             /* (P, D) */
+  nn_attention_forward(m, ws);                                             /* (B, D) */
+  head_forward(m, ws, rng);                                                /* (B, C) */
+  /* back to the caller's row order */
+  for (int j = 0; j < ws->B; j++)
+    memcpy(logits + (size_t)ws->order[j] * m->C, ws->logits + (size_t)j * m->C,
+           sizeof(float) * m->C);
+  if (attn) {
+    memset(attn, 0, sizeof(float) * (size_t)ws->B * ws->T);
+    for (int t = 0; t < ws->Tmax; t++)
+      for (int j = 0; j < ws->nstep[t]; j++)
+        attn[(size_t)ws->order[j] * ws->T + t] = ws->alpha[ws->off[t] + j];
+  }
+  return NN_OK;
+}
+
+int nn_model_backward(nn_model *m, nn_workspace *ws, const nn_batch *batch,
+                      const float *dlogits, char *err) {
+  if (!ws->training || ws->B != batch->B || ws->T != batch->T) {
+    snprintf(err, NN_ERR_LEN, "backward needs a training forward of the same batch first");
+    return NN_ERROR;
+  }
+  if (!m->grads) {
+    int rc = nn_model_zero_grads(m, err);
+    if (rc != NN_OK) return rc;
+  }
+  for (int j = 0; j < ws->B; j++)
+    memcpy(ws->d_logits + (size_t)j * m->C, dlogits + (size_t)ws->order[j] * m->C,
+           sizeof(float) * m->C);
+  head_backward(m, ws);          /* -> d_ctx (B, D) */
+  nn_attention_backward(m, ws);  /* -> d_y (P, D) of the last layer */
+  nn_recurrent_backward(m, ws);  /* -> d_x (P, E) */
+  m->be->embedding_backward(m->grads + m->emb, ws->d_x, ws->ids, ws->P, m->E, NN_PAD);
+  return NN_OK;
+}
+
+/* ---------------------------------------------------------------- loss */
+
+void nn_softmax_rows(float *probs, const float *logits, int B, int C) {
+  for (int b = 0; b < B; b++) {
+    const float *z = logits + (size_t)b * C;
+    float *p = probs + (size_t)b * C;
+    float mx = z[0];
+    for (int c = 1; c < C; c++) mx = z[c] > mx ? z[c] : mx;
+    float sum = 0.0f;
+    for (int c = 0; c < C; c++) sum += (p[c] = expf(z[c] - mx));
+    for (int c = 0; c < C; c++) p[c] /= sum;
+  }
+}
+
+float nn_cross_entropy(float *dlogits, const float *logits, const int *labels,
+                       const float *class_weights, int B, int C) {
+  double loss = 0.0, wsum = 0.0;
+  for (int b = 0; b < B; b++) {
+    float w = class_weights ? class_weights[labels[b]] : 1.0f;
+    wsum += w;
+  }
+  for (int b = 0; b < B; b++) {
+    const float *z = logits + (size_t)b * C;
+    float *d = dlogits + (size_t)b * C;
+    int y = labels[b];
+    float w = class_weights ? class_weights[y] : 1.0f;
+    float mx = z[0];
+    for (int c = 1; c < C; c++) mx = z[c] > mx ? z[c] : mx;
+    double sum = 0.0;
+    for (int c = 0; c < C; c++) sum += exp((double)z[c] - mx);
+    double logsum = log(sum) + mx;
+    loss += w * (logsum - z[y]);
+    for (int c = 0; c < C; c++)
+      d[c] = (float)(w / wsum * (exp((double)z[c] - logsum) - (c == y ? 1.0 : 0.0)));
+  }
+  return (float)(loss / wsum);
+}

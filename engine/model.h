@@ -1,0 +1,99 @@
+/* model.h -- the model and workspace structures, shared by the engine's layer files.
+ *
+ * Packed layout (as PyTorch's PackedSequence): a batch is sorted by length, longest first
+ * (order[j] = the caller's row of sorted sample j). Time step t holds the n[t] samples with
+ * length > t, in rows off[t] .. off[t] + n[t] of every (P, .) activation, P = sum of lengths.
+ * Row r = off[t] + j is sample j at position t. The previous step of row r is row
+ * off[t-1] + j, so the recurrent GEMM at step t reads the first n[t] rows of step t-1.
+ *
+ * The reverse direction runs the same forward recurrence over its input permuted by rev[]:
+ * rev[off[t] + j] = off[len_j - 1 - t] + j (an involution), so it starts at each sequence's
+ * last real token, as packed sequences do, and padding is never read.
+ */
+#ifndef ATTNEXT_MODEL_H
+#define ATTNEXT_MODEL_H
+
+#include "backend.h"
+#include "nn.h"
+
+#define NN_MAX_LAYERS 8
+#define NN_MAX_TENSORS 64
+
+typedef struct nn_rnn_params { /* offsets (in floats) into params / grads */
+  size_t w_ih, w_hh, b_ih, b_hh;
+} nn_rnn_params;
+
+struct nn_model {
+  nn_config cfg;
+  nn_vocab *vocab;
+  char **labels;
+  int *label_lens;
+  int C;                 /* classes */
+  int V, E, H, D, F, G;  /* vocab, embed, hidden, D = H * dirs, fc1 width, gates per cell */
+  int L, dirs;           /* layers, directions */
+  const nn_backend *be;
+  float *params, *grads; /* (nparams) each, backend memory */
+  size_t nparams;
+  nn_tensor_info tensors[NN_MAX_TENSORS];
+  char tensor_names[NN_MAX_TENSORS][48];
+  int ntensors;
+  /* named views (offsets) */
+  size_t emb;
+  nn_rnn_params rnn[NN_MAX_LAYERS][2];
+  size_t attn_w, attn_b;               /* linear: (1,D), (1); additive proj: (D,D), (D) */
+  size_t attn_v;                       /* additive: (1,D) */
+  size_t attn_q_w, attn_q_b, attn_k_w, attn_k_b, attn_v_w, attn_v_b; /* self: (D,D), (D) */
+  size_t fc1_w, fc1_b;                 /* (F,D), (F) when F > 0 */
+  size_t fc2_w, fc2_b;                 /* (C, F or D), (C) */
+};
+
+/* Per-layer, per-direction activations kept for backward. */
+typedef struct nn_rnn_acts {
+  float *x;   /* (P, In) the direction's input in its step order (reverse: permuted copy) */
+  float *pre; /* (P, G*H) activated gates (lstm, gru) or unused (rnn) */
+  float *hw;  /* (P, 3H) gru only: h_prev W_hh^T + b_hh */
+  float *h;   /* (P, H) hidden states in step order */
+  float *c;   /* (P, H) lstm cell states */
+} nn_rnn_acts;
+
+struct nn_workspace {
+  float *buf;  /* one arena for all float activations of the current batch */
+  size_t cap;  /* floats */
+  int *ibuf;   /* one arena for the index arrays */
+  size_t icap; /* ints */
+  const nn_backend *be;
+  /* shape of the batch in the arena */
+  int B, T, P, Tmax, training;
+  int *order, *lens, *nstep, *off, *ids, *rev, *row_sample, *last_row; /* host copies */
+  /* activations */
+  float *x0;                              /* (P, E) embeddings */
+  float *y[NN_MAX_LAYERS];                /* (P, D) layer outputs, position order */
+  nn_rnn_acts acts[NN_MAX_LAYERS][2];
+  float *scores, *alpha;                  /* (P) */
+  float *seg_scratch;                     /* (2B) for the segment softmax */
+  float *att_u;                           /* (P, D) additive: tanh(proj) */
+  float *att_q, *att_k, *att_v, *y_last;  /* self: (B,D), (P,D), (P,D), (B,D) */
+  float *ctx;                             /* (B, D) */
+  float *z1;                              /* (B, F) fc1 output */
+  float *mask;                            /* (B, F or D) dropout mask, NULL when no dropout */
+  float *zd;                              /* (B, F or D) after dropout */
+  float *logits;                          /* (B, C) sorted order */
+  /* backward scratch */
+  float *d_logits, *d_zd, *d_z1, *d_ctx, *d_scores, *d_alpha, *d_u, *d_q, *d_k, *d_v;
+  float *d_y;                             /* (P, max(E, D)) gradient of a layer's output */
+  float *d_x;                             /* (P, max(E, D)) gradient of a layer's input */
+  float *d_h, *d_c, *d_pre, *d_hw, *h_prev, *d_xdir; /* per direction scratch */
+};
+
+/* Gates per cell: rnn 1, gru 3, lstm 4. */
+int nn_cell_gates(nn_cell cell);
+
+/* Layers (forward/backward pairs). */
+int nn_workspace_prepare(nn_workspace *ws, const nn_model *m, const nn_batch *batch,
+                         int training, char *err);
+void nn_recurrent_forward(const nn_model *m, nn_workspace *ws);
+void nn_recurrent_backward(nn_model *m, nn_workspace *ws);
+void nn_attention_forward(const nn_model *m, nn_workspace *ws);
+void nn_attention_backward(nn_model *m, nn_workspace *ws);
+
+#endif

@@ -1,0 +1,55 @@
+/* rng.c -- the engine's random numbers: xoshiro256** seeded through splitmix64. Same seed,
+ * same stream on every machine; used for initialisation, shuffling, splits and dropout. */
+#include <math.h>
+
+#include "nn.h"
+
+static uint64_t splitmix64(uint64_t *x) {
+  uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+void nn_rng_seed(nn_rng *rng, uint64_t seed) {
+  uint64_t x = seed;
+  for (int i = 0; i < 4; i++) rng->s[i] = splitmix64(&x);
+}
+
+static inline uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+uint64_t nn_rng_next(nn_rng *rng) {
+  uint64_t *s = rng->s;
+  uint64_t result = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
+  s[2] ^= s[0];
+  s[3] ^= s[1];
+  s[1] ^= s[2];
+  s[0] ^= s[3];
+  s[2] ^= t;
+  s[3] = rotl(s[3], 45);
+  return result;
+}
+
+float nn_rng_uniform(nn_rng *rng) { return (float)(nn_rng_next(rng) >> 40) * 0x1.0p-24f; }
+
+float nn_rng_normal(nn_rng *rng) {
+  /* Box-Muller on doubles; u1 in (0, 1] so log() is finite */
+  double u1 = ((double)(nn_rng_next(rng) >> 11) + 1.0) * 0x1.0p-53;
+  double u2 = (double)(nn_rng_next(rng) >> 11) * 0x1.0p-53;
+  return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
+}
+
+uint32_t nn_rng_below(nn_rng *rng, uint32_t n) {
+  if (n <= 1) return 0;
+  /* Lemire's multiply-shift with rejection: unbiased */
+  uint64_t m = (uint64_t)(uint32_t)(nn_rng_next(rng) >> 32) * n;
+  uint32_t low = (uint32_t)m;
+  if (low < n) {
+    uint32_t threshold = (uint32_t)(-n) % n;
+    while (low < threshold) {
+      m = (uint64_t)(uint32_t)(nn_rng_next(rng) >> 32) * n;
+      low = (uint32_t)m;
+    }
+  }
+  return (uint32_t)(m >> 32);
+}

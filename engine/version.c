@@ -1,0 +1,19 @@
+/* version.c -- what this build of the engine is: version, backends, BLAS library. */
+#include <cblas.h>
+#include <stdio.h>
+
+#include "nn.h"
+
+#define NN_VERSION "0.1.0"
+
+/* OpenBLAS reports its build configuration; other BLAS libraries do not have this call. */
+char *openblas_get_config(void) __attribute__((weak));
+int openblas_get_num_threads(void) __attribute__((weak));
+
+const char *nn_version_string(char *buf, size_t len) {
+  const char *blas = openblas_get_config ? openblas_get_config() : "unknown BLAS";
+  int threads = openblas_get_num_threads ? openblas_get_num_threads() : 1;
+  snprintf(buf, len, "attnext %s; backends: cpu (%s, %d BLAS threads); cuda: not built",
+           NN_VERSION, blas, threads);
+  return buf;
+}
