@@ -11,7 +11,7 @@ Its state_dict names are the contract of the weight format (embeddings.weight, r
 attn.weight, fc1.weight, ...). Used by tests/gen_fixtures.py (golden fixtures for
 tests/test_golden.c), tests/test_interop.py and the benchmark. Run with Debian's /usr/bin/python3.
 
-    from attn_reference import AttnClassifier, st_save, st_load
+    from attn_reference import AttnClassifier, st_save, st_load, engine_file, from_engine_file
     model = AttnClassifier({"cell": "gru", "bidirectional": True, "attention": "additive",
                             "vocab_size": 30, "embed_dim": 8, "hidden": 6, "fc_hidden": 5,
                             "num_classes": 3})
@@ -166,3 +166,29 @@ def st_load(blob):
         dt = _NP[h["dtype"]].newbyteorder("<")
         tensors[name] = np.frombuffer(blob[base + a:base + b], dtype=dt).reshape(h["shape"])
     return tensors, meta
+
+
+def engine_file(model, vocab, labels, extra_config=None):
+    """The safetensors bytes the engine loads (nn_model_load / attn_import) for a PyTorch
+    AttnClassifier: F32 state_dict + __metadata__ format_version "1", config, vocab, labels
+    (JSON strings). extra_config: more nn_config keys (e.g. max_len, lower, stopwords)."""
+    config = engine_config(model.cfg)
+    config["vocab_size"] = len(vocab)
+    config.update(extra_config or {})
+    meta = {"format_version": "1", "config": json.dumps(config), "vocab": json.dumps(vocab),
+            "labels": json.dumps(labels)}
+    return st_save({k: v.float() for k, v in model.state_dict().items()}, meta)
+
+
+def from_engine_file(blob):
+    """(model, vocab, labels, config) from an engine weights file (nn_model_save, the
+    attn_models.weights BLOB); the weights are loaded with load_state_dict(strict=True)."""
+    tensors, meta = st_load(blob)
+    config = json.loads(meta["config"])
+    vocab, labels = json.loads(meta["vocab"]), json.loads(meta["labels"])
+    cfg = {k: config[k] for k in DEFAULTS if k in config}
+    cfg.update(vocab_size=len(vocab), num_classes=len(labels))
+    model = AttnClassifier(cfg)
+    model.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in tensors.items()},
+                          strict=True)
+    return model, vocab, labels, config
