@@ -1,8 +1,8 @@
 """gen_fixtures.py -- regenerate the PyTorch golden fixtures of tests/test_golden.c.
 
-    /usr/bin/python3 tests/gen_fixtures.py          (from the repository root; rewrites tests/fixtures/)
+    /usr/bin/python3 tests/gen_fixtures.py     (from the repository root; rewrites tests/fixtures/golden/)
 
-One safetensors file per network variant, tests/fixtures/<case>.safetensors, holding:
+One safetensors file per network variant, tests/fixtures/golden/<case>.safetensors, holding:
   <param name>          every parameter of tests/attn_reference.py's AttnClassifier (state_dict names)
   tokens (B,T) I64      a padded batch of mixed, unsorted lengths (one of length 1, one of length T);
                         padding is 0, real positions hold ids 1..V-1
@@ -152,7 +152,7 @@ def check_reference(model, tokens, lengths, exact):
 
 
 def main():
-    outdir = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
+    outdir = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "golden")
     os.makedirs(outdir, exist_ok=True)
     for old in os.listdir(outdir):
         if old.endswith(".safetensors"):

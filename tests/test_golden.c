@@ -1,4 +1,4 @@
-/* test_golden.c -- the engine against PyTorch, on the golden fixtures of tests/fixtures/.
+/* test_golden.c -- the engine against PyTorch, on the golden fixtures in tests/fixtures/golden/.
  *
  * Each fixture (written by tests/gen_fixtures.py from tests/attn_reference.py) holds a small
  * network's parameters, a padded batch of mixed lengths and what PyTorch computed from them:
@@ -15,7 +15,7 @@
  * because Adam divides the gradient by its own magnitude; they are compared with
  * ATOL = lr * steps. Embedding rows of ids absent from the batch stay strictly compared.
  *
- *   build/tests/test_golden                       every .safetensors file in tests/fixtures
+ *   build/tests/test_golden                       every .safetensors file in tests/fixtures/golden
  *   build/tests/test_golden FILE...               the given fixtures
  *   GOLDEN_VERBOSE=1 build/tests/test_golden      also the worst error of every tensor
  * Fails (not skips) when there are no fixtures.
@@ -34,7 +34,7 @@
 #define G_NOISE 1e-6
 #define ADAM_LR 1e-2f
 #define ADAM_STEPS 5
-#define FIXTURE_DIR "tests/fixtures"
+#define FIXTURE_DIR "tests/fixtures/golden"
 
 static int verbose = 0;
 
