@@ -1,0 +1,661 @@
+/* train.c -- the training loop: data preparation, epochs, learning-rate schedule, early stopping.
+ *
+ * The recipe of the Made-With-ML "Attention" lesson (DESIGN.md section 2), PyTorch semantics:
+ *   labels    sorted set of distinct byte strings (memcmp order, shorter first on a tie), as
+ *             sklearn's LabelEncoder; 2 to NN_TRAIN_MAX_CLASSES classes
+ *   split     stratified: per class, its rows shuffled (Fisher-Yates, seeded) and
+ *             round(val_fraction * count) of them to validation, keeping at least 1 in training
+ *   vocab     from the training split's texts (in row order); every text encoded once
+ *   loss      CrossEntropyLoss(weight = 1/count per class over the training split)
+ *   optimizer Adam (adam.c); ReduceLROnPlateau(mode min, factor, patience, threshold 1e-4 rel)
+ *             stepped with the validation loss after every epoch
+ *   stopping  after cfg->epochs, or after cfg->patience epochs without a strictly lower
+ *             validation loss; the weights of the best epoch are kept and handed over
+ *   losses    train_loss / val_loss: mean of the batch losses (the lesson's running average)
+ *
+ * Batches: each epoch shuffles the training rows, then sorts every chunk of 50 batches' worth of
+ * them by length (stable counting sort), cuts the chunk into batches and shuffles the order of
+ * all batches, so that a batch pads little yet the data stays well mixed. Validation runs in
+ * fixed batches of rows sorted by length. Everything random draws from streams seeded by
+ * cfg->seed, so a run is deterministic; all buffers are allocated when the trainer is created.
+ */
+#ifndef _GNU_SOURCE
+#define _POSIX_C_SOURCE 200809L /* clock_gettime */
+#endif
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "metrics.h"
+#include "nn.h"
+
+#define NN_TRAIN_MAX_CLASSES 10000
+#define BUCKET_BATCHES 50 /* batches per length-sorted chunk of an epoch */
+
+/* Seeds of the trainer's random streams, derived from cfg->seed (the model's initialisation
+ * draws from cfg->seed itself). */
+#define SEED_SPLIT 0x53504c4954000001ull   /* "SPLIT" */
+#define SEED_SHUFFLE 0x5348554646000002ull /* "SHUFF" */
+#define SEED_DROPOUT 0x44524f5000000003ull /* "DROP" */
+
+struct nn_trainer {
+  nn_config cfg;
+  nn_model *model; /* NULL once taken */
+  nn_workspace *ws;
+  nn_adam adam;
+  int C;                /* classes */
+  int n, n_train, n_val; /* rows */
+  size_t param_count;
+
+  /* every row, encoded once */
+  int *token_ids;       /* ragged: row i's ids are token_ids[token_start[i] .. + row_length[i]) */
+  size_t *token_start;  /* (n) */
+  int *row_length;      /* (n) 1..max_len */
+  int *row_class;       /* (n) */
+  int *train_rows;      /* (n_train) ascending */
+  int *val_rows;        /* (n_val) sorted by length (stable) */
+  float *class_weights; /* (C) */
+
+  /* epoch buffers */
+  int *order;        /* (n_train) this epoch's row order */
+  int *sort_scratch; /* (n_train) */
+  int *length_count; /* (max_len + 2) counting sort */
+  int *batch_perm;   /* (batches per epoch) */
+  int *tokens;       /* (B, max_len) */
+  int *lengths;      /* (B) */
+  int *labels;       /* (B) */
+  float *logits;     /* (B, C) */
+  float *dlogits;    /* (B, C) */
+  int64_t *true_positive, *predicted, *support; /* (C) each */
+  float *best_params;                           /* (param_count) */
+
+  nn_rng shuffle_rng, dropout_rng;
+
+  /* schedule */
+  double lr;            /* current learning rate */
+  double lr_factor;     /* ReduceLROnPlateau factor */
+  double plateau_best;  /* ReduceLROnPlateau.best */
+  int plateau_bad;      /* ReduceLROnPlateau.num_bad_epochs */
+  double best_val_loss; /* early stopping */
+  int bad_epochs;
+  nn_epoch_stats best;  /* stats of the best epoch (best.epoch == 0: none yet) */
+  int epochs_run;
+  int done;
+  double seconds; /* all epochs together */
+};
+
+static double now_seconds(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* The double of the shortest decimal that reads back as f (0.1f -> 0.1): the number the user
+ * wrote, as PyTorch's Python floats hold it (same helper as adam.c). */
+static double decimal_double(float f) {
+  if (!isfinite(f)) return f;
+  char buf[48];
+  for (int digits = 1; digits <= 9; digits++) {
+    snprintf(buf, sizeof buf, "%.*g", digits, (double)f);
+    if (strtof(buf, NULL) == f) return strtod(buf, NULL);
+  }
+  return f;
+}
+
+/* Fisher-Yates, as numpy's shuffle: for i from n-1 down to 1, swap a[i] and a[j], j in [0, i]. */
+static void shuffle_ints(int *a, int n, nn_rng *rng) {
+  for (int i = n - 1; i > 0; i--) {
+    int j = (int)nn_rng_below(rng, (uint32_t)i + 1);
+    int t = a[i];
+    a[i] = a[j];
+    a[j] = t;
+  }
+}
+
+/* Stable sort of rows[0..count) by row_length (1..max_len), through scratch. */
+static void sort_by_length(int *rows, int count, const int *row_length, int max_len, int *counts,
+                           int *scratch) {
+  memset(counts, 0, (size_t)(max_len + 2) * sizeof *counts);
+  for (int i = 0; i < count; i++) counts[row_length[rows[i]] + 1]++;
+  for (int l = 1; l <= max_len + 1; l++) counts[l] += counts[l - 1];
+  for (int i = 0; i < count; i++) scratch[counts[row_length[rows[i]]]++] = rows[i];
+  memcpy(rows, scratch, (size_t)count * sizeof *rows);
+}
+
+/* ---------------------------------------------------------------- labels */
+
+typedef struct label_ref {
+  const char *bytes;
+  int len;
+  int row;
+} label_ref;
+
+static int label_bytes_cmp(const char *a, int alen, const char *b, int blen) {
+  int common = alen < blen ? alen : blen;
+  int c = common ? memcmp(a, b, (size_t)common) : 0;
+  if (c) return c;
+  return (alen > blen) - (alen < blen);
+}
+
+static int label_ref_cmp(const void *pa, const void *pb) {
+  const label_ref *a = pa, *b = pb;
+  int c = label_bytes_cmp(a->bytes, a->len, b->bytes, b->len);
+  if (c) return c;
+  return (a->row > b->row) - (a->row < b->row); /* a total order: qsort's result is unique */
+}
+
+/* Sorted distinct labels -> *out_labels (C NUL-terminated copies), row_class[i]. */
+static int build_classes(char ***out_labels, int *out_C, int *row_class, const char *const *labels,
+                         const int *label_lens, int n, char *err) {
+  int status = NN_NOMEM, C = 0;
+  char **names = NULL;
+  label_ref *refs = malloc((size_t)n * sizeof *refs);
+  if (!refs) goto oom;
+  for (int i = 0; i < n; i++) {
+    int len = label_lens ? label_lens[i] : (labels[i] ? (int)strlen(labels[i]) : 0);
+    if (len < 0 || (len > 0 && !labels[i])) {
+      snprintf(err, NN_ERR_LEN, "label of row %d has an invalid length %d", i + 1, len);
+      status = NN_ERROR;
+      goto done;
+    }
+    if (len > 0 && memchr(labels[i], 0, (size_t)len)) {
+      snprintf(err, NN_ERR_LEN, "label of row %d contains a NUL byte", i + 1);
+      status = NN_ERROR;
+      goto done;
+    }
+    refs[i].bytes = len > 0 ? labels[i] : "";
+    refs[i].len = len;
+    refs[i].row = i;
+  }
+  qsort(refs, (size_t)n, sizeof *refs, label_ref_cmp);
+  for (int i = 0; i < n; i++) {
+    if (i == 0 || label_bytes_cmp(refs[i].bytes, refs[i].len, refs[i - 1].bytes,
+                                  refs[i - 1].len) != 0)
+      C++;
+    row_class[refs[i].row] = C - 1;
+  }
+  if (C < 2) {
+    snprintf(err, NN_ERR_LEN, "need at least 2 distinct labels, got 1 (\"%.*s\")",
+             refs[0].len > 200 ? 200 : refs[0].len, refs[0].bytes);
+    status = NN_ERROR;
+    goto done;
+  }
+  if (C > NN_TRAIN_MAX_CLASSES) {
+    snprintf(err, NN_ERR_LEN, "too many distinct labels: %d (at most %d)", C,
+             NN_TRAIN_MAX_CLASSES);
+    status = NN_ERROR;
+    goto done;
+  }
+  names = calloc((size_t)C, sizeof *names);
+  if (!names) goto oom;
+  for (int i = 0, c = -1; i < n; i++) {
+    if (row_class[refs[i].row] == c) continue;
+    c = row_class[refs[i].row];
+    names[c] = malloc((size_t)refs[i].len + 1);
+    if (!names[c]) goto oom;
+    memcpy(names[c], refs[i].bytes, (size_t)refs[i].len);
+    names[c][refs[i].len] = 0;
+  }
+  *out_labels = names;
+  *out_C = C;
+  names = NULL;
+  status = NN_OK;
+  goto done;
+oom:
+  snprintf(err, NN_ERR_LEN, "out of memory sorting the labels of %d rows", n);
+  status = NN_NOMEM;
+done:
+  if (names)
+    for (int c = 0; c < C; c++) free(names[c]);
+  free(names);
+  free(refs);
+  return status;
+}
+
+/* ---------------------------------------------------------------- create */
+
+/* Stratified split into tr->train_rows and tr->val_rows, both ascending (validation is sorted
+ * by length later). class_count: (C) rows per class. */
+static int split_rows(nn_trainer *tr, const int *class_count, char *err) {
+  int n = tr->n, C = tr->C;
+  int *start = malloc(((size_t)C + 1) * sizeof *start);
+  int *by_class = malloc((size_t)n * sizeof *by_class);
+  unsigned char *is_val = calloc((size_t)n, 1);
+  if (!start || !by_class || !is_val) {
+    free(start);
+    free(by_class);
+    free(is_val);
+    snprintf(err, NN_ERR_LEN, "out of memory splitting %d rows", n);
+    return NN_NOMEM;
+  }
+  /* by_class: the rows of each class in ascending order; start[c]: where class c begins */
+  start[0] = 0;
+  for (int c = 0; c < C; c++) start[c + 1] = start[c] + class_count[c];
+  for (int i = 0; i < n; i++) by_class[start[tr->row_class[i]]++] = i; /* start[c] -> end of c */
+  for (int c = C; c > 0; c--) start[c] = start[c - 1];                 /* back to the beginnings */
+  start[0] = 0;
+  nn_rng rng;
+  nn_rng_seed(&rng, tr->cfg.seed ^ SEED_SPLIT);
+  double fraction = decimal_double(tr->cfg.val_fraction);
+  int n_val = 0;
+  for (int c = 0; c < C; c++) {
+    int count = class_count[c];
+    shuffle_ints(by_class + start[c], count, &rng);
+    int take = (int)round(fraction * count);
+    if (take > count - 1) take = count - 1;
+    if (take < 0) take = 0;
+    for (int k = 0; k < take; k++) is_val[by_class[start[c] + k]] = 1;
+    n_val += take;
+  }
+  tr->n_val = n_val;
+  tr->n_train = n - n_val;
+  int status = NN_OK;
+  if (n_val == 0) {
+    snprintf(err, NN_ERR_LEN, "too few rows for a validation split (%d rows)", n);
+    status = NN_ERROR;
+  } else {
+    tr->train_rows = malloc((size_t)tr->n_train * sizeof *tr->train_rows);
+    tr->val_rows = malloc((size_t)n_val * sizeof *tr->val_rows);
+    if (!tr->train_rows || !tr->val_rows) {
+      snprintf(err, NN_ERR_LEN, "out of memory splitting %d rows", n);
+      status = NN_NOMEM;
+    } else {
+      for (int i = 0, t = 0, v = 0; i < n; i++) {
+        if (is_val[i])
+          tr->val_rows[v++] = i;
+        else
+          tr->train_rows[t++] = i;
+      }
+    }
+  }
+  free(start);
+  free(by_class);
+  free(is_val);
+  return status;
+}
+
+/* Vocabulary from the training texts, then every row encoded. Takes nothing; *vocab is the
+ * caller's on return (also on error). */
+static int encode_rows(nn_trainer *tr, nn_vocab **vocab, const char *const *texts,
+                       const int *text_lens, char *err) {
+  int n = tr->n, max_len = tr->cfg.max_len, status;
+  const char **train_texts = malloc((size_t)tr->n_train * sizeof *train_texts);
+  int *train_lens = malloc((size_t)tr->n_train * sizeof *train_lens);
+  nn_token *tokens = malloc((size_t)max_len * sizeof *tokens);
+  if (!train_texts || !train_lens || !tokens) goto oom;
+  for (int k = 0; k < tr->n_train; k++) {
+    int i = tr->train_rows[k];
+    train_texts[k] = texts[i] ? texts[i] : "";
+    train_lens[k] = texts[i] ? text_lens[i] : 0;
+  }
+  status = nn_vocab_build(vocab, train_texts, train_lens, tr->n_train, &tr->cfg, err);
+  if (status != NN_OK) goto done;
+
+  size_t capacity = (size_t)n * 8 + 16, used = 0;
+  tr->token_ids = malloc(capacity * sizeof *tr->token_ids);
+  tr->token_start = malloc((size_t)n * sizeof *tr->token_start);
+  tr->row_length = malloc((size_t)n * sizeof *tr->row_length);
+  if (!tr->token_ids || !tr->token_start || !tr->row_length) goto oom;
+  for (int i = 0; i < n; i++) {
+    int count = nn_text_encode(tokens, texts[i] ? texts[i] : "", texts[i] ? text_lens[i] : 0,
+                               &tr->cfg, *vocab);
+    if (count < 1) count = 1, tokens[0].id = NN_UNK; /* the contract says >= 1; be safe */
+    if (count > max_len) count = max_len;
+    if (used + (size_t)count > capacity) {
+      size_t grown = capacity * 2 > used + (size_t)max_len ? capacity * 2 : used + (size_t)max_len;
+      int *bigger = realloc(tr->token_ids, grown * sizeof *bigger);
+      if (!bigger) goto oom;
+      tr->token_ids = bigger;
+      capacity = grown;
+    }
+    tr->token_start[i] = used;
+    tr->row_length[i] = count;
+    for (int t = 0; t < count; t++) tr->token_ids[used + t] = tokens[t].id;
+    used += (size_t)count;
+  }
+  if (used < capacity) { /* give back the slack */
+    int *fitted = realloc(tr->token_ids, (used ? used : 1) * sizeof *fitted);
+    if (fitted) tr->token_ids = fitted;
+  }
+  status = NN_OK;
+  goto done;
+oom:
+  snprintf(err, NN_ERR_LEN, "out of memory encoding %d texts", n);
+  status = NN_NOMEM;
+done:
+  free(train_texts);
+  free(train_lens);
+  free(tokens);
+  return status;
+}
+
+int nn_trainer_create(nn_trainer **out, const nn_config *cfg, const char *const *texts,
+                      const int *text_lens, const char *const *labels, const int *label_lens,
+                      int n, char *err) {
+  *out = NULL;
+  if (n <= 0) {
+    snprintf(err, NN_ERR_LEN, "no training rows");
+    return NN_ERROR;
+  }
+  int status = nn_config_validate(cfg, err);
+  if (status != NN_OK) return status;
+  for (int i = 0; i < n; i++) {
+    int len = text_lens ? text_lens[i] : (texts[i] ? (int)strlen(texts[i]) : 0);
+    if (len < 0 || (len > 0 && !texts[i])) {
+      snprintf(err, NN_ERR_LEN, "text of row %d has an invalid length %d", i + 1, len);
+      return NN_ERROR;
+    }
+  }
+
+  nn_trainer *tr = calloc(1, sizeof *tr);
+  char **names = NULL;
+  int names_count = 0;
+  int *class_count = NULL, *train_count = NULL, *lens_copy = NULL;
+  nn_vocab *vocab = NULL;
+  if (!tr) goto oom;
+  tr->cfg = *cfg;
+  tr->n = n;
+  tr->row_class = malloc((size_t)n * sizeof *tr->row_class);
+  if (!tr->row_class) goto oom;
+  status = build_classes(&names, &tr->C, tr->row_class, labels, label_lens, n, err);
+  if (status != NN_OK) goto fail;
+  int C = names_count = tr->C;
+  class_count = calloc((size_t)C, sizeof *class_count);
+  train_count = calloc((size_t)C, sizeof *train_count);
+  if (!class_count || !train_count) goto oom;
+  for (int i = 0; i < n; i++) class_count[tr->row_class[i]]++;
+
+  status = split_rows(tr, class_count, err);
+  if (status != NN_OK) goto fail;
+
+  if (!text_lens) { /* NUL-terminated texts */
+    lens_copy = malloc((size_t)n * sizeof *lens_copy);
+    if (!lens_copy) goto oom;
+    for (int i = 0; i < n; i++) lens_copy[i] = texts[i] ? (int)strlen(texts[i]) : 0;
+    text_lens = lens_copy;
+  }
+  status = encode_rows(tr, &vocab, texts, text_lens, err);
+  if (status != NN_OK) goto fail;
+
+  int max_len = cfg->max_len, B = cfg->batch_size;
+  tr->class_weights = malloc((size_t)C * sizeof *tr->class_weights);
+  if (!tr->class_weights) goto oom;
+  for (int k = 0; k < tr->n_train; k++) train_count[tr->row_class[tr->train_rows[k]]]++;
+  for (int c = 0; c < C; c++)
+    tr->class_weights[c] = cfg->class_weights ? (float)(1.0 / (double)train_count[c]) : 1.0f;
+
+  status = nn_model_create(&tr->model, cfg, vocab, (const char *const *)names, C, cfg->seed, err);
+  vocab = NULL; /* owned by the model now, also on error */
+  if (status != NN_OK) goto fail;
+  status = nn_workspace_create(&tr->ws, err);
+  if (status != NN_OK) goto fail;
+  tr->param_count = nn_model_param_count(tr->model);
+  status = nn_adam_init(&tr->adam, tr->param_count, cfg->lr, err);
+  if (status != NN_OK) goto fail;
+
+  int batches = (tr->n_train + B - 1) / B;
+  int buffer_rows = tr->n_train > tr->n_val ? tr->n_train : tr->n_val;
+  tr->order = malloc((size_t)tr->n_train * sizeof *tr->order);
+  tr->sort_scratch = malloc((size_t)buffer_rows * sizeof *tr->sort_scratch);
+  tr->length_count = malloc(((size_t)max_len + 2) * sizeof *tr->length_count);
+  tr->batch_perm = malloc((size_t)batches * sizeof *tr->batch_perm);
+  tr->tokens = malloc((size_t)B * max_len * sizeof *tr->tokens);
+  tr->lengths = malloc((size_t)B * sizeof *tr->lengths);
+  tr->labels = malloc((size_t)B * sizeof *tr->labels);
+  tr->logits = malloc((size_t)B * C * sizeof *tr->logits);
+  tr->dlogits = malloc((size_t)B * C * sizeof *tr->dlogits);
+  tr->true_positive = malloc((size_t)C * sizeof *tr->true_positive);
+  tr->predicted = malloc((size_t)C * sizeof *tr->predicted);
+  tr->support = malloc((size_t)C * sizeof *tr->support);
+  tr->best_params = malloc((tr->param_count ? tr->param_count : 1) * sizeof *tr->best_params);
+  if (!tr->order || !tr->sort_scratch || !tr->length_count || !tr->batch_perm || !tr->tokens ||
+      !tr->lengths || !tr->labels || !tr->logits || !tr->dlogits || !tr->true_positive ||
+      !tr->predicted || !tr->support || !tr->best_params)
+    goto oom;
+  sort_by_length(tr->val_rows, tr->n_val, tr->row_length, max_len, tr->length_count,
+                 tr->sort_scratch);
+
+  nn_rng_seed(&tr->shuffle_rng, cfg->seed ^ SEED_SHUFFLE);
+  nn_rng_seed(&tr->dropout_rng, cfg->seed ^ SEED_DROPOUT);
+  tr->lr = decimal_double(cfg->lr);
+  tr->lr_factor = decimal_double(cfg->lr_factor);
+  tr->plateau_best = INFINITY;
+  tr->best_val_loss = INFINITY;
+  status = NN_OK;
+  goto done;
+oom:
+  snprintf(err, NN_ERR_LEN, "out of memory preparing training over %d rows", n);
+  status = NN_NOMEM;
+fail:
+  nn_trainer_free(tr);
+  tr = NULL;
+done:
+  for (int c = 0; c < names_count; c++) free(names[c]); /* nn_model_create copied them */
+  free(names);
+  if (vocab) nn_vocab_free(vocab);
+  free(class_count);
+  free(train_count);
+  free(lens_copy);
+  *out = tr;
+  return status;
+}
+
+/* ---------------------------------------------------------------- epochs */
+
+/* Fill the batch buffers from rows[0..count): tokens (count, T) with T the longest row. */
+static nn_batch make_batch(nn_trainer *tr, const int *rows, int count) {
+  int T = 1;
+  for (int b = 0; b < count; b++)
+    if (tr->row_length[rows[b]] > T) T = tr->row_length[rows[b]];
+  for (int b = 0; b < count; b++) {
+    int row = rows[b], len = tr->row_length[row];
+    int *dst = tr->tokens + (size_t)b * T;
+    memcpy(dst, tr->token_ids + tr->token_start[row], (size_t)len * sizeof *dst);
+    memset(dst + len, 0, (size_t)(T - len) * sizeof *dst); /* <PAD>; never read */
+    tr->lengths[b] = len;
+    tr->labels[b] = tr->row_class[row];
+  }
+  nn_batch batch = {tr->tokens, tr->lengths, tr->labels, count, T};
+  return batch;
+}
+
+/* Validation: mean batch loss, accuracy and weighted F1 of the argmax predictions. */
+static int validate(nn_trainer *tr, double *loss, double *accuracy, double *f1, char *err) {
+  int B = tr->cfg.batch_size, C = tr->C;
+  memset(tr->true_positive, 0, (size_t)C * sizeof *tr->true_positive);
+  memset(tr->predicted, 0, (size_t)C * sizeof *tr->predicted);
+  memset(tr->support, 0, (size_t)C * sizeof *tr->support);
+  double mean = 0;
+  int k = 0;
+  for (int first = 0; first < tr->n_val; first += B, k++) {
+    int count = tr->n_val - first < B ? tr->n_val - first : B;
+    nn_batch batch = make_batch(tr, tr->val_rows + first, count);
+    int status = nn_model_forward(tr->model, tr->ws, &batch, 0, NULL, tr->logits, NULL, err);
+    if (status != NN_OK) return status;
+    float batch_loss =
+        nn_cross_entropy(tr->dlogits, tr->logits, tr->labels, tr->class_weights, count, C);
+    mean += ((double)batch_loss - mean) / (k + 1);
+    for (int b = 0; b < count; b++) {
+      const float *row = tr->logits + (size_t)b * C;
+      int best = 0;
+      for (int c = 1; c < C; c++)
+        if (row[c] > row[best]) best = c; /* first maximum, as torch.argmax */
+      tr->predicted[best]++;
+      tr->support[tr->labels[b]]++;
+      tr->true_positive[best] += best == tr->labels[b];
+    }
+  }
+  nn_class_metrics weighted;
+  nn_metrics_from_counts(NULL, &weighted, accuracy, tr->true_positive, tr->predicted,
+                         tr->support, C);
+  *loss = mean;
+  *f1 = weighted.f1;
+  return NN_OK;
+}
+
+/* ReduceLROnPlateau.step(val_loss) with mode "min", threshold 1e-4 "rel", cooldown 0,
+ * min_lr 0, eps 1e-8 (torch/optim/lr_scheduler.py). */
+static void plateau_step(nn_trainer *tr, double val_loss) {
+  if (val_loss < tr->plateau_best * (1.0 - 1e-4)) {
+    tr->plateau_best = val_loss;
+    tr->plateau_bad = 0;
+  } else {
+    tr->plateau_bad++;
+  }
+  if (tr->plateau_bad > tr->cfg.lr_patience) {
+    double old_lr = tr->lr, new_lr = old_lr * tr->lr_factor;
+    if (new_lr < 0) new_lr = 0;
+    if (old_lr - new_lr > 1e-8) tr->lr = new_lr;
+    tr->plateau_bad = 0;
+  }
+}
+
+int nn_trainer_epoch(nn_trainer *tr, nn_epoch_stats *stats, nn_progress_fn fn, void *ctx,
+                     char *err) {
+  if (!tr->model) {
+    snprintf(err, NN_ERR_LEN, "the trainer's model was already taken");
+    return NN_ERROR;
+  }
+  if (tr->done || tr->epochs_run >= tr->cfg.epochs) {
+    tr->done = 1;
+    return NN_DONE;
+  }
+  double start = now_seconds();
+  int B = tr->cfg.batch_size, C = tr->C, n_train = tr->n_train, max_len = tr->cfg.max_len;
+
+  /* this epoch's order: shuffle, sort chunks of BUCKET_BATCHES batches by length, shuffle the
+   * batches */
+  memcpy(tr->order, tr->train_rows, (size_t)n_train * sizeof *tr->order);
+  shuffle_ints(tr->order, n_train, &tr->shuffle_rng);
+  size_t chunk = (size_t)B * BUCKET_BATCHES;
+  for (size_t first = 0; first < (size_t)n_train; first += chunk) {
+    size_t count = (size_t)n_train - first < chunk ? (size_t)n_train - first : chunk;
+    sort_by_length(tr->order + first, (int)count, tr->row_length, max_len, tr->length_count,
+                   tr->sort_scratch);
+  }
+  int batches = (n_train + B - 1) / B;
+  for (int k = 0; k < batches; k++) tr->batch_perm[k] = k;
+  shuffle_ints(tr->batch_perm, batches, &tr->shuffle_rng);
+
+  tr->adam.lr = (float)tr->lr;
+  double train_loss = 0;
+  int rows_done = 0, status;
+  for (int k = 0; k < batches; k++) {
+    int first = tr->batch_perm[k] * B;
+    int count = n_train - first < B ? n_train - first : B;
+    nn_batch batch = make_batch(tr, tr->order + first, count);
+    status = nn_model_zero_grads(tr->model, err);
+    if (status != NN_OK) return status;
+    status = nn_model_forward(tr->model, tr->ws, &batch, 1, &tr->dropout_rng, tr->logits, NULL,
+                              err);
+    if (status != NN_OK) return status;
+    float loss = nn_cross_entropy(tr->dlogits, tr->logits, tr->labels, tr->class_weights, count, C);
+    status = nn_model_backward(tr->model, tr->ws, &batch, tr->dlogits, err);
+    if (status != NN_OK) return status;
+    nn_adam_step(&tr->adam, nn_model_params(tr->model), nn_model_grads(tr->model));
+    train_loss += ((double)loss - train_loss) / (k + 1);
+    rows_done += count;
+    if (fn) {
+      double elapsed = now_seconds() - start;
+      if (fn(ctx, k + 1, batches, train_loss, elapsed > 0 ? rows_done / elapsed : 0.0)) {
+        snprintf(err, NN_ERR_LEN, "interrupted");
+        return NN_INTERRUPTED;
+      }
+    }
+  }
+
+  nn_epoch_stats s;
+  memset(&s, 0, sizeof s);
+  status = validate(tr, &s.val_loss, &s.val_accuracy, &s.val_f1, err);
+  if (status != NN_OK) return status;
+  s.epoch = tr->epochs_run + 1;
+  s.train_loss = train_loss;
+  s.lr = tr->lr;
+  s.best = s.val_loss < tr->best_val_loss; /* strictly better; NaN never is */
+
+  /* early stopping bookkeeping (the lesson: patience epochs without improvement) */
+  if (s.best) {
+    tr->best_val_loss = s.val_loss;
+    tr->bad_epochs = 0;
+    memcpy(tr->best_params, nn_model_params(tr->model), tr->param_count * sizeof(float));
+  } else {
+    tr->bad_epochs++;
+  }
+  plateau_step(tr, s.val_loss);
+  tr->epochs_run++;
+  if (tr->bad_epochs >= tr->cfg.patience) tr->done = 1;
+  s.seconds = now_seconds() - start;
+  tr->seconds += s.seconds;
+  if (s.best) tr->best = s;
+  *stats = s;
+  return NN_OK;
+}
+
+/* ---------------------------------------------------------------- results */
+
+int nn_trainer_take_model(nn_trainer *tr, nn_model **out, char *err) {
+  *out = NULL;
+  if (!tr->model) {
+    snprintf(err, NN_ERR_LEN, "the trainer's model was already taken");
+    return NN_ERROR;
+  }
+  if (tr->best.epoch > 0)
+    memcpy(nn_model_params(tr->model), tr->best_params, tr->param_count * sizeof(float));
+  *out = tr->model;
+  tr->model = NULL;
+  return NN_OK;
+}
+
+/* A JSON number, or null for NaN and infinities (JSON has none). */
+static int json_number(char *buf, size_t size, double x) {
+  return isfinite(x) ? snprintf(buf, size, "%.10g", x) : snprintf(buf, size, "null");
+}
+
+char *nn_trainer_metrics_json(const nn_trainer *tr) {
+  char loss[40], accuracy[40], f1[40], seconds[40];
+  int have = tr->best.epoch > 0;
+  json_number(loss, sizeof loss, have ? tr->best.val_loss : NAN);
+  json_number(accuracy, sizeof accuracy, have ? tr->best.val_accuracy : NAN);
+  json_number(f1, sizeof f1, have ? tr->best.val_f1 : NAN);
+  json_number(seconds, sizeof seconds, tr->seconds);
+  const char *format = "{\"best_epoch\":%d,\"val_loss\":%s,\"val_accuracy\":%s,\"val_f1\":%s,"
+                       "\"train_rows\":%d,\"val_rows\":%d,\"epochs_run\":%d,\"seconds\":%s}";
+  int len = snprintf(NULL, 0, format, tr->best.epoch, loss, accuracy, f1, tr->n_train, tr->n_val,
+                     tr->epochs_run, seconds);
+  if (len < 0) return NULL;
+  char *json = malloc((size_t)len + 1);
+  if (!json) return NULL;
+  snprintf(json, (size_t)len + 1, format, tr->best.epoch, loss, accuracy, f1, tr->n_train,
+           tr->n_val, tr->epochs_run, seconds);
+  return json;
+}
+
+void nn_trainer_free(nn_trainer *tr) {
+  if (!tr) return;
+  if (tr->model) nn_model_free(tr->model);
+  if (tr->ws) nn_workspace_free(tr->ws);
+  nn_adam_free(&tr->adam);
+  free(tr->token_ids);
+  free(tr->token_start);
+  free(tr->row_length);
+  free(tr->row_class);
+  free(tr->train_rows);
+  free(tr->val_rows);
+  free(tr->class_weights);
+  free(tr->order);
+  free(tr->sort_scratch);
+  free(tr->length_count);
+  free(tr->batch_perm);
+  free(tr->tokens);
+  free(tr->lengths);
+  free(tr->labels);
+  free(tr->logits);
+  free(tr->dlogits);
+  free(tr->true_positive);
+  free(tr->predicted);
+  free(tr->support);
+  free(tr->best_params);
+  free(tr);
+}

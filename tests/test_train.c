@@ -1,0 +1,388 @@
+/* test_train.c -- the training loop (engine/train.c) end to end on small synthetic data sets:
+ *   - a task whose label is decided by one keyword is learned to > 95% validation accuracy
+ *   - the same seed gives memcmp-identical weights and identical epoch statistics; another
+ *     seed gives different weights
+ *   - early stopping ends a run with no signal in it, `patience` epochs after its best epoch,
+ *     and the model handed over holds the best epoch's weights (equal to a run stopped there)
+ *   - ReduceLROnPlateau: the lr of each epoch follows PyTorch's rule replayed over the reported
+ *     validation losses, and drops by exactly the factor
+ *   - a progress callback that returns non-zero interrupts (NN_INTERRUPTED)
+ *   - the stratified split sizes, the metrics JSON, and the error messages for no rows, one
+ *     label, too many labels and too few rows for a validation split
+ */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "check.h"
+#include "nn.h"
+
+#define MAX_ROWS 12000
+
+typedef struct dataset {
+  int n;
+  char *texts[MAX_ROWS];
+  int text_lens[MAX_ROWS];
+  char *labels[MAX_ROWS];
+  int label_lens[MAX_ROWS];
+} dataset;
+
+static uint64_t lcg_state;
+static uint32_t lcg_next(void) { /* the test's own generator, independent of the engine's */
+  lcg_state = lcg_state * 6364136223846793005ull + 1442695040888963407ull;
+  return (uint32_t)(lcg_state >> 33);
+}
+
+static char *dup_string(const char *s) {
+  size_t len = strlen(s);
+  char *copy = malloc(len + 1);
+  memcpy(copy, s, len + 1);
+  return copy;
+}
+
+static void add_row(dataset *d, const char *text, const char *label) {
+  d->texts[d->n] = dup_string(text);
+  d->text_lens[d->n] = (int)strlen(text);
+  d->labels[d->n] = dup_string(label);
+  d->label_lens[d->n] = (int)strlen(label);
+  d->n++;
+}
+
+static void free_dataset(dataset *d) {
+  for (int i = 0; i < d->n; i++) {
+    free(d->texts[i]);
+    free(d->labels[i]);
+  }
+  d->n = 0;
+}
+
+/* n rows: a keyword (one of 3 per class) at a random position among 2..7 filler words; the
+ * label is the keyword's class. With random_labels the label is drawn independently. */
+static void make_keyword_data(dataset *d, int n, int classes, int random_labels, uint64_t seed) {
+  static const char *class_names[] = {"sports", "business", "world", "science"};
+  lcg_state = seed;
+  d->n = 0;
+  for (int i = 0; i < n; i++) {
+    int c = (int)(lcg_next() % (uint32_t)classes);
+    int words = 2 + (int)(lcg_next() % 6), key_at = (int)(lcg_next() % (uint32_t)(words + 1));
+    char text[256] = "";
+    size_t len = 0;
+    for (int w = 0; w <= words; w++) {
+      char word[32];
+      if (w == key_at)
+        snprintf(word, sizeof word, "key%dx%d", c, (int)(lcg_next() % 3));
+      else
+        snprintf(word, sizeof word, "filler%d", (int)(lcg_next() % 40));
+      len += (size_t)snprintf(text + len, sizeof text - len, "%s%s", w ? " " : "", word);
+    }
+    int label = random_labels ? (int)(lcg_next() % (uint32_t)classes) : c;
+    add_row(d, text, class_names[label]);
+  }
+}
+
+static void small_config(nn_config *cfg) {
+  nn_config_default(cfg);
+  cfg->embed_dim = 16;
+  cfg->hidden = 16;
+  cfg->fc_hidden = 16;
+  cfg->batch_size = 16;
+  cfg->lr = 0.01f;
+  cfg->epochs = 8;
+  cfg->threads = 1;
+  cfg->progress = 0;
+}
+
+typedef struct run_result {
+  int status;         /* of create, or of the last epoch call */
+  int epochs;         /* epochs run (NN_OK returns) */
+  nn_epoch_stats stats[64];
+  float *params;      /* the taken model's parameters (malloc'd) */
+  size_t param_count;
+  char *json;
+  char err[NN_ERR_LEN];
+} run_result;
+
+static void run_training(run_result *r, const nn_config *cfg, dataset *d, nn_progress_fn fn,
+                         void *ctx) {
+  memset(r, 0, sizeof *r);
+  nn_trainer *tr = NULL;
+  r->status = nn_trainer_create(&tr, cfg, (const char *const *)d->texts, d->text_lens,
+                                (const char *const *)d->labels, d->label_lens, d->n, r->err);
+  if (r->status != NN_OK) return;
+  for (;;) {
+    nn_epoch_stats s;
+    r->status = nn_trainer_epoch(tr, &s, fn, ctx, r->err);
+    if (r->status != NN_OK) break;
+    if (r->epochs < 64) r->stats[r->epochs] = s;
+    r->epochs++;
+  }
+  if (r->status == NN_DONE) {
+    r->json = nn_trainer_metrics_json(tr);
+    nn_model *model = NULL;
+    int status = nn_trainer_take_model(tr, &model, r->err);
+    CHECK(status == NN_OK && model, "take_model: %s", r->err);
+    if (model) {
+      r->param_count = nn_model_param_count(model);
+      r->params = malloc(r->param_count * sizeof(float));
+      memcpy(r->params, nn_model_params(model), r->param_count * sizeof(float));
+      nn_model *again = NULL;
+      CHECK(nn_trainer_take_model(tr, &again, r->err) == NN_ERROR && !again,
+            "a second take_model must fail");
+      nn_model_free(model);
+    }
+  }
+  nn_trainer_free(tr);
+}
+
+static void free_run(run_result *r) {
+  free(r->params);
+  free(r->json);
+  r->params = NULL;
+  r->json = NULL;
+}
+
+/* The value of "key": in a flat JSON object of numbers (NAN when absent or null). */
+static double json_value(const char *json, const char *key) {
+  char pattern[64];
+  snprintf(pattern, sizeof pattern, "\"%s\":", key);
+  const char *at = json ? strstr(json, pattern) : NULL;
+  if (!at || strncmp(at + strlen(pattern), "null", 4) == 0) return NAN;
+  return strtod(at + strlen(pattern), NULL);
+}
+
+static int interrupt_at_3(void *ctx, int done, int total, double loss, double rows_per_second) {
+  int *calls = ctx;
+  (*calls)++;
+  CHECK(done >= 1 && done <= total && isfinite(loss) && rows_per_second >= 0,
+        "progress arguments: done %d total %d loss %g rows/s %g", done, total, loss,
+        rows_per_second);
+  return done == 3;
+}
+
+static int count_calls(void *ctx, int done, int total, double loss, double rows_per_second) {
+  int *calls = ctx;
+  (*calls)++;
+  int expect = (*calls - 1) % total + 1; /* 1..total in every epoch */
+  if (done != expect) /* one message, not one per batch */
+    CHECK(done == expect, "progress batches_done %d on call %d (total %d)", done, *calls, total);
+  return 0;
+}
+
+static dataset data; /* large: static */
+
+int main(void) {
+  nn_config cfg;
+  run_result a, b;
+  char err[NN_ERR_LEN];
+  nn_trainer *tr = NULL;
+
+  /* ---- learning: the keyword decides the label */
+  make_keyword_data(&data, 800, 3, 0, 7);
+  small_config(&cfg);
+  int calls = 0;
+  run_training(&a, &cfg, &data, count_calls, &calls);
+  CHECK(a.status == NN_DONE, "run status %d: %s", a.status, a.err);
+  CHECK(a.epochs == cfg.epochs, "epochs run %d, expected %d", a.epochs, cfg.epochs);
+  for (int e = 0; e < a.epochs; e++)
+    printf("epoch %d: train_loss %.4f val_loss %.4f val_acc %.4f val_f1 %.4f lr %g %.3fs%s\n",
+           a.stats[e].epoch, a.stats[e].train_loss, a.stats[e].val_loss, a.stats[e].val_accuracy,
+           a.stats[e].val_f1, a.stats[e].lr, a.stats[e].seconds, a.stats[e].best ? " best" : "");
+  double best_acc = 0;
+  int best_epoch = 0;
+  for (int e = 0; e < a.epochs; e++) {
+    CHECK(a.stats[e].epoch == e + 1, "stats.epoch %d at index %d", a.stats[e].epoch, e);
+    CHECK(a.stats[e].seconds > 0, "epoch seconds %g", a.stats[e].seconds);
+    if (a.stats[e].best) best_acc = a.stats[e].val_accuracy, best_epoch = e + 1;
+  }
+  CHECK(best_acc > 0.95, "validation accuracy at the best epoch %.4f, expected > 0.95", best_acc);
+  CHECK(a.stats[0].train_loss > a.stats[a.epochs - 1].train_loss,
+        "train loss should fall: %g -> %g", a.stats[0].train_loss,
+        a.stats[a.epochs - 1].train_loss);
+  /* 800 rows, 16 per batch, 15% validation: the callback saw every training batch */
+  int val_rows = (int)json_value(a.json, "val_rows"), train_rows = (int)json_value(a.json, "train_rows");
+  int batches = (train_rows + 15) / 16;
+  CHECK(calls == batches * a.epochs, "progress calls %d, expected %d", calls, batches * a.epochs);
+  printf("metrics: %s\n", a.json ? a.json : "(null)");
+  CHECK(train_rows + val_rows == 800, "train %d + val %d rows", train_rows, val_rows);
+  CHECK(abs(val_rows - 120) <= 2, "val rows %d, expected about 15%% of 800", val_rows);
+  CHECK((int)json_value(a.json, "best_epoch") == best_epoch, "json best_epoch %g vs %d",
+        json_value(a.json, "best_epoch"), best_epoch);
+  CHECK((int)json_value(a.json, "epochs_run") == a.epochs, "json epochs_run");
+  CHECK(json_value(a.json, "val_accuracy") == a.stats[best_epoch - 1].val_accuracy ||
+            fabs(json_value(a.json, "val_accuracy") - a.stats[best_epoch - 1].val_accuracy) < 1e-9,
+        "json val_accuracy %g vs %g", json_value(a.json, "val_accuracy"),
+        a.stats[best_epoch - 1].val_accuracy);
+  CHECK_CLOSE(json_value(a.json, "val_loss"), a.stats[best_epoch - 1].val_loss, 1e-8, 0,
+              "json val_loss");
+  CHECK_CLOSE(json_value(a.json, "val_f1"), a.stats[best_epoch - 1].val_f1, 1e-8, 0, "json val_f1");
+  CHECK(json_value(a.json, "seconds") > 0, "json seconds");
+
+  /* ---- determinism: same seed, same bits; another seed, other bits */
+  run_training(&b, &cfg, &data, NULL, NULL);
+  CHECK(b.status == NN_DONE && a.params && b.params && a.param_count == b.param_count,
+        "second run: %d %s", b.status, b.err);
+  if (a.params && b.params && a.param_count == b.param_count) {
+    CHECK(memcmp(a.params, b.params, a.param_count * sizeof(float)) == 0,
+          "same seed: weights differ");
+    int same_stats = a.epochs == b.epochs;
+    for (int e = 0; same_stats && e < a.epochs; e++)
+      same_stats = a.stats[e].train_loss == b.stats[e].train_loss &&
+                   a.stats[e].val_loss == b.stats[e].val_loss &&
+                   a.stats[e].val_f1 == b.stats[e].val_f1 && a.stats[e].lr == b.stats[e].lr;
+    CHECK(same_stats, "same seed: epoch statistics differ");
+    printf("same seed: %zu parameters memcmp-identical\n", a.param_count);
+  }
+  free_run(&b);
+  cfg.seed = 99;
+  run_training(&b, &cfg, &data, NULL, NULL);
+  CHECK(b.status == NN_DONE, "other seed run: %d %s", b.status, b.err);
+  if (a.params && b.params && a.param_count == b.param_count) {
+    size_t differ = 0;
+    for (size_t i = 0; i < a.param_count; i++) differ += a.params[i] != b.params[i];
+    CHECK(differ > a.param_count / 2, "other seed: only %zu of %zu weights differ", differ,
+          a.param_count);
+    printf("other seed: %zu of %zu weights differ\n", differ, a.param_count);
+  }
+  free_run(&a);
+  free_run(&b);
+  free_dataset(&data);
+
+  /* ---- early stopping and ReduceLROnPlateau on labels with no signal */
+  make_keyword_data(&data, 400, 3, 1, 11);
+  small_config(&cfg);
+  cfg.lr = 0.03f;
+  cfg.epochs = 40;
+  cfg.patience = 4;
+  cfg.lr_patience = 1;
+  cfg.lr_factor = 0.5f;
+  run_training(&a, &cfg, &data, NULL, NULL);
+  CHECK(a.status == NN_DONE, "noise run status %d: %s", a.status, a.err);
+  int best = 0;
+  for (int e = 0; e < a.epochs; e++) {
+    printf("noise epoch %d: val_loss %.6f lr %g%s\n", e + 1, a.stats[e].val_loss, a.stats[e].lr,
+           a.stats[e].best ? " best" : "");
+    if (a.stats[e].best) best = e + 1;
+  }
+  CHECK(a.epochs < cfg.epochs, "early stopping did not trigger (%d epochs)", a.epochs);
+  CHECK(a.epochs == best + cfg.patience, "stopped after %d epochs, best %d, patience %d",
+        a.epochs, best, cfg.patience);
+  /* best flags: strictly lower than every earlier validation loss */
+  double lowest = INFINITY;
+  for (int e = 0; e < a.epochs; e++) {
+    int expect_best = a.stats[e].val_loss < lowest;
+    CHECK(a.stats[e].best == expect_best, "epoch %d best flag %d", e + 1, a.stats[e].best);
+    if (expect_best) lowest = a.stats[e].val_loss;
+  }
+  /* ReduceLROnPlateau replayed (torch/optim/lr_scheduler.py, mode min, rel threshold 1e-4) */
+  double lr = 0.03, plateau_best = INFINITY;
+  int bad = 0, drops = 0;
+  for (int e = 0; e < a.epochs; e++) {
+    CHECK(a.stats[e].lr == lr, "epoch %d lr %.17g, expected %.17g", e + 1, a.stats[e].lr, lr);
+    if (e > 0 && a.stats[e].lr < a.stats[e - 1].lr) {
+      drops++;
+      CHECK_CLOSE(a.stats[e].lr / a.stats[e - 1].lr, 0.5, 1e-12, 0, "lr drop factor");
+    }
+    double v = a.stats[e].val_loss;
+    if (v < plateau_best * (1 - 1e-4)) plateau_best = v, bad = 0;
+    else bad++;
+    if (bad > cfg.lr_patience) lr *= 0.5, bad = 0;
+  }
+  CHECK(drops >= 1, "the learning rate never dropped");
+  printf("noise run: %d epochs, best %d, %d lr drops\n", a.epochs, best, drops);
+
+  /* the handed-over model holds the best epoch's weights: a run of exactly `best` epochs
+   * (same seed, so the same stream) ends with them */
+  nn_config cfg_stop = cfg;
+  cfg_stop.epochs = best;
+  cfg_stop.patience = 1000;
+  run_training(&b, &cfg_stop, &data, NULL, NULL);
+  CHECK(b.status == NN_DONE && b.epochs == best, "run to the best epoch: %d epochs", b.epochs);
+  if (a.params && b.params && a.param_count == b.param_count)
+    CHECK(memcmp(a.params, b.params, a.param_count * sizeof(float)) == 0,
+          "the taken model is not the best epoch's weights");
+  free_run(&a);
+  free_run(&b);
+
+  /* ---- interrupt */
+  calls = 0;
+  run_training(&a, &cfg, &data, interrupt_at_3, &calls);
+  CHECK(a.status == NN_INTERRUPTED, "interrupt: status %d (%s)", a.status, a.err);
+  CHECK(calls == 3, "callback calls %d", calls);
+  free_run(&a);
+
+  /* ---- split sizes: classes of 100, 60 and 1 rows; the single row trains */
+  free_dataset(&data);
+  for (int i = 0; i < 100; i++) add_row(&data, "alpha beta", "a");
+  for (int i = 0; i < 60; i++) add_row(&data, "gamma delta", "b");
+  add_row(&data, "epsilon", "c");
+  small_config(&cfg);
+  CHECK(nn_trainer_create(&tr, &cfg, (const char *const *)data.texts, data.text_lens,
+                          (const char *const *)data.labels, data.label_lens, data.n,
+                          err) == NN_OK,
+        "create with a 1-row class: %s", err);
+  if (tr) {
+    char *json = nn_trainer_metrics_json(tr);
+    printf("before training: %s\n", json);
+    CHECK((int)json_value(json, "val_rows") == 15 + 9, "val rows %g, expected 15 + 9",
+          json_value(json, "val_rows"));
+    CHECK((int)json_value(json, "train_rows") == 85 + 51 + 1, "train rows %g",
+          json_value(json, "train_rows"));
+    CHECK(json && strstr(json, "\"val_loss\":null") && strstr(json, "\"best_epoch\":0"),
+          "no epoch yet: %s", json);
+    free(json);
+    nn_trainer_free(tr);
+    tr = NULL;
+  }
+
+  /* ---- errors */
+  struct {
+    int n;
+    const char *expect;
+  } cases[] = {{0, "no training rows"},
+               {1, "need at least 2 distinct labels, got 1 (\"a\")"}};
+  for (int k = 0; k < 2; k++) {
+    err[0] = 0;
+    int status = nn_trainer_create(&tr, &cfg, (const char *const *)data.texts, data.text_lens,
+                                   (const char *const *)data.labels, data.label_lens,
+                                   cases[k].n, err);
+    CHECK(status == NN_ERROR && !tr && strcmp(err, cases[k].expect) == 0,
+          "%d rows: status %d, message \"%s\", expected \"%s\"", cases[k].n, status, err,
+          cases[k].expect);
+    printf("error for %d rows: %s\n", cases[k].n, err);
+  }
+  free_dataset(&data);
+  add_row(&data, "one", "x");
+  add_row(&data, "two", "x");
+  add_row(&data, "three", "y");
+  int status = nn_trainer_create(&tr, &cfg, (const char *const *)data.texts, data.text_lens,
+                                 (const char *const *)data.labels, data.label_lens, 2, err);
+  CHECK(status == NN_ERROR && strcmp(err, "need at least 2 distinct labels, got 1 (\"x\")") == 0,
+        "one label: %s", err);
+  /* classes of 2 and 1 rows: round(0.15 * 2) = 0, so no validation row at all */
+  status = nn_trainer_create(&tr, &cfg, (const char *const *)data.texts, data.text_lens,
+                             (const char *const *)data.labels, data.label_lens, 3, err);
+  CHECK(status == NN_ERROR && strcmp(err, "too few rows for a validation split (3 rows)") == 0,
+        "too few rows: %s", err);
+  printf("error for 3 rows: %s\n", err);
+  free_dataset(&data);
+  for (int i = 0; i < 10001; i++) {
+    char label[16];
+    snprintf(label, sizeof label, "L%d", i);
+    add_row(&data, "text", label);
+  }
+  status = nn_trainer_create(&tr, &cfg, (const char *const *)data.texts, data.text_lens,
+                             (const char *const *)data.labels, data.label_lens, data.n, err);
+  CHECK(status == NN_ERROR && strstr(err, "10001") && strstr(err, "10000"),
+        "too many labels: %s", err);
+  printf("error for 10001 labels: %s\n", err);
+  free_dataset(&data);
+  /* labels containing a NUL byte are rejected (the model keeps labels as C strings) */
+  add_row(&data, "one", "x");
+  add_row(&data, "two", "y");
+  data.label_lens[1] = 2; /* "y\0" */
+  status = nn_trainer_create(&tr, &cfg, (const char *const *)data.texts, data.text_lens,
+                             (const char *const *)data.labels, data.label_lens, data.n, err);
+  CHECK(status == NN_ERROR && strstr(err, "NUL"), "NUL in a label: %s", err);
+  free_dataset(&data);
+  return check_finish("test_train");
+}
