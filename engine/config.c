@@ -1,0 +1,494 @@
+/* config.c -- the options of attn_train: defaults, JSON parsing with exact error messages,
+ * range validation and JSON output.
+ *
+ *   nn_config cfg; nn_config_default(&cfg);
+ *   nn_config_parse_json(&cfg, "{\"cell\":\"gru\",\"hidden\":256}", err);
+ *   -> on a bad value: option "hidden" must be an integer from 1 to 4096, got "big"
+ *
+ * One table (config_options) lists every option with its kind, bounds and field; parsing,
+ * validation and JSON output are loops over it. Bounds keep every allocation the options
+ * drive finite; on top of them the whole network must stay within NN_MAX_PARAMS floats. */
+#include "config.h"
+#include "json.h"
+
+#include <locale.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef enum {
+  OPT_BOOL,  /* int 0/1: true/false (or 0/1) */
+  OPT_INT,   /* int in [imin, imax] */
+  OPT_SEED,  /* uint64 in [imin, imax] */
+  OPT_FLOAT, /* float in an interval; open ends flagged */
+  OPT_CELL,
+  OPT_ATTENTION,
+  OPT_DEVICE
+} opt_kind;
+
+typedef struct config_option {
+  const char *name;
+  opt_kind kind;
+  size_t offset;
+  int64_t imin, imax;
+  double fmin, fmax;
+  int min_open, max_open; /* OPT_FLOAT: interval ends excluded */
+} config_option;
+
+#define OPT_B(f) {#f, OPT_BOOL, offsetof(nn_config, f), 0, 1, 0, 0, 0, 0}
+#define OPT_I(f, lo, hi) {#f, OPT_INT, offsetof(nn_config, f), lo, hi, 0, 0, 0, 0}
+#define OPT_F(f, lo, hi, lo_open, hi_open) \
+  {#f, OPT_FLOAT, offsetof(nn_config, f), 0, 0, lo, hi, lo_open, hi_open}
+#define OPT_E(f, kind) {#f, kind, offsetof(nn_config, f), 0, 0, 0, 0, 0, 0}
+#define SEED_MAX ((int64_t)1 << 53)
+_Static_assert(sizeof(nn_cell) == sizeof(int) && sizeof(nn_attention) == sizeof(int) &&
+                   sizeof(nn_device) == sizeof(int),
+               "config.c reads the enum fields as int");
+
+/* In the order nn_config_to_json writes them. */
+static const config_option config_options[] = {
+    OPT_E(cell, OPT_CELL),
+    OPT_I(layers, 1, 8),
+    OPT_B(bidirectional),
+    OPT_E(attention, OPT_ATTENTION),
+    OPT_I(embed_dim, 1, 4096),
+    OPT_I(hidden, 1, 4096),
+    OPT_I(fc_hidden, 0, 4096),
+    OPT_F(dropout, 0.0, 1.0, 0, 1),
+    OPT_I(epochs, 1, 100000),
+    OPT_I(batch_size, 1, 65536),
+    OPT_F(lr, 0.0, 10.0, 1, 0),
+    OPT_F(val_fraction, 0.0, 0.9, 1, 0),
+    OPT_B(class_weights),
+    OPT_I(patience, 1, 100000),
+    OPT_I(lr_patience, 0, 100000),
+    OPT_F(lr_factor, 0.0, 1.0, 1, 1),
+    {"seed", OPT_SEED, offsetof(nn_config, seed), 0, SEED_MAX, 0, 0, 0, 0},
+    OPT_I(threads, 0, 1024),
+    OPT_E(device, OPT_DEVICE),
+    OPT_B(progress),
+    OPT_B(lower),
+    OPT_B(stopwords),
+    OPT_B(char_level),
+    OPT_B(unicode),
+    OPT_I(max_len, 1, 4096),
+    OPT_I(vocab_size, 3, 1000000),
+};
+#define NUM_OPTIONS (sizeof config_options / sizeof config_options[0])
+
+static const char *const cell_names[] = {"rnn", "gru", "lstm"};
+static const char *const attention_names[] = {"linear", "additive", "self"};
+static const char *const device_names[] = {"auto", "cpu", "cuda"};
+
+const char *nn_cell_name(nn_cell cell) {
+  return (unsigned)cell < 3 ? cell_names[cell] : "?";
+}
+const char *nn_attention_name(nn_attention attn) {
+  return (unsigned)attn < 3 ? attention_names[attn] : "?";
+}
+const char *nn_device_name(nn_device device) {
+  return (unsigned)device < 3 ? device_names[device] : "?";
+}
+
+void nn_config_default(nn_config *cfg) {
+  memset(cfg, 0, sizeof *cfg);
+  cfg->lower = 1;
+  cfg->stopwords = 1;
+  cfg->char_level = 0;
+  cfg->unicode = 0;
+  cfg->max_len = 64;
+  cfg->vocab_size = 5000;
+  cfg->cell = NN_CELL_RNN;
+  cfg->layers = 1;
+  cfg->bidirectional = 0;
+  cfg->attention = NN_ATTN_LINEAR;
+  cfg->embed_dim = 100;
+  cfg->hidden = 128;
+  cfg->fc_hidden = 100;
+  cfg->dropout = 0.1f;
+  cfg->epochs = 20;
+  cfg->batch_size = 64;
+  cfg->lr = 1e-3f;
+  cfg->val_fraction = 0.15f;
+  cfg->class_weights = 1;
+  cfg->patience = 10;
+  cfg->lr_patience = 3;
+  cfg->lr_factor = 0.1f;
+  cfg->seed = 1234;
+  cfg->threads = 0;
+  cfg->device = NN_DEVICE_AUTO;
+  cfg->progress = 1;
+}
+
+/* ------------------------------------------------------------------------------- size */
+
+uint64_t nn_config_param_count(const nn_config *cfg, uint64_t num_classes) {
+  uint64_t V = (uint64_t)(cfg->vocab_size > 0 ? cfg->vocab_size : 0);
+  uint64_t E = (uint64_t)(cfg->embed_dim > 0 ? cfg->embed_dim : 0);
+  uint64_t H = (uint64_t)(cfg->hidden > 0 ? cfg->hidden : 0);
+  uint64_t L = (uint64_t)(cfg->layers > 0 ? cfg->layers : 0);
+  uint64_t F = (uint64_t)(cfg->fc_hidden > 0 ? cfg->fc_hidden : 0);
+  uint64_t D = cfg->bidirectional ? 2 : 1;
+  uint64_t G = cfg->cell == NN_CELL_LSTM ? 4 : cfg->cell == NN_CELL_GRU ? 3 : 1;
+  /* every factor is below 2^21, so no product here overflows 64 bits */
+  uint64_t n = V * E;
+  for (uint64_t l = 0; l < L; l++) {
+    uint64_t in = l == 0 ? E : H * D;
+    n += D * (G * H * in + G * H * H + 2 * G * H);
+  }
+  uint64_t P = H * D; /* width of the encoder output */
+  switch (cfg->attention) {
+  case NN_ATTN_ADDITIVE: n += P * P + 2 * P + 1; break;
+  case NN_ATTN_SELF: n += 3 * (P * P + P); break;
+  default: n += P + 1; break;
+  }
+  if (F) {
+    n += F * P + F;
+    P = F;
+  }
+  n += num_classes * P + num_classes;
+  return n;
+}
+
+/* ------------------------------------------------------------------------------- messages */
+
+static void range_text(char *out, size_t n, const config_option *o) {
+  switch (o->kind) {
+  case OPT_BOOL: snprintf(out, n, "true or false"); break;
+  case OPT_INT:
+  case OPT_SEED:
+    snprintf(out, n, "an integer from %lld to %lld", (long long)o->imin, (long long)o->imax);
+    break;
+  case OPT_FLOAT:
+    snprintf(out, n, "a number in %c%g, %g%c", o->min_open ? '(' : '[', o->fmin, o->fmax,
+             o->max_open ? ')' : ']');
+    break;
+  case OPT_CELL: snprintf(out, n, "\"rnn\", \"gru\" or \"lstm\""); break;
+  case OPT_ATTENTION: snprintf(out, n, "\"linear\", \"additive\" or \"self\""); break;
+  case OPT_DEVICE: snprintf(out, n, "\"auto\", \"cpu\" or \"cuda\""); break;
+  }
+}
+
+/* option "NAME" must be RANGE, got GOT */
+static int option_error(char *err, const config_option *o, const char *got) {
+  char range[96];
+  range_text(range, sizeof range, o);
+  snprintf(err, NN_ERR_LEN, "option \"%s\" must be %s, got %s", o->name, range, got);
+  return NN_ERROR;
+}
+
+/* How a JSON value is shown after "got": strings quoted, numbers and literals as written,
+ * arrays and objects by kind. */
+static void got_text(char *out, size_t n, const nn_json *v, const char *json) {
+  switch (v->type) {
+  case NN_JSON_STRING: nn_json_quote_for_message(out, n, v->str, v->str_len); break;
+  case NN_JSON_ARRAY: snprintf(out, n, "an array"); break;
+  case NN_JSON_OBJECT: snprintf(out, n, "an object"); break;
+  default: {
+    size_t len = v->end - v->start;
+    if (len > 40) snprintf(out, n, "%.40s...", json + v->start);
+    else snprintf(out, n, "%.*s", (int)len, json + v->start);
+  }
+  }
+}
+
+static size_t edit_distance(const char *a, size_t na, const char *b, size_t nb) {
+  size_t row[64];
+  if (na >= 63 || nb >= 63) return (size_t)-1;
+  for (size_t j = 0; j <= nb; j++) row[j] = j;
+  for (size_t i = 1; i <= na; i++) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= nb; j++) {
+      size_t up = row[j];
+      size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+      size_t best = diag + cost;
+      if (up + 1 < best) best = up + 1;
+      if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+      row[j] = best;
+      diag = up;
+    }
+  }
+  return row[nb];
+}
+
+static int unknown_option_error(char *err, const char *key, size_t key_len) {
+  char quoted[128];
+  nn_json_quote_for_message(quoted, sizeof quoted, key, key_len);
+  const char *best = NULL;
+  size_t best_d = 3;
+  for (size_t i = 0; i < NUM_OPTIONS; i++) {
+    const char *name = config_options[i].name;
+    size_t d = edit_distance(key, key_len, name, strlen(name));
+    if (d < best_d && d < strlen(name) / 2 + 1) best_d = d, best = name;
+  }
+  if (best)
+    snprintf(err, NN_ERR_LEN, "unknown option %s (did you mean \"%s\"?)", quoted, best);
+  else
+    snprintf(err, NN_ERR_LEN, "unknown option %s", quoted);
+  return NN_ERROR;
+}
+
+/* ------------------------------------------------------------------------------- validate */
+
+static int float_in_range(const config_option *o, double x) {
+  if (!isfinite(x)) return 0;
+  if (o->min_open ? !(x > o->fmin) : !(x >= o->fmin)) return 0;
+  if (o->max_open ? !(x < o->fmax) : !(x <= o->fmax)) return 0;
+  return 1;
+}
+
+static int check_size(const nn_config *cfg, char *err) {
+  uint64_t total = nn_config_param_count(cfg, 2);
+  if (total <= NN_MAX_PARAMS) return NN_OK;
+  /* blame the option whose smallest value shrinks the model the most */
+  static const char *const culprits[] = {"vocab_size", "embed_dim", "hidden", "layers",
+                                         "fc_hidden"};
+  const char *name = culprits[0];
+  uint64_t best = total;
+  int value = 0;
+  for (int i = 0; i < 5; i++) {
+    nn_config c = *cfg;
+    int *field = NULL;
+    int small = 1;
+    for (size_t k = 0; k < NUM_OPTIONS; k++)
+      if (strcmp(config_options[k].name, culprits[i]) == 0) {
+        field = (int *)((char *)&c + config_options[k].offset);
+        small = (int)config_options[k].imin;
+      }
+    int old = *field;
+    *field = small;
+    uint64_t t = nn_config_param_count(&c, 2);
+    if (t < best) best = t, name = culprits[i], value = old;
+  }
+  if (best == total) value = cfg->vocab_size;
+  snprintf(err, NN_ERR_LEN,
+           "option \"%s\" = %d makes the model too large: %llu parameters, at most %llu", name,
+           value, (unsigned long long)total, (unsigned long long)NN_MAX_PARAMS);
+  return NN_ERROR;
+}
+
+int nn_config_validate(const nn_config *cfg, char *err) {
+  char got[64];
+  for (size_t i = 0; i < NUM_OPTIONS; i++) {
+    const config_option *o = &config_options[i];
+    const char *field = (const char *)cfg + o->offset;
+    switch (o->kind) {
+    case OPT_BOOL:
+    case OPT_INT: {
+      int x;
+      memcpy(&x, field, sizeof x);
+      if (x < o->imin || x > o->imax) {
+        snprintf(got, sizeof got, "%d", x);
+        return option_error(err, o, got);
+      }
+      break;
+    }
+    case OPT_SEED: {
+      uint64_t x;
+      memcpy(&x, field, sizeof x);
+      if (x > (uint64_t)o->imax) {
+        snprintf(got, sizeof got, "%llu", (unsigned long long)x);
+        return option_error(err, o, got);
+      }
+      break;
+    }
+    case OPT_FLOAT: {
+      float x;
+      memcpy(&x, field, sizeof x);
+      if (!float_in_range(o, x)) {
+        snprintf(got, sizeof got, "%.9g", (double)x);
+        return option_error(err, o, got);
+      }
+      break;
+    }
+    case OPT_CELL:
+    case OPT_ATTENTION:
+    case OPT_DEVICE: {
+      int x; /* the enums are int-sized */
+      memcpy(&x, field, sizeof x);
+      if (x < 0 || x > 2) {
+        snprintf(got, sizeof got, "%d", x);
+        return option_error(err, o, got);
+      }
+      break;
+    }
+    }
+  }
+  return check_size(cfg, err);
+}
+
+/* ------------------------------------------------------------------------------- parse */
+
+/* An integral JSON number as int64 (exact); 0 if not one or beyond 2^53 in magnitude when
+ * written with a fraction or exponent. */
+static int json_integral(const nn_json *v, int64_t *out) {
+  if (v->type != NN_JSON_NUMBER) return 0;
+  if (v->is_integer) {
+    *out = v->integer;
+    return 1;
+  }
+  double x = v->number;
+  if (!isfinite(x) || floor(x) != x || fabs(x) > 9007199254740992.0) return 0;
+  *out = (int64_t)x;
+  return 1;
+}
+
+/* The number as written, read straight to float (no double rounding). */
+static float json_float(const nn_json *v, const char *json) {
+  char buf[64];
+  size_t n = v->end - v->start;
+  if (n >= sizeof buf) return (float)v->number;
+  memcpy(buf, json + v->start, n);
+  buf[n] = 0;
+  const struct lconv *lc = localeconv();
+  char point = lc && lc->decimal_point && lc->decimal_point[0] ? lc->decimal_point[0] : '.';
+  char *dot = strchr(buf, '.');
+  if (dot) *dot = point;
+  return strtof(buf, NULL);
+}
+
+static int parse_option(nn_config *cfg, const config_option *o, const nn_json *v,
+                        const char *json, char *err) {
+  char got[160];
+  got_text(got, sizeof got, v, json);
+  char *field = (char *)cfg + o->offset;
+  int64_t i;
+  switch (o->kind) {
+  case OPT_BOOL: {
+    int x;
+    if (v->type == NN_JSON_TRUE) x = 1;
+    else if (v->type == NN_JSON_FALSE) x = 0;
+    else if (json_integral(v, &i) && (i == 0 || i == 1)) x = (int)i;
+    else return option_error(err, o, got);
+    memcpy(field, &x, sizeof x);
+    return NN_OK;
+  }
+  case OPT_INT: {
+    if (!json_integral(v, &i) || i < o->imin || i > o->imax) return option_error(err, o, got);
+    int x = (int)i;
+    memcpy(field, &x, sizeof x);
+    return NN_OK;
+  }
+  case OPT_SEED: {
+    if (!json_integral(v, &i) || i < o->imin || i > o->imax) return option_error(err, o, got);
+    uint64_t x = (uint64_t)i;
+    memcpy(field, &x, sizeof x);
+    return NN_OK;
+  }
+  case OPT_FLOAT: {
+    if (v->type != NN_JSON_NUMBER) return option_error(err, o, got);
+    float x = json_float(v, json);
+    if (!float_in_range(o, v->number) || !float_in_range(o, x)) return option_error(err, o, got);
+    memcpy(field, &x, sizeof x);
+    return NN_OK;
+  }
+  case OPT_CELL:
+  case OPT_ATTENTION:
+  case OPT_DEVICE: {
+    const char *const *names = o->kind == OPT_CELL        ? cell_names
+                               : o->kind == OPT_ATTENTION ? attention_names
+                                                          : device_names;
+    if (v->type != NN_JSON_STRING) return option_error(err, o, got);
+    for (int k = 0; k < 3; k++)
+      if (v->str_len == strlen(names[k]) && memcmp(v->str, names[k], v->str_len) == 0) {
+        memcpy(field, &k, sizeof k);
+        return NN_OK;
+      }
+    return option_error(err, o, got);
+  }
+  }
+  return option_error(err, o, got);
+}
+
+int nn_config_parse_json(nn_config *cfg, const char *json, char *err) {
+  if (!json) return NN_OK;
+  size_t len = strlen(json), k = 0;
+  while (k < len && (json[k] == ' ' || json[k] == '\t' || json[k] == '\n' || json[k] == '\r'))
+    k++;
+  if (k == len) return NN_OK; /* "" or only whitespace: no options */
+  nn_json *doc = NULL;
+  char jerr[NN_ERR_LEN];
+  int rc = nn_json_parse(&doc, json, len, jerr);
+  if (rc != NN_OK) {
+    if (rc == NN_NOMEM) snprintf(err, NN_ERR_LEN, "%s", jerr);
+    else snprintf(err, NN_ERR_LEN, "options must be a JSON object (%.400s)", jerr);
+    return rc;
+  }
+  if (doc->type != NN_JSON_OBJECT) {
+    snprintf(err, NN_ERR_LEN, "options must be a JSON object");
+    nn_json_free(doc);
+    return NN_ERROR;
+  }
+  nn_config c = *cfg;
+  rc = NN_OK;
+  for (size_t m = 0; m < doc->count && rc == NN_OK; m++) {
+    const nn_json *member = &doc->items[m];
+    const config_option *o = NULL;
+    for (size_t i = 0; i < NUM_OPTIONS; i++)
+      if (member->key_len == strlen(config_options[i].name) &&
+          memcmp(member->key, config_options[i].name, member->key_len) == 0)
+        o = &config_options[i];
+    if (!o) rc = unknown_option_error(err, member->key, member->key_len);
+    else rc = parse_option(&c, o, member, json, err);
+  }
+  nn_json_free(doc);
+  if (rc == NN_OK) rc = nn_config_validate(&c, err);
+  if (rc == NN_OK) *cfg = c;
+  return rc;
+}
+
+/* ------------------------------------------------------------------------------- output */
+
+char *nn_config_to_json(const nn_config *cfg) {
+  nn_strbuf sb;
+  nn_strbuf_init(&sb);
+  nn_strbuf_puts(&sb, "{");
+  for (size_t i = 0; i < NUM_OPTIONS; i++) {
+    const config_option *o = &config_options[i];
+    const char *field = (const char *)cfg + o->offset;
+    nn_strbuf_printf(&sb, "%s\"%s\":", i ? "," : "", o->name);
+    switch (o->kind) {
+    case OPT_BOOL: {
+      int x;
+      memcpy(&x, field, sizeof x);
+      if (x == 0 || x == 1) nn_strbuf_puts(&sb, x ? "true" : "false");
+      else nn_strbuf_printf(&sb, "%d", x); /* invalid, but shown as it is */
+      break;
+    }
+    case OPT_INT: {
+      int x;
+      memcpy(&x, field, sizeof x);
+      nn_strbuf_printf(&sb, "%d", x);
+      break;
+    }
+    case OPT_SEED: {
+      uint64_t x;
+      memcpy(&x, field, sizeof x);
+      nn_strbuf_printf(&sb, "%llu", (unsigned long long)x);
+      break;
+    }
+    case OPT_FLOAT: {
+      float x;
+      memcpy(&x, field, sizeof x);
+      nn_strbuf_append_float(&sb, x);
+      break;
+    }
+    case OPT_CELL:
+    case OPT_ATTENTION:
+    case OPT_DEVICE: {
+      int x;
+      memcpy(&x, field, sizeof x);
+      const char *name = o->kind == OPT_CELL        ? nn_cell_name((nn_cell)x)
+                         : o->kind == OPT_ATTENTION ? nn_attention_name((nn_attention)x)
+                                                    : nn_device_name((nn_device)x);
+      nn_strbuf_printf(&sb, "\"%s\"", name);
+      break;
+    }
+    }
+  }
+  nn_strbuf_puts(&sb, "}");
+  return nn_strbuf_take(&sb);
+}

@@ -1,0 +1,101 @@
+/* json.h -- the engine's small JSON reader and writer (internal; ext/ includes it too).
+ *
+ * Reader: strict RFC 8259 grammar (no comments, no trailing commas, no NaN/Infinity, no
+ * leading zeros, no single quotes), nesting depth at most NN_JSON_MAX_DEPTH, duplicate object
+ * keys rejected, string escapes decoded to UTF-8 (\uXXXX with surrogate pairs; a lone
+ * surrogate is an error). Raw bytes >= 0x80 inside strings are copied as they are (UTF-8 is
+ * not validated), so every byte string the writer escapes reads back identical. Never reads
+ * past the given length; the input need not be NUL-terminated.
+ *
+ *   nn_json *doc; char err[NN_ERR_LEN];
+ *   if (nn_json_parse(&doc, text, len, err) != NN_OK) ... err: "invalid JSON at byte 7: ..."
+ *   const nn_json *h = nn_json_get(doc, "hidden");   NULL when absent or doc not an object
+ *   ... nn_json_free(doc);
+ *
+ * Writer: nn_strbuf, a growable NUL-terminated byte buffer; out of memory is sticky (sb.oom)
+ * and checked once at the end.
+ */
+#ifndef ATTNEXT_JSON_H
+#define ATTNEXT_JSON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define NN_JSON_MAX_DEPTH 64
+/* At most this many values in one document (about 100 bytes each): bounds the memory a
+ * hostile text can make the parser take, while a 1,000,000-token vocabulary array fits. */
+#define NN_JSON_MAX_VALUES (1u << 21)
+
+typedef enum {
+  NN_JSON_NULL = 0,
+  NN_JSON_FALSE,
+  NN_JSON_TRUE,
+  NN_JSON_NUMBER,
+  NN_JSON_STRING,
+  NN_JSON_ARRAY,
+  NN_JSON_OBJECT
+} nn_json_type;
+
+typedef struct nn_json nn_json;
+struct nn_json {
+  nn_json_type type;
+  size_t start, end; /* byte span of this value in the parsed text (for messages) */
+  /* NN_JSON_NUMBER */
+  double number;
+  int is_integer;    /* written without fraction or exponent and fits in int64 */
+  int64_t integer;   /* the exact value when is_integer */
+  /* NN_JSON_STRING: decoded bytes, NUL-terminated (may also contain NUL bytes) */
+  char *str;
+  size_t str_len;
+  /* NN_JSON_ARRAY and NN_JSON_OBJECT: count items in document order */
+  size_t count;
+  nn_json *items;
+  /* a member of an object: its key, decoded, NUL-terminated (NULL for array items) */
+  char *key;
+  size_t key_len;
+};
+
+/* Parse len bytes of s as one JSON value (surrounding whitespace allowed). On error *out is
+ * NULL and err (NN_ERR_LEN bytes) says what and where. Returns NN_OK, NN_ERROR or NN_NOMEM. */
+int nn_json_parse(nn_json **out, const char *s, size_t len, char *err);
+void nn_json_free(nn_json *v);
+
+/* Accessors; all accept NULL and return NULL / 0 when the value is not of the asked type. */
+const nn_json *nn_json_get(const nn_json *obj, const char *key); /* object member by key */
+const nn_json *nn_json_at(const nn_json *arr, size_t i);          /* array item or member i */
+size_t nn_json_count(const nn_json *v);                          /* items of array/object */
+const char *nn_json_string(const nn_json *v, size_t *len);       /* NULL unless a string */
+const char *nn_json_type_name(nn_json_type t);                    /* "string", "number", ... */
+
+/* Growable byte buffer, always NUL-terminated once something was appended. */
+typedef struct nn_strbuf {
+  char *data;
+  size_t len, cap;
+  int oom; /* an append failed for lack of memory; later appends do nothing */
+} nn_strbuf;
+
+void nn_strbuf_init(nn_strbuf *sb);
+void nn_strbuf_free(nn_strbuf *sb);
+void nn_strbuf_append(nn_strbuf *sb, const char *bytes, size_t len);
+void nn_strbuf_puts(nn_strbuf *sb, const char *s);
+void nn_strbuf_printf(nn_strbuf *sb, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+/* s (len bytes) as a quoted JSON string: escapes " \ and control bytes, other bytes as is. */
+void nn_strbuf_append_json_string(nn_strbuf *sb, const char *s, size_t len);
+/* Numbers that read back to the same value: doubles with up to 17 significant digits, floats
+ * with the fewest of 6..9 digits that round-trip through float. Non-finite values are written
+ * as null (JSON has no NaN/Infinity). Always uses '.' whatever the C locale. */
+void nn_strbuf_append_double(nn_strbuf *sb, double x);
+void nn_strbuf_append_float(nn_strbuf *sb, float x);
+/* Take the buffer (malloc'd, NUL-terminated; "" when empty), leaving sb empty. NULL if oom. */
+char *nn_strbuf_take(nn_strbuf *sb);
+
+/* Quote bytes for an error message: at most max_len bytes of output (NUL included) written to
+ * out as "..." with \" \\ \n \t \xNN escapes (invalid UTF-8 and control bytes as \xNN), cut
+ * with ... when too long. Returns out. */
+char *nn_json_quote_for_message(char *out, size_t max_len, const char *s, size_t len);
+
+#endif

@@ -1,0 +1,342 @@
+/* test_config.c -- the options of attn_train (engine/config.c): defaults as nn.h documents
+ * them, every key parsed, every error message checked by its exact text, *cfg untouched on
+ * error, and parse(to_json(c)) == c for the defaults and for random configs. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "check.h"
+#include "nn.h"
+
+static int same_config(const nn_config *a, const nn_config *b, char *what, size_t n) {
+#define SAME(f)                                                               \
+  if (memcmp(&a->f, &b->f, sizeof a->f) != 0) {                               \
+    snprintf(what, n, "%s differs", #f);                                      \
+    return 0;                                                                 \
+  }
+  SAME(lower) SAME(stopwords) SAME(char_level) SAME(unicode) SAME(max_len) SAME(vocab_size)
+  SAME(cell) SAME(layers) SAME(bidirectional) SAME(attention) SAME(embed_dim) SAME(hidden)
+  SAME(fc_hidden) SAME(dropout) SAME(epochs) SAME(batch_size) SAME(lr) SAME(val_fraction)
+  SAME(class_weights) SAME(patience) SAME(lr_patience) SAME(lr_factor) SAME(seed)
+  SAME(threads) SAME(device) SAME(progress)
+#undef SAME
+  snprintf(what, n, "same");
+  return 1;
+}
+
+/* Parse json over the defaults; expect an error with exactly `want`, and cfg untouched. */
+static void expect_error(const char *json, const char *want) {
+  nn_config cfg, before;
+  char err[NN_ERR_LEN] = "", what[64];
+  nn_config_default(&cfg);
+  cfg.hidden = 77; /* a non-default value that must survive the failed parse */
+  before = cfg;
+  int rc = nn_config_parse_json(&cfg, json, err);
+  CHECK(rc == NN_ERROR, "%s: rc %d, expected NN_ERROR", json, rc);
+  CHECK(strcmp(err, want) == 0, "%s:\n  got      %s\n  expected %s", json, err, want);
+  CHECK(same_config(&cfg, &before, what, sizeof what), "%s: cfg changed on error: %s", json, what);
+}
+
+static nn_config parse_ok(const char *json) {
+  nn_config cfg;
+  char err[NN_ERR_LEN] = "";
+  nn_config_default(&cfg);
+  int rc = nn_config_parse_json(&cfg, json, err);
+  CHECK(rc == NN_OK, "%s: rc %d: %s", json, rc, err);
+  return cfg;
+}
+
+/* parameter count of the network as PyTorch's modules lay it out (independent of config.c):
+ * used for the expected numbers of the "too large" messages */
+static unsigned long long torch_params(long long V, long long E, long long H, long long L, int bi,
+                                       int gates, long long F, long long C) {
+  long long D = bi ? 2 : 1, n = V * E;
+  for (long long l = 0; l < L; l++) {
+    long long in = l ? H * D : E;
+    n += D * (gates * H * in + gates * H * H + 2 * gates * H);
+  }
+  n += H * D + 1; /* linear attention */
+  long long width = H * D;
+  if (F) n += F * width + F, width = F;
+  n += C * width + C;
+  return (unsigned long long)n;
+}
+
+static void test_defaults(void) {
+  nn_config c;
+  memset(&c, 0xAB, sizeof c);
+  nn_config_default(&c);
+  CHECK(c.lower == 1 && c.stopwords == 1 && c.char_level == 0 && c.unicode == 0,
+        "text defaults %d %d %d %d", c.lower, c.stopwords, c.char_level, c.unicode);
+  CHECK(c.max_len == 64 && c.vocab_size == 5000, "max_len %d vocab_size %d", c.max_len, c.vocab_size);
+  CHECK(c.cell == NN_CELL_RNN && c.layers == 1 && c.bidirectional == 0, "cell %d layers %d bi %d",
+        c.cell, c.layers, c.bidirectional);
+  CHECK(c.attention == NN_ATTN_LINEAR && c.embed_dim == 100 && c.hidden == 128 && c.fc_hidden == 100,
+        "attention %d embed %d hidden %d fc %d", c.attention, c.embed_dim, c.hidden, c.fc_hidden);
+  CHECK(c.dropout == 0.1f && c.lr == 1e-3f && c.val_fraction == 0.15f && c.lr_factor == 0.1f,
+        "dropout %g lr %g val %g factor %g", c.dropout, c.lr, c.val_fraction, c.lr_factor);
+  CHECK(c.epochs == 20 && c.batch_size == 64 && c.class_weights == 1 && c.patience == 10 &&
+            c.lr_patience == 3,
+        "epochs %d batch %d cw %d patience %d lr_patience %d", c.epochs, c.batch_size,
+        c.class_weights, c.patience, c.lr_patience);
+  CHECK(c.seed == 1234 && c.threads == 0 && c.device == NN_DEVICE_AUTO && c.progress == 1,
+        "seed %llu threads %d device %d progress %d", (unsigned long long)c.seed, c.threads,
+        c.device, c.progress);
+  char err[NN_ERR_LEN] = "";
+  CHECK(nn_config_validate(&c, err) == NN_OK, "defaults validate: %s", err);
+
+  CHECK(strcmp(nn_cell_name(NN_CELL_RNN), "rnn") == 0 && strcmp(nn_cell_name(NN_CELL_GRU), "gru") == 0 &&
+            strcmp(nn_cell_name(NN_CELL_LSTM), "lstm") == 0,
+        "cell names");
+  CHECK(strcmp(nn_attention_name(NN_ATTN_LINEAR), "linear") == 0 &&
+            strcmp(nn_attention_name(NN_ATTN_ADDITIVE), "additive") == 0 &&
+            strcmp(nn_attention_name(NN_ATTN_SELF), "self") == 0,
+        "attention names");
+  CHECK(strcmp(nn_device_name(NN_DEVICE_AUTO), "auto") == 0 && strcmp(nn_device_name(NN_DEVICE_CPU), "cpu") == 0 &&
+            strcmp(nn_device_name(NN_DEVICE_CUDA), "cuda") == 0,
+        "device names");
+
+  /* no options */
+  nn_config d = parse_ok(NULL), e = parse_ok(""), f = parse_ok(" \n\t "), g = parse_ok("{}");
+  char what[64];
+  CHECK(same_config(&d, &c, what, sizeof what), "NULL options: %s", what);
+  CHECK(same_config(&e, &c, what, sizeof what), "\"\" options: %s", what);
+  CHECK(same_config(&f, &c, what, sizeof what), "blank options: %s", what);
+  CHECK(same_config(&g, &c, what, sizeof what), "{} options: %s", what);
+
+  char *json = nn_config_to_json(&c);
+  const char *want =
+      "{\"cell\":\"rnn\",\"layers\":1,\"bidirectional\":false,\"attention\":\"linear\","
+      "\"embed_dim\":100,\"hidden\":128,\"fc_hidden\":100,\"dropout\":0.1,\"epochs\":20,"
+      "\"batch_size\":64,\"lr\":0.001,\"val_fraction\":0.15,\"class_weights\":true,"
+      "\"patience\":10,\"lr_patience\":3,\"lr_factor\":0.1,\"seed\":1234,\"threads\":0,"
+      "\"device\":\"auto\",\"progress\":true,\"lower\":true,\"stopwords\":true,"
+      "\"char_level\":false,\"unicode\":false,\"max_len\":64,\"vocab_size\":5000}";
+  CHECK(json && strcmp(json, want) == 0, "defaults as JSON:\n  got      %s\n  expected %s", json, want);
+  free(json);
+}
+
+static void test_every_key(void) {
+  nn_config c = parse_ok(
+      "{\"cell\":\"lstm\",\"layers\":3,\"bidirectional\":true,\"attention\":\"self\","
+      "\"embed_dim\":32,\"hidden\":48,\"fc_hidden\":0,\"dropout\":0.25,\"epochs\":7,"
+      "\"batch_size\":16,\"lr\":0.01,\"val_fraction\":0.2,\"class_weights\":false,"
+      "\"patience\":4,\"lr_patience\":0,\"lr_factor\":0.5,\"seed\":42,\"threads\":3,"
+      "\"device\":\"cpu\",\"progress\":false,\"lower\":false,\"stopwords\":false,"
+      "\"char_level\":true,\"unicode\":true,\"max_len\":200,\"vocab_size\":300}");
+  CHECK(c.cell == NN_CELL_LSTM && c.layers == 3 && c.bidirectional == 1 && c.attention == NN_ATTN_SELF,
+        "network keys: cell %d layers %d bi %d attention %d", c.cell, c.layers, c.bidirectional, c.attention);
+  CHECK(c.embed_dim == 32 && c.hidden == 48 && c.fc_hidden == 0 && c.dropout == 0.25f,
+        "sizes: %d %d %d %g", c.embed_dim, c.hidden, c.fc_hidden, c.dropout);
+  CHECK(c.epochs == 7 && c.batch_size == 16 && c.lr == 0.01f && c.val_fraction == 0.2f &&
+            c.class_weights == 0,
+        "training keys: %d %d %g %g %d", c.epochs, c.batch_size, c.lr, c.val_fraction, c.class_weights);
+  CHECK(c.patience == 4 && c.lr_patience == 0 && c.lr_factor == 0.5f && c.seed == 42 && c.threads == 3,
+        "schedule keys: %d %d %g %llu %d", c.patience, c.lr_patience, c.lr_factor,
+        (unsigned long long)c.seed, c.threads);
+  CHECK(c.device == NN_DEVICE_CPU && c.progress == 0 && c.lower == 0 && c.stopwords == 0 &&
+            c.char_level == 1 && c.unicode == 1 && c.max_len == 200 && c.vocab_size == 300,
+        "text keys: %d %d %d %d %d %d %d %d", c.device, c.progress, c.lower, c.stopwords,
+        c.char_level, c.unicode, c.max_len, c.vocab_size);
+
+  /* other spellings of the same values */
+  c = parse_ok("{\"cell\":\"gru\",\"attention\":\"additive\",\"device\":\"cuda\",\"lower\":0,"
+               "\"unicode\":1,\"epochs\":1e2,\"seed\":9007199254740992,\"hidden\":4096.0,"
+               "\"fc_hidden\":0,\"dropout\":0,\"lr\":10,\"val_fraction\":0.9,\"lr_factor\":1e-3}");
+  CHECK(c.cell == NN_CELL_GRU && c.attention == NN_ATTN_ADDITIVE && c.device == NN_DEVICE_CUDA,
+        "enums %d %d %d", c.cell, c.attention, c.device);
+  CHECK(c.lower == 0 && c.unicode == 1 && c.epochs == 100 && c.hidden == 4096,
+        "0/1 booleans and integral numbers: %d %d %d %d", c.lower, c.unicode, c.epochs, c.hidden);
+  CHECK(c.seed == 9007199254740992ull, "seed 2^53: %llu", (unsigned long long)c.seed);
+  CHECK(c.dropout == 0.0f && c.lr == 10.0f && c.val_fraction == 0.9f && c.lr_factor == 1e-3f,
+        "interval ends: %g %g %g %g", c.dropout, c.lr, c.val_fraction, c.lr_factor);
+  /* options apply over the current values */
+  nn_config base;
+  char err[NN_ERR_LEN] = "";
+  nn_config_default(&base);
+  base.hidden = 9;
+  CHECK(nn_config_parse_json(&base, "{\"layers\":2}", err) == NN_OK && base.hidden == 9 && base.layers == 2,
+        "parse over current values: hidden %d layers %d (%s)", base.hidden, base.layers, err);
+}
+
+static void test_errors(void) {
+  expect_error("{\"hidden\":\"big\"}", "option \"hidden\" must be an integer from 1 to 4096, got \"big\"");
+  expect_error("{\"hidden\":0}", "option \"hidden\" must be an integer from 1 to 4096, got 0");
+  expect_error("{\"hidden\":4097}", "option \"hidden\" must be an integer from 1 to 4096, got 4097");
+  expect_error("{\"hidden\":12.5}", "option \"hidden\" must be an integer from 1 to 4096, got 12.5");
+  expect_error("{\"hidden\":true}", "option \"hidden\" must be an integer from 1 to 4096, got true");
+  expect_error("{\"hidden\":null}", "option \"hidden\" must be an integer from 1 to 4096, got null");
+  expect_error("{\"hidden\":[1]}", "option \"hidden\" must be an integer from 1 to 4096, got an array");
+  expect_error("{\"hidden\":{}}", "option \"hidden\" must be an integer from 1 to 4096, got an object");
+  expect_error("{\"hidden\":99999999999999999999999}",
+               "option \"hidden\" must be an integer from 1 to 4096, got 99999999999999999999999");
+  expect_error("{\"embed_dim\":0}", "option \"embed_dim\" must be an integer from 1 to 4096, got 0");
+  expect_error("{\"fc_hidden\":-1}", "option \"fc_hidden\" must be an integer from 0 to 4096, got -1");
+  expect_error("{\"layers\":9}", "option \"layers\" must be an integer from 1 to 8, got 9");
+  expect_error("{\"vocab_size\":2}", "option \"vocab_size\" must be an integer from 3 to 1000000, got 2");
+  expect_error("{\"vocab_size\":1000001}",
+               "option \"vocab_size\" must be an integer from 3 to 1000000, got 1000001");
+  expect_error("{\"max_len\":4097}", "option \"max_len\" must be an integer from 1 to 4096, got 4097");
+  expect_error("{\"epochs\":0}", "option \"epochs\" must be an integer from 1 to 100000, got 0");
+  expect_error("{\"batch_size\":65537}",
+               "option \"batch_size\" must be an integer from 1 to 65536, got 65537");
+  expect_error("{\"patience\":0}", "option \"patience\" must be an integer from 1 to 100000, got 0");
+  expect_error("{\"lr_patience\":-1}",
+               "option \"lr_patience\" must be an integer from 0 to 100000, got -1");
+  expect_error("{\"threads\":1025}", "option \"threads\" must be an integer from 0 to 1024, got 1025");
+  expect_error("{\"seed\":9007199254740993}",
+               "option \"seed\" must be an integer from 0 to 9007199254740992, got 9007199254740993");
+  expect_error("{\"seed\":-1}", "option \"seed\" must be an integer from 0 to 9007199254740992, got -1");
+  expect_error("{\"seed\":\"1\"}", "option \"seed\" must be an integer from 0 to 9007199254740992, got \"1\"");
+  /* numbers */
+  expect_error("{\"lr\":\"1e-3\"}", "option \"lr\" must be a number in (0, 10], got \"1e-3\"");
+  expect_error("{\"lr\":0}", "option \"lr\" must be a number in (0, 10], got 0");
+  expect_error("{\"lr\":10.5}", "option \"lr\" must be a number in (0, 10], got 10.5");
+  expect_error("{\"lr\":-1e-3}", "option \"lr\" must be a number in (0, 10], got -1e-3");
+  expect_error("{\"lr\":1e-50}", "option \"lr\" must be a number in (0, 10], got 1e-50"); /* 0 as float */
+  expect_error("{\"lr\":1e999}", "option \"lr\" must be a number in (0, 10], got 1e999");
+  expect_error("{\"dropout\":1}", "option \"dropout\" must be a number in [0, 1), got 1");
+  expect_error("{\"dropout\":0.99999999999}",
+               "option \"dropout\" must be a number in [0, 1), got 0.99999999999"); /* 1 as float */
+  expect_error("{\"dropout\":-0.1}", "option \"dropout\" must be a number in [0, 1), got -0.1");
+  expect_error("{\"val_fraction\":0}", "option \"val_fraction\" must be a number in (0, 0.9], got 0");
+  expect_error("{\"val_fraction\":0.95}", "option \"val_fraction\" must be a number in (0, 0.9], got 0.95");
+  expect_error("{\"lr_factor\":1}", "option \"lr_factor\" must be a number in (0, 1), got 1");
+  expect_error("{\"lr_factor\":false}", "option \"lr_factor\" must be a number in (0, 1), got false");
+  /* booleans and names */
+  expect_error("{\"lower\":2}", "option \"lower\" must be true or false, got 2");
+  expect_error("{\"bidirectional\":\"yes\"}", "option \"bidirectional\" must be true or false, got \"yes\"");
+  expect_error("{\"stopwords\":null}", "option \"stopwords\" must be true or false, got null");
+  expect_error("{\"class_weights\":0.5}", "option \"class_weights\" must be true or false, got 0.5");
+  expect_error("{\"cell\":\"GRU\"}", "option \"cell\" must be \"rnn\", \"gru\" or \"lstm\", got \"GRU\"");
+  expect_error("{\"cell\":1}", "option \"cell\" must be \"rnn\", \"gru\" or \"lstm\", got 1");
+  expect_error("{\"attention\":\"dot\"}",
+               "option \"attention\" must be \"linear\", \"additive\" or \"self\", got \"dot\"");
+  expect_error("{\"device\":\"gpu\"}", "option \"device\" must be \"auto\", \"cpu\" or \"cuda\", got \"gpu\"");
+  expect_error("{\"device\":\"cpu\\u0000\"}",
+               "option \"device\" must be \"auto\", \"cpu\" or \"cuda\", got \"cpu\\x00\"");
+  /* keys */
+  expect_error("{\"hiden\":128}", "unknown option \"hiden\" (did you mean \"hidden\"?)");
+  expect_error("{\"epoch\":3}", "unknown option \"epoch\" (did you mean \"epochs\"?)");
+  expect_error("{\"Hidden\":3}", "unknown option \"Hidden\" (did you mean \"hidden\"?)");
+  expect_error("{\"learning_rate\":0.1}", "unknown option \"learning_rate\"");
+  expect_error("{\"\":1}", "unknown option \"\"");
+  expect_error("{\"a\\\"b\\u0001\":1}", "unknown option \"a\\\"b\\x01\"");
+  expect_error("{\"hidden\":64,\"layers\":99}", "option \"layers\" must be an integer from 1 to 8, got 99");
+  /* not an object, not JSON */
+  expect_error("[1]", "options must be a JSON object");
+  expect_error("3", "options must be a JSON object");
+  expect_error("\"hidden\"", "options must be a JSON object");
+  expect_error("null", "options must be a JSON object");
+  expect_error("{", "options must be a JSON object (invalid JSON at byte 1: expected a string key)");
+  expect_error("{\"hidden\":64,}", "options must be a JSON object (invalid JSON at byte 13: expected a string key)");
+  expect_error("{\"lr\":NaN}", "options must be a JSON object (invalid JSON at byte 6: expected a value)");
+  expect_error("{\"lr\":Infinity}", "options must be a JSON object (invalid JSON at byte 6: expected a value)");
+  expect_error("{\"lr\":-Infinity}", "options must be a JSON object (invalid JSON at byte 7: expected a digit)");
+  expect_error("{\"hidden\":012}", "options must be a JSON object (invalid JSON at byte 11: leading zero in number)");
+  expect_error("{'hidden':1}", "options must be a JSON object (invalid JSON at byte 1: expected a string key)");
+  expect_error("{\"hidden\":1} x", "options must be a JSON object (invalid JSON at byte 13: unexpected text after the value)");
+  expect_error("{\"hidden\":1,\"hidden\":2}",
+               "options must be a JSON object (invalid JSON at byte 0: duplicate key \"hidden\")");
+
+  /* the combined size bound names the option that makes the model big (expect_error starts
+   * from hidden = 77) */
+  char want[NN_ERR_LEN];
+  snprintf(want, sizeof want,
+           "option \"vocab_size\" = 1000000 makes the model too large: %llu parameters, at most 1073741824",
+           torch_params(1000000, 2048, 77, 1, 0, 1, 100, 2));
+  expect_error("{\"vocab_size\":1000000,\"embed_dim\":2048}", want);
+  snprintf(want, sizeof want,
+           "option \"embed_dim\" = 4096 makes the model too large: %llu parameters, at most 1073741824",
+           torch_params(300000, 4096, 77, 1, 0, 1, 100, 2));
+  expect_error("{\"vocab_size\":300000,\"embed_dim\":4096}", want);
+  snprintf(want, sizeof want,
+           "option \"hidden\" = 4096 makes the model too large: %llu parameters, at most 1073741824",
+           torch_params(5000, 100, 4096, 8, 1, 4, 100, 2));
+  expect_error("{\"cell\":\"lstm\",\"hidden\":4096,\"layers\":8,\"bidirectional\":true}", want);
+  /* just under the bound is fine: 262144 x 4096 = 2^30 would be over with the rest */
+  parse_ok("{\"vocab_size\":200000,\"embed_dim\":4096}");
+
+  /* validate on a filled struct */
+  nn_config c;
+  char err[NN_ERR_LEN] = "";
+  nn_config_default(&c);
+  c.dropout = 1.0f;
+  CHECK(nn_config_validate(&c, err) == NN_ERROR &&
+            strcmp(err, "option \"dropout\" must be a number in [0, 1), got 1") == 0,
+        "validate dropout: %s", err);
+  nn_config_default(&c);
+  c.cell = (nn_cell)5;
+  CHECK(nn_config_validate(&c, err) == NN_ERROR &&
+            strcmp(err, "option \"cell\" must be \"rnn\", \"gru\" or \"lstm\", got 5") == 0,
+        "validate cell: %s", err);
+  nn_config_default(&c);
+  c.lr = NAN;
+  CHECK(nn_config_validate(&c, err) == NN_ERROR &&
+            strcmp(err, "option \"lr\" must be a number in (0, 10], got nan") == 0,
+        "validate lr NaN: %s", err);
+  nn_config_default(&c);
+  c.progress = 2;
+  CHECK(nn_config_validate(&c, err) == NN_ERROR &&
+            strcmp(err, "option \"progress\" must be true or false, got 2") == 0,
+        "validate progress: %s", err);
+  nn_config_default(&c);
+  c.seed = (1ull << 53) + 1;
+  CHECK(nn_config_validate(&c, err) == NN_ERROR &&
+            strcmp(err, "option \"seed\" must be an integer from 0 to 9007199254740992, got 9007199254740993") == 0,
+        "validate seed: %s", err);
+}
+
+/* xorshift for random configs */
+static uint64_t rnd_state = 88172645463325252ull;
+static uint64_t rnd(void) {
+  rnd_state ^= rnd_state << 13;
+  rnd_state ^= rnd_state >> 7;
+  rnd_state ^= rnd_state << 17;
+  return rnd_state;
+}
+static int rnd_int(int lo, int hi) { return lo + (int)(rnd() % (uint64_t)(hi - lo + 1)); }
+static float rnd_float(float lo, float hi) {
+  float x;
+  do x = lo + (hi - lo) * (float)((rnd() >> 11) * (1.0 / 9007199254740992.0));
+  while (!(x > lo && x < hi));
+  return x;
+}
+
+static void test_round_trip(void) {
+  int ok = 0;
+  for (int k = 0; k < 2000; k++) {
+    nn_config c;
+    nn_config_default(&c);
+    c.lower = rnd_int(0, 1), c.stopwords = rnd_int(0, 1), c.char_level = rnd_int(0, 1);
+    c.unicode = rnd_int(0, 1), c.max_len = rnd_int(1, 4096), c.vocab_size = rnd_int(3, 1000);
+    c.cell = (nn_cell)rnd_int(0, 2), c.layers = rnd_int(1, 8), c.bidirectional = rnd_int(0, 1);
+    c.attention = (nn_attention)rnd_int(0, 2), c.embed_dim = rnd_int(1, 300);
+    c.hidden = rnd_int(1, 300), c.fc_hidden = rnd_int(0, 300), c.dropout = k ? rnd_float(0, 1) : 0;
+    c.epochs = rnd_int(1, 100000), c.batch_size = rnd_int(1, 65536), c.lr = rnd_float(0, 10);
+    c.val_fraction = rnd_float(0, 0.9f), c.class_weights = rnd_int(0, 1);
+    c.patience = rnd_int(1, 100000), c.lr_patience = rnd_int(0, 100000);
+    c.lr_factor = k % 7 ? rnd_float(0, 1) : 1e-30f, c.seed = k ? rnd() >> 11 : 1ull << 53;
+    c.threads = rnd_int(0, 1024), c.device = (nn_device)rnd_int(0, 2), c.progress = rnd_int(0, 1);
+    char err[NN_ERR_LEN] = "", what[64] = "";
+    char *json = nn_config_to_json(&c);
+    nn_config back;
+    memset(&back, 0, sizeof back);
+    nn_config_default(&back);
+    int rc = json ? nn_config_parse_json(&back, json, err) : NN_NOMEM;
+    int same = rc == NN_OK && same_config(&back, &c, what, sizeof what);
+    if (same) ok++;
+    else CHECK(same, "round trip %d: rc %d %s, %s\n  %s", k, rc, err, what, json ? json : "(null)");
+    free(json);
+  }
+  printf("round trip: %d of 2000 random configs identical after parse(to_json(c))\n", ok);
+  CHECK(ok == 2000, "%d round trips", ok);
+}
+
+int main(void) {
+  test_defaults();
+  test_every_key();
+  test_errors();
+  test_round_trip();
+  return check_finish("test_config");
+}
