@@ -32,6 +32,7 @@
 #include "nn.h"
 
 #define NN_TRAIN_MAX_CLASSES 10000
+#define NN_TRAIN_MAX_LOGITS (1u << 26) /* batch rows x classes: bounds the (B, C) buffers */
 #define BUCKET_BATCHES 50 /* batches per length-sorted chunk of an epoch */
 
 /* Seeds of the trainer's random streams, derived from cfg->seed (the model's initialisation
@@ -63,7 +64,7 @@ struct nn_trainer {
   int *sort_scratch; /* (n_train) */
   int *length_count; /* (max_len + 2) counting sort */
   int *batch_perm;   /* (batches per epoch) */
-  int *tokens;       /* (B, max_len) */
+  int *tokens;       /* (B, T) with T <= the longest row */
   int *lengths;      /* (B) */
   int *labels;       /* (B) */
   float *logits;     /* (B, C) */
@@ -397,15 +398,26 @@ int nn_trainer_create(nn_trainer **out, const nn_config *cfg, const char *const 
 
   int batches = (tr->n_train + B - 1) / B;
   int buffer_rows = tr->n_train > tr->n_val ? tr->n_train : tr->n_val;
+  int batch_rows = B < buffer_rows ? B : buffer_rows; /* no batch is larger */
+  int longest = 1;
+  for (int i = 0; i < n; i++)
+    if (tr->row_length[i] > longest) longest = tr->row_length[i];
+  if ((uint64_t)batch_rows * (uint64_t)C > NN_TRAIN_MAX_LOGITS) {
+    snprintf(err, NN_ERR_LEN,
+             "option \"batch_size\" = %d is too large for %d classes: at most %d rows per batch",
+             B, C, (int)(NN_TRAIN_MAX_LOGITS / (uint64_t)C));
+    status = NN_ERROR;
+    goto fail;
+  }
   tr->order = malloc((size_t)tr->n_train * sizeof *tr->order);
   tr->sort_scratch = malloc((size_t)buffer_rows * sizeof *tr->sort_scratch);
   tr->length_count = malloc(((size_t)max_len + 2) * sizeof *tr->length_count);
   tr->batch_perm = malloc((size_t)batches * sizeof *tr->batch_perm);
-  tr->tokens = malloc((size_t)B * max_len * sizeof *tr->tokens);
-  tr->lengths = malloc((size_t)B * sizeof *tr->lengths);
-  tr->labels = malloc((size_t)B * sizeof *tr->labels);
-  tr->logits = malloc((size_t)B * C * sizeof *tr->logits);
-  tr->dlogits = malloc((size_t)B * C * sizeof *tr->dlogits);
+  tr->tokens = malloc((size_t)batch_rows * longest * sizeof *tr->tokens);
+  tr->lengths = malloc((size_t)batch_rows * sizeof *tr->lengths);
+  tr->labels = malloc((size_t)batch_rows * sizeof *tr->labels);
+  tr->logits = malloc((size_t)batch_rows * C * sizeof *tr->logits);
+  tr->dlogits = malloc((size_t)batch_rows * C * sizeof *tr->dlogits);
   tr->true_positive = malloc((size_t)C * sizeof *tr->true_positive);
   tr->predicted = malloc((size_t)C * sizeof *tr->predicted);
   tr->support = malloc((size_t)C * sizeof *tr->support);
