@@ -1,0 +1,694 @@
+/* text.c -- preprocessing, tokenizer and vocabulary (DESIGN.md section 2, nn.h "text and
+ * vocabulary").
+ *
+ * The reference is the Made-With-ML lesson's preprocess() and Tokenizer:
+ *
+ *   text = text.lower()
+ *   text = re.sub(r"\b(" + "|".join(STOPWORDS) + r")\b\s*", "", text)   # 179 NLTK words
+ *   text = re.sub(r"\([^)]*\)", "", text)                                # text in parentheses
+ *   text = re.sub(r"([-;;.,!?<=>])", r" \1 ", text)                      # (no effect on tokens)
+ *   text = re.sub("[^A-Za-z0-9]+", " ", text); text = re.sub(" +", " ", text).strip()
+ *   tokens = text.split(" ")            # char level: list(text)
+ *
+ * Instead of rewriting strings we make one pass over the ORIGINAL bytes, so that every token
+ * keeps its byte span [start, end) in the input (attn_weights reports it). The pass decides,
+ * character by character, what the regex pipeline would do:
+ *   - a stop word is removed where the regex finds it: at a word boundary as Python's `re`
+ *     sees one (\w = [A-Za-z0-9_] and every non-ASCII letter or digit, engine/unicode_tables.c),
+ *     ending at a boundary, the earliest word of NLTK's list winning ("don" before "don't"),
+ *     together with the white space (\s, Unicode included) that follows it;
+ *   - "(" removes everything up to the next ")" when there is one after it;
+ *   - removed text is transparent: "ab(x)cd" gives the one token "abcd" (span from a to d);
+ *   - a token is a maximal run of letters: [A-Za-z0-9] (lower-cased when cfg->lower), and in
+ *     unicode mode also every valid UTF-8 sequence of a non-ASCII letter or digit (kept as is);
+ *     everything else (punctuation, "_", white space, invalid UTF-8, NUL) separates tokens.
+ * With cfg->lower the two non-ASCII characters whose Python lower-case is ASCII are mapped as
+ * Python maps them: U+212A KELVIN SIGN -> "k", U+0130 -> "i" + U+0307 (a separator). Other
+ * non-ASCII characters are never case-mapped (Python's lower() keeps their \w class).
+ * So the default mode equals the lesson's Python on any valid UTF-8 text, and invalid bytes act
+ * as Python's surrogateescape characters (separators); tests/test_text_reference.py checks this.
+ *
+ * Vocabulary: <PAD> = 0, <UNK> = 1, then the vocab_size - 2 most frequent tokens, ties by first
+ * occurrence (Counter.most_common). Lookup is an open-addressing hash table.
+ * Difference from the lesson, on purpose: a text with no tokens counts no "" token in the
+ * vocabulary (the lesson's "".split(" ") counts one) and encodes as one <UNK> (also at char level).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nn.h"
+#include "text.h"
+
+/* ---------------------------------------------------------------- characters */
+
+enum {
+  C_WORD = 1,     /* \w for Python's re: letters, digits, "_" (ASCII and Unicode) */
+  C_LETTER = 2,   /* kept in tokens */
+  C_SPACE = 4,    /* \s for Python's re */
+  C_SEP_AFTER = 8 /* followed by an invisible separator (U+0130 lower-cased is "i" U+0307) */
+};
+
+typedef struct text_mode {
+  int lower, stopwords, char_level, unicode;
+} text_mode;
+
+typedef struct text_char {
+  int end;             /* byte after the character */
+  unsigned cls;        /* C_* */
+  unsigned char ascii; /* the (lower-cased) ASCII byte the character stands for, 0 if none */
+} text_char;
+
+static unsigned ascii_class(unsigned char b) {
+  if ((b >= 'a' && b <= 'z') || (b >= 'A' && b <= 'Z') || (b >= '0' && b <= '9'))
+    return C_WORD | C_LETTER;
+  if (b == '_') return C_WORD;
+  if (b == ' ' || (b >= 0x09 && b <= 0x0d) || (b >= 0x1c && b <= 0x1f)) return C_SPACE;
+  return 0;
+}
+
+/* Length (2..4) of the valid UTF-8 multibyte sequence at s (n bytes available) and its code
+ * point, or 0 when invalid (Python's strict decoder: no overlongs, no surrogates, <= U+10FFFF). */
+static int utf8_decode(const unsigned char *s, int n, uint32_t *cp) {
+  unsigned char b = s[0];
+  int need;
+  uint32_t c, lo = 0x80, hi = 0xbf; /* allowed range of the second byte */
+  if (b >= 0xc2 && b <= 0xdf) {
+    need = 1;
+    c = b & 0x1f;
+  } else if (b >= 0xe0 && b <= 0xef) {
+    need = 2;
+    c = b & 0x0f;
+    if (b == 0xe0) lo = 0xa0;
+    if (b == 0xed) hi = 0x9f;
+  } else if (b >= 0xf0 && b <= 0xf4) {
+    need = 3;
+    c = b & 0x07;
+    if (b == 0xf0) lo = 0x90;
+    if (b == 0xf4) hi = 0x8f;
+  } else {
+    return 0;
+  }
+  if (n < need + 1) return 0;
+  for (int i = 1; i <= need; i++) {
+    unsigned char t = s[i];
+    if (i == 1 ? (t < lo || t > hi) : (t < 0x80 || t > 0xbf)) return 0;
+    c = (c << 6) | (t & 0x3f);
+  }
+  *cp = c;
+  return need + 1;
+}
+
+static text_char text_decode(const unsigned char *s, int len, int pos, const text_mode *m) {
+  text_char c;
+  unsigned char b = s[pos];
+  if (b < 0x80) {
+    c.end = pos + 1;
+    c.cls = ascii_class(b);
+    c.ascii = (m->lower && b >= 'A' && b <= 'Z') ? (unsigned char)(b + 32) : b;
+    return c;
+  }
+  uint32_t cp = 0;
+  int n = utf8_decode(s + pos, len - pos, &cp);
+  c.ascii = 0;
+  if (n == 0) { /* invalid byte: a separator, as Python's surrogateescape character */
+    c.end = pos + 1;
+    c.cls = 0;
+    return c;
+  }
+  c.end = pos + n;
+  if (m->lower && !m->unicode) {
+    if (cp == 0x212a) { /* KELVIN SIGN: "K".lower() == "k" */
+      c.ascii = 'k';
+      c.cls = C_WORD | C_LETTER;
+      return c;
+    }
+    if (cp == 0x130) { /* LATIN CAPITAL I WITH DOT ABOVE: lower() == "i\u0307" */
+      c.ascii = 'i';
+      c.cls = C_WORD | C_LETTER | C_SEP_AFTER;
+      return c;
+    }
+  }
+  if (nn_unicode_is_word(cp)) c.cls = C_WORD | (m->unicode ? C_LETTER : 0);
+  else c.cls = nn_unicode_is_space(cp) ? C_SPACE : 0;
+  return c;
+}
+
+/* ---------------------------------------------------------------- stop words */
+
+/* Reads the maximal run of word characters at pos as lower-case ASCII letters into w (from
+ * w[n]); returns the new length, or -1 when the run is not all a-z or too long for a stop word.
+ * *end: the byte after the run; *sep: the run ends with a C_SEP_AFTER character. */
+static int read_letters(const unsigned char *s, int len, int pos, const text_mode *m, char *w,
+                        int n, int *end, int *sep) {
+  *sep = 0;
+  while (pos < len) {
+    text_char c = text_decode(s, len, pos, m);
+    if (!(c.cls & C_WORD)) break;
+    if (c.ascii < 'a' || c.ascii > 'z' || n >= NN_STOPWORD_MAX_LEN) return -1;
+    w[n++] = (char)c.ascii;
+    pos = c.end;
+    if (c.cls & C_SEP_AFTER) {
+      *sep = 1;
+      break;
+    }
+  }
+  *end = pos;
+  return n;
+}
+
+/* The regex \b(stop|words)\b\s* at pos, where pos starts a word (the character before is not
+ * a word character). Returns the end of the match, or -1 when there is none.
+ * *sep: the match ends with a C_SEP_AFTER character; *ate_space: \s* matched something. */
+static int match_stopword(const unsigned char *s, int len, int pos, const text_mode *m,
+                          int *sep, int *ate_space) {
+  char w[NN_STOPWORD_MAX_LEN];
+  int end1, sep1, end2 = 0, sep2 = 0, idx2 = -1;
+  int n1 = read_letters(s, len, pos, m, w, 0, &end1, &sep1);
+  if (n1 <= 0) return -1;
+  int idx1 = nn_stopword_find(w, n1);
+  /* The words with an apostrophe ("don't") match only as run "'" run. */
+  if (!sep1 && end1 < len && s[end1] == '\'' && n1 < NN_STOPWORD_MAX_LEN) {
+    w[n1] = '\'';
+    int n2 = read_letters(s, len, end1 + 1, m, w, n1 + 1, &end2, &sep2);
+    if (n2 > n1 + 1) idx2 = nn_stopword_find(w, n2);
+  }
+  int end;
+  if (idx1 >= 0 && (idx2 < 0 || idx1 < idx2)) {
+    end = end1;
+    *sep = sep1;
+  } else if (idx2 >= 0) {
+    end = end2;
+    *sep = sep2;
+  } else {
+    return -1;
+  }
+  *ate_space = 0;
+  if (!*sep) {
+    while (end < len) {
+      text_char c = text_decode(s, len, end, m);
+      if (!(c.cls & C_SPACE)) break;
+      end = c.end;
+      *ate_space = 1;
+    }
+  }
+  return end;
+}
+
+/* ---------------------------------------------------------------- the scanner */
+
+/* Receives each token; returns non-zero to stop the scan. */
+typedef int (*scan_fn)(void *ctx, const char *tok, int len, int start, int end);
+
+#define TOKEN_STACK 256
+
+typedef struct scanner {
+  text_mode mode;
+  scan_fn fn;
+  void *ctx;
+  /* the word being built (word level) */
+  char *buf;
+  int cap, len;
+  int can_grow;  /* grow buf on the heap (else: count bytes past cap, drop them) */
+  char *heap;    /* buf when grown */
+  int in_token;  /* a word is open */
+  int tok_start, tok_end;
+  int words;     /* words opened so far */
+  int count;     /* tokens handed to fn */
+  int stop, oom;
+} scanner;
+
+static void scanner_init(scanner *sc, const nn_config *cfg, scan_fn fn, void *ctx, char *stack,
+                         int cap, int can_grow) {
+  memset(sc, 0, sizeof *sc);
+  if (cfg) {
+    sc->mode.lower = cfg->lower;
+    sc->mode.stopwords = cfg->stopwords;
+    sc->mode.char_level = cfg->char_level;
+    sc->mode.unicode = cfg->unicode;
+  } else { /* nn_config_default's text options */
+    sc->mode.lower = 1;
+    sc->mode.stopwords = 1;
+  }
+  sc->fn = fn;
+  sc->ctx = ctx;
+  sc->buf = stack;
+  sc->cap = cap;
+  sc->can_grow = can_grow;
+}
+
+static void emit(scanner *sc, const char *tok, int len, int start, int end) {
+  sc->count++;
+  if (sc->fn && sc->fn(sc->ctx, tok, len, start, end)) sc->stop = 1;
+}
+
+static void end_token(scanner *sc) {
+  if (!sc->in_token) return;
+  sc->in_token = 0;
+  if (!sc->mode.char_level) emit(sc, sc->buf, sc->len, sc->tok_start, sc->tok_end);
+}
+
+static void append(scanner *sc, const char *bytes, int n) {
+  if (sc->len + n > sc->cap && sc->can_grow) {
+    int cap = sc->cap;
+    while (cap < sc->len + n) cap *= 2;
+    char *grown = realloc(sc->heap, (size_t)cap);
+    if (!grown) {
+      sc->oom = sc->stop = 1;
+      return;
+    }
+    if (!sc->heap) memcpy(grown, sc->buf, (size_t)sc->len);
+    sc->heap = sc->buf = grown;
+    sc->cap = cap;
+  }
+  if (sc->len + n <= sc->cap) memcpy(sc->buf + sc->len, bytes, (size_t)n);
+  sc->len += n; /* past cap (cannot grow): the token is longer than any it can match */
+}
+
+/* A letter of a token: its bytes in the cleaned text and its span in the original. */
+static void add_letter(scanner *sc, const char *bytes, int n, int start, int end) {
+  if (sc->mode.char_level) {
+    if (!sc->in_token) {
+      sc->in_token = 1;
+      if (sc->words++ > 0) emit(sc, " ", 1, -1, -1);
+      if (sc->stop) return;
+    }
+    emit(sc, bytes, n, start, end);
+    return;
+  }
+  if (!sc->in_token) {
+    sc->in_token = 1;
+    sc->words++;
+    sc->len = 0;
+    sc->tok_start = start;
+  }
+  append(sc, bytes, n);
+  sc->tok_end = end;
+}
+
+static void scan(scanner *sc, const char *text, int len) {
+  const unsigned char *s = (const unsigned char *)text;
+  if (!s || len < 0) len = 0;
+  int last_close = len - 1; /* the last ")": a "(" before it starts a removed group */
+  while (last_close >= 0 && s[last_close] != ')') last_close--;
+  int pos = 0, prev_word = 0; /* prev_word: the character before pos (original) is \w */
+  while (pos < len && !sc->stop) {
+    if (s[pos] == '(' && pos < last_close) { /* \([^)]*\) */
+      const unsigned char *close = memchr(s + pos + 1, ')', (size_t)(last_close - pos));
+      pos = (int)(close - s) + 1;
+      prev_word = 0;
+      continue;
+    }
+    text_char c = text_decode(s, len, pos, &sc->mode);
+    if (sc->mode.stopwords && !prev_word && c.ascii >= 'a' && c.ascii <= 'z') {
+      int sep = 0, ate_space = 0;
+      int end = match_stopword(s, len, pos, &sc->mode, &sep, &ate_space);
+      if (end > 0) {
+        if (sep) end_token(sc);
+        prev_word = !(sep || ate_space);
+        pos = end;
+        continue;
+      }
+    }
+    if (c.cls & C_LETTER) {
+      if (c.ascii) {
+        char a = (char)c.ascii;
+        add_letter(sc, &a, 1, pos, c.end);
+      } else {
+        add_letter(sc, text + pos, c.end - pos, pos, c.end);
+      }
+    } else {
+      end_token(sc);
+    }
+    if (c.cls & C_SEP_AFTER) end_token(sc);
+    prev_word = (c.cls & C_WORD) && !(c.cls & C_SEP_AFTER);
+    pos = c.end;
+  }
+  if (!sc->stop) end_token(sc);
+}
+
+static void scanner_free(scanner *sc) {
+  free(sc->heap);
+  sc->heap = NULL;
+}
+
+/* ---------------------------------------------------------------- tokenize and clean */
+
+typedef struct tokenize_ctx {
+  nn_token_fn fn;
+  void *ctx;
+} tokenize_ctx;
+
+static int tokenize_cb(void *ctx, const char *tok, int len, int start, int end) {
+  tokenize_ctx *t = ctx;
+  if (t->fn) t->fn(t->ctx, tok, len, start, end);
+  return 0;
+}
+
+int nn_text_tokenize(const char *text, int len, const nn_config *cfg, nn_token_fn fn, void *ctx) {
+  char stack[TOKEN_STACK];
+  tokenize_ctx t = {fn, ctx};
+  scanner sc;
+  scanner_init(&sc, cfg, tokenize_cb, &t, stack, TOKEN_STACK, 1);
+  scan(&sc, text, len);
+  scanner_free(&sc);
+  return sc.oom ? -1 : sc.count;
+}
+
+typedef struct clean_ctx {
+  char *out;
+  int len;
+} clean_ctx;
+
+static int clean_cb(void *ctx, const char *tok, int len, int start, int end) {
+  clean_ctx *c = ctx;
+  if (c->len > 0) c->out[c->len++] = ' ';
+  memcpy(c->out + c->len, tok, (size_t)len);
+  c->len += len;
+  return 0;
+}
+
+char *nn_text_clean(const char *text, int len, const nn_config *cfg) {
+  if (!text || len < 0) len = 0;
+  /* Each token has at least as many bytes in the original as in the output, and two tokens
+   * are separated in the original by at least one byte: len + 1 bytes suffice. */
+  clean_ctx c = {malloc((size_t)len + 1), 0};
+  if (!c.out) return NULL;
+  char stack[TOKEN_STACK];
+  scanner sc;
+  scanner_init(&sc, cfg, clean_cb, &c, stack, TOKEN_STACK, 1);
+  sc.mode.char_level = 0; /* the cleaned string is the same at char level */
+  scan(&sc, text, len);
+  scanner_free(&sc);
+  if (sc.oom) {
+    free(c.out);
+    return NULL;
+  }
+  c.out[c.len] = '\0';
+  return c.out;
+}
+
+/* ---------------------------------------------------------------- vocabulary */
+
+struct nn_vocab {
+  int count;      /* tokens, <PAD> and <UNK> included */
+  int max_len;    /* longest token in bytes */
+  char *arena;    /* the tokens, each NUL-terminated */
+  int *offset;    /* (count + 1) start of each token in arena */
+  int *table;     /* open addressing: token id or -1; size mask + 1, a power of 2 */
+  uint32_t mask;
+};
+
+static uint32_t hash_bytes(const char *s, int n) { /* FNV-1a */
+  uint32_t h = 2166136261u;
+  for (int i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 16777619u;
+  return h;
+}
+
+static int vocab_len(const nn_vocab *v, int id) {
+  return v->offset[id + 1] - v->offset[id] - 1;
+}
+
+/* Id of (tok, len) in v, or -1; *slot: where the probe ended (an empty slot when absent). */
+static int vocab_find(const nn_vocab *v, const char *tok, int len, uint32_t *slot) {
+  uint32_t i = hash_bytes(tok, len) & v->mask;
+  for (;;) {
+    int id = v->table[i];
+    if (id < 0) break;
+    if (vocab_len(v, id) == len && memcmp(v->arena + v->offset[id], tok, (size_t)len) == 0) {
+      if (slot) *slot = i;
+      return id;
+    }
+    i = (i + 1) & v->mask;
+  }
+  if (slot) *slot = i;
+  return -1;
+}
+
+void nn_vocab_free(nn_vocab *vocab) {
+  if (!vocab) return;
+  free(vocab->arena);
+  free(vocab->offset);
+  free(vocab->table);
+  free(vocab);
+}
+
+int nn_vocab_from_list(nn_vocab **out, const char *const *tokens, const int *lens, int n,
+                       char *err) {
+  *out = NULL;
+  if (n < 2 || !tokens) {
+    snprintf(err, NN_ERR_LEN, "vocabulary: expected at least 2 tokens (<PAD>, <UNK>), got %d", n);
+    return NN_ERROR;
+  }
+  size_t total = 0;
+  for (int i = 0; i < n; i++) {
+    int len = lens ? lens[i] : (tokens[i] ? (int)strlen(tokens[i]) : -1);
+    if (!tokens[i] || len < 0) {
+      snprintf(err, NN_ERR_LEN, "vocabulary: token %d is missing", i);
+      return NN_ERROR;
+    }
+    total += (size_t)len + 1;
+  }
+  if (total > (size_t)0x7fffffff || n > (1 << 28)) {
+    snprintf(err, NN_ERR_LEN, "vocabulary: %d tokens of %zu bytes is too large", n, total);
+    return NN_ERROR;
+  }
+  static const char *const special[2] = {"<PAD>", "<UNK>"};
+  for (int i = 0; i < 2; i++) {
+    int len = lens ? lens[i] : (int)strlen(tokens[i]);
+    if (len != 5 || memcmp(tokens[i], special[i], 5) != 0) {
+      snprintf(err, NN_ERR_LEN, "vocabulary: token %d must be \"%s\", got \"%.*s\"", i,
+               special[i], len > 40 ? 40 : len, tokens[i]);
+      return NN_ERROR;
+    }
+  }
+  uint32_t size = 16;
+  while (size < 2u * (uint32_t)n) size *= 2;
+  nn_vocab *v = calloc(1, sizeof *v);
+  if (!v) goto nomem;
+  v->arena = malloc(total);
+  v->offset = malloc(sizeof(int) * ((size_t)n + 1));
+  v->table = malloc(sizeof(int) * (size_t)size);
+  if (!v->arena || !v->offset || !v->table) goto nomem;
+  v->mask = size - 1;
+  memset(v->table, 0xff, sizeof(int) * (size_t)size);
+  int at = 0;
+  for (int i = 0; i < n; i++) {
+    int len = lens ? lens[i] : (int)strlen(tokens[i]);
+    uint32_t slot;
+    v->offset[i] = at;
+    memcpy(v->arena + at, tokens[i], (size_t)len);
+    v->arena[at + len] = '\0';
+    at += len + 1;
+    v->offset[i + 1] = at;
+    if (vocab_find(v, tokens[i], len, &slot) >= 0) {
+      snprintf(err, NN_ERR_LEN, "vocabulary: token %d \"%.*s\" appears twice", i,
+               len > 40 ? 40 : len, tokens[i]);
+      nn_vocab_free(v);
+      return NN_ERROR;
+    }
+    v->table[slot] = i;
+    if (len > v->max_len) v->max_len = len;
+  }
+  v->count = n;
+  *out = v;
+  return NN_OK;
+nomem:
+  nn_vocab_free(v);
+  snprintf(err, NN_ERR_LEN, "vocabulary: out of memory for %d tokens", n);
+  return NN_NOMEM;
+}
+
+int nn_vocab_count(const nn_vocab *vocab) { return vocab ? vocab->count : 0; }
+
+const char *nn_vocab_token(const nn_vocab *vocab, int id, int *len) {
+  if (!vocab || id < 0 || id >= vocab->count) return NULL;
+  if (len) *len = vocab_len(vocab, id);
+  return vocab->arena + vocab->offset[id];
+}
+
+int nn_vocab_lookup(const nn_vocab *vocab, const char *tok, int len) {
+  if (!vocab || len < 0 || (!tok && len > 0) || len > vocab->max_len) return NN_UNK;
+  int id = vocab_find(vocab, tok ? tok : "", len, NULL);
+  return id < 0 ? NN_UNK : id;
+}
+
+/* Token counts while building: entries in first-occurrence order. */
+typedef struct count_entry {
+  int offset, len; /* in the arena */
+  int64_t count;
+} count_entry;
+
+typedef struct counter {
+  count_entry *entries;
+  int n, cap;
+  char *arena;
+  size_t arena_len, arena_cap;
+  int *table; /* entry index or -1 */
+  uint32_t mask;
+  int oom;
+} counter;
+
+static int counter_grow_table(counter *c) {
+  uint32_t size = (c->mask + 1) * 2;
+  int *table = malloc(sizeof(int) * (size_t)size);
+  if (!table) return 0;
+  memset(table, 0xff, sizeof(int) * (size_t)size);
+  for (int e = 0; e < c->n; e++) {
+    uint32_t i = hash_bytes(c->arena + c->entries[e].offset, c->entries[e].len) & (size - 1);
+    while (table[i] >= 0) i = (i + 1) & (size - 1);
+    table[i] = e;
+  }
+  free(c->table);
+  c->table = table;
+  c->mask = size - 1;
+  return 1;
+}
+
+static int count_cb(void *ctx, const char *tok, int len, int start, int end) {
+  counter *c = ctx;
+  uint32_t i = hash_bytes(tok, len) & c->mask;
+  for (;;) {
+    int e = c->table[i];
+    if (e < 0) break;
+    if (c->entries[e].len == len && memcmp(c->arena + c->entries[e].offset, tok, (size_t)len) == 0) {
+      c->entries[e].count++;
+      return 0;
+    }
+    i = (i + 1) & c->mask;
+  }
+  if (c->n == c->cap) {
+    int cap = c->cap ? c->cap * 2 : 1024;
+    count_entry *entries = realloc(c->entries, sizeof *entries * (size_t)cap);
+    if (!entries) goto nomem;
+    c->entries = entries;
+    c->cap = cap;
+  }
+  if (c->arena_len + (size_t)len + 1 > c->arena_cap || c->arena_len > (size_t)0x7fff0000) {
+    size_t cap = c->arena_cap ? c->arena_cap * 2 : 16384;
+    while (cap < c->arena_len + (size_t)len + 1) cap *= 2;
+    char *arena = cap <= (size_t)0x7fffffff ? realloc(c->arena, cap) : NULL;
+    if (!arena) goto nomem;
+    c->arena = arena;
+    c->arena_cap = cap;
+  }
+  memcpy(c->arena + c->arena_len, tok, (size_t)len);
+  c->arena[c->arena_len + (size_t)len] = '\0';
+  c->entries[c->n] = (count_entry){(int)c->arena_len, len, 1};
+  c->arena_len += (size_t)len + 1;
+  c->table[i] = c->n++;
+  if ((uint32_t)c->n * 2 > c->mask + 1 && !counter_grow_table(c)) goto nomem;
+  return 0;
+nomem:
+  c->oom = 1;
+  return 1;
+}
+
+static int by_count_then_first(const void *a, const void *b) {
+  const count_entry *x = a, *y = b;
+  if (x->count != y->count) return x->count > y->count ? -1 : 1;
+  return x->offset < y->offset ? -1 : x->offset > y->offset; /* arena offset = first seen */
+}
+
+int nn_vocab_build(nn_vocab **out, const char *const *texts, const int *lens, int n,
+                   const nn_config *cfg, char *err) {
+  *out = NULL;
+  if (!cfg || cfg->vocab_size < 2) {
+    snprintf(err, NN_ERR_LEN, "nn_vocab_build: vocab_size must be at least 2, got %d",
+             cfg ? cfg->vocab_size : 0);
+    return NN_ERROR;
+  }
+  if (n < 0 || (n > 0 && !texts)) {
+    snprintf(err, NN_ERR_LEN, "nn_vocab_build: expected n >= 0 texts, got %d", n);
+    return NN_ERROR;
+  }
+  int status = NN_NOMEM;
+  const char **list = NULL;
+  int *list_lens = NULL;
+  counter c = {0};
+  c.table = malloc(sizeof(int) * 1024);
+  if (!c.table) goto done;
+  memset(c.table, 0xff, sizeof(int) * 1024);
+  c.mask = 1023;
+  for (int t = 0; t < n; t++) {
+    int len = lens ? lens[t] : (texts[t] ? (int)strlen(texts[t]) : 0);
+    char stack[TOKEN_STACK];
+    scanner sc;
+    scanner_init(&sc, cfg, count_cb, &c, stack, TOKEN_STACK, 1);
+    scan(&sc, texts[t], len);
+    scanner_free(&sc);
+    if (sc.oom || c.oom) goto done;
+  }
+  /* Sort by count, most frequent first; ties in first-occurrence order (a stable order:
+   * entries were created in that order, and their arena offsets grow with it). */
+  if (c.n > 1) qsort(c.entries, (size_t)c.n, sizeof *c.entries, by_count_then_first);
+  int keep = c.n < cfg->vocab_size - 2 ? c.n : cfg->vocab_size - 2;
+  list = malloc(sizeof *list * ((size_t)keep + 2));
+  list_lens = malloc(sizeof *list_lens * ((size_t)keep + 2));
+  if (!list || !list_lens) goto done;
+  list[0] = "<PAD>";
+  list[1] = "<UNK>";
+  list_lens[0] = list_lens[1] = 5;
+  for (int i = 0; i < keep; i++) {
+    list[i + 2] = c.arena + c.entries[i].offset;
+    list_lens[i + 2] = c.entries[i].len;
+  }
+  status = nn_vocab_from_list(out, list, list_lens, keep + 2, err);
+  free(list);
+  free(list_lens);
+  free(c.entries);
+  free(c.arena);
+  free(c.table);
+  return status;
+done:
+  free(list);
+  free(list_lens);
+  free(c.entries);
+  free(c.arena);
+  free(c.table);
+  snprintf(err, NN_ERR_LEN, "nn_vocab_build: out of memory counting the tokens of %d texts", n);
+  return status;
+}
+
+/* ---------------------------------------------------------------- encode */
+
+typedef struct encode_ctx {
+  nn_token *out;
+  int n, max_len;
+  const nn_vocab *vocab;
+  int cap; /* tokens longer than this were cut by the scanner: they are <UNK> */
+} encode_ctx;
+
+static int encode_cb(void *ctx, const char *tok, int len, int start, int end) {
+  encode_ctx *e = ctx;
+  int id = len > e->cap ? NN_UNK : nn_vocab_lookup(e->vocab, tok, len);
+  e->out[e->n++] = (nn_token){id, start, end};
+  return e->n >= e->max_len;
+}
+
+int nn_text_encode(nn_token *out, const char *text, int len, const nn_config *cfg,
+                   const nn_vocab *vocab) {
+  int max_len = cfg ? cfg->max_len : 64;
+  if (max_len < 1 || !out) return 0;
+  char stack[TOKEN_STACK];
+  char *buf = stack;
+  int cap = TOKEN_STACK;
+  /* Tokens longer than the longest vocabulary token need not be kept: they are <UNK>. (Only a
+   * vocabulary with tokens over TOKEN_STACK bytes needs a heap buffer; if that allocation
+   * fails, such long tokens encode as <UNK>.) */
+  if (vocab && vocab->max_len > TOKEN_STACK) {
+    buf = malloc((size_t)vocab->max_len);
+    cap = vocab->max_len;
+    if (!buf) {
+      buf = stack;
+      cap = TOKEN_STACK;
+    }
+  }
+  encode_ctx e = {out, 0, max_len, vocab, cap};
+  scanner sc;
+  scanner_init(&sc, cfg, encode_cb, &e, buf, cap, 0);
+  scan(&sc, text, len);
+  if (buf != stack) free(buf);
+  if (e.n == 0) out[e.n++] = (nn_token){NN_UNK, -1, -1};
+  return e.n;
+}
