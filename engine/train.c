@@ -277,8 +277,8 @@ static int split_rows(nn_trainer *tr, const int *class_count, char *err) {
   return status;
 }
 
-/* Vocabulary from the training texts, then every row encoded. Takes nothing; *vocab is the
- * caller's on return (also on error). */
+/* Vocabulary from the training texts (in row order) into *vocab, then every row encoded into
+ * tr->token_ids / token_start / row_length. *vocab stays the caller's to free, also on error. */
 static int encode_rows(nn_trainer *tr, nn_vocab **vocab, const char *const *texts,
                        const int *text_lens, char *err) {
   int n = tr->n, max_len = tr->cfg.max_len, status;
