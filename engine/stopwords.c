@@ -3,8 +3,9 @@
  * order. The order matters: the lesson removes them with the regex alternation
  * \b(i|me|my|...)\b\s*, where the first alternative that matches wins (e.g. "don" before
  * "don't"), and engine/text.c reproduces that rule by comparing indices.
- * Lookup: binary search over an index sorted by byte value (checked by tests/test_text.c). */
-#include <string.h>
+ * Lookup: the words grouped by (length, first letter); a group holds at most a few words.
+ * (The grouping tables were generated from the list; tests/test_text.c checks every word.) */
+#include <stddef.h>
 
 #include "text.h"
 
@@ -28,17 +29,35 @@ static const char *const stopwords[NN_STOPWORD_COUNT] = {
   "wouldn't",
 };
 
-/* Indices into stopwords[], sorted by the words' bytes (memcmp order, shorter first on ties). */
-static const unsigned char sorted_index[NN_STOPWORD_COUNT] = {
-  60, 76, 84, 83, 96, 77, 143, 106, 44, 61, 63, 107, 46, 144, 145, 68, 72, 49, 67, 50, 82, 51,
-  85, 78, 108, 64, 73, 128, 146, 147, 136, 58, 148, 149, 56, 57, 150, 151, 59, 131, 132, 89, 81,
-  109, 110, 74, 87, 97, 54, 152, 153, 53, 154, 155, 52, 156, 157, 55, 17, 23, 100, 24, 25, 18,
-  20, 19, 105, 0, 65, 90, 79, 45, 158, 159, 26, 27, 28, 29, 130, 137, 138, 160, 1, 161, 162,
-  111, 112, 163, 164, 2, 3, 165, 166, 116, 117, 118, 135, 139, 71, 93, 92, 99, 119, 66, 113, 5,
-  6, 7, 91, 94, 120, 140, 126, 121, 167, 168, 21, 22, 133, 134, 169, 170, 122, 114, 115, 127,
-  123, 40, 41, 62, 32, 33, 31, 34, 98, 101, 42, 30, 39, 43, 80, 86, 124, 95, 69, 88, 141, 125,
-  47, 171, 172, 4, 48, 173, 174, 35, 102, 103, 36, 70, 37, 38, 104, 129, 75, 175, 176, 177, 178,
-  142, 8, 12, 11, 9, 10, 13, 14, 15, 16,
+/* Indices into stopwords[] ordered by (length, word). */
+static const unsigned char by_length[NN_STOPWORD_COUNT] = {
+  60, 136, 0, 138, 139, 126, 127, 142, 44, 61, 68, 72, 49, 73, 56, 17, 65, 90, 45, 26, 137, 160,
+  1, 2, 116, 71, 92, 66, 140, 122, 86, 88, 141, 4, 143, 106, 63, 107, 46, 64, 128, 58, 131, 110,
+  74, 54, 53, 23, 18, 19, 105, 158, 28, 117, 118, 135, 93, 5, 91, 120, 21, 62, 124, 47, 37, 104,
+  175, 8, 144, 50, 108, 148, 57, 89, 109, 87, 152, 154, 52, 100, 24, 79, 27, 130, 111, 112, 99,
+  119, 6, 94, 121, 167, 114, 115, 123, 40, 31, 98, 30, 39, 125, 171, 48, 35, 102, 38, 129, 75,
+  13, 76, 84, 83, 96, 51, 85, 150, 59, 132, 156, 159, 163, 165, 113, 22, 32, 101, 42, 43, 95,
+  69, 173, 103, 36, 70, 176, 12, 14, 145, 82, 146, 149, 81, 153, 155, 55, 29, 161, 3, 168, 133,
+  33, 172, 177, 11, 9, 10, 77, 67, 78, 151, 97, 157, 25, 20, 164, 166, 169, 41, 80, 174, 147,
+  162, 178, 15, 7, 134, 170, 34, 16,
+};
+
+/* group_start[(len - 1) * 26 + (first - 'a')]: where the words of that length and first letter
+ * begin in by_length (they end where the next group begins; largest group: 7 words). */
+static const unsigned char group_start[NN_STOPWORD_MAX_LEN * 26 + 1] = {
+  0, 1, 1, 1, 2, 2, 2, 2, 2, 3, 3, 3, 3, 4, 4, 5, 5, 5, 5, 6, 7, 7, 7, 7, 7, 8, 8, 12, 14, 14,
+  15, 15, 15, 15, 16, 20, 20, 20, 21, 24, 25, 28, 28, 28, 29, 30, 31, 32, 33, 34, 34, 34, 34,
+  39, 40, 41, 43, 43, 45, 45, 51, 53, 53, 53, 53, 53, 56, 60, 60, 60, 60, 61, 63, 63, 63, 67,
+  67, 68, 68, 69, 71, 71, 74, 75, 76, 76, 81, 83, 84, 84, 84, 86, 86, 90, 90, 90, 90, 94, 100,
+  100, 101, 108, 108, 109, 109, 113, 115, 115, 118, 118, 118, 118, 119, 120, 120, 120, 120, 121,
+  122, 123, 123, 123, 123, 124, 128, 130, 130, 135, 135, 137, 137, 138, 139, 140, 142, 142, 142,
+  142, 145, 146, 146, 146, 146, 148, 148, 148, 148, 148, 148, 150, 151, 151, 151, 153, 153, 156,
+  156, 157, 159, 159, 160, 160, 161, 161, 164, 164, 164, 164, 164, 165, 166, 166, 166, 166, 166,
+  167, 169, 169, 169, 170, 170, 170, 170, 170, 170, 171, 171, 171, 171, 171, 171, 171, 171, 171,
+  171, 172, 172, 172, 172, 172, 172, 172, 172, 172, 172, 173, 173, 174, 174, 174, 174, 174, 174,
+  174, 174, 174, 174, 174, 174, 174, 174, 174, 174, 175, 175, 175, 175, 177, 177, 177, 177, 177,
+  177, 177, 177, 177, 177, 177, 177, 177, 177, 177, 177, 177, 177, 177, 177, 177, 177, 177, 177,
+  177, 177, 177, 178, 178, 178, 178, 178, 179, 179,
 };
 
 const char *nn_stopword(int index) {
@@ -46,17 +65,13 @@ const char *nn_stopword(int index) {
 }
 
 int nn_stopword_find(const char *word, int len) {
-  if (len < 1 || len > NN_STOPWORD_MAX_LEN) return -1;
-  int lo = 0, hi = NN_STOPWORD_COUNT - 1;
-  while (lo <= hi) {
-    int mid = (lo + hi) / 2;
-    const char *s = stopwords[sorted_index[mid]];
-    int slen = (int)strlen(s);
-    int c = memcmp(word, s, (size_t)(len < slen ? len : slen));
-    if (c == 0) c = len - slen;
-    if (c < 0) hi = mid - 1;
-    else if (c > 0) lo = mid + 1;
-    else return sorted_index[mid];
+  if (len < 1 || len > NN_STOPWORD_MAX_LEN || word[0] < 'a' || word[0] > 'z') return -1;
+  int group = (len - 1) * 26 + (word[0] - 'a');
+  for (int i = group_start[group]; i < group_start[group + 1]; i++) {
+    const char *s = stopwords[by_length[i]];
+    int k = 1;
+    while (k < len && s[k] == word[k]) k++;
+    if (k == len) return by_length[i];
   }
   return -1;
 }

@@ -59,13 +59,21 @@ typedef struct text_char {
   unsigned char ascii; /* the (lower-cased) ASCII byte the character stands for, 0 if none */
 } text_char;
 
-static unsigned ascii_class(unsigned char b) {
-  if ((b >= 'a' && b <= 'z') || (b >= 'A' && b <= 'Z') || (b >= '0' && b <= '9'))
-    return C_WORD | C_LETTER;
-  if (b == '_') return C_WORD;
-  if (b == ' ' || (b >= 0x09 && b <= 0x0d) || (b >= 0x1c && b <= 0x1f)) return C_SPACE;
-  return 0;
-}
+/* C_* of each ASCII byte: [A-Za-z0-9] letters, "_" word, \s = [\t\n\v\f\r\x1c-\x1f ]. */
+#define L (C_WORD | C_LETTER)
+#define S C_SPACE
+static const unsigned char ascii_class[128] = {
+    0, 0, 0, 0, 0, 0, 0, 0, 0, S, S, S, S, S, 0, 0, /* 0x00 */
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, S, S, S, S, /* 0x10 */
+    S, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, /* 0x20 */
+    L, L, L, L, L, L, L, L, L, L, 0, 0, 0, 0, 0, 0, /* 0x30 */
+    0, L, L, L, L, L, L, L, L, L, L, L, L, L, L, L, /* 0x40 */
+    L, L, L, L, L, L, L, L, L, L, L, 0, 0, 0, 0, C_WORD, /* 0x50 */
+    0, L, L, L, L, L, L, L, L, L, L, L, L, L, L, L, /* 0x60 */
+    L, L, L, L, L, L, L, L, L, L, L, 0, 0, 0, 0, 0, /* 0x70 */
+};
+#undef L
+#undef S
 
 /* Length (2..4) of the valid UTF-8 multibyte sequence at s (n bytes available) and its code
  * point, or 0 when invalid (Python's strict decoder: no overlongs, no surrogates, <= U+10FFFF). */
@@ -99,12 +107,12 @@ static int utf8_decode(const unsigned char *s, int n, uint32_t *cp) {
   return need + 1;
 }
 
-static text_char text_decode(const unsigned char *s, int len, int pos, const text_mode *m) {
+static inline text_char text_decode(const unsigned char *s, int len, int pos, const text_mode *m) {
   text_char c;
   unsigned char b = s[pos];
   if (b < 0x80) {
     c.end = pos + 1;
-    c.cls = ascii_class(b);
+    c.cls = ascii_class[b];
     c.ascii = (m->lower && b >= 'A' && b <= 'Z') ? (unsigned char)(b + 32) : b;
     return c;
   }
