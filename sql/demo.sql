@@ -12,7 +12,7 @@
 .load ./attnext
 
 .print
-.print '== 1. Import data/headlines.csv (600 invented headlines, 4 categories)'
+.print '== 1. Import data/headlines.csv (800 invented headlines, 4 categories)'
 .import --csv data/headlines.csv headlines
 .import --csv data/new_headlines.csv new_headlines
 -- Hold out every fifth row for the evaluation; training never sees it.
@@ -29,8 +29,8 @@ SELECT epoch, printf('%.4f', train_loss) AS train_loss, printf('%.4f', val_loss)
        printf('%.3f', val_accuracy) AS val_accuracy, printf('%.3f', val_f1) AS val_f1,
        lr, printf('%.2f', seconds) AS seconds, CASE WHEN best THEN '*' ELSE '' END AS best
 FROM attn_train('news', 'SELECT title, category FROM headlines',
-                json_object('cell', 'gru', 'embed_dim', 32, 'hidden', 32, 'fc_hidden', 32,
-                            'epochs', 15, 'batch_size', 16, 'lr', 0.002, 'patience', 5,
+                json_object('cell', 'gru', 'embed_dim', 64, 'hidden', 64, 'fc_hidden', 64,
+                            'epochs', 20, 'batch_size', 16, 'lr', 0.002, 'patience', 5,
                             'seed', 1234));
 .print 'The model store: one row per version, the deployed one predicts.'
 SELECT name, version, deployed, created_at, length(weights) AS weight_bytes,
@@ -38,7 +38,7 @@ SELECT name, version, deployed, created_at, length(weights) AS weight_bytes,
 FROM attn_models;
 
 .print
-.print '== 3. Evaluate on the 120 held-out headlines'
+.print '== 3. Evaluate on the 160 held-out headlines'
 SELECT label, printf('%.3f', precision) AS precision, printf('%.3f', recall) AS recall,
        printf('%.3f', f1) AS f1, support
 FROM attn_evaluate('news', 'SELECT title, category FROM test_headlines');
