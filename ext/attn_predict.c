@@ -1,0 +1,407 @@
+/* attn_predict.c -- one text at a time: the label, the class probabilities and the attention
+ * weights of the deployed model.
+ *
+ *   SELECT attn_predict('news', title) FROM headlines;     -- label of the deployed 'news'
+ *   SELECT attn_predict(title) FROM headlines;             -- the default model (most recently
+ *                                                          -- deployed one in the database)
+ *   SELECT * FROM attn_probs('news', 'Final tennis tournament starts next week');
+ *   --  label | probability                  all classes, most probable first
+ *   SELECT * FROM attn_weights('news', 'Final tennis tournament starts next week');
+ *   --  position | token | weight | start | end
+ *   --  position: 0-based token index; token: the cleaned token; start, end: byte span
+ *   --  [start, end) of the token in the text (NULL when it has none); weights sum to 1.
+ *
+ * attn_predict costs tokenize + forward per row: the model is looked up once per statement
+ * (attn_model_get keeps it as auxdata of the constant name argument) and the connection's
+ * workspace is reused. A NULL text gives NULL.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "attn_ext.h"
+
+/* ------------------------------------------------------------------ explain one text */
+
+static int attn_explain_reserve(attn_explain *ex, int T, int C) {
+  if (T > ex->cap_tokens) {
+    nn_token *tokens = sqlite3_realloc64(ex->tokens, (sqlite3_uint64)T * sizeof *tokens);
+    if (tokens) ex->tokens = tokens;
+    int *ids = sqlite3_realloc64(ex->ids, (sqlite3_uint64)T * sizeof *ids);
+    if (ids) ex->ids = ids;
+    float *weights = sqlite3_realloc64(ex->weights, (sqlite3_uint64)T * sizeof *weights);
+    if (weights) ex->weights = weights;
+    char **text = sqlite3_realloc64(ex->token_text, (sqlite3_uint64)T * sizeof *text);
+    if (text) {
+      for (int i = ex->cap_tokens; i < T; i++) text[i] = NULL;
+      ex->token_text = text;
+    }
+    if (!tokens || !ids || !weights || !text) return SQLITE_NOMEM;
+    ex->cap_tokens = T;
+  }
+  if (C > ex->cap_classes) {
+    float *probs = sqlite3_realloc64(ex->probs, (sqlite3_uint64)C * sizeof *probs);
+    if (!probs) return SQLITE_NOMEM;
+    ex->probs = probs;
+    ex->cap_classes = C;
+  }
+  return SQLITE_OK;
+}
+
+void attn_explain_free(attn_explain *ex) {
+  for (int i = 0; ex->token_text && i < ex->cap_tokens; i++) sqlite3_free(ex->token_text[i]);
+  sqlite3_free(ex->token_text);
+  sqlite3_free(ex->tokens);
+  sqlite3_free(ex->ids);
+  sqlite3_free(ex->weights);
+  sqlite3_free(ex->probs);
+  memset(ex, 0, sizeof *ex);
+}
+
+typedef struct attn_token_collect {
+  attn_explain *ex;
+  int count, max, nomem;
+} attn_token_collect;
+
+static void attn_collect_token(void *ctx, const char *tok, int tok_len, int start, int end) {
+  attn_token_collect *tc = ctx;
+  if (tc->count >= tc->max) {
+    tc->count++;
+    return;
+  }
+  char *copy = sqlite3_malloc64((sqlite3_uint64)tok_len + 1);
+  if (!copy) {
+    tc->nomem = 1;
+  } else {
+    memcpy(copy, tok, (size_t)tok_len);
+    copy[tok_len] = 0;
+  }
+  sqlite3_free(tc->ex->token_text[tc->count]);
+  tc->ex->token_text[tc->count++] = copy;
+}
+
+int attn_explain_text(attn_explain *ex, attn_model *model, nn_workspace *ws, const char *text,
+                      int len, int want_tokens, const char *fn, char **errmsg) {
+  nn_model *nn = model->nn;
+  const nn_config *cfg = nn_model_config(nn);
+  int C = nn_model_num_classes(nn), T = cfg->max_len > 0 ? cfg->max_len : 1;
+  char err[NN_ERR_LEN] = "";
+  if (attn_explain_reserve(ex, T, C) != SQLITE_OK) {
+    *errmsg = sqlite3_mprintf("%s: out of memory", fn);
+    return SQLITE_NOMEM;
+  }
+  int n = nn_text_encode(ex->tokens, text ? text : "", text ? len : 0, cfg, nn_model_vocab(nn));
+  if (n < 1) n = 1, ex->tokens[0].id = NN_UNK, ex->tokens[0].start = ex->tokens[0].end = -1;
+  if (n > T) n = T;
+  ex->n = n;
+  for (int i = 0; i < n; i++) ex->ids[i] = ex->tokens[i].id;
+  nn_batch batch = {ex->ids, &ex->n, NULL, 1, n};
+  int st = nn_model_forward(nn, ws, &batch, 0, NULL, ex->probs, ex->weights, err);
+  if (st != NN_OK) {
+    *errmsg = sqlite3_mprintf("%s: %s", fn, err);
+    return st == NN_NOMEM ? SQLITE_NOMEM : SQLITE_ERROR;
+  }
+  nn_softmax_rows(ex->probs, ex->probs, 1, C);
+  if (want_tokens) {
+    attn_token_collect tc = {ex, 0, n, 0};
+    nn_text_tokenize(text ? text : "", text ? len : 0, cfg, attn_collect_token, &tc);
+    if (tc.nomem) {
+      *errmsg = sqlite3_mprintf("%s: out of memory", fn);
+      return SQLITE_NOMEM;
+    }
+    /* Tokens the tokenizer did not give (a text with no tokens: one <UNK>): the vocabulary's. */
+    for (int i = tc.count < n ? tc.count : n; i < n; i++) {
+      int tl = 0;
+      const char *t = nn_vocab_token(nn_model_vocab(nn), ex->ids[i], &tl);
+      sqlite3_free(ex->token_text[i]);
+      ex->token_text[i] = t ? sqlite3_mprintf("%.*s", tl, t) : sqlite3_mprintf("");
+      if (!ex->token_text[i]) {
+        *errmsg = sqlite3_mprintf("%s: out of memory", fn);
+        return SQLITE_NOMEM;
+      }
+    }
+  }
+  return SQLITE_OK;
+}
+
+/* ------------------------------------------------------------------ attn_predict */
+
+#define ATTN_STACK_TOKENS 256
+#define ATTN_STACK_CLASSES 64
+
+static void attn_predict_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  const char *fn = "attn_predict";
+  const char *name = NULL;
+  char *msg = NULL, err[NN_ERR_LEN];
+  attn_model *model = NULL;
+  int rc;
+  if (argc == 2) {
+    name = (const char *)sqlite3_value_text(argv[0]);
+    if (!name || !*name) {
+      sqlite3_result_error(ctx, sqlite3_value_type(argv[0]) == SQLITE_NULL
+                                    ? "attn_predict: the model name must be a non-empty text, got NULL"
+                                    : "attn_predict: the model name must be a non-empty text, got ''",
+                           -1);
+      return;
+    }
+  }
+  rc = attn_model_get(ctx, fn, name, argc == 2 ? 0 : -1, &model, &msg);
+  if (rc != SQLITE_OK) goto error;
+  sqlite3_value *value = argv[argc - 1];
+  if (sqlite3_value_type(value) == SQLITE_NULL) {
+    sqlite3_result_null(ctx);
+    return;
+  }
+  const char *text = (const char *)sqlite3_value_text(value);
+  int len = sqlite3_value_bytes(value);
+  nn_workspace *ws = attn_conn_workspace(sqlite3_user_data(ctx), &msg);
+  if (!ws) {
+    rc = SQLITE_NOMEM;
+    goto error;
+  }
+  nn_model *nn = model->nn;
+  const nn_config *cfg = nn_model_config(nn);
+  int T = cfg->max_len > 0 ? cfg->max_len : 1, C = nn_model_num_classes(nn);
+  nn_token stack_tokens[ATTN_STACK_TOKENS], *tokens = stack_tokens;
+  int stack_ids[ATTN_STACK_TOKENS], *ids = stack_ids;
+  float stack_logits[ATTN_STACK_CLASSES], *logits = stack_logits;
+  void *heap = NULL;
+  if (T > ATTN_STACK_TOKENS || C > ATTN_STACK_CLASSES) {
+    heap = sqlite3_malloc64((sqlite3_uint64)T * (sizeof *tokens + sizeof *ids) +
+                            (sqlite3_uint64)C * sizeof *logits);
+    if (!heap) {
+      rc = SQLITE_NOMEM;
+      goto error;
+    }
+    tokens = heap;
+    ids = (int *)(tokens + T);
+    logits = (float *)(ids + T);
+  }
+  int n = nn_text_encode(tokens, text ? text : "", text ? len : 0, cfg, nn_model_vocab(nn));
+  if (n < 1) n = 1, tokens[0].id = NN_UNK;
+  if (n > T) n = T;
+  for (int i = 0; i < n; i++) ids[i] = tokens[i].id;
+  nn_batch batch = {ids, &n, NULL, 1, n};
+  if (nn_model_forward(nn, ws, &batch, 0, NULL, logits, NULL, err) != NN_OK) {
+    msg = sqlite3_mprintf("%s: %s", fn, err);
+    sqlite3_free(heap);
+    rc = SQLITE_ERROR;
+    goto error;
+  }
+  int best = 0;
+  for (int c = 1; c < C; c++)
+    if (logits[c] > logits[best]) best = c;
+  sqlite3_free(heap);
+  sqlite3_result_text(ctx, nn_model_label(nn, best), -1, SQLITE_TRANSIENT);
+  return;
+error:
+  sqlite3_result_error(ctx, msg ? msg : "attn_predict: out of memory", -1);
+  if (rc != SQLITE_ERROR) sqlite3_result_error_code(ctx, rc);
+  sqlite3_free(msg);
+}
+
+/* ------------------------------------------------------------------ attn_probs, attn_weights */
+
+enum { ATTN_PROBS = 0, ATTN_WEIGHTS = 1 };
+
+typedef struct attn_explain_vtab {
+  sqlite3_vtab base;
+  attn_conn *conn;
+  int mode;
+} attn_explain_vtab;
+
+typedef struct attn_explain_cursor {
+  sqlite3_vtab_cursor base;
+  attn_explain ex;
+  attn_model *model;
+  int *order; /* probs: class ids, most probable first */
+  int nrows, row;
+} attn_explain_cursor;
+
+#define ATTN_PROBS_FIRST_ARG 2
+#define ATTN_WEIGHTS_FIRST_ARG 5
+
+static int attn_explain_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
+                                sqlite3_vtab **out, char **errmsg, int mode) {
+  int rc = sqlite3_declare_vtab(
+      db, mode == ATTN_PROBS
+              ? "CREATE TABLE x(label TEXT, probability REAL, name HIDDEN, text HIDDEN)"
+              : "CREATE TABLE x(position INTEGER, token TEXT, weight REAL, start INTEGER, "
+                "\"end\" INTEGER, name HIDDEN, text HIDDEN)");
+  if (rc != SQLITE_OK) return rc;
+  attn_explain_vtab *vtab = sqlite3_malloc64(sizeof *vtab);
+  if (!vtab) return SQLITE_NOMEM;
+  memset(vtab, 0, sizeof *vtab);
+  vtab->conn = aux;
+  vtab->mode = mode;
+  sqlite3_vtab_config(db, SQLITE_VTAB_INNOCUOUS);
+  *out = &vtab->base;
+  return SQLITE_OK;
+}
+
+static int attn_probs_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
+                              sqlite3_vtab **out, char **errmsg) {
+  return attn_explain_connect(db, aux, argc, argv, out, errmsg, ATTN_PROBS);
+}
+
+static int attn_weights_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
+                                sqlite3_vtab **out, char **errmsg) {
+  return attn_explain_connect(db, aux, argc, argv, out, errmsg, ATTN_WEIGHTS);
+}
+
+static int attn_explain_disconnect(sqlite3_vtab *vtab) {
+  sqlite3_free(vtab);
+  return SQLITE_OK;
+}
+
+static int attn_explain_best_index(sqlite3_vtab *base, sqlite3_index_info *info) {
+  attn_explain_vtab *vtab = (attn_explain_vtab *)base;
+  if (vtab->mode == ATTN_PROBS)
+    return attn_vtab_best_index(base, info, ATTN_PROBS_FIRST_ARG, 2, 2,
+                                "attn_probs: expected 2 arguments: attn_probs(name, text)");
+  return attn_vtab_best_index(base, info, ATTN_WEIGHTS_FIRST_ARG, 2, 2,
+                              "attn_weights: expected 2 arguments: attn_weights(name, text)");
+}
+
+static int attn_explain_open(sqlite3_vtab *vtab, sqlite3_vtab_cursor **out) {
+  attn_explain_cursor *cur = sqlite3_malloc64(sizeof *cur);
+  if (!cur) return SQLITE_NOMEM;
+  memset(cur, 0, sizeof *cur);
+  *out = &cur->base;
+  return SQLITE_OK;
+}
+
+static int attn_explain_close(sqlite3_vtab_cursor *base) {
+  attn_explain_cursor *cur = (attn_explain_cursor *)base;
+  attn_explain_free(&cur->ex);
+  attn_model_release(cur->model);
+  sqlite3_free(cur->order);
+  sqlite3_free(cur);
+  return SQLITE_OK;
+}
+
+static int attn_explain_filter(sqlite3_vtab_cursor *base, int idx_num, const char *idx_str,
+                               int argc, sqlite3_value **argv) {
+  attn_explain_cursor *cur = (attn_explain_cursor *)base;
+  attn_explain_vtab *vtab = (attn_explain_vtab *)base->pVtab;
+  const char *fn = vtab->mode == ATTN_PROBS ? "attn_probs" : "attn_weights";
+  char *msg = NULL;
+  int rc;
+  cur->nrows = cur->row = 0;
+  attn_model_release(cur->model);
+  cur->model = NULL;
+  const char *name = argc > 0 ? (const char *)sqlite3_value_text(argv[0]) : NULL;
+  if (!name || !*name) {
+    msg = sqlite3_mprintf("%s: the model name must be a non-empty text, got %s", fn,
+                          name ? "''" : "NULL");
+    rc = SQLITE_ERROR;
+    goto done;
+  }
+  rc = attn_model_acquire(vtab->conn, fn, name, &cur->model, &msg);
+  if (rc != SQLITE_OK) goto done;
+  if (argc < 2 || sqlite3_value_type(argv[1]) == SQLITE_NULL) goto done; /* no rows */
+  const char *text = (const char *)sqlite3_value_text(argv[1]);
+  int len = sqlite3_value_bytes(argv[1]);
+  nn_workspace *ws = attn_conn_workspace(vtab->conn, &msg);
+  if (!ws) {
+    rc = SQLITE_NOMEM;
+    goto done;
+  }
+  rc = attn_explain_text(&cur->ex, cur->model, ws, text, len, vtab->mode == ATTN_WEIGHTS, fn,
+                         &msg);
+  if (rc != SQLITE_OK) goto done;
+  if (vtab->mode == ATTN_PROBS) {
+    int C = nn_model_num_classes(cur->model->nn);
+    sqlite3_free(cur->order);
+    cur->order = sqlite3_malloc64((sqlite3_uint64)C * sizeof *cur->order);
+    if (!cur->order) {
+      rc = SQLITE_NOMEM;
+      goto done;
+    }
+    /* insertion sort: most probable first, ties by class id */
+    for (int c = 0; c < C; c++) {
+      int j = c;
+      while (j > 0 && cur->ex.probs[cur->order[j - 1]] < cur->ex.probs[c]) {
+        cur->order[j] = cur->order[j - 1];
+        j--;
+      }
+      cur->order[j] = c;
+    }
+    cur->nrows = C;
+  } else {
+    cur->nrows = cur->ex.n;
+  }
+done:
+  if (rc != SQLITE_OK) {
+    attn_vtab_error(base->pVtab, msg ? msg : sqlite3_mprintf("%s: out of memory", fn));
+    return rc;
+  }
+  return SQLITE_OK;
+}
+
+static int attn_explain_next(sqlite3_vtab_cursor *base) {
+  ((attn_explain_cursor *)base)->row++;
+  return SQLITE_OK;
+}
+
+static int attn_explain_eof(sqlite3_vtab_cursor *base) {
+  attn_explain_cursor *cur = (attn_explain_cursor *)base;
+  return cur->row >= cur->nrows;
+}
+
+static int attn_explain_column(sqlite3_vtab_cursor *base, sqlite3_context *ctx, int col) {
+  attn_explain_cursor *cur = (attn_explain_cursor *)base;
+  attn_explain_vtab *vtab = (attn_explain_vtab *)base->pVtab;
+  int i = cur->row;
+  if (vtab->mode == ATTN_PROBS) {
+    int c = cur->order[i];
+    if (col == 0)
+      sqlite3_result_text(ctx, nn_model_label(cur->model->nn, c), -1, SQLITE_TRANSIENT);
+    else if (col == 1)
+      sqlite3_result_double(ctx, cur->ex.probs[c]);
+    return SQLITE_OK;
+  }
+  const nn_token *t = &cur->ex.tokens[i];
+  switch (col) {
+  case 0: sqlite3_result_int(ctx, i); break;
+  case 1: sqlite3_result_text(ctx, cur->ex.token_text[i] ? cur->ex.token_text[i] : "", -1,
+                              SQLITE_TRANSIENT);
+    break;
+  case 2: sqlite3_result_double(ctx, cur->ex.weights[i]); break;
+  case 3:
+    if (t->start >= 0) sqlite3_result_int(ctx, t->start);
+    break;
+  case 4:
+    if (t->start >= 0) sqlite3_result_int(ctx, t->end);
+    break;
+  default: break;
+  }
+  return SQLITE_OK;
+}
+
+static int attn_explain_rowid(sqlite3_vtab_cursor *base, sqlite_int64 *rowid) {
+  *rowid = ((attn_explain_cursor *)base)->row + 1;
+  return SQLITE_OK;
+}
+
+#define ATTN_EXPLAIN_MODULE(connect)                                                           \
+  {                                                                                             \
+    0, NULL, connect, attn_explain_best_index, attn_explain_disconnect, NULL, attn_explain_open, \
+        attn_explain_close, attn_explain_filter, attn_explain_next, attn_explain_eof,           \
+        attn_explain_column, attn_explain_rowid, NULL, NULL, NULL, NULL, NULL, NULL, NULL,     \
+        NULL, NULL, NULL, NULL                                                                   \
+  }
+
+static const sqlite3_module attn_probs_module = ATTN_EXPLAIN_MODULE(attn_probs_connect);
+static const sqlite3_module attn_weights_module = ATTN_EXPLAIN_MODULE(attn_weights_connect);
+
+int attn_predict_register(sqlite3 *db, attn_conn *conn) {
+  /* Innocuous but not deterministic: the answer follows the deployed version, so it must not
+   * be allowed in indexes, CHECK constraints or generated columns. */
+  int flags = SQLITE_INNOCUOUS;
+  int rc = attn_create_function(db, conn, "attn_predict", 2, flags, attn_predict_func);
+  if (rc == SQLITE_OK)
+    rc = attn_create_function(db, conn, "attn_predict", 1, flags, attn_predict_func);
+  if (rc == SQLITE_OK) rc = attn_create_module(db, conn, "attn_probs", &attn_probs_module);
+  if (rc == SQLITE_OK) rc = attn_create_module(db, conn, "attn_weights", &attn_weights_module);
+  return rc;
+}

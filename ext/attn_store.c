@@ -1,0 +1,681 @@
+/* attn_store.c -- the model store: per-connection state, the model cache, saving a trained or
+ * imported model as a new deployed version, and the SQL functions attn_deploy and attn_import.
+ *
+ *   SELECT attn_deploy('news', 2);        -- version 2 of 'news' predicts from now on -> 2
+ *   SELECT attn_import('news', readfile('news.safetensors'));   -- new version, deployed -> 3
+ *
+ * Tables: sql/schema.sql (a copy is compiled in: attn_schema.h), created by the first write.
+ *
+ * Cache. A model row is parsed once per connection (nn_model_load) and kept, keyed by name,
+ * version and the row's identity (rowid, created_at, size: a row deleted and written again under
+ * the same version is a different model). Which version of a name is deployed is looked up with
+ * a query, and the answer is remembered while a "database unchanged" stamp holds: the pager's
+ * data version (SQLITE_FCNTL_DATA_VERSION: changes on every commit, of this or any other
+ * connection, as seen by the current read transaction) plus this connection's change count
+ * (sqlite3_total_changes64: uncommitted writes of its own). Outside a read transaction the data
+ * version may be stale, so the query runs every time. Scalar functions with a constant name also
+ * keep the model with sqlite3_set_auxdata for the rest of the statement, so a row costs
+ * tokenize + forward only.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "attn_ext.h"
+#include "attn_schema.h"
+
+#define ATTN_CACHE_MAX 4 /* parsed models kept unreferenced per connection */
+#define ATTN_MEMO_MAX 8  /* remembered name -> deployed model answers */
+
+struct attn_conn {
+  sqlite3 *db;
+  int refs;
+  attn_model *models; /* the cache, most recently used first; each holds one reference */
+  /* name -> deployed model answers, valid while the stamp is unchanged; each holds a ref */
+  int memo_valid;
+  int64_t memo_data_version, memo_changes;
+  int nmemo;
+  char *memo_name[ATTN_MEMO_MAX];
+  attn_model *memo_model[ATTN_MEMO_MAX];
+  attn_model *memo_default;
+  nn_workspace *ws;
+};
+
+/* ------------------------------------------------------------------ models */
+
+static void attn_model_free(attn_model *m) {
+  if (!m) return;
+  nn_model_free(m->nn);
+  sqlite3_free(m->name);
+  sqlite3_free(m->created_at);
+  sqlite3_free(m);
+}
+
+void attn_model_release(attn_model *m) {
+  if (m && --m->refs == 0) attn_model_free(m);
+}
+
+static void attn_model_release_void(void *m) { attn_model_release((attn_model *)m); }
+
+/* ------------------------------------------------------------------ connection state */
+
+static void attn_memo_clear(attn_conn *conn) {
+  for (int i = 0; i < conn->nmemo; i++) {
+    sqlite3_free(conn->memo_name[i]);
+    attn_model_release(conn->memo_model[i]);
+  }
+  conn->nmemo = 0;
+  attn_model_release(conn->memo_default);
+  conn->memo_default = NULL;
+  conn->memo_valid = 0;
+}
+
+attn_conn *attn_conn_create(sqlite3 *db) {
+  attn_conn *conn = sqlite3_malloc64(sizeof *conn);
+  if (!conn) return NULL;
+  memset(conn, 0, sizeof *conn);
+  conn->db = db;
+  conn->refs = 1;
+  return conn;
+}
+
+void attn_conn_ref(attn_conn *conn) { conn->refs++; }
+
+void attn_conn_unref(void *p) {
+  attn_conn *conn = p;
+  if (!conn || --conn->refs > 0) return;
+  attn_memo_clear(conn);
+  while (conn->models) {
+    attn_model *m = conn->models;
+    conn->models = m->next;
+    m->stale = 1;
+    attn_model_release(m);
+  }
+  nn_workspace_free(conn->ws);
+  sqlite3_free(conn);
+}
+
+sqlite3 *attn_conn_db(attn_conn *conn) { return conn->db; }
+
+nn_workspace *attn_conn_workspace(attn_conn *conn, char **errmsg) {
+  if (!conn->ws) {
+    char err[NN_ERR_LEN] = "";
+    if (nn_workspace_create(&conn->ws, err) != NN_OK) {
+      *errmsg = sqlite3_mprintf("%s", err);
+      conn->ws = NULL;
+      return NULL;
+    }
+  }
+  return conn->ws;
+}
+
+/* The "database unchanged" stamp; 0 when it cannot be trusted (no read transaction open). */
+static int attn_stamp(sqlite3 *db, int64_t *data_version, int64_t *changes) {
+  int v = 0;
+  if (sqlite3_txn_state(db, "main") == SQLITE_TXN_NONE) return 0;
+  if (sqlite3_file_control(db, "main", SQLITE_FCNTL_DATA_VERSION, &v) != SQLITE_OK) return 0;
+  *data_version = (unsigned)v;
+  *changes = sqlite3_total_changes64(db);
+  return 1;
+}
+
+/* Drop a cache entry (it lives on while referenced). */
+static void attn_cache_drop(attn_conn *conn, attn_model *m) {
+  for (attn_model **p = &conn->models; *p; p = &(*p)->next) {
+    if (*p == m) {
+      *p = m->next;
+      m->next = NULL;
+      m->stale = 1;
+      attn_model_release(m);
+      return;
+    }
+  }
+}
+
+/* Keep at most ATTN_CACHE_MAX entries that nobody but the cache holds. */
+static void attn_cache_trim(attn_conn *conn) {
+  int n = 0;
+  attn_model *m = conn->models, *next;
+  for (; m; m = next) {
+    next = m->next;
+    if (m->refs == 1 && ++n > ATTN_CACHE_MAX) attn_cache_drop(conn, m);
+  }
+}
+
+/* Is the message from a query on a missing attn_models table? */
+static int attn_no_table(sqlite3 *db) {
+  return strncmp(sqlite3_errmsg(db), "no such table", 13) == 0;
+}
+
+/* Find or load the model in row `rowid`. On success *out is borrowed from the cache. */
+static int attn_cache_load(attn_conn *conn, const char *fn, const char *name, int64_t version,
+                           int64_t rowid, const char *created_at, int64_t nbytes,
+                           attn_model **out, char **errmsg) {
+  sqlite3 *db = conn->db;
+  for (attn_model **p = &conn->models; *p; p = &(*p)->next) {
+    attn_model *m = *p;
+    if (m->version != version || strcmp(m->name, name) != 0) continue;
+    if (m->rowid == rowid && m->nbytes == nbytes && strcmp(m->created_at, created_at) == 0) {
+      *p = m->next; /* move to the front */
+      m->next = conn->models;
+      conn->models = m;
+      *out = m;
+      return SQLITE_OK;
+    }
+    attn_cache_drop(conn, m); /* same version, another row: the old one is gone */
+    break;
+  }
+  sqlite3_stmt *stmt = NULL;
+  char err[NN_ERR_LEN] = "";
+  attn_model *m = NULL;
+  int rc = sqlite3_prepare_v2(db, "SELECT weights FROM main.attn_models WHERE rowid = ?1", -1,
+                              &stmt, NULL);
+  if (rc == SQLITE_OK) {
+    sqlite3_bind_int64(stmt, 1, rowid);
+    rc = sqlite3_step(stmt);
+  }
+  if (rc != SQLITE_ROW) {
+    *errmsg = sqlite3_mprintf("%s: cannot read model '%s' version %lld: %s", fn, name,
+                              (long long)version, rc == SQLITE_DONE ? "row gone" : sqlite3_errmsg(db));
+    rc = rc == SQLITE_DONE ? SQLITE_ERROR : rc;
+    goto done;
+  }
+  m = sqlite3_malloc64(sizeof *m);
+  if (!m) {
+    rc = SQLITE_NOMEM;
+    goto done;
+  }
+  memset(m, 0, sizeof *m);
+  m->name = sqlite3_mprintf("%s", name);
+  m->created_at = sqlite3_mprintf("%s", created_at);
+  if (!m->name || !m->created_at) {
+    rc = SQLITE_NOMEM;
+    goto done;
+  }
+  const unsigned char *blob = sqlite3_column_blob(stmt, 0);
+  size_t len = (size_t)sqlite3_column_bytes(stmt, 0);
+  if (!blob) len = 0;
+  static const unsigned char empty[1] = {0};
+  int st = nn_model_load(&m->nn, blob ? blob : empty, len, err);
+  if (st != NN_OK) {
+    m->nn = NULL;
+    *errmsg = sqlite3_mprintf("%s: model '%s' version %lld cannot be loaded: %s", fn, name,
+                              (long long)version, err);
+    rc = st == NN_NOMEM ? SQLITE_NOMEM : SQLITE_ERROR;
+    goto done;
+  }
+  m->version = version;
+  m->rowid = rowid;
+  m->nbytes = nbytes;
+  m->refs = 1;
+  m->next = conn->models;
+  conn->models = m;
+  attn_cache_trim(conn);
+  *out = m;
+  m = NULL;
+  rc = SQLITE_OK;
+done:
+  sqlite3_finalize(stmt);
+  attn_model_free(m);
+  if (rc == SQLITE_NOMEM && !*errmsg) *errmsg = sqlite3_mprintf("%s: out of memory", fn);
+  return rc;
+}
+
+/* name -> the deployed model (name NULL: the default model). *out is borrowed from the cache. */
+static int attn_resolve(attn_conn *conn, const char *fn, const char *name, attn_model **out,
+                        char **errmsg) {
+  sqlite3 *db = conn->db;
+  int64_t data_version = 0, changes = 0;
+  int stamped = attn_stamp(db, &data_version, &changes);
+  *errmsg = NULL;
+  if (stamped && conn->memo_valid && conn->memo_data_version == data_version &&
+      conn->memo_changes == changes) {
+    if (!name && conn->memo_default) {
+      *out = conn->memo_default;
+      return SQLITE_OK;
+    }
+    for (int i = 0; name && i < conn->nmemo; i++) {
+      if (strcmp(conn->memo_name[i], name) == 0) {
+        *out = conn->memo_model[i];
+        return SQLITE_OK;
+      }
+    }
+  } else {
+    attn_memo_clear(conn);
+  }
+
+  sqlite3_stmt *stmt = NULL;
+  int rc;
+  if (name)
+    rc = sqlite3_prepare_v2(db,
+                            "SELECT rowid, version, created_at, length(weights), name "
+                            "FROM main.attn_models WHERE name = ?1 AND deployed = 1 "
+                            "ORDER BY version DESC LIMIT 1",
+                            -1, &stmt, NULL);
+  else
+    rc = sqlite3_prepare_v2(db,
+                            "SELECT rowid, version, created_at, length(weights), name "
+                            "FROM main.attn_models WHERE deployed = 1 "
+                            "ORDER BY deployed_seq DESC, rowid DESC LIMIT 1",
+                            -1, &stmt, NULL);
+  if (rc != SQLITE_OK) {
+    if (attn_no_table(db)) {
+      *errmsg = name ? sqlite3_mprintf("%s: no model named '%s'", fn, name)
+                     : sqlite3_mprintf("%s: no deployed model in this database", fn);
+      rc = SQLITE_ERROR;
+    } else {
+      *errmsg = sqlite3_mprintf("%s: cannot read attn_models: %s", fn, sqlite3_errmsg(db));
+    }
+    sqlite3_finalize(stmt);
+    return rc;
+  }
+  if (name) sqlite3_bind_text(stmt, 1, name, -1, SQLITE_STATIC);
+  rc = sqlite3_step(stmt);
+  if (rc == SQLITE_DONE) {
+    sqlite3_finalize(stmt);
+    if (!name) {
+      *errmsg = sqlite3_mprintf("%s: no deployed model in this database", fn);
+      return SQLITE_ERROR;
+    }
+    /* No deployed version: does the name exist at all? */
+    int exists = 0;
+    if (sqlite3_prepare_v2(db, "SELECT 1 FROM main.attn_models WHERE name = ?1", -1, &stmt,
+                           NULL) == SQLITE_OK) {
+      sqlite3_bind_text(stmt, 1, name, -1, SQLITE_STATIC);
+      exists = sqlite3_step(stmt) == SQLITE_ROW;
+    }
+    sqlite3_finalize(stmt);
+    *errmsg = exists ? sqlite3_mprintf("%s: model '%s' has no deployed version", fn, name)
+                     : sqlite3_mprintf("%s: no model named '%s'", fn, name);
+    return SQLITE_ERROR;
+  }
+  if (rc != SQLITE_ROW) {
+    *errmsg = sqlite3_mprintf("%s: cannot read attn_models: %s", fn, sqlite3_errmsg(db));
+    sqlite3_finalize(stmt);
+    return rc;
+  }
+  int64_t rowid = sqlite3_column_int64(stmt, 0), version = sqlite3_column_int64(stmt, 1);
+  const char *created = (const char *)sqlite3_column_text(stmt, 2);
+  int64_t nbytes = sqlite3_column_int64(stmt, 3);
+  const char *row_name = (const char *)sqlite3_column_text(stmt, 4);
+  attn_model *m = NULL;
+  rc = attn_cache_load(conn, fn, row_name ? row_name : "", version, rowid, created ? created : "",
+                       nbytes, &m, errmsg);
+  sqlite3_finalize(stmt);
+  if (rc != SQLITE_OK) return rc;
+
+  /* Remember the answer while the stamp holds. */
+  if (stamped) {
+    if (!conn->memo_valid) {
+      conn->memo_valid = 1;
+      conn->memo_data_version = data_version;
+      conn->memo_changes = changes;
+    }
+    if (!name) {
+      m->refs++;
+      conn->memo_default = m;
+    } else if (conn->nmemo < ATTN_MEMO_MAX) {
+      char *copy = sqlite3_mprintf("%s", name);
+      if (copy) {
+        m->refs++;
+        conn->memo_name[conn->nmemo] = copy;
+        conn->memo_model[conn->nmemo++] = m;
+      }
+    }
+  }
+  *out = m;
+  return SQLITE_OK;
+}
+
+int attn_model_get(sqlite3_context *ctx, const char *fn, const char *name, int name_arg,
+                   attn_model **out, char **errmsg) {
+  attn_conn *conn = sqlite3_user_data(ctx);
+  *errmsg = NULL;
+  if (name_arg >= 0) {
+    attn_model *m = sqlite3_get_auxdata(ctx, name_arg);
+    if (m) {
+      *out = m;
+      return SQLITE_OK;
+    }
+  }
+  attn_model *m = NULL;
+  int rc = attn_resolve(conn, fn, name, &m, errmsg);
+  if (rc != SQLITE_OK) return rc;
+  if (name_arg >= 0) {
+    m->refs++; /* released by SQLite (at once if it cannot keep it); the cache still holds m */
+    sqlite3_set_auxdata(ctx, name_arg, m, attn_model_release_void);
+  }
+  *out = m;
+  return SQLITE_OK;
+}
+
+int attn_model_acquire(attn_conn *conn, const char *fn, const char *name, attn_model **out,
+                       char **errmsg) {
+  attn_model *m = NULL;
+  int rc = attn_resolve(conn, fn, name, &m, errmsg);
+  if (rc != SQLITE_OK) return rc;
+  m->refs++;
+  *out = m;
+  return SQLITE_OK;
+}
+
+/* ------------------------------------------------------------------ writing */
+
+int attn_store_ensure_schema(sqlite3 *db, const char *fn, char **errmsg) {
+  char *err = NULL;
+  int rc = sqlite3_exec(db, attn_schema_sql, NULL, NULL, &err);
+  if (rc != SQLITE_OK) {
+    *errmsg = sqlite3_mprintf("%s: cannot create the model store tables: %s", fn,
+                              err ? err : sqlite3_errmsg(db));
+    sqlite3_free(err);
+  }
+  return rc;
+}
+
+/* Run one statement with bound values; SQLITE_OK or an error with *errmsg. */
+static int attn_exec_step(sqlite3_stmt *stmt, sqlite3 *db, const char *fn, const char *what,
+                          char **errmsg) {
+  int rc = sqlite3_step(stmt);
+  if (rc == SQLITE_DONE || rc == SQLITE_ROW) return SQLITE_OK;
+  *errmsg = sqlite3_mprintf("%s: cannot %s: %s", fn, what, sqlite3_errmsg(db));
+  return rc;
+}
+
+/* The labels of a model as a JSON array. sqlite3_malloc'd; NULL when out of memory. */
+static char *attn_labels_json(const nn_model *model) {
+  sqlite3_str *s = sqlite3_str_new(NULL);
+  int C = nn_model_num_classes(model);
+  sqlite3_str_appendchar(s, 1, '[');
+  for (int c = 0; c < C; c++) {
+    const char *label = nn_model_label(model, c);
+    if (c) sqlite3_str_appendchar(s, 1, ',');
+    attn_json_string(s, label ? label : "", label ? (int)strlen(label) : 0);
+  }
+  sqlite3_str_appendchar(s, 1, ']');
+  return sqlite3_str_finish(s);
+}
+
+int attn_store_save(attn_conn *conn, const char *fn, const char *name, const nn_model *model,
+                    const char *metrics_json, const nn_epoch_stats *log, int nlog,
+                    int64_t *version_out, char **errmsg) {
+  sqlite3 *db = conn->db;
+  unsigned char *blob = NULL;
+  size_t blob_len = 0;
+  char *config = NULL, *labels = NULL;
+  sqlite3_stmt *stmt = NULL;
+  char err[NN_ERR_LEN] = "";
+  int rc, in_savepoint = 0;
+  int64_t version = 0;
+  *errmsg = NULL;
+
+  if (nn_model_save(model, &blob, &blob_len, err) != NN_OK) {
+    *errmsg = sqlite3_mprintf("%s: cannot serialise the model: %s", fn, err);
+    rc = SQLITE_ERROR;
+    goto done;
+  }
+  config = nn_config_to_json(nn_model_config(model));
+  labels = attn_labels_json(model);
+  if (!config || !labels) {
+    rc = SQLITE_NOMEM;
+    goto done;
+  }
+  rc = sqlite3_exec(db, "SAVEPOINT attn_store", NULL, NULL, NULL);
+  if (rc != SQLITE_OK) {
+    *errmsg = sqlite3_mprintf("%s: cannot save the model: %s", fn, sqlite3_errmsg(db));
+    goto done;
+  }
+  in_savepoint = 1;
+  rc = attn_store_ensure_schema(db, fn, errmsg);
+  if (rc != SQLITE_OK) goto done;
+
+  rc = sqlite3_prepare_v2(db,
+                          "SELECT coalesce(max(version), 0) + 1 FROM main.attn_models "
+                          "WHERE name = ?1",
+                          -1, &stmt, NULL);
+  if (rc == SQLITE_OK) {
+    sqlite3_bind_text(stmt, 1, name, -1, SQLITE_STATIC);
+    rc = sqlite3_step(stmt) == SQLITE_ROW ? SQLITE_OK : sqlite3_errcode(db);
+    version = sqlite3_column_int64(stmt, 0);
+  }
+  sqlite3_finalize(stmt);
+  stmt = NULL;
+  if (rc != SQLITE_OK) {
+    *errmsg = sqlite3_mprintf("%s: cannot save the model: %s", fn, sqlite3_errmsg(db));
+    goto done;
+  }
+
+  rc = sqlite3_prepare_v2(db,
+                          "UPDATE main.attn_models SET deployed = 0 "
+                          "WHERE name = ?1 AND deployed != 0",
+                          -1, &stmt, NULL);
+  if (rc == SQLITE_OK) {
+    sqlite3_bind_text(stmt, 1, name, -1, SQLITE_STATIC);
+    rc = attn_exec_step(stmt, db, fn, "save the model", errmsg);
+  } else {
+    *errmsg = sqlite3_mprintf("%s: cannot save the model: %s", fn, sqlite3_errmsg(db));
+  }
+  sqlite3_finalize(stmt);
+  stmt = NULL;
+  if (rc != SQLITE_OK) goto done;
+
+  rc = sqlite3_prepare_v2(
+      db,
+      "INSERT INTO main.attn_models(name, version, created_at, deployed, deployed_seq, config, "
+      "labels, metrics, weights) VALUES(?1, ?2, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), 1, "
+      "(SELECT coalesce(max(deployed_seq), 0) + 1 FROM main.attn_models), ?3, ?4, ?5, ?6)",
+      -1, &stmt, NULL);
+  if (rc == SQLITE_OK) {
+    sqlite3_bind_text(stmt, 1, name, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(stmt, 2, version);
+    sqlite3_bind_text(stmt, 3, config, -1, SQLITE_STATIC);
+    sqlite3_bind_text(stmt, 4, labels, -1, SQLITE_STATIC);
+    if (metrics_json)
+      sqlite3_bind_text(stmt, 5, metrics_json, -1, SQLITE_STATIC);
+    else
+      sqlite3_bind_null(stmt, 5);
+    sqlite3_bind_blob64(stmt, 6, blob, blob_len, SQLITE_STATIC);
+    rc = attn_exec_step(stmt, db, fn, "save the model", errmsg);
+  } else {
+    *errmsg = sqlite3_mprintf("%s: cannot save the model: %s", fn, sqlite3_errmsg(db));
+  }
+  sqlite3_finalize(stmt);
+  stmt = NULL;
+  if (rc != SQLITE_OK) goto done;
+
+  if (nlog > 0) {
+    rc = sqlite3_prepare_v2(db,
+                            "INSERT INTO main.attn_training_log(name, version, epoch, train_loss, "
+                            "val_loss, val_accuracy, val_f1, lr, seconds) "
+                            "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                            -1, &stmt, NULL);
+    if (rc != SQLITE_OK)
+      *errmsg = sqlite3_mprintf("%s: cannot save the training log: %s", fn, sqlite3_errmsg(db));
+    for (int i = 0; rc == SQLITE_OK && i < nlog; i++) {
+      sqlite3_reset(stmt);
+      sqlite3_bind_text(stmt, 1, name, -1, SQLITE_STATIC);
+      sqlite3_bind_int64(stmt, 2, version);
+      sqlite3_bind_int(stmt, 3, log[i].epoch);
+      sqlite3_bind_double(stmt, 4, log[i].train_loss);
+      sqlite3_bind_double(stmt, 5, log[i].val_loss);
+      sqlite3_bind_double(stmt, 6, log[i].val_accuracy);
+      sqlite3_bind_double(stmt, 7, log[i].val_f1);
+      sqlite3_bind_double(stmt, 8, log[i].lr);
+      sqlite3_bind_double(stmt, 9, log[i].seconds);
+      rc = attn_exec_step(stmt, db, fn, "save the training log", errmsg);
+    }
+    sqlite3_finalize(stmt);
+    stmt = NULL;
+    if (rc != SQLITE_OK) goto done;
+  }
+  rc = sqlite3_exec(db, "RELEASE attn_store", NULL, NULL, NULL);
+  if (rc != SQLITE_OK) {
+    *errmsg = sqlite3_mprintf("%s: cannot save the model: %s", fn, sqlite3_errmsg(db));
+    goto done;
+  }
+  in_savepoint = 0;
+  *version_out = version;
+done:
+  if (in_savepoint) {
+    /* Undo everything. After an interrupt SQLite has already rolled the transaction back and
+     * these fail harmlessly. */
+    sqlite3_exec(db, "ROLLBACK TO attn_store", NULL, NULL, NULL);
+    sqlite3_exec(db, "RELEASE attn_store", NULL, NULL, NULL);
+  }
+  if (rc == SQLITE_NOMEM && !*errmsg) *errmsg = sqlite3_mprintf("%s: out of memory", fn);
+  sqlite3_finalize(stmt);
+  free(blob);
+  free(config);
+  sqlite3_free(labels);
+  attn_memo_clear(conn);
+  return rc;
+}
+
+/* ------------------------------------------------------------------ attn_deploy, attn_import */
+
+/* The model name argument: non-empty text, else an error. */
+static const char *attn_name_arg(sqlite3_context *ctx, const char *fn, sqlite3_value *v) {
+  const char *name = (const char *)sqlite3_value_text(v);
+  if (sqlite3_value_type(v) == SQLITE_NULL || !name || !*name) {
+    char *msg = sqlite3_mprintf("%s: the model name must be a non-empty text, got %s", fn,
+                                sqlite3_value_type(v) == SQLITE_NULL ? "NULL" : "''");
+    sqlite3_result_error(ctx, msg ? msg : "out of memory", -1);
+    sqlite3_free(msg);
+    return NULL;
+  }
+  return name;
+}
+
+/* attn_deploy(name, version) -> version: make that version the one that predicts. */
+static void attn_deploy_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  attn_conn *conn = sqlite3_user_data(ctx);
+  sqlite3 *db = conn->db;
+  const char *fn = "attn_deploy";
+  const char *name = attn_name_arg(ctx, fn, argv[0]);
+  char *msg = NULL;
+  sqlite3_stmt *stmt = NULL;
+  int rc, in_savepoint = 0;
+  if (!name) return;
+  if (sqlite3_value_numeric_type(argv[1]) != SQLITE_INTEGER) {
+    msg = sqlite3_mprintf("%s: the version must be an integer, got '%s'", fn,
+                          sqlite3_value_type(argv[1]) == SQLITE_NULL
+                              ? "NULL"
+                              : (const char *)sqlite3_value_text(argv[1]));
+    rc = SQLITE_ERROR;
+    goto done;
+  }
+  int64_t version = sqlite3_value_int64(argv[1]);
+  rc = sqlite3_prepare_v2(db,
+                          "SELECT max(version = ?2), count(*) FROM main.attn_models "
+                          "WHERE name = ?1",
+                          -1, &stmt, NULL);
+  if (rc != SQLITE_OK) {
+    msg = attn_no_table(db) ? sqlite3_mprintf("%s: no model named '%s'", fn, name)
+                            : sqlite3_mprintf("%s: %s", fn, sqlite3_errmsg(db));
+    rc = SQLITE_ERROR;
+    goto done;
+  }
+  sqlite3_bind_text(stmt, 1, name, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(stmt, 2, version);
+  if (sqlite3_step(stmt) != SQLITE_ROW) {
+    msg = sqlite3_mprintf("%s: %s", fn, sqlite3_errmsg(db));
+    rc = SQLITE_ERROR;
+    goto done;
+  }
+  int found = sqlite3_column_int(stmt, 0), count = sqlite3_column_int(stmt, 1);
+  sqlite3_finalize(stmt);
+  stmt = NULL;
+  if (count == 0) {
+    msg = sqlite3_mprintf("%s: no model named '%s'", fn, name);
+    rc = SQLITE_ERROR;
+    goto done;
+  }
+  if (!found) {
+    msg = sqlite3_mprintf("%s: model '%s' has no version %lld", fn, name, (long long)version);
+    rc = SQLITE_ERROR;
+    goto done;
+  }
+  rc = sqlite3_exec(db, "SAVEPOINT attn_deploy", NULL, NULL, NULL);
+  if (rc != SQLITE_OK) {
+    msg = sqlite3_mprintf("%s: %s", fn, sqlite3_errmsg(db));
+    goto done;
+  }
+  in_savepoint = 1;
+  rc = sqlite3_prepare_v2(db,
+                          "UPDATE main.attn_models SET deployed = (version = ?2), "
+                          "deployed_seq = CASE WHEN version = ?2 THEN (SELECT coalesce(max("
+                          "deployed_seq), 0) + 1 FROM main.attn_models) ELSE deployed_seq END "
+                          "WHERE name = ?1",
+                          -1, &stmt, NULL);
+  if (rc == SQLITE_OK) {
+    sqlite3_bind_text(stmt, 1, name, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(stmt, 2, version);
+    rc = attn_exec_step(stmt, db, fn, "deploy", &msg);
+  } else {
+    msg = sqlite3_mprintf("%s: %s", fn, sqlite3_errmsg(db));
+  }
+  sqlite3_finalize(stmt);
+  stmt = NULL;
+  if (rc == SQLITE_OK) rc = sqlite3_exec(db, "RELEASE attn_deploy", NULL, NULL, NULL);
+  if (rc == SQLITE_OK) {
+    in_savepoint = 0;
+    sqlite3_result_int64(ctx, version);
+  } else if (!msg) {
+    msg = sqlite3_mprintf("%s: %s", fn, sqlite3_errmsg(db));
+  }
+done:
+  if (in_savepoint) {
+    sqlite3_exec(db, "ROLLBACK TO attn_deploy", NULL, NULL, NULL);
+    sqlite3_exec(db, "RELEASE attn_deploy", NULL, NULL, NULL);
+  }
+  sqlite3_finalize(stmt);
+  attn_memo_clear(conn);
+  if (rc != SQLITE_OK) {
+    sqlite3_result_error(ctx, msg ? msg : "attn_deploy: out of memory", -1);
+    if (rc != SQLITE_ERROR) sqlite3_result_error_code(ctx, rc);
+  }
+  sqlite3_free(msg);
+}
+
+/* attn_import(name, blob) -> version: validate a safetensors BLOB, store it as a new version
+ * of `name` and deploy it. */
+static void attn_import_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  attn_conn *conn = sqlite3_user_data(ctx);
+  const char *fn = "attn_import";
+  const char *name = attn_name_arg(ctx, fn, argv[0]);
+  char err[NN_ERR_LEN] = "", *msg = NULL;
+  nn_model *model = NULL;
+  int64_t version = 0;
+  int rc;
+  if (!name) return;
+  if (sqlite3_value_type(argv[1]) != SQLITE_BLOB) {
+    static const char *types[] = {"", "an integer", "a real", "text", "a BLOB", "NULL"};
+    msg = sqlite3_mprintf("%s: the weights must be a BLOB (a safetensors file), got %s", fn,
+                          types[sqlite3_value_type(argv[1])]);
+    rc = SQLITE_ERROR;
+    goto done;
+  }
+  const unsigned char *blob = sqlite3_value_blob(argv[1]);
+  static const unsigned char empty[1] = {0};
+  size_t len = (size_t)sqlite3_value_bytes(argv[1]);
+  if (nn_model_load(&model, blob ? blob : empty, blob ? len : 0, err) != NN_OK) {
+    model = NULL;
+    msg = sqlite3_mprintf("%s: %s", fn, err);
+    rc = SQLITE_ERROR;
+    goto done;
+  }
+  rc = attn_store_save(conn, fn, name, model, NULL, NULL, 0, &version, &msg);
+  if (rc == SQLITE_OK) sqlite3_result_int64(ctx, version);
+done:
+  nn_model_free(model);
+  if (rc != SQLITE_OK) {
+    sqlite3_result_error(ctx, msg ? msg : "attn_import: out of memory", -1);
+    if (rc != SQLITE_ERROR) sqlite3_result_error_code(ctx, rc);
+  }
+  sqlite3_free(msg);
+}
+
+int attn_store_register(sqlite3 *db, attn_conn *conn) {
+  int rc = attn_create_function(db, conn, "attn_deploy", 2, SQLITE_DIRECTONLY, attn_deploy_func);
+  if (rc == SQLITE_OK)
+    rc = attn_create_function(db, conn, "attn_import", 2, SQLITE_DIRECTONLY, attn_import_func);
+  return rc;
+}

@@ -1,0 +1,29 @@
+-- schema.sql -- the attnext model store (DESIGN.md 1), created on first use by the extension.
+-- attnext.so carries a copy of this file (ext/attn_schema.h); tests/test_ext_schema.c checks
+-- that the two are identical. Columns that the extension reads on every lookup come before
+-- the weights BLOB, so a lookup never walks the BLOB's overflow pages.
+CREATE TABLE IF NOT EXISTS attn_models(
+  name TEXT NOT NULL,             -- model name: attn_predict('news', ...)
+  version INTEGER NOT NULL,       -- 1, 2, ... per name; training again adds one
+  created_at TEXT NOT NULL,       -- UTC, ISO 8601 with milliseconds
+  deployed INTEGER NOT NULL DEFAULT 0, -- 1 for the version of its name that predicts, else 0
+  deployed_seq INTEGER NOT NULL DEFAULT 0, -- larger = deployed more recently; the default
+                                  -- model of attn_predict(text) is the deployed row with the largest
+  config TEXT,                    -- JSON object: every option of attn_train
+  labels TEXT,                    -- JSON array: class labels, in class id order
+  metrics TEXT,                   -- JSON object: summary of the training run (NULL if imported)
+  weights BLOB NOT NULL,          -- safetensors file (DESIGN.md 3)
+  PRIMARY KEY(name, version)
+);
+CREATE TABLE IF NOT EXISTS attn_training_log(
+  name TEXT NOT NULL,
+  version INTEGER NOT NULL,
+  epoch INTEGER NOT NULL,
+  train_loss REAL,
+  val_loss REAL,
+  val_accuracy REAL,
+  val_f1 REAL,                    -- weighted F1 on the validation split
+  lr REAL,                        -- learning rate used during the epoch
+  seconds REAL,                   -- wall time of the epoch
+  PRIMARY KEY(name, version, epoch)
+);
