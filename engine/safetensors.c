@@ -1,0 +1,637 @@
+/* safetensors.c -- the weights BLOB: a self-contained safetensors file (DESIGN 3).
+ *
+ * Layout (huggingface safetensors):
+ *   8 bytes   N, little-endian u64
+ *   N bytes   JSON header: {"__metadata__": {"k": "v", ...},
+ *                           "name": {"dtype": "F32", "shape": [..], "data_offsets": [b, e]}, ...}
+ *             padded with spaces so the data starts at a multiple of 8
+ *   rest      the byte buffer; [b, e) of each tensor is relative to its start, little-endian
+ *
+ * nn_st_parse is a generic, validating reader (nothing outside the blob is ever read; tensor
+ * data points into the blob). nn_model_save / nn_model_load map a model to and from it, with
+ * __metadata__ = {"format_version": "1", "config": <json>, "vocab": <json array>,
+ * "labels": <json array>}. */
+#include "config.h"
+#include "json.h"
+#include "nn.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ST_MAX_HEADER ((uint64_t)100 * 1000 * 1000) /* bytes, as the reference reader */
+
+static const char *const dtype_names[] = {"F32", "I32", "I64", "F64"};
+static const size_t dtype_sizes[] = {4, 4, 8, 8};
+
+static int host_is_little_endian(void) {
+  const uint32_t one = 1;
+  unsigned char b;
+  memcpy(&b, &one, 1);
+  return b == 1;
+}
+
+static uint64_t read_le64(const unsigned char *p) {
+  uint64_t x = 0;
+  for (int i = 7; i >= 0; i--) x = (x << 8) | p[i];
+  return x;
+}
+
+/* ------------------------------------------------------------------------------- reader */
+
+void nn_st_free(nn_st_file *file) {
+  if (!file) return;
+  for (int i = 0; i < file->count; i++) free(file->tensors[i].name);
+  for (int i = 0; i < file->meta_count; i++) {
+    free(file->meta_keys[i]);
+    free(file->meta_values[i]);
+  }
+  free(file->tensors);
+  free(file->meta_keys);
+  free(file->meta_values);
+  memset(file, 0, sizeof *file);
+}
+
+static char *dup_bytes(const char *s, size_t n) {
+  char *d = malloc(n + 1);
+  if (d) {
+    memcpy(d, s, n);
+    d[n] = 0;
+  }
+  return d;
+}
+
+static int st_error(char *err, const char *quoted_name, const char *what) {
+  snprintf(err, NN_ERR_LEN, "safetensors: tensor %s: %s", quoted_name, what);
+  return NN_ERROR;
+}
+
+/* A JSON value that must be a non-negative integer. */
+static int st_uint(const nn_json *v, uint64_t *out) {
+  if (!v || v->type != NN_JSON_NUMBER || !v->is_integer || v->integer < 0) return 0;
+  *out = (uint64_t)v->integer;
+  return 1;
+}
+
+static int st_parse_metadata(nn_st_file *f, const nn_json *meta, char *err) {
+  char q[128];
+  if (meta->type != NN_JSON_OBJECT) {
+    snprintf(err, NN_ERR_LEN, "safetensors: __metadata__ must be an object, got %s",
+             nn_json_type_name(meta->type));
+    return NN_ERROR;
+  }
+  if (meta->count > (size_t)INT_MAX / 2) {
+    snprintf(err, NN_ERR_LEN, "safetensors: too many __metadata__ entries");
+    return NN_ERROR;
+  }
+  size_t n = meta->count ? meta->count : 1;
+  f->meta_keys = calloc(n, sizeof(char *));
+  f->meta_values = calloc(n, sizeof(char *));
+  if (!f->meta_keys || !f->meta_values) goto nomem;
+  for (size_t i = 0; i < meta->count; i++) {
+    const nn_json *m = &meta->items[i];
+    nn_json_quote_for_message(q, sizeof q, m->key, m->key_len);
+    if (m->type != NN_JSON_STRING) {
+      snprintf(err, NN_ERR_LEN, "safetensors: __metadata__ value of %s must be a string, got %s",
+               q, nn_json_type_name(m->type));
+      return NN_ERROR;
+    }
+    if (memchr(m->key, 0, m->key_len) || memchr(m->str, 0, m->str_len)) {
+      snprintf(err, NN_ERR_LEN, "safetensors: __metadata__ entry %s contains a NUL character", q);
+      return NN_ERROR;
+    }
+    f->meta_keys[i] = dup_bytes(m->key, m->key_len);
+    f->meta_values[i] = dup_bytes(m->str, m->str_len);
+    f->meta_count = (int)i + 1;
+    if (!f->meta_keys[i] || !f->meta_values[i]) goto nomem;
+  }
+  return NN_OK;
+nomem:
+  snprintf(err, NN_ERR_LEN, "safetensors: out of memory");
+  return NN_NOMEM;
+}
+
+/* One tensor entry: {"dtype": .., "shape": [..], "data_offsets": [b, e]} and nothing else. */
+static int st_parse_tensor(nn_st_tensor *t, const nn_json *e, const unsigned char *buffer,
+                           uint64_t buffer_len, char *err) {
+  char q[160], what[256];
+  nn_json_quote_for_message(q, sizeof q, e->key, e->key_len);
+  if (memchr(e->key, 0, e->key_len)) return st_error(err, q, "the name contains a NUL character");
+  if (e->type != NN_JSON_OBJECT) {
+    snprintf(what, sizeof what, "must be an object, got %s", nn_json_type_name(e->type));
+    return st_error(err, q, what);
+  }
+  for (size_t i = 0; i < e->count; i++) {
+    const nn_json *m = &e->items[i];
+    if (strcmp(m->key, "dtype") && strcmp(m->key, "shape") && strcmp(m->key, "data_offsets")) {
+      char k[96];
+      nn_json_quote_for_message(k, sizeof k, m->key, m->key_len);
+      snprintf(what, sizeof what, "unknown field %s (expected dtype, shape, data_offsets)", k);
+      return st_error(err, q, what);
+    }
+  }
+  const nn_json *dtype = nn_json_get(e, "dtype"), *shape = nn_json_get(e, "shape"),
+                *offsets = nn_json_get(e, "data_offsets");
+  if (!dtype || !shape || !offsets)
+    return st_error(err, q, !dtype ? "no \"dtype\"" : !shape ? "no \"shape\"" : "no \"data_offsets\"");
+  if (dtype->type != NN_JSON_STRING) return st_error(err, q, "\"dtype\" must be a string");
+  int dt = -1;
+  for (int k = 0; k < 4; k++)
+    if (dtype->str_len == 3 && memcmp(dtype->str, dtype_names[k], 3) == 0) dt = k;
+  if (dt < 0) {
+    char d[64];
+    nn_json_quote_for_message(d, sizeof d, dtype->str, dtype->str_len);
+    snprintf(what, sizeof what, "dtype %s is not supported (F32, I32, I64, F64 are)", d);
+    return st_error(err, q, what);
+  }
+  if (shape->type != NN_JSON_ARRAY) return st_error(err, q, "\"shape\" must be an array");
+  if (shape->count > 4) {
+    snprintf(what, sizeof what, "%zu dimensions, at most 4 are supported", shape->count);
+    return st_error(err, q, what);
+  }
+  uint64_t nbytes = dtype_sizes[dt];
+  int overflow = 0;
+  t->ndim = (int)shape->count;
+  for (size_t i = 0; i < shape->count; i++) {
+    uint64_t d;
+    if (!st_uint(&shape->items[i], &d))
+      return st_error(err, q, "\"shape\" must hold non-negative integers");
+    t->shape[i] = (int64_t)d;
+    if (d && nbytes > UINT64_MAX / d) overflow = 1;
+    else nbytes *= d;
+  }
+  uint64_t begin, end;
+  if (offsets->type != NN_JSON_ARRAY || offsets->count != 2 || !st_uint(&offsets->items[0], &begin) ||
+      !st_uint(&offsets->items[1], &end))
+    return st_error(err, q, "\"data_offsets\" must be [begin, end], two non-negative integers");
+  if (begin > end || end > buffer_len) {
+    snprintf(what, sizeof what, "data_offsets [%llu, %llu] outside the %llu-byte data buffer",
+             (unsigned long long)begin, (unsigned long long)end, (unsigned long long)buffer_len);
+    return st_error(err, q, what);
+  }
+  if (overflow) {
+    snprintf(what, sizeof what, "shape with dtype %s needs more than 2^64 bytes", dtype_names[dt]);
+    return st_error(err, q, what);
+  }
+  if (nbytes != end - begin) {
+    snprintf(what, sizeof what, "shape with dtype %s needs %llu bytes but data_offsets span %llu",
+             dtype_names[dt], (unsigned long long)nbytes, (unsigned long long)(end - begin));
+    return st_error(err, q, what);
+  }
+  t->dtype = (nn_dtype)dt;
+  t->data = buffer + begin;
+  t->nbytes = (size_t)nbytes;
+  t->name = dup_bytes(e->key, e->key_len);
+  if (!t->name) {
+    snprintf(err, NN_ERR_LEN, "safetensors: out of memory");
+    return NN_NOMEM;
+  }
+  return NN_OK;
+}
+
+static int st_cmp_begin(const void *a, const void *b) {
+  const nn_st_tensor *x = *(const nn_st_tensor *const *)a, *y = *(const nn_st_tensor *const *)b;
+  if (x->data != y->data) return x->data < y->data ? -1 : 1;
+  return x->nbytes < y->nbytes ? -1 : x->nbytes > y->nbytes;
+}
+
+int nn_st_parse(nn_st_file *out, const unsigned char *blob, size_t len, char *err) {
+  memset(out, 0, sizeof *out);
+  if (!blob || len < 8) {
+    snprintf(err, NN_ERR_LEN, "safetensors: %zu bytes is too short (the header length alone is 8)",
+             blob ? len : (size_t)0);
+    return NN_ERROR;
+  }
+  uint64_t n = read_le64(blob);
+  if (n > ST_MAX_HEADER) {
+    snprintf(err, NN_ERR_LEN, "safetensors: header length %llu is over the limit of %llu bytes",
+             (unsigned long long)n, (unsigned long long)ST_MAX_HEADER);
+    return NN_ERROR;
+  }
+  if (n > len - 8) {
+    snprintf(err, NN_ERR_LEN,
+             "safetensors: header length %llu is larger than the %zu bytes after it (truncated?)",
+             (unsigned long long)n, len - 8);
+    return NN_ERROR;
+  }
+  const char *header = (const char *)blob + 8;
+  if (n < 2 || header[0] != '{') {
+    snprintf(err, NN_ERR_LEN, "safetensors: the header is not a JSON object");
+    return NN_ERROR;
+  }
+  const unsigned char *buffer = blob + 8 + n;
+  uint64_t buffer_len = len - 8 - n;
+  nn_json *doc = NULL;
+  char jerr[NN_ERR_LEN];
+  int rc = nn_json_parse(&doc, header, (size_t)n, jerr);
+  if (rc != NN_OK) {
+    snprintf(err, NN_ERR_LEN, "safetensors: the header is not valid JSON (%.400s)", jerr);
+    return rc;
+  }
+  nn_st_tensor **sorted = NULL;
+  if (doc->type != NN_JSON_OBJECT) {
+    snprintf(err, NN_ERR_LEN, "safetensors: the header is not a JSON object");
+    rc = NN_ERROR;
+    goto done;
+  }
+  if (doc->count > (size_t)INT_MAX / 2) {
+    snprintf(err, NN_ERR_LEN, "safetensors: too many tensors");
+    rc = NN_ERROR;
+    goto done;
+  }
+  out->tensors = calloc(doc->count ? doc->count : 1, sizeof *out->tensors);
+  if (!out->tensors) goto nomem;
+  for (size_t i = 0; i < doc->count; i++) {
+    const nn_json *e = &doc->items[i];
+    if (strcmp(e->key, "__metadata__") == 0 && e->key_len == 12) {
+      rc = st_parse_metadata(out, e, err);
+    } else {
+      rc = st_parse_tensor(&out->tensors[out->count], e, buffer, buffer_len, err);
+      if (rc == NN_OK) out->count++;
+    }
+    if (rc != NN_OK) goto done;
+  }
+  /* no two tensors share a byte: sort by begin and compare neighbours */
+  if (out->count > 1) {
+    sorted = malloc((size_t)out->count * sizeof *sorted);
+    if (!sorted) goto nomem;
+    for (int i = 0; i < out->count; i++) sorted[i] = &out->tensors[i];
+    qsort(sorted, (size_t)out->count, sizeof *sorted, st_cmp_begin);
+    const nn_st_tensor *last = NULL; /* the non-empty tensor reaching furthest so far */
+    for (int i = 0; i < out->count; i++) {
+      const nn_st_tensor *b = sorted[i];
+      if (!b->nbytes) continue;
+      if (last && last->data + last->nbytes > b->data) {
+        char qa[128], qb[128];
+        nn_json_quote_for_message(qa, sizeof qa, last->name, strlen(last->name));
+        nn_json_quote_for_message(qb, sizeof qb, b->name, strlen(b->name));
+        snprintf(err, NN_ERR_LEN, "safetensors: tensors %s and %s overlap in the data buffer", qa, qb);
+        rc = NN_ERROR;
+        goto done;
+      }
+      if (!last || b->data + b->nbytes > last->data + last->nbytes) last = b;
+    }
+  }
+  rc = NN_OK;
+done:
+  free(sorted);
+  nn_json_free(doc);
+  if (rc != NN_OK) nn_st_free(out);
+  return rc;
+nomem:
+  snprintf(err, NN_ERR_LEN, "safetensors: out of memory");
+  rc = NN_NOMEM;
+  goto done;
+}
+
+const nn_st_tensor *nn_st_find(const nn_st_file *file, const char *name) {
+  for (int i = 0; i < file->count; i++)
+    if (strcmp(file->tensors[i].name, name) == 0) return &file->tensors[i];
+  return NULL;
+}
+
+const char *nn_st_meta(const nn_st_file *file, const char *key) {
+  for (int i = 0; i < file->meta_count; i++)
+    if (strcmp(file->meta_keys[i], key) == 0) return file->meta_values[i];
+  return NULL;
+}
+
+/* ------------------------------------------------------------------------------- save */
+
+static void append_shape(nn_strbuf *sb, const int64_t *shape, int ndim) {
+  nn_strbuf_puts(sb, "[");
+  for (int d = 0; d < ndim; d++) nn_strbuf_printf(sb, "%s%lld", d ? "," : "", (long long)shape[d]);
+  nn_strbuf_puts(sb, "]");
+}
+
+int nn_model_save(const nn_model *model, unsigned char **out, size_t *out_len, char *err) {
+  *out = NULL;
+  *out_len = 0;
+  nn_model *m = (nn_model *)model; /* nn_model_params takes a non-const model; we only read */
+  const nn_vocab *vocab = nn_model_vocab(model);
+  int ntensors = nn_model_tensor_count(model), C = nn_model_num_classes(model);
+  const float *params = nn_model_params(m);
+  nn_strbuf list, header;
+  nn_strbuf_init(&list);
+  nn_strbuf_init(&header);
+  char *config = nn_config_to_json(nn_model_config(model));
+  int rc = NN_NOMEM;
+  if (!config) goto done;
+
+  /* __metadata__ */
+  nn_strbuf_printf(&header, "{\"__metadata__\":{\"format_version\":\"%d\",\"config\":", NN_FORMAT_VERSION);
+  nn_strbuf_append_json_string(&header, config, strlen(config));
+  nn_strbuf_puts(&list, "[");
+  for (int id = 0; id < nn_vocab_count(vocab); id++) {
+    int len = 0;
+    const char *tok = nn_vocab_token(vocab, id, &len);
+    if (id) nn_strbuf_puts(&list, ",");
+    nn_strbuf_append_json_string(&list, tok ? tok : "", tok ? (size_t)len : 0);
+  }
+  nn_strbuf_puts(&list, "]");
+  if (list.oom) goto done;
+  nn_strbuf_puts(&header, ",\"vocab\":");
+  nn_strbuf_append_json_string(&header, list.data, list.len);
+  list.len = 0;
+  nn_strbuf_puts(&list, "[");
+  for (int c = 0; c < C; c++) {
+    const char *label = nn_model_label(model, c);
+    if (c) nn_strbuf_puts(&list, ",");
+    nn_strbuf_append_json_string(&list, label ? label : "", label ? strlen(label) : 0);
+  }
+  nn_strbuf_puts(&list, "]");
+  if (list.oom) goto done;
+  nn_strbuf_puts(&header, ",\"labels\":");
+  nn_strbuf_append_json_string(&header, list.data, list.len);
+  nn_strbuf_puts(&header, "}");
+
+  /* tensors, data in tensor order */
+  uint64_t offset = 0;
+  for (int i = 0; i < ntensors; i++) {
+    nn_tensor_info info;
+    if (nn_model_tensor(model, i, &info) != NN_OK) {
+      snprintf(err, NN_ERR_LEN, "nn_model_save: tensor %d of %d is missing", i, ntensors);
+      rc = NN_ERROR;
+      goto done;
+    }
+    nn_strbuf_puts(&header, ",");
+    nn_strbuf_append_json_string(&header, info.name, strlen(info.name));
+    nn_strbuf_puts(&header, ":{\"dtype\":\"F32\",\"shape\":");
+    append_shape(&header, info.shape, info.ndim);
+    nn_strbuf_printf(&header, ",\"data_offsets\":[%llu,%llu]}", (unsigned long long)offset,
+                     (unsigned long long)(offset + 4 * (uint64_t)info.size));
+    offset += 4 * (uint64_t)info.size;
+  }
+  nn_strbuf_puts(&header, "}");
+  while (header.len % 8) nn_strbuf_puts(&header, " ");
+  if (header.oom) goto done;
+  if (offset > SIZE_MAX - 8 - header.len) goto done;
+
+  size_t total = 8 + header.len + (size_t)offset;
+  unsigned char *blob = malloc(total);
+  if (!blob) goto done;
+  uint64_t n = header.len;
+  for (int b = 0; b < 8; b++) blob[b] = (unsigned char)(n >> (8 * b));
+  memcpy(blob + 8, header.data, header.len);
+  unsigned char *data = blob + 8 + header.len;
+  int little = host_is_little_endian();
+  for (int i = 0; i < ntensors; i++) {
+    nn_tensor_info info;
+    nn_model_tensor(model, i, &info);
+    const float *src = params + info.offset;
+    if (little) {
+      memcpy(data, src, info.size * 4);
+    } else {
+      for (size_t k = 0; k < info.size; k++) {
+        uint32_t bits;
+        memcpy(&bits, &src[k], 4);
+        for (int b = 0; b < 4; b++) data[4 * k + (size_t)b] = (unsigned char)(bits >> (8 * b));
+      }
+    }
+    data += info.size * 4;
+  }
+  *out = blob;
+  *out_len = total;
+  rc = NN_OK;
+done:
+  if (rc == NN_NOMEM) snprintf(err, NN_ERR_LEN, "nn_model_save: out of memory");
+  free(config);
+  nn_strbuf_free(&list);
+  nn_strbuf_free(&header);
+  return rc;
+}
+
+/* ------------------------------------------------------------------------------- load */
+
+/* Metadata "key" holding a JSON array of strings; *doc owns the strings. */
+static int load_string_list(nn_json **doc, const nn_st_file *f, const char *key, char *err) {
+  const char *text = nn_st_meta(f, key);
+  *doc = NULL;
+  if (!text) {
+    snprintf(err, NN_ERR_LEN, "weights: __metadata__ has no \"%s\"", key);
+    return NN_ERROR;
+  }
+  char jerr[NN_ERR_LEN];
+  int rc = nn_json_parse(doc, text, strlen(text), jerr);
+  if (rc != NN_OK) {
+    snprintf(err, NN_ERR_LEN, "weights: __metadata__ \"%s\" is not a JSON array (%.400s)", key, jerr);
+    return rc;
+  }
+  if ((*doc)->type != NN_JSON_ARRAY) {
+    snprintf(err, NN_ERR_LEN, "weights: __metadata__ \"%s\" must be a JSON array of strings", key);
+    return NN_ERROR;
+  }
+  if ((*doc)->count > (size_t)INT_MAX) {
+    snprintf(err, NN_ERR_LEN, "weights: __metadata__ \"%s\" has too many entries", key);
+    return NN_ERROR;
+  }
+  for (size_t i = 0; i < (*doc)->count; i++) {
+    const nn_json *s = &(*doc)->items[i];
+    if (s->type != NN_JSON_STRING || s->str_len > (size_t)INT_MAX) {
+      snprintf(err, NN_ERR_LEN, "weights: __metadata__ \"%s\" item %zu must be a string, got %s",
+               key, i, nn_json_type_name(s->type));
+      return NN_ERROR;
+    }
+  }
+  return NN_OK;
+}
+
+static void shape_text(char *out, size_t n, const int64_t *shape, int ndim) {
+  size_t o = 0;
+  o += (size_t)snprintf(out + o, n - o, "[");
+  for (int d = 0; d < ndim && o < n; d++)
+    o += (size_t)snprintf(out + o, n - o, "%s%lld", d ? ", " : "", (long long)shape[d]);
+  if (o < n) snprintf(out + o, n - o, "]");
+}
+
+static int load_format_version(const nn_st_file *f, char *err) {
+  const char *v = nn_st_meta(f, "format_version");
+  if (!v) {
+    snprintf(err, NN_ERR_LEN, "weights: __metadata__ has no \"format_version\" (not written by attnext?)");
+    return NN_ERROR;
+  }
+  size_t n = strlen(v);
+  long version = 0;
+  int ok = n >= 1 && n <= 9;
+  for (size_t i = 0; ok && i < n; i++) {
+    if (v[i] < '0' || v[i] > '9') ok = 0;
+    else version = version * 10 + (v[i] - '0');
+  }
+  if (ok && version > NN_FORMAT_VERSION) {
+    snprintf(err, NN_ERR_LEN,
+             "weights were written by a newer attnext (format version %ld); this build reads version %d",
+             version, NN_FORMAT_VERSION);
+    return NN_ERROR;
+  }
+  if (!ok || version != NN_FORMAT_VERSION) {
+    char q[64];
+    nn_json_quote_for_message(q, sizeof q, v, n);
+    snprintf(err, NN_ERR_LEN, "weights: unsupported format_version %s; this build reads version %d",
+             q, NN_FORMAT_VERSION);
+    return NN_ERROR;
+  }
+  return NN_OK;
+}
+
+int nn_model_load(nn_model **out, const unsigned char *blob, size_t len, char *err) {
+  *out = NULL;
+  nn_st_file f;
+  nn_json *vocab_doc = NULL, *labels_doc = NULL;
+  const char **tokens = NULL, **labels = NULL;
+  int *lens = NULL;
+  nn_vocab *vocab = NULL;
+  nn_model *model = NULL;
+  char sub[NN_ERR_LEN];
+  int rc = nn_st_parse(&f, blob, len, err);
+  if (rc != NN_OK) return rc;
+
+  if ((rc = load_format_version(&f, err)) != NN_OK) goto done;
+
+  nn_config cfg;
+  nn_config_default(&cfg);
+  const char *config = nn_st_meta(&f, "config");
+  if (!config) {
+    snprintf(err, NN_ERR_LEN, "weights: __metadata__ has no \"config\"");
+    rc = NN_ERROR;
+    goto done;
+  }
+  if ((rc = nn_config_parse_json(&cfg, config, sub)) != NN_OK ||
+      (rc = nn_config_validate(&cfg, sub)) != NN_OK) {
+    snprintf(err, NN_ERR_LEN, "weights: config: %.480s", sub);
+    goto done;
+  }
+
+  if ((rc = load_string_list(&vocab_doc, &f, "vocab", err)) != NN_OK) goto done;
+  if ((rc = load_string_list(&labels_doc, &f, "labels", err)) != NN_OK) goto done;
+  int V = (int)vocab_doc->count, C = (int)labels_doc->count;
+  if (C < 1) {
+    snprintf(err, NN_ERR_LEN, "weights: __metadata__ \"labels\" is empty");
+    rc = NN_ERROR;
+    goto done;
+  }
+  /* The embedding (V, E) and fc2 (C, width) are in every model, so the data buffer must hold
+   * them: checked before nn_model_create allocates anything of that size. */
+  uint64_t width = cfg.fc_hidden > 0 ? (uint64_t)cfg.fc_hidden
+                                     : (uint64_t)cfg.hidden * (cfg.bidirectional ? 2u : 1u);
+  uint64_t need = (uint64_t)V * (uint64_t)cfg.embed_dim + (uint64_t)C * (width + 1), have = 0;
+  for (int i = 0; i < f.count; i++) have += f.tensors[i].nbytes / 4;
+  if (need > have) {
+    snprintf(err, NN_ERR_LEN,
+             "weights: %d tokens and %d labels need at least %llu floats, the file holds %llu", V, C,
+             (unsigned long long)need, (unsigned long long)have);
+    rc = NN_ERROR;
+    goto done;
+  }
+  tokens = malloc((size_t)(V ? V : 1) * sizeof *tokens);
+  lens = malloc((size_t)(V ? V : 1) * sizeof *lens);
+  labels = malloc((size_t)C * sizeof *labels);
+  if (!tokens || !lens || !labels) {
+    snprintf(err, NN_ERR_LEN, "weights: out of memory");
+    rc = NN_NOMEM;
+    goto done;
+  }
+  for (int i = 0; i < V; i++) {
+    tokens[i] = vocab_doc->items[i].str;
+    lens[i] = (int)vocab_doc->items[i].str_len;
+  }
+  for (int c = 0; c < C; c++) {
+    const nn_json *s = &labels_doc->items[c];
+    if (memchr(s->str, 0, s->str_len)) {
+      snprintf(err, NN_ERR_LEN, "weights: label %d contains a NUL character", c);
+      rc = NN_ERROR;
+      goto done;
+    }
+    labels[c] = s->str;
+  }
+  if ((rc = nn_vocab_from_list(&vocab, tokens, lens, V, sub)) != NN_OK) {
+    snprintf(err, NN_ERR_LEN, "weights: vocab: %.480s", sub);
+    goto done;
+  }
+  rc = nn_model_create(&model, &cfg, vocab, labels, C, 0, sub); /* takes vocab */
+  vocab = NULL;
+  if (rc != NN_OK) {
+    snprintf(err, NN_ERR_LEN, "weights: %.490s", sub);
+    goto done;
+  }
+
+  /* every tensor of the model, exactly once, F32 with its exact shape; nothing else */
+  int ntensors = nn_model_tensor_count(model);
+  for (int i = 0; i < f.count; i++) {
+    if (nn_model_tensor_find(model, f.tensors[i].name) < 0) {
+      char q[160];
+      nn_json_quote_for_message(q, sizeof q, f.tensors[i].name, strlen(f.tensors[i].name));
+      snprintf(err, NN_ERR_LEN, "weights: unexpected tensor %s for a %s model", q,
+               nn_cell_name(cfg.cell));
+      rc = NN_ERROR;
+      goto done;
+    }
+  }
+  float *params = nn_model_params(model);
+  int little = host_is_little_endian();
+  for (int i = 0; i < ntensors; i++) {
+    nn_tensor_info info;
+    if (nn_model_tensor(model, i, &info) != NN_OK) {
+      snprintf(err, NN_ERR_LEN, "weights: model tensor %d of %d is missing", i, ntensors);
+      rc = NN_ERROR;
+      goto done;
+    }
+    const nn_st_tensor *t = nn_st_find(&f, info.name);
+    if (!t) {
+      snprintf(err, NN_ERR_LEN, "weights: tensor \"%s\" is missing", info.name);
+      rc = NN_ERROR;
+      goto done;
+    }
+    if (t->dtype != NN_DTYPE_F32) {
+      snprintf(err, NN_ERR_LEN, "weights: tensor \"%s\" has dtype %s, expected F32", info.name,
+               dtype_names[t->dtype]);
+      rc = NN_ERROR;
+      goto done;
+    }
+    int same = t->ndim == info.ndim;
+    for (int d = 0; same && d < t->ndim; d++) same = t->shape[d] == info.shape[d];
+    if (!same) {
+      char got[96], want[96];
+      shape_text(got, sizeof got, t->shape, t->ndim);
+      shape_text(want, sizeof want, info.shape, info.ndim);
+      snprintf(err, NN_ERR_LEN, "weights: tensor \"%s\" has shape %s, expected %s", info.name,
+               got, want);
+      rc = NN_ERROR;
+      goto done;
+    }
+    if (t->nbytes != info.size * 4) { /* shape equal, so only if info is inconsistent */
+      snprintf(err, NN_ERR_LEN, "weights: tensor \"%s\" has %zu bytes, expected %zu", info.name,
+               t->nbytes, info.size * 4);
+      rc = NN_ERROR;
+      goto done;
+    }
+    float *dst = params + info.offset;
+    if (little) {
+      memcpy(dst, t->data, t->nbytes);
+    } else {
+      for (size_t k = 0; k < info.size; k++) {
+        const unsigned char *p = t->data + 4 * k;
+        uint32_t bits = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+        memcpy(&dst[k], &bits, 4);
+      }
+    }
+  }
+  if (f.count != ntensors) { /* only reachable with duplicate model names; be safe */
+    snprintf(err, NN_ERR_LEN, "weights: %d tensors, the model has %d", f.count, ntensors);
+    rc = NN_ERROR;
+    goto done;
+  }
+  *out = model;
+  model = NULL;
+  rc = NN_OK;
+done:
+  if (model) nn_model_free(model);
+  if (vocab) nn_vocab_free(vocab);
+  free(tokens);
+  free(lens);
+  free(labels);
+  nn_json_free(vocab_doc);
+  nn_json_free(labels_doc);
+  nn_st_free(&f);
+  return rc;
+}
