@@ -353,6 +353,8 @@ static int tokenize_cb(void *ctx, const char *tok, int len, int start, int end) 
   return 0;
 }
 
+/* Returns the number of tokens, or -1 when a token longer than TOKEN_STACK bytes needed memory
+ * that could not be had. cfg NULL: the default text options. */
 int nn_text_tokenize(const char *text, int len, const nn_config *cfg, nn_token_fn fn, void *ctx) {
   char stack[TOKEN_STACK];
   tokenize_ctx t = {fn, ctx};
@@ -379,7 +381,8 @@ static int clean_cb(void *ctx, const char *tok, int len, int start, int end) {
 char *nn_text_clean(const char *text, int len, const nn_config *cfg) {
   if (!text || len < 0) len = 0;
   /* Each token has at least as many bytes in the original as in the output, and two tokens
-   * are separated in the original by at least one byte: len + 1 bytes suffice. */
+   * are separated in the original by at least one byte (or follow a U+0130, 2 bytes in, 1 out):
+   * len + 1 bytes suffice. */
   clean_ctx c = {malloc((size_t)len + 1), 0};
   if (!c.out) return NULL;
   char stack[TOKEN_STACK];
