@@ -8,7 +8,7 @@
 -- data/make_headlines.py; the same steps on AG News itself are in README.md.
 .bail on
 .headers on
-.mode box
+.mode box --wrap 0
 .load ./attnext
 
 .print
@@ -24,7 +24,7 @@ FROM headlines h GROUP BY category ORDER BY category;
 
 .print
 .print '== 2. Train: one row per epoch (15% of the training rows are the validation split)'
-.print 'SELECT * FROM attn_train(''news'', ''SELECT title, category FROM headlines'', json_object(...));'
+.print "SELECT * FROM attn_train('news', 'SELECT title, category FROM headlines', json_object(...));"
 SELECT epoch, printf('%.4f', train_loss) AS train_loss, printf('%.4f', val_loss) AS val_loss,
        printf('%.3f', val_accuracy) AS val_accuracy, printf('%.3f', val_f1) AS val_f1,
        lr, printf('%.2f', seconds) AS seconds, CASE WHEN best THEN '*' ELSE '' END AS best
@@ -33,8 +33,8 @@ FROM attn_train('news', 'SELECT title, category FROM headlines',
                             'epochs', 20, 'batch_size', 16, 'lr', 0.002, 'patience', 5,
                             'seed', 1234));
 .print 'The model store: one row per version, the deployed one predicts.'
-SELECT name, version, deployed, created_at, length(weights) AS weight_bytes,
-       labels
+SELECT name, version, deployed, created_at, json_array_length(labels) AS classes,
+       length(weights) AS weight_bytes
 FROM attn_models;
 
 .print
@@ -84,7 +84,9 @@ SELECT attn_predict('Central bank raises rates as inflation climbs') AS business
        attn_predict('Rebels seize border town after week of fighting') AS world;
 
 .print
-.print '== 8. The build'
-SELECT attn_version() AS attn_version;
+.print '== 8. The build: attn_version()'
+.mode list
+.headers off
+SELECT attn_version();
 .print
 .print 'demo.db now holds the model: sqlite3 demo.db, then .load ./attnext and try your own.'
