@@ -140,9 +140,9 @@ uint64_t nn_config_param_count(const nn_config *cfg, uint64_t num_classes) {
   }
   uint64_t P = H * D; /* width of the encoder output */
   switch (cfg->attention) {
-  case NN_ATTN_ADDITIVE: n += P * P + 2 * P + 1; break;
-  case NN_ATTN_SELF: n += 3 * (P * P + P); break;
-  default: n += P + 1; break;
+  case NN_ATTN_ADDITIVE: n += P * P + 2 * P; break; /* proj (P,P) + (P), v (1,P) */
+  case NN_ATTN_SELF: n += 3 * (P * P + P); break; /* query, key, value (P,P) + (P) */
+  default: n += P + 1; break; /* linear (1,P) + (1) */
   }
   if (F) {
     n += F * P + F;

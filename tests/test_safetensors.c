@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "config.h"
 #include "json.h"
 #include "nn.h"
 
@@ -224,6 +225,12 @@ static void test_round_trip(void) {
             nn_model *m = make_model(&cfg, 2 + (variants % 3));
             if (!m) continue;
             variants++;
+            nn_config sized = cfg;
+            sized.vocab_size = NTOKENS;
+            CHECK(nn_config_param_count(&sized, (uint64_t)nn_model_num_classes(m)) == nn_model_param_count(m),
+                  "nn_config_param_count %llu == nn_model_param_count %zu",
+                  (unsigned long long)nn_config_param_count(&sized, (uint64_t)nn_model_num_classes(m)),
+                  nn_model_param_count(m));
             unsigned char *blob = NULL;
             size_t len = 0;
             char err[NN_ERR_LEN] = "", what[64] = "";
