@@ -98,7 +98,7 @@ static int json_parse_string(json_parser *p, char **out, size_t *out_len) {
   /* find the closing quote: decoded length <= raw length */
   while (1) {
     if (end >= p->len) {
-      p->pos = end;
+      p->pos = p->len;
       return json_fail(p, NN_ERROR, "unterminated string");
     }
     char c = p->s[end];

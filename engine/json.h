@@ -39,10 +39,10 @@ typedef enum {
 typedef struct nn_json nn_json;
 struct nn_json {
   nn_json_type type;
+  int is_integer;    /* NN_JSON_NUMBER written without fraction or exponent, fits in int64 */
   size_t start, end; /* byte span of this value in the parsed text (for messages) */
   /* NN_JSON_NUMBER */
   double number;
-  int is_integer;    /* written without fraction or exponent and fits in int64 */
   int64_t integer;   /* the exact value when is_integer */
   /* NN_JSON_STRING: decoded bytes, NUL-terminated (may also contain NUL bytes) */
   char *str;

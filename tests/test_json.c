@@ -107,6 +107,7 @@ static void test_invalid(void) {
       {"Infinity", "invalid JSON at byte 0: expected a value"},
       {"\"abc", "invalid JSON at byte 4: unterminated string"},
       {"\"ab\\\"", "invalid JSON at byte 5: unterminated string"},
+      {"\"ab\\", "invalid JSON at byte 4: unterminated string"},
       {"\"\\x\"", "invalid JSON at byte 1: invalid escape in string"},
       {"\"\\u12\"", "invalid JSON at byte 1: \\u must be followed by 4 hex digits"},
       {"\"\\u12G4\"", "invalid JSON at byte 1: \\u must be followed by 4 hex digits"},
