@@ -35,6 +35,39 @@ if [ -n "$extra" ]; then
   echo "FAIL: documented in README.md but not registered by attnext.so: $extra"; fails=1
 fi
 
+# Each function has a section "### attn_NAME(args)": a table-valued function's arguments (its
+# hidden columns) are named in the heading and its result columns appear in the section as
+# `column`; a scalar function's heading shows each argument count it is registered with.
+sql() { "$SQLITE3" -bail :memory: -cmd '.load ./attnext' "$1"; }
+section() { awk -v h="### $1(" 'index($0, h) == 1 { p = 1; print; next } /^##/ { p = 0 } p' README.md; }
+for f in $(sql "SELECT name FROM pragma_module_list WHERE name LIKE 'attn\_%' ESCAPE '\\' ORDER BY 1"); do
+  text=$(section "$f")
+  if [ -z "$text" ]; then echo "FAIL: README.md has no section '### $f('"; fails=1; continue; fi
+  heading=$(echo "$text" | head -n 1)
+  bad=0
+  for col in $(sql "SELECT name FROM pragma_table_xinfo('$f') WHERE NOT hidden"); do
+    echo "$text" | grep -qF "\`$col\`" || { echo "FAIL: $f: result column $col not in its README section"; bad=1; }
+  done
+  for arg in $(sql "SELECT name FROM pragma_table_xinfo('$f') WHERE hidden"); do
+    arg=${arg#arg_} # hidden columns may be named arg_NAME so as not to clash with result columns
+    echo "$heading" | grep -qw "$arg" || { echo "FAIL: $f: argument $arg not in the heading: $heading"; bad=1; }
+  done
+  [ $bad -eq 0 ] || { fails=1; continue; }
+  echo "ok: $f: columns $(sql "SELECT group_concat(name, ',') FROM pragma_table_xinfo('$f') WHERE NOT hidden") and arguments documented"
+done
+sql "SELECT DISTINCT name, narg FROM pragma_function_list WHERE name LIKE 'attn\_%' ESCAPE '\\' ORDER BY 1, 2" |
+while IFS='|' read -r f narg; do
+  counts=$(section "$f" | head -n 1 | grep -o "$f([^)]*)" |
+           awk -F'(' '{ a = $2; sub(/\)$/, "", a); gsub(/[^,]/, "", a); print ($2 == ")") ? 0 : length(a) + 1 }')
+  if echo "$counts" | grep -qx "$narg"; then
+    echo "ok: $f with $narg argument(s) documented"
+  else
+    echo "FAIL: $f is registered with $narg argument(s); its README heading shows: $(echo $counts)"
+    echo 1 > "$tmp/scalar_fail"
+  fi
+done
+[ -f "$tmp/scalar_fail" ] && fails=1
+
 first=$(awk '/^```/ { inside = !inside; next } inside && NF { print; n++ } n == 2 { exit }' README.md |
         tr '\n' ';')
 if [ "$first" = "make demo;make test;" ]; then
