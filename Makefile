@@ -8,7 +8,7 @@
 CC      ?= cc
 OPT     ?= -O2 -march=native
 CFLAGS  ?= -g
-CFLAGS  += $(OPT) -std=c11 -Wall -Wextra -Wno-unused-parameter -fPIC -D_GNU_SOURCE -pthread
+CFLAGS  += $(OPT) -fopenmp-simd -std=c11 -Wall -Wextra -Wno-unused-parameter -fPIC -D_GNU_SOURCE -pthread
 BLAS_CFLAGS := $(shell pkg-config --cflags openblas 2>/dev/null || echo -I/usr/include/x86_64-linux-gnu/openblas-pthread)
 BLAS_LIBS   := $(shell pkg-config --libs openblas 2>/dev/null || echo -lopenblas)
 LDLIBS  += $(BLAS_LIBS) -lm -ldl -pthread

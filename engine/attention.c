@@ -45,10 +45,10 @@ void nn_attention_forward(const nn_model *m, nn_workspace *ws) {
 }
 
 /* d_ctx (B, D) -> d_y (P, D) (=); parameter gradients accumulate. */
-void nn_attention_backward(nn_model *m, nn_workspace *ws) {
+void nn_attention_backward(const nn_model *m, nn_workspace *ws) {
   const nn_backend *be = m->be;
   const float *p = m->params;
-  float *g = m->grads;
+  float *g = ws->grads;
   const float *y = ws->y[m->L - 1];
   int P = ws->P, B = ws->B, D = m->D;
   float *dy = ws->d_y;

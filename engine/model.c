@@ -426,10 +426,10 @@ static void head_forward(const nn_model *m, nn_workspace *ws, nn_rng *rng) {
 }
 
 /* d_logits (B, C) -> d_ctx (B, D); parameter gradients accumulate */
-static void head_backward(nn_model *m, nn_workspace *ws) {
+static void head_backward(const nn_model *m, nn_workspace *ws) {
   const nn_backend *be = m->be;
   const float *p = m->params;
-  float *g = m->grads;
+  float *g = ws->grads;
   int B = ws->B, FD = m->F > 0 ? m->F : m->D;
   be->sgemm(1, 0, m->C, FD, B, 1.0f, ws->d_logits, m->C, ws->zd, FD, 1.0f, g + m->fc2_w, FD);
   be->bias_grad(g + m->fc2_b, ws->d_logits, m->C, B, m->C);
@@ -473,24 +473,30 @@ int nn_model_forward(nn_model *m, nn_workspace *ws, const nn_batch *batch, int t
   return NN_OK;
 }
 
-int nn_model_backward(nn_model *m, nn_workspace *ws, const nn_batch *batch,
-                      const float *dlogits, char *err) {
+int nn_model_backward_into(const nn_model *m, nn_workspace *ws, const nn_batch *batch,
+                           const float *dlogits, float *grads, char *err) {
   if (!ws->training || ws->B != batch->B || ws->T != batch->T) {
     snprintf(err, NN_ERR_LEN, "backward needs a training forward of the same batch first");
     return NN_ERROR;
   }
-  if (!m->grads) {
-    int rc = nn_model_zero_grads(m, err);
-    if (rc != NN_OK) return rc;
-  }
+  ws->grads = grads;
   for (int j = 0; j < ws->B; j++)
     memcpy(ws->d_logits + (size_t)j * m->C, dlogits + (size_t)ws->order[j] * m->C,
            sizeof(float) * m->C);
   head_backward(m, ws);          /* -> d_ctx (B, D) */
   nn_attention_backward(m, ws);  /* -> d_y (P, D) of the last layer */
   nn_recurrent_backward(m, ws);  /* -> d_x (P, E) */
-  m->be->embedding_backward(m->grads + m->emb, ws->d_x, ws->ids, ws->P, m->E, NN_PAD);
+  m->be->embedding_backward(grads + m->emb, ws->d_x, ws->ids, ws->P, m->E, NN_PAD);
   return NN_OK;
+}
+
+int nn_model_backward(nn_model *m, nn_workspace *ws, const nn_batch *batch,
+                      const float *dlogits, char *err) {
+  if (!m->grads) {
+    int rc = nn_model_zero_grads(m, err);
+    if (rc != NN_OK) return rc;
+  }
+  return nn_model_backward_into(m, ws, batch, dlogits, m->grads, err);
 }
 
 /* ---------------------------------------------------------------- loss */

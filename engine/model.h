@@ -78,6 +78,7 @@ struct nn_workspace {
   float *mask;                            /* (B, F or D) dropout mask, NULL when no dropout */
   float *zd;                              /* (B, F or D) after dropout */
   float *logits;                          /* (B, C) sorted order */
+  float *grads; /* where backward accumulates parameter gradients */
   /* backward scratch */
   float *d_logits, *d_zd, *d_z1, *d_ctx, *d_scores, *d_alpha, *d_u, *d_q, *d_k, *d_v;
   float *d_y;                             /* (P, max(E, D)) gradient of a layer's output */
@@ -92,8 +93,13 @@ int nn_cell_gates(nn_cell cell);
 int nn_workspace_prepare(nn_workspace *ws, const nn_model *m, const nn_batch *batch,
                          int training, char *err);
 void nn_recurrent_forward(const nn_model *m, nn_workspace *ws);
-void nn_recurrent_backward(nn_model *m, nn_workspace *ws);
+void nn_recurrent_backward(const nn_model *m, nn_workspace *ws);
 void nn_attention_forward(const nn_model *m, nn_workspace *ws);
-void nn_attention_backward(nn_model *m, nn_workspace *ws);
+void nn_attention_backward(const nn_model *m, nn_workspace *ws);
+
+/* Backward into an explicit gradient buffer (nparams floats, accumulated +=), so several
+ * threads can each run a shard of a batch on a shared, read-only model. */
+int nn_model_backward_into(const nn_model *m, nn_workspace *ws, const nn_batch *batch,
+                           const float *dlogits, float *grads, char *err);
 
 #endif

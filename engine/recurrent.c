@@ -67,11 +67,11 @@ void nn_recurrent_forward(const nn_model *m, nn_workspace *ws) {
 
 /* One direction's BPTT. dh: (P, H) in step order, consumed. Writes dx (P, in) (=) and
  * accumulates the direction's parameter gradients. */
-static void direction_backward(nn_model *m, nn_workspace *ws, const nn_rnn_params *w,
+static void direction_backward(const nn_model *m, nn_workspace *ws, const nn_rnn_params *w,
                                const float *x, int in, const nn_rnn_acts *a, float *dx) {
   const nn_backend *be = m->be;
   const float *p = m->params;
-  float *g = m->grads;
+  float *g = ws->grads;
   int H = m->H, GH = m->G * H, P = ws->P;
   float *dh = ws->d_h, *dpre = ws->d_pre;
   nn_cell cell = m->cfg.cell;
@@ -115,7 +115,7 @@ static void direction_backward(nn_model *m, nn_workspace *ws, const nn_rnn_param
   be->sgemm(0, 0, P, in, GH, 1.0f, dpre, GH, p + w->w_ih, in, 0.0f, dx, in);
 }
 
-void nn_recurrent_backward(nn_model *m, nn_workspace *ws) {
+void nn_recurrent_backward(const nn_model *m, nn_workspace *ws) {
   const nn_backend *be = m->be;
   int H = m->H, D = m->D, P = ws->P;
   float *dy = ws->d_y, *dx = ws->d_x; /* (P, D) in, (P, in) out; swapped per layer */

@@ -29,11 +29,15 @@
 #include <time.h>
 
 #include "metrics.h"
+#include "model.h"
 #include "nn.h"
+#include "pool.h"
 
 #define NN_TRAIN_MAX_CLASSES 10000
 #define NN_TRAIN_MAX_LOGITS (1u << 26) /* batch rows x classes: bounds the (B, C) buffers */
 #define BUCKET_BATCHES 50 /* batches per length-sorted chunk of an epoch */
+#define MAX_SHARDS 8      /* data-parallel pieces of a batch */
+#define SHARD_ROWS 32     /* a batch of B rows runs as clamp(B / 32, 1, 8) shards */
 
 /* Seeds of the trainer's random streams, derived from cfg->seed (the model's initialisation
  * draws from cfg->seed itself). */
@@ -73,6 +77,20 @@ struct nn_trainer {
   float *best_params;                           /* (param_count) */
 
   nn_rng shuffle_rng, dropout_rng;
+
+  /* Data parallelism: each batch is cut into `shards` contiguous pieces, a number set by the
+   * batch size alone (not by the core count), run on the pool; shard s writes gradients to
+   * shard_grads[s] (shard 0: the model's), which are then summed in shard order. So results are
+   * bit-identical whatever the number of threads. */
+  nn_pool *pool;
+  int shards;
+  nn_workspace *shard_ws[MAX_SHARDS];
+  float *shard_grads[MAX_SHARDS];
+  nn_rng shard_rng[MAX_SHARDS];
+  nn_batch current; /* the batch the shard tasks work on */
+  int current_training;
+  int shard_status[MAX_SHARDS];
+  char shard_err[MAX_SHARDS][NN_ERR_LEN];
 
   /* schedule */
   double lr;            /* current learning rate */
@@ -393,6 +411,22 @@ int nn_trainer_create(nn_trainer **out, const nn_config *cfg, const char *const 
   status = nn_workspace_create(&tr->ws, err);
   if (status != NN_OK) goto fail;
   tr->param_count = nn_model_param_count(tr->model);
+  tr->shards = B / SHARD_ROWS < 1 ? 1 : B / SHARD_ROWS > MAX_SHARDS ? MAX_SHARDS : B / SHARD_ROWS;
+  status = nn_pool_create(&tr->pool, cfg->threads < tr->shards && cfg->threads > 0
+                                         ? cfg->threads
+                                         : (nn_cpu_count() < tr->shards ? nn_cpu_count() : tr->shards),
+                          err);
+  if (status != NN_OK) goto fail;
+  status = nn_model_zero_grads(tr->model, err);
+  if (status != NN_OK) goto fail;
+  tr->shard_ws[0] = tr->ws;
+  tr->shard_grads[0] = nn_model_grads(tr->model);
+  for (int s = 1; s < tr->shards; s++) {
+    status = nn_workspace_create(&tr->shard_ws[s], err);
+    if (status != NN_OK) goto fail;
+    tr->shard_grads[s] = calloc(tr->param_count ? tr->param_count : 1, sizeof(float));
+    if (!tr->shard_grads[s]) goto oom;
+  }
   status = nn_adam_init(&tr->adam, tr->param_count, cfg->lr, err);
   if (status != NN_OK) goto fail;
 
@@ -473,6 +507,89 @@ static nn_batch make_batch(nn_trainer *tr, const int *rows, int count) {
   return batch;
 }
 
+/* Rows [first, first + count) of shard s of a batch of B rows. */
+static void shard_rows(int s, int shards, int B, int *first, int *count) {
+  int n = shards < B ? shards : B;
+  if (s >= n) {
+    *first = B;
+    *count = 0;
+    return;
+  }
+  *first = (int)((long long)s * B / n);
+  *count = (int)((long long)(s + 1) * B / n) - *first;
+}
+
+static nn_batch shard_batch(const nn_batch *batch, int first, int count) {
+  nn_batch b = {batch->tokens + (size_t)first * batch->T, batch->lengths + first,
+                batch->labels ? batch->labels + first : NULL, count, batch->T};
+  return b;
+}
+
+static void forward_task(void *ctx, int s) {
+  nn_trainer *tr = ctx;
+  int first, count;
+  shard_rows(s, tr->shards, tr->current.B, &first, &count);
+  tr->shard_status[s] = NN_OK;
+  if (count == 0) return;
+  nn_batch b = shard_batch(&tr->current, first, count);
+  tr->shard_status[s] =
+      nn_model_forward(tr->model, tr->shard_ws[s], &b, tr->current_training, &tr->shard_rng[s],
+                       tr->logits + (size_t)first * tr->C, NULL, tr->shard_err[s]);
+}
+
+static void backward_task(void *ctx, int s) {
+  nn_trainer *tr = ctx;
+  int first, count;
+  shard_rows(s, tr->shards, tr->current.B, &first, &count);
+  memset(tr->shard_grads[s], 0, tr->param_count * sizeof(float));
+  tr->shard_status[s] = NN_OK;
+  if (count == 0) return;
+  nn_batch b = shard_batch(&tr->current, first, count);
+  tr->shard_status[s] =
+      nn_model_backward_into(tr->model, tr->shard_ws[s], &b, tr->dlogits + (size_t)first * tr->C,
+                             tr->shard_grads[s], tr->shard_err[s]);
+}
+
+/* grads[0] += grads[1] + ... in shard order, over a slice of the parameters per task */
+static void reduce_task(void *ctx, int task) {
+  nn_trainer *tr = ctx;
+  int tasks = nn_pool_threads(tr->pool);
+  size_t n = tr->param_count, lo = n * (size_t)task / tasks, hi = n * (size_t)(task + 1) / tasks;
+  float *g = tr->shard_grads[0];
+  for (int s = 1; s < tr->shards; s++) {
+    const float *h = tr->shard_grads[s];
+    for (size_t i = lo; i < hi; i++) g[i] += h[i];
+  }
+}
+
+static int shard_errors(nn_trainer *tr, char *err) {
+  for (int s = 0; s < tr->shards; s++)
+    if (tr->shard_status[s] != NN_OK) {
+      memcpy(err, tr->shard_err[s], NN_ERR_LEN);
+      return tr->shard_status[s];
+    }
+  return NN_OK;
+}
+
+/* Forward a batch over the shards into tr->logits. */
+static int sharded_forward(nn_trainer *tr, const nn_batch *batch, int training, char *err) {
+  tr->current = *batch;
+  tr->current_training = training;
+  if (training)
+    for (int s = 0; s < tr->shards; s++) nn_rng_seed(&tr->shard_rng[s], nn_rng_next(&tr->dropout_rng));
+  nn_pool_run(tr->pool, forward_task, tr, tr->shards);
+  return shard_errors(tr, err);
+}
+
+/* Backward of the batch of the last sharded_forward into the model's gradients. */
+static int sharded_backward(nn_trainer *tr, char *err) {
+  nn_pool_run(tr->pool, backward_task, tr, tr->shards);
+  int status = shard_errors(tr, err);
+  if (status != NN_OK) return status;
+  if (tr->shards > 1) nn_pool_run(tr->pool, reduce_task, tr, nn_pool_threads(tr->pool));
+  return NN_OK;
+}
+
 /* Validation: mean batch loss, accuracy and weighted F1 of the argmax predictions. */
 static int validate(nn_trainer *tr, double *loss, double *accuracy, double *f1, char *err) {
   int B = tr->cfg.batch_size, C = tr->C;
@@ -484,7 +601,7 @@ static int validate(nn_trainer *tr, double *loss, double *accuracy, double *f1, 
   for (int first = 0; first < tr->n_val; first += B, k++) {
     int count = tr->n_val - first < B ? tr->n_val - first : B;
     nn_batch batch = make_batch(tr, tr->val_rows + first, count);
-    int status = nn_model_forward(tr->model, tr->ws, &batch, 0, NULL, tr->logits, NULL, err);
+    int status = sharded_forward(tr, &batch, 0, err);
     if (status != NN_OK) return status;
     float batch_loss =
         nn_cross_entropy(tr->dlogits, tr->logits, tr->labels, tr->class_weights, count, C);
@@ -558,13 +675,10 @@ int nn_trainer_epoch(nn_trainer *tr, nn_epoch_stats *stats, nn_progress_fn fn, v
     int first = tr->batch_perm[k] * B;
     int count = n_train - first < B ? n_train - first : B;
     nn_batch batch = make_batch(tr, tr->order + first, count);
-    status = nn_model_zero_grads(tr->model, err);
-    if (status != NN_OK) return status;
-    status = nn_model_forward(tr->model, tr->ws, &batch, 1, &tr->dropout_rng, tr->logits, NULL,
-                              err);
+    status = sharded_forward(tr, &batch, 1, err);
     if (status != NN_OK) return status;
     float loss = nn_cross_entropy(tr->dlogits, tr->logits, tr->labels, tr->class_weights, count, C);
-    status = nn_model_backward(tr->model, tr->ws, &batch, tr->dlogits, err);
+    status = sharded_backward(tr, err);
     if (status != NN_OK) return status;
     nn_adam_step(&tr->adam, nn_model_params(tr->model), nn_model_grads(tr->model));
     train_loss += ((double)loss - train_loss) / (k + 1);
@@ -648,6 +762,11 @@ void nn_trainer_free(nn_trainer *tr) {
   if (!tr) return;
   if (tr->model) nn_model_free(tr->model);
   if (tr->ws) nn_workspace_free(tr->ws);
+  for (int s = 1; s < MAX_SHARDS; s++) {
+    nn_workspace_free(tr->shard_ws[s]);
+    free(tr->shard_grads[s]);
+  }
+  nn_pool_free(tr->pool);
   nn_adam_free(&tr->adam);
   free(tr->token_ids);
   free(tr->token_start);

@@ -1,0 +1,129 @@
+/* pool.c -- persistent worker threads with a static task assignment (see pool.h). */
+#include "pool.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "nn.h"
+
+struct nn_pool {
+  int threads; /* including the caller */
+  pthread_t *workers;
+  pthread_mutex_t lock;
+  pthread_cond_t start, finish;
+  unsigned long generation; /* bumped for each run */
+  int pending;              /* workers still busy in this run */
+  int quit;
+  nn_task_fn fn;
+  void *ctx;
+  int ntasks;
+};
+
+typedef struct worker_arg {
+  nn_pool *pool;
+  int index;
+} worker_arg;
+
+static void run_share(nn_pool *pool, int index) {
+  for (int i = index; i < pool->ntasks; i += pool->threads) pool->fn(pool->ctx, i);
+}
+
+static void *worker_main(void *p) {
+  worker_arg arg = *(worker_arg *)p;
+  free(p);
+  nn_pool *pool = arg.pool;
+  unsigned long seen = 0;
+  pthread_mutex_lock(&pool->lock);
+  for (;;) {
+    while (!pool->quit && pool->generation == seen) pthread_cond_wait(&pool->start, &pool->lock);
+    if (pool->quit) break;
+    seen = pool->generation;
+    pthread_mutex_unlock(&pool->lock);
+    run_share(pool, arg.index);
+    pthread_mutex_lock(&pool->lock);
+    if (--pool->pending == 0) pthread_cond_signal(&pool->finish);
+  }
+  pthread_mutex_unlock(&pool->lock);
+  return NULL;
+}
+
+int nn_cpu_count(void) {
+  long n = sysconf(_SC_NPROCESSORS_ONLN);
+  return n < 1 ? 1 : n > 64 ? 64 : (int)n;
+}
+
+int nn_pool_create(nn_pool **out, int threads, char *err) {
+  *out = NULL;
+  if (threads <= 0) threads = nn_cpu_count();
+  if (threads > 64) threads = 64;
+  nn_pool *pool = calloc(1, sizeof *pool);
+  if (!pool) goto nomem;
+  pool->threads = 1;
+  pthread_mutex_init(&pool->lock, NULL);
+  pthread_cond_init(&pool->start, NULL);
+  pthread_cond_init(&pool->finish, NULL);
+  if (threads > 1) {
+    pool->workers = calloc((size_t)threads, sizeof *pool->workers);
+    if (!pool->workers) goto nomem;
+    for (int i = 1; i < threads; i++) {
+      worker_arg *arg = malloc(sizeof *arg);
+      if (!arg) break;
+      arg->pool = pool;
+      arg->index = i;
+      if (pthread_create(&pool->workers[i], NULL, worker_main, arg) != 0) {
+        free(arg);
+        break; /* fewer threads than asked: still correct, just slower */
+      }
+      pool->threads = i + 1;
+    }
+  }
+  nn_blas_single_thread();
+  *out = pool;
+  return NN_OK;
+nomem:
+  nn_pool_free(pool);
+  snprintf(err, NN_ERR_LEN, "out of memory creating a thread pool");
+  return NN_NOMEM;
+}
+
+int nn_pool_threads(const nn_pool *pool) { return pool ? pool->threads : 1; }
+
+void nn_pool_run(nn_pool *pool, nn_task_fn fn, void *ctx, int ntasks) {
+  if (!pool || pool->threads == 1 || ntasks <= 1) {
+    for (int i = 0; i < ntasks; i++) fn(ctx, i);
+    return;
+  }
+  pthread_mutex_lock(&pool->lock);
+  pool->fn = fn;
+  pool->ctx = ctx;
+  pool->ntasks = ntasks;
+  pool->pending = pool->threads - 1;
+  pool->generation++;
+  pthread_cond_broadcast(&pool->start);
+  pthread_mutex_unlock(&pool->lock);
+  run_share(pool, 0);
+  pthread_mutex_lock(&pool->lock);
+  while (pool->pending > 0) pthread_cond_wait(&pool->finish, &pool->lock);
+  pthread_mutex_unlock(&pool->lock);
+}
+
+void nn_pool_free(nn_pool *pool) {
+  if (!pool) return;
+  pthread_mutex_lock(&pool->lock);
+  pool->quit = 1;
+  pthread_cond_broadcast(&pool->start);
+  pthread_mutex_unlock(&pool->lock);
+  for (int i = 1; i < pool->threads; i++) pthread_join(pool->workers[i], NULL);
+  free(pool->workers);
+  pthread_mutex_destroy(&pool->lock);
+  pthread_cond_destroy(&pool->start);
+  pthread_cond_destroy(&pool->finish);
+  free(pool);
+}
+
+void openblas_set_num_threads(int) __attribute__((weak));
+void nn_blas_single_thread(void) {
+  if (openblas_set_num_threads) openblas_set_num_threads(1);
+}
