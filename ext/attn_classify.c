@@ -326,7 +326,7 @@ typedef struct attn_classify_cursor {
 static int attn_classify_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
                                  sqlite3_vtab **out, char **errmsg) {
   int rc = sqlite3_declare_vtab(
-      db, "CREATE TABLE x(id, label TEXT, probability REAL, name HIDDEN, query HIDDEN)");
+      db, "CREATE TABLE x(id, label TEXT, probability REAL, arg_name HIDDEN, arg_query HIDDEN)");
   if (rc != SQLITE_OK) return rc;
   attn_classify_vtab *vtab = sqlite3_malloc64(sizeof *vtab);
   if (!vtab) return SQLITE_NOMEM;

@@ -42,9 +42,9 @@ static int attn_eval_connect(sqlite3 *db, void *aux, int argc, const char *const
   int rc = sqlite3_declare_vtab(
       db, mode == ATTN_EVALUATE
               ? "CREATE TABLE x(label TEXT, precision REAL, recall REAL, f1 REAL, "
-                "support INTEGER, name HIDDEN, query HIDDEN)"
-              : "CREATE TABLE x(actual TEXT, predicted TEXT, count INTEGER, name HIDDEN, "
-                "query HIDDEN)");
+                "support INTEGER, arg_name HIDDEN, arg_query HIDDEN)"
+              : "CREATE TABLE x(actual TEXT, predicted TEXT, count INTEGER, arg_name HIDDEN, "
+                "arg_query HIDDEN)");
   if (rc != SQLITE_OK) return rc;
   attn_eval_vtab *vtab = sqlite3_malloc64(sizeof *vtab);
   if (!vtab) return SQLITE_NOMEM;

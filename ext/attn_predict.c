@@ -224,9 +224,9 @@ static int attn_explain_connect(sqlite3 *db, void *aux, int argc, const char *co
                                 sqlite3_vtab **out, char **errmsg, int mode) {
   int rc = sqlite3_declare_vtab(
       db, mode == ATTN_PROBS
-              ? "CREATE TABLE x(label TEXT, probability REAL, name HIDDEN, text HIDDEN)"
+              ? "CREATE TABLE x(label TEXT, probability REAL, arg_name HIDDEN, arg_text HIDDEN)"
               : "CREATE TABLE x(position INTEGER, token TEXT, weight REAL, start INTEGER, "
-                "\"end\" INTEGER, name HIDDEN, text HIDDEN)");
+                "\"end\" INTEGER, arg_name HIDDEN, arg_text HIDDEN)");
   if (rc != SQLITE_OK) return rc;
   attn_explain_vtab *vtab = sqlite3_malloc64(sizeof *vtab);
   if (!vtab) return SQLITE_NOMEM;

@@ -12,8 +12,9 @@
  * a query, and the answer is remembered while a "database unchanged" stamp holds: the pager's
  * data version (SQLITE_FCNTL_DATA_VERSION: changes on every commit, of this or any other
  * connection, as seen by the current read transaction) plus this connection's change count
- * (sqlite3_total_changes64: uncommitted writes of its own). Outside a read transaction the data
- * version may be stale, so the query runs every time. Scalar functions with a constant name also
+ * (sqlite3_total_changes64: writes of its own). Outside a read transaction the data version may
+ * be stale, and inside a write transaction a ROLLBACK changes neither number, so there the query
+ * runs every time. Scalar functions with a constant name also
  * keep the model with sqlite3_set_auxdata for the rest of the statement, so a row costs
  * tokenize + forward only.
  */
@@ -108,10 +109,12 @@ nn_workspace *attn_conn_workspace(attn_conn *conn, char **errmsg) {
   return conn->ws;
 }
 
-/* The "database unchanged" stamp; 0 when it cannot be trusted (no read transaction open). */
+/* The "database unchanged" stamp; 0 when it cannot be trusted. Only in a read transaction:
+ * with none open the data version may be stale, and in a write transaction a ROLLBACK (TO)
+ * could undo writes without changing either number. */
 static int attn_stamp(sqlite3 *db, int64_t *data_version, int64_t *changes) {
   int v = 0;
-  if (sqlite3_txn_state(db, "main") == SQLITE_TXN_NONE) return 0;
+  if (sqlite3_txn_state(db, "main") != SQLITE_TXN_READ) return 0;
   if (sqlite3_file_control(db, "main", SQLITE_FCNTL_DATA_VERSION, &v) != SQLITE_OK) return 0;
   *data_version = (unsigned)v;
   *changes = sqlite3_total_changes64(db);
@@ -220,7 +223,10 @@ done:
   return rc;
 }
 
-/* name -> the deployed model (name NULL: the default model). *out is borrowed from the cache. */
+/* name -> the deployed model (name NULL: the default model). *out is borrowed from the cache.
+ * Known limit: a row's weights rewritten in place by UPDATE with the same size, rowid, version
+ * and created_at are not noticed by a connection that has parsed them; add a version instead
+ * (attn_import), which is what attn_train and attn_import do. */
 static int attn_resolve(attn_conn *conn, const char *fn, const char *name, attn_model **out,
                         char **errmsg) {
   sqlite3 *db = conn->db;
@@ -403,8 +409,8 @@ int attn_store_save(attn_conn *conn, const char *fn, const char *name, const nn_
   char *config = NULL, *labels = NULL;
   sqlite3_stmt *stmt = NULL;
   char err[NN_ERR_LEN] = "";
-  int rc, in_savepoint = 0;
-  int64_t version = 0;
+  int rc, in_savepoint = 0, direct = 0, wrote = 0;
+  int64_t version = 0, was_deployed = 0;
   *errmsg = NULL;
 
   if (nn_model_save(model, &blob, &blob_len, err) != NN_OK) {
@@ -419,13 +425,37 @@ int attn_store_save(attn_conn *conn, const char *fn, const char *name, const nn_
     goto done;
   }
   rc = sqlite3_exec(db, "SAVEPOINT attn_store", NULL, NULL, NULL);
-  if (rc != SQLITE_OK) {
+  if (rc == SQLITE_OK) {
+    in_savepoint = 1;
+  } else if (rc == SQLITE_BUSY && strstr(sqlite3_errmsg(db), "statements in progress")) {
+    /* Inside a statement that writes (INSERT ... SELECT FROM attn_train(...)): no savepoint
+     * can be opened; the writes join that statement's transaction and are undone by hand on
+     * error. */
+    direct = 1;
+    rc = SQLITE_OK;
+  } else {
     *errmsg = sqlite3_mprintf("%s: cannot save the model: %s", fn, sqlite3_errmsg(db));
     goto done;
   }
-  in_savepoint = 1;
   rc = attn_store_ensure_schema(db, fn, errmsg);
   if (rc != SQLITE_OK) goto done;
+  if (direct) { /* remember the deployed version, to restore it on error */
+    rc = sqlite3_prepare_v2(db,
+                            "SELECT max(version) FROM main.attn_models "
+                            "WHERE name = ?1 AND deployed = 1",
+                            -1, &stmt, NULL);
+    if (rc == SQLITE_OK) {
+      sqlite3_bind_text(stmt, 1, name, -1, SQLITE_STATIC);
+      rc = sqlite3_step(stmt) == SQLITE_ROW ? SQLITE_OK : sqlite3_errcode(db);
+      was_deployed = sqlite3_column_int64(stmt, 0);
+    }
+    sqlite3_finalize(stmt);
+    stmt = NULL;
+    if (rc != SQLITE_OK) {
+      *errmsg = sqlite3_mprintf("%s: cannot save the model: %s", fn, sqlite3_errmsg(db));
+      goto done;
+    }
+  }
 
   rc = sqlite3_prepare_v2(db,
                           "SELECT coalesce(max(version), 0) + 1 FROM main.attn_models "
@@ -443,6 +473,7 @@ int attn_store_save(attn_conn *conn, const char *fn, const char *name, const nn_
     goto done;
   }
 
+  wrote = 1;
   rc = sqlite3_prepare_v2(db,
                           "UPDATE main.attn_models SET deployed = 0 "
                           "WHERE name = ?1 AND deployed != 0",
@@ -506,12 +537,15 @@ int attn_store_save(attn_conn *conn, const char *fn, const char *name, const nn_
     stmt = NULL;
     if (rc != SQLITE_OK) goto done;
   }
-  rc = sqlite3_exec(db, "RELEASE attn_store", NULL, NULL, NULL);
-  if (rc != SQLITE_OK) {
-    *errmsg = sqlite3_mprintf("%s: cannot save the model: %s", fn, sqlite3_errmsg(db));
-    goto done;
+  if (in_savepoint) {
+    rc = sqlite3_exec(db, "RELEASE attn_store", NULL, NULL, NULL);
+    if (rc != SQLITE_OK) {
+      *errmsg = sqlite3_mprintf("%s: cannot save the model: %s", fn, sqlite3_errmsg(db));
+      goto done;
+    }
+    in_savepoint = 0;
   }
-  in_savepoint = 0;
+  wrote = 0;
   *version_out = version;
 done:
   if (in_savepoint) {
@@ -519,6 +553,14 @@ done:
      * these fail harmlessly. */
     sqlite3_exec(db, "ROLLBACK TO attn_store", NULL, NULL, NULL);
     sqlite3_exec(db, "RELEASE attn_store", NULL, NULL, NULL);
+  } else if (direct && wrote) {
+    char *undo = sqlite3_mprintf(
+        "DELETE FROM main.attn_training_log WHERE name = %Q AND version = %lld;"
+        "DELETE FROM main.attn_models WHERE name = %Q AND version = %lld;"
+        "UPDATE main.attn_models SET deployed = 1 WHERE name = %Q AND version = %lld;",
+        name, (long long)version, name, (long long)version, name, (long long)was_deployed);
+    if (undo) sqlite3_exec(db, undo, NULL, NULL, NULL);
+    sqlite3_free(undo);
   }
   if (rc == SQLITE_NOMEM && !*errmsg) *errmsg = sqlite3_mprintf("%s: out of memory", fn);
   sqlite3_finalize(stmt);
@@ -552,13 +594,13 @@ static void attn_deploy_func(sqlite3_context *ctx, int argc, sqlite3_value **arg
   const char *name = attn_name_arg(ctx, fn, argv[0]);
   char *msg = NULL;
   sqlite3_stmt *stmt = NULL;
-  int rc, in_savepoint = 0;
+  int rc;
   if (!name) return;
   if (sqlite3_value_numeric_type(argv[1]) != SQLITE_INTEGER) {
-    msg = sqlite3_mprintf("%s: the version must be an integer, got '%s'", fn,
-                          sqlite3_value_type(argv[1]) == SQLITE_NULL
-                              ? "NULL"
-                              : (const char *)sqlite3_value_text(argv[1]));
+    msg = sqlite3_value_type(argv[1]) == SQLITE_NULL
+              ? sqlite3_mprintf("%s: the version must be an integer, got NULL", fn)
+              : sqlite3_mprintf("%s: the version must be an integer, got '%s'", fn,
+                                (const char *)sqlite3_value_text(argv[1]));
     rc = SQLITE_ERROR;
     goto done;
   }
@@ -593,12 +635,7 @@ static void attn_deploy_func(sqlite3_context *ctx, int argc, sqlite3_value **arg
     rc = SQLITE_ERROR;
     goto done;
   }
-  rc = sqlite3_exec(db, "SAVEPOINT attn_deploy", NULL, NULL, NULL);
-  if (rc != SQLITE_OK) {
-    msg = sqlite3_mprintf("%s: %s", fn, sqlite3_errmsg(db));
-    goto done;
-  }
-  in_savepoint = 1;
+  /* One UPDATE: atomic on its own, and allowed inside a statement that writes. */
   rc = sqlite3_prepare_v2(db,
                           "UPDATE main.attn_models SET deployed = (version = ?2), "
                           "deployed_seq = CASE WHEN version = ?2 THEN (SELECT coalesce(max("
@@ -612,20 +649,8 @@ static void attn_deploy_func(sqlite3_context *ctx, int argc, sqlite3_value **arg
   } else {
     msg = sqlite3_mprintf("%s: %s", fn, sqlite3_errmsg(db));
   }
-  sqlite3_finalize(stmt);
-  stmt = NULL;
-  if (rc == SQLITE_OK) rc = sqlite3_exec(db, "RELEASE attn_deploy", NULL, NULL, NULL);
-  if (rc == SQLITE_OK) {
-    in_savepoint = 0;
-    sqlite3_result_int64(ctx, version);
-  } else if (!msg) {
-    msg = sqlite3_mprintf("%s: %s", fn, sqlite3_errmsg(db));
-  }
+  if (rc == SQLITE_OK) sqlite3_result_int64(ctx, version);
 done:
-  if (in_savepoint) {
-    sqlite3_exec(db, "ROLLBACK TO attn_deploy", NULL, NULL, NULL);
-    sqlite3_exec(db, "RELEASE attn_deploy", NULL, NULL, NULL);
-  }
   sqlite3_finalize(stmt);
   attn_memo_clear(conn);
   if (rc != SQLITE_OK) {

@@ -45,7 +45,7 @@ static int attn_train_connect(sqlite3 *db, void *aux, int argc, const char *cons
   int rc = sqlite3_declare_vtab(db,
                                 "CREATE TABLE x(epoch INTEGER, train_loss REAL, val_loss REAL, "
                                 "val_accuracy REAL, val_f1 REAL, lr REAL, seconds REAL, "
-                                "best INTEGER, name HIDDEN, query HIDDEN, options HIDDEN)");
+                                "best INTEGER, arg_name HIDDEN, arg_query HIDDEN, arg_options HIDDEN)");
   if (rc != SQLITE_OK) return rc;
   attn_train_vtab *vtab = sqlite3_malloc64(sizeof *vtab);
   if (!vtab) return SQLITE_NOMEM;

@@ -1,0 +1,46 @@
+/* attn_viz.h -- what the visualisation files of the extension share: the SVG writer
+ * (attn_svg.c), sentence-to-sentence attention (attn_matrix.c) and word vectors (attn_vectors.c).
+ * attn_viz_register (attn_viz.c, declared in attn_ext.h) registers all of them.
+ */
+#ifndef ATTNEXT_ATTN_VIZ_H
+#define ATTNEXT_ATTN_VIZ_H
+
+#include "attn_ext.h"
+
+/* ------------------------------------------------------------------ SVG writer (attn_svg.c) */
+
+/* Every SVG the extension writes is a complete, well-formed XML document: text is valid UTF-8
+ * (invalid bytes and characters XML forbids become U+FFFD), & < > " ' are escaped, labels are cut
+ * to a number of characters with an ellipsis, and the picture's size is bounded by its caller. */
+
+/* Append s (len bytes, any bytes) as XML character data / attribute text, at most max_chars
+ * characters (code points; longer: the first max_chars - 1 and an ellipsis). Returns the number
+ * of characters written. */
+int attn_svg_text(sqlite3_str *out, const char *s, int len, int max_chars);
+/* The number of characters attn_svg_text would write. */
+int attn_svg_text_chars(const char *s, int len, int max_chars);
+/* Width in pixels of n characters of the monospace font at font size `size`. */
+double attn_svg_mono_width(int n, double size);
+
+/* Colour of t in [0, 1] on the extension's sequential scale (white -> dark red) as "#rrggbb";
+ * out must hold 8 bytes. attn_svg_ink: the text colour readable on it. */
+void attn_svg_color(char *out, double t);
+const char *attn_svg_ink(double t);
+
+/* <?xml ...?><svg ...> with a white background and <title> (title_len bytes; -1: strlen). */
+void attn_svg_begin(sqlite3_str *out, int width, int height, const char *title, int title_len);
+/* A horizontal colour bar from lo to hi with its caption at (x, y), width w. */
+void attn_svg_legend(sqlite3_str *out, double x, double y, double w, double lo, double hi,
+                     const char *caption);
+/* Close the document and make it the function's result (or an out-of-memory error). */
+void attn_svg_result(sqlite3_context *ctx, sqlite3_str *out);
+
+/* ------------------------------------------------------------------ attn_matrix.c */
+
+int attn_matrix_register(sqlite3 *db, attn_conn *conn);
+
+/* ------------------------------------------------------------------ attn_vectors.c */
+
+int attn_vectors_register(sqlite3 *db, attn_conn *conn);
+
+#endif

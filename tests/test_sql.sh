@@ -1,0 +1,39 @@
+#!/bin/sh
+# test_sql.sh -- runs every tests/sql/NAME.sql through the real sqlite3 shell and compares its
+# output (stdout and stderr, in order) with tests/sql/NAME.expected, exactly.
+# Each script runs in a fresh temporary directory holding links to attnext.so and tests/, so
+# scripts say `.load ./attnext` and may `.open` a second connection to a file there.
+# UPDATE_EXPECTED=1 sh tests/test_sql.sh rewrites the .expected files (review the diff!).
+SQLITE3=${SQLITE3:-sqlite3}
+command -v "$SQLITE3" >/dev/null 2>&1 || { echo "$SQLITE3 not found"; exit 77; }
+[ -f attnext.so ] || { echo "attnext.so not built (run make)"; exit 77; }
+root=$(pwd)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+# stdout and stderr interleaved in order: line-buffered stdout
+unbuf=""
+command -v stdbuf >/dev/null 2>&1 && unbuf="stdbuf -oL -eL"
+fails=0; n=0
+for script in tests/sql/*.sql; do
+  name=$(basename "$script" .sql)
+  dir="$tmp/$name"
+  mkdir -p "$dir"
+  ln -s "$root/attnext.so" "$dir/attnext.so"
+  ln -s "$root/tests" "$dir/tests"
+  (cd "$dir" && $unbuf "$SQLITE3" -batch test.db < "$root/$script" > "$dir/out" 2>&1)
+  n=$((n + 1))
+  if [ -n "$UPDATE_EXPECTED" ]; then
+    cp "$dir/out" "tests/sql/$name.expected"
+    echo "updated tests/sql/$name.expected ($(wc -l < "$dir/out") lines)"
+  elif [ ! -f "tests/sql/$name.expected" ]; then
+    echo "FAIL $name: tests/sql/$name.expected is missing; the output was:"
+    cat "$dir/out"; fails=$((fails + 1))
+  elif diff -u "tests/sql/$name.expected" "$dir/out" > "$dir/diff"; then
+    echo "ok   $name: $(wc -l < "$dir/out") lines of output equal tests/sql/$name.expected"
+  else
+    echo "FAIL $name: output differs from tests/sql/$name.expected (- expected, + got):"
+    cat "$dir/diff"; fails=$((fails + 1))
+  fi
+done
+echo "$n scripts, $fails failed"
+[ $fails -eq 0 ]
