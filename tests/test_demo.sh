@@ -5,15 +5,20 @@
 # 0.95), at least 30 of the 40 new headlines right, attention weights of each shown headline
 # summing to 1, and the model stored as version 1, deployed.
 SQLITE3=${SQLITE3:-sqlite3}
-command -v "$SQLITE3" >/dev/null 2>&1 || { echo "$SQLITE3 not found"; exit 77; }
-[ -f attnext.so ] || { echo "attnext.so not built (run make)"; exit 77; }
+# $SQLITE3 may be a command line (make test-asan: env LD_PRELOAD=... sqlite3); the extension
+# is $ATTNEXT (default ./attnext, as `.load` takes it: without .so).
+ATTNEXT=${ATTNEXT:-./attnext}
+command -v ${SQLITE3%% *} >/dev/null 2>&1 || { echo "$SQLITE3 not found"; exit 77; }
+[ -f "$ATTNEXT.so" ] || { echo "$ATTNEXT.so not built (run make)"; exit 77; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fails=0
 fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 
 start=$(date +%s)
-if ! "$SQLITE3" -bail "$tmp/demo.db" < sql/demo.sql > "$tmp/out" 2> "$tmp/err"; then
+grep -q '^\.load \./attnext$' sql/demo.sql || { echo "FAIL: sql/demo.sql has no line '.load ./attnext'"; exit 1; }
+sed "s|^\.load \./attnext\$|.load $ATTNEXT|" sql/demo.sql > "$tmp/demo.sql"
+if ! $SQLITE3 -bail "$tmp/demo.db" < "$tmp/demo.sql" > "$tmp/out" 2> "$tmp/err"; then
   echo "FAIL: sql/demo.sql stopped with an error:"; cat "$tmp/err"; tail -n 20 "$tmp/out"; exit 1
 fi
 echo "sql/demo.sql ran in $(( $(date +%s) - start ))s, $(wc -l < "$tmp/out") lines of output"
@@ -46,7 +51,7 @@ while read -r s; do
   awk -v s="$s" 'BEGIN { exit !(s > 0.99 && s < 1.01) }' || fail "attention weights sum to $s, not 1"
 done < "$tmp/sums"
 
-store=$("$SQLITE3" "$tmp/demo.db" "SELECT name, version, deployed, (SELECT count(*) FROM attn_training_log) > 0 FROM attn_models")
+store=$($SQLITE3 "$tmp/demo.db" "SELECT name, version, deployed, (SELECT count(*) FROM attn_training_log) > 0 FROM attn_models")
 [ "$store" = "news|1|1|1" ] || fail "model store: expected news|1|1|1 (name, version, deployed, has a log), got $store"
 
 [ $fails -eq 0 ] || exit 1

@@ -6,14 +6,17 @@
 #  each set must contain the other. Also: the README's first two commands are `make demo` and
 #  `make test`.
 SQLITE3=${SQLITE3:-sqlite3}
-command -v "$SQLITE3" >/dev/null 2>&1 || { echo "$SQLITE3 not found"; exit 77; }
-[ -f attnext.so ] || { echo "attnext.so not built (run make)"; exit 77; }
+# $SQLITE3 may be a command line (make test-asan: env LD_PRELOAD=... sqlite3); the extension
+# is $ATTNEXT (default ./attnext, as `.load` takes it: without .so).
+ATTNEXT=${ATTNEXT:-./attnext}
+command -v ${SQLITE3%% *} >/dev/null 2>&1 || { echo "$SQLITE3 not found"; exit 77; }
+[ -f "$ATTNEXT.so" ] || { echo "$ATTNEXT.so not built (run make)"; exit 77; }
 [ -f README.md ] || { echo "FAIL: README.md is missing"; exit 1; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fails=0
 
-"$SQLITE3" -bail :memory: -cmd '.load ./attnext' \
+$SQLITE3 -bail :memory: -cmd ".load $ATTNEXT" \
   "SELECT name FROM pragma_function_list WHERE name LIKE 'attn\_%' ESCAPE '\\'
    UNION SELECT name FROM pragma_module_list WHERE name LIKE 'attn\_%' ESCAPE '\\'
    ORDER BY 1;" > "$tmp/registered" 2> "$tmp/err" || {
@@ -38,7 +41,7 @@ fi
 # Each function has a section "### attn_NAME(args)": a table-valued function's arguments (its
 # hidden columns) are named in the heading and its result columns appear in the section as
 # `column`; a scalar function's heading shows each argument count it is registered with.
-sql() { "$SQLITE3" -bail :memory: -cmd '.load ./attnext' "$1"; }
+sql() { $SQLITE3 -bail :memory: -cmd ".load $ATTNEXT" "$1"; }
 section() { awk -v h="### $1(" 'index($0, h) == 1 { p = 1; print; next } /^##/ { p = 0 } p' README.md; }
 for f in $(sql "SELECT name FROM pragma_module_list WHERE name LIKE 'attn\_%' ESCAPE '\\' ORDER BY 1"); do
   text=$(section "$f")
