@@ -379,8 +379,11 @@ static int attn_classify_close(sqlite3_vtab_cursor *base) {
 static int attn_classify_chunk(attn_classify_cursor *cur, char **msg) {
   const char *fn = "attn_classify";
   int max_rows = ATTN_CHUNK_PER_THREAD * attn_workers_threads();
+  attn_conn *conn = ((attn_classify_vtab *)cur->base.pVtab)->conn;
+  attn_conn_query_begin(conn, fn);
   int rc = attn_rows_read(&cur->rows, cur->stmt, ATTN_ROWS_ID_TEXT, max_rows, &cur->query_done,
                           fn, msg);
+  attn_conn_query_end(conn);
   cur->i = 0;
   if (rc != SQLITE_OK) return rc;
   if (cur->rows.n > cur->cap) {

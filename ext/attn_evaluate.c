@@ -197,7 +197,9 @@ static int attn_eval_filter(sqlite3_vtab_cursor *base, int idx_num, const char *
   int query_done = 0;
   int chunk = 1024 * attn_workers_threads();
   while (!query_done) {
+    attn_conn_query_begin(vtab->conn, fn);
     rc = attn_rows_read(&rows, stmt, ATTN_ROWS_TEXT_LABEL, chunk, &query_done, fn, &msg);
+    attn_conn_query_end(vtab->conn);
     if (rc != SQLITE_OK) goto done;
     if (rows.n > cap_pred) {
       sqlite3_free(pred);

@@ -44,6 +44,14 @@ attn_conn *attn_conn_create(sqlite3 *db);
 void attn_conn_ref(attn_conn *conn);
 void attn_conn_unref(void *conn); /* usable as an xDestroy callback */
 sqlite3 *attn_conn_db(attn_conn *conn);
+/* While the query given to attn_train, attn_evaluate, attn_confusion or attn_classify is being
+ * stepped (attn_conn_query_begin .. end, nested calls count), the functions that write the model
+ * store (attn_train, attn_deploy, attn_import) refuse to run: sqlite3_stmt_readonly does not see
+ * writes made by functions that the query calls. attn_conn_check_write returns SQLITE_OK, or
+ * SQLITE_ERROR with *errmsg "fn: cannot write the model store from inside the query of ...". */
+void attn_conn_query_begin(attn_conn *conn, const char *fn);
+void attn_conn_query_end(attn_conn *conn);
+int attn_conn_check_write(attn_conn *conn, const char *fn, char **errmsg);
 /* The connection's inference workspace (scalar functions run one at a time per connection). */
 nn_workspace *attn_conn_workspace(attn_conn *conn, char **errmsg);
 

@@ -39,6 +39,8 @@ struct attn_conn {
   attn_model *memo_model[ATTN_MEMO_MAX];
   attn_model *memo_default;
   nn_workspace *ws;
+  int query_depth;        /* > 0 while a function's query is stepped (attn_conn_query_begin) */
+  const char *query_fn;   /* the function whose query it is (outermost) */
 };
 
 /* ------------------------------------------------------------------ models */
@@ -96,6 +98,22 @@ void attn_conn_unref(void *p) {
 }
 
 sqlite3 *attn_conn_db(attn_conn *conn) { return conn->db; }
+
+void attn_conn_query_begin(attn_conn *conn, const char *fn) {
+  if (conn->query_depth++ == 0) conn->query_fn = fn;
+}
+
+void attn_conn_query_end(attn_conn *conn) {
+  if (conn->query_depth > 0 && --conn->query_depth == 0) conn->query_fn = NULL;
+}
+
+int attn_conn_check_write(attn_conn *conn, const char *fn, char **errmsg) {
+  if (conn->query_depth == 0) return SQLITE_OK;
+  *errmsg = sqlite3_mprintf("%s: cannot write the model store from inside the query of %s "
+                            "(its query must be read-only)",
+                            fn, conn->query_fn ? conn->query_fn : "another function");
+  return SQLITE_ERROR;
+}
 
 nn_workspace *attn_conn_workspace(attn_conn *conn, char **errmsg) {
   if (!conn->ws) {
@@ -596,6 +614,7 @@ static void attn_deploy_func(sqlite3_context *ctx, int argc, sqlite3_value **arg
   sqlite3_stmt *stmt = NULL;
   int rc;
   if (!name) return;
+  if ((rc = attn_conn_check_write(conn, fn, &msg)) != SQLITE_OK) goto done;
   if (sqlite3_value_numeric_type(argv[1]) != SQLITE_INTEGER) {
     msg = sqlite3_value_type(argv[1]) == SQLITE_NULL
               ? sqlite3_mprintf("%s: the version must be an integer, got NULL", fn)
@@ -671,6 +690,7 @@ static void attn_import_func(sqlite3_context *ctx, int argc, sqlite3_value **arg
   int64_t version = 0;
   int rc;
   if (!name) return;
+  if ((rc = attn_conn_check_write(conn, fn, &msg)) != SQLITE_OK) goto done;
   if (sqlite3_value_type(argv[1]) != SQLITE_BLOB) {
     static const char *types[] = {"", "an integer", "a real", "text", "a BLOB", "NULL"};
     msg = sqlite3_mprintf("%s: the weights must be a BLOB (a safetensors file), got %s", fn,

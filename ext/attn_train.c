@@ -174,6 +174,7 @@ static int attn_train_filter(sqlite3_vtab_cursor *base, int idx_num, const char 
   sqlite3_stmt *stmt = NULL;
   int rc = SQLITE_OK;
   attn_train_reset(cur);
+  if ((rc = attn_conn_check_write(vtab->conn, fn, &msg)) != SQLITE_OK) goto done;
   const char *name = argc > 0 ? (const char *)sqlite3_value_text(argv[0]) : NULL;
   if (!name || !*name) {
     msg = sqlite3_mprintf("%s: the model name must be a non-empty text, got %s", fn,
@@ -205,7 +206,9 @@ static int attn_train_filter(sqlite3_vtab_cursor *base, int idx_num, const char 
                           "(text, label)", &stmt, &msg);
   if (rc != SQLITE_OK) goto done;
   int query_done = 0;
+  attn_conn_query_begin(vtab->conn, fn);
   rc = attn_rows_read(&cur->data, stmt, ATTN_ROWS_TEXT_LABEL, INT_MAX, &query_done, fn, &msg);
+  attn_conn_query_end(vtab->conn);
   sqlite3_finalize(stmt);
   stmt = NULL;
   if (rc != SQLITE_OK) goto done;
