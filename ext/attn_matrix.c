@@ -1,0 +1,486 @@
+/* attn_matrix.c -- sentence-to-sentence attention, as in the "Understanding Attention" lesson:
+ * every word of a query sentence attends over the words of a key sentence through their
+ * pretrained word vectors.
+ *
+ *   CREATE TABLE glove AS SELECT * FROM attn_vectors_load('glove.6B.50d.txt');
+ *   SELECT * FROM attn_matrix('the cat sat on the mat', 'a dog lay on a rug', 'glove');
+ *   --  query_position | query_token | key_position | key_token | weight
+ *   SELECT writefile('matrix.svg',
+ *                    attn_matrix_svg('the cat sat on the mat', 'a dog lay on a rug', 'glove'));
+ *
+ * Texts are split on white space (Python's str.split(): no other cleaning, stop words kept);
+ * positions are 0-based. Each token's vector is looked up in the table named by `vectors`
+ * (columns word TEXT and vector BLOB of little-endian float32, as attn_vectors_load makes it):
+ * first as written, then lower-cased (ASCII letters); a token found neither way is a zero vector.
+ * kind 'dot' (the default, the only one for now): scaled dot-product attention,
+ *   weight(i, j) = softmax_j(q_i . k_j / sqrt(d))
+ * so the weights of each query token sum to 1 over the key tokens (a zero-vector query token
+ * attends uniformly). At most 512 tokens per text (80 for the SVG). Both functions read the
+ * table named by an argument, so they are direct-only (not usable in triggers or views).
+ */
+#include <math.h>
+#include <string.h>
+
+#include "attn_viz.h"
+
+#define MATRIX_MAX_TOKENS 512
+#define MATRIX_SVG_MAX_TOKENS 80
+#define MATRIX_LABEL_CHARS 16
+
+typedef struct mx_token {
+  int start, len; /* bytes of the text */
+  int found;      /* 1: as written, 2: lower-cased, 0: zero vector */
+} mx_token;
+
+typedef struct mx_side {
+  char *text; /* copy, NUL-terminated */
+  int len;
+  mx_token *tokens;
+  int n;
+  float *vectors; /* (n, dim) */
+} mx_side;
+
+typedef struct attn_mx {
+  mx_side q, k;
+  int dim;
+  double *weight; /* (q.n, k.n) */
+} attn_mx;
+
+static void mx_free(attn_mx *m) {
+  mx_side *sides[2] = {&m->q, &m->k};
+  for (int s = 0; s < 2; s++) {
+    sqlite3_free(sides[s]->text);
+    sqlite3_free(sides[s]->tokens);
+    sqlite3_free(sides[s]->vectors);
+  }
+  sqlite3_free(m->weight);
+  memset(m, 0, sizeof *m);
+}
+
+static int is_space(unsigned char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
+
+/* Split on ASCII white space (str.split() without arguments). */
+static int mx_split(mx_side *side, const char *text, int len, int max_tokens, const char *fn,
+                    const char *which, char **errmsg) {
+  side->text = sqlite3_malloc64((sqlite3_uint64)len + 1);
+  if (!side->text) return SQLITE_NOMEM;
+  memcpy(side->text, text, (size_t)len);
+  side->text[len] = 0;
+  side->len = len;
+  int n = 0;
+  for (int i = 0; i < len;) {
+    while (i < len && is_space((unsigned char)text[i])) i++;
+    if (i >= len) break;
+    while (i < len && !is_space((unsigned char)text[i])) i++;
+    n++;
+  }
+  if (n > max_tokens) {
+    *errmsg = sqlite3_mprintf("%s: the %s text has %d tokens, at most %d are allowed", fn, which,
+                              n, max_tokens);
+    return SQLITE_ERROR;
+  }
+  side->tokens = sqlite3_malloc64((sqlite3_uint64)(n ? n : 1) * sizeof *side->tokens);
+  if (!side->tokens) return SQLITE_NOMEM;
+  n = 0;
+  for (int i = 0; i < len;) {
+    while (i < len && is_space((unsigned char)text[i])) i++;
+    if (i >= len) break;
+    int start = i;
+    while (i < len && !is_space((unsigned char)text[i])) i++;
+    side->tokens[n].start = start;
+    side->tokens[n].len = i - start;
+    side->tokens[n].found = 0;
+    n++;
+  }
+  side->n = n;
+  return SQLITE_OK;
+}
+
+/* Which tokens of one side have a vector (found = 1 as written, 2 lower-cased) and check the
+ * vectors; the first vector found fixes m->dim. mx_fill then copies them. */
+static int mx_lookup(attn_mx *m, mx_side *side, sqlite3_stmt *stmt, const char *fn,
+                     const char *table, char **errmsg) {
+  for (int i = 0; i < side->n; i++) {
+    mx_token *t = &side->tokens[i];
+    const char *word = side->text + t->start;
+    char lower[256];
+    for (int pass = 1; pass <= 2 && !t->found; pass++) {
+      const char *w = word;
+      if (pass == 2) {
+        if (t->len >= (int)sizeof lower) break;
+        int changed = 0;
+        for (int c = 0; c < t->len; c++) {
+          char ch = word[c];
+          lower[c] = ch >= 'A' && ch <= 'Z' ? (char)(ch + 32) : ch;
+          changed |= lower[c] != ch;
+        }
+        if (!changed) break;
+        w = lower;
+      }
+      sqlite3_reset(stmt);
+      sqlite3_bind_text(stmt, 1, w, t->len, SQLITE_STATIC);
+      int rc = sqlite3_step(stmt);
+      if (rc == SQLITE_DONE) continue;
+      if (rc != SQLITE_ROW) {
+        *errmsg = sqlite3_mprintf("%s: cannot read the vectors table '%s': %s", fn, table,
+                                  sqlite3_errmsg(sqlite3_db_handle(stmt)));
+        return SQLITE_ERROR;
+      }
+      int bytes = sqlite3_column_bytes(stmt, 0);
+      if (sqlite3_column_type(stmt, 0) != SQLITE_BLOB || bytes <= 0 || bytes % 4 != 0) {
+        *errmsg = sqlite3_mprintf("%s: the vector of '%.*s' in '%s' must be a BLOB of float32 "
+                                  "(a multiple of 4 bytes), got %d bytes of type %s",
+                                  fn, t->len, w, table, bytes,
+                                  sqlite3_column_type(stmt, 0) == SQLITE_BLOB ? "BLOB" : "non-BLOB");
+        return SQLITE_ERROR;
+      }
+      int d = bytes / 4;
+      if (m->dim == 0) {
+        m->dim = d;
+      } else if (d != m->dim) {
+        *errmsg = sqlite3_mprintf("%s: the vector of '%.*s' in '%s' has %d dimensions, the ones "
+                                  "before it %d", fn, t->len, w, table, d, m->dim);
+        return SQLITE_ERROR;
+      }
+      const unsigned char *blob = sqlite3_column_blob(stmt, 0);
+      for (int c = 0; c < d; c++) {
+        float x;
+        memcpy(&x, blob + 4 * (size_t)c, 4);
+        if (!isfinite(x)) {
+          *errmsg = sqlite3_mprintf("%s: the vector of '%.*s' in '%s' has a value that is not a "
+                                    "finite number", fn, t->len, w, table);
+          return SQLITE_ERROR;
+        }
+      }
+      t->found = pass;
+    }
+  }
+  return SQLITE_OK;
+}
+
+/* Fill side->vectors (n, dim) now that dim is known (zero for tokens not found). */
+static int mx_fill(attn_mx *m, mx_side *side, sqlite3_stmt *stmt) {
+  int d = m->dim > 0 ? m->dim : 1;
+  side->vectors = sqlite3_malloc64((sqlite3_uint64)(side->n ? side->n : 1) * d * sizeof(float));
+  if (!side->vectors) return SQLITE_NOMEM;
+  memset(side->vectors, 0, (size_t)(side->n ? side->n : 1) * d * sizeof(float));
+  for (int i = 0; i < side->n; i++) {
+    mx_token *t = &side->tokens[i];
+    if (!t->found) continue;
+    char lower[256];
+    const char *w = side->text + t->start;
+    if (t->found == 2) {
+      for (int c = 0; c < t->len; c++) {
+        char ch = w[c];
+        lower[c] = ch >= 'A' && ch <= 'Z' ? (char)(ch + 32) : ch;
+      }
+      w = lower;
+    }
+    sqlite3_reset(stmt);
+    sqlite3_bind_text(stmt, 1, w, t->len, SQLITE_STATIC);
+    if (sqlite3_step(stmt) == SQLITE_ROW && sqlite3_column_bytes(stmt, 0) == d * 4)
+      memcpy(side->vectors + (size_t)i * d, sqlite3_column_blob(stmt, 0), (size_t)d * 4);
+  }
+  sqlite3_reset(stmt);
+  return SQLITE_OK;
+}
+
+/* Split, look up and compute the weights. */
+static int mx_compute(attn_mx *m, sqlite3 *db, const char *fn, sqlite3_value *qv,
+                      sqlite3_value *kv, sqlite3_value *tv, sqlite3_value *kindv, int max_tokens,
+                      char **errmsg) {
+  sqlite3_stmt *stmt = NULL;
+  int rc;
+  if (!qv || !kv || sqlite3_value_type(qv) == SQLITE_NULL || sqlite3_value_type(kv) == SQLITE_NULL) {
+    *errmsg = sqlite3_mprintf("%s: the query and key texts must not be NULL", fn);
+    return SQLITE_ERROR;
+  }
+  const char *table = tv ? (const char *)sqlite3_value_text(tv) : NULL;
+  if (!table || !*table) {
+    *errmsg = sqlite3_mprintf("%s: the vectors argument must name a table of (word, vector), "
+                              "got %s", fn, table ? "''" : "NULL");
+    return SQLITE_ERROR;
+  }
+  const char *kind = kindv && sqlite3_value_type(kindv) != SQLITE_NULL
+                         ? (const char *)sqlite3_value_text(kindv) : "dot";
+  if (!kind || sqlite3_stricmp(kind, "dot") != 0) {
+    *errmsg = sqlite3_mprintf("%s: kind must be 'dot' (scaled dot-product), got '%s'", fn,
+                              kind ? kind : "");
+    return SQLITE_ERROR;
+  }
+  const char *qt = (const char *)sqlite3_value_text(qv);
+  int ql = sqlite3_value_bytes(qv);
+  const char *kt = (const char *)sqlite3_value_text(kv);
+  int kl = sqlite3_value_bytes(kv);
+  if (!qt || !kt) return SQLITE_NOMEM;
+  rc = mx_split(&m->q, qt, ql, max_tokens, fn, "query", errmsg);
+  if (rc == SQLITE_OK) rc = mx_split(&m->k, kt, kl, max_tokens, fn, "key", errmsg);
+  if (rc != SQLITE_OK) return rc;
+  char *sql = sqlite3_mprintf("SELECT vector FROM \"%w\" WHERE word = ?1 LIMIT 1", table);
+  if (!sql) return SQLITE_NOMEM;
+  rc = sqlite3_prepare_v2(db, sql, -1, &stmt, NULL);
+  sqlite3_free(sql);
+  if (rc != SQLITE_OK) {
+    *errmsg = sqlite3_mprintf("%s: cannot read the vectors table '%s' (columns word, vector): %s",
+                              fn, table, sqlite3_errmsg(db));
+    return SQLITE_ERROR;
+  }
+  rc = mx_lookup(m, &m->q, stmt, fn, table, errmsg);
+  if (rc == SQLITE_OK) rc = mx_lookup(m, &m->k, stmt, fn, table, errmsg);
+  if (rc == SQLITE_OK) rc = mx_fill(m, &m->q, stmt);
+  if (rc == SQLITE_OK) rc = mx_fill(m, &m->k, stmt);
+  sqlite3_finalize(stmt);
+  if (rc != SQLITE_OK) return rc;
+  int d = m->dim > 0 ? m->dim : 1, nq = m->q.n, nk = m->k.n;
+  m->weight = sqlite3_malloc64((sqlite3_uint64)(nq ? nq : 1) * (nk ? nk : 1) * sizeof(double));
+  if (!m->weight) return SQLITE_NOMEM;
+  double scale = 1.0 / sqrt((double)d);
+  for (int i = 0; i < nq; i++) {
+    double *row = m->weight + (size_t)i * nk, top = -INFINITY, sum = 0;
+    const float *q = m->q.vectors + (size_t)i * d;
+    for (int j = 0; j < nk; j++) {
+      const float *k = m->k.vectors + (size_t)j * d;
+      double dot = 0;
+      for (int c = 0; c < d; c++) dot += (double)q[c] * k[c];
+      row[j] = dot * scale;
+      if (row[j] > top) top = row[j];
+    }
+    for (int j = 0; j < nk; j++) sum += row[j] = exp(row[j] - top);
+    for (int j = 0; j < nk; j++) row[j] /= sum;
+  }
+  return SQLITE_OK;
+}
+
+/* ------------------------------------------------------------------ attn_matrix (table) */
+
+#define MATRIX_FIRST_ARG 5
+
+typedef struct mx_vtab {
+  sqlite3_vtab base;
+  attn_conn *conn;
+} mx_vtab;
+
+typedef struct mx_cursor {
+  sqlite3_vtab_cursor base;
+  attn_mx m;
+  sqlite3_int64 row, nrows;
+} mx_cursor;
+
+static int mx_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
+                      sqlite3_vtab **out, char **errmsg) {
+  int rc = sqlite3_declare_vtab(db, "CREATE TABLE x(query_position INTEGER, query_token TEXT, "
+                                    "key_position INTEGER, key_token TEXT, weight REAL, "
+                                    "arg_query_text HIDDEN, arg_key_text HIDDEN, arg_vectors HIDDEN, "
+                                    "arg_kind HIDDEN)");
+  if (rc != SQLITE_OK) return rc;
+  mx_vtab *vtab = sqlite3_malloc64(sizeof *vtab);
+  if (!vtab) return SQLITE_NOMEM;
+  memset(vtab, 0, sizeof *vtab);
+  vtab->conn = aux;
+  sqlite3_vtab_config(db, SQLITE_VTAB_DIRECTONLY);
+  *out = &vtab->base;
+  return SQLITE_OK;
+}
+
+static int mx_disconnect(sqlite3_vtab *vtab) {
+  sqlite3_free(vtab);
+  return SQLITE_OK;
+}
+
+static int mx_best_index(sqlite3_vtab *vtab, sqlite3_index_info *info) {
+  return attn_vtab_best_index(vtab, info, MATRIX_FIRST_ARG, 4, 3,
+                              "attn_matrix: expected 3 or 4 arguments: attn_matrix(query_text, "
+                              "key_text, vectors[, kind])");
+}
+
+static int mx_open(sqlite3_vtab *vtab, sqlite3_vtab_cursor **out) {
+  mx_cursor *cur = sqlite3_malloc64(sizeof *cur);
+  if (!cur) return SQLITE_NOMEM;
+  memset(cur, 0, sizeof *cur);
+  *out = &cur->base;
+  return SQLITE_OK;
+}
+
+static int mx_close(sqlite3_vtab_cursor *base) {
+  mx_cursor *cur = (mx_cursor *)base;
+  mx_free(&cur->m);
+  sqlite3_free(cur);
+  return SQLITE_OK;
+}
+
+static int mx_filter(sqlite3_vtab_cursor *base, int idx_num, const char *idx_str, int argc,
+                     sqlite3_value **argv) {
+  mx_cursor *cur = (mx_cursor *)base;
+  mx_vtab *vtab = (mx_vtab *)base->pVtab;
+  char *msg = NULL;
+  mx_free(&cur->m);
+  cur->row = cur->nrows = 0;
+  int rc = mx_compute(&cur->m, attn_conn_db(vtab->conn), "attn_matrix", argc > 0 ? argv[0] : NULL,
+                      argc > 1 ? argv[1] : NULL, argc > 2 ? argv[2] : NULL,
+                      (idx_num & 8) && argc > 3 ? argv[3] : NULL, MATRIX_MAX_TOKENS, &msg);
+  if (rc != SQLITE_OK) {
+    mx_free(&cur->m);
+    attn_vtab_error(base->pVtab, msg ? msg : sqlite3_mprintf("attn_matrix: out of memory"));
+    return rc;
+  }
+  cur->nrows = (sqlite3_int64)cur->m.q.n * cur->m.k.n;
+  return SQLITE_OK;
+}
+
+static int mx_next(sqlite3_vtab_cursor *base) {
+  ((mx_cursor *)base)->row++;
+  return SQLITE_OK;
+}
+
+static int mx_eof(sqlite3_vtab_cursor *base) {
+  mx_cursor *cur = (mx_cursor *)base;
+  return cur->row >= cur->nrows;
+}
+
+static int mx_column(sqlite3_vtab_cursor *base, sqlite3_context *ctx, int col) {
+  mx_cursor *cur = (mx_cursor *)base;
+  int nk = cur->m.k.n, i = (int)(cur->row / nk), j = (int)(cur->row % nk);
+  const mx_token *q = &cur->m.q.tokens[i], *k = &cur->m.k.tokens[j];
+  switch (col) {
+  case 0: sqlite3_result_int(ctx, i); break;
+  case 1: sqlite3_result_text(ctx, cur->m.q.text + q->start, q->len, SQLITE_TRANSIENT); break;
+  case 2: sqlite3_result_int(ctx, j); break;
+  case 3: sqlite3_result_text(ctx, cur->m.k.text + k->start, k->len, SQLITE_TRANSIENT); break;
+  case 4: sqlite3_result_double(ctx, cur->m.weight[cur->row]); break;
+  default: break;
+  }
+  return SQLITE_OK;
+}
+
+static int mx_rowid(sqlite3_vtab_cursor *base, sqlite_int64 *rowid) {
+  *rowid = ((mx_cursor *)base)->row + 1;
+  return SQLITE_OK;
+}
+
+static const sqlite3_module attn_matrix_module = {
+    .iVersion = 0,
+    .xConnect = mx_connect,
+    .xBestIndex = mx_best_index,
+    .xDisconnect = mx_disconnect,
+    .xOpen = mx_open,
+    .xClose = mx_close,
+    .xFilter = mx_filter,
+    .xNext = mx_next,
+    .xEof = mx_eof,
+    .xColumn = mx_column,
+    .xRowid = mx_rowid,
+};
+
+/* ------------------------------------------------------------------ attn_matrix_svg */
+
+static void mx_label(sqlite3_str *out, const mx_side *side, int i) {
+  const mx_token *t = &side->tokens[i];
+  attn_svg_text(out, side->text + t->start, t->len, MATRIX_LABEL_CHARS);
+}
+
+static void attn_matrix_svg_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  const char *fn = "attn_matrix_svg";
+  attn_mx m;
+  char *msg = NULL;
+  memset(&m, 0, sizeof m);
+  int rc = mx_compute(&m, sqlite3_context_db_handle(ctx), fn, argv[0], argv[1], argv[2],
+                      argc > 3 ? argv[3] : NULL, MATRIX_SVG_MAX_TOKENS, &msg);
+  if (rc != SQLITE_OK) {
+    if (msg) {
+      sqlite3_result_error(ctx, msg, -1);
+      sqlite3_free(msg);
+    } else {
+      sqlite3_result_error(ctx, "attn_matrix_svg: out of memory", -1);
+    }
+    if (rc != SQLITE_ERROR) sqlite3_result_error_code(ctx, rc);
+    mx_free(&m);
+    return;
+  }
+  int nq = m.q.n, nk = m.k.n, qchars = 1, kchars = 1, missing = 0;
+  for (int i = 0; i < nq; i++) {
+    int c = attn_svg_text_chars(m.q.text + m.q.tokens[i].start, m.q.tokens[i].len,
+                                MATRIX_LABEL_CHARS);
+    if (c > qchars) qchars = c;
+    missing |= !m.q.tokens[i].found;
+  }
+  for (int j = 0; j < nk; j++) {
+    int c = attn_svg_text_chars(m.k.text + m.k.tokens[j].start, m.k.tokens[j].len,
+                                MATRIX_LABEL_CHARS);
+    if (c > kchars) kchars = c;
+    missing |= !m.k.tokens[j].found;
+  }
+  int most = nq > nk ? nq : nk;
+  double cell = most > 0 ? 560.0 / most : 40;
+  if (cell > 44) cell = 44;
+  if (cell < 16) cell = 16;
+  double font = cell >= 24 ? 12 : 10;
+  double left = 20 + attn_svg_mono_width(qchars, font) + 10;
+  double top = 70 + attn_svg_mono_width(kchars, font) * 0.7071 + 14;
+  double gw = cell * nk, gh = cell * nq;
+  int width = (int)ceil(left + gw + attn_svg_mono_width(kchars, font) * 0.7071 + 30);
+  if (width < 600) width = 600;
+  int height = (int)ceil(top + gh + 80);
+
+  sqlite3_str *out = sqlite3_str_new(NULL);
+  attn_svg_begin(out, width, height, "Scaled dot-product attention", -1);
+  sqlite3_str_appendf(out, "<text x=\"20\" y=\"28\" font-size=\"17\" font-weight=\"bold\" "
+                           "fill=\"#1a1a1a\">Scaled dot-product attention</text>\n"
+                           "<text x=\"20\" y=\"48\" font-size=\"12\" fill=\"#555555\">rows: query "
+                           "tokens; columns: key tokens; softmax of q.k/sqrt(%d) over each row"
+                           "</text>\n", m.dim > 0 ? m.dim : 1);
+  const char *mono = "font-family=\"DejaVu Sans Mono, monospace\"";
+  for (int j = 0; j < nk; j++) {
+    double x = left + cell * (j + 0.5), y = top - 6;
+    sqlite3_str_appendf(out, "<text transform=\"translate(%.1f %.1f) rotate(-45)\" %s "
+                             "font-size=\"%.0f\" fill=\"%s\">", x, y, mono, font,
+                        m.k.tokens[j].found ? "#1a1a1a" : "#999999");
+    mx_label(out, &m.k, j);
+    sqlite3_str_appendall(out, "</text>\n");
+  }
+  for (int i = 0; i < nq; i++) {
+    double y = top + cell * (i + 0.5) + font * 0.35;
+    sqlite3_str_appendf(out, "<text x=\"%.1f\" y=\"%.1f\" %s font-size=\"%.0f\" "
+                             "text-anchor=\"end\" fill=\"%s\">", left - 6, y, mono, font,
+                        m.q.tokens[i].found ? "#1a1a1a" : "#999999");
+    mx_label(out, &m.q, i);
+    sqlite3_str_appendall(out, "</text>\n");
+    for (int j = 0; j < nk; j++) {
+      double w = m.weight[(size_t)i * nk + j];
+      char fill[8];
+      attn_svg_color(fill, w);
+      sqlite3_str_appendf(out, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" "
+                               "fill=\"%s\" stroke=\"#ffffff\" stroke-width=\"1\"><title>%.4f"
+                               "</title></rect>",
+                          left + cell * j, top + cell * i, cell, cell, fill, w);
+      if (cell >= 30)
+        sqlite3_str_appendf(out, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"10\" "
+                                 "text-anchor=\"middle\" fill=\"%s\">%.2f</text>",
+                            left + cell * (j + 0.5), top + cell * (i + 0.5) + 3.5,
+                            attn_svg_ink(w), w);
+      sqlite3_str_appendall(out, "\n");
+    }
+  }
+  if (nq == 0 || nk == 0)
+    sqlite3_str_appendf(out, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\" fill=\"#555555\">"
+                             "(no tokens)</text>\n", left, top + 14);
+  double ly = top + gh + 22;
+  attn_svg_legend(out, 20, ly, 240, 0, 1, "attention weight");
+  if (missing)
+    sqlite3_str_appendf(out, "<text x=\"290\" y=\"%.1f\" font-size=\"11\" fill=\"#999999\">grey: "
+                             "not in the vectors (a zero vector)</text>\n", ly + 9);
+  mx_free(&m);
+  attn_svg_result(ctx, out);
+}
+
+int attn_matrix_register(sqlite3 *db, attn_conn *conn) {
+  int rc = attn_create_module(db, conn, "attn_matrix", &attn_matrix_module);
+  if (rc == SQLITE_OK)
+    rc = attn_create_function(db, conn, "attn_matrix_svg", 3, SQLITE_DIRECTONLY,
+                              attn_matrix_svg_func);
+  if (rc == SQLITE_OK)
+    rc = attn_create_function(db, conn, "attn_matrix_svg", 4, SQLITE_DIRECTONLY,
+                              attn_matrix_svg_func);
+  return rc;
+}

@@ -1,0 +1,269 @@
+/* attn_vectors.c -- pretrained word vectors (GloVe) into the database: the table-valued
+ * function attn_vectors_load(path), one row per word, read from the file as the rows are read.
+ *
+ *   CREATE TABLE glove AS SELECT * FROM attn_vectors_load('glove.6B.50d.txt');
+ *   --  word TEXT | vector BLOB (dim little-endian float32: 4 * dim bytes)
+ *   SELECT word, length(vector) / 4 AS dim FROM glove LIMIT 3;
+ *
+ * Format: GloVe's text format, `word v1 v2 ... vd` per line, fields separated by spaces or tabs;
+ * every line must have the same number d of numbers (1 to 4096), finite decimal numbers. Blank
+ * lines are skipped, and so is a first line of two integers (word2vec's "count dim" header).
+ * A bad line stops the statement with an error naming the file, the line and what was wrong:
+ *   attn_vectors_load: line 3 of 'glove.txt': expected 50 numbers after the word (as line 1), got 49
+ * Reading a file is a capability: the function is direct-only (never from a trigger or a view).
+ * Use the vectors with attn_matrix (attn_matrix.c) or attn_train's "embeddings" option.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attn_viz.h"
+
+#define VECTORS_MAX_DIM 4096
+#define VECTORS_MAX_LINE (1 << 20) /* bytes */
+
+typedef struct vec_cursor {
+  sqlite3_vtab_cursor base;
+  FILE *file;
+  char *path;
+  char *line;
+  size_t line_cap;
+  sqlite3_int64 line_no, row;
+  int dim, dim_line;
+  char *word; /* points into line */
+  int word_len;
+  float *vector; /* (dim) */
+  int eof;
+} vec_cursor;
+
+static int vec_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
+                       sqlite3_vtab **out, char **errmsg) {
+  int rc = sqlite3_declare_vtab(db, "CREATE TABLE x(word TEXT, vector BLOB, arg_path HIDDEN)");
+  if (rc != SQLITE_OK) return rc;
+  sqlite3_vtab *vtab = sqlite3_malloc64(sizeof *vtab);
+  if (!vtab) return SQLITE_NOMEM;
+  memset(vtab, 0, sizeof *vtab);
+  sqlite3_vtab_config(db, SQLITE_VTAB_DIRECTONLY);
+  *out = vtab;
+  return SQLITE_OK;
+}
+
+static int vec_disconnect(sqlite3_vtab *vtab) {
+  sqlite3_free(vtab);
+  return SQLITE_OK;
+}
+
+static int vec_best_index(sqlite3_vtab *vtab, sqlite3_index_info *info) {
+  return attn_vtab_best_index(vtab, info, 2, 1, 1,
+                              "attn_vectors_load: expected 1 argument: attn_vectors_load(path)");
+}
+
+static int vec_open(sqlite3_vtab *vtab, sqlite3_vtab_cursor **out) {
+  vec_cursor *cur = sqlite3_malloc64(sizeof *cur);
+  if (!cur) return SQLITE_NOMEM;
+  memset(cur, 0, sizeof *cur);
+  *out = &cur->base;
+  return SQLITE_OK;
+}
+
+static void vec_reset(vec_cursor *cur) {
+  if (cur->file) fclose(cur->file);
+  cur->file = NULL;
+  sqlite3_free(cur->path);
+  cur->path = NULL;
+  free(cur->line); /* getline's */
+  cur->line = NULL;
+  cur->line_cap = 0;
+  sqlite3_free(cur->vector);
+  cur->vector = NULL;
+  cur->line_no = cur->row = 0;
+  cur->dim = cur->dim_line = 0;
+  cur->eof = 1;
+}
+
+static int vec_close(sqlite3_vtab_cursor *base) {
+  vec_cursor *cur = (vec_cursor *)base;
+  vec_reset(cur);
+  sqlite3_free(cur);
+  return SQLITE_OK;
+}
+
+static int vec_fail(vec_cursor *cur, char *msg) {
+  attn_vtab_error(cur->base.pVtab, msg ? msg : sqlite3_mprintf("attn_vectors_load: out of memory"));
+  cur->eof = 1;
+  return msg ? SQLITE_ERROR : SQLITE_NOMEM;
+}
+
+static int is_blank(char c) { return c == ' ' || c == '\t'; }
+
+static int is_integer(const char *s, int len) {
+  if (len <= 0) return 0;
+  for (int i = 0; i < len; i++)
+    if (s[i] < '0' || s[i] > '9') return 0;
+  return 1;
+}
+
+/* Read lines until the next word (or the end of the file). */
+static int vec_read(vec_cursor *cur) {
+  const char *fn = "attn_vectors_load";
+  for (;;) {
+    errno = 0;
+    ssize_t got = getline(&cur->line, &cur->line_cap, cur->file);
+    if (got < 0) {
+      if (ferror(cur->file))
+        return vec_fail(cur, sqlite3_mprintf("%s: cannot read '%s' after line %lld: %s", fn,
+                                             cur->path, (long long)cur->line_no, strerror(errno)));
+      cur->eof = 1;
+      return SQLITE_OK;
+    }
+    cur->line_no++;
+    if (got > VECTORS_MAX_LINE)
+      return vec_fail(cur, sqlite3_mprintf("%s: line %lld of '%s' is longer than %d bytes", fn,
+                                           (long long)cur->line_no, cur->path, VECTORS_MAX_LINE));
+    if (memchr(cur->line, 0, (size_t)got))
+      return vec_fail(cur, sqlite3_mprintf("%s: line %lld of '%s' holds a NUL byte (not a text "
+                                           "file?)", fn, (long long)cur->line_no, cur->path));
+    char *s = cur->line, *end = s + got;
+    while (end > s && (end[-1] == '\n' || end[-1] == '\r')) end--;
+    while (end > s && is_blank(end[-1])) end--;
+    *end = 0;
+    char *p = s;
+    while (p < end && is_blank(*p)) p++;
+    if (p == end) continue; /* blank line */
+    char *word = p;
+    while (p < end && !is_blank(*p)) p++;
+    int word_len = (int)(p - word);
+    /* the numbers */
+    int count = 0;
+    char *fields = p;
+    for (char *q = p; q < end;) {
+      while (q < end && is_blank(*q)) q++;
+      if (q >= end) break;
+      while (q < end && !is_blank(*q)) q++;
+      count++;
+    }
+    if (cur->row == 0 && cur->dim == 0 && count == 1 && is_integer(word, word_len)) {
+      char *q = fields;
+      while (is_blank(*q)) q++;
+      if (is_integer(q, (int)(end - q))) continue; /* word2vec header "count dim" */
+    }
+    if (count == 0)
+      return vec_fail(cur, sqlite3_mprintf("%s: line %lld of '%s': expected a word and its "
+                                           "numbers, got only '%.40s'", fn,
+                                           (long long)cur->line_no, cur->path, word));
+    if (cur->dim == 0) {
+      if (count > VECTORS_MAX_DIM)
+        return vec_fail(cur, sqlite3_mprintf("%s: line %lld of '%s' has %d numbers, at most %d "
+                                             "dimensions are supported", fn,
+                                             (long long)cur->line_no, cur->path, count,
+                                             VECTORS_MAX_DIM));
+      cur->dim = count;
+      cur->dim_line = (int)cur->line_no;
+      cur->vector = sqlite3_malloc64((sqlite3_uint64)count * sizeof *cur->vector);
+      if (!cur->vector) return vec_fail(cur, NULL);
+    } else if (count != cur->dim) {
+      return vec_fail(cur, sqlite3_mprintf("%s: line %lld of '%s': expected %d numbers after the "
+                                           "word (as line %d), got %d", fn,
+                                           (long long)cur->line_no, cur->path, cur->dim,
+                                           cur->dim_line, count));
+    }
+    char *q = fields;
+    for (int k = 0; k < count; k++) {
+      while (is_blank(*q)) q++;
+      char *field = q;
+      while (*q && !is_blank(*q)) q++;
+      char save = *q, *stop = NULL;
+      *q = 0;
+      errno = 0;
+      double v = strtod(field, &stop);
+      int ok = stop == q && stop != field && isfinite(v) && fabs(v) <= 3.4e38;
+      if (!ok) {
+        char *msg = sqlite3_mprintf("%s: line %lld of '%s': number %d of '%.*s' is not a finite "
+                                    "number: '%.40s'", fn, (long long)cur->line_no, cur->path,
+                                    k + 1, word_len > 60 ? 60 : word_len, word, field);
+        return vec_fail(cur, msg);
+      }
+      *q = save;
+      cur->vector[k] = (float)v;
+    }
+    word[word_len] = 0;
+    cur->word = word;
+    cur->word_len = word_len;
+    cur->row++;
+    cur->eof = 0;
+    return SQLITE_OK;
+  }
+}
+
+static int vec_filter(sqlite3_vtab_cursor *base, int idx_num, const char *idx_str, int argc,
+                      sqlite3_value **argv) {
+  vec_cursor *cur = (vec_cursor *)base;
+  vec_reset(cur);
+  const char *path = argc > 0 ? (const char *)sqlite3_value_text(argv[0]) : NULL;
+  if (!path || !*path)
+    return vec_fail(cur, sqlite3_mprintf("attn_vectors_load: the path must be a non-empty text, "
+                                         "got %s", path ? "''" : "NULL"));
+  cur->path = sqlite3_mprintf("%s", path);
+  if (!cur->path) return vec_fail(cur, NULL);
+  cur->file = fopen(path, "rb");
+  if (!cur->file)
+    return vec_fail(cur, sqlite3_mprintf("attn_vectors_load: cannot open '%s': %s", path,
+                                         strerror(errno)));
+  return vec_read(cur);
+}
+
+static int vec_next(sqlite3_vtab_cursor *base) {
+  return vec_read((vec_cursor *)base);
+}
+
+static int vec_eof(sqlite3_vtab_cursor *base) {
+  return ((vec_cursor *)base)->eof;
+}
+
+static int vec_column(sqlite3_vtab_cursor *base, sqlite3_context *ctx, int col) {
+  vec_cursor *cur = (vec_cursor *)base;
+  if (col == 0) {
+    sqlite3_result_text(ctx, cur->word, cur->word_len, SQLITE_TRANSIENT);
+  } else if (col == 1) {
+    /* little-endian float32 (the engine's and safetensors' byte order) */
+    unsigned char *blob = sqlite3_malloc64((sqlite3_uint64)cur->dim * 4);
+    if (!blob) return SQLITE_NOMEM;
+    for (int k = 0; k < cur->dim; k++) {
+      uint32_t bits;
+      memcpy(&bits, &cur->vector[k], 4);
+      blob[4 * k] = (unsigned char)bits;
+      blob[4 * k + 1] = (unsigned char)(bits >> 8);
+      blob[4 * k + 2] = (unsigned char)(bits >> 16);
+      blob[4 * k + 3] = (unsigned char)(bits >> 24);
+    }
+    sqlite3_result_blob(ctx, blob, cur->dim * 4, sqlite3_free);
+  } else if (col == 2) {
+    sqlite3_result_text(ctx, cur->path, -1, SQLITE_TRANSIENT);
+  }
+  return SQLITE_OK;
+}
+
+static int vec_rowid(sqlite3_vtab_cursor *base, sqlite_int64 *rowid) {
+  *rowid = ((vec_cursor *)base)->row;
+  return SQLITE_OK;
+}
+
+static const sqlite3_module attn_vectors_module = {
+    .iVersion = 0,
+    .xConnect = vec_connect,
+    .xBestIndex = vec_best_index,
+    .xDisconnect = vec_disconnect,
+    .xOpen = vec_open,
+    .xClose = vec_close,
+    .xFilter = vec_filter,
+    .xNext = vec_next,
+    .xEof = vec_eof,
+    .xColumn = vec_column,
+    .xRowid = vec_rowid,
+};
+
+int attn_vectors_register(sqlite3 *db, attn_conn *conn) {
+  return attn_create_module(db, conn, "attn_vectors_load", &attn_vectors_module);
+}
