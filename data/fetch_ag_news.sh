@@ -83,9 +83,9 @@ case "${1:-}" in -*) die "usage: sh data/fetch_ag_news.sh [OUTDIR] | --convert S
 out=${1:-data/ag_news}
 command -v "$PYTHON" >/dev/null 2>&1 || die "$PYTHON not found (apt-get install python3)"
 command -v md5sum >/dev/null 2>&1 || die "md5sum not found (apt-get install coreutils)"
-mkdir -p "$out" || die "cannot create $out"
 tmp=$(mktemp -d) || die "cannot create a temporary directory"
-trap 'rm -rf "$tmp"' EXIT INT TERM
+trap 'rm -rf "$tmp"' EXIT
+trap 'exit 130' INT TERM
 
 for split in train test; do
   if [ $split = train ]; then md5=$TRAIN_MD5; else md5=$TEST_MD5; fi
@@ -95,6 +95,7 @@ for split in train test; do
   got=$(md5sum "$tmp/$split.csv" | cut -d' ' -f1)
   [ "$got" = "$md5" ] || die "$split.csv has MD5 $got, expected $md5: incomplete or changed download; nothing written"
 done
+mkdir -p "$out" || die "cannot create $out"
 for split in train test; do
   convert "$tmp/$split.csv" "$out/ag_news_$split.csv" || die "conversion of $split.csv failed"
 done
