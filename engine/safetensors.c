@@ -510,16 +510,19 @@ int nn_model_load(nn_model **out, const unsigned char *blob, size_t len, char *e
     rc = NN_ERROR;
     goto done;
   }
-  /* The embedding (V, E) and fc2 (C, width) are in every model, so the data buffer must hold
-   * them: checked before nn_model_create allocates anything of that size. */
-  uint64_t width = cfg.fc_hidden > 0 ? (uint64_t)cfg.fc_hidden
-                                     : (uint64_t)cfg.hidden * (cfg.bidirectional ? 2u : 1u);
-  uint64_t need = (uint64_t)V * (uint64_t)cfg.embed_dim + (uint64_t)C * (width + 1), have = 0;
+  /* Every parameter of the model must be in the file, so a file far smaller than the network
+   * its config, vocabulary and labels describe is refused before nn_model_create allocates it:
+   * a few bytes of hostile metadata cannot make the load allocate gigabytes (at most twice the
+   * file's floats plus 4 MB). Small mismatches are left to the per-tensor checks below, whose
+   * messages name the tensor. */
+  nn_config sized = cfg;
+  sized.vocab_size = V;
+  uint64_t need = nn_config_param_count(&sized, (uint64_t)C), have = 0;
   for (int i = 0; i < f.count; i++) have += f.tensors[i].nbytes / 4;
-  if (need > have) {
+  if (need > 2 * have + ((uint64_t)1 << 20)) {
     snprintf(err, NN_ERR_LEN,
-             "weights: %d tokens and %d labels need at least %llu floats, the file holds %llu", V, C,
-             (unsigned long long)need, (unsigned long long)have);
+             "weights: the config, %d tokens and %d labels need %llu floats, the file holds %llu", V,
+             C, (unsigned long long)need, (unsigned long long)have);
     rc = NN_ERROR;
     goto done;
   }

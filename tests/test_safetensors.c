@@ -570,8 +570,31 @@ static void test_hostile_model_blobs(void) {
   other.hidden = 6;
   char *other_json = nn_config_to_json(&other);
   spec_set_meta(&s, "config", other_json, 0);
+  nn_config sized = other;
+  sized.vocab_size = NTOKENS;
+  size_t floats = 0;
+  for (int i = 0; i < s.n; i++) floats += (size_t)(s.t[i].end - s.t[i].begin) / 4;
   snprintf(want, sizeof want, "weights: tensor \"rnn.weight_ih_l0\" has shape [4, 3], expected [6, 3]");
+  expect_load_error("config bigger than the tensors", &s, want);
+  free(other_json);
+  other = cfg;
+  other.embed_dim = 2, other.hidden = 5; /* fewer floats in total, other shapes */
+  other_json = nn_config_to_json(&other);
+  spec_set_meta(&s, "config", other_json, 0);
+  snprintf(want, sizeof want, "weights: tensor \"embeddings.weight\" has shape [8, 3], expected [8, 2]");
   expect_load_error("config does not match the tensors", &s, want);
+  { /* a huge network in a few bytes of config is refused before anything is allocated */
+    free(other_json);
+    other = cfg;
+    other.cell = NN_CELL_LSTM, other.hidden = 2048, other.layers = 8, other.bidirectional = 1;
+    other_json = nn_config_to_json(&other);
+    spec_set_meta(&s, "config", other_json, 0);
+    sized = other;
+    sized.vocab_size = NTOKENS;
+    snprintf(want, sizeof want, "weights: the config, 8 tokens and 3 labels need %llu floats, the file holds %zu",
+             (unsigned long long)nn_config_param_count(&sized, 3), floats);
+    expect_load_error("config of a 2.8 GB network", &s, want);
+  }
   free(other_json);
   spec_set_meta(&s, "config", config, 0);
   free(config);
@@ -603,19 +626,21 @@ static void test_hostile_model_blobs(void) {
   snprintf(want, sizeof want, "weights: tensor \"fc2.weight\" has shape [%lld, %lld], expected [4, %lld]",
            (long long)fc2w.shape[0], (long long)fc2w.shape[1], (long long)fc2w.shape[1]);
   expect_load_error("one label too many", &s, want);
-  { /* 100,000 labels: refused before the model allocates an fc2 that large */
+  { /* 300,000 labels: refused before the model allocates an fc2 that large */
     nn_strbuf sb;
     nn_strbuf_init(&sb);
     nn_strbuf_puts(&sb, "[");
-    for (int i = 0; i < 100000; i++) nn_strbuf_puts(&sb, i ? ",\"\"" : "\"\"");
+    for (int i = 0; i < 300000; i++) nn_strbuf_puts(&sb, i ? ",\"\"" : "\"\"");
     nn_strbuf_puts(&sb, "]");
     spec_set_meta(&s, "labels", sb.data, 0);
     nn_strbuf_free(&sb);
     size_t floats = 0;
     for (int i = 0; i < s.n; i++) floats += (size_t)(s.t[i].end - s.t[i].begin) / 4;
-    snprintf(want, sizeof want, "weights: 8 tokens and 100000 labels need at least %llu floats, the file holds %zu",
-             (unsigned long long)(8 * 3 + 100000 * 6), floats);
-    expect_load_error("100000 labels", &s, want);
+    nn_config sized = cfg;
+    sized.vocab_size = NTOKENS;
+    snprintf(want, sizeof want, "weights: the config, 8 tokens and 300000 labels need %llu floats, the file holds %zu",
+             (unsigned long long)nn_config_param_count(&sized, 300000), floats);
+    expect_load_error("300000 labels", &s, want);
   }
   spec_set_meta(&s, "labels", "[\"World\",\"quote\\\"back\\\\slash/\",\"line\\nbreak \xe2\x82\xac\"]", 0);
   expect_load_error("labels restated", &s, NULL);
