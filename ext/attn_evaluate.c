@@ -120,6 +120,10 @@ typedef struct attn_eval_counts {
   int64_t *count; /* (cap, cap) */
 } attn_eval_counts;
 
+/* Labels of the query that the model does not know, at most: the matrix is (K, K). */
+#define ATTN_EVAL_MAX_UNKNOWN 1000
+
+/* The class of a label: >= 0, -1 when out of memory, -2 past ATTN_EVAL_MAX_UNKNOWN. */
 static int attn_eval_class(attn_eval_counts *ec, const nn_model *nn, const char *label, int len) {
   int c = nn_model_label_lookup(nn, label, len);
   if (c >= 0) return c;
@@ -127,6 +131,7 @@ static int attn_eval_class(attn_eval_counts *ec, const nn_model *nn, const char 
   for (int k = C; k < ec->K; k++)
     if ((int)strlen(ec->labels[k]) == len && memcmp(ec->labels[k], label, (size_t)len) == 0)
       return k;
+  if (ec->K - C >= ATTN_EVAL_MAX_UNKNOWN) return -2;
   if (ec->K == ec->cap) { /* grow the matrix */
     int cap = 2 * ec->cap;
     int64_t *count = sqlite3_malloc64(sizeof *count * (sqlite3_uint64)cap * cap);
@@ -215,6 +220,13 @@ static int attn_eval_filter(sqlite3_vtab_cursor *base, int idx_num, const char *
     if (rc != SQLITE_OK) goto done;
     for (int i = 0; i < rows.n; i++) {
       int a = attn_eval_class(&ec, nn, rows.labels[i], rows.label_lens[i]);
+      if (a == -2) {
+        msg = sqlite3_mprintf("%s: the query has more than %d labels that model '%s' does not "
+                              "know (row %d)",
+                              fn, ATTN_EVAL_MAX_UNKNOWN, name, rows.first_row - rows.n + i + 1);
+        rc = SQLITE_ERROR;
+        goto done;
+      }
       if (a < 0) {
         rc = SQLITE_NOMEM;
         goto done;
