@@ -177,6 +177,8 @@ void nn_model_free(nn_model *m) {
   if (m->be) {
     m->be->free(m->params);
     m->be->free(m->grads);
+    m->be->free(m->fold[0]);
+    m->be->free(m->fold[1]);
   }
   free(m);
 }
@@ -193,7 +195,41 @@ int nn_model_label_lookup(const nn_model *m, const char *label, int len) {
   return -1;
 }
 size_t nn_model_param_count(const nn_model *m) { return m->nparams; }
-float *nn_model_params(nn_model *m) { return m->params; }
+const float *nn_model_weights(const nn_model *m) { return m->params; }
+
+static void drop_fold(nn_model *m) {
+  for (int d = 0; d < 2; d++) {
+    m->be->free(m->fold[d]);
+    m->fold[d] = NULL;
+  }
+}
+
+float *nn_model_params(nn_model *m) {
+  drop_fold(m); /* the caller may change the weights the table was folded from */
+  return m->params;
+}
+
+int nn_model_prepare_inference(nn_model *m, char *err) {
+  drop_fold(m);
+  const nn_backend *be = m->be;
+  int GH = m->G * m->H, E = m->E;
+  if ((double)m->V * GH * m->dirs > 64.0 * 1024 * 1024) return NN_OK; /* too big: keep GEMMs */
+  for (int d = 0; d < m->dirs; d++) {
+    const nn_rnn_params *w = &m->rnn[0][d];
+    float *t = be->alloc((size_t)m->V * GH * sizeof(float));
+    if (!t) {
+      drop_fold(m);
+      snprintf(err, NN_ERR_LEN, "out of memory folding the input projection");
+      return NN_NOMEM;
+    }
+    /* t (V, GH) = emb (V, E) W_ih^T + b_ih (+ b_hh for rnn and lstm, as direction_forward) */
+    be->sgemm(0, 1, m->V, GH, E, 1.0f, m->params + m->emb, E, m->params + w->w_ih, E, 0.0f, t, GH);
+    be->add_bias(t, GH, m->params + w->b_ih, m->V, GH);
+    if (m->cfg.cell != NN_CELL_GRU) be->add_bias(t, GH, m->params + w->b_hh, m->V, GH);
+    m->fold[d] = t;
+  }
+  return NN_OK;
+}
 float *nn_model_grads(nn_model *m) { return m->grads; }
 int nn_model_tensor_count(const nn_model *m) { return m->ntensors; }
 int nn_model_tensor(const nn_model *m, int index, nn_tensor_info *info) {
@@ -328,7 +364,7 @@ int nn_workspace_prepare(nn_workspace *ws, const nn_model *m, const nn_batch *ba
   }
   /* index arena: order, lens (B each), nstep (T), off (T+1), ids, rev, row_sample (P each),
    * last_row (B) */
-  size_t ineed = 3 * (size_t)B + 2 * (size_t)T + 1 + 3 * (size_t)P;
+  size_t ineed = 3 * (size_t)B + 2 * (size_t)T + 1 + 4 * (size_t)P;
   if (ineed > ws->icap) {
     int *p = realloc(ws->ibuf, ineed * sizeof(int));
     if (!p) goto nomem;
@@ -344,6 +380,7 @@ int nn_workspace_prepare(nn_workspace *ws, const nn_model *m, const nn_batch *ba
   ws->ids = ip, ip += P;
   ws->rev = ip, ip += P;
   ws->row_sample = ip, ip += P;
+  ws->ids_rev = ip, ip += P;
   /* counting sort by length, descending, stable in the caller's order */
   int *nstep = ws->nstep, *off = ws->off;
   memset(nstep, 0, sizeof(int) * (size_t)T);
@@ -377,6 +414,7 @@ int nn_workspace_prepare(nn_workspace *ws, const nn_model *m, const nn_batch *ba
       ws->row_sample[r] = j;
     }
   for (int j = 0; j < B; j++) ws->last_row[j] = off[ws->lens[j] - 1] + j;
+  for (long long r = 0; r < P; r++) ws->ids_rev[r] = ws->ids[ws->rev[r]];
   ws->B = B;
   ws->T = T;
   ws->P = (int)P;
@@ -456,7 +494,8 @@ int nn_model_forward(nn_model *m, nn_workspace *ws, const nn_batch *batch, int t
   int rc = nn_workspace_prepare(ws, m, batch, training, err);
   if (rc != NN_OK) return rc;
   const nn_backend *be = m->be;
-  be->embedding_forward(ws->x0, m->params + m->emb, ws->ids, ws->P, m->E); /* (P, E) */
+  if (training || !m->fold[0]) /* a folded first layer needs no embeddings */
+    be->embedding_forward(ws->x0, m->params + m->emb, ws->ids, ws->P, m->E); /* (P, E) */
   nn_recurrent_forward(m, ws);                                             /* (P, D) */
   nn_attention_forward(m, ws);                                             /* (B, D) */
   head_forward(m, ws, rng);                                                /* (B, C) */

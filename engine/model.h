@@ -45,6 +45,7 @@ struct nn_model {
   size_t attn_q_w, attn_q_b, attn_k_w, attn_k_b, attn_v_w, attn_v_b; /* self: (D,D), (D) */
   size_t fc1_w, fc1_b;                 /* (F,D), (F) when F > 0 */
   size_t fc2_w, fc2_b;                 /* (C, F or D), (C) */
+  float *fold[2]; /* (V, G*H) per direction of layer 0, or NULL: see nn_model_prepare_inference */
 };
 
 /* Per-layer, per-direction activations kept for backward. */
@@ -65,6 +66,7 @@ struct nn_workspace {
   /* shape of the batch in the arena */
   int B, T, P, Tmax, training;
   int *order, *lens, *nstep, *off, *ids, *rev, *row_sample, *last_row; /* host copies */
+  int *ids_rev; /* (P) ids[rev[r]]: the token each reverse-direction step reads */
   /* activations */
   float *x0;                              /* (P, E) embeddings */
   float *y[NN_MAX_LAYERS];                /* (P, D) layer outputs, position order */

@@ -175,7 +175,14 @@ int nn_model_label_lookup(const nn_model *model, const char *label, int len); /*
 /* Parameters: one contiguous float buffer; the tensors are views into it, in state_dict
  * order, named as PyTorch names them. */
 size_t nn_model_param_count(const nn_model *model);
+/* Mutable access: also drops the folded inference table (nn_model_prepare_inference). */
 float *nn_model_params(nn_model *model);
+const float *nn_model_weights(const nn_model *model); /* read-only access, no side effect */
+/* Fold embedding x W_ih^T + biases of the first layer into a (V, G*H) table per direction, so
+ * inference looks its input projection up instead of multiplying (DESIGN 5). Call once the
+ * weights are final (nn_model_load does); forward(training=0) then uses it. Skipped, not an
+ * error, when the table would exceed 64M floats. Not thread-safe against running forwards. */
+int nn_model_prepare_inference(nn_model *model, char *err);
 float *nn_model_grads(nn_model *model); /* same layout; NULL until training allocates it */
 int nn_model_tensor_count(const nn_model *model);
 typedef struct nn_tensor_info {

@@ -9,15 +9,21 @@
 
 #include "model.h"
 
-/* Run one direction's recurrence. x: (P, in) in step order. h: (P, H) out. */
+/* Run one direction's recurrence. x: (P, in) in step order, or NULL when the input projection
+ * is looked up in the folded table `fold` (V, G*H) by `ids` (P). h: (P, H) out. */
 static void direction_forward(const nn_model *m, const nn_workspace *ws, const nn_rnn_params *w,
-                              const float *x, int in, nn_rnn_acts *a) {
+                              const float *x, int in, const float *fold, const int *ids,
+                              nn_rnn_acts *a) {
   const nn_backend *be = m->be;
   const float *p = m->params;
   int H = m->H, GH = m->G * H, P = ws->P;
-  be->sgemm(0, 1, P, GH, in, 1.0f, x, in, p + w->w_ih, in, 0.0f, a->pre, GH);
-  be->add_bias(a->pre, GH, p + w->b_ih, P, GH);
-  if (m->cfg.cell != NN_CELL_GRU) be->add_bias(a->pre, GH, p + w->b_hh, P, GH);
+  if (fold) {
+    be->gather_rows(a->pre, GH, fold, GH, ids, P, GH);
+  } else {
+    be->sgemm(0, 1, P, GH, in, 1.0f, x, in, p + w->w_ih, in, 0.0f, a->pre, GH);
+    be->add_bias(a->pre, GH, p + w->b_ih, P, GH);
+    if (m->cfg.cell != NN_CELL_GRU) be->add_bias(a->pre, GH, p + w->b_hh, P, GH);
+  }
   for (int t = 0; t < ws->Tmax; t++) {
     int r0 = ws->off[t], n = ws->nstep[t];
     const float *h_prev = t > 0 ? a->h + (size_t)ws->off[t - 1] * H : NULL;
@@ -51,14 +57,19 @@ void nn_recurrent_forward(const nn_model *m, nn_workspace *ws) {
   for (int l = 0; l < m->L; l++) {
     const float *x = l == 0 ? ws->x0 : ws->y[l - 1]; /* (P, in) position order */
     int in = l == 0 ? m->E : D;
+    int folded = l == 0 && !ws->training && m->fold[0];
     for (int d = 0; d < m->dirs; d++) {
       nn_rnn_acts *a = &ws->acts[l][d];
       const float *xd = x;
-      if (d == 1) { /* reverse: step s of sample j reads position len_j - 1 - s */
-        be->gather_rows(a->x, in, x, in, ws->rev, P, in);
-        xd = a->x;
+      if (folded) {
+        direction_forward(m, ws, &m->rnn[l][d], NULL, in, m->fold[d], d ? ws->ids_rev : ws->ids, a);
+      } else {
+        if (d == 1) { /* reverse: step s of sample j reads position len_j - 1 - s */
+          be->gather_rows(a->x, in, x, in, ws->rev, P, in);
+          xd = a->x;
+        }
+        direction_forward(m, ws, &m->rnn[l][d], xd, in, NULL, NULL, a);
       }
-      direction_forward(m, ws, &m->rnn[l][d], xd, in, a);
       /* y[:, d*H:(d+1)*H] in position order */
       be->gather_rows(ws->y[l] + d * H, D, a->h, H, d ? ws->rev : NULL, P, H);
     }

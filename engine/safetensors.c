@@ -308,10 +308,9 @@ static void append_shape(nn_strbuf *sb, const int64_t *shape, int ndim) {
 int nn_model_save(const nn_model *model, unsigned char **out, size_t *out_len, char *err) {
   *out = NULL;
   *out_len = 0;
-  nn_model *m = (nn_model *)model; /* nn_model_params takes a non-const model; we only read */
   const nn_vocab *vocab = nn_model_vocab(model);
   int ntensors = nn_model_tensor_count(model), C = nn_model_num_classes(model);
-  const float *params = nn_model_params(m);
+  const float *params = nn_model_weights(model);
   nn_strbuf list, header;
   nn_strbuf_init(&list);
   nn_strbuf_init(&header);
@@ -624,9 +623,10 @@ int nn_model_load(nn_model **out, const unsigned char *blob, size_t len, char *e
     rc = NN_ERROR;
     goto done;
   }
+  rc = nn_model_prepare_inference(model, err); /* a loaded model is for predictions */
+  if (rc != NN_OK) goto done;
   *out = model;
   model = NULL;
-  rc = NN_OK;
 done:
   if (model) nn_model_free(model);
   if (vocab) nn_vocab_free(vocab);

@@ -729,6 +729,8 @@ int nn_trainer_take_model(nn_trainer *tr, nn_model **out, char *err) {
   }
   if (tr->best.epoch > 0)
     memcpy(nn_model_params(tr->model), tr->best_params, tr->param_count * sizeof(float));
+  int status = nn_model_prepare_inference(tr->model, err); /* its weights are final now */
+  if (status != NN_OK) return status;
   *out = tr->model;
   tr->model = NULL;
   return NN_OK;

@@ -200,6 +200,14 @@ static void check_variant(nn_cell cell, int bi, nn_attention attn, int layers, i
       }
       CHECK(fabs(sum - 1.0) < 1e-5, "%s: attention of row %d sums to %.7f", name, b, sum);
     }
+    /* the folded input projection (inference) gives the logits of the plain one */
+    float folded[B * C], attn3[B * T];
+    CHECK(nn_model_prepare_inference(m, err) == NN_OK, "prepare inference: %s", err);
+    nn_model_forward(m, ws, &batch, 0, NULL, folded, attn3, err);
+    for (int i = 0; i < B * C; i++)
+      CHECK_CLOSE(folded[i], logits[i], 1e-5, 1e-6, "folded vs plain logits");
+    for (int i = 0; i < B * T; i++)
+      CHECK_CLOSE(attn3[i], attn1[i], 1e-5, 1e-6, "folded vs plain attention");
     /* rows are independent of the other rows of the batch: row 2 alone gives its logits */
     nn_batch one = {tokens + 2 * T, lengths + 2, labels + 2, 1, T};
     float single[C];
