@@ -63,6 +63,11 @@ demo: deps attnext.so
 test: deps attnext.so $(TEST_BIN) $(TOOL_BIN)
 	@BUILD=$(BUILD) PYTHON=$(PYTHON) SQLITE3=$(SQLITE3) sh tests/run_all.sh
 
+# The benchmark against the PyTorch lesson (tests/bench/bench.py; ~20 min on 2 cores).
+# BENCH_ARGS=--quick for a short run.
+bench: attnext.so
+	$(PYTHON) tests/bench/bench.py $(BENCH_ARGS)
+
 install: attnext.so
 	install -d $(DESTDIR)/usr/local/lib
 	install -m 0755 attnext.so $(DESTDIR)/usr/local/lib/attnext.so
