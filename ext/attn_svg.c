@@ -100,6 +100,15 @@ int attn_svg_text_chars(const char *s, int len, int max_chars) {
   return n <= max_chars ? n : max_chars;
 }
 
+int attn_svg_prefix_bytes(const char *s, int len, int max_chars) {
+  int i = 0;
+  for (int n = 0; i < len && n < max_chars; n++) {
+    unsigned cp;
+    i += utf8_decode((const unsigned char *)s + i, len - i, &cp);
+  }
+  return i;
+}
+
 int attn_svg_text(sqlite3_str *out, const char *s, int len, int max_chars) {
   if (!s || len <= 0) return 0;
   if (max_chars < 1) max_chars = 1;

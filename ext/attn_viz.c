@@ -146,7 +146,10 @@ static void hm_draw(sqlite3_context *ctx, const hm_data *d, attn_model *model, i
   char *title;
   if (single && d->n == 1) {
     const char *label = nn_model_label(nn, d->rows[0].label);
-    title = sqlite3_mprintf("%s (p = %.3f)", label ? label : "?", d->rows[0].probability);
+    const char *l = label ? label : "?";
+    int keep = attn_svg_prefix_bytes(l, (int)strlen(l), 40);
+    title = sqlite3_mprintf("%.*s%s (p = %.3f)", keep, l, l[keep] ? "\xe2\x80\xa6" : "",
+                            d->rows[0].probability);
     title_fmt = "predicted";
   } else {
     title = sqlite3_mprintf("Attention over %d text%s", d->n, d->n == 1 ? "" : "s");
@@ -156,7 +159,7 @@ static void hm_draw(sqlite3_context *ctx, const hm_data *d, attn_model *model, i
   sqlite3_str_appendf(body, "<text x=\"%d\" y=\"%.1f\" font-size=\"18\" font-weight=\"bold\" "
                             "fill=\"#1a1a1a\">", HM_MARGIN, y + 16);
   if (title_fmt) sqlite3_str_appendf(body, "%s: ", title_fmt);
-  if (title) attn_svg_text(body, title, (int)strlen(title), 70);
+  int title_chars = title ? attn_svg_text(body, title, (int)strlen(title), 60) : 0;
   sqlite3_str_appendall(body, "</text>\n");
   sqlite3_str_appendf(body, "<text x=\"%d\" y=\"%.1f\" font-size=\"12\" fill=\"#555555\">model ",
                       HM_MARGIN, y + 36);
@@ -168,7 +171,12 @@ static void hm_draw(sqlite3_context *ctx, const hm_data *d, attn_model *model, i
   if (d->tokens_drawn >= HM_MAX_TOKENS_ALL) sqlite3_str_appendall(body, "; tokens cut");
   sqlite3_str_appendall(body, "</text>\n");
   y += 52;
+  /* room for the title: bold DejaVu Sans averages about 0.65 em a character */
   right = 480;
+  if (title_chars) {
+    double title_right = HM_MARGIN + (title_chars + (title_fmt ? 11 : 0)) * 18 * 0.65;
+    if (title_right > right) right = title_right;
+  }
 
   for (int r = 0; r < d->n; r++) {
     const hm_row *row = &d->rows[r];
