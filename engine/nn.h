@@ -279,6 +279,17 @@ int nn_trainer_take_model(nn_trainer *tr, nn_model **out, char *err);
 char *nn_trainer_metrics_json(const nn_trainer *tr);
 void nn_trainer_free(nn_trainer *tr);
 
+/* Pretrained word vectors (attn_train's "embeddings" option); call after nn_trainer_create,
+ * before the first epoch. Sets the embedding row of `word` (len bytes, matched exactly against
+ * the vocabulary) to vector (dim floats; dim must equal the config's embed_dim). *found = 1 when
+ * the word is in the vocabulary (<PAD> and <UNK> are never set), else 0 and nothing changes.
+ * Rows not set keep their initialisation (N(0, 1), as PyTorch's nn.Embedding). */
+int nn_trainer_set_embedding(nn_trainer *tr, const char *word, int len, const float *vector,
+                             int dim, int *found, char *err);
+/* freeze = 1 keeps embeddings.weight as it is during training (its gradient is zeroed before
+ * every Adam step). The metrics JSON then records "pretrained_words" and "freeze_embeddings". */
+int nn_trainer_freeze_embeddings(nn_trainer *tr, int freeze, char *err);
+
 /* ---------------------------------------------------------------- safetensors (safetensors.c) */
 
 /* Serialise the model as a self-contained safetensors file: F32 tensors named as

@@ -103,6 +103,12 @@ struct nn_trainer {
   int epochs_run;
   int done;
   double seconds; /* all epochs together */
+
+  /* pretrained embeddings (nn_trainer_set_embedding, nn_trainer_freeze_embeddings) */
+  unsigned char *pretrained; /* (V) 1 for rows set from a vector; NULL until the first */
+  int pretrained_words;      /* rows set */
+  int freeze_embeddings;
+  int embeddings_option;     /* either call was made: report it in the metrics */
 };
 
 static double now_seconds(void) {
@@ -680,6 +686,11 @@ int nn_trainer_epoch(nn_trainer *tr, nn_epoch_stats *stats, nn_progress_fn fn, v
     float loss = nn_cross_entropy(tr->dlogits, tr->logits, tr->labels, tr->class_weights, count, C);
     status = sharded_backward(tr, err);
     if (status != NN_OK) return status;
+    if (tr->freeze_embeddings) { /* a zero gradient from the first step: Adam never moves it */
+      nn_tensor_info emb;
+      nn_model_tensor(tr->model, 0, &emb); /* embeddings.weight */
+      memset(nn_model_grads(tr->model) + emb.offset, 0, emb.size * sizeof(float));
+    }
     nn_adam_step(&tr->adam, nn_model_params(tr->model), nn_model_grads(tr->model));
     train_loss += ((double)loss - train_loss) / (k + 1);
     rows_done += count;
@@ -748,20 +759,75 @@ char *nn_trainer_metrics_json(const nn_trainer *tr) {
   json_number(accuracy, sizeof accuracy, have ? tr->best.val_accuracy : NAN);
   json_number(f1, sizeof f1, have ? tr->best.val_f1 : NAN);
   json_number(seconds, sizeof seconds, tr->seconds);
+  char extra[96] = "";
+  if (tr->embeddings_option)
+    snprintf(extra, sizeof extra, ",\"pretrained_words\":%d,\"freeze_embeddings\":%s",
+             tr->pretrained_words, tr->freeze_embeddings ? "true" : "false");
   const char *format = "{\"best_epoch\":%d,\"val_loss\":%s,\"val_accuracy\":%s,\"val_f1\":%s,"
-                       "\"train_rows\":%d,\"val_rows\":%d,\"epochs_run\":%d,\"seconds\":%s}";
+                       "\"train_rows\":%d,\"val_rows\":%d,\"epochs_run\":%d,\"seconds\":%s%s}";
   int len = snprintf(NULL, 0, format, tr->best.epoch, loss, accuracy, f1, tr->n_train, tr->n_val,
-                     tr->epochs_run, seconds);
+                     tr->epochs_run, seconds, extra);
   if (len < 0) return NULL;
   char *json = malloc((size_t)len + 1);
   if (!json) return NULL;
   snprintf(json, (size_t)len + 1, format, tr->best.epoch, loss, accuracy, f1, tr->n_train,
-           tr->n_val, tr->epochs_run, seconds);
+           tr->n_val, tr->epochs_run, seconds, extra);
   return json;
+}
+
+/* ---------------------------------------------------------------- pretrained embeddings */
+
+static int embeddings_settable(const nn_trainer *tr, const char *what, char *err) {
+  if (!tr->model || tr->epochs_run > 0) {
+    snprintf(err, NN_ERR_LEN, "%s: only before the first epoch", what);
+    return NN_ERROR;
+  }
+  return NN_OK;
+}
+
+int nn_trainer_set_embedding(nn_trainer *tr, const char *word, int len, const float *vector,
+                             int dim, int *found, char *err) {
+  *found = 0;
+  int status = embeddings_settable(tr, "pretrained embeddings", err);
+  if (status != NN_OK) return status;
+  if (dim != tr->cfg.embed_dim) {
+    snprintf(err, NN_ERR_LEN,
+             "pretrained embeddings: the vectors have %d dimensions, embed_dim is %d", dim,
+             tr->cfg.embed_dim);
+    return NN_ERROR;
+  }
+  const nn_vocab *vocab = nn_model_vocab(tr->model);
+  int V = nn_vocab_count(vocab), id = word && len > 0 ? nn_vocab_lookup(vocab, word, len) : NN_UNK;
+  tr->embeddings_option = 1;
+  if (id <= NN_UNK || id >= V) return NN_OK; /* not in the vocabulary (or <PAD>, <UNK>) */
+  if (!tr->pretrained) {
+    tr->pretrained = calloc((size_t)V, 1);
+    if (!tr->pretrained) {
+      snprintf(err, NN_ERR_LEN, "out of memory setting pretrained embeddings");
+      return NN_NOMEM;
+    }
+  }
+  nn_tensor_info emb;
+  nn_model_tensor(tr->model, 0, &emb); /* embeddings.weight (V, E) */
+  float *row = nn_model_params(tr->model) + emb.offset + (size_t)id * dim;
+  memcpy(row, vector, (size_t)dim * sizeof *row);
+  if (!tr->pretrained[id]) tr->pretrained_words++;
+  tr->pretrained[id] = 1;
+  *found = 1;
+  return NN_OK;
+}
+
+int nn_trainer_freeze_embeddings(nn_trainer *tr, int freeze, char *err) {
+  int status = embeddings_settable(tr, "freeze_embeddings", err);
+  if (status != NN_OK) return status;
+  tr->freeze_embeddings = freeze != 0;
+  tr->embeddings_option = 1;
+  return NN_OK;
 }
 
 void nn_trainer_free(nn_trainer *tr) {
   if (!tr) return;
+  free(tr->pretrained);
   if (tr->model) nn_model_free(tr->model);
   if (tr->ws) nn_workspace_free(tr->ws);
   for (int s = 1; s < MAX_SHARDS; s++) {
