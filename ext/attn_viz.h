@@ -46,4 +46,20 @@ int attn_matrix_register(sqlite3 *db, attn_conn *conn);
 
 int attn_vectors_register(sqlite3 *db, attn_conn *conn);
 
+/* attn_train's options "embeddings" (a table of (word, vector)) and "freeze_embeddings". */
+typedef struct attn_embeddings {
+  char *table; /* sqlite3_malloc'd; NULL: no pretrained vectors */
+  int freeze;
+  int dim;     /* of the table's vectors */
+} attn_embeddings;
+/* Parse attn_train's options JSON into cfg (nn_config_parse_json) after taking the two keys out
+ * into *emb; with a table and no "embed_dim", embed_dim becomes the table's dimension, and a
+ * different embed_dim is an error. Errors: SQLite code, *errmsg "fn: ...". */
+int attn_train_options(sqlite3 *db, const char *fn, const char *options, nn_config *cfg,
+                       attn_embeddings *emb, char **errmsg);
+/* After nn_trainer_create: set the vocabulary's rows from the table, and freeze. */
+int attn_embeddings_apply(sqlite3 *db, const char *fn, nn_trainer *tr, const attn_embeddings *emb,
+                          char **errmsg);
+void attn_embeddings_free(attn_embeddings *emb);
+
 #endif

@@ -457,6 +457,77 @@ def test_matrix(db, tmp):
     check(e is not None and "unsafe use of" in e, f"matrix: direct-only, refused in a view: {e}")
 
 
+def embedding_of(db, name, version):
+    """(vocab list, embeddings.weight as a (V, E) array, config dict) of a stored model."""
+    import json
+    blob, = db.execute("SELECT weights FROM attn_models WHERE name = ? AND version = ?",
+                       (name, version)).fetchone()
+    n = struct.unpack("<Q", blob[:8])[0]
+    header = json.loads(blob[8:8 + n])
+    t = header["embeddings.weight"]
+    a, b = t["data_offsets"]
+    w = np.frombuffer(blob[8 + n + a:8 + n + b], dtype="<f4").reshape(t["shape"])
+    meta = header["__metadata__"]
+    return json.loads(meta["vocab"]), w, json.loads(meta["config"])
+
+
+def test_embeddings(db, tmp):
+    import json
+    rng = np.random.default_rng(5)
+    words = ["cup", "final", "shares", "bank", "striker", "zzznotaword", "<UNK>", "<PAD>"]
+    vecs = {w: rng.standard_normal(8).astype("<f4") for w in words}
+    db.execute("CREATE TABLE wv(word TEXT, vector BLOB)")
+    db.executemany("INSERT INTO wv VALUES (?, ?)", [(w, v.tobytes()) for w, v in vecs.items()])
+    base = ('"hidden":8,"fc_hidden":8,"epochs":3,"batch_size":32,"seed":11,"progress":false')
+    q = "SELECT count(*) FROM attn_train(?, 'SELECT title, category FROM headlines', ?)"
+    db.execute(q, ("e_frozen", '{"embeddings":"wv","freeze_embeddings":true,' + base + "}")).fetchall()
+    db.execute(q, ("e_init", '{"embed_dim":8,"freeze_embeddings":true,' + base + "}")).fetchall()
+    db.execute(q, ("e_free", '{"embeddings":"wv",' + base + "}")).fetchall()
+    vocab, frozen, cfg = embedding_of(db, "e_frozen", 1)
+    _, init, _ = embedding_of(db, "e_init", 1)
+    _, free, _ = embedding_of(db, "e_free", 1)
+    check(cfg["embed_dim"] == 8, f"embeddings: embed_dim taken from the table: {cfg['embed_dim']}")
+    shared = [w for w in vocab[2:] if w in vecs]
+    check(len(shared) == 5, f"embeddings: the test's table shares 5 words with the vocabulary: {shared}")
+    ok = all(np.array_equal(frozen[vocab.index(w)], vecs[w]) for w in shared)
+    check(ok, "embeddings (frozen): rows of words in the table are the table's vectors, bit for bit")
+    others = [i for i, w in enumerate(vocab) if w not in shared]
+    check(np.array_equal(frozen[others], init[others]),
+          f"embeddings (frozen): the other {len(others)} rows are the N(0,1) initialisation of the "
+          "same seed, untouched by training (compared with a frozen run without the table)")
+    check(not frozen[0].any(), "embeddings: the <PAD> row stays zero")
+    moved = sum(not np.array_equal(free[vocab.index(w)], vecs[w]) for w in shared)
+    check(moved == len(shared), f"embeddings (not frozen): {moved} of {len(shared)} pretrained rows "
+                                "were trained")
+    m = json.loads(db.execute("SELECT metrics FROM attn_models WHERE name = 'e_frozen'").fetchone()[0])
+    check(m.get("pretrained_words") == 5 and m.get("freeze_embeddings") is True,
+          f"embeddings: metrics record them: {m.get('pretrained_words')}, {m.get('freeze_embeddings')}")
+    m = json.loads(db.execute("SELECT metrics FROM attn_models WHERE name = 'news'").fetchone()[0])
+    check("pretrained_words" not in m, "embeddings: a run without them records nothing")
+    db.execute("CREATE TABLE wv_bad(word TEXT, vector BLOB)")
+    db.execute("INSERT INTO wv_bad VALUES ('cup', zeroblob(32)), ('bank', zeroblob(12))")
+    for opts, want in [
+        ('{"embeddings":"wv","embed_dim":16}',
+         "option \"embeddings\": table 'wv' has 8-dimensional vectors, but embed_dim is 16 "
+         "(leave embed_dim out to use 8)"),
+        ('{"embeddings":3}',
+         "option \"embeddings\" must be the name of a table of (word, vector), got 3"),
+        ('{"embeddings":"wv","freeze_embeddings":1}',
+         "option \"freeze_embeddings\" must be true or false, got 1"),
+        ('{"embeddings":"none_such"}',
+         "option \"embeddings\": cannot read table 'none_such' (columns word, vector): "
+         "no such table: none_such"),
+        ('{"embeddings":"wv_bad"}',
+         "option \"embeddings\": the vector of 'bank' (row 2 of 'wv_bad') must be a BLOB of 8 "
+         "float32, got 12 bytes"),
+        ('{"embeddings":"wv","epochs":0}', 'option "epochs" must be an integer from 1 to 100000, got 0'),
+    ]:
+        e = error_of(db, q, ("e_err", opts))
+        check(e == "attn_train: " + want, f"embeddings error {opts}: {e}")
+    check(db.execute("SELECT count(*) FROM attn_models WHERE name = 'e_err'").fetchone()[0] == 0,
+          "embeddings: failed runs store nothing")
+
+
 def main():
     if not os.path.exists("attnext.so") and "ATTNEXT" not in os.environ:
         print("attnext.so not built (run make)")
@@ -473,6 +544,7 @@ def main():
         test_vectors(db, tmp)
         test_hostile(db, tmp)
         test_matrix(db, tmp)
+        test_embeddings(db, tmp)
         if os.environ.get("KEEP_VIZ"):
             print("pictures kept in", tmp)
     finally:
