@@ -7,7 +7,10 @@
  *   --  epoch | train_loss | val_loss | val_accuracy | val_f1 | lr | seconds | best
  *
  * The query must be one read-only statement returning at least two columns: the text and the
- * label (any SQL type; labels are compared as text). Options: a JSON object (nn_config keys).
+ * label (any SQL type; labels are compared as text). Options: a JSON object (nn_config keys),
+ * plus "embeddings": the name of a table of (word, vector) pretrained vectors that initialise
+ * the embedding rows of the words they share with the vocabulary, and "freeze_embeddings"
+ * (true: the embedding is not trained) -- see attn_vectors.c.
  * An error, or sqlite3_interrupt (Ctrl-C in the shell; noticed after every batch by stepping a
  * tiny statement, which fails with SQLITE_INTERRUPT once the connection is interrupted), leaves
  * the database as it was. A LIMIT that stops reading before the last epoch ends the training
@@ -18,6 +21,7 @@
 #include <string.h>
 
 #include "attn_ext.h"
+#include "attn_viz.h" /* attn_train_options: the "embeddings" options (attn_vectors.c) */
 
 #define ATTN_TRAIN_FIRST_ARG 8 /* name, query, options follow the 8 result columns */
 
@@ -173,6 +177,7 @@ static int attn_train_filter(sqlite3_vtab_cursor *base, int idx_num, const char 
   char err[NN_ERR_LEN] = "", *msg = NULL;
   sqlite3_stmt *stmt = NULL;
   int rc = SQLITE_OK;
+  attn_embeddings emb = {NULL, 0, 0};
   attn_train_reset(cur);
   if ((rc = attn_conn_check_write(vtab->conn, fn, &msg)) != SQLITE_OK) goto done;
   const char *name = argc > 0 ? (const char *)sqlite3_value_text(argv[0]) : NULL;
@@ -196,11 +201,9 @@ static int attn_train_filter(sqlite3_vtab_cursor *base, int idx_num, const char 
       rc = SQLITE_ERROR;
       goto done;
     }
-    if (nn_config_parse_json(&cur->cfg, (const char *)sqlite3_value_text(argv[2]), err) != NN_OK) {
-      msg = sqlite3_mprintf("%s: %s", fn, err);
-      rc = SQLITE_ERROR;
-      goto done;
-    }
+    rc = attn_train_options(db, fn, (const char *)sqlite3_value_text(argv[2]), &cur->cfg, &emb,
+                            &msg);
+    if (rc != SQLITE_OK) goto done;
   }
   rc = attn_prepare_query(db, fn, argc > 1 ? (const char *)sqlite3_value_text(argv[1]) : NULL, 2,
                           "(text, label)", &stmt, &msg);
@@ -225,6 +228,9 @@ static int attn_train_filter(sqlite3_vtab_cursor *base, int idx_num, const char 
     rc = st == NN_NOMEM ? SQLITE_NOMEM : SQLITE_ERROR;
     goto done;
   }
+  rc = attn_embeddings_apply(db, fn, cur->trainer, &emb, &msg);
+  attn_embeddings_free(&emb);
+  if (rc != SQLITE_OK) goto done;
   rc = sqlite3_prepare_v2(db, "SELECT 1", -1, &cur->probe, NULL);
   if (rc != SQLITE_OK) {
     msg = sqlite3_mprintf("%s: %s", fn, sqlite3_errmsg(db));
@@ -233,6 +239,7 @@ static int attn_train_filter(sqlite3_vtab_cursor *base, int idx_num, const char 
   return attn_train_step(cur);
 done:
   sqlite3_finalize(stmt);
+  attn_embeddings_free(&emb);
   cur->eof = 1;
   if (rc != SQLITE_OK)
     attn_vtab_error(base->pVtab, msg ? msg : sqlite3_mprintf("%s: out of memory", fn));
