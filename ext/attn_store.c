@@ -425,7 +425,7 @@ int attn_store_save(attn_conn *conn, const char *fn, const char *name, const nn_
   unsigned char *blob = NULL;
   size_t blob_len = 0;
   char *config = NULL, *labels = NULL;
-  sqlite3_stmt *stmt = NULL;
+  sqlite3_stmt *stmt = NULL, *guard = NULL;
   char err[NN_ERR_LEN] = "";
   int rc, in_savepoint = 0, direct = 0, wrote = 0;
   int64_t version = 0, was_deployed = 0;
@@ -457,6 +457,13 @@ int attn_store_save(attn_conn *conn, const char *fn, const char *name, const nn_
   }
   rc = attn_store_ensure_schema(db, fn, errmsg);
   if (rc != SQLITE_OK) goto done;
+  /* A statement that writes nothing, stepped only if the savepoint cannot be rolled back
+   * because the connection is interrupted (every new statement then fails at once): a writing
+   * statement failing with SQLITE_INTERRUPT makes SQLite roll the transaction back. */
+  if (in_savepoint &&
+      sqlite3_prepare_v2(db, "DELETE FROM main.attn_training_log WHERE 0", -1, &guard, NULL) !=
+          SQLITE_OK)
+    guard = NULL;
   if (direct) { /* remember the deployed version, to restore it on error */
     rc = sqlite3_prepare_v2(db,
                             "SELECT max(version) FROM main.attn_models "
@@ -569,8 +576,9 @@ done:
   if (in_savepoint) {
     /* Undo everything. After an interrupt SQLite has already rolled the transaction back and
      * these fail harmlessly. */
-    sqlite3_exec(db, "ROLLBACK TO attn_store", NULL, NULL, NULL);
+    int undone = sqlite3_exec(db, "ROLLBACK TO attn_store", NULL, NULL, NULL);
     sqlite3_exec(db, "RELEASE attn_store", NULL, NULL, NULL);
+    if (undone == SQLITE_INTERRUPT && guard && !sqlite3_get_autocommit(db)) sqlite3_step(guard);
   } else if (direct && wrote) {
     char *undo = sqlite3_mprintf(
         "DELETE FROM main.attn_training_log WHERE name = %Q AND version = %lld;"
@@ -582,6 +590,7 @@ done:
   }
   if (rc == SQLITE_NOMEM && !*errmsg) *errmsg = sqlite3_mprintf("%s: out of memory", fn);
   sqlite3_finalize(stmt);
+  sqlite3_finalize(guard);
   free(blob);
   free(config);
   sqlite3_free(labels);
