@@ -1,0 +1,10 @@
+-- images.sql -- the pictures README.md shows, drawn by attnext itself from the model that
+-- `make demo` trains (sql/demo.sql -> demo.db). From the repository root:
+--   make demo && sqlite3 demo.db < sql/img/images.sql
+.bail on
+.load ./attnext
+SELECT writefile('sql/img/heatmap.svg',
+                 attn_heatmap('news', 'Glenwood Hawks striker Okafor scores twice in cup final'));
+SELECT writefile('sql/img/heatmap_rows.svg',
+                 attn_heatmap_query('news', 'SELECT title FROM new_headlines WHERE rowid IN (1, 11, 21, 31, 5, 15)'));
+SELECT writefile('sql/img/curves.svg', attn_curves('news'));
