@@ -75,3 +75,60 @@ install: attnext.so
 
 clean:
 	rm -rf $(BUILD) attnext.so demo.db
+
+# ---------------------------------------------------------------- reliability (issue 6)
+#   make test-asan       engine, extension and C tests with ASan + UBSan in build-asan/, then
+#                        the C tests and the SQL tests against that build
+#   make test-valgrind   extension without AVX-512 in build-valgrind/, the SQL tests under valgrind
+#   make fuzz            each libFuzzer target of tests/fuzz/ for FUZZ_SECONDS (clang)
+# Tests that load the extension take it from $ATTNEXT (default ./attnext) and run the sqlite3
+# shell as $SQLITE3 (a valgrind command line here); Python tests preload $ATTNEXT_PRELOAD.
+ASAN_BUILD     ?= build-asan
+VALGRIND_BUILD ?= build-valgrind
+FUZZ_BUILD     ?= build-fuzz
+FUZZ_SECONDS   ?= 20
+FUZZ_TARGETS   := safetensors config text
+ASAN_OPT       := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
+LIBASAN        := $(shell $(CC) -print-file-name=libasan.so)
+VALGRIND       ?= valgrind --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite --show-leak-kinds=definite --track-origins=no --quiet
+.PHONY: test-valgrind
+
+# The extension inside a build directory (sanitizer and valgrind builds keep ./attnext.so).
+$(BUILD)/attnext.so: $(EXT_OBJ) $(BUILD)/libnn.a
+	$(CC) $(CFLAGS) -shared -o $@ $(EXT_OBJ) $(BUILD)/libnn.a $(LDLIBS)
+
+# The fault-injection harness links SQLite itself (it replaces SQLite's allocator).
+$(BUILD)/tests/test_faults_oom: LDLIBS += -lsqlite3
+$(BUILD)/tests/test_fuzz_replay: $(wildcard tests/fuzz/*.c)
+
+test-asan: deps
+	$(MAKE) BUILD=$(ASAN_BUILD) OPT="$(ASAN_OPT)" $(ASAN_BUILD)/attnext.so \
+	  $(TEST_SRC:tests/%.c=$(ASAN_BUILD)/tests/%) $(TOOL_SRC:%.c=$(ASAN_BUILD)/%)
+	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:allocator_may_return_null=1 \
+	 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	 ATTNEXT=$(ASAN_BUILD)/attnext ATTNEXT_PRELOAD=$(LIBASAN) \
+	 SQLITE3="env LD_PRELOAD=$(LIBASAN) $(SQLITE3)" \
+	 BUILD=$(ASAN_BUILD) PYTHON=$(PYTHON) sh tests/run_all.sh
+
+test-valgrind: deps
+	$(MAKE) BUILD=$(VALGRIND_BUILD) OPT="-O1 -g -mavx2 -mfma" $(VALGRIND_BUILD)/attnext.so
+	@ATTNEXT=$(VALGRIND_BUILD)/attnext SQLITE3="$(VALGRIND) $(SQLITE3)" sh tests/test_hostile_sql.sh
+
+$(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(ENGINE_SRC) $(HEADERS)
+	@mkdir -p $(dir $@)
+	clang -g -O1 -std=c11 -D_GNU_SOURCE -pthread -fsanitize=fuzzer,address,undefined \
+	  -fno-sanitize-recover=undefined $(BLAS_CFLAGS) -Iengine $< $(ENGINE_SRC) -o $@ $(LDLIBS)
+
+# Each target runs FUZZ_SECONDS over a copy of its corpus; a crash is left in
+# $(FUZZ_BUILD)/crashes/ (copy it to tests/fuzz/crashes/<target>/ as a regression input).
+fuzz: $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz_%)
+	@for t in $(FUZZ_TARGETS); do \
+	  mkdir -p $(FUZZ_BUILD)/corpus/$$t $(FUZZ_BUILD)/crashes; \
+	  cp tests/fuzz/corpus/$$t/* tests/fuzz/crashes/$$t/* $(FUZZ_BUILD)/corpus/$$t/ 2>/dev/null; \
+	  echo "== fuzz $$t for $(FUZZ_SECONDS)s"; \
+	  $(FUZZ_BUILD)/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -timeout=20 \
+	    -rss_limit_mb=4096 -print_final_stats=1 -artifact_prefix=$(FUZZ_BUILD)/crashes/$$t- \
+	    $(FUZZ_BUILD)/corpus/$$t >$(FUZZ_BUILD)/fuzz_$$t.log 2>&1; \
+	  grep -E '^(#[0-9]+.*DONE|==[0-9]+==|SUMMARY|stat::number_of_executed_units|Test unit written)' $(FUZZ_BUILD)/fuzz_$$t.log; \
+	  ls $(FUZZ_BUILD)/crashes/$$t-* >/dev/null 2>&1 && { echo "fuzz $$t: crash inputs in $(FUZZ_BUILD)/crashes/"; exit 1; }; \
+	done; echo "fuzz: no crash"

@@ -1,0 +1,108 @@
+"""reliability.py -- helpers shared by the reliability tests (tests/test_hostile*.py,
+tests/test_faults*.py, tests/test_concurrency*.py); not a test itself.
+
+The extension is loaded from $ATTNEXT (default ./attnext, as sqlite3_load_extension takes it).
+Under `make test-asan` the extension is built with AddressSanitizer: $ATTNEXT_PRELOAD names
+libasan, and reexec_with_preload() restarts the Python process with it in LD_PRELOAD (leak
+detection off for Python itself, which keeps objects until exit by design).
+"""
+import os
+import random
+import sqlite3
+import sys
+
+failures = 0
+
+
+def check(cond, what):
+    """Print one compared thing; count failures."""
+    global failures
+    print(("ok   " if cond else "FAIL ") + what, flush=True)
+    if not cond:
+        failures += 1
+    return cond
+
+
+def finish(name):
+    print(f"{name}: {failures} failed", flush=True)
+    sys.exit(1 if failures else 0)
+
+
+def reexec_with_preload():
+    pre = os.environ.get("ATTNEXT_PRELOAD")
+    if pre and pre not in os.environ.get("LD_PRELOAD", ""):
+        env = dict(os.environ)
+        env["LD_PRELOAD"] = pre + (":" + env["LD_PRELOAD"] if env.get("LD_PRELOAD") else "")
+        opts = env.get("ASAN_OPTIONS", "")
+        env["ASAN_OPTIONS"] = (opts + ":" if opts else "") + "detect_leaks=0"
+        os.execve(sys.executable, [sys.executable] + sys.argv, env)
+
+
+def extension_path():
+    return os.path.abspath(os.environ.get("ATTNEXT", "attnext"))
+
+
+def require_extension():
+    if not os.path.exists(extension_path() + ".so"):
+        print(f"{extension_path()}.so not built (run make)")
+        sys.exit(77)
+
+
+def connect(path, uri=False, timeout=5.0):
+    db = sqlite3.connect(path, isolation_level=None, check_same_thread=False, uri=uri,
+                         timeout=timeout)
+    db.enable_load_extension(True)
+    db.load_extension(extension_path())
+    return db
+
+
+def snapshot(db):
+    """Every row of every table (weights as bytes) and the schema: what 'unchanged' means."""
+    tables = [r[0] for r in db.execute(
+        "SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name")]
+    snap = {"schema": db.execute("SELECT type, name, sql FROM sqlite_schema ORDER BY name").fetchall()}
+    for t in tables:
+        snap[t] = db.execute(f'SELECT * FROM "{t}" ORDER BY rowid').fetchall()
+    return snap
+
+
+def error_of(db, sql, args=()):
+    """The error message of running sql to completion, or None when it succeeds."""
+    try:
+        db.execute(sql, args).fetchall()
+        return None
+    except sqlite3.Error as e:
+        return str(e)
+
+
+WORDS = {
+    "sports": "match goal team coach season striker league final score win".split(),
+    "tech": "software chip phone cloud data network robot server code app".split(),
+    "money": "bank stocks market profit shares rates bond fund trade price".split(),
+}
+FILLER = "the a of in on today new big report says".split()
+
+
+def make_rows(n, seed=1, classes=("sports", "tech", "money")):
+    """n short texts whose words give their class away (a tiny model learns them)."""
+    rng = random.Random(seed)
+    rows = []
+    for i in range(n):
+        c = classes[i % len(classes)]
+        words = [rng.choice(WORDS[c]) for _ in range(3)] + [rng.choice(FILLER) for _ in range(2)]
+        rng.shuffle(words)
+        rows.append((" ".join(words), c))
+    return rows
+
+
+# A model that trains in milliseconds.
+TINY = '{"epochs":2,"hidden":4,"embed_dim":4,"fc_hidden":4,"vocab_size":50,"progress":false}'
+
+
+def make_table(db, name="docs", n=60, seed=1):
+    db.execute(f"CREATE TABLE IF NOT EXISTS {name}(id INTEGER PRIMARY KEY, text, label)")
+    db.executemany(f"INSERT INTO {name}(text, label) VALUES(?, ?)", make_rows(n, seed))
+
+
+def train(db, model="m", query="SELECT text, label FROM docs", options=TINY):
+    return db.execute("SELECT * FROM attn_train(?, ?, ?)", (model, query, options)).fetchall()
