@@ -1,0 +1,55 @@
+#!/bin/sh
+# test_agnews.sh -- real data: train on ../shared/data/ag_news_train_10k.csv (the lesson's
+# defaults, 6 epochs), evaluate on ag_news_test.csv (7,600 titles, 4 balanced classes), all
+# through the sqlite3 shell with .import --csv. Asserts:
+#  - test accuracy (weighted recall of attn_evaluate's 'overall' row) >= FLOOR (0.5; chance is
+#    0.25, and a model that learned nothing cannot pass);
+#  - accuracy from attn_confusion equals it, and attn_classify agrees with attn_predict on
+#    every test title;
+#  - attn_predict runs >= 10,000 rows/s over the test titles (the 2 MB model parsed per row
+#    would give ~1,000), i.e. the model is parsed once per connection, not per row.
+SQLITE3=${SQLITE3:-sqlite3}
+data=../shared/data
+FLOOR=${FLOOR:-0.5}
+command -v "$SQLITE3" >/dev/null 2>&1 || { echo "$SQLITE3 not found"; exit 77; }
+[ -f attnext.so ] || { echo "attnext.so not built (run make)"; exit 77; }
+[ -f "$data/ag_news_train_10k.csv" ] && [ -f "$data/ag_news_test.csv" ] ||
+  { echo "AG News CSVs not found in $data"; exit 77; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+"$SQLITE3" -batch "$tmp/ag.db" > "$tmp/out" 2>&1 <<SQL
+.load ./attnext
+.import --csv $data/ag_news_train_10k.csv train
+.import --csv $data/ag_news_test.csv test
+SELECT 'rows', (SELECT count(*) FROM train), (SELECT count(*) FROM test);
+SELECT 'epoch', epoch, round(train_loss, 4), round(val_loss, 4), round(val_accuracy, 4), round(seconds, 2)
+FROM attn_train('news', 'SELECT title, category FROM train', '{"epochs":6,"progress":false}');
+SELECT 'evaluate', label, round(precision, 4), round(recall, 4), round(f1, 4), support
+FROM attn_evaluate('news', 'SELECT title, category FROM test');
+SELECT 'accuracy', printf('%.6f', recall) FROM attn_evaluate('news', 'SELECT title, category FROM test') WHERE label = 'overall';
+SELECT 'confusion_accuracy', printf('%.6f', 1.0 * sum(iif(actual = predicted, count, 0)) / sum(count))
+FROM attn_confusion('news', 'SELECT title, category FROM test');
+SELECT 'classify_agrees', sum(c.label = attn_predict('news', t.title)), count(*)
+FROM attn_classify('news', 'SELECT rowid, title FROM test') c JOIN test t ON t.rowid = c.id;
+SELECT 'model_bytes', length(weights) FROM attn_models;
+.timer on
+SELECT 'predict', count(attn_predict('news', title)) FROM (SELECT title FROM test UNION ALL SELECT title FROM test UNION ALL SELECT title FROM test);
+SQL
+rc=$?
+cat "$tmp/out"
+[ $rc -eq 0 ] || { echo "FAIL: sqlite3 exited with $rc"; exit 1; }
+fails=0
+acc=$(sed -n 's/^accuracy|//p' "$tmp/out")
+cacc=$(sed -n 's/^confusion_accuracy|//p' "$tmp/out")
+agree=$(sed -n 's/^classify_agrees|//p' "$tmp/out")
+secs=$(sed -n 's/^Run Time: real \([0-9.]*\).*/\1/p' "$tmp/out" | tail -n 1)
+if awk "BEGIN { exit !($acc >= $FLOOR) }"; then echo "ok: test accuracy $acc >= $FLOOR"
+else echo "FAIL: test accuracy $acc < $FLOOR"; fails=1; fi
+if [ "$acc" = "$cacc" ]; then echo "ok: accuracy from attn_confusion $cacc = attn_evaluate's"
+else echo "FAIL: accuracy from attn_confusion $cacc != attn_evaluate's $acc"; fails=1; fi
+if [ "$agree" = "7600|7600" ]; then echo "ok: attn_classify = attn_predict on $agree titles"
+else echo "FAIL: attn_classify vs attn_predict: $agree"; fails=1; fi
+rate=$(awk "BEGIN { printf \"%.0f\", 22800 / ($secs + 1e-9) }")
+if [ "$rate" -ge 10000 ]; then echo "ok: attn_predict $rate rows/s (22800 rows in ${secs}s) >= 10000"
+else echo "FAIL: attn_predict $rate rows/s (22800 rows in ${secs}s) < 10000"; fails=1; fi
+exit $fails
