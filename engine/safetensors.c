@@ -473,6 +473,10 @@ static int load_format_version(const nn_st_file *f, char *err) {
   return NN_OK;
 }
 
+static int st_cmp_label(const void *a, const void *b) {
+  return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
 int nn_model_load(nn_model **out, const unsigned char *blob, size_t len, char *err) {
   *out = NULL;
   nn_st_file f;
@@ -486,7 +490,6 @@ int nn_model_load(nn_model **out, const unsigned char *blob, size_t len, char *e
   if (rc != NN_OK) return rc;
 
   if ((rc = load_format_version(&f, err)) != NN_OK) goto done;
-
   nn_config cfg;
   nn_config_default(&cfg);
   const char *config = nn_st_meta(&f, "config");
@@ -545,6 +548,29 @@ int nn_model_load(nn_model **out, const unsigned char *blob, size_t len, char *e
       goto done;
     }
     labels[c] = s->str;
+  }
+  if (C > 1) { /* labels are distinct: sort a copy, compare neighbours */
+    const char **sorted = malloc((size_t)C * sizeof *sorted);
+    if (!sorted) {
+      snprintf(err, NN_ERR_LEN, "weights: out of memory");
+      rc = NN_NOMEM;
+      goto done;
+    }
+    memcpy(sorted, labels, (size_t)C * sizeof *sorted);
+    qsort(sorted, (size_t)C, sizeof *sorted, st_cmp_label);
+    const char *dup = NULL;
+    for (int c = 1; c < C && !dup; c++)
+      if (strcmp(sorted[c - 1], sorted[c]) == 0) dup = sorted[c];
+    if (dup) {
+      char q[128];
+      nn_json_quote_for_message(q, sizeof q, dup, strlen(dup));
+      snprintf(err, NN_ERR_LEN, "weights: __metadata__ \"labels\" has %s twice", q);
+    }
+    free(sorted);
+    if (dup) {
+      rc = NN_ERROR;
+      goto done;
+    }
   }
   if ((rc = nn_vocab_from_list(&vocab, tokens, lens, V, sub)) != NN_OK) {
     snprintf(err, NN_ERR_LEN, "weights: vocab: %.480s", sub);
@@ -617,6 +643,18 @@ int nn_model_load(nn_model **out, const unsigned char *blob, size_t len, char *e
         memcpy(&dst[k], &bits, 4);
       }
     }
+  }
+  /* A model file's tensors cover its data buffer exactly (no holes, nothing after them): the
+   * tensors do not overlap (nn_st_parse), so their sizes must add up to the buffer's. */
+  uint64_t covered = 0, buffer_len = len - 8 - read_le64(blob);
+  for (int i = 0; i < f.count; i++) covered += f.tensors[i].nbytes;
+  if (covered != buffer_len) {
+    snprintf(err, NN_ERR_LEN,
+             "weights: the tensors cover %llu of the %llu bytes of the data buffer (the rest "
+             "is not part of any tensor)",
+             (unsigned long long)covered, (unsigned long long)buffer_len);
+    rc = NN_ERROR;
+    goto done;
   }
   if (f.count != ntensors) { /* only reachable with duplicate model names; be safe */
     snprintf(err, NN_ERR_LEN, "weights: %d tensors, the model has %d", f.count, ntensors);
