@@ -12,11 +12,17 @@
  * positions are 0-based. Each token's vector is looked up in the table named by `vectors`
  * (columns word TEXT and vector BLOB of little-endian float32, as attn_vectors_load makes it):
  * first as written, then lower-cased (ASCII letters); a token found neither way is a zero vector.
+ * Instead of a table, vectors = 'model:<name>' takes the word vectors a trained model learned:
+ * the rows of its embeddings.weight (deployed version), looked up in its vocabulary the same way
+ * (so stop words and words it never saw are zero vectors).
  * kind 'dot' (the default, the only one for now): scaled dot-product attention,
  *   weight(i, j) = softmax_j(q_i . k_j / sqrt(d))
  * so the weights of each query token sum to 1 over the key tokens (a zero-vector query token
- * attends uniformly). At most 512 tokens per text (80 for the SVG). Both functions read the
- * table named by an argument, so they are direct-only (not usable in triggers or views).
+ * attends uniformly). The attention layers of attnext's models pool one sequence (linear and
+ * additive score each position alone; self attention reads its own sequence), so they have no
+ * sentence-to-sentence form to offer here. At most 512 tokens per text (80 for the SVG). Both
+ * functions read the table named by an argument, so they are direct-only (not usable in
+ * triggers or views).
  */
 #include <math.h>
 #include <string.h>
@@ -98,10 +104,65 @@ static int mx_split(mx_side *side, const char *text, int len, int max_tokens, co
   return SQLITE_OK;
 }
 
-/* Which tokens of one side have a vector (found = 1 as written, 2 lower-cased) and check the
- * vectors; the first vector found fixes m->dim. mx_fill then copies them. */
-static int mx_lookup(attn_mx *m, mx_side *side, sqlite3_stmt *stmt, const char *fn,
-                     const char *table, char **errmsg) {
+/* Where the vectors come from: a (word, vector) table, or a trained model's embedding. */
+typedef struct mx_source {
+  const char *name;     /* as given: a table, or "model:<name>" */
+  sqlite3_stmt *stmt;   /* SELECT vector FROM table WHERE word = ?1 */
+  attn_model *model;    /* model: its vocabulary and embeddings.weight */
+  const float *emb;     /* (V, E) */
+} mx_source;
+
+/* The vector of word w (len bytes): 1 with *dim and either *vec (floats) or *blob (float32
+ * little-endian bytes) set, 0 when there is none, -1 on an error (*errmsg set). */
+static int mx_source_get(mx_source *src, const char *w, int len, const float **vec,
+                         const unsigned char **blob, int *dim, const char *fn, char **errmsg) {
+  *vec = NULL, *blob = NULL;
+  if (src->model) {
+    const nn_vocab *vocab = nn_model_vocab(src->model->nn);
+    int id = nn_vocab_lookup(vocab, w, len);
+    if (id <= NN_UNK || id >= nn_vocab_count(vocab)) return 0;
+    *dim = nn_model_config(src->model->nn)->embed_dim;
+    *vec = src->emb + (size_t)id * *dim;
+    return 1;
+  }
+  sqlite3_stmt *stmt = src->stmt;
+  sqlite3_reset(stmt);
+  sqlite3_bind_text(stmt, 1, w, len, SQLITE_STATIC);
+  int rc = sqlite3_step(stmt);
+  if (rc == SQLITE_DONE) return 0;
+  if (rc != SQLITE_ROW) {
+    *errmsg = sqlite3_mprintf("%s: cannot read the vectors table '%s': %s", fn, src->name,
+                              sqlite3_errmsg(sqlite3_db_handle(stmt)));
+    return -1;
+  }
+  int bytes = sqlite3_column_bytes(stmt, 0);
+  if (sqlite3_column_type(stmt, 0) != SQLITE_BLOB || bytes <= 0 || bytes % 4 != 0) {
+    *errmsg = sqlite3_mprintf("%s: the vector of '%.*s' in '%s' must be a BLOB of float32 (a "
+                              "multiple of 4 bytes), got %d bytes of type %s", fn, len, w,
+                              src->name, bytes,
+                              sqlite3_column_type(stmt, 0) == SQLITE_BLOB ? "BLOB" : "non-BLOB");
+    return -1;
+  }
+  *dim = bytes / 4;
+  *blob = sqlite3_column_blob(stmt, 0);
+  return 1;
+}
+
+static int mx_alloc_vectors(attn_mx *m) {
+  mx_side *sides[2] = {&m->q, &m->k};
+  int d = m->dim > 0 ? m->dim : 1;
+  for (int s = 0; s < 2; s++) {
+    size_t n = (size_t)(sides[s]->n ? sides[s]->n : 1) * d;
+    sides[s]->vectors = sqlite3_malloc64(n * sizeof(float));
+    if (!sides[s]->vectors) return SQLITE_NOMEM;
+    memset(sides[s]->vectors, 0, n * sizeof(float));
+  }
+  return SQLITE_OK;
+}
+
+/* Look up the vectors of one side: as written, then with ASCII letters lower-cased; the first
+ * vector found fixes m->dim (and allocates both sides' vectors, zero for tokens not found). */
+static int mx_lookup(attn_mx *m, mx_side *side, mx_source *src, const char *fn, char **errmsg) {
   for (int i = 0; i < side->n; i++) {
     mx_token *t = &side->tokens[i];
     const char *word = side->text + t->start;
@@ -119,38 +180,34 @@ static int mx_lookup(attn_mx *m, mx_side *side, sqlite3_stmt *stmt, const char *
         if (!changed) break;
         w = lower;
       }
-      sqlite3_reset(stmt);
-      sqlite3_bind_text(stmt, 1, w, t->len, SQLITE_STATIC);
-      int rc = sqlite3_step(stmt);
-      if (rc == SQLITE_DONE) continue;
-      if (rc != SQLITE_ROW) {
-        *errmsg = sqlite3_mprintf("%s: cannot read the vectors table '%s': %s", fn, table,
-                                  sqlite3_errmsg(sqlite3_db_handle(stmt)));
-        return SQLITE_ERROR;
-      }
-      int bytes = sqlite3_column_bytes(stmt, 0);
-      if (sqlite3_column_type(stmt, 0) != SQLITE_BLOB || bytes <= 0 || bytes % 4 != 0) {
-        *errmsg = sqlite3_mprintf("%s: the vector of '%.*s' in '%s' must be a BLOB of float32 "
-                                  "(a multiple of 4 bytes), got %d bytes of type %s",
-                                  fn, t->len, w, table, bytes,
-                                  sqlite3_column_type(stmt, 0) == SQLITE_BLOB ? "BLOB" : "non-BLOB");
-        return SQLITE_ERROR;
-      }
-      int d = bytes / 4;
+      const float *vec;
+      const unsigned char *blob;
+      int d = 0;
+      int got = mx_source_get(src, w, t->len, &vec, &blob, &d, fn, errmsg);
+      if (got < 0) return SQLITE_ERROR;
+      if (got == 0) continue;
       if (m->dim == 0) {
         m->dim = d;
+        if (mx_alloc_vectors(m) != SQLITE_OK) return SQLITE_NOMEM;
       } else if (d != m->dim) {
         *errmsg = sqlite3_mprintf("%s: the vector of '%.*s' in '%s' has %d dimensions, the ones "
-                                  "before it %d", fn, t->len, w, table, d, m->dim);
+                                  "before it %d", fn, t->len, w, src->name, d, m->dim);
         return SQLITE_ERROR;
       }
-      const unsigned char *blob = sqlite3_column_blob(stmt, 0);
+      float *dst = side->vectors + (size_t)i * d;
+      if (vec) {
+        memcpy(dst, vec, (size_t)d * sizeof *dst);
+      } else {
+        for (int c = 0; c < d; c++) { /* little-endian float32 */
+          uint32_t bits = (uint32_t)blob[4 * c] | (uint32_t)blob[4 * c + 1] << 8 |
+                          (uint32_t)blob[4 * c + 2] << 16 | (uint32_t)blob[4 * c + 3] << 24;
+          memcpy(&dst[c], &bits, 4);
+        }
+      }
       for (int c = 0; c < d; c++) {
-        float x;
-        memcpy(&x, blob + 4 * (size_t)c, 4);
-        if (!isfinite(x)) {
+        if (!isfinite(dst[c])) {
           *errmsg = sqlite3_mprintf("%s: the vector of '%.*s' in '%s' has a value that is not a "
-                                    "finite number", fn, t->len, w, table);
+                                    "finite number", fn, t->len, w, src->name);
           return SQLITE_ERROR;
         }
       }
@@ -160,49 +217,25 @@ static int mx_lookup(attn_mx *m, mx_side *side, sqlite3_stmt *stmt, const char *
   return SQLITE_OK;
 }
 
-/* Fill side->vectors (n, dim) now that dim is known (zero for tokens not found). */
-static int mx_fill(attn_mx *m, mx_side *side, sqlite3_stmt *stmt) {
-  int d = m->dim > 0 ? m->dim : 1;
-  side->vectors = sqlite3_malloc64((sqlite3_uint64)(side->n ? side->n : 1) * d * sizeof(float));
-  if (!side->vectors) return SQLITE_NOMEM;
-  memset(side->vectors, 0, (size_t)(side->n ? side->n : 1) * d * sizeof(float));
-  for (int i = 0; i < side->n; i++) {
-    mx_token *t = &side->tokens[i];
-    if (!t->found) continue;
-    char lower[256];
-    const char *w = side->text + t->start;
-    if (t->found == 2) {
-      for (int c = 0; c < t->len; c++) {
-        char ch = w[c];
-        lower[c] = ch >= 'A' && ch <= 'Z' ? (char)(ch + 32) : ch;
-      }
-      w = lower;
-    }
-    sqlite3_reset(stmt);
-    sqlite3_bind_text(stmt, 1, w, t->len, SQLITE_STATIC);
-    if (sqlite3_step(stmt) == SQLITE_ROW && sqlite3_column_bytes(stmt, 0) == d * 4)
-      memcpy(side->vectors + (size_t)i * d, sqlite3_column_blob(stmt, 0), (size_t)d * 4);
-  }
-  sqlite3_reset(stmt);
-  return SQLITE_OK;
-}
-
 /* Split, look up and compute the weights. */
-static int mx_compute(attn_mx *m, sqlite3 *db, const char *fn, sqlite3_value *qv,
+static int mx_compute(attn_mx *m, attn_conn *conn, const char *fn, sqlite3_value *qv,
                       sqlite3_value *kv, sqlite3_value *tv, sqlite3_value *kindv, int max_tokens,
                       char **errmsg) {
-  sqlite3_stmt *stmt = NULL;
+  sqlite3 *db = attn_conn_db(conn);
+  mx_source src;
   int rc;
+  memset(&src, 0, sizeof src);
   if (!qv || !kv || sqlite3_value_type(qv) == SQLITE_NULL || sqlite3_value_type(kv) == SQLITE_NULL) {
     *errmsg = sqlite3_mprintf("%s: the query and key texts must not be NULL", fn);
     return SQLITE_ERROR;
   }
   const char *table = tv ? (const char *)sqlite3_value_text(tv) : NULL;
   if (!table || !*table) {
-    *errmsg = sqlite3_mprintf("%s: the vectors argument must name a table of (word, vector), "
-                              "got %s", fn, table ? "''" : "NULL");
+    *errmsg = sqlite3_mprintf("%s: the vectors argument must name a table of (word, vector) or "
+                              "a model as 'model:<name>', got %s", fn, table ? "''" : "NULL");
     return SQLITE_ERROR;
   }
+  src.name = table;
   const char *kind = kindv && sqlite3_value_type(kindv) != SQLITE_NULL
                          ? (const char *)sqlite3_value_text(kindv) : "dot";
   if (!kind || sqlite3_stricmp(kind, "dot") != 0) {
@@ -218,20 +251,28 @@ static int mx_compute(attn_mx *m, sqlite3 *db, const char *fn, sqlite3_value *qv
   rc = mx_split(&m->q, qt, ql, max_tokens, fn, "query", errmsg);
   if (rc == SQLITE_OK) rc = mx_split(&m->k, kt, kl, max_tokens, fn, "key", errmsg);
   if (rc != SQLITE_OK) return rc;
-  char *sql = sqlite3_mprintf("SELECT vector FROM \"%w\" WHERE word = ?1 LIMIT 1", table);
-  if (!sql) return SQLITE_NOMEM;
-  rc = sqlite3_prepare_v2(db, sql, -1, &stmt, NULL);
-  sqlite3_free(sql);
-  if (rc != SQLITE_OK) {
-    *errmsg = sqlite3_mprintf("%s: cannot read the vectors table '%s' (columns word, vector): %s",
-                              fn, table, sqlite3_errmsg(db));
-    return SQLITE_ERROR;
+  if (strncmp(table, "model:", 6) == 0) {
+    rc = attn_model_acquire(conn, fn, table + 6, &src.model, errmsg);
+    if (rc != SQLITE_OK) return rc;
+    nn_tensor_info info;
+    nn_model_tensor(src.model->nn, 0, &info); /* embeddings.weight (V, E) */
+    src.emb = nn_model_weights(src.model->nn) + info.offset;
+  } else {
+    char *sql = sqlite3_mprintf("SELECT vector FROM \"%w\" WHERE word = ?1 LIMIT 1", table);
+    if (!sql) return SQLITE_NOMEM;
+    rc = sqlite3_prepare_v2(db, sql, -1, &src.stmt, NULL);
+    sqlite3_free(sql);
+    if (rc != SQLITE_OK) {
+      *errmsg = sqlite3_mprintf("%s: cannot read the vectors table '%s' (columns word, vector): "
+                                "%s", fn, table, sqlite3_errmsg(db));
+      return SQLITE_ERROR;
+    }
   }
-  rc = mx_lookup(m, &m->q, stmt, fn, table, errmsg);
-  if (rc == SQLITE_OK) rc = mx_lookup(m, &m->k, stmt, fn, table, errmsg);
-  if (rc == SQLITE_OK) rc = mx_fill(m, &m->q, stmt);
-  if (rc == SQLITE_OK) rc = mx_fill(m, &m->k, stmt);
-  sqlite3_finalize(stmt);
+  rc = mx_lookup(m, &m->q, &src, fn, errmsg);
+  if (rc == SQLITE_OK) rc = mx_lookup(m, &m->k, &src, fn, errmsg);
+  if (rc == SQLITE_OK && m->dim == 0) rc = mx_alloc_vectors(m); /* nothing found: all zero */
+  sqlite3_finalize(src.stmt);
+  attn_model_release(src.model);
   if (rc != SQLITE_OK) return rc;
   int d = m->dim > 0 ? m->dim : 1, nq = m->q.n, nk = m->k.n;
   m->weight = sqlite3_malloc64((sqlite3_uint64)(nq ? nq : 1) * (nk ? nk : 1) * sizeof(double));
@@ -317,7 +358,7 @@ static int mx_filter(sqlite3_vtab_cursor *base, int idx_num, const char *idx_str
   char *msg = NULL;
   mx_free(&cur->m);
   cur->row = cur->nrows = 0;
-  int rc = mx_compute(&cur->m, attn_conn_db(vtab->conn), "attn_matrix", argc > 0 ? argv[0] : NULL,
+  int rc = mx_compute(&cur->m, vtab->conn, "attn_matrix", argc > 0 ? argv[0] : NULL,
                       argc > 1 ? argv[1] : NULL, argc > 2 ? argv[2] : NULL,
                       (idx_num & 8) && argc > 3 ? argv[3] : NULL, MATRIX_MAX_TOKENS, &msg);
   if (rc != SQLITE_OK) {
@@ -385,7 +426,7 @@ static void attn_matrix_svg_func(sqlite3_context *ctx, int argc, sqlite3_value *
   attn_mx m;
   char *msg = NULL;
   memset(&m, 0, sizeof m);
-  int rc = mx_compute(&m, sqlite3_context_db_handle(ctx), fn, argv[0], argv[1], argv[2],
+  int rc = mx_compute(&m, sqlite3_user_data(ctx), fn, argv[0], argv[1], argv[2],
                       argc > 3 ? argv[3] : NULL, MATRIX_SVG_MAX_TOKENS, &msg);
   if (rc != SQLITE_OK) {
     if (msg) {

@@ -47,6 +47,17 @@ def check(cond, what):
     return cond
 
 
+def reexec_with_preload():
+    """Under make test-asan: restart with $ATTNEXT_PRELOAD (libasan) in LD_PRELOAD."""
+    pre = os.environ.get("ATTNEXT_PRELOAD")
+    if pre and pre not in os.environ.get("LD_PRELOAD", ""):
+        env = dict(os.environ)
+        env["LD_PRELOAD"] = pre + (":" + env["LD_PRELOAD"] if env.get("LD_PRELOAD") else "")
+        opts = env.get("ASAN_OPTIONS", "")
+        env["ASAN_OPTIONS"] = (opts + ":" if opts else "") + "detect_leaks=0"
+        os.execve(sys.executable, [sys.executable] + sys.argv, env)
+
+
 def connect(path):
     db = sqlite3.connect(path, isolation_level=None)
     db.enable_load_extension(True)
@@ -119,7 +130,9 @@ def render(svg_text, name, tmp, min_ink=200):
     svg_path, png_path = os.path.join(tmp, name + ".svg"), os.path.join(tmp, name + ".png")
     with open(svg_path, "w", encoding="utf-8") as f:
         f.write(svg_text)
-    r = subprocess.run(["rsvg-convert", "-o", png_path, svg_path], capture_output=True, text=True)
+    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+    r = subprocess.run(["rsvg-convert", "-o", png_path, svg_path], capture_output=True, text=True,
+                       env=env)
     if not check(r.returncode == 0, f"{name}: rsvg-convert renders it {r.stderr.strip()[:200]}"):
         return root
     pw, ph, rows, ch = png_pixels(open(png_path, "rb").read())
@@ -388,9 +401,10 @@ def test_vectors(db, tmp):
     check(e is not None and "unsafe use of" in e, f"vectors: direct-only, refused in a view: {e}")
 
 
-def reference_matrix(db, q, k, table):
-    vec = {w: np.frombuffer(v, dtype="<f4").astype(np.float64)
-           for w, v in db.execute(f"SELECT word, vector FROM {table}")}
+def reference_matrix(db, q, k, table, vec=None):
+    if vec is None:
+        vec = {w: np.frombuffer(v, dtype="<f4").astype(np.float64)
+               for w, v in db.execute(f"SELECT word, vector FROM {table}")}
     d = len(next(iter(vec.values())))
 
     def look(t):
@@ -414,6 +428,18 @@ def test_matrix(db, tmp):
     zebra = [r[4] for r in rows if r[1] == "zebra"]
     check(max(abs(w - 1 / len(kt)) for w in zebra) < 1e-12,
           "matrix: a token missing from the vectors (zebra) is a zero vector: uniform weights")
+    # a trained model's word vectors: its embedding rows, looked up in its vocabulary
+    vocab, emb, _ = embedding_of(db, "news", 1)
+    mvec = {w: emb[i].astype(np.float64) for i, w in enumerate(vocab) if i >= 2}
+    q2, k2 = "Striker SCORES twice in the cup final", "Hawks win the final match qqqzzz"
+    rows2 = db.execute("SELECT * FROM attn_matrix(?, ?, 'model:news')", (q2, k2)).fetchall()
+    _, _, ref2 = reference_matrix(db, q2, k2, None, mvec)
+    worst = max(abs(r[4] - ref2[r[0], r[2]]) for r in rows2)
+    check(len(rows2) == 42 and worst < 1e-6,
+          f"matrix 'model:news': {len(rows2)} rows vs NumPy on the stored embeddings.weight: "
+          f"max diff {worst:.2e}")
+    e = error_of(db, "SELECT * FROM attn_matrix('a', 'b', 'model:nope')")
+    check(e == "attn_matrix: no model named 'nope'", f"matrix: unknown model: {e}")
     rows4 = db.execute("SELECT * FROM attn_matrix(?, ?, 'glove', 'dot')", (q, k)).fetchall()
     check(rows4 == rows, "matrix: kind 'dot' is the default")
     for sql, want in [
@@ -529,8 +555,10 @@ def test_embeddings(db, tmp):
 
 
 def main():
-    if not os.path.exists("attnext.so") and "ATTNEXT" not in os.environ:
-        print("attnext.so not built (run make)")
+    reexec_with_preload()
+    ext = os.path.abspath(os.environ.get("ATTNEXT", "attnext")) + ".so"
+    if not os.path.exists(ext):
+        print(f"{ext} not built (run make)")
         return 77
     if not shutil.which("rsvg-convert"):
         print("note: rsvg-convert (librsvg2-bin) not found: SVGs are parsed but not rendered")
