@@ -8,7 +8,8 @@
  *  3. hostile BLOBs, each checked by its exact error text: header length huge / past the end,
  *     not JSON, overlapping and out-of-range offsets, unsupported dtype, too many dimensions,
  *     shape/size mismatch, missing / extra / duplicate tensors, wrong dtype or shape for the
- *     model, non-string metadata, newer format_version, bad config / vocab / labels.
+ *     model, non-string metadata, newer format_version, bad config / vocab / labels, duplicate
+ *     labels, data bytes no tensor covers.
  *  4. the saved BLOB truncated at every length, and seeded random bit flips and byte
  *     overwrites: every load returns (an error for every truncation), never crashes.
  * Every BLOB is parsed from an exact-size heap copy so ASan and valgrind see any over-read. */
@@ -622,6 +623,8 @@ static void test_hostile_model_blobs(void) {
   expect_load_error("no labels", &s, "weights: __metadata__ \"labels\" is empty");
   spec_set_meta(&s, "labels", "[\"a\",\"b\\u0000c\",\"d\"]", 0);
   expect_load_error("NUL in a label", &s, "weights: label 1 contains a NUL character");
+  spec_set_meta(&s, "labels", "[\"World\",\"x\",\"World\"]", 0);
+  expect_load_error("duplicate label", &s, "weights: __metadata__ \"labels\" has \"World\" twice");
   spec_set_meta(&s, "labels", "[\"a\",\"b\",\"c\",\"d\"]", 0);
   snprintf(want, sizeof want, "weights: tensor \"fc2.weight\" has shape [%lld, %lld], expected [4, %lld]",
            (long long)fc2w.shape[0], (long long)fc2w.shape[1], (long long)fc2w.shape[1]);
@@ -644,6 +647,12 @@ static void test_hostile_model_blobs(void) {
   }
   spec_set_meta(&s, "labels", "[\"World\",\"quote\\\"back\\\\slash/\",\"line\\nbreak \xe2\x82\xac\"]", 0);
   expect_load_error("labels restated", &s, NULL);
+  s.data_len += 4; /* bytes no tensor covers */
+  snprintf(want, sizeof want,
+           "weights: the tensors cover %zu of the %zu bytes of the data buffer (the rest is not part of any tensor)",
+           s.data_len - 4, s.data_len);
+  expect_load_error("a gap after the tensors", &s, want);
+  s.data_len -= 4;
   spec_free(&s);
 
   /* truncated at every length: each must fail */
