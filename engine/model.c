@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "model.h"
+#include "pool.h"
 
 int nn_cell_gates(nn_cell cell) { return cell == NN_CELL_GRU ? 3 : cell == NN_CELL_LSTM ? 4 : 1; }
 
@@ -265,6 +266,7 @@ int nn_workspace_create(nn_workspace **out, char *err) {
     return NN_NOMEM;
   }
   (*out)->be = nn_backend_cpu();
+  nn_blas_single_thread(); /* our threads split the work; see pool.h */
   return NN_OK;
 }
 

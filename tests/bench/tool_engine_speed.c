@@ -1,7 +1,7 @@
 /* tool_engine_speed.c -- micro-benchmark of the engine alone (no SQLite, no text): training
  * steps (forward + backward + Adam) on batches shaped like AG News titles under the lesson's
  * configuration, and one-row inference, so a change to the layers can be measured in seconds.
- *   build/tests/bench/tool_engine_speed [cell] [hidden] [batches]
+ *   build/tests/bench/tool_engine_speed [cell] [hidden] [batches] [rows per inference round]
  * Prints ms per training batch, training rows/s and single-row inference rows/s. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,7 +70,7 @@ int main(int argc, char **argv) {
   /* one row at a time, as attn_predict does: first with the input projection as a GEMM, then
    * on the model prepared as nn_model_load prepares it (folded table), alternating rounds so
    * that machine load hits both alike */
-  int rows = 4000;
+  int rows = argc > 4 ? atoi(argv[4]) : 4000;
   double plain_s = 0, infer_s = 0;
   for (int round = 0; round < 10; round++) {
     for (int folded = 0; folded < 2; folded++) {
