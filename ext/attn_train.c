@@ -14,7 +14,9 @@
  * An error, or sqlite3_interrupt (Ctrl-C in the shell; noticed after every batch by stepping a
  * tiny statement, which fails with SQLITE_INTERRUPT once the connection is interrupted), leaves
  * the database as it was. A LIMIT that stops reading before the last epoch ends the training
- * without saving it. Direct-only: not usable from triggers or views.
+ * without saving it. Direct-only: not usable from triggers or views. The arguments are the
+ * hidden columns arg_name, arg_query, arg_options (prefixed so that an argument such as `name`
+ * or `text` written in a query resolves to the caller's column, not to the function's own).
  */
 #include <limits.h>
 #include <stdlib.h>

@@ -61,6 +61,18 @@ SELECT attn_import('m', x'0102');
 SELECT attn_import('m', zeroblob(100));
 SELECT attn_import(NULL, x'00');
 
+-- a failure while saving (here a trigger refusing a log row) leaves the store as it was, both
+-- in a savepoint (a plain SELECT) and inside a statement that writes (no savepoint possible:
+-- the rows written so far are deleted again and the deployed version restored)
+CREATE TRIGGER no_log BEFORE INSERT ON attn_training_log WHEN new.epoch = 2
+BEGIN SELECT RAISE(ABORT, 'log refused'); END;
+SELECT count(*) FROM attn_train('m', 'SELECT text, label FROM docs',
+  '{"epochs":3,"hidden":8,"embed_dim":8,"fc_hidden":8,"progress":false}');
+CREATE TEMP TABLE run AS SELECT * FROM attn_train('m', 'SELECT text, label FROM docs',
+  '{"epochs":3,"hidden":8,"embed_dim":8,"fc_hidden":8,"progress":false}');
+DROP TRIGGER no_log;
+SELECT name, version, deployed FROM attn_models;
+
 -- direct-only: attn_train, attn_deploy and attn_import are refused in views and triggers
 CREATE VIEW v AS SELECT * FROM attn_train('m', 'SELECT text, label FROM docs');
 SELECT * FROM v;
