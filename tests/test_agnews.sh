@@ -9,16 +9,17 @@
 #  - attn_predict runs >= 10,000 rows/s over the test titles (the 2 MB model parsed per row
 #    would give ~1,000), i.e. the model is parsed once per connection, not per row.
 SQLITE3=${SQLITE3:-sqlite3}
+ATTNEXT=${ATTNEXT:-./attnext}
 data=../shared/data
 FLOOR=${FLOOR:-0.5}
-command -v "$SQLITE3" >/dev/null 2>&1 || { echo "$SQLITE3 not found"; exit 77; }
-[ -f attnext.so ] || { echo "attnext.so not built (run make)"; exit 77; }
+command -v ${SQLITE3##* } >/dev/null 2>&1 || { echo "$SQLITE3 not found"; exit 77; }
+[ -f "$ATTNEXT.so" ] || { echo "$ATTNEXT.so not built (run make)"; exit 77; }
 [ -f "$data/ag_news_train_10k.csv" ] && [ -f "$data/ag_news_test.csv" ] ||
   { echo "AG News CSVs not found in $data"; exit 77; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-"$SQLITE3" -batch "$tmp/ag.db" > "$tmp/out" 2>&1 <<SQL
-.load ./attnext
+$SQLITE3 -batch "$tmp/ag.db" > "$tmp/out" 2>&1 <<SQL
+.load $ATTNEXT
 .import --csv $data/ag_news_train_10k.csv train
 .import --csv $data/ag_news_test.csv test
 SELECT 'rows', (SELECT count(*) FROM train), (SELECT count(*) FROM test);

@@ -28,10 +28,25 @@ def check(cond, what):
         failures += 1
 
 
+EXT = os.path.abspath(os.environ.get("ATTNEXT", "attnext"))  # without .so
+
+
+def reexec_with_preload():
+    """Under make test-asan: restart with $ATTNEXT_PRELOAD (libasan) in LD_PRELOAD."""
+    pre = os.environ.get("ATTNEXT_PRELOAD")
+    if pre and pre not in os.environ.get("LD_PRELOAD", ""):
+        env = dict(os.environ)
+        env["LD_PRELOAD"] = pre + (":" + env["LD_PRELOAD"] if env.get("LD_PRELOAD") else "")
+        opts = env.get("ASAN_OPTIONS", "")
+        env["ASAN_OPTIONS"] = (opts + ":" if opts else "") + "detect_leaks=0"  # Python's own
+        sys.stdout.flush()
+        os.execve(sys.executable, [sys.executable] + sys.argv, env)
+
+
 def connect(path):
     db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
     db.enable_load_extension(True)
-    db.load_extension(os.path.abspath("attnext"))
+    db.load_extension(EXT)
     return db
 
 
@@ -46,9 +61,10 @@ OPTS = '{"epochs":15,"hidden":16,"embed_dim":16,"fc_hidden":16,"lr":0.01,"progre
 
 
 def main():
-    if not os.path.exists("attnext.so"):
-        print("attnext.so not built (run make)")
+    if not os.path.exists(EXT + ".so"):
+        print(EXT + ".so not built (run make)")
         return 77
+    reexec_with_preload()
     if not hasattr(sqlite3.Connection, "enable_load_extension"):
         print("this Python's sqlite3 module cannot load extensions")
         return 77

@@ -4,10 +4,14 @@
 # Each script runs in a fresh temporary directory holding links to attnext.so and tests/, so
 # scripts say `.load ./attnext` and may `.open` a second connection to a file there.
 # UPDATE_EXPECTED=1 sh tests/test_sql.sh rewrites the .expected files (review the diff!).
+# The extension is $ATTNEXT (default ./attnext, without .so); $SQLITE3 may be a command line
+# (make test-asan: "env LD_PRELOAD=... sqlite3").
 SQLITE3=${SQLITE3:-sqlite3}
-command -v "$SQLITE3" >/dev/null 2>&1 || { echo "$SQLITE3 not found"; exit 77; }
-[ -f attnext.so ] || { echo "attnext.so not built (run make)"; exit 77; }
+ATTNEXT=${ATTNEXT:-./attnext}
+command -v ${SQLITE3##* } >/dev/null 2>&1 || { echo "$SQLITE3 not found"; exit 77; }
+[ -f "$ATTNEXT.so" ] || { echo "$ATTNEXT.so not built (run make)"; exit 77; }
 root=$(pwd)
+case $ATTNEXT in /*) so=$ATTNEXT.so ;; *) so=$root/$ATTNEXT.so ;; esac
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 # stdout and stderr interleaved in order: line-buffered stdout
@@ -18,9 +22,9 @@ for script in tests/sql/*.sql; do
   name=$(basename "$script" .sql)
   dir="$tmp/$name"
   mkdir -p "$dir"
-  ln -s "$root/attnext.so" "$dir/attnext.so"
+  ln -s "$so" "$dir/attnext.so"
   ln -s "$root/tests" "$dir/tests"
-  (cd "$dir" && $unbuf "$SQLITE3" -batch test.db < "$root/$script" > "$dir/out" 2>&1)
+  (cd "$dir" && $unbuf $SQLITE3 -batch test.db < "$root/$script" > "$dir/out" 2>&1)
   n=$((n + 1))
   if [ -n "$UPDATE_EXPECTED" ]; then
     cp "$dir/out" "tests/sql/$name.expected"
