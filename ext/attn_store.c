@@ -14,9 +14,14 @@
  * connection, as seen by the current read transaction) plus this connection's change count
  * (sqlite3_total_changes64: writes of its own). Outside a read transaction the data version may
  * be stale, and inside a write transaction a ROLLBACK changes neither number, so there the query
- * runs every time. Scalar functions with a constant name also
- * keep the model with sqlite3_set_auxdata for the rest of the statement, so a row costs
- * tokenize + forward only.
+ * runs every time. Scalar functions with a constant name also keep the model with
+ * sqlite3_set_auxdata for the rest of the statement, so a row costs tokenize + forward only.
+ * (Verified: tests/sql/versions.sql and tests/test_python_sqlite.py, two connections.)
+ *
+ * Saving (attn_store_save). The model row, the deployed flags and the log rows are written in
+ * SAVEPOINT attn_store. Inside a statement that itself writes (INSERT ... SELECT FROM
+ * attn_train(...), CREATE TABLE ... AS) SQLite opens no savepoint; the rows then join that
+ * statement's transaction and on error are deleted again by hand, the deployed version restored.
  */
 #include <stdlib.h>
 #include <string.h>
