@@ -367,19 +367,23 @@ int attn_train_options(sqlite3 *db, const char *fn, const char *options, nn_conf
         }
       }
       if (rc == SQLITE_OK && ftype) {
+        /* true / false, or 1 / 0 as nn_config takes booleans */
+        sqlite3_stmt *raw = NULL;
+        sqlite3_prepare_v2(db, "SELECT json_extract(?1, '$.freeze_embeddings')", -1, &raw, NULL);
+        sqlite3_bind_text(raw, 1, options, -1, SQLITE_STATIC);
+        int have = raw && sqlite3_step(raw) == SQLITE_ROW;
+        sqlite3_int64 iv = have && strcmp(ftype, "integer") == 0 ? sqlite3_column_int64(raw, 0) : -1;
         if (strcmp(ftype, "true") == 0 || strcmp(ftype, "false") == 0) {
           emb->freeze = strcmp(ftype, "true") == 0;
+        } else if (iv == 0 || iv == 1) {
+          emb->freeze = (int)iv;
         } else {
-          sqlite3_stmt *raw = NULL;
-          sqlite3_prepare_v2(db, "SELECT json_extract(?1, '$.freeze_embeddings')", -1, &raw, NULL);
-          sqlite3_bind_text(raw, 1, options, -1, SQLITE_STATIC);
-          const char *v = raw && sqlite3_step(raw) == SQLITE_ROW
-                              ? (const char *)sqlite3_column_text(raw, 0) : NULL;
+          const char *v = have ? (const char *)sqlite3_column_text(raw, 0) : NULL;
           *errmsg = sqlite3_mprintf("%s: option \"freeze_embeddings\" must be true or false, "
                                     "got %s", fn, v ? v : "null");
-          sqlite3_finalize(raw);
           rc = SQLITE_ERROR;
         }
+        sqlite3_finalize(raw);
       }
       if (rc == SQLITE_OK) {
         rest = sqlite3_mprintf("%s", (const char *)sqlite3_column_text(parts, 4));

@@ -507,7 +507,7 @@ def test_embeddings(db, tmp):
     base = ('"hidden":8,"fc_hidden":8,"epochs":3,"batch_size":32,"seed":11,"progress":false')
     q = "SELECT count(*) FROM attn_train(?, 'SELECT title, category FROM headlines', ?)"
     db.execute(q, ("e_frozen", '{"embeddings":"wv","freeze_embeddings":true,' + base + "}")).fetchall()
-    db.execute(q, ("e_init", '{"embed_dim":8,"freeze_embeddings":true,' + base + "}")).fetchall()
+    db.execute(q, ("e_init", '{"embed_dim":8,"freeze_embeddings":1,' + base + "}")).fetchall()
     db.execute(q, ("e_free", '{"embeddings":"wv",' + base + "}")).fetchall()
     vocab, frozen, cfg = embedding_of(db, "e_frozen", 1)
     _, init, _ = embedding_of(db, "e_init", 1)
@@ -538,8 +538,10 @@ def test_embeddings(db, tmp):
          "(leave embed_dim out to use 8)"),
         ('{"embeddings":3}',
          "option \"embeddings\" must be the name of a table of (word, vector), got 3"),
-        ('{"embeddings":"wv","freeze_embeddings":1}',
-         "option \"freeze_embeddings\" must be true or false, got 1"),
+        ('{"embeddings":"wv","freeze_embeddings":2}',
+         "option \"freeze_embeddings\" must be true or false, got 2"),
+        ('{"embeddings":"wv","freeze_embeddings":"yes"}',
+         "option \"freeze_embeddings\" must be true or false, got yes"),
         ('{"embeddings":"none_such"}',
          "option \"embeddings\": cannot read table 'none_such' (columns word, vector): "
          "no such table: none_such"),
