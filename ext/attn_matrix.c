@@ -441,13 +441,13 @@ static void attn_matrix_svg_func(sqlite3_context *ctx, int argc, sqlite3_value *
   }
   int nq = m.q.n, nk = m.k.n, qchars = 1, kchars = 1, missing = 0;
   for (int i = 0; i < nq; i++) {
-    int c = attn_svg_text_chars(m.q.text + m.q.tokens[i].start, m.q.tokens[i].len,
+    int c = attn_svg_text_columns(m.q.text + m.q.tokens[i].start, m.q.tokens[i].len,
                                 MATRIX_LABEL_CHARS);
     if (c > qchars) qchars = c;
     missing |= !m.q.tokens[i].found;
   }
   for (int j = 0; j < nk; j++) {
-    int c = attn_svg_text_chars(m.k.text + m.k.tokens[j].start, m.k.tokens[j].len,
+    int c = attn_svg_text_columns(m.k.text + m.k.tokens[j].start, m.k.tokens[j].len,
                                 MATRIX_LABEL_CHARS);
     if (c > kchars) kchars = c;
     missing |= !m.k.tokens[j].found;

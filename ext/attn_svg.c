@@ -93,11 +93,26 @@ static int count_chars(const char *s, int len) {
   return n;
 }
 
-int attn_svg_text_chars(const char *s, int len, int max_chars) {
+/* Wide characters take two columns of a monospace font: East Asian wide and full-width forms
+ * and the emoji blocks (an approximation of Unicode's East_Asian_Width W/F). */
+static int is_wide(unsigned cp) {
+  return (cp >= 0x1100 && cp <= 0x115F) || (cp >= 0x2E80 && cp <= 0xA4CF && cp != 0x303F) ||
+         (cp >= 0xAC00 && cp <= 0xD7A3) || (cp >= 0xF900 && cp <= 0xFAFF) ||
+         (cp >= 0xFE30 && cp <= 0xFE4F) || (cp >= 0xFF00 && cp <= 0xFF60) ||
+         (cp >= 0xFFE0 && cp <= 0xFFE6) || (cp >= 0x1F300 && cp <= 0x1F64F) ||
+         (cp >= 0x1F900 && cp <= 0x1F9FF) || (cp >= 0x20000 && cp <= 0x3FFFD);
+}
+
+int attn_svg_text_columns(const char *s, int len, int max_chars) {
   if (!s || len <= 0) return 0;
-  int n = count_chars(s, len);
   if (max_chars < 1) max_chars = 1;
-  return n <= max_chars ? n : max_chars;
+  int total = count_chars(s, len), keep = total <= max_chars ? total : max_chars - 1, cols = 0;
+  for (int i = 0, n = 0; i < len && n < keep; n++) {
+    unsigned cp;
+    i += utf8_decode((const unsigned char *)s + i, len - i, &cp);
+    cols += is_wide(cp) ? 2 : 1;
+  }
+  return cols + (keep < total); /* the ellipsis */
 }
 
 int attn_svg_prefix_bytes(const char *s, int len, int max_chars) {

@@ -121,7 +121,7 @@ oom:
 /* ------------------------------------------------------------------ heatmap drawing */
 
 static double hm_box_width(const hm_token *t) {
-  int chars = attn_svg_text_chars(t->text, t->len, HM_TOKEN_CHARS);
+  int chars = attn_svg_text_columns(t->text, t->len, HM_TOKEN_CHARS);
   double w = attn_svg_mono_width(chars, HM_FONT) + 12;
   return w < 34 ? 34 : w; /* room for the weight below */
 }

@@ -17,12 +17,12 @@
  * characters (code points; longer: the first max_chars - 1 and an ellipsis). Returns the number
  * of characters written. */
 int attn_svg_text(sqlite3_str *out, const char *s, int len, int max_chars);
-/* The number of characters attn_svg_text would write. */
-int attn_svg_text_chars(const char *s, int len, int max_chars);
+/* Columns of a monospace font that what attn_svg_text writes takes (wide characters: 2). */
+int attn_svg_text_columns(const char *s, int len, int max_chars);
 /* Bytes of the first max_chars characters of s (len bytes), for cutting a string before
  * formatting it; invalid bytes count as one character each. */
 int attn_svg_prefix_bytes(const char *s, int len, int max_chars);
-/* Width in pixels of n characters of the monospace font at font size `size`. */
+/* Width in pixels of n columns of the monospace font at font size `size`. */
 double attn_svg_mono_width(int n, double size);
 
 /* Colour of t in [0, 1] on the extension's sequential scale (white -> dark red) as "#rrggbb";
