@@ -476,6 +476,14 @@ def test_matrix(db, tmp):
         drawn = texts_of(root)
         check("<b>&amp;" in drawn and "<dog>" in drawn, "matrix_svg: markup tokens come back as text")
         check(not any(len(t) > 100 for t in drawn), "matrix_svg: long tokens cut")
+    def first_cell_x(text):
+        svg = db.execute("SELECT attn_matrix_svg(?, 'cat', 'glove')", (text,)).fetchone()[0]
+        root = ET.fromstring(svg.encode())
+        return float(next(r for r in root.iter(SVG + "rect")
+                          if r.find(SVG + "title") is not None).get("x"))
+    wide, narrow = first_cell_x("\u6771\u4eac\u6771\u4eac"), first_cell_x("abcd")
+    check(abs((wide - 20 - 10) - 2 * (narrow - 20 - 10)) < 1,
+          f"matrix_svg: 4 wide characters take the room of 8 ({wide - 30:.1f} vs {narrow - 30:.1f} px)")
     e = error_of(db, "SELECT attn_matrix_svg(?, 'b', 'glove')", (" ".join(["w"] * 81),))
     check(e == "attn_matrix_svg: the query text has 81 tokens, at most 80 are allowed", e)
     db.execute("CREATE VIEW mv AS SELECT * FROM attn_matrix('a', 'b', 'glove')")
