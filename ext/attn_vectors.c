@@ -10,8 +10,14 @@
  * lines are skipped, and so is a first line of two integers (word2vec's "count dim" header).
  * A bad line stops the statement with an error naming the file, the line and what was wrong:
  *   attn_vectors_load: line 3 of 'glove.txt': expected 50 numbers after the word (as line 1), got 49
+ * (Rows are produced as the file is read, so rows before a bad line were already returned; a
+ * CREATE TABLE ... AS SELECT fails as a whole.)
  * Reading a file is a capability: the function is direct-only (never from a trigger or a view).
- * Use the vectors with attn_matrix (attn_matrix.c) or attn_train's "embeddings" option.
+ *
+ * Also here: attn_train's options "embeddings" (the name of such a table) and
+ * "freeze_embeddings" (attn_train_options, attn_embeddings_apply). Words are matched exactly
+ * against the vocabulary; rows they set start as the vectors, the others keep the N(0, 1)
+ * initialisation; without "embed_dim" the embedding takes the vectors' dimension.
  */
 #include <errno.h>
 #include <math.h>
