@@ -432,7 +432,7 @@ int attn_store_save(attn_conn *conn, const char *fn, const char *name, const nn_
   char *config = NULL, *labels = NULL;
   sqlite3_stmt *stmt = NULL, *guard = NULL;
   char err[NN_ERR_LEN] = "";
-  int rc, in_savepoint = 0, direct = 0, wrote = 0;
+  int rc, in_savepoint = 0, direct = 0, wrote = 0, autocommit_before = 0;
   int64_t version = 0, was_deployed = 0;
   *errmsg = NULL;
 
@@ -447,6 +447,17 @@ int attn_store_save(attn_conn *conn, const char *fn, const char *name, const nn_
     rc = SQLITE_NOMEM;
     goto done;
   }
+  /* A statement that writes nothing, stepped only if the savepoint cannot be rolled back:
+   * while the connection is interrupted, or after an allocation failed inside the statement
+   * that called us (SQLite keeps its out-of-memory state until that statement ends), every new
+   * statement fails at once; a writing statement failing with SQLITE_INTERRUPT or SQLITE_NOMEM
+   * makes SQLite roll the whole transaction back. Prepared before the savepoint when the store
+   * exists (so that a failure inside SAVEPOINT or the schema check is covered too), else once
+   * the schema is there. */
+  autocommit_before = sqlite3_get_autocommit(db);
+  if (sqlite3_prepare_v2(db, "DELETE FROM main.attn_training_log WHERE 0", -1, &guard, NULL) !=
+      SQLITE_OK)
+    guard = NULL;
   rc = sqlite3_exec(db, "SAVEPOINT attn_store", NULL, NULL, NULL);
   if (rc == SQLITE_OK) {
     in_savepoint = 1;
@@ -462,10 +473,7 @@ int attn_store_save(attn_conn *conn, const char *fn, const char *name, const nn_
   }
   rc = attn_store_ensure_schema(db, fn, errmsg);
   if (rc != SQLITE_OK) goto done;
-  /* A statement that writes nothing, stepped only if the savepoint cannot be rolled back
-   * because the connection is interrupted (every new statement then fails at once): a writing
-   * statement failing with SQLITE_INTERRUPT makes SQLite roll the transaction back. */
-  if (in_savepoint &&
+  if (in_savepoint && !guard &&
       sqlite3_prepare_v2(db, "DELETE FROM main.attn_training_log WHERE 0", -1, &guard, NULL) !=
           SQLITE_OK)
     guard = NULL;
@@ -583,7 +591,10 @@ done:
      * these fail harmlessly. */
     int undone = sqlite3_exec(db, "ROLLBACK TO attn_store", NULL, NULL, NULL);
     sqlite3_exec(db, "RELEASE attn_store", NULL, NULL, NULL);
-    if (undone == SQLITE_INTERRUPT && guard && !sqlite3_get_autocommit(db)) sqlite3_step(guard);
+    if (undone != SQLITE_OK && guard && !sqlite3_get_autocommit(db)) sqlite3_step(guard);
+  } else if (rc != SQLITE_OK && !direct && autocommit_before && !sqlite3_get_autocommit(db)) {
+    /* SAVEPOINT failed part-way, after it had begun a transaction */
+    if (guard) sqlite3_step(guard);
   } else if (direct && wrote) {
     char *undo = sqlite3_mprintf(
         "DELETE FROM main.attn_training_log WHERE name = %Q AND version = %lld;"
