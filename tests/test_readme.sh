@@ -6,6 +6,7 @@
 #  each set must contain the other. Also: the README's first two commands are `make demo` and
 #  `make test`.
 SQLITE3=${SQLITE3:-sqlite3}
+export LC_ALL=C # sort and comm order as SQLite's ORDER BY
 # $SQLITE3 may be a command line (make test-asan: env LD_PRELOAD=... sqlite3); the extension
 # is $ATTNEXT (default ./attnext, as `.load` takes it: without .so).
 ATTNEXT=${ATTNEXT:-./attnext}
@@ -70,6 +71,32 @@ while IFS='|' read -r f narg; do
   fi
 done
 [ -f "$tmp/scalar_fail" ] && fails=1
+
+# Training options: the README's table (## Training options) against the config JSON a model
+# trained with no options stores (every nn_config key with its default); a README option that is
+# not in it (handled by ext/, e.g. "embeddings") must at least not be an unknown option.
+data="CREATE TABLE t(a, b); INSERT INTO t VALUES ('x y', 'p'), ('z w', 'q'), ('x z', 'p'),
+      ('y w', 'q'), ('x', 'p'), ('w', 'q'), ('x x', 'p'), ('w w', 'q');"
+sql "$data SELECT count(*) FROM attn_train('m', 'SELECT a, b FROM t');
+     SELECT key || '=' || CASE type WHEN 'text' THEN '\"' || value || '\"' WHEN 'true' THEN 'true'
+       WHEN 'false' THEN 'false' ELSE value END FROM attn_models, json_each(config)
+     ORDER BY key;" 2> "$tmp/err" | tail -n +2 | sort > "$tmp/config"
+[ -s "$tmp/config" ] || { echo "FAIL: could not read a default config:"; cat "$tmp/err"; fails=1; }
+sed -n '/^## Training options/,/^## /p' README.md |
+  sed -n 's/^| `\([a-z_]*\)` | \([^|]*\) |.*/\1=\2/p' | sed 's/ *$//; s/`//g' | sort > "$tmp/options"
+echo "options in README.md: $(cut -d= -f1 "$tmp/options" | tr '\n' ' ')"
+missing=$(comm -23 "$tmp/config" "$tmp/options")
+[ -z "$missing" ] || { echo "FAIL: option defaults of the engine not in README.md as documented (key=default): $missing"; fails=1; }
+cut -d= -f1 "$tmp/config" > "$tmp/keys"
+for key in $(cut -d= -f1 "$tmp/options" | comm -13 "$tmp/keys" -); do
+  msg=$(sql "$data SELECT count(*) FROM attn_train('m', 'SELECT a, b FROM t', '{\"$key\": null}');" 2>&1)
+  if echo "$msg" | grep -q "unknown option"; then
+    echo "FAIL: README.md documents option $key, attn_train says: $msg"; fails=1
+  else
+    echo "ok: option $key (not in the stored config) is known to attn_train"
+  fi
+done
+[ -z "$missing" ] && echo "ok: $(wc -l < "$tmp/config") option defaults match README.md"
 
 first=$(awk '/^```/ { inside = !inside; next } inside && NF { print; n++ } n == 2 { exit }' README.md |
         tr '\n' ';')
