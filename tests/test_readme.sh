@@ -3,8 +3,10 @@
 #  - registered: attn_* names from pragma_function_list (scalar functions) and
 #    pragma_module_list (table-valued functions) after `.load ./attnext`;
 #  - documented: every `attn_NAME(` in README.md, less the model store tables of sql/schema.sql;
-#  each set must contain the other. Also: the README's first two commands are `make demo` and
-#  `make test`.
+#  each set must contain the other; each function's section names its arguments and result
+#  columns; every training option appears in README.md's options table with the default a model
+#  trained without options stores in attn_models.config. Also: the README's first two commands
+#  are `make demo` and `make test`.
 SQLITE3=${SQLITE3:-sqlite3}
 export LC_ALL=C # sort and comm order as SQLite's ORDER BY
 # $SQLITE3 may be a command line (make test-asan: env LD_PRELOAD=... sqlite3); the extension
