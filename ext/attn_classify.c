@@ -425,7 +425,7 @@ static int attn_classify_filter(sqlite3_vtab_cursor *base, int idx_num, const ch
 done:
   if (rc != SQLITE_OK) {
     cur->query_done = 1;
-    cur->rows.n = 0;
+    attn_rows_free(&cur->rows); /* frees the id values read so far */
     attn_vtab_error(base->pVtab, msg ? msg : sqlite3_mprintf("%s: out of memory", fn));
   }
   return rc;
@@ -440,7 +440,7 @@ static int attn_classify_next(sqlite3_vtab_cursor *base) {
   int rc = attn_classify_chunk(cur, &msg);
   if (rc != SQLITE_OK) {
     cur->query_done = 1;
-    cur->rows.n = 0;
+    attn_rows_free(&cur->rows); /* frees the id values read so far */
     attn_vtab_error(base->pVtab, msg ? msg : sqlite3_mprintf("attn_classify: out of memory"));
   }
   return rc;
