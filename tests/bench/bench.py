@@ -113,7 +113,13 @@ def machine():
                 model = line.split(":", 1)[1].strip()
     except OSError:
         pass
-    return {"cpu": model, "cores": cores, "kernel": platform.release(),
+    commit = "?"
+    try:
+        commit = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=ROOT, text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL).stdout.strip()
+    except OSError:
+        pass
+    return {"cpu": model, "cores": cores, "kernel": platform.release(), "commit": commit or "?",
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
             "loadavg_start": open("/proc/loadavg").read().split()[:3]}
 
@@ -125,6 +131,8 @@ def fmt(x, digits=3):
         return "n/a"
     if isinstance(x, str):
         return x
+    if float(x).is_integer() and abs(x) >= 1:
+        return "{:,d}".format(int(x))
     if abs(x) >= 1000:
         return "{:,.0f}".format(x)
     if abs(x) >= 100:
@@ -287,6 +295,14 @@ def point_seconds(p):
     return min(epoch_seconds(p))
 
 
+def point_cpu_seconds(p):
+    """CPU seconds per epoch of a scaling point (less disturbed by other load than wall time;
+    attnext's includes its data preparation, PyTorch's does not)."""
+    if "train_cpu_seconds" in p and p["system"] == "attnext":
+        return p["train_cpu_seconds"] / max(1, len(p["epochs"]))
+    return min(e.get("cpu_seconds", e["seconds"]) for e in p["epochs"])
+
+
 def charts(sweeps, out, stamp):
     paths = {}
     for kind, key, xlabel in (("rows", "train_rows", "training rows per epoch"),
@@ -326,14 +342,18 @@ def scaling_table(sweeps):
     keys = sorted({k[1:] for k in index}, key=lambda k: (["rnn", "gru", "lstm"].index(k[0]),
                                                          k[2], k[1]))
     lines = ["| cell | hidden | rows x | train rows | attnext s/epoch | PyTorch s/epoch | "
-             "PyTorch/attnext |", "|---|---|---|---|---|---|---|"]
+             "PyTorch/attnext | attnext CPU s/epoch | PyTorch CPU s/epoch | PyTorch/attnext CPU |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for cell, hidden, scale in keys:
         a, p = index.get(("attnext", cell, hidden, scale)), index.get(("pytorch", cell, hidden, scale))
         sa = point_seconds(a) if a else None
         sp = point_seconds(p) if p else None
+        ca = point_cpu_seconds(a) if a else None
+        cp = point_cpu_seconds(p) if p else None
         rows = (a or p)["train_rows"]
-        lines.append("| %s | %d | %d | %d | %s | %s | %s |" % (
-            cell, hidden, scale, rows, fmt(sa), fmt(sp), fmt(ratio(sp, sa))))
+        lines.append("| %s | %d | %d | %d | %s | %s | %s | %s | %s | %s |" % (
+            cell, hidden, scale, rows, fmt(sa), fmt(sp), fmt(ratio(sp, sa)), fmt(ca), fmt(cp),
+            fmt(ratio(cp, ca))))
     return "\n".join(lines)
 
 
@@ -405,12 +425,14 @@ def main():
     rows = table(ax, pt, pk, epochs)
     md = render_table(rows)
     others = [i["others_cores"] for i in [pt_info, ax_info] + sweep_info if i["others_cores"]]
-    header = ("Machine: %s, %d cores, %s; torch %s (%s threads, OpenBLAS threads %s); %s.\n"
+    header = ("Machine: %s, %d cores, %s; commit %s; torch %s (%s threads, OpenBLAS threads %s, "
+              "OMP_WAIT_POLICY %s); %s.\n"
               "Data: %d training rows (%d train / %d validation), %d test rows; %d epochs each; "
               "bench took %.0f s. Other processes used %.2f cores on average during the "
               "measurements (max %.2f): timings on a busy machine are slower and noisier.\n"
-              % (info["cpu"], info["cores"], info["date"], pt.get("torch"), pt.get("threads"),
-                 pt.get("openblas_threads"), ax.get("version"), ax["rows"], ax["train_rows"],
+              % (info["cpu"], info["cores"], info["date"], info["commit"], pt.get("torch"),
+                 pt.get("threads"), pt.get("openblas_threads"), pt.get("omp_wait_policy"),
+                 ax.get("version"), ax["rows"], ax["train_rows"],
                  ax["val_rows"], ax.get("test_rows", 0), epochs, info["bench_seconds"],
                  statistics.mean(others) if others else 0.0, max(others) if others else 0.0))
     scal = scaling_table(sweeps) if not args.no_scaling else ""
