@@ -52,13 +52,15 @@ def param_count(cell, V, E, H, F, C):
 
 
 def timed(db, sql, repeat):
-    """(first run's seconds, median seconds over `repeat` runs, the result row)."""
+    """(first run's seconds, median seconds over `repeat` runs, the result row, cores used:
+    this process's CPU seconds / wall seconds over all runs)."""
     times, row = [], None
+    c0 = cpu_seconds()
     for _ in range(repeat):
         t0 = time.perf_counter()
         row = db.execute(sql).fetchone()
         times.append(time.perf_counter() - t0)
-    return times[0], statistics.median(times), row
+    return times[0], statistics.median(times), row, (cpu_seconds() - c0) / sum(times)
 
 
 def main():
@@ -184,14 +186,16 @@ def run(db, args):
                     "test_support": support})
         if not args.no_infer:
             n = correct[1]
-            first, med, row = timed(db, "SELECT count(attn_predict('bench', title)) FROM test",
-                                    args.repeat)
+            first, med, row, cores = timed(
+                db, "SELECT count(attn_predict('bench', title)) FROM test", args.repeat)
+            out["infer_predict_cores"] = cores
             if row[0] != n:
                 raise SystemExit("attnext_bench: attn_predict counted %r rows, expected %d" % (row, n))
             out["infer_predict_rows_per_s"] = n / med
             out["infer_predict_first_rows_per_s"] = n / first
-            first, med, row = timed(db, "SELECT count(label) FROM attn_classify('bench', "
-                                    "'SELECT rowid, title FROM test')", args.repeat)
+            first, med, row, cores = timed(db, "SELECT count(label) FROM attn_classify('bench', "
+                                           "'SELECT rowid, title FROM test')", args.repeat)
+            out["infer_classify_cores"] = cores
             if row[0] != n:
                 raise SystemExit("attnext_bench: attn_classify gave %r rows, expected %d" % (row, n))
             out["infer_classify_rows_per_s"] = n / med
