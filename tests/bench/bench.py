@@ -77,12 +77,16 @@ def children_cpu():
     return r.ru_utime + r.ru_stime
 
 
+NICE = 0  # --nice: niceness increment of the children (negative: ahead of other load; root)
+
+
 def run_child(cmd, log):
     """Run a child that prints one JSON object last on stdout; (object, info) where info has
     wall seconds, the child's CPU seconds and the cores other processes used meanwhile."""
     busy0, child0, t0 = proc_stat_busy(), children_cpu(), time.perf_counter()
     print("bench: " + " ".join(cmd), file=log, flush=True)
-    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                       preexec_fn=(lambda: os.nice(NICE)) if NICE else None)
     wall = time.perf_counter() - t0
     child = children_cpu() - child0
     others = None
@@ -383,9 +387,14 @@ def main():
     ap.add_argument("--test-rows", type=int, default=0, help="N test rows spread over the file")
     ap.add_argument("--cells", default="rnn,gru,lstm", help="cells of the scaling study")
     ap.add_argument("--no-scaling", action="store_true", help="only the main comparison")
+    ap.add_argument("--nice", type=int, default=0,
+                    help="run the measured children at this niceness increment (e.g. -10 as "
+                         "root, so other load on a shared machine disturbs them less)")
     ap.add_argument("--out", default=os.path.join(HERE, "out"))
     ap.add_argument("--ext", default=os.path.join(ROOT, "attnext"))
     args = ap.parse_args()
+    global NICE
+    NICE = args.nice
     epochs = args.epochs or (2 if args.quick else 10)
     if not os.path.exists(args.ext + ".so") and not os.path.exists(args.ext):
         raise SystemExit("bench: %s.so not found: run make first" % args.ext)
@@ -395,6 +404,7 @@ def main():
     log = open(log_path, "w")
     started = time.perf_counter()
     info = machine()
+    info["nice"] = args.nice
     subset = []
     if args.rows:
         subset += ["--rows", str(args.rows)]
@@ -449,13 +459,14 @@ def main():
     header = ("Machine: %s, %d cores, %s; commit %s; torch %s (%s threads, OpenBLAS threads %s, "
               "OMP_WAIT_POLICY %s); %s.\n"
               "Data: %d training rows (%d train / %d validation), %d test rows; %d epochs each "
-              "(best of %d runs); "
+              "(best of %d runs); niceness %+d; "
               "bench took %.0f s. Other processes used %.2f cores on average during the "
               "measurements (max %.2f): timings on a busy machine are slower and noisier.\n"
               % (info["cpu"], info["cores"], info["date"], info["commit"], pt.get("torch"),
                  pt.get("threads"), pt.get("openblas_threads"), pt.get("omp_wait_policy"),
                  ax.get("version"), ax["rows"], ax["train_rows"],
-                 ax["val_rows"], ax.get("test_rows", 0), epochs, main_runs, info["bench_seconds"],
+                 ax["val_rows"], ax.get("test_rows", 0), epochs, main_runs, args.nice,
+                 info["bench_seconds"],
                  statistics.mean(others) if others else 0.0, max(others) if others else 0.0))
     scal = scaling_table(sweeps) if not args.no_scaling else ""
     print(header)
