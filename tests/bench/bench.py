@@ -248,14 +248,17 @@ def _log_ticks(lo, hi):
     return ticks
 
 
-def svg_line_chart(path, title, xlabel, ylabel, series, xticks):
-    """A log-log line chart. series: [(label, color, dashed, [(x, y), ...])]."""
+def svg_line_chart(path, title, xlabel, ylabel, series, xticks, hline=None):
+    """A log-log line chart. series: [(label, color, dashed, [(x, y), ...])]; hline: an
+    optional (y, label) reference line."""
     W, H, left, right, top, bottom = 760, 460, 70, 200, 40, 55
     pw, ph = W - left - right, H - top - bottom
     xs = [x for s in series for x, _ in s[3]] + list(xticks)
     ys = [y for s in series for _, y in s[3] if y > 0]
     if not ys:
         ys = [1.0]
+    if hline:
+        ys.append(hline[0])
     x0, x1 = min(xs) / 1.1, max(xs) * 1.1
     y0, y1 = min(ys) / 1.25, max(ys) * 1.25
     if x1 <= x0:
@@ -287,6 +290,10 @@ def svg_line_chart(path, title, xlabel, ylabel, series, xticks):
              % (left + pw / 2, H - 12, esc(xlabel)))
     o.append('<text transform="translate(18,%.1f) rotate(-90)" text-anchor="middle">%s</text>'
              % (top + ph / 2, esc(ylabel)))
+    if hline:
+        o.append('<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="black" stroke-dasharray="2,3"/>'
+                 % (left, Y(hline[0]), left + pw, Y(hline[0])))
+        o.append('<text x="%d" y="%.1f">%s</text>' % (left + 6, Y(hline[0]) - 5, esc(hline[1])))
     for i, (label, color, dashed, pts) in enumerate(series):
         pts = sorted(p for p in pts if p[1] > 0)
         dash = ' stroke-dasharray="6,4"' if dashed else ""
@@ -348,6 +355,22 @@ def charts(sweeps, out, stamp):
                  else "Epoch time vs hidden size (10k rows)")
         svg_line_chart(path, title, xlabel, "seconds per epoch (log)", series, sorted(xticks))
         paths[kind] = path
+        # Speed-up: PyTorch seconds / attnext seconds at each point, per cell.
+        speed = []
+        for cell in ("rnn", "gru", "lstm"):
+            a = {x: y for lab, _, d, pts in series if not d and lab.endswith(" " + cell)
+                 for x, y in pts}
+            p = {x: y for lab, _, d, pts in series if d and lab.endswith(" " + cell)
+                 for x, y in pts}
+            pts = [(x, p[x] / a[x]) for x in sorted(a) if x in p and a[x] > 0]
+            if pts:
+                speed.append((cell, COLORS[cell], False, pts))
+        if speed:
+            path = os.path.join(out, "speedup_%s-%s.svg" % (kind, stamp))
+            svg_line_chart(path, "Speed-up of attnext over PyTorch " + title[len("Epoch time "):],
+                           xlabel, "PyTorch s/epoch / attnext s/epoch (log)", speed,
+                           sorted(xticks), hline=(10.0, "target: 10x"))
+            paths["speedup_" + kind] = path
     return paths
 
 
@@ -498,7 +521,8 @@ def publish(header, md, scal, json_path, paths):
     """Copy the latest results next to RESULTS.md and replace its generated block."""
     shutil.copyfile(json_path, os.path.join(HERE, "results.json"))
     for kind, p in paths.items():
-        shutil.copyfile(p, os.path.join(HERE, "scaling_%s.svg" % kind))
+        name = kind if kind.startswith("speedup_") else "scaling_" + kind
+        shutil.copyfile(p, os.path.join(HERE, "%s.svg" % name))
     path = os.path.join(HERE, "RESULTS.md")
     begin, end = "<!-- bench:begin -->", "<!-- bench:end -->"
     text = open(path).read() if os.path.exists(path) else begin + "\n" + end + "\n"
@@ -507,7 +531,8 @@ def publish(header, md, scal, json_path, paths):
     block = (begin + "\n" + header + "\n" + md + "\n\n### Scaling\n\nSeconds per epoch (the "
              "fastest epoch of each point; solid lines attnext, dashed PyTorch):\n\n"
              "![epoch time vs rows](scaling_rows.svg)\n![epoch time vs hidden]"
-             "(scaling_hidden.svg)\n\n" + scal + "\n\nRaw figures: [results.json](results.json)."
+             "(scaling_hidden.svg)\n![speed-up vs rows](speedup_rows.svg)\n"
+             "![speed-up vs hidden](speedup_hidden.svg)\n\n" + scal + "\n\nRaw figures: [results.json](results.json)."
              "\n" + end)
     a, b = text.index(begin), text.index(end) + len(end)
     with open(path, "w") as f:
