@@ -11,6 +11,9 @@
  * SVG functions (attn_viz.c).
  */
 #include <string.h>
+#ifndef _WIN32
+#include <dlfcn.h>
+#endif
 
 #include "attn_ext.h"
 SQLITE_EXTENSION_INIT1
@@ -157,6 +160,17 @@ int sqlite3_attnext_init(sqlite3 *db, char **pzErrMsg, const sqlite3_api_routine
   if (rc != SQLITE_OK && pzErrMsg)
     *pzErrMsg = sqlite3_mprintf("attnext: cannot register the SQL functions: %s",
                                 sqlite3_errmsg(db));
+#ifndef _WIN32
+  if (rc != SQLITE_OK) {
+    /* SQLite unloads the library after a failed init, but the functions registered before the
+     * failure (out of memory) stay registered and their destructors run at sqlite3_close:
+     * keep the code mapped (one more reference, never released) so that nothing jumps into
+     * unmapped memory. */
+    Dl_info info;
+    if (dladdr((void *)sqlite3_attnext_init, &info) && info.dli_fname)
+      (void)dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
+  }
+#endif
   attn_conn_unref(conn);
   return rc;
 }
