@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "pool.h"
 
 /* glibc's libmvec has vector expf and tanhf (AVX2 / AVX-512, within 1-2 ulp); declaring them
  * SIMD-callable lets `#pragma omp simd` loops (-fopenmp-simd) call them 8 or 16 lanes at a
@@ -346,4 +347,10 @@ static const nn_backend cpu_backend = {
     .embedding_backward = cpu_embedding_backward,
 };
 
-const nn_backend *nn_backend_cpu(void) { return &cpu_backend; }
+/* The backend's first use also asks OpenBLAS for one thread per call (see pool.h): a model
+ * load's large GEMM (the folded table) would otherwise run threaded, and OpenBLAS's idle workers
+ * then spin in sched_yield (measured: 18% of an attn_classify run). */
+const nn_backend *nn_backend_cpu(void) {
+  nn_blas_single_thread();
+  return &cpu_backend;
+}
