@@ -29,9 +29,16 @@ HEADERS    := $(wildcard engine/*.h ext/*.h tests/*.h)
 # The CUDA backend is built when nvcc is found (see engine/*.cu); otherwise it is skipped.
 NVCC ?= $(shell command -v nvcc 2>/dev/null || (test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc))
 CUDA_SRC := $(sort $(wildcard engine/*.cu))
+# attnext_cuda.so: its own shared object next to attnext.so, which opens it with dlopen at the
+# first model with device "auto" or "cuda" (engine/backend_load.c); attnext.so never needs nvcc
+# or the CUDA runtime. sm_80 (A100), sm_90 (H100, H200) and PTX for newer GPUs.
+CUDA_HOME  ?= $(patsubst %/bin/nvcc,%,$(NVCC))
+CUDA_ARCH  ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
+NVCC_FLAGS ?= -O3 -std=c++17 --default-stream per-thread --fmad=false -Xcompiler -fPIC,-Wall $(CUDA_ARCH)
+CUDA_SO    := $(if $(NVCC),$(if $(CUDA_SRC),attnext_cuda.so))
 
 .PHONY: all deps demo test test-asan bench install clean fuzz
-all: attnext.so
+all: attnext.so $(CUDA_SO)
 
 $(BUILD)/%.o: %.c $(HEADERS)
 	@mkdir -p $(dir $@)
@@ -43,6 +50,10 @@ $(BUILD)/libnn.a: $(ENGINE_OBJ)
 
 attnext.so: $(EXT_OBJ) $(BUILD)/libnn.a
 	$(CC) $(CFLAGS) -shared -o $@ $(EXT_OBJ) $(BUILD)/libnn.a $(LDLIBS)
+
+attnext_cuda.so: $(CUDA_SRC) engine/backend.h
+	$(NVCC) $(NVCC_FLAGS) -shared -Iengine $(CUDA_SRC) -o $@ -lcublas \
+	  -Xlinker -rpath,'$$ORIGIN' -Xlinker -rpath,$(CUDA_HOME)/lib64
 
 $(BUILD)/tests/bench/%: tests/bench/%.c $(BUILD)/libnn.a $(HEADERS)
 	@mkdir -p $(dir $@)
@@ -60,7 +71,7 @@ demo: deps attnext.so
 	@rm -f demo.db
 	$(SQLITE3) -bail demo.db < sql/demo.sql
 
-test: deps attnext.so $(TEST_BIN) $(TOOL_BIN)
+test: deps attnext.so $(CUDA_SO) $(TEST_BIN) $(TOOL_BIN)
 	@BUILD=$(BUILD) PYTHON=$(PYTHON) SQLITE3=$(SQLITE3) sh tests/run_all.sh
 
 # The benchmark against the PyTorch lesson (tests/bench/bench.py; ~20 min on 2 cores).
@@ -71,10 +82,11 @@ bench: attnext.so
 install: attnext.so
 	install -d $(DESTDIR)/usr/local/lib
 	install -m 0755 attnext.so $(DESTDIR)/usr/local/lib/attnext.so
+	$(if $(wildcard attnext_cuda.so),install -m 0755 attnext_cuda.so $(DESTDIR)/usr/local/lib/attnext_cuda.so)
 	@echo "installed /usr/local/lib/attnext.so: .load attnext (or .load /usr/local/lib/attnext)"
 
 clean:
-	rm -rf $(BUILD) attnext.so demo.db
+	rm -rf $(BUILD) attnext.so attnext_cuda.so demo.db
 
 # ---------------------------------------------------------------- reliability (issue 6)
 #   make test-asan       engine, extension and C tests with ASan + UBSan in build-asan/, then
@@ -112,7 +124,8 @@ test-asan: deps
 
 test-valgrind: deps
 	$(MAKE) BUILD=$(VALGRIND_BUILD) OPT="-O1 -g -mavx2 -mfma" $(VALGRIND_BUILD)/attnext.so
-	@ATTNEXT=$(VALGRIND_BUILD)/attnext SQLITE3="$(VALGRIND) $(SQLITE3)" sh tests/test_hostile_sql.sh
+	@for t in tests/test_hostile_sql.sh tests/test_sql.sh; do echo "== valgrind: $$t"; \
+	  ATTNEXT=$(VALGRIND_BUILD)/attnext SQLITE3="$(VALGRIND) $(SQLITE3)" sh $$t || exit 1; done
 
 $(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(ENGINE_SRC) $(HEADERS)
 	@mkdir -p $(dir $@)

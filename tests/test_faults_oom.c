@@ -4,7 +4,7 @@
  * The harness replaces SQLite's allocator (sqlite3_config(SQLITE_CONFIG_MALLOC)) with one that
  * counts allocations and fails the Nth one, loads attnext.so ($ATTNEXT, default ./attnext) into
  * an in-memory database and, for each scenario, first counts the allocations of a clean run,
- * then runs it again with allocation N failing, for every N (a stride past 1500). After each run:
+ * then runs it again with allocation N failing, for every N (a stride past 600). After each run:
  *   - the statement either succeeded or failed with an error (no crash; ASan under test-asan);
  *   - the model store is either unchanged or holds the complete new version (model row with
  *     its training log rows), never a part of it;
@@ -295,7 +295,7 @@ int main(void) {
     long total = run_scenario(s, 0, &ok, &rc);
     CHECK(total > 0 && ok && rc == SQLITE_DONE, "%s: the clean run (rc %d, %ld allocations)", s->name, rc, total);
     if (total <= 0) continue;
-    long stride = total > 1500 ? total / 1500 + 1 : 1, runs = 0, errors = 0, bad = 0;
+    long stride = total > 600 ? total / 600 + 1 : 1, runs = 0, errors = 0, bad = 0;
     g_after_commit = g_leaky_runs = 0;
     for (long n = 1; n <= total; n += stride) {
       run_scenario(s, n, &ok, &rc);
