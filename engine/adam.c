@@ -14,12 +14,17 @@
  * are Python floats (doubles): 1 - 0.9 in double rounds to 0.1f, while 1 - (double)0.9f does not.
  * So each one is widened to the double of its shortest decimal form (0.9f -> 0.9), which is the
  * number the user wrote.
+ *
+ * nn_adam_*_on (model.h) keep the moments in a backend's memory: the CPU runs the functions
+ * above unchanged; a device backend gets the same float scalars and applies adam_update_one's
+ * formula in its adam_step operation.
  */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "model.h"
 #include "nn.h"
 
 #if defined(__AVX__) && defined(__FMA__)
@@ -111,7 +116,12 @@ static double decimal_double(float f) {
   return f;
 }
 
-void nn_adam_step(nn_adam *adam, float *params, const float *grads) {
+/* The float scalars of the next step (advances adam->step). */
+typedef struct adam_scalars {
+  float beta1, one_minus_beta1, beta2, one_minus_beta2, bc2_sqrt, eps, neg_step_size;
+} adam_scalars;
+
+static adam_scalars adam_next(nn_adam *adam) {
   adam->step++;
   double beta1 = decimal_double(adam->beta1), beta2 = decimal_double(adam->beta2);
   double step = (double)adam->step;
@@ -120,6 +130,58 @@ void nn_adam_step(nn_adam *adam, float *params, const float *grads) {
   double bias_correction2 = 1.0 - pow(beta2, step);
   double step_size = decimal_double(adam->lr) / bias_correction1;
   double bc2_sqrt = sqrt(bias_correction2);
-  adam_update(params, adam->m, adam->v, grads, adam->n, adam->beta1, (float)(1.0 - beta1),
-              adam->beta2, (float)(1.0 - beta2), (float)bc2_sqrt, (float)decimal_double(adam->eps), (float)-step_size);
+  adam_scalars k = {adam->beta1, (float)(1.0 - beta1), adam->beta2, (float)(1.0 - beta2),
+                    (float)bc2_sqrt, (float)decimal_double(adam->eps), (float)-step_size};
+  return k;
+}
+
+void nn_adam_step(nn_adam *adam, float *params, const float *grads) {
+  adam_scalars k = adam_next(adam);
+  adam_update(params, adam->m, adam->v, grads, adam->n, k.beta1, k.one_minus_beta1, k.beta2,
+              k.one_minus_beta2, k.bc2_sqrt, k.eps, k.neg_step_size);
+}
+
+/* ---------------------------------------------------------------- on a backend */
+
+int nn_adam_init_on(nn_adam *adam, const nn_backend *be, size_t nparams, float lr, char *err) {
+  if (!be->device_memory) return nn_adam_init(adam, nparams, lr, err);
+  int rc = nn_adam_init(adam, 0, lr, err); /* the hyper-parameters; host moments of size 1 */
+  if (rc != NN_OK) return rc;
+  free(adam->m);
+  free(adam->v);
+  adam->n = nparams;
+  size_t bytes = (nparams ? nparams : 1) * sizeof(float);
+  adam->m = be->alloc(bytes); /* zeroed */
+  adam->v = be->alloc(bytes);
+  if (!adam->m || !adam->v) {
+    nn_adam_free_on(adam, be);
+    if (nn_backend_check(be, "allocating Adam state", err) == NN_OK)
+      snprintf(err, NN_ERR_LEN, "out of memory allocating Adam state for %zu parameters",
+               nparams);
+    return NN_NOMEM;
+  }
+  return NN_OK;
+}
+
+int nn_adam_step_on(nn_adam *adam, const nn_backend *be, float *params, const float *grads,
+                    char *err) {
+  if (!be->device_memory) {
+    nn_adam_step(adam, params, grads);
+    return NN_OK;
+  }
+  adam_scalars k = adam_next(adam);
+  be->adam_step(params, adam->m, adam->v, grads, adam->n, k.beta1, k.one_minus_beta1, k.beta2,
+                k.one_minus_beta2, k.bc2_sqrt, k.eps, k.neg_step_size);
+  return nn_backend_check(be, "Adam step", err);
+}
+
+void nn_adam_free_on(nn_adam *adam, const nn_backend *be) {
+  if (!be->device_memory) {
+    nn_adam_free(adam);
+    return;
+  }
+  if (adam->m) be->free(adam->m);
+  if (adam->v) be->free(adam->v);
+  adam->m = adam->v = NULL;
+  adam->n = 0;
 }

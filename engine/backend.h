@@ -6,6 +6,15 @@
  * arrays (int) live in the backend's memory too. The backend knows nothing of models.
  *
  * Convention: "_add" / "accumulate" operations do +=, everything else overwrites.
+ *
+ * Device backends (device_memory = 1, e.g. CUDA in attnext_cuda.so, loaded by backend_load.c):
+ * pointers passed to the operations are backend memory the host must not dereference; the
+ * engine keeps host copies of what host code reads (model.c) and moves data with upload /
+ * download. Operations return nothing: a device backend records the first failure of the
+ * calling thread (a sticky error) and `error` hands it over once, so model.c turns it into
+ * NN_ERROR with the backend's message after each forward / backward / optimizer step.
+ * The fields after embedding_backward are optional (NULL in the CPU table): the engine then
+ * runs its own host code, which is what the CPU backend would do.
  */
 #ifndef ATTNEXT_BACKEND_H
 #define ATTNEXT_BACKEND_H
@@ -91,8 +100,35 @@ typedef struct nn_backend {
   void (*embedding_forward)(float *x, const float *table, const int *ids, int P, int E);
   void (*embedding_backward)(float *dtable, const float *dx, const int *ids, int P, int E,
                              int skip_id);
+
+  /* ---- optional: device backends (see above) */
+  int device_memory; /* 1: backend memory is not host memory */
+  /* The calling thread's first error since the last call (0 = none): copies its message to
+   * msg (len bytes) and clears it. */
+  int (*error)(char *msg, size_t len);
+  /* One Adam update over n values (adam.c computes the scalars; the element-wise formula and
+   * its operation order are adam.c's adam_update_one). */
+  void (*adam_step)(float *params, float *m, float *v, const float *grads, size_t n, float beta1,
+                    float one_minus_beta1, float beta2, float one_minus_beta2, float bc2_sqrt,
+                    float eps, float neg_step_size);
+  /* y[i] += x[i] for i < n (the sum of data-parallel gradient shards) */
+  void (*axpy)(float *y, const float *x, size_t n);
+  /* A line about the device (name, memory), e.g. "NVIDIA H100 80GB HBM3, 79 GiB" */
+  const char *(*describe)(char *buf, size_t len);
 } nn_backend;
 
 const nn_backend *nn_backend_cpu(void);
+
+/* backend_load.c: the backend of a device option. NN_DEVICE_CPU -> CPU; NN_DEVICE_AUTO -> CUDA
+ * when attnext_cuda.so loads and sees a GPU, else CPU; NN_DEVICE_CUDA -> CUDA or NN_ERROR
+ *   device "cuda" requested but no CUDA device is available (<reason>)
+ * The CUDA library is looked for once per process ($ATTNEXT_CUDA_LIB if set, else
+ * attnext_cuda.so next to the library holding the engine, else the default search path). */
+int nn_backend_for_device(int device, const nn_backend **out, char *err);
+/* "cuda: <device>" when available, else "cuda: <why not>" (never NULL). */
+const char *nn_backend_cuda_status(char *buf, size_t len);
+/* The symbol attnext_cuda.so exports: its backend, or NULL with the reason in why. */
+typedef const nn_backend *(*nn_backend_cuda_entry)(char *why, size_t len);
+#define NN_BACKEND_CUDA_ENTRY "attnext_cuda_backend"
 
 #endif

@@ -4,7 +4,15 @@
  * dropout -> fc2 (recurrent.c and attention.c hold those layers).
  *
  * The batch is processed in packed, length-sorted order (see model.h); logits and attention
- * are written back in the caller's row order. */
+ * are written back in the caller's row order.
+ *
+ * Host and backend memory: the model's backend comes from cfg.device (backend_load.c). Its
+ * parameters, gradients and activations live in backend memory; host code here only touches
+ * host copies: the index arrays are built on the host and uploaded, the dropout mask is drawn
+ * on the host and uploaded, logits / attention are downloaded and un-permuted on the host,
+ * dlogits permuted on the host and uploaded. For the CPU backend the copies are the buffers
+ * themselves (no copying). The public accessors hand out host mirrors of the parameters and
+ * gradients (params_state in model.h says which side is newer). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +20,8 @@
 
 #include "model.h"
 #include "pool.h"
+
+static int on_device(const nn_model *m) { return m->be->device_memory; }
 
 int nn_cell_gates(nn_cell cell) { return cell == NN_CELL_GRU ? 3 : cell == NN_CELL_LSTM ? 4 : 1; }
 
@@ -130,7 +140,11 @@ int nn_model_create(nn_model **out, const nn_config *cfg, nn_vocab *vocab,
   m->cfg = *cfg;
   m->vocab = vocab;
   vocab = NULL;
-  m->be = nn_backend_cpu();
+  rc = nn_backend_for_device(cfg->device, &m->be, err);
+  if (rc != NN_OK) {
+    nn_model_free(m);
+    return rc;
+  }
   m->C = num_classes;
   m->V = nn_vocab_count(m->vocab);
   m->E = cfg->embed_dim;
@@ -158,7 +172,20 @@ int nn_model_create(nn_model **out, const nn_config *cfg, nn_vocab *vocab,
   m->nparams = build_tensor_table(m);
   m->params = m->be->alloc(m->nparams * sizeof(float));
   if (!m->params) goto nomem;
-  init_params(m, m->params, seed);
+  if (on_device(m)) { /* drawn on the host, then uploaded */
+    m->host_params = malloc(m->nparams * sizeof(float));
+    if (!m->host_params) goto nomem;
+    init_params(m, m->host_params, seed);
+    m->params_state = NN_PARAMS_HOST_NEWER;
+    rc = nn_model_sync(m, err);
+    if (rc != NN_OK) {
+      nn_model_free(m);
+      return rc;
+    }
+  } else {
+    m->host_params = m->params;
+    init_params(m, m->params, seed);
+  }
   *out = m;
   return NN_OK;
 nomem:
@@ -176,6 +203,11 @@ void nn_model_free(nn_model *m) {
   free(m->labels);
   free(m->label_lens);
   if (m->be) {
+    if (on_device(m)) {
+      free(m->host_params);
+      free(m->host_grads);
+      m->be->error(NULL, 0); /* nothing to report from freeing */
+    }
     m->be->free(m->params);
     m->be->free(m->grads);
     m->be->free(m->fold[0]);
@@ -196,7 +228,40 @@ int nn_model_label_lookup(const nn_model *m, const char *label, int len) {
   return -1;
 }
 size_t nn_model_param_count(const nn_model *m) { return m->nparams; }
-const float *nn_model_weights(const nn_model *m) { return m->params; }
+
+/* ---------------------------------------------------------------- host mirrors */
+
+int nn_backend_check(const nn_backend *be, const char *what, char *err) {
+  char msg[NN_ERR_LEN - 64];
+  if (!be->error || !be->error(msg, sizeof msg)) return NN_OK;
+  snprintf(err, NN_ERR_LEN, "%s: %s", what, msg);
+  return NN_ERROR;
+}
+
+/* A device model's host mirror brought up to date (a failed download leaves the error for the
+ * next computation to report). */
+static void params_to_host(nn_model *m) {
+  if (!on_device(m) || m->params_state != NN_PARAMS_DEVICE_NEWER) return;
+  m->be->download(m->host_params, m->params, m->nparams * sizeof(float));
+  m->params_state = NN_PARAMS_SYNCED;
+}
+
+int nn_model_sync(nn_model *m, char *err) {
+  if (!on_device(m) || m->params_state != NN_PARAMS_HOST_NEWER) return NN_OK;
+  m->be->upload(m->params, m->host_params, m->nparams * sizeof(float));
+  m->params_state = NN_PARAMS_SYNCED;
+  return nn_backend_check(m->be, "uploading the parameters", err);
+}
+
+float *nn_model_train_params(nn_model *m) {
+  if (on_device(m)) m->params_state = NN_PARAMS_DEVICE_NEWER;
+  return m->params;
+}
+
+const float *nn_model_weights(const nn_model *m) {
+  params_to_host((nn_model *)m); /* the mirror is a cache: refreshing it changes no value */
+  return m->host_params;
+}
 
 static void drop_fold(nn_model *m) {
   for (int d = 0; d < 2; d++) {
@@ -207,11 +272,15 @@ static void drop_fold(nn_model *m) {
 
 float *nn_model_params(nn_model *m) {
   drop_fold(m); /* the caller may change the weights the table was folded from */
-  return m->params;
+  params_to_host(m);
+  if (on_device(m)) m->params_state = NN_PARAMS_HOST_NEWER; /* uploaded before the next use */
+  return m->host_params;
 }
 
 int nn_model_prepare_inference(nn_model *m, char *err) {
   drop_fold(m);
+  int rc = nn_model_sync(m, err);
+  if (rc != NN_OK) return rc;
   const nn_backend *be = m->be;
   int GH = m->G * m->H, E = m->E;
   if ((double)m->V * GH * m->dirs > 64.0 * 1024 * 1024) return NN_OK; /* too big: keep GEMMs */
@@ -229,9 +298,17 @@ int nn_model_prepare_inference(nn_model *m, char *err) {
     if (m->cfg.cell != NN_CELL_GRU) be->add_bias(t, GH, m->params + w->b_hh, m->V, GH);
     m->fold[d] = t;
   }
-  return NN_OK;
+  rc = nn_backend_check(be, "folding the input projection", err);
+  if (rc != NN_OK) drop_fold(m);
+  return rc;
 }
-float *nn_model_grads(nn_model *m) { return m->grads; }
+
+float *nn_model_grads(nn_model *m) {
+  if (!on_device(m) || !m->grads) return m->grads;
+  if (!m->host_grads && !(m->host_grads = malloc(m->nparams * sizeof(float)))) return NULL;
+  m->be->download(m->host_grads, m->grads, m->nparams * sizeof(float));
+  return m->host_grads;
+}
 int nn_model_tensor_count(const nn_model *m) { return m->ntensors; }
 int nn_model_tensor(const nn_model *m, int index, nn_tensor_info *info) {
   if (index < 0 || index >= m->ntensors) return NN_ERROR;
@@ -248,13 +325,14 @@ int nn_model_zero_grads(nn_model *m, char *err) {
   if (!m->grads) {
     m->grads = m->be->alloc(m->nparams * sizeof(float));
     if (!m->grads) {
-      snprintf(err, NN_ERR_LEN, "out of memory allocating gradients");
+      if (nn_backend_check(m->be, "allocating gradients", err) == NN_OK)
+        snprintf(err, NN_ERR_LEN, "out of memory allocating gradients");
       return NN_NOMEM;
     }
     return NN_OK; /* alloc zeroes */
   }
   m->be->zero(m->grads, m->nparams);
-  return NN_OK;
+  return nn_backend_check(m->be, "zeroing gradients", err);
 }
 
 /* ---------------------------------------------------------------- workspace */
@@ -273,7 +351,10 @@ int nn_workspace_create(nn_workspace **out, char *err) {
 void nn_workspace_free(nn_workspace *ws) {
   if (!ws) return;
   ws->be->free(ws->buf);
+  if (ws->dibuf) ws->be->free(ws->dibuf);
+  if (ws->be->error) ws->be->error(NULL, 0); /* nothing to report from freeing */
   free(ws->ibuf);
+  free(ws->hbuf);
   free(ws);
 }
 
@@ -364,8 +445,17 @@ int nn_workspace_prepare(nn_workspace *ws, const nn_model *m, const nn_batch *ba
     snprintf(err, NN_ERR_LEN, "batch too large (%lld tokens)", P);
     return NN_ERROR;
   }
-  /* index arena: order, lens (B each), nstep (T), off (T+1), ids, rev, row_sample (P each),
-   * last_row (B) */
+  /* the workspace follows its model's backend */
+  if (ws->be != m->be) {
+    ws->be->free(ws->buf);
+    if (ws->dibuf) ws->be->free(ws->dibuf);
+    ws->buf = NULL;
+    ws->dibuf = NULL;
+    ws->cap = ws->dicap = 0;
+    ws->be = m->be;
+  }
+  /* index arena: order, lens (B each), nstep (T), off (T+1), then what the backend reads:
+   * last_row (B), ids, rev, row_sample, ids_rev (P each) */
   size_t ineed = 3 * (size_t)B + 2 * (size_t)T + 1 + 4 * (size_t)P;
   if (ineed > ws->icap) {
     int *p = realloc(ws->ibuf, ineed * sizeof(int));
@@ -376,9 +466,10 @@ int nn_workspace_prepare(nn_workspace *ws, const nn_model *m, const nn_batch *ba
   int *ip = ws->ibuf;
   ws->order = ip, ip += B;
   ws->lens = ip, ip += B;
-  ws->last_row = ip, ip += B;
   ws->nstep = ip, ip += T;
   ws->off = ip, ip += T + 1;
+  int *const backend_part = ip; /* host copies, uploaded below for a device backend */
+  ws->last_row = ip, ip += B;
   ws->ids = ip, ip += P;
   ws->rev = ip, ip += P;
   ws->row_sample = ip, ip += P;
@@ -422,6 +513,30 @@ int nn_workspace_prepare(nn_workspace *ws, const nn_model *m, const nn_batch *ba
   ws->P = (int)P;
   ws->Tmax = Tmax;
   ws->training = training;
+  if (m->be->device_memory) {
+    size_t dneed = (size_t)B + 4 * (size_t)P, FD = (size_t)(m->F > 0 ? m->F : m->D);
+    if (dneed > ws->dicap) { /* grows only */
+      if (ws->dibuf) ws->be->free(ws->dibuf);
+      ws->dibuf = ws->be->alloc(dneed * sizeof(int));
+      ws->dicap = ws->dibuf ? dneed : 0;
+      if (!ws->dibuf) goto nomem;
+    }
+    ws->be->upload(ws->dibuf, backend_part, dneed * sizeof(int));
+    int *dp = ws->dibuf;
+    ws->last_row = dp, dp += B;
+    ws->ids = dp, dp += P;
+    ws->rev = dp, dp += P;
+    ws->row_sample = dp, dp += P;
+    ws->ids_rev = dp;
+    size_t hneed = (size_t)B * (m->C > (int)FD ? (size_t)m->C : FD);
+    if ((size_t)P > hneed) hneed = (size_t)P;
+    if (hneed > ws->hcap) {
+      float *h = realloc(ws->hbuf, hneed * sizeof(float));
+      if (!h) goto nomem;
+      ws->hbuf = h;
+      ws->hcap = hneed;
+    }
+  }
   carver cv = {NULL, 0};
   carve_all(ws, m, &cv);
   if (cv.used > ws->cap) {
@@ -433,9 +548,10 @@ int nn_workspace_prepare(nn_workspace *ws, const nn_model *m, const nn_batch *ba
   cv.base = ws->buf;
   cv.used = 0;
   carve_all(ws, m, &cv);
-  return NN_OK;
+  return nn_backend_check(ws->be, "preparing the batch", err);
 nomem:
-  snprintf(err, NN_ERR_LEN, "out of memory for a batch of %d rows and %lld tokens", B, P);
+  if (nn_backend_check(ws->be, "preparing the batch", err) == NN_OK)
+    snprintf(err, NN_ERR_LEN, "out of memory for a batch of %d rows and %lld tokens", B, P);
   return NN_NOMEM;
 }
 
@@ -455,8 +571,9 @@ static void head_forward(const nn_model *m, nn_workspace *ws, nn_rng *rng) {
   if (ws->mask) { /* inverted dropout, as torch.nn.Dropout */
     float keep = 1.0f - m->cfg.dropout, scale = 1.0f / keep;
     size_t n = (size_t)B * FD;
-    float *mask = ws->mask; /* drawn on the host: the CPU backend's memory is host memory */
+    float *mask = be->device_memory ? ws->hbuf : ws->mask; /* drawn on the host */
     for (size_t i = 0; i < n; i++) mask[i] = nn_rng_uniform(rng) < keep ? scale : 0.0f;
+    if (be->device_memory) be->upload(ws->mask, mask, n * sizeof(float));
     be->mul(ws->zd, z, ws->mask, n);
   } else {
     be->gather_rows(ws->zd, FD, z, FD, NULL, B, FD);
@@ -493,7 +610,9 @@ int nn_model_forward(nn_model *m, nn_workspace *ws, const nn_batch *batch, int t
     snprintf(err, NN_ERR_LEN, "training forward with dropout needs a random generator");
     return NN_ERROR;
   }
-  int rc = nn_workspace_prepare(ws, m, batch, training, err);
+  int rc = nn_model_sync(m, err);
+  if (rc != NN_OK) return rc;
+  rc = nn_workspace_prepare(ws, m, batch, training, err);
   if (rc != NN_OK) return rc;
   const nn_backend *be = m->be;
   if (training || !m->fold[0]) /* a folded first layer needs no embeddings */
@@ -501,15 +620,28 @@ int nn_model_forward(nn_model *m, nn_workspace *ws, const nn_batch *batch, int t
   nn_recurrent_forward(m, ws);                                             /* (P, D) */
   nn_attention_forward(m, ws);                                             /* (B, D) */
   head_forward(m, ws, rng);                                                /* (B, C) */
-  /* back to the caller's row order */
+  /* back to the caller's row order, through host copies for a device backend */
+  const float *z = ws->logits;
+  if (be->device_memory) {
+    be->download(ws->hbuf, ws->logits, sizeof(float) * (size_t)ws->B * m->C);
+    z = ws->hbuf;
+  }
+  rc = nn_backend_check(be, "forward", err);
+  if (rc != NN_OK) return rc;
   for (int j = 0; j < ws->B; j++)
-    memcpy(logits + (size_t)ws->order[j] * m->C, ws->logits + (size_t)j * m->C,
-           sizeof(float) * m->C);
+    memcpy(logits + (size_t)ws->order[j] * m->C, z + (size_t)j * m->C, sizeof(float) * m->C);
   if (attn) {
+    const float *alpha = ws->alpha;
+    if (be->device_memory) {
+      be->download(ws->hbuf, ws->alpha, sizeof(float) * (size_t)ws->P);
+      alpha = ws->hbuf;
+      rc = nn_backend_check(be, "forward", err);
+      if (rc != NN_OK) return rc;
+    }
     memset(attn, 0, sizeof(float) * (size_t)ws->B * ws->T);
     for (int t = 0; t < ws->Tmax; t++)
       for (int j = 0; j < ws->nstep[t]; j++)
-        attn[(size_t)ws->order[j] * ws->T + t] = ws->alpha[ws->off[t] + j];
+        attn[(size_t)ws->order[j] * ws->T + t] = alpha[ws->off[t] + j];
   }
   return NN_OK;
 }
@@ -521,14 +653,16 @@ int nn_model_backward_into(const nn_model *m, nn_workspace *ws, const nn_batch *
     return NN_ERROR;
   }
   ws->grads = grads;
+  const nn_backend *be = m->be;
+  float *dl = be->device_memory ? ws->hbuf : ws->d_logits; /* permuted on the host */
   for (int j = 0; j < ws->B; j++)
-    memcpy(ws->d_logits + (size_t)j * m->C, dlogits + (size_t)ws->order[j] * m->C,
-           sizeof(float) * m->C);
+    memcpy(dl + (size_t)j * m->C, dlogits + (size_t)ws->order[j] * m->C, sizeof(float) * m->C);
+  if (be->device_memory) be->upload(ws->d_logits, dl, sizeof(float) * (size_t)ws->B * m->C);
   head_backward(m, ws);          /* -> d_ctx (B, D) */
   nn_attention_backward(m, ws);  /* -> d_y (P, D) of the last layer */
   nn_recurrent_backward(m, ws);  /* -> d_x (P, E) */
-  m->be->embedding_backward(grads + m->emb, ws->d_x, ws->ids, ws->P, m->E, NN_PAD);
-  return NN_OK;
+  be->embedding_backward(grads + m->emb, ws->d_x, ws->ids, ws->P, m->E, NN_PAD);
+  return nn_backend_check(be, "backward", err);
 }
 
 int nn_model_backward(nn_model *m, nn_workspace *ws, const nn_batch *batch,

@@ -31,9 +31,14 @@ struct nn_model {
   int C;                 /* classes */
   int V, E, H, D, F, G;  /* vocab, embed, hidden, D = H * dirs, fc1 width, gates per cell */
   int L, dirs;           /* layers, directions */
-  const nn_backend *be;
+  const nn_backend *be;  /* from cfg.device (backend_load.c) */
   float *params, *grads; /* (nparams) each, backend memory */
   size_t nparams;
+  /* Host mirrors for the public accessors (nn_model_params / weights / grads). With a
+   * host-memory backend they are params / grads themselves; with a device backend they are
+   * copies, kept in step by params_state (see model.c). */
+  float *host_params, *host_grads;
+  int params_state; /* NN_PARAMS_SYNCED | NN_PARAMS_DEVICE_NEWER | NN_PARAMS_HOST_NEWER */
   nn_tensor_info tensors[NN_MAX_TENSORS];
   char tensor_names[NN_MAX_TENSORS][48];
   int ntensors;
@@ -65,8 +70,14 @@ struct nn_workspace {
   const nn_backend *be;
   /* shape of the batch in the arena */
   int B, T, P, Tmax, training;
-  int *order, *lens, *nstep, *off, *ids, *rev, *row_sample, *last_row; /* host copies */
+  int *order, *lens, *nstep, *off; /* host memory: host-side loops */
+  /* backend memory (uploaded from ibuf for a device backend; in ibuf itself otherwise) */
+  int *ids, *rev, *row_sample, *last_row;
   int *ids_rev; /* (P) ids[rev[r]]: the token each reverse-direction step reads */
+  int *dibuf;   /* device backends: the backend copy of the index arrays */
+  size_t dicap; /* ints */
+  float *hbuf;  /* device backends: host scratch for logits, attention, dropout mask, dlogits */
+  size_t hcap;  /* floats */
   /* activations */
   float *x0;                              /* (P, E) embeddings */
   float *y[NN_MAX_LAYERS];                /* (P, D) layer outputs, position order */
@@ -99,7 +110,27 @@ void nn_recurrent_backward(const nn_model *m, nn_workspace *ws);
 void nn_attention_forward(const nn_model *m, nn_workspace *ws);
 void nn_attention_backward(const nn_model *m, nn_workspace *ws);
 
-/* Backward into an explicit gradient buffer (nparams floats, accumulated +=), so several
+#define NN_PARAMS_SYNCED 0
+#define NN_PARAMS_DEVICE_NEWER 1 /* a backend op (Adam) changed them: download before reading */
+#define NN_PARAMS_HOST_NEWER 2   /* nn_model_params was handed out: upload before computing */
+
+/* Device backends: upload the host mirror of the parameters if it is newer (a forward does it
+ * itself). NN_ERROR with the backend's message on failure. */
+int nn_model_sync(nn_model *m, char *err);
+/* The parameters in backend memory for an in-place update by backend operations (Adam); the
+ * host mirror is then stale until the next nn_model_params / nn_model_weights. */
+float *nn_model_train_params(nn_model *m);
+/* NN_ERROR "<what>: <message>" when the backend recorded an error on this thread, else NN_OK. */
+int nn_backend_check(const nn_backend *be, const char *what, char *err);
+
+/* Adam with its moments in a backend's memory (adam.c): a host-memory backend runs exactly
+ * nn_adam_init / nn_adam_step / nn_adam_free; a device backend its adam_step operation. */
+int nn_adam_init_on(nn_adam *adam, const nn_backend *be, size_t nparams, float lr, char *err);
+int nn_adam_step_on(nn_adam *adam, const nn_backend *be, float *params, const float *grads,
+                    char *err);
+void nn_adam_free_on(nn_adam *adam, const nn_backend *be);
+
+/* Backward into an explicit gradient buffer (nparams floats of backend memory, accumulated +=), so several
  * threads can each run a shard of a batch on a shared, read-only model. */
 int nn_model_backward_into(const nn_model *m, nn_workspace *ws, const nn_batch *batch,
                            const float *dlogits, float *grads, char *err);

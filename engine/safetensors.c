@@ -13,6 +13,7 @@
  * "labels": <json array>}. */
 #include "config.h"
 #include "json.h"
+#include "model.h"
 #include "nn.h"
 
 #include <limits.h>
@@ -576,12 +577,19 @@ int nn_model_load(nn_model **out, const unsigned char *blob, size_t len, char *e
     snprintf(err, NN_ERR_LEN, "weights: vocab: %.480s", sub);
     goto done;
   }
+  /* "device" says where the model was trained: a file trained with "cuda" still loads, on the
+   * CPU, where no GPU is available (its config keeps saying "cuda") */
+  nn_device trained_on = cfg.device;
+  const nn_backend *be;
+  if (cfg.device == NN_DEVICE_CUDA && nn_backend_for_device(NN_DEVICE_CUDA, &be, sub) != NN_OK)
+    cfg.device = NN_DEVICE_AUTO;
   rc = nn_model_create(&model, &cfg, vocab, labels, C, 0, sub); /* takes vocab */
   vocab = NULL;
   if (rc != NN_OK) {
     snprintf(err, NN_ERR_LEN, "weights: %.490s", sub);
     goto done;
   }
+  model->cfg.device = trained_on;
 
   /* every tensor of the model, exactly once, F32 with its exact shape; nothing else */
   int ntensors = nn_model_tensor_count(model);

@@ -18,6 +18,10 @@
  * all batches, so that a batch pads little yet the data stays well mixed. Validation runs in
  * fixed batches of rows sorted by length. Everything random draws from streams seeded by
  * cfg->seed, so a run is deterministic; all buffers are allocated when the trainer is created.
+ *
+ * On a device backend (CUDA) a batch runs whole, as one shard (the GPU is the parallelism),
+ * gradients and Adam's moments stay in device memory and Adam runs there; the host sees the
+ * parameters only when it keeps the best epoch's and when the model is taken.
  */
 #ifndef _GNU_SOURCE
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
@@ -48,6 +52,7 @@
 struct nn_trainer {
   nn_config cfg;
   nn_model *model; /* NULL once taken */
+  const nn_backend *be; /* the model's: gradients and Adam's moments live in its memory */
   nn_workspace *ws;
   nn_adam adam;
   int C;                /* classes */
@@ -416,8 +421,10 @@ int nn_trainer_create(nn_trainer **out, const nn_config *cfg, const char *const 
   if (status != NN_OK) goto fail;
   status = nn_workspace_create(&tr->ws, err);
   if (status != NN_OK) goto fail;
+  tr->be = tr->model->be;
   tr->param_count = nn_model_param_count(tr->model);
   tr->shards = B / SHARD_ROWS < 1 ? 1 : B / SHARD_ROWS > MAX_SHARDS ? MAX_SHARDS : B / SHARD_ROWS;
+  if (tr->be->device_memory) tr->shards = 1;
   status = nn_pool_create(&tr->pool, cfg->threads < tr->shards && cfg->threads > 0
                                          ? cfg->threads
                                          : (nn_cpu_count() < tr->shards ? nn_cpu_count() : tr->shards),
@@ -426,14 +433,14 @@ int nn_trainer_create(nn_trainer **out, const nn_config *cfg, const char *const 
   status = nn_model_zero_grads(tr->model, err);
   if (status != NN_OK) goto fail;
   tr->shard_ws[0] = tr->ws;
-  tr->shard_grads[0] = nn_model_grads(tr->model);
+  tr->shard_grads[0] = tr->model->grads; /* backend memory */
   for (int s = 1; s < tr->shards; s++) {
     status = nn_workspace_create(&tr->shard_ws[s], err);
     if (status != NN_OK) goto fail;
-    tr->shard_grads[s] = calloc(tr->param_count ? tr->param_count : 1, sizeof(float));
+    tr->shard_grads[s] = tr->be->alloc((tr->param_count ? tr->param_count : 1) * sizeof(float));
     if (!tr->shard_grads[s]) goto oom;
   }
-  status = nn_adam_init(&tr->adam, tr->param_count, cfg->lr, err);
+  status = nn_adam_init_on(&tr->adam, tr->be, tr->param_count, cfg->lr, err);
   if (status != NN_OK) goto fail;
 
   int batches = (tr->n_train + B - 1) / B;
@@ -547,7 +554,7 @@ static void backward_task(void *ctx, int s) {
   nn_trainer *tr = ctx;
   int first, count;
   shard_rows(s, tr->shards, tr->current.B, &first, &count);
-  memset(tr->shard_grads[s], 0, tr->param_count * sizeof(float));
+  tr->be->zero(tr->shard_grads[s], tr->param_count);
   tr->shard_status[s] = NN_OK;
   if (count == 0) return;
   nn_batch b = shard_batch(&tr->current, first, count);
@@ -592,6 +599,11 @@ static int sharded_backward(nn_trainer *tr, char *err) {
   nn_pool_run(tr->pool, backward_task, tr, tr->shards);
   int status = shard_errors(tr, err);
   if (status != NN_OK) return status;
+  if (tr->shards > 1 && tr->be->axpy) { /* device memory: the backend sums, in shard order */
+    for (int s = 1; s < tr->shards; s++)
+      tr->be->axpy(tr->shard_grads[0], tr->shard_grads[s], tr->param_count);
+    return nn_backend_check(tr->be, "summing gradients", err);
+  }
   if (tr->shards > 1) nn_pool_run(tr->pool, reduce_task, tr, nn_pool_threads(tr->pool));
   return NN_OK;
 }
@@ -689,9 +701,11 @@ int nn_trainer_epoch(nn_trainer *tr, nn_epoch_stats *stats, nn_progress_fn fn, v
     if (tr->freeze_embeddings) { /* a zero gradient from the first step: Adam never moves it */
       nn_tensor_info emb;
       nn_model_tensor(tr->model, 0, &emb); /* embeddings.weight */
-      memset(nn_model_grads(tr->model) + emb.offset, 0, emb.size * sizeof(float));
+      tr->be->zero(tr->model->grads + emb.offset, emb.size);
     }
-    nn_adam_step(&tr->adam, nn_model_params(tr->model), nn_model_grads(tr->model));
+    status = nn_adam_step_on(&tr->adam, tr->be, nn_model_train_params(tr->model),
+                             tr->model->grads, err);
+    if (status != NN_OK) return status;
     train_loss += ((double)loss - train_loss) / (k + 1);
     rows_done += count;
     if (fn) {
@@ -716,7 +730,7 @@ int nn_trainer_epoch(nn_trainer *tr, nn_epoch_stats *stats, nn_progress_fn fn, v
   if (s.best) {
     tr->best_val_loss = s.val_loss;
     tr->bad_epochs = 0;
-    memcpy(tr->best_params, nn_model_params(tr->model), tr->param_count * sizeof(float));
+    memcpy(tr->best_params, nn_model_weights(tr->model), tr->param_count * sizeof(float));
   } else {
     tr->bad_epochs++;
   }
@@ -832,10 +846,11 @@ void nn_trainer_free(nn_trainer *tr) {
   if (tr->ws) nn_workspace_free(tr->ws);
   for (int s = 1; s < MAX_SHARDS; s++) {
     nn_workspace_free(tr->shard_ws[s]);
-    free(tr->shard_grads[s]);
+    if (tr->shard_grads[s]) tr->be->free(tr->shard_grads[s]);
   }
   nn_pool_free(tr->pool);
-  nn_adam_free(&tr->adam);
+  if (tr->be) nn_adam_free_on(&tr->adam, tr->be);
+  else nn_adam_free(&tr->adam);
   free(tr->token_ids);
   free(tr->token_start);
   free(tr->row_length);

@@ -2,6 +2,7 @@
 #include <cblas.h>
 #include <stdio.h>
 
+#include "backend.h"
 #include "nn.h"
 
 #define NN_VERSION "0.1.0"
@@ -10,10 +11,14 @@
 char *openblas_get_config(void) __attribute__((weak));
 int openblas_get_num_threads(void) __attribute__((weak));
 
+/* The CUDA part says whether attnext_cuda.so loaded and found a device (backend_load.c); asking
+ * loads it, once per process. */
 const char *nn_version_string(char *buf, size_t len) {
   const char *blas = openblas_get_config ? openblas_get_config() : "unknown BLAS";
   int threads = openblas_get_num_threads ? openblas_get_num_threads() : 1;
-  snprintf(buf, len, "attnext %s; backends: cpu (%s, %d BLAS threads); cuda: not built",
-           NN_VERSION, blas, threads);
+  char cuda[450];
+  nn_backend_cuda_status(cuda, sizeof cuda);
+  snprintf(buf, len, "attnext %s; backends: cpu (%s, %d BLAS threads); %s", NN_VERSION, blas,
+           threads, cuda);
   return buf;
 }

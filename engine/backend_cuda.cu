@@ -1,0 +1,664 @@
+/* backend_cuda.cu -- the CUDA backend: the operations of backend.h on an NVIDIA GPU, GEMMs on
+ * cuBLAS, every other operation in the kernels below. Built by the Makefile, only where nvcc is
+ * found, into its own shared object attnext_cuda.so, which backend_load.c opens with dlopen at
+ * the first model whose device is "auto" or "cuda"; attnext.so never links the CUDA runtime.
+ * The one exported symbol is attnext_cuda_backend() (NN_BACKEND_CUDA_ENTRY).
+ *
+ * Formulas and gate orders are backend_cpu.c's (PyTorch's). Compiled with --fmad=false and
+ * without fast math, so every element-wise kernel rounds as the CPU's C code does (expf / tanhf
+ * differ by an ulp or two from glibc's), and Adam, whose operations are all correctly rounded,
+ * gives the CPU's bits from the same inputs. Reductions:
+ *   - GEMMs: cuBLAS, in full float32 (CUBLAS_DEFAULT_MATH: no TF32), its own summation order;
+ *   - bias gradients, per-row dot products: one thread / one warp per output, fixed order;
+ *   - sums over the rows of a sample (segment softmax and weighted sum, dq of self attention)
+ *     and the embedding gradient: float atomicAdd, whose order varies from run to run (a few
+ *     ulps; the stated tolerance of tests/test_cuda.c, rtol 1e-3, covers it). The segment
+ *     maximum uses an exact integer atomicMax, so the softmax shift is always the same.
+ *
+ * Threads: every host thread gets its own cuBLAS handle and the per-thread default stream
+ * (nvcc --default-stream per-thread), so workspaces used by different threads do not serialise
+ * each other, and its own sticky error (the first failure since the engine last asked, handed
+ * over by cuda_error). Memory: cudaMalloc'd (zeroed) device buffers, never managed memory;
+ * copies are synchronous cudaMemcpy on the thread's stream.
+ */
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+extern "C" {
+#include "backend.h"
+}
+
+#define THREADS 256
+
+/* ---------------------------------------------------------------- errors, handles */
+
+struct thread_state {
+  cublasHandle_t handle;
+  int handle_ready;
+  int has_error;
+  char error[400];
+};
+static thread_local thread_state tls;
+
+static void record(const char *what, const char *message) {
+  if (tls.has_error) return; /* the first error is the one that explains the rest */
+  snprintf(tls.error, sizeof tls.error, "%s: %s", what, message);
+  tls.has_error = 1;
+}
+
+static void check_cuda(const char *what, cudaError_t e) {
+  if (e != cudaSuccess) record(what, cudaGetErrorString(e));
+}
+
+/* after a kernel launch: launch errors now, execution errors at the next synchronising call */
+static void check_launch(const char *kernel) { check_cuda(kernel, cudaGetLastError()); }
+
+static cublasHandle_t blas(void) {
+  if (!tls.handle_ready) {
+    cublasStatus_t s = cublasCreate(&tls.handle);
+    if (s != CUBLAS_STATUS_SUCCESS) {
+      record("cublasCreate", cublasGetStatusString(s));
+      return NULL;
+    }
+    cublasSetStream(tls.handle, cudaStreamPerThread);
+    cublasSetMathMode(tls.handle, CUBLAS_DEFAULT_MATH); /* float32 throughout, no TF32 */
+    tls.handle_ready = 1;
+  }
+  return tls.handle;
+}
+
+static int cuda_error(char *msg, size_t len) {
+  if (!tls.has_error) return 0;
+  if (msg && len) snprintf(msg, len, "%s", tls.error);
+  tls.has_error = 0;
+  return 1;
+}
+
+static unsigned grid_for(size_t n) {
+  size_t blocks = (n + THREADS - 1) / THREADS;
+  if (blocks < 1) blocks = 1;
+  return blocks > 65535 ? 65535u : (unsigned)blocks; /* the kernels loop over the rest */
+}
+
+#define GRID_LOOP(i, n) \
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)
+
+/* ---------------------------------------------------------------- memory */
+
+static void *cuda_alloc(size_t bytes) {
+  void *p = NULL;
+  cudaError_t e = cudaMalloc(&p, bytes ? bytes : 1);
+  if (e != cudaSuccess) {
+    check_cuda("cudaMalloc", e);
+    return NULL;
+  }
+  e = cudaMemsetAsync(p, 0, bytes ? bytes : 1, cudaStreamPerThread);
+  if (e != cudaSuccess) {
+    check_cuda("cudaMemset", e);
+    cudaFree(p);
+    return NULL;
+  }
+  return p;
+}
+
+static void cuda_free(void *p) {
+  if (p) check_cuda("cudaFree", cudaFree(p));
+}
+
+static void cuda_upload(void *dst, const void *src, size_t bytes) {
+  if (bytes) check_cuda("cudaMemcpy (upload)", cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+}
+
+static void cuda_download(void *dst, const void *src, size_t bytes) {
+  if (bytes) check_cuda("cudaMemcpy (download)", cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
+}
+
+static void cuda_zero(float *x, size_t n) {
+  if (n) check_cuda("cudaMemset", cudaMemsetAsync(x, 0, n * sizeof(float), cudaStreamPerThread));
+}
+
+/* ---------------------------------------------------------------- GEMM */
+
+__global__ void k_scale_matrix(float *C, int ldc, int M, int N, float beta) {
+  GRID_LOOP(i, (size_t)M * N) {
+    size_t r = i / N, c = i % N;
+    float *x = C + r * ldc + c;
+    *x = beta == 0.0f ? 0.0f : beta * *x;
+  }
+}
+
+/* Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: the same buffers with the
+ * operands swapped and M, N exchanged. */
+static void cuda_sgemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
+                       int lda, const float *B, int ldb, float beta, float *C, int ldc) {
+  if (M <= 0 || N <= 0) return;
+  if (K <= 0) {
+    k_scale_matrix<<<grid_for((size_t)M * N), THREADS, 0, cudaStreamPerThread>>>(C, ldc, M, N, beta);
+    check_launch("scale_matrix");
+    return;
+  }
+  cublasHandle_t h = blas();
+  if (!h) return;
+  cublasStatus_t s = cublasSgemm(h, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                 trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &alpha, B, ldb, A,
+                                 lda, &beta, C, ldc);
+  if (s != CUBLAS_STATUS_SUCCESS) record("cublasSgemm", cublasGetStatusString(s));
+}
+
+/* ---------------------------------------------------------------- rows, biases, element-wise */
+
+__global__ void k_gather_rows(float *dst, int ldd, const float *src, int lds, const int *idx,
+                              int rows, int cols) {
+  GRID_LOOP(i, (size_t)rows * cols) {
+    size_t r = i / cols, c = i % cols;
+    size_t from = idx ? (size_t)idx[r] : r;
+    dst[r * ldd + c] = src[from * lds + c];
+  }
+}
+static void cuda_gather_rows(float *dst, int ldd, const float *src, int lds, const int *idx,
+                             int rows, int cols) {
+  if (rows <= 0 || cols <= 0) return;
+  k_gather_rows<<<grid_for((size_t)rows * cols), THREADS, 0, cudaStreamPerThread>>>(dst, ldd, src, lds, idx, rows, cols);
+  check_launch("gather_rows");
+}
+
+/* The engine scatters through permutations (rev) and distinct rows (last_row): each target gets
+ * one addition, so the atomics cost nothing in determinism; they keep repeated indices right. */
+__global__ void k_scatter_add_rows(float *dst, int ldd, const float *src, int lds, const int *idx,
+                                   int rows, int cols) {
+  GRID_LOOP(i, (size_t)rows * cols) {
+    size_t r = i / cols, c = i % cols;
+    size_t to = idx ? (size_t)idx[r] : r;
+    atomicAdd(dst + to * ldd + c, src[r * lds + c]);
+  }
+}
+static void cuda_scatter_add_rows(float *dst, int ldd, const float *src, int lds, const int *idx,
+                                  int rows, int cols) {
+  if (rows <= 0 || cols <= 0) return;
+  k_scatter_add_rows<<<grid_for((size_t)rows * cols), THREADS, 0, cudaStreamPerThread>>>(dst, ldd, src, lds, idx, rows, cols);
+  check_launch("scatter_add_rows");
+}
+
+__global__ void k_add_bias(float *y, int ld, const float *bias, int rows, int cols) {
+  GRID_LOOP(i, (size_t)rows * cols) {
+    size_t r = i / cols, c = i % cols;
+    y[r * ld + c] += bias[c];
+  }
+}
+static void cuda_add_bias(float *y, int ld, const float *bias, int rows, int cols) {
+  if (rows <= 0 || cols <= 0) return;
+  k_add_bias<<<grid_for((size_t)rows * cols), THREADS, 0, cudaStreamPerThread>>>(y, ld, bias, rows, cols);
+  check_launch("add_bias");
+}
+
+/* dbias[c] += sum_r dy[r, c]: wide outputs one thread per column (rows in order, as the CPU);
+ * narrow ones one block per column, a fixed tree over the rows (deterministic too). */
+__global__ void k_bias_grad_columns(float *dbias, const float *dy, int ld, int rows, int cols) {
+  int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= cols) return;
+  float s = 0.0f;
+  for (int r = 0; r < rows; r++) s += dy[(size_t)r * ld + c];
+  dbias[c] += s;
+}
+__global__ void k_bias_grad_tree(float *dbias, const float *dy, int ld, int rows) {
+  __shared__ float part[THREADS];
+  int c = blockIdx.x;
+  float s = 0.0f;
+  for (int r = threadIdx.x; r < rows; r += blockDim.x) s += dy[(size_t)r * ld + c];
+  part[threadIdx.x] = s;
+  __syncthreads();
+  for (int w = blockDim.x / 2; w > 0; w /= 2) {
+    if ((int)threadIdx.x < w) part[threadIdx.x] += part[threadIdx.x + w];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) dbias[c] += part[0];
+}
+static void cuda_bias_grad(float *dbias, const float *dy, int ld, int rows, int cols) {
+  if (rows <= 0 || cols <= 0) return;
+  if (cols >= 256 || rows < 4 * THREADS) {
+    k_bias_grad_columns<<<(cols + 127) / 128, 128, 0, cudaStreamPerThread>>>(dbias, dy, ld, rows, cols);
+  } else {
+    k_bias_grad_tree<<<cols, THREADS, 0, cudaStreamPerThread>>>(dbias, dy, ld, rows);
+  }
+  check_launch("bias_grad");
+}
+
+__global__ void k_tanh_forward(float *y, size_t n) {
+  GRID_LOOP(i, n) y[i] = tanhf(y[i]);
+}
+static void cuda_tanh_forward(float *y, size_t n) {
+  if (!n) return;
+  k_tanh_forward<<<grid_for(n), THREADS, 0, cudaStreamPerThread>>>(y, n);
+  check_launch("tanh_forward");
+}
+
+__global__ void k_tanh_backward(float *dx, const float *dy, const float *y, size_t n) {
+  GRID_LOOP(i, n) dx[i] = dy[i] * (1.0f - y[i] * y[i]);
+}
+static void cuda_tanh_backward(float *dx, const float *dy, const float *y, size_t n) {
+  if (!n) return;
+  k_tanh_backward<<<grid_for(n), THREADS, 0, cudaStreamPerThread>>>(dx, dy, y, n);
+  check_launch("tanh_backward");
+}
+
+__global__ void k_mul(float *y, const float *x, const float *mask, size_t n) {
+  GRID_LOOP(i, n) y[i] = x[i] * mask[i];
+}
+static void cuda_mul(float *y, const float *x, const float *mask, size_t n) {
+  if (!n) return;
+  k_mul<<<grid_for(n), THREADS, 0, cudaStreamPerThread>>>(y, x, mask, n);
+  check_launch("mul");
+}
+
+/* ---------------------------------------------------------------- recurrent cells */
+
+__device__ __forceinline__ float sigm(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+__global__ void k_rnn_forward(float *h, const float *pre, size_t n) {
+  GRID_LOOP(i, n) h[i] = tanhf(pre[i]);
+}
+static void cuda_rnn_step_forward(float *h, float *pre, int n, int H) {
+  size_t count = (size_t)n * H;
+  if (!count) return;
+  k_rnn_forward<<<grid_for(count), THREADS, 0, cudaStreamPerThread>>>(h, pre, count);
+  check_launch("rnn_step_forward");
+}
+
+static void cuda_rnn_step_backward(float *dpre, const float *dh, const float *h, int n, int H) {
+  cuda_tanh_backward(dpre, dh, h, (size_t)n * H);
+}
+
+__global__ void k_gru_forward(float *h, float *pre, const float *hw, const float *h_prev, int n,
+                              int H) {
+  GRID_LOOP(i, (size_t)n * H) {
+    size_t b = i / H, k = i % H;
+    float *x = pre + b * 3 * H;
+    const float *u = hw + b * 3 * H;
+    float hp = h_prev ? h_prev[b * H + k] : 0.0f;
+    float r = 1.0f / (1.0f + expf(-(x[k] + u[k])));
+    float z = 1.0f / (1.0f + expf(-(x[H + k] + u[H + k])));
+    float g = tanhf(x[2 * H + k] + r * u[2 * H + k]);
+    x[k] = r;
+    x[H + k] = z;
+    x[2 * H + k] = g;
+    h[b * H + k] = (1.0f - z) * g + z * hp;
+  }
+}
+static void cuda_gru_step_forward(float *h, float *pre, const float *hw, const float *h_prev,
+                                  int n, int H) {
+  if (n <= 0) return;
+  k_gru_forward<<<grid_for((size_t)n * H), THREADS, 0, cudaStreamPerThread>>>(h, pre, hw, h_prev, n, H);
+  check_launch("gru_step_forward");
+}
+
+__global__ void k_gru_backward(float *dx, float *dhw, float *dh_prev, const float *dh,
+                               const float *gates, const float *hw, const float *h_prev, int n,
+                               int H) {
+  GRID_LOOP(i, (size_t)n * H) {
+    size_t b = i / H, k = i % H;
+    const float *gt = gates + b * 3 * H, *u = hw + b * 3 * H;
+    float hp = h_prev ? h_prev[b * H + k] : 0.0f, d = dh[b * H + k];
+    float r = gt[k], z = gt[H + k], g = gt[2 * H + k];
+    float dg = d * (1.0f - z);
+    float dz = d * (hp - g);
+    float dg_pre = dg * (1.0f - g * g);
+    float dr = dg_pre * u[2 * H + k];
+    float dr_pre = dr * r * (1.0f - r);
+    float dz_pre = dz * z * (1.0f - z);
+    float *dxo = dx + b * 3 * H, *dho = dhw + b * 3 * H;
+    dxo[k] = dr_pre;
+    dxo[H + k] = dz_pre;
+    dxo[2 * H + k] = dg_pre;
+    dho[k] = dr_pre;
+    dho[H + k] = dz_pre;
+    dho[2 * H + k] = dg_pre * r;
+    if (dh_prev) dh_prev[b * H + k] += d * z;
+  }
+}
+static void cuda_gru_step_backward(float *dx, float *dhw, float *dh_prev, const float *dh,
+                                   const float *gates, const float *hw, const float *h_prev,
+                                   int n, int H) {
+  if (n <= 0) return;
+  k_gru_backward<<<grid_for((size_t)n * H), THREADS, 0, cudaStreamPerThread>>>(dx, dhw, dh_prev, dh, gates, hw, h_prev, n, H);
+  check_launch("gru_step_backward");
+}
+
+__global__ void k_lstm_forward(float *h, float *c, float *pre, const float *c_prev, int n,
+                               int H) {
+  GRID_LOOP(idx, (size_t)n * H) {
+    size_t b = idx / H, k = idx % H;
+    float *x = pre + b * 4 * H;
+    float cp = c_prev ? c_prev[b * H + k] : 0.0f;
+    float i = 1.0f / (1.0f + expf(-x[k])), f = 1.0f / (1.0f + expf(-x[H + k]));
+    float g = tanhf(x[2 * H + k]), o = 1.0f / (1.0f + expf(-x[3 * H + k]));
+    x[k] = i;
+    x[H + k] = f;
+    x[2 * H + k] = g;
+    x[3 * H + k] = o;
+    float cn = f * cp + i * g;
+    c[b * H + k] = cn;
+    h[b * H + k] = o * tanhf(cn);
+  }
+}
+static void cuda_lstm_step_forward(float *h, float *c, float *pre, const float *c_prev, int n,
+                                   int H) {
+  if (n <= 0) return;
+  k_lstm_forward<<<grid_for((size_t)n * H), THREADS, 0, cudaStreamPerThread>>>(h, c, pre, c_prev, n, H);
+  check_launch("lstm_step_forward");
+}
+
+__global__ void k_lstm_backward(float *dpre, float *dc_prev, const float *dh, const float *dc,
+                                const float *gates, const float *c, const float *c_prev, int n,
+                                int H) {
+  GRID_LOOP(idx, (size_t)n * H) {
+    size_t b = idx / H, k = idx % H;
+    const float *gt = gates + b * 4 * H;
+    float i = gt[k], f = gt[H + k], g = gt[2 * H + k], o = gt[3 * H + k];
+    float d = dh[b * H + k], tc = tanhf(c[b * H + k]);
+    float cp = c_prev ? c_prev[b * H + k] : 0.0f;
+    float dct = dc[b * H + k] + d * o * (1.0f - tc * tc);
+    float *dp = dpre + b * 4 * H;
+    dp[k] = dct * g * i * (1.0f - i);
+    dp[H + k] = dct * cp * f * (1.0f - f);
+    dp[2 * H + k] = dct * i * (1.0f - g * g);
+    dp[3 * H + k] = d * tc * o * (1.0f - o);
+    if (dc_prev) dc_prev[b * H + k] += dct * f;
+  }
+}
+static void cuda_lstm_step_backward(float *dpre, float *dc_prev, const float *dh, const float *dc,
+                                    const float *gates, const float *c, const float *c_prev,
+                                    int n, int H) {
+  if (n <= 0) return;
+  k_lstm_backward<<<grid_for((size_t)n * H), THREADS, 0, cudaStreamPerThread>>>(dpre, dc_prev, dh, dc, gates, c, c_prev, n, H);
+  check_launch("lstm_step_backward");
+}
+
+/* ---------------------------------------------------------------- attention over packed rows */
+
+/* An order-preserving map of floats to ints, so that integer atomicMax is a float maximum. */
+__device__ __forceinline__ int float_key(float x) {
+  int i = __float_as_int(x);
+  return i >= 0 ? i : i ^ 0x7fffffff;
+}
+__device__ __forceinline__ float key_float(int i) { return __int_as_float(i >= 0 ? i : i ^ 0x7fffffff); }
+
+__global__ void k_segment_init(int *mx, float *sm, int B) {
+  GRID_LOOP(b, (size_t)B) {
+    mx[b] = float_key(-INFINITY);
+    sm[b] = 0.0f;
+  }
+}
+__global__ void k_segment_max(int *mx, const float *e, const int *row_sample, int P) {
+  GRID_LOOP(r, (size_t)P) atomicMax(mx + row_sample[r], float_key(e[r]));
+}
+__global__ void k_segment_exp(float *alpha, float *sm, const float *e, const int *mx,
+                              const int *row_sample, int P) {
+  GRID_LOOP(r, (size_t)P) {
+    float a = expf(e[r] - key_float(mx[row_sample[r]]));
+    alpha[r] = a;
+    atomicAdd(sm + row_sample[r], a);
+  }
+}
+__global__ void k_segment_div(float *alpha, const float *sm, const int *row_sample, int P) {
+  GRID_LOOP(r, (size_t)P) alpha[r] /= sm[row_sample[r]];
+}
+static void cuda_segment_softmax(float *alpha, const float *e, const int *row_sample, int P, int B,
+                                 float *scratch) {
+  if (P <= 0 || B <= 0) return;
+  int *mx = (int *)scratch; /* scratch (2B): B keys, then B sums */
+  float *sm = scratch + B;
+  cudaStream_t s = cudaStreamPerThread;
+  k_segment_init<<<grid_for(B), THREADS, 0, s>>>(mx, sm, B);
+  k_segment_max<<<grid_for(P), THREADS, 0, s>>>(mx, e, row_sample, P);
+  k_segment_exp<<<grid_for(P), THREADS, 0, s>>>(alpha, sm, e, mx, row_sample, P);
+  k_segment_div<<<grid_for(P), THREADS, 0, s>>>(alpha, sm, row_sample, P);
+  check_launch("segment_softmax");
+}
+
+__global__ void k_segment_dot_acc(float *dot, const float *alpha, const float *dalpha,
+                                  const int *row_sample, int P) {
+  GRID_LOOP(r, (size_t)P) atomicAdd(dot + row_sample[r], alpha[r] * dalpha[r]);
+}
+__global__ void k_segment_softmax_back(float *de, const float *dalpha, const float *alpha,
+                                       const float *dot, const int *row_sample, int P) {
+  GRID_LOOP(r, (size_t)P) de[r] = alpha[r] * (dalpha[r] - dot[row_sample[r]]);
+}
+static void cuda_segment_softmax_backward(float *de, const float *dalpha, const float *alpha,
+                                          const int *row_sample, int P, int B, float *scratch) {
+  if (P <= 0 || B <= 0) return;
+  cudaStream_t s = cudaStreamPerThread;
+  check_cuda("cudaMemset", cudaMemsetAsync(scratch, 0, (size_t)B * sizeof(float), s));
+  k_segment_dot_acc<<<grid_for(P), THREADS, 0, s>>>(scratch, alpha, dalpha, row_sample, P);
+  k_segment_softmax_back<<<grid_for(P), THREADS, 0, s>>>(de, dalpha, alpha, scratch, row_sample, P);
+  check_launch("segment_softmax_backward");
+}
+
+__global__ void k_segment_weighted_sum(float *ctx, const float *alpha, const float *v, int ldv,
+                                       const int *row_sample, int P, int D) {
+  GRID_LOOP(i, (size_t)P * D) {
+    size_t r = i / D, k = i % D;
+    atomicAdd(ctx + (size_t)row_sample[r] * D + k, alpha[r] * v[r * ldv + k]);
+  }
+}
+static void cuda_segment_weighted_sum(float *ctx, const float *alpha, const float *v, int ldv,
+                                      const int *row_sample, int P, int B, int D) {
+  cudaStream_t s = cudaStreamPerThread;
+  check_cuda("cudaMemset", cudaMemsetAsync(ctx, 0, (size_t)B * D * sizeof(float), s));
+  if (P <= 0 || D <= 0) return;
+  k_segment_weighted_sum<<<grid_for((size_t)P * D), THREADS, 0, s>>>(ctx, alpha, v, ldv, row_sample, P, D);
+  check_launch("segment_weighted_sum");
+}
+
+/* One warp per row r: dalpha[r] = dctx[b] . v[r] (lanes, then a fixed butterfly), dv[r] (=|+=)
+ * alpha[r] dctx[b]. */
+__global__ void k_segment_weighted_sum_back(float *dv, int ldv, int add, float *dalpha,
+                                            const float *dctx, const float *alpha, const float *v,
+                                            const int *row_sample, int P, int D) {
+  int lane = threadIdx.x & 31;
+  size_t warp = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) / 32;
+  size_t warps = (size_t)gridDim.x * blockDim.x / 32;
+  for (size_t r = warp; r < (size_t)P; r += warps) {
+    const float *dc = dctx + (size_t)row_sample[r] * D, *vr = v + r * ldv;
+    float *dvr = dv + r * ldv;
+    float a = alpha[r], dot = 0.0f;
+    for (int k = lane; k < D; k += 32) {
+      dot += dc[k] * vr[k];
+      dvr[k] = (add ? dvr[k] : 0.0f) + a * dc[k];
+    }
+    for (int o = 16; o > 0; o /= 2) dot += __shfl_xor_sync(0xffffffffu, dot, o);
+    if (lane == 0) dalpha[r] = dot;
+  }
+}
+static unsigned warp_grid(int rows) { return grid_for((size_t)rows * 32); }
+static void cuda_segment_weighted_sum_backward(float *dv, int ldv, int add, float *dalpha,
+                                               const float *dctx, const float *alpha,
+                                               const float *v, const int *row_sample, int P,
+                                               int B, int D) {
+  if (P <= 0) return;
+  k_segment_weighted_sum_back<<<warp_grid(P), THREADS, 0, cudaStreamPerThread>>>(dv, ldv, add, dalpha, dctx, alpha, v, row_sample, P, D);
+  check_launch("segment_weighted_sum_backward");
+}
+
+__global__ void k_segment_dot(float *e, const float *q, const float *k, int ldk,
+                              const int *row_sample, int P, int D, float scale) {
+  int lane = threadIdx.x & 31;
+  size_t warp = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) / 32;
+  size_t warps = (size_t)gridDim.x * blockDim.x / 32;
+  for (size_t r = warp; r < (size_t)P; r += warps) {
+    const float *qb = q + (size_t)row_sample[r] * D, *kr = k + r * ldk;
+    float dot = 0.0f;
+    for (int i = lane; i < D; i += 32) dot += qb[i] * kr[i];
+    for (int o = 16; o > 0; o /= 2) dot += __shfl_xor_sync(0xffffffffu, dot, o);
+    if (lane == 0) e[r] = scale * dot;
+  }
+}
+static void cuda_segment_dot(float *e, const float *q, const float *k, int ldk,
+                             const int *row_sample, int P, int D, float scale) {
+  if (P <= 0) return;
+  k_segment_dot<<<warp_grid(P), THREADS, 0, cudaStreamPerThread>>>(e, q, k, ldk, row_sample, P, D, scale);
+  check_launch("segment_dot");
+}
+
+__global__ void k_segment_dot_back(float *dq, float *dk, const float *de, const float *q,
+                                   const float *k, int ldk, const int *row_sample, int P, int D,
+                                   float scale) {
+  GRID_LOOP(i, (size_t)P * D) {
+    size_t r = i / D, c = i % D;
+    size_t b = (size_t)row_sample[r];
+    float s = scale * de[r];
+    atomicAdd(dq + b * D + c, s * k[r * ldk + c]);
+    dk[r * ldk + c] = s * q[b * D + c];
+  }
+}
+static void cuda_segment_dot_backward(float *dq, float *dk, const float *de, const float *q,
+                                      const float *k, int ldk, const int *row_sample, int P,
+                                      int B, int D, float scale) {
+  if (P <= 0 || D <= 0) return;
+  k_segment_dot_back<<<grid_for((size_t)P * D), THREADS, 0, cudaStreamPerThread>>>(dq, dk, de, q, k, ldk, row_sample, P, D, scale);
+  check_launch("segment_dot_backward");
+}
+
+/* ---------------------------------------------------------------- embedding */
+
+static void cuda_embedding_forward(float *x, const float *table, const int *ids, int P, int E) {
+  cuda_gather_rows(x, E, table, E, ids, P, E);
+}
+
+__global__ void k_embedding_back(float *dtable, const float *dx, const int *ids, int P, int E,
+                                 int skip_id) {
+  GRID_LOOP(i, (size_t)P * E) {
+    size_t r = i / E, c = i % E;
+    int id = ids[r];
+    if (id != skip_id) atomicAdd(dtable + (size_t)id * E + c, dx[i]);
+  }
+}
+static void cuda_embedding_backward(float *dtable, const float *dx, const int *ids, int P, int E,
+                                    int skip_id) {
+  if (P <= 0 || E <= 0) return;
+  k_embedding_back<<<grid_for((size_t)P * E), THREADS, 0, cudaStreamPerThread>>>(dtable, dx, ids, P, E, skip_id);
+  check_launch("embedding_backward");
+}
+
+/* ---------------------------------------------------------------- optimizer, reduction */
+
+/* adam.c's adam_update_one, operation for operation (no contraction: --fmad=false) */
+__global__ void k_adam(float *params, float *m, float *v, const float *grads, size_t n,
+                       float beta1, float one_minus_beta1, float beta2, float one_minus_beta2,
+                       float bc2_sqrt, float eps, float neg_step_size) {
+  GRID_LOOP(i, n) {
+    float g = grads[i];
+    float mi = fmaf(g, one_minus_beta1, m[i] * beta1);
+    float vi = fmaf(one_minus_beta2 * g, g, v[i] * beta2);
+    float denom = sqrtf(vi) / bc2_sqrt + eps;
+    params[i] = params[i] + (neg_step_size * mi) / denom;
+    m[i] = mi;
+    v[i] = vi;
+  }
+}
+static void cuda_adam_step(float *params, float *m, float *v, const float *grads, size_t n,
+                           float beta1, float one_minus_beta1, float beta2, float one_minus_beta2,
+                           float bc2_sqrt, float eps, float neg_step_size) {
+  if (!n) return;
+  k_adam<<<grid_for(n), THREADS, 0, cudaStreamPerThread>>>(params, m, v, grads, n, beta1, one_minus_beta1, beta2, one_minus_beta2, bc2_sqrt, eps, neg_step_size);
+  check_launch("adam_step");
+}
+
+__global__ void k_axpy(float *y, const float *x, size_t n) {
+  GRID_LOOP(i, n) y[i] += x[i];
+}
+static void cuda_axpy(float *y, const float *x, size_t n) {
+  if (!n) return;
+  k_axpy<<<grid_for(n), THREADS, 0, cudaStreamPerThread>>>(y, x, n);
+  check_launch("axpy");
+}
+
+/* ---------------------------------------------------------------- the table */
+
+static char device_line[400];
+
+static const char *cuda_describe(char *buf, size_t len) {
+  snprintf(buf, len, "%s", device_line);
+  return buf;
+}
+
+static nn_backend table;
+
+__global__ void k_probe(int *x) {
+  if (x) *x = 1;
+}
+
+/* Whether this machine can run the backend: a device, a context, a kernel of this build's
+ * architectures, a cuBLAS handle. NULL with the reason otherwise. Called once per process
+ * (backend_load.c). */
+extern "C" __attribute__((visibility("default"))) const nn_backend *
+attnext_cuda_backend(char *why, size_t len) {
+  int count = 0;
+  cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess) {
+    snprintf(why, len, "cudaGetDeviceCount: %s", cudaGetErrorString(e));
+    return NULL;
+  }
+  if (count < 1) {
+    snprintf(why, len, "cudaGetDeviceCount: no device");
+    return NULL;
+  }
+  int dev = 0;
+  cudaDeviceProp prop;
+  if ((e = cudaGetDevice(&dev)) != cudaSuccess || (e = cudaGetDeviceProperties(&prop, dev)) != cudaSuccess) {
+    snprintf(why, len, "cudaGetDeviceProperties: %s", cudaGetErrorString(e));
+    return NULL;
+  }
+  k_probe<<<1, 1, 0, cudaStreamPerThread>>>(NULL);
+  if ((e = cudaGetLastError()) != cudaSuccess || (e = cudaStreamSynchronize(cudaStreamPerThread)) != cudaSuccess) {
+    snprintf(why, len, "%s (compute capability %d.%d): %s", prop.name, prop.major, prop.minor,
+             cudaGetErrorString(e));
+    return NULL;
+  }
+  if (!blas()) {
+    snprintf(why, len, "%s", tls.error);
+    tls.has_error = 0;
+    return NULL;
+  }
+  int runtime = 0;
+  cudaRuntimeGetVersion(&runtime);
+  snprintf(device_line, sizeof device_line, "%s (compute capability %d.%d, %.0f GiB, %d devices), CUDA runtime %d.%d",
+           prop.name, prop.major, prop.minor, prop.totalGlobalMem / 1073741824.0, count,
+           runtime / 1000, runtime % 1000 / 10);
+  table.name = "cuda";
+  table.alloc = cuda_alloc;
+  table.free = cuda_free;
+  table.upload = cuda_upload;
+  table.download = cuda_download;
+  table.zero = cuda_zero;
+  table.sgemm = cuda_sgemm;
+  table.gather_rows = cuda_gather_rows;
+  table.scatter_add_rows = cuda_scatter_add_rows;
+  table.add_bias = cuda_add_bias;
+  table.bias_grad = cuda_bias_grad;
+  table.tanh_forward = cuda_tanh_forward;
+  table.tanh_backward = cuda_tanh_backward;
+  table.mul = cuda_mul;
+  table.rnn_step_forward = cuda_rnn_step_forward;
+  table.rnn_step_backward = cuda_rnn_step_backward;
+  table.gru_step_forward = cuda_gru_step_forward;
+  table.gru_step_backward = cuda_gru_step_backward;
+  table.lstm_step_forward = cuda_lstm_step_forward;
+  table.lstm_step_backward = cuda_lstm_step_backward;
+  table.segment_softmax = cuda_segment_softmax;
+  table.segment_softmax_backward = cuda_segment_softmax_backward;
+  table.segment_weighted_sum = cuda_segment_weighted_sum;
+  table.segment_weighted_sum_backward = cuda_segment_weighted_sum_backward;
+  table.segment_dot = cuda_segment_dot;
+  table.segment_dot_backward = cuda_segment_dot_backward;
+  table.embedding_forward = cuda_embedding_forward;
+  table.embedding_backward = cuda_embedding_backward;
+  table.device_memory = 1;
+  table.error = cuda_error;
+  table.adam_step = cuda_adam_step;
+  table.axpy = cuda_axpy;
+  table.describe = cuda_describe;
+  return &table;
+}

@@ -1,0 +1,105 @@
+/* backend_load.c -- picks a model's compute backend from its "device" option and loads the CUDA
+ * backend lazily.
+ *
+ * The CUDA backend is a separate shared object, attnext_cuda.so (engine/backend_cuda.cu, built
+ * only where nvcc is found), so that attnext.so itself never depends on the CUDA runtime: it
+ * loads and works on any machine, and uses the GPU only where the library, the runtime and a
+ * device are all present. The library is looked for once per process, at the first model whose
+ * device is "auto" or "cuda":
+ *   1. $ATTNEXT_CUDA_LIB, when set (a path; for tests and unusual installs)
+ *   2. attnext_cuda.so in the directory of the object holding this code (attnext.so), via dladdr
+ *   3. attnext_cuda.so on the dynamic linker's default search path
+ * and its exported attnext_cuda_backend() says whether a device is usable. The outcome (the
+ * backend, or the reason there is none) is process-wide state written once under pthread_once:
+ * it describes the machine, not any model, so it is the one exception to "no global state".
+ */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "nn.h"
+
+#define CUDA_LIB_NAME "attnext_cuda.so"
+
+static pthread_once_t cuda_once = PTHREAD_ONCE_INIT;
+static const nn_backend *cuda_backend;  /* NULL when unavailable */
+static char cuda_why[400];              /* why not, or the device's description */
+
+/* Try one path; 1 when the library loaded (whatever its entry then said). */
+static int try_library(const char *path, char *load_err, size_t len) {
+  void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!lib) {
+    const char *e = dlerror();
+    snprintf(load_err, len, "%s", e ? e : "dlopen failed");
+    return 0;
+  }
+  nn_backend_cuda_entry entry = (nn_backend_cuda_entry)(uintptr_t)dlsym(lib, NN_BACKEND_CUDA_ENTRY);
+  if (!entry) {
+    snprintf(cuda_why, sizeof cuda_why, "not available (%s has no %s)", path,
+             NN_BACKEND_CUDA_ENTRY);
+    dlclose(lib);
+    return 1;
+  }
+  char why[300] = "";
+  cuda_backend = entry(why, sizeof why);
+  if (!cuda_backend) {
+    snprintf(cuda_why, sizeof cuda_why, "built, no device (%s)", why[0] ? why : "unknown reason");
+    return 1; /* kept loaded: the CUDA runtime does not like being unloaded */
+  }
+  char desc[300] = "";
+  if (cuda_backend->describe) cuda_backend->describe(desc, sizeof desc);
+  snprintf(cuda_why, sizeof cuda_why, "%s", desc[0] ? desc : "available");
+  return 1;
+}
+
+static void cuda_load(void) {
+  char load_err[300] = "", path[4096];
+  const char *env = getenv("ATTNEXT_CUDA_LIB");
+  if (env && env[0]) {
+    if (!try_library(env, load_err, sizeof load_err))
+      snprintf(cuda_why, sizeof cuda_why, "not available (ATTNEXT_CUDA_LIB: %s)", load_err);
+    return;
+  }
+  Dl_info info;
+  if (dladdr((void *)(uintptr_t)nn_backend_for_device, &info) && info.dli_fname) {
+    const char *slash = strrchr(info.dli_fname, '/');
+    int dir_len = slash ? (int)(slash - info.dli_fname) : 0;
+    snprintf(path, sizeof path, "%.*s%s" CUDA_LIB_NAME, dir_len, info.dli_fname,
+             slash ? "/" : "./");
+    char first_err[300];
+    if (try_library(path, first_err, sizeof first_err)) return;
+    /* a library that exists but does not load (e.g. no libcudart) says more than "not found" */
+    if (!strstr(first_err, CUDA_LIB_NAME ": cannot open")) {
+      snprintf(cuda_why, sizeof cuda_why, "not available (%s)", first_err);
+      return;
+    }
+  }
+  if (try_library(CUDA_LIB_NAME, load_err, sizeof load_err)) return;
+  snprintf(cuda_why, sizeof cuda_why, "not built or not found (%s)", load_err);
+}
+
+int nn_backend_for_device(int device, const nn_backend **out, char *err) {
+  *out = nn_backend_cpu();
+  if (device == NN_DEVICE_CPU) return NN_OK;
+  pthread_once(&cuda_once, cuda_load);
+  if (cuda_backend) {
+    *out = cuda_backend;
+    return NN_OK;
+  }
+  if (device == NN_DEVICE_CUDA) {
+    snprintf(err, NN_ERR_LEN, "device \"cuda\" requested but no CUDA device is available (%s)",
+             cuda_why);
+    return NN_ERROR;
+  }
+  return NN_OK; /* auto: the CPU */
+}
+
+const char *nn_backend_cuda_status(char *buf, size_t len) {
+  pthread_once(&cuda_once, cuda_load);
+  snprintf(buf, len, "cuda: %s", cuda_why);
+  return buf;
+}
