@@ -283,7 +283,12 @@ static int split_rows(nn_trainer *tr, const int *class_count, char *err) {
   tr->n_train = n - n_val;
   int status = NN_OK;
   if (n_val == 0) {
-    snprintf(err, NN_ERR_LEN, "too few rows for a validation split (%d rows)", n);
+    int need = (int)ceil(0.5 / fraction); /* rows a class needs for round(f * count) >= 1 */
+    if (need < 2) need = 2;
+    snprintf(err, NN_ERR_LEN,
+             "too few rows for a validation split (%d rows in %d classes): with val_fraction "
+             "%g a class needs at least %d rows to give one to validation",
+             n, C, (double)tr->cfg.val_fraction, need);
     status = NN_ERROR;
   } else {
     tr->train_rows = malloc((size_t)tr->n_train * sizeof *tr->train_rows);

@@ -361,7 +361,10 @@ int main(void) {
   /* classes of 2 and 1 rows: round(0.15 * 2) = 0, so no validation row at all */
   status = nn_trainer_create(&tr, &cfg, (const char *const *)data.texts, data.text_lens,
                              (const char *const *)data.labels, data.label_lens, 3, err);
-  CHECK(status == NN_ERROR && strcmp(err, "too few rows for a validation split (3 rows)") == 0,
+  CHECK(status == NN_ERROR &&
+            strcmp(err, "too few rows for a validation split (3 rows in 2 classes): with "
+                        "val_fraction 0.15 a class needs at least 4 rows to give one to "
+                        "validation") == 0,
         "too few rows: %s", err);
   printf("error for 3 rows: %s\n", err);
   free_dataset(&data);
