@@ -109,6 +109,12 @@ VALGRIND       ?= valgrind --error-exitcode=99 --leak-check=full --errors-for-le
 $(BUILD)/attnext.so: $(EXT_OBJ) $(BUILD)/libnn.a
 	$(CC) $(CFLAGS) -shared -o $@ $(EXT_OBJ) $(BUILD)/libnn.a $(LDLIBS)
 
+# A GPU stand-in for the host/device plumbing test (tests/fake_device.c, loaded with dlopen).
+$(BUILD)/tests/fake_device.so: tests/fake_device.c $(BUILD)/libnn.a $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(BLAS_CFLAGS) -Iengine -shared $< $(BUILD)/libnn.a -o $@ $(LDLIBS)
+$(BUILD)/tests/test_device_plumbing: $(BUILD)/tests/fake_device.so
+
 # The fault-injection harness links SQLite itself (it replaces SQLite's allocator).
 $(BUILD)/tests/test_faults_oom: LDLIBS += -lsqlite3
 $(BUILD)/tests/test_fuzz_replay: $(wildcard tests/fuzz/*.c)
