@@ -11,13 +11,14 @@ interactive session) and its standard output on a pipe. Checks that:
 import os
 import pty
 import re
+import shlex
 import subprocess
 import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SQLITE3 = os.environ.get("SQLITE3", "sqlite3")
-EXT = os.path.join(ROOT, "attnext")
+SQLITE3 = shlex.split(os.environ.get("SQLITE3", "sqlite3"))  # a command line (make test-asan)
+EXT = os.path.abspath(os.environ.get("ATTNEXT", os.path.join(ROOT, "attnext")))
 failures = 0
 
 
@@ -44,10 +45,10 @@ def run(sql, stderr_tty):
     with tempfile.TemporaryDirectory() as tmp:
         db = os.path.join(tmp, "p.db")
         if not stderr_tty:
-            p = subprocess.run([SQLITE3, "-bail", db], input=sql.encode(), capture_output=True, timeout=120)
+            p = subprocess.run([*SQLITE3, "-bail", db], input=sql.encode(), capture_output=True, timeout=120)
             return p.stdout, p.stderr
         master, slave = pty.openpty()
-        p = subprocess.Popen([SQLITE3, "-bail", db], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=slave)
+        p = subprocess.Popen([*SQLITE3, "-bail", db], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=slave)
         os.close(slave)
         p.stdin.write(sql.encode())
         p.stdin.close()
