@@ -1,7 +1,7 @@
 #!/bin/sh
 # deps.sh -- make sure the Debian packages attnext builds and tests with are present.
 # As root it installs what is missing with apt-get; otherwise it prints the command to run.
-pkgs="build-essential pkg-config libsqlite3-dev sqlite3 libopenblas-dev python3 python3-torch python3-numpy valgrind librsvg2-bin"
+pkgs="build-essential pkg-config libsqlite3-dev sqlite3 libopenblas-dev python3 python3-torch python3-numpy valgrind librsvg2-bin clang libclang-rt-14-dev"
 missing=""
 for p in $pkgs; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
