@@ -226,5 +226,34 @@ for options, key in option_cases:
           f"options {options[:60]!r}: '{(err or 'no error')[:140]}' names '{key}' ({secs:.3f}s)")
 unchanged("refused options")
 
+
+# ------------------------------------------------------------------ edge-of-range options that train
+# Smallest and oddest shapes through training, saving, loading and every inference function
+# (under `make test-asan` any out-of-bounds access in these paths is an error).
+edge_configs = [
+    '{"max_len":1,"vocab_size":3,"batch_size":1,"hidden":1,"embed_dim":1,"fc_hidden":0}',
+    '{"cell":"lstm","layers":3,"bidirectional":true,"attention":"self","hidden":3,"embed_dim":2}',
+    '{"cell":"gru","layers":2,"bidirectional":true,"attention":"additive","hidden":2,"embed_dim":3,'
+    '"fc_hidden":1,"dropout":0.9}',
+    '{"char_level":true,"unicode":true,"lower":false,"stopwords":false,"max_len":200,"hidden":2,'
+    '"embed_dim":2}',
+    '{"batch_size":65536,"val_fraction":0.9,"hidden":2,"embed_dim":2,"class_weights":false}',
+    '{"lr":10,"lr_factor":0.999,"lr_patience":0,"patience":1,"hidden":2,"embed_dim":2}',
+    '{"seed":9007199254740992,"threads":1,"device":"cpu","hidden":2,"embed_dim":2}',
+]
+db.execute("SAVEPOINT e")
+for options in edge_configs:
+    opts = options[:-1] + ',"epochs":2,"progress":false}'
+    err, secs = train_error("SELECT text, label FROM docs UNION ALL SELECT '\u00e9t\u00e9 caf\u00e9 ' "
+                            "|| text, label FROM docs", opts, model="edge")
+    answers = [R.error_of(db, "SELECT attn_predict('edge', 'goal match caf\u00e9')"),
+               R.error_of(db, "SELECT * FROM attn_weights('edge', 'goal match team coach')"),
+               R.error_of(db, "SELECT * FROM attn_classify('edge', 'SELECT id, text FROM docs')"),
+               R.error_of(db, "SELECT * FROM attn_evaluate('edge', 'SELECT text, label FROM docs')")]
+    check(err is None and answers == [None] * 4,
+          f"options {options}: trained ({err or 'ok'}) and every function answers {answers}")
+db.execute("ROLLBACK TO e")
+db.execute("RELEASE e")
+unchanged("edge-of-range options, rolled back")
 print(f"{R.failures} failed")
 R.finish("test_hostile_inputs")
