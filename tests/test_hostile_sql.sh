@@ -88,12 +88,13 @@ SELECT * FROM attn_classify('m', 'SELECT id, text FROM docs');
 SELECT * FROM attn_evaluate('m', 'SELECT text, label FROM docs');
 SELECT 'ok survived the corrupted weights column';
 EOF
+case "$ATTNEXT" in /*) ext=$ATTNEXT ;; *) ext=$(pwd)/$ATTNEXT ;; esac
 cd "$tmp" || exit 1
-$SQLITE3 -cmd ".load $OLDPWD/$ATTNEXT" hostile.db < hostile.sql > out1 2>&1
+$SQLITE3 -cmd ".load $ext" hostile.db < hostile.sql > out1 2>&1
 rc1=$?
-$SQLITE3 -cmd ".load $OLDPWD/$ATTNEXT" hostile.db < corrupt.sql > out2 2>&1
+$SQLITE3 -cmd ".load $ext" hostile.db < corrupt.sql > out2 2>&1
 rc2=$?
-$SQLITE3 -cmd ".load $OLDPWD/$ATTNEXT" hostile.db < predict.sql > out3 2>&1
+$SQLITE3 -cmd ".load $ext" hostile.db < predict.sql > out3 2>&1
 rc3=$?
 cd "$OLDPWD" || exit 1
 cat "$tmp/out1" "$tmp/out2" "$tmp/out3"
