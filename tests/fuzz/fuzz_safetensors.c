@@ -40,19 +40,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   nn_model *model = NULL;
   if (nn_model_load(&model, blob, size, err) == NN_OK) {
     const nn_config *cfg = nn_model_config(model);
-    int T = cfg->max_len < 8 ? cfg->max_len : 8;
-    nn_token tokens[8];
-    int ids[8], n = nn_text_encode(tokens, "fuzz the loader now", 19, cfg, nn_model_vocab(model));
-    if (n < 1 || n > T) FUZZ_TRAP();
-    for (int i = 0; i < n; i++) ids[i] = tokens[i].id;
+    int T = cfg->max_len; /* 1..4096: nn_text_encode writes up to max_len tokens */
+    nn_token *tokens = malloc(sizeof *tokens * (size_t)T);
+    int *ids = malloc(sizeof *ids * (size_t)T);
+    float *attn = malloc(sizeof *attn * (size_t)T);
     int C = nn_model_num_classes(model);
     float *logits = malloc(sizeof *logits * (size_t)(C > 0 ? C : 1));
-    float attn[8];
     nn_workspace *ws = NULL;
-    if (logits && nn_workspace_create(&ws, err) == NN_OK) {
+    if (tokens && ids && attn && logits && nn_workspace_create(&ws, err) == NN_OK) {
+      int n = nn_text_encode(tokens, "fuzz the loader now", 19, cfg, nn_model_vocab(model));
+      if (n < 1 || n > T) FUZZ_TRAP();
+      if (n > T) n = T;
+      for (int i = 0; i < n; i++) ids[i] = tokens[i].id;
       nn_batch batch = {ids, &n, NULL, 1, n};
       nn_model_forward(model, ws, &batch, 0, NULL, logits, attn, err);
     }
+    free(tokens);
+    free(ids);
+    free(attn);
     nn_workspace_free(ws);
     free(logits);
     unsigned char *saved = NULL;
