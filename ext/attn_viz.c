@@ -312,6 +312,16 @@ error:
   viz_error(ctx, rc, msg, fn);
 }
 
+/* One step of the user's query; functions that write the model store refuse to run inside it
+ * (attn_conn_query_begin: its query must be read-only). */
+static int hm_step_query(sqlite3_context *ctx, sqlite3_stmt *stmt, const char *fn) {
+  attn_conn *conn = sqlite3_user_data(ctx);
+  attn_conn_query_begin(conn, fn);
+  int rc = sqlite3_step(stmt);
+  attn_conn_query_end(conn);
+  return rc;
+}
+
 /* attn_heatmap_query(model, query) -> SVG with a row per text of the query's first column */
 static void attn_heatmap_query_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   const char *fn = "attn_heatmap_query";
@@ -329,7 +339,7 @@ static void attn_heatmap_query_func(sqlite3_context *ctx, int argc, sqlite3_valu
                           (const char *)sqlite3_value_text(argv[1]), 1, "(text)", &stmt, &msg);
   if (rc != SQLITE_OK) goto error;
   int more = 0;
-  while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+  while ((rc = hm_step_query(ctx, stmt, fn)) == SQLITE_ROW) {
     if (d.n == HM_MAX_ROWS) {
       more = 1;
       break;
