@@ -97,7 +97,13 @@ for fn, sql in functions:
         err = R.error_of(db, sql, (query,))
         check(err is not None and inner in err and "inside the query of" in err,
               f"{fn} with a query calling {inner}: '{err}'")
+err = R.error_of(db, "SELECT attn_heatmap_query('m', 'SELECT text FROM docs WHERE "
+                     "attn_deploy(''m'', 1) > 0')")
+check(err is not None and "attn_deploy" in err and "inside the query of attn_heatmap_query" in err,
+      f"attn_heatmap_query with a query calling attn_deploy: '{err}'")
 check(R.snapshot(db) == before, "database unchanged: version 2 still deployed, no new model")
+err = R.error_of(db, "SELECT attn_deploy('m', 2), attn_heatmap_query('m', 'SELECT text FROM docs')")
+check(err is None, f"after the refused calls the writing functions work again: {err or 'yes'}")
 
 # direct-only: views and triggers
 for trusted in (1, 0):
