@@ -34,7 +34,7 @@ CUDA_SRC := $(sort $(wildcard engine/*.cu))
 # or the CUDA runtime. sm_80 (A100), sm_90 (H100, H200) and PTX for newer GPUs.
 CUDA_HOME  ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 CUDA_ARCH  ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
-NVCC_FLAGS ?= -O3 -std=c++17 --default-stream per-thread --fmad=false -Xcompiler -fPIC,-Wall $(CUDA_ARCH)
+NVCC_FLAGS ?= -O3 -std=c++17 --fmad=false -Xcompiler -fPIC,-Wall $(CUDA_ARCH)
 CUDA_SO    := $(if $(NVCC),$(if $(CUDA_SRC),attnext_cuda.so))
 
 .PHONY: all deps demo test test-asan bench install clean fuzz
@@ -52,7 +52,7 @@ attnext.so: $(EXT_OBJ) $(BUILD)/libnn.a
 	$(CC) $(CFLAGS) -shared -o $@ $(EXT_OBJ) $(BUILD)/libnn.a $(LDLIBS)
 
 attnext_cuda.so: $(CUDA_SRC) engine/backend.h
-	$(NVCC) $(NVCC_FLAGS) -shared -Iengine $(CUDA_SRC) -o $@ -lcublas \
+	$(NVCC) $(NVCC_FLAGS) -shared -Iengine $(CUDA_SRC) -o $@ -ldl \
 	  -Xlinker -rpath,'$$ORIGIN' -Xlinker -rpath,$(CUDA_HOME)/lib64
 
 $(BUILD)/tests/bench/%: tests/bench/%.c $(BUILD)/libnn.a $(HEADERS)

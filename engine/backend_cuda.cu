@@ -15,14 +15,21 @@
  *     ulps; the stated tolerance of tests/test_cuda.c, rtol 1e-3, covers it). The segment
  *     maximum uses an exact integer atomicMax, so the softmax shift is always the same.
  *
- * Threads: every host thread gets its own cuBLAS handle and the per-thread default stream
- * (nvcc --default-stream per-thread), so workspaces used by different threads do not serialise
- * each other, and its own sticky error (the first failure since the engine last asked, handed
- * over by cuda_error). Memory: cudaMalloc'd (zeroed) device buffers, never managed memory;
- * copies are synchronous cudaMemcpy on the thread's stream.
+ * Threads: all work goes to the legacy default stream, whichever host thread issues it, so
+ * work is ordered as the host issued it even across threads (the trainer's pool may run a
+ * shard on another thread than the one that ran Adam; several threads may predict with one
+ * model). Every host thread has its own cuBLAS handle (destroyed when the thread exits) and its
+ * own sticky error (the first failure since the engine last asked, handed over by cuda_error).
+ * Memory: cudaMalloc'd (zeroed) device buffers, never managed memory; copies are synchronous
+ * cudaMemcpy.
+ *
+ * Loading: the CUDA runtime is linked statically and cuBLAS is opened with dlopen only once a
+ * device is found, so that on a machine without a GPU this library costs a few MB, not the
+ * ~200 MB of resident memory that mapping libcublas / libcublasLt costs.
  */
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
+#include <dlfcn.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -35,11 +42,52 @@ extern "C" {
 
 /* ---------------------------------------------------------------- errors, handles */
 
+#define STREAM cudaStreamLegacy
+
+/* cuBLAS entry points, from dlopen (see the header) */
+static struct {
+  decltype(&cublasCreate_v2) create;
+  decltype(&cublasDestroy_v2) destroy;
+  decltype(&cublasSetStream_v2) set_stream;
+  decltype(&cublasSetMathMode) set_math_mode;
+  decltype(&cublasSgemm_v2) sgemm;
+  decltype(&cublasGetStatusString) status_string;
+} cb;
+
+#define STR2(x) #x
+#define STR(x) STR2(x)
+
+static int load_cublas(char *why, size_t len) {
+  const char *names[] = {"libcublas.so." STR(CUBLAS_VER_MAJOR), "libcublas.so"};
+  void *lib = NULL;
+  for (int i = 0; i < 2 && !lib; i++) lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+  if (!lib) {
+    const char *e = dlerror();
+    snprintf(why, len, "cuBLAS: %s", e ? e : "cannot load libcublas");
+    return 0;
+  }
+  cb.create = (decltype(cb.create))dlsym(lib, "cublasCreate_v2");
+  cb.destroy = (decltype(cb.destroy))dlsym(lib, "cublasDestroy_v2");
+  cb.set_stream = (decltype(cb.set_stream))dlsym(lib, "cublasSetStream_v2");
+  cb.set_math_mode = (decltype(cb.set_math_mode))dlsym(lib, "cublasSetMathMode");
+  cb.sgemm = (decltype(cb.sgemm))dlsym(lib, "cublasSgemm_v2");
+  cb.status_string = (decltype(cb.status_string))dlsym(lib, "cublasGetStatusString");
+  if (!cb.create || !cb.destroy || !cb.set_stream || !cb.set_math_mode || !cb.sgemm ||
+      !cb.status_string) {
+    snprintf(why, len, "cuBLAS: %s lacks a function this build needs", names[0]);
+    return 0;
+  }
+  return 1;
+}
+
 struct thread_state {
   cublasHandle_t handle;
   int handle_ready;
   int has_error;
   char error[400];
+  ~thread_state() {
+    if (handle_ready) cb.destroy(handle);
+  }
 };
 static thread_local thread_state tls;
 
@@ -58,13 +106,13 @@ static void check_launch(const char *kernel) { check_cuda(kernel, cudaGetLastErr
 
 static cublasHandle_t blas(void) {
   if (!tls.handle_ready) {
-    cublasStatus_t s = cublasCreate(&tls.handle);
+    cublasStatus_t s = cb.create(&tls.handle);
     if (s != CUBLAS_STATUS_SUCCESS) {
-      record("cublasCreate", cublasGetStatusString(s));
+      record("cublasCreate", cb.status_string(s));
       return NULL;
     }
-    cublasSetStream(tls.handle, cudaStreamPerThread);
-    cublasSetMathMode(tls.handle, CUBLAS_DEFAULT_MATH); /* float32 throughout, no TF32 */
+    cb.set_stream(tls.handle, STREAM);
+    cb.set_math_mode(tls.handle, CUBLAS_DEFAULT_MATH); /* float32 throughout, no TF32 */
     tls.handle_ready = 1;
   }
   return tls.handle;
@@ -95,7 +143,7 @@ static void *cuda_alloc(size_t bytes) {
     check_cuda("cudaMalloc", e);
     return NULL;
   }
-  e = cudaMemsetAsync(p, 0, bytes ? bytes : 1, cudaStreamPerThread);
+  e = cudaMemsetAsync(p, 0, bytes ? bytes : 1, STREAM);
   if (e != cudaSuccess) {
     check_cuda("cudaMemset", e);
     cudaFree(p);
@@ -109,6 +157,7 @@ static void cuda_free(void *p) {
 }
 
 static void cuda_upload(void *dst, const void *src, size_t bytes) {
+  /* synchronous: the host may reuse src at once (legacy default stream, ordered with kernels) */
   if (bytes) check_cuda("cudaMemcpy (upload)", cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
 }
 
@@ -117,7 +166,7 @@ static void cuda_download(void *dst, const void *src, size_t bytes) {
 }
 
 static void cuda_zero(float *x, size_t n) {
-  if (n) check_cuda("cudaMemset", cudaMemsetAsync(x, 0, n * sizeof(float), cudaStreamPerThread));
+  if (n) check_cuda("cudaMemset", cudaMemsetAsync(x, 0, n * sizeof(float), STREAM));
 }
 
 /* ---------------------------------------------------------------- GEMM */
@@ -136,16 +185,16 @@ static void cuda_sgemm(int trans_a, int trans_b, int M, int N, int K, float alph
                        int lda, const float *B, int ldb, float beta, float *C, int ldc) {
   if (M <= 0 || N <= 0) return;
   if (K <= 0) {
-    k_scale_matrix<<<grid_for((size_t)M * N), THREADS, 0, cudaStreamPerThread>>>(C, ldc, M, N, beta);
+    k_scale_matrix<<<grid_for((size_t)M * N), THREADS, 0, STREAM>>>(C, ldc, M, N, beta);
     check_launch("scale_matrix");
     return;
   }
   cublasHandle_t h = blas();
   if (!h) return;
-  cublasStatus_t s = cublasSgemm(h, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+  cublasStatus_t s = cb.sgemm(h, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
                                  trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &alpha, B, ldb, A,
                                  lda, &beta, C, ldc);
-  if (s != CUBLAS_STATUS_SUCCESS) record("cublasSgemm", cublasGetStatusString(s));
+  if (s != CUBLAS_STATUS_SUCCESS) record("cublasSgemm", cb.status_string(s));
 }
 
 /* ---------------------------------------------------------------- rows, biases, element-wise */
@@ -161,7 +210,7 @@ __global__ void k_gather_rows(float *dst, int ldd, const float *src, int lds, co
 static void cuda_gather_rows(float *dst, int ldd, const float *src, int lds, const int *idx,
                              int rows, int cols) {
   if (rows <= 0 || cols <= 0) return;
-  k_gather_rows<<<grid_for((size_t)rows * cols), THREADS, 0, cudaStreamPerThread>>>(dst, ldd, src, lds, idx, rows, cols);
+  k_gather_rows<<<grid_for((size_t)rows * cols), THREADS, 0, STREAM>>>(dst, ldd, src, lds, idx, rows, cols);
   check_launch("gather_rows");
 }
 
@@ -178,7 +227,7 @@ __global__ void k_scatter_add_rows(float *dst, int ldd, const float *src, int ld
 static void cuda_scatter_add_rows(float *dst, int ldd, const float *src, int lds, const int *idx,
                                   int rows, int cols) {
   if (rows <= 0 || cols <= 0) return;
-  k_scatter_add_rows<<<grid_for((size_t)rows * cols), THREADS, 0, cudaStreamPerThread>>>(dst, ldd, src, lds, idx, rows, cols);
+  k_scatter_add_rows<<<grid_for((size_t)rows * cols), THREADS, 0, STREAM>>>(dst, ldd, src, lds, idx, rows, cols);
   check_launch("scatter_add_rows");
 }
 
@@ -190,7 +239,7 @@ __global__ void k_add_bias(float *y, int ld, const float *bias, int rows, int co
 }
 static void cuda_add_bias(float *y, int ld, const float *bias, int rows, int cols) {
   if (rows <= 0 || cols <= 0) return;
-  k_add_bias<<<grid_for((size_t)rows * cols), THREADS, 0, cudaStreamPerThread>>>(y, ld, bias, rows, cols);
+  k_add_bias<<<grid_for((size_t)rows * cols), THREADS, 0, STREAM>>>(y, ld, bias, rows, cols);
   check_launch("add_bias");
 }
 
@@ -219,9 +268,9 @@ __global__ void k_bias_grad_tree(float *dbias, const float *dy, int ld, int rows
 static void cuda_bias_grad(float *dbias, const float *dy, int ld, int rows, int cols) {
   if (rows <= 0 || cols <= 0) return;
   if (cols >= 256 || rows < 4 * THREADS) {
-    k_bias_grad_columns<<<(cols + 127) / 128, 128, 0, cudaStreamPerThread>>>(dbias, dy, ld, rows, cols);
+    k_bias_grad_columns<<<(cols + 127) / 128, 128, 0, STREAM>>>(dbias, dy, ld, rows, cols);
   } else {
-    k_bias_grad_tree<<<cols, THREADS, 0, cudaStreamPerThread>>>(dbias, dy, ld, rows);
+    k_bias_grad_tree<<<cols, THREADS, 0, STREAM>>>(dbias, dy, ld, rows);
   }
   check_launch("bias_grad");
 }
@@ -231,7 +280,7 @@ __global__ void k_tanh_forward(float *y, size_t n) {
 }
 static void cuda_tanh_forward(float *y, size_t n) {
   if (!n) return;
-  k_tanh_forward<<<grid_for(n), THREADS, 0, cudaStreamPerThread>>>(y, n);
+  k_tanh_forward<<<grid_for(n), THREADS, 0, STREAM>>>(y, n);
   check_launch("tanh_forward");
 }
 
@@ -240,7 +289,7 @@ __global__ void k_tanh_backward(float *dx, const float *dy, const float *y, size
 }
 static void cuda_tanh_backward(float *dx, const float *dy, const float *y, size_t n) {
   if (!n) return;
-  k_tanh_backward<<<grid_for(n), THREADS, 0, cudaStreamPerThread>>>(dx, dy, y, n);
+  k_tanh_backward<<<grid_for(n), THREADS, 0, STREAM>>>(dx, dy, y, n);
   check_launch("tanh_backward");
 }
 
@@ -249,7 +298,7 @@ __global__ void k_mul(float *y, const float *x, const float *mask, size_t n) {
 }
 static void cuda_mul(float *y, const float *x, const float *mask, size_t n) {
   if (!n) return;
-  k_mul<<<grid_for(n), THREADS, 0, cudaStreamPerThread>>>(y, x, mask, n);
+  k_mul<<<grid_for(n), THREADS, 0, STREAM>>>(y, x, mask, n);
   check_launch("mul");
 }
 
@@ -263,7 +312,7 @@ __global__ void k_rnn_forward(float *h, const float *pre, size_t n) {
 static void cuda_rnn_step_forward(float *h, float *pre, int n, int H) {
   size_t count = (size_t)n * H;
   if (!count) return;
-  k_rnn_forward<<<grid_for(count), THREADS, 0, cudaStreamPerThread>>>(h, pre, count);
+  k_rnn_forward<<<grid_for(count), THREADS, 0, STREAM>>>(h, pre, count);
   check_launch("rnn_step_forward");
 }
 
@@ -290,7 +339,7 @@ __global__ void k_gru_forward(float *h, float *pre, const float *hw, const float
 static void cuda_gru_step_forward(float *h, float *pre, const float *hw, const float *h_prev,
                                   int n, int H) {
   if (n <= 0) return;
-  k_gru_forward<<<grid_for((size_t)n * H), THREADS, 0, cudaStreamPerThread>>>(h, pre, hw, h_prev, n, H);
+  k_gru_forward<<<grid_for((size_t)n * H), THREADS, 0, STREAM>>>(h, pre, hw, h_prev, n, H);
   check_launch("gru_step_forward");
 }
 
@@ -322,7 +371,7 @@ static void cuda_gru_step_backward(float *dx, float *dhw, float *dh_prev, const 
                                    const float *gates, const float *hw, const float *h_prev,
                                    int n, int H) {
   if (n <= 0) return;
-  k_gru_backward<<<grid_for((size_t)n * H), THREADS, 0, cudaStreamPerThread>>>(dx, dhw, dh_prev, dh, gates, hw, h_prev, n, H);
+  k_gru_backward<<<grid_for((size_t)n * H), THREADS, 0, STREAM>>>(dx, dhw, dh_prev, dh, gates, hw, h_prev, n, H);
   check_launch("gru_step_backward");
 }
 
@@ -346,7 +395,7 @@ __global__ void k_lstm_forward(float *h, float *c, float *pre, const float *c_pr
 static void cuda_lstm_step_forward(float *h, float *c, float *pre, const float *c_prev, int n,
                                    int H) {
   if (n <= 0) return;
-  k_lstm_forward<<<grid_for((size_t)n * H), THREADS, 0, cudaStreamPerThread>>>(h, c, pre, c_prev, n, H);
+  k_lstm_forward<<<grid_for((size_t)n * H), THREADS, 0, STREAM>>>(h, c, pre, c_prev, n, H);
   check_launch("lstm_step_forward");
 }
 
@@ -372,7 +421,7 @@ static void cuda_lstm_step_backward(float *dpre, float *dc_prev, const float *dh
                                     const float *gates, const float *c, const float *c_prev,
                                     int n, int H) {
   if (n <= 0) return;
-  k_lstm_backward<<<grid_for((size_t)n * H), THREADS, 0, cudaStreamPerThread>>>(dpre, dc_prev, dh, dc, gates, c, c_prev, n, H);
+  k_lstm_backward<<<grid_for((size_t)n * H), THREADS, 0, STREAM>>>(dpre, dc_prev, dh, dc, gates, c, c_prev, n, H);
   check_launch("lstm_step_backward");
 }
 
@@ -410,7 +459,7 @@ static void cuda_segment_softmax(float *alpha, const float *e, const int *row_sa
   if (P <= 0 || B <= 0) return;
   int *mx = (int *)scratch; /* scratch (2B): B keys, then B sums */
   float *sm = scratch + B;
-  cudaStream_t s = cudaStreamPerThread;
+  cudaStream_t s = STREAM;
   k_segment_init<<<grid_for(B), THREADS, 0, s>>>(mx, sm, B);
   k_segment_max<<<grid_for(P), THREADS, 0, s>>>(mx, e, row_sample, P);
   k_segment_exp<<<grid_for(P), THREADS, 0, s>>>(alpha, sm, e, mx, row_sample, P);
@@ -429,7 +478,7 @@ __global__ void k_segment_softmax_back(float *de, const float *dalpha, const flo
 static void cuda_segment_softmax_backward(float *de, const float *dalpha, const float *alpha,
                                           const int *row_sample, int P, int B, float *scratch) {
   if (P <= 0 || B <= 0) return;
-  cudaStream_t s = cudaStreamPerThread;
+  cudaStream_t s = STREAM;
   check_cuda("cudaMemset", cudaMemsetAsync(scratch, 0, (size_t)B * sizeof(float), s));
   k_segment_dot_acc<<<grid_for(P), THREADS, 0, s>>>(scratch, alpha, dalpha, row_sample, P);
   k_segment_softmax_back<<<grid_for(P), THREADS, 0, s>>>(de, dalpha, alpha, scratch, row_sample, P);
@@ -445,7 +494,7 @@ __global__ void k_segment_weighted_sum(float *ctx, const float *alpha, const flo
 }
 static void cuda_segment_weighted_sum(float *ctx, const float *alpha, const float *v, int ldv,
                                       const int *row_sample, int P, int B, int D) {
-  cudaStream_t s = cudaStreamPerThread;
+  cudaStream_t s = STREAM;
   check_cuda("cudaMemset", cudaMemsetAsync(ctx, 0, (size_t)B * D * sizeof(float), s));
   if (P <= 0 || D <= 0) return;
   k_segment_weighted_sum<<<grid_for((size_t)P * D), THREADS, 0, s>>>(ctx, alpha, v, ldv, row_sample, P, D);
@@ -478,7 +527,7 @@ static void cuda_segment_weighted_sum_backward(float *dv, int ldv, int add, floa
                                                const float *v, const int *row_sample, int P,
                                                int B, int D) {
   if (P <= 0) return;
-  k_segment_weighted_sum_back<<<warp_grid(P), THREADS, 0, cudaStreamPerThread>>>(dv, ldv, add, dalpha, dctx, alpha, v, row_sample, P, D);
+  k_segment_weighted_sum_back<<<warp_grid(P), THREADS, 0, STREAM>>>(dv, ldv, add, dalpha, dctx, alpha, v, row_sample, P, D);
   check_launch("segment_weighted_sum_backward");
 }
 
@@ -498,7 +547,7 @@ __global__ void k_segment_dot(float *e, const float *q, const float *k, int ldk,
 static void cuda_segment_dot(float *e, const float *q, const float *k, int ldk,
                              const int *row_sample, int P, int D, float scale) {
   if (P <= 0) return;
-  k_segment_dot<<<warp_grid(P), THREADS, 0, cudaStreamPerThread>>>(e, q, k, ldk, row_sample, P, D, scale);
+  k_segment_dot<<<warp_grid(P), THREADS, 0, STREAM>>>(e, q, k, ldk, row_sample, P, D, scale);
   check_launch("segment_dot");
 }
 
@@ -517,7 +566,7 @@ static void cuda_segment_dot_backward(float *dq, float *dk, const float *de, con
                                       const float *k, int ldk, const int *row_sample, int P,
                                       int B, int D, float scale) {
   if (P <= 0 || D <= 0) return;
-  k_segment_dot_back<<<grid_for((size_t)P * D), THREADS, 0, cudaStreamPerThread>>>(dq, dk, de, q, k, ldk, row_sample, P, D, scale);
+  k_segment_dot_back<<<grid_for((size_t)P * D), THREADS, 0, STREAM>>>(dq, dk, de, q, k, ldk, row_sample, P, D, scale);
   check_launch("segment_dot_backward");
 }
 
@@ -538,7 +587,7 @@ __global__ void k_embedding_back(float *dtable, const float *dx, const int *ids,
 static void cuda_embedding_backward(float *dtable, const float *dx, const int *ids, int P, int E,
                                     int skip_id) {
   if (P <= 0 || E <= 0) return;
-  k_embedding_back<<<grid_for((size_t)P * E), THREADS, 0, cudaStreamPerThread>>>(dtable, dx, ids, P, E, skip_id);
+  k_embedding_back<<<grid_for((size_t)P * E), THREADS, 0, STREAM>>>(dtable, dx, ids, P, E, skip_id);
   check_launch("embedding_backward");
 }
 
@@ -562,7 +611,7 @@ static void cuda_adam_step(float *params, float *m, float *v, const float *grads
                            float beta1, float one_minus_beta1, float beta2, float one_minus_beta2,
                            float bc2_sqrt, float eps, float neg_step_size) {
   if (!n) return;
-  k_adam<<<grid_for(n), THREADS, 0, cudaStreamPerThread>>>(params, m, v, grads, n, beta1, one_minus_beta1, beta2, one_minus_beta2, bc2_sqrt, eps, neg_step_size);
+  k_adam<<<grid_for(n), THREADS, 0, STREAM>>>(params, m, v, grads, n, beta1, one_minus_beta1, beta2, one_minus_beta2, bc2_sqrt, eps, neg_step_size);
   check_launch("adam_step");
 }
 
@@ -571,7 +620,7 @@ __global__ void k_axpy(float *y, const float *x, size_t n) {
 }
 static void cuda_axpy(float *y, const float *x, size_t n) {
   if (!n) return;
-  k_axpy<<<grid_for(n), THREADS, 0, cudaStreamPerThread>>>(y, x, n);
+  k_axpy<<<grid_for(n), THREADS, 0, STREAM>>>(y, x, n);
   check_launch("axpy");
 }
 
@@ -611,12 +660,13 @@ attnext_cuda_backend(char *why, size_t len) {
     snprintf(why, len, "cudaGetDeviceProperties: %s", cudaGetErrorString(e));
     return NULL;
   }
-  k_probe<<<1, 1, 0, cudaStreamPerThread>>>(NULL);
-  if ((e = cudaGetLastError()) != cudaSuccess || (e = cudaStreamSynchronize(cudaStreamPerThread)) != cudaSuccess) {
+  k_probe<<<1, 1, 0, STREAM>>>(NULL);
+  if ((e = cudaGetLastError()) != cudaSuccess || (e = cudaStreamSynchronize(STREAM)) != cudaSuccess) {
     snprintf(why, len, "%s (compute capability %d.%d): %s", prop.name, prop.major, prop.minor,
              cudaGetErrorString(e));
     return NULL;
   }
+  if (!load_cublas(why, len)) return NULL;
   if (!blas()) {
     snprintf(why, len, "%s", tls.error);
     tls.has_error = 0;
