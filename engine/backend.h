@@ -73,7 +73,10 @@ typedef struct nn_backend {
                              int H);
 
   /* ---- attention over packed rows. Row r belongs to sample row_sample[r]; samples are
-   * contiguous per step, see model.h. */
+   * contiguous per step, see model.h. Segment layout: the P ints of row_sample are followed in
+   * memory by lens (B ints: each sample's length, descending) and off (lens[0] + 1 ints: the
+   * first row of each step), so a backend may walk sample b's rows in order as
+   * r = off[t] + b for t < lens[b] (the CUDA backend does: one thread per sample, no atomics). */
   /* alpha[r] = softmax over the rows of each sample of e (in place allowed), B samples;
    * scratch: (2B) floats */
   void (*segment_softmax)(float *alpha, const float *e, const int *row_sample, int P, int B,

@@ -10,10 +10,12 @@
  * gives the CPU's bits from the same inputs. Reductions:
  *   - GEMMs: cuBLAS, in full float32 (CUBLAS_DEFAULT_MATH: no TF32), its own summation order;
  *   - bias gradients, per-row dot products: one thread / one warp per output, fixed order;
- *   - sums over the rows of a sample (segment softmax and weighted sum, dq of self attention)
- *     and the embedding gradient: float atomicAdd, whose order varies from run to run (a few
- *     ulps; the stated tolerance of tests/test_cuda.c, rtol 1e-3, covers it). The segment
- *     maximum uses an exact integer atomicMax, so the softmax shift is always the same.
+ *   - sums over the rows of a sample (segment softmax and weighted sum, dq of self attention):
+ *     one thread per sample (and column), walking its rows in the CPU's order through the
+ *     segment layout of backend.h;
+ *   - the embedding gradient: float atomicAdd over rows with the same token, whose order varies
+ *     from run to run (a few ulps; the stated tolerance of tests/test_cuda.c, rtol 1e-3, covers
+ *     it). So training on the GPU is deterministic up to that last-bit noise.
  *
  * Threads: all work goes to the legacy default stream, whichever host thread issues it, so
  * work is ordered as the host issued it even across threads (the trainer's pool may run a
@@ -427,77 +429,84 @@ static void cuda_lstm_step_backward(float *dpre, float *dc_prev, const float *dh
 
 /* ---------------------------------------------------------------- attention over packed rows */
 
-/* An order-preserving map of floats to ints, so that integer atomicMax is a float maximum. */
-__device__ __forceinline__ int float_key(float x) {
-  int i = __float_as_int(x);
-  return i >= 0 ? i : i ^ 0x7fffffff;
-}
-__device__ __forceinline__ float key_float(int i) { return __int_as_float(i >= 0 ? i : i ^ 0x7fffffff); }
+/* Sample b's rows in order: r = off[t] + b for t < lens[b], where lens and off follow the P
+ * ints of row_sample (backend.h's segment layout). One thread per sample (or per sample and
+ * column) walks them in the CPU's order: no atomics, the same sums from run to run, and the
+ * CPU's summation order. */
+#define SEGMENT(rs, P, B) const int *lens = (rs) + (P), *off = (rs) + (P) + (B)
 
-__global__ void k_segment_init(int *mx, float *sm, int B) {
+__global__ void k_segment_softmax(float *alpha, const float *e, const int *row_sample, int P,
+                                  int B) {
+  SEGMENT(row_sample, P, B);
   GRID_LOOP(b, (size_t)B) {
-    mx[b] = float_key(-INFINITY);
-    sm[b] = 0.0f;
+    int len = lens[b];
+    float mx = -INFINITY, sum = 0.0f;
+    for (int t = 0; t < len; t++) {
+      float x = e[off[t] + b];
+      if (x > mx) mx = x;
+    }
+    for (int t = 0; t < len; t++) {
+      size_t r = off[t] + b;
+      float a = expf(e[r] - mx);
+      alpha[r] = a;
+      sum += a;
+    }
+    for (int t = 0; t < len; t++) alpha[off[t] + b] /= sum;
   }
-}
-__global__ void k_segment_max(int *mx, const float *e, const int *row_sample, int P) {
-  GRID_LOOP(r, (size_t)P) atomicMax(mx + row_sample[r], float_key(e[r]));
-}
-__global__ void k_segment_exp(float *alpha, float *sm, const float *e, const int *mx,
-                              const int *row_sample, int P) {
-  GRID_LOOP(r, (size_t)P) {
-    float a = expf(e[r] - key_float(mx[row_sample[r]]));
-    alpha[r] = a;
-    atomicAdd(sm + row_sample[r], a);
-  }
-}
-__global__ void k_segment_div(float *alpha, const float *sm, const int *row_sample, int P) {
-  GRID_LOOP(r, (size_t)P) alpha[r] /= sm[row_sample[r]];
 }
 static void cuda_segment_softmax(float *alpha, const float *e, const int *row_sample, int P, int B,
                                  float *scratch) {
   if (P <= 0 || B <= 0) return;
-  int *mx = (int *)scratch; /* scratch (2B): B keys, then B sums */
-  float *sm = scratch + B;
-  cudaStream_t s = STREAM;
-  k_segment_init<<<grid_for(B), THREADS, 0, s>>>(mx, sm, B);
-  k_segment_max<<<grid_for(P), THREADS, 0, s>>>(mx, e, row_sample, P);
-  k_segment_exp<<<grid_for(P), THREADS, 0, s>>>(alpha, sm, e, mx, row_sample, P);
-  k_segment_div<<<grid_for(P), THREADS, 0, s>>>(alpha, sm, row_sample, P);
+  k_segment_softmax<<<grid_for(B), THREADS, 0, STREAM>>>(alpha, e, row_sample, P, B);
   check_launch("segment_softmax");
 }
 
-__global__ void k_segment_dot_acc(float *dot, const float *alpha, const float *dalpha,
-                                  const int *row_sample, int P) {
-  GRID_LOOP(r, (size_t)P) atomicAdd(dot + row_sample[r], alpha[r] * dalpha[r]);
-}
 __global__ void k_segment_softmax_back(float *de, const float *dalpha, const float *alpha,
-                                       const float *dot, const int *row_sample, int P) {
-  GRID_LOOP(r, (size_t)P) de[r] = alpha[r] * (dalpha[r] - dot[row_sample[r]]);
+                                       const int *row_sample, int P, int B) {
+  SEGMENT(row_sample, P, B);
+  GRID_LOOP(b, (size_t)B) {
+    int len = lens[b];
+    float dot = 0.0f;
+    for (int t = 0; t < len; t++) {
+      size_t r = off[t] + b;
+      dot += alpha[r] * dalpha[r];
+    }
+    for (int t = 0; t < len; t++) {
+      size_t r = off[t] + b;
+      de[r] = alpha[r] * (dalpha[r] - dot);
+    }
+  }
 }
 static void cuda_segment_softmax_backward(float *de, const float *dalpha, const float *alpha,
                                           const int *row_sample, int P, int B, float *scratch) {
   if (P <= 0 || B <= 0) return;
-  cudaStream_t s = STREAM;
-  check_cuda("cudaMemset", cudaMemsetAsync(scratch, 0, (size_t)B * sizeof(float), s));
-  k_segment_dot_acc<<<grid_for(P), THREADS, 0, s>>>(scratch, alpha, dalpha, row_sample, P);
-  k_segment_softmax_back<<<grid_for(P), THREADS, 0, s>>>(de, dalpha, alpha, scratch, row_sample, P);
+  k_segment_softmax_back<<<grid_for(B), THREADS, 0, STREAM>>>(de, dalpha, alpha, row_sample, P, B);
   check_launch("segment_softmax_backward");
 }
 
+/* ctx[b, k] = sum_t alpha[r] v[r, k]: one thread per (b, k), adjacent threads adjacent k */
 __global__ void k_segment_weighted_sum(float *ctx, const float *alpha, const float *v, int ldv,
-                                       const int *row_sample, int P, int D) {
-  GRID_LOOP(i, (size_t)P * D) {
-    size_t r = i / D, k = i % D;
-    atomicAdd(ctx + (size_t)row_sample[r] * D + k, alpha[r] * v[r * ldv + k]);
+                                       const int *row_sample, int P, int B, int D) {
+  SEGMENT(row_sample, P, B);
+  GRID_LOOP(i, (size_t)B * D) {
+    size_t b = i / D, k = i % D;
+    int len = lens[b];
+    float c = 0.0f;
+    for (int t = 0; t < len; t++) {
+      size_t r = off[t] + b;
+      c += alpha[r] * v[r * ldv + k];
+    }
+    ctx[i] = c;
   }
 }
 static void cuda_segment_weighted_sum(float *ctx, const float *alpha, const float *v, int ldv,
                                       const int *row_sample, int P, int B, int D) {
-  cudaStream_t s = STREAM;
-  check_cuda("cudaMemset", cudaMemsetAsync(ctx, 0, (size_t)B * D * sizeof(float), s));
-  if (P <= 0 || D <= 0) return;
-  k_segment_weighted_sum<<<grid_for((size_t)P * D), THREADS, 0, s>>>(ctx, alpha, v, ldv, row_sample, P, D);
+  if (B <= 0 || D <= 0) return;
+  if (P <= 0) {
+    cuda_zero(ctx, (size_t)B * D);
+    return;
+  }
+  k_segment_weighted_sum<<<grid_for((size_t)B * D), THREADS, 0, STREAM>>>(ctx, alpha, v, ldv, row_sample, P, B, D);
   check_launch("segment_weighted_sum");
 }
 
@@ -551,22 +560,35 @@ static void cuda_segment_dot(float *e, const float *q, const float *k, int ldk,
   check_launch("segment_dot");
 }
 
-__global__ void k_segment_dot_back(float *dq, float *dk, const float *de, const float *q,
-                                   const float *k, int ldk, const int *row_sample, int P, int D,
-                                   float scale) {
+/* dk[r] = scale de[r] q[b] element-wise; dq[b, k] += sum_t scale de[r] k[r, k], one thread per
+ * (b, k) in the CPU's order */
+__global__ void k_segment_dk(float *dk, const float *de, const float *q, int ldk,
+                             const int *row_sample, int P, int D, float scale) {
   GRID_LOOP(i, (size_t)P * D) {
     size_t r = i / D, c = i % D;
-    size_t b = (size_t)row_sample[r];
-    float s = scale * de[r];
-    atomicAdd(dq + b * D + c, s * k[r * ldk + c]);
-    dk[r * ldk + c] = s * q[b * D + c];
+    dk[r * ldk + c] = (scale * de[r]) * q[(size_t)row_sample[r] * D + c];
+  }
+}
+__global__ void k_segment_dq(float *dq, const float *de, const float *k, int ldk,
+                             const int *row_sample, int P, int B, int D, float scale) {
+  SEGMENT(row_sample, P, B);
+  GRID_LOOP(i, (size_t)B * D) {
+    size_t b = i / D, c = i % D;
+    int len = lens[b];
+    float acc = dq[i];
+    for (int t = 0; t < len; t++) {
+      size_t r = off[t] + b;
+      acc += (scale * de[r]) * k[r * ldk + c];
+    }
+    dq[i] = acc;
   }
 }
 static void cuda_segment_dot_backward(float *dq, float *dk, const float *de, const float *q,
                                       const float *k, int ldk, const int *row_sample, int P,
                                       int B, int D, float scale) {
   if (P <= 0 || D <= 0) return;
-  k_segment_dot_back<<<grid_for((size_t)P * D), THREADS, 0, STREAM>>>(dq, dk, de, q, k, ldk, row_sample, P, D, scale);
+  k_segment_dq<<<grid_for((size_t)B * D), THREADS, 0, STREAM>>>(dq, de, k, ldk, row_sample, P, B, D, scale);
+  k_segment_dk<<<grid_for((size_t)P * D), THREADS, 0, STREAM>>>(dk, de, q, ldk, row_sample, P, D, scale);
   check_launch("segment_dot_backward");
 }
 

@@ -27,9 +27,14 @@ int nn_cell_gates(nn_cell cell) { return cell == NN_CELL_GRU ? 3 : cell == NN_CE
 
 /* ---------------------------------------------------------------- parameter table */
 
+_Static_assert(NN_MAX_LAYERS == 8, "config.c bounds option \"layers\" to 1..8 = NN_MAX_LAYERS");
+
 static size_t add_tensor(nn_model *m, size_t *offset, const char *name, int64_t rows,
                          int64_t cols) {
-  int i = m->ntensors++;
+  /* NN_MAX_TENSORS covers every configuration the options allow (checked in nn_model_create);
+   * a table that would still overflow keeps its last slot and is refused there */
+  int i = m->ntensors < NN_MAX_TENSORS ? m->ntensors : NN_MAX_TENSORS - 1;
+  m->ntensors++;
   nn_tensor_info *t = &m->tensors[i];
   snprintf(m->tensor_names[i], sizeof m->tensor_names[i], "%s", name);
   t->name = m->tensor_names[i];
@@ -117,8 +122,9 @@ static void init_params(nn_model *m, float *p, uint64_t seed) {
   }
 }
 
-int nn_model_create(nn_model **out, const nn_config *cfg, nn_vocab *vocab,
-                    const char *const *labels, int num_classes, uint64_t seed, char *err) {
+static int model_create(nn_model **out, const nn_config *cfg, nn_vocab *vocab,
+                        const char *const *labels, int num_classes, int init, uint64_t seed,
+                        char *err) {
   *out = NULL;
   int rc = nn_config_validate(cfg, err);
   if (rc != NN_OK) {
@@ -170,12 +176,18 @@ int nn_model_create(nn_model **out, const nn_config *cfg, nn_vocab *vocab,
     m->label_lens[c] = (int)n;
   }
   m->nparams = build_tensor_table(m);
+  if (m->ntensors > NN_MAX_TENSORS) {
+    snprintf(err, NN_ERR_LEN, "model has %d tensors, at most %d are supported", m->ntensors,
+             NN_MAX_TENSORS);
+    nn_model_free(m);
+    return NN_ERROR;
+  }
   m->params = m->be->alloc(m->nparams * sizeof(float));
   if (!m->params) goto nomem;
   if (on_device(m)) { /* drawn on the host, then uploaded */
-    m->host_params = malloc(m->nparams * sizeof(float));
+    m->host_params = calloc(m->nparams, sizeof(float));
     if (!m->host_params) goto nomem;
-    init_params(m, m->host_params, seed);
+    if (init) init_params(m, m->host_params, seed);
     m->params_state = NN_PARAMS_HOST_NEWER;
     rc = nn_model_sync(m, err);
     if (rc != NN_OK) {
@@ -184,7 +196,7 @@ int nn_model_create(nn_model **out, const nn_config *cfg, nn_vocab *vocab,
     }
   } else {
     m->host_params = m->params;
-    init_params(m, m->params, seed);
+    if (init) init_params(m, m->params, seed); /* else zero: the backend's alloc zeroes */
   }
   *out = m;
   return NN_OK;
@@ -193,6 +205,16 @@ nomem:
   nn_model_free(m);
   snprintf(err, NN_ERR_LEN, "out of memory creating the model");
   return NN_NOMEM;
+}
+
+int nn_model_create(nn_model **out, const nn_config *cfg, nn_vocab *vocab,
+                    const char *const *labels, int num_classes, uint64_t seed, char *err) {
+  return model_create(out, cfg, vocab, labels, num_classes, 1, seed, err);
+}
+
+int nn_model_create_uninit(nn_model **out, const nn_config *cfg, nn_vocab *vocab,
+                           const char *const *labels, int num_classes, char *err) {
+  return model_create(out, cfg, vocab, labels, num_classes, 0, 0, err);
 }
 
 void nn_model_free(nn_model *m) {
@@ -253,7 +275,10 @@ int nn_model_sync(nn_model *m, char *err) {
   return nn_backend_check(m->be, "uploading the parameters", err);
 }
 
+static void drop_fold(nn_model *m);
+
 float *nn_model_train_params(nn_model *m) {
+  drop_fold(m); /* the weights are about to change */
   if (on_device(m)) m->params_state = NN_PARAMS_DEVICE_NEWER;
   return m->params;
 }
@@ -427,6 +452,9 @@ static void carve_all(nn_workspace *ws, const nn_model *m, carver *cv) {
  * the arena for this batch. */
 int nn_workspace_prepare(nn_workspace *ws, const nn_model *m, const nn_batch *batch,
                          int training, char *err) {
+  /* until this batch is fully laid out, the workspace holds no batch a backward could use */
+  ws->training = 0;
+  ws->B = ws->T = 0;
   int B = batch->B, T = batch->T;
   if (B < 1 || T < 1 || !batch->tokens || !batch->lengths) {
     snprintf(err, NN_ERR_LEN, "empty batch (B=%d, T=%d)", B, T);
@@ -454,8 +482,9 @@ int nn_workspace_prepare(nn_workspace *ws, const nn_model *m, const nn_batch *ba
     ws->cap = ws->dicap = 0;
     ws->be = m->be;
   }
-  /* index arena: order, lens (B each), nstep (T), off (T+1), then what the backend reads:
-   * last_row (B), ids, rev, row_sample, ids_rev (P each) */
+  /* index arena: order (B), nstep (T), then what the backend reads: last_row (B), ids, rev,
+   * ids_rev, row_sample (P each), lens (B), off (T+1) -- row_sample followed by lens and off is
+   * the segment layout of backend.h */
   size_t ineed = 3 * (size_t)B + 2 * (size_t)T + 1 + 4 * (size_t)P;
   if (ineed > ws->icap) {
     int *p = realloc(ws->ibuf, ineed * sizeof(int));
@@ -465,15 +494,15 @@ int nn_workspace_prepare(nn_workspace *ws, const nn_model *m, const nn_batch *ba
   }
   int *ip = ws->ibuf;
   ws->order = ip, ip += B;
-  ws->lens = ip, ip += B;
   ws->nstep = ip, ip += T;
-  ws->off = ip, ip += T + 1;
   int *const backend_part = ip; /* host copies, uploaded below for a device backend */
   ws->last_row = ip, ip += B;
   ws->ids = ip, ip += P;
   ws->rev = ip, ip += P;
-  ws->row_sample = ip, ip += P;
   ws->ids_rev = ip, ip += P;
+  ws->row_sample = ip, ip += P;
+  ws->lens = ip, ip += B;
+  ws->off = ip, ip += T + 1;
   /* counting sort by length, descending, stable in the caller's order */
   int *nstep = ws->nstep, *off = ws->off;
   memset(nstep, 0, sizeof(int) * (size_t)T);
@@ -514,7 +543,8 @@ int nn_workspace_prepare(nn_workspace *ws, const nn_model *m, const nn_batch *ba
   ws->Tmax = Tmax;
   ws->training = training;
   if (m->be->device_memory) {
-    size_t dneed = (size_t)B + 4 * (size_t)P, FD = (size_t)(m->F > 0 ? m->F : m->D);
+    size_t dneed = 2 * (size_t)B + 4 * (size_t)P + (size_t)Tmax + 1;
+    size_t FD = (size_t)(m->F > 0 ? m->F : m->D);
     if (dneed > ws->dicap) { /* grows only */
       if (ws->dibuf) ws->be->free(ws->dibuf);
       ws->dibuf = ws->be->alloc(dneed * sizeof(int));
@@ -526,8 +556,8 @@ int nn_workspace_prepare(nn_workspace *ws, const nn_model *m, const nn_batch *ba
     ws->last_row = dp, dp += B;
     ws->ids = dp, dp += P;
     ws->rev = dp, dp += P;
-    ws->row_sample = dp, dp += P;
-    ws->ids_rev = dp;
+    ws->ids_rev = dp, dp += P;
+    ws->row_sample = dp; /* followed by lens and off */
     size_t hneed = (size_t)B * (m->C > (int)FD ? (size_t)m->C : FD);
     if ((size_t)P > hneed) hneed = (size_t)P;
     if (hneed > ws->hcap) {
@@ -548,8 +578,11 @@ int nn_workspace_prepare(nn_workspace *ws, const nn_model *m, const nn_batch *ba
   cv.base = ws->buf;
   cv.used = 0;
   carve_all(ws, m, &cv);
-  return nn_backend_check(ws->be, "preparing the batch", err);
+  int rc = nn_backend_check(ws->be, "preparing the batch", err);
+  if (rc != NN_OK) ws->training = ws->B = ws->T = 0;
+  return rc;
 nomem:
+  ws->training = ws->B = ws->T = 0;
   if (nn_backend_check(ws->be, "preparing the batch", err) == NN_OK)
     snprintf(err, NN_ERR_LEN, "out of memory for a batch of %d rows and %lld tokens", B, P);
   return NN_NOMEM;

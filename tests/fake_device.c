@@ -7,7 +7,9 @@
  * allocation plus FAKE_TAG, a non-canonical x86-64 address, so any host code that dereferences
  * backend memory instead of going through upload / download crashes at once. Every operation
  * removes the tag and runs the CPU backend's operation, so results must be bit-identical to the
- * CPU's. fake_device_fail_after(n) makes the n-th next operation record an error (the sticky
+ * CPU's. The segment operations also check backend.h's segment layout (row_sample followed by
+ * lens and off: walking r = off[t] + b for t < lens[b] visits each row once, with
+ * row_sample[r] == b) and record an error if it does not hold. fake_device_fail_after(n) makes the n-th next operation record an error (the sticky
  * error of backend.h), to test that errors reach the caller as engine errors.
  */
 #include <stdint.h>
@@ -134,19 +136,40 @@ static void f_lstm_step_backward(float *dpre, float *dc_prev, const float *dh, c
   cpu->lstm_step_backward(UF(dpre), UF(dc_prev), UF(dh), UF(dc), UF(gates), UF(c), UF(c_prev), n,
                           H);
 }
+/* backend.h's segment layout, as the CUDA backend relies on it */
+static void check_layout(const char *name, const int *rs, int P, int B) {
+  const int *lens = rs + P, *off = rs + P + B;
+  int visited = 0, ok = B > 0 && lens[0] >= 1 && off[0] == 0;
+  for (int b = 0; ok && b < B; b++) {
+    if (lens[b] < 1 || (b > 0 && lens[b] > lens[b - 1])) ok = 0;
+    for (int t = 0; ok && t < lens[b]; t++) {
+      int r = off[t] + b;
+      if (r < 0 || r >= P || rs[r] != b || (t > 0 && off[t] <= off[t - 1])) ok = 0;
+      visited++;
+    }
+  }
+  if ((!ok || visited != P) && !has_error) {
+    snprintf(error_text, sizeof error_text, "fake device: %s: segment layout broken", name);
+    has_error = 1;
+  }
+}
+
 static void f_segment_softmax(float *alpha, const float *e, const int *rs, int P, int B,
                               float *scratch) {
   op("segment_softmax");
+  check_layout("segment_softmax", UI(rs), P, B);
   cpu->segment_softmax(UF(alpha), UF(e), UI(rs), P, B, UF(scratch));
 }
 static void f_segment_softmax_backward(float *de, const float *dalpha, const float *alpha,
                                        const int *rs, int P, int B, float *scratch) {
   op("segment_softmax_backward");
+  check_layout("segment_softmax_backward", UI(rs), P, B);
   cpu->segment_softmax_backward(UF(de), UF(dalpha), UF(alpha), UI(rs), P, B, UF(scratch));
 }
 static void f_segment_weighted_sum(float *ctx, const float *alpha, const float *v, int ldv,
                                    const int *rs, int P, int B, int D) {
   op("segment_weighted_sum");
+  check_layout("segment_weighted_sum", UI(rs), P, B);
   cpu->segment_weighted_sum(UF(ctx), UF(alpha), UF(v), ldv, UI(rs), P, B, D);
 }
 static void f_segment_weighted_sum_backward(float *dv, int ldv, int add, float *dalpha,
@@ -165,6 +188,7 @@ static void f_segment_dot_backward(float *dq, float *dk, const float *de, const 
                                    const float *k, int ldk, const int *rs, int P, int B, int D,
                                    float scale) {
   op("segment_dot_backward");
+  check_layout("segment_dot_backward", UI(rs), P, B);
   cpu->segment_dot_backward(UF(dq), UF(dk), UF(de), UF(q), UF(k), ldk, UI(rs), P, B, D, scale);
 }
 static void f_embedding_forward(float *x, const float *table, const int *ids, int P, int E) {
