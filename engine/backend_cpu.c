@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "model.h" /* NN_MAX_HIDDEN */
 #include "pool.h"
 
 /* glibc's libmvec has vector expf and tanhf (AVX2 / AVX-512, within 1-2 ulp); declaring them
@@ -19,7 +20,7 @@ float tanhf(float) __attribute__((__simd__("notinbranch")));
 
 /* a row of zeros standing for h_prev / c_prev at t = 0, so the kernels' inner loops need no
  * branch; hidden sizes are bounded by the options (at most 4096) */
-static const float zero_row[4096];
+static const float zero_row[NN_MAX_HIDDEN];
 
 static void *cpu_alloc(size_t bytes) { return calloc(1, bytes ? bytes : 1); }
 static void cpu_free(void *ptr) { free(ptr); }

@@ -9,6 +9,7 @@
  * validation and JSON output are loops over it. Bounds keep every allocation the options
  * drive finite; on top of them the whole network must stay within NN_MAX_PARAMS floats. */
 #include "config.h"
+#include "model.h" /* NN_MAX_LAYERS, NN_MAX_HIDDEN, nn_model_create_uninit */
 #include "json.h"
 
 #include <locale.h>
@@ -50,11 +51,11 @@ _Static_assert(sizeof(nn_cell) == sizeof(int) && sizeof(nn_attention) == sizeof(
 /* In the order nn_config_to_json writes them. */
 static const config_option config_options[] = {
     OPT_E(cell, OPT_CELL),
-    OPT_I(layers, 1, 8),
+    OPT_I(layers, 1, NN_MAX_LAYERS),
     OPT_B(bidirectional),
     OPT_E(attention, OPT_ATTENTION),
     OPT_I(embed_dim, 1, 4096),
-    OPT_I(hidden, 1, 4096),
+    OPT_I(hidden, 1, NN_MAX_HIDDEN),
     OPT_I(fc_hidden, 0, 4096),
     OPT_F(dropout, 0.0, 1.0, 0, 1),
     OPT_I(epochs, 1, 100000),

@@ -380,6 +380,7 @@ void nn_workspace_free(nn_workspace *ws) {
   if (ws->be->error) ws->be->error(NULL, 0); /* nothing to report from freeing */
   free(ws->ibuf);
   free(ws->hbuf);
+  free(ws->emb_last);
   free(ws);
 }
 
@@ -482,10 +483,10 @@ int nn_workspace_prepare(nn_workspace *ws, const nn_model *m, const nn_batch *ba
     ws->cap = ws->dicap = 0;
     ws->be = m->be;
   }
-  /* index arena: order (B), nstep (T), then what the backend reads: last_row (B), ids, rev,
-   * ids_rev, row_sample (P each), lens (B), off (T+1) -- row_sample followed by lens and off is
-   * the segment layout of backend.h */
-  size_t ineed = 3 * (size_t)B + 2 * (size_t)T + 1 + 4 * (size_t)P;
+  /* index arena: order (B), nstep (T), then what the backend reads: last_row (B), ids,
+   * emb_link, rev, ids_rev, row_sample (P each), lens (B), off (T+1) -- ids followed by
+   * emb_link, row_sample followed by lens and off: the layouts of backend.h */
+  size_t ineed = 3 * (size_t)B + 2 * (size_t)T + 1 + 5 * (size_t)P;
   if (ineed > ws->icap) {
     int *p = realloc(ws->ibuf, ineed * sizeof(int));
     if (!p) goto nomem;
@@ -498,6 +499,8 @@ int nn_workspace_prepare(nn_workspace *ws, const nn_model *m, const nn_batch *ba
   int *const backend_part = ip; /* host copies, uploaded below for a device backend */
   ws->last_row = ip, ip += B;
   ws->ids = ip, ip += P;
+  int *const emb_link = ip;
+  ip += P;
   ws->rev = ip, ip += P;
   ws->ids_rev = ip, ip += P;
   ws->row_sample = ip, ip += P;
@@ -542,8 +545,29 @@ int nn_workspace_prepare(nn_workspace *ws, const nn_model *m, const nn_batch *ba
   ws->P = (int)P;
   ws->Tmax = Tmax;
   ws->training = training;
+  if (m->be->device_memory && training) {
+    /* emb_link (backend.h, embedding_backward): each row's next row with the same token and
+     * whether it is the token's first, through a per-token "last row seen" table */
+    if ((size_t)m->V > ws->emb_cap) {
+      int *p = realloc(ws->emb_last, (size_t)m->V * sizeof(int));
+      if (!p) goto nomem;
+      for (size_t v = ws->emb_cap; v < (size_t)m->V; v++) p[v] = -1;
+      ws->emb_last = p;
+      ws->emb_cap = (size_t)m->V;
+    }
+    for (long long r = P - 1; r >= 0; r--) {
+      int id = ws->ids[r];
+      emb_link[r] = (ws->emb_last[id] + 1) << 1; /* next + 1 (0: none), head bit below */
+      ws->emb_last[id] = (int)r;
+    }
+    for (long long r = 0; r < P; r++) {
+      int id = ws->ids[r];
+      if (ws->emb_last[id] == (int)r) emb_link[r] |= 1; /* the first row of its token */
+      ws->emb_last[id] = -1;
+    }
+  }
   if (m->be->device_memory) {
-    size_t dneed = 2 * (size_t)B + 4 * (size_t)P + (size_t)Tmax + 1;
+    size_t dneed = 2 * (size_t)B + 5 * (size_t)P + (size_t)Tmax + 1;
     size_t FD = (size_t)(m->F > 0 ? m->F : m->D);
     if (dneed > ws->dicap) { /* grows only */
       if (ws->dibuf) ws->be->free(ws->dibuf);
@@ -554,7 +578,7 @@ int nn_workspace_prepare(nn_workspace *ws, const nn_model *m, const nn_batch *ba
     ws->be->upload(ws->dibuf, backend_part, dneed * sizeof(int));
     int *dp = ws->dibuf;
     ws->last_row = dp, dp += B;
-    ws->ids = dp, dp += P;
+    ws->ids = dp, dp += 2 * P; /* followed by emb_link */
     ws->rev = dp, dp += P;
     ws->ids_rev = dp, dp += P;
     ws->row_sample = dp; /* followed by lens and off */

@@ -17,7 +17,9 @@
 #include "nn.h"
 
 #define NN_MAX_LAYERS 8
-#define NN_MAX_TENSORS 64
+/* embedding + 4 per layer and direction + at most 6 for attention (self) + fc1 + fc2 */
+#define NN_MAX_TENSORS (1 + 4 * 2 * NN_MAX_LAYERS + 6 + 2 + 2)
+#define NN_MAX_HIDDEN 4096 /* the options' bound on hidden (config.c); sizes backend_cpu.c's zero row */
 
 typedef struct nn_rnn_params { /* offsets (in floats) into params / grads */
   size_t w_ih, w_hh, b_ih, b_hh;
@@ -78,6 +80,8 @@ struct nn_workspace {
   size_t dicap; /* ints */
   float *hbuf;  /* device backends: host scratch for logits, attention, dropout mask, dlogits */
   size_t hcap;  /* floats */
+  int *emb_last; /* device backends, training: (V) -1, or the row last seen of each token */
+  size_t emb_cap;
   /* activations */
   float *x0;                              /* (P, E) embeddings */
   float *y[NN_MAX_LAYERS];                /* (P, D) layer outputs, position order */
@@ -120,6 +124,10 @@ int nn_model_sync(nn_model *m, char *err);
 /* The parameters in backend memory for an in-place update by backend operations (Adam); the
  * host mirror is then stale until the next nn_model_params / nn_model_weights. */
 float *nn_model_train_params(nn_model *m);
+/* nn_model_create without the random initialisation (parameters zero), for a loader that
+ * overwrites every parameter: the draw was ~85% of a model load. */
+int nn_model_create_uninit(nn_model **out, const nn_config *cfg, nn_vocab *vocab,
+                           const char *const *labels, int num_classes, char *err);
 /* NN_ERROR "<what>: <message>" when the backend recorded an error on this thread, else NN_OK. */
 int nn_backend_check(const nn_backend *be, const char *what, char *err);
 

@@ -124,6 +124,12 @@ void nn_pool_free(nn_pool *pool) {
 }
 
 void openblas_set_num_threads(int) __attribute__((weak));
-void nn_blas_single_thread(void) {
+static void blas_single_thread_once(void) {
   if (openblas_set_num_threads) openblas_set_num_threads(1);
+}
+/* OpenBLAS's thread count is process-wide: set it once (a pthread_once flag, the engine's only
+ * process-wide state), not from every connection at once. */
+void nn_blas_single_thread(void) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, blas_single_thread_once);
 }

@@ -583,7 +583,7 @@ int nn_model_load(nn_model **out, const unsigned char *blob, size_t len, char *e
   const nn_backend *be;
   if (cfg.device == NN_DEVICE_CUDA && nn_backend_for_device(NN_DEVICE_CUDA, &be, sub) != NN_OK)
     cfg.device = NN_DEVICE_AUTO;
-  rc = nn_model_create(&model, &cfg, vocab, labels, C, 0, sub); /* takes vocab */
+  rc = nn_model_create_uninit(&model, &cfg, vocab, labels, C, sub); /* takes vocab; every weight is read below */
   vocab = NULL;
   if (rc != NN_OK) {
     snprintf(err, NN_ERR_LEN, "weights: %.490s", sub);

@@ -1,0 +1,109 @@
+/* test_model_limits.c -- the largest models the options allow, and workspaces after a failed
+ * batch (regressions of two memory-safety bugs found in review):
+ *   - 8 bidirectional layers with self attention hold 75 tensors: create, forward, save and
+ *     load must work (the tensor table once held 64 and overflowed: a crash from attn_train
+ *     options or from a 224-byte BLOB given to attn_import);
+ *   - a file whose config asks for such a model but holds no tensors is refused cleanly;
+ *   - a forward that fails on a bad token id leaves no batch behind: a backward is refused
+ *     instead of reading the half-prepared index arrays. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "nn.h"
+
+static nn_model *deep_model(const char *options, char *err) {
+  nn_config cfg;
+  nn_config_default(&cfg);
+  if (nn_config_parse_json(&cfg, options, err) != NN_OK) return NULL;
+  const char *toks[6] = {"<PAD>", "<UNK>", "a", "b", "c", "d"};
+  int lens[6] = {5, 5, 1, 1, 1, 1};
+  nn_vocab *vocab;
+  if (nn_vocab_from_list(&vocab, toks, lens, 6, err) != NN_OK) return NULL;
+  const char *labels[2] = {"x", "y"};
+  nn_model *m = NULL;
+  if (nn_model_create(&m, &cfg, vocab, labels, 2, 3, err) != NN_OK) return NULL;
+  return m;
+}
+
+int main(void) {
+  char err[NN_ERR_LEN];
+  const char *attns[] = {"linear", "additive", "self"};
+  for (int a = 0; a < 3; a++) {
+    char options[160];
+    snprintf(options, sizeof options,
+             "{\"layers\":8,\"bidirectional\":true,\"attention\":\"%s\",\"cell\":\"lstm\","
+             "\"hidden\":3,\"embed_dim\":2,\"fc_hidden\":2}",
+             attns[a]);
+    nn_model *m = deep_model(options, err);
+    CHECK(m != NULL, "8 bidirectional layers, %s attention: %s", attns[a], m ? "" : err);
+    if (!m) continue;
+    int expect = 1 + 8 * 2 * 4 + (a == 0 ? 2 : a == 1 ? 3 : 6) + 4;
+    CHECK(nn_model_tensor_count(m) == expect, "%s: %d tensors, expected %d", attns[a],
+          nn_model_tensor_count(m), expect);
+    nn_tensor_info last;
+    nn_model_tensor(m, nn_model_tensor_count(m) - 1, &last);
+    CHECK(strcmp(last.name, "fc2.bias") == 0, "%s: last tensor %s", attns[a], last.name);
+    int tokens[2 * 3] = {2, 3, 4, 5, 0, 0}, lengths[2] = {3, 1};
+    nn_batch batch = {tokens, lengths, NULL, 2, 3};
+    float logits[4], logits2[4];
+    nn_workspace *ws;
+    nn_workspace_create(&ws, err);
+    CHECK(nn_model_forward(m, ws, &batch, 0, NULL, logits, NULL, err) == NN_OK, "forward: %s", err);
+    unsigned char *blob;
+    size_t len;
+    CHECK(nn_model_save(m, &blob, &len, err) == NN_OK, "save: %s", err);
+    nn_model *loaded = NULL;
+    CHECK(nn_model_load(&loaded, blob, len, err) == NN_OK, "load: %s", err);
+    if (loaded) {
+      nn_model_forward(loaded, ws, &batch, 0, NULL, logits2, NULL, err);
+      for (int i = 0; i < 4; i++)
+        CHECK_CLOSE(logits2[i], logits[i], 1e-5, 1e-6, "loaded model's logits");
+      nn_model_free(loaded);
+    }
+    free(blob);
+    nn_workspace_free(ws);
+    nn_model_free(m);
+  }
+
+  /* the reviewer's hostile file: a config asking for 8 bidirectional layers, no tensors */
+  static const char header[] =
+      "{\"__metadata__\": {\"format_version\": \"1\", \"config\": \"{\\\"layers\\\": 8, "
+      "\\\"bidirectional\\\": true, \\\"hidden\\\": 4, \\\"embed_dim\\\": 4, \\\"device\\\": "
+      "\\\"cpu\\\"}\", \"vocab\": \"[\\\"<PAD>\\\", \\\"<UNK>\\\"]\", \"labels\": \"[\\\"a\\\", "
+      "\\\"b\\\"]\"}}";
+  unsigned char blob[512];
+  size_t n = strlen(header);
+  for (int i = 0; i < 8; i++) blob[i] = (unsigned char)(n >> (8 * i));
+  memcpy(blob + 8, header, n);
+  nn_model *bad = NULL;
+  int rc = nn_model_load(&bad, blob, 8 + n, err);
+  CHECK(rc == NN_ERROR && bad == NULL, "hostile file refused (rc %d): %s", rc, err);
+  CHECK(strstr(err, "missing") != NULL, "error names a missing tensor: %s", err);
+
+  /* a failed forward leaves no batch for backward */
+  nn_model *m = deep_model("{\"hidden\":4,\"embed_dim\":3}", err);
+  CHECK(m != NULL, "small model: %s", err);
+  if (m) {
+    nn_workspace *ws;
+    nn_workspace_create(&ws, err);
+    int tokens[2 * 3] = {2, 3, 4, 5, 0, 0}, lengths[2] = {3, 1}, labels[2] = {0, 1};
+    nn_batch good = {tokens, lengths, labels, 2, 3};
+    float logits[4], dlogits[4] = {0.1f, -0.1f, 0.2f, -0.2f};
+    nn_rng rng;
+    nn_rng_seed(&rng, 1);
+    CHECK(nn_model_forward(m, ws, &good, 1, &rng, logits, NULL, err) == NN_OK, "forward: %s", err);
+    int bad_tokens[2 * 3] = {2, 3, 99, 5, 0, 0}; /* 99 is outside the vocabulary */
+    nn_batch bad_batch = {bad_tokens, lengths, labels, 2, 3};
+    CHECK(nn_model_forward(m, ws, &bad_batch, 1, &rng, logits, NULL, err) == NN_ERROR,
+          "a bad token id is an error");
+    CHECK(strstr(err, "token id 99") != NULL, "the error names the id: %s", err);
+    CHECK(nn_model_zero_grads(m, err) == NN_OK, "zero grads: %s", err);
+    rc = nn_model_backward(m, ws, &good, dlogits, err);
+    CHECK(rc == NN_ERROR, "backward after a failed forward is refused (rc %d)", rc);
+    nn_workspace_free(ws);
+    nn_model_free(m);
+  }
+  return check_finish("test_model_limits");
+}
