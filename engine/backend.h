@@ -99,7 +99,11 @@ typedef struct nn_backend {
                                const float *k, int ldk, const int *row_sample, int P, int B,
                                int D, float scale);
 
-  /* ---- embedding: x[r] = table[ids[r]]; dtable[ids[r]] += dx[r] except ids[r] == skip_id */
+  /* ---- embedding: x[r] = table[ids[r]]; dtable[ids[r]] += dx[r] except ids[r] == skip_id.
+   * Link layout (for embedding_backward): the P ints of ids are followed by link (P ints):
+   * link[r] >> 1 is 1 + the next row r' > r with ids[r'] == ids[r] (0: none), link[r] & 1 is
+   * set on the first row of each token, so a backend may sum a token's rows in order without
+   * atomics (the CUDA backend does: bit-identical to the CPU's sequential sum). */
   void (*embedding_forward)(float *x, const float *table, const int *ids, int P, int E);
   void (*embedding_backward)(float *dtable, const float *dx, const int *ids, int P, int E,
                              int skip_id);

@@ -13,9 +13,10 @@
  *   - sums over the rows of a sample (segment softmax and weighted sum, dq of self attention):
  *     one thread per sample (and column), walking its rows in the CPU's order through the
  *     segment layout of backend.h;
- *   - the embedding gradient: float atomicAdd over rows with the same token, whose order varies
- *     from run to run (a few ulps; the stated tolerance of tests/test_cuda.c, rtol 1e-3, covers
- *     it). So training on the GPU is deterministic up to that last-bit noise.
+ *   - the embedding gradient: one thread per token and column, its rows in order through the
+ *     link layout of backend.h.
+ * No float atomics anywhere but scatter_add_rows (whose targets the engine never repeats), so a
+ * training run on the GPU is deterministic: same seed, same bits.
  *
  * Threads: all work goes to the legacy default stream, whichever host thread issues it, so
  * work is ordered as the host issued it even across threads (the trainer's pool may run a
@@ -598,12 +599,19 @@ static void cuda_embedding_forward(float *x, const float *table, const int *ids,
   cuda_gather_rows(x, E, table, E, ids, P, E);
 }
 
+/* One thread per (first row of a token, column): the token's rows in order through the link
+ * layout of backend.h, added to dtable as the CPU adds them (bit-identical), no atomics. */
 __global__ void k_embedding_back(float *dtable, const float *dx, const int *ids, int P, int E,
                                  int skip_id) {
+  const int *link = ids + P;
   GRID_LOOP(i, (size_t)P * E) {
     size_t r = i / E, c = i % E;
     int id = ids[r];
-    if (id != skip_id) atomicAdd(dtable + (size_t)id * E + c, dx[i]);
+    if (!(link[r] & 1) || id == skip_id) continue;
+    float *d = dtable + (size_t)id * E + c;
+    float acc = *d;
+    for (long q = (long)r; q >= 0; q = (long)(link[q] >> 1) - 1) acc += dx[(size_t)q * E + c];
+    *d = acc;
   }
 }
 static void cuda_embedding_backward(float *dtable, const float *dx, const int *ids, int P, int E,

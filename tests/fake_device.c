@@ -9,7 +9,8 @@
  * removes the tag and runs the CPU backend's operation, so results must be bit-identical to the
  * CPU's. The segment operations also check backend.h's segment layout (row_sample followed by
  * lens and off: walking r = off[t] + b for t < lens[b] visits each row once, with
- * row_sample[r] == b) and record an error if it does not hold. fake_device_fail_after(n) makes the n-th next operation record an error (the sticky
+ * row_sample[r] == b), and embedding_backward the link layout after ids, and record an error
+ * if they do not hold. fake_device_fail_after(n) makes the n-th next operation record an error (the sticky
  * error of backend.h), to test that errors reach the caller as engine errors.
  */
 #include <stdint.h>
@@ -195,9 +196,31 @@ static void f_embedding_forward(float *x, const float *table, const int *ids, in
   op("embedding_forward");
   cpu->embedding_forward(UF(x), UF(table), UI(ids), P, E);
 }
+/* backend.h's link layout after ids: each token's rows chained in ascending order from its
+ * first row, every row on exactly one chain */
+static void check_links(const int *ids, int P) {
+  const int *link = ids + P;
+  int ok = 1, visited = 0;
+  for (int r = 0; ok && r < P; r++) {
+    if (!(link[r] & 1)) continue;
+    for (int q = r, prev = -1; q >= 0; prev = q, q = (link[q] >> 1) - 1) {
+      if (q >= P || q <= prev || ids[q] != ids[r] || (q != r && (link[q] & 1))) {
+        ok = 0;
+        break;
+      }
+      visited++;
+    }
+  }
+  if ((!ok || visited != P) && !has_error) {
+    snprintf(error_text, sizeof error_text, "fake device: embedding_backward: link layout broken");
+    has_error = 1;
+  }
+}
+
 static void f_embedding_backward(float *dtable, const float *dx, const int *ids, int P, int E,
                                  int skip_id) {
   op("embedding_backward");
+  check_links(UI(ids), P);
   cpu->embedding_backward(UF(dtable), UF(dx), UI(ids), P, E, skip_id);
 }
 static int f_error(char *msg, size_t len) {

@@ -16,7 +16,8 @@
  *      depth: training forward, gradients, folded inference; also the same model shared by 4
  *      threads, each with its workspace, gives the single-thread logits;
  *   3. a short training run (synthetic headlines, 4 epochs) on both backends: final validation
- *      loss within 2% and accuracy within 0.02 of the CPU's, weights within 0.05;
+ *      loss within 2% and accuracy within 0.02 of the CPU's, weights within 0.05; a second
+ *      CUDA run with the same seed gives the same bits (the backend uses no float atomics);
  *   4. a batch too large for the GPU fails with the CUDA message (no abort), and the model
  *      works again afterwards.
  * The library is ./attnext_cuda.so (make builds it where nvcc is found) unless
@@ -292,9 +293,9 @@ static void check_training(void) {
                      "\"embed_dim\":32,\"hidden\":32,\"fc_hidden\":32,\"dropout\":0.1,"
                      "\"batch_size\":32,\"epochs\":4,\"threads\":2,\"lr\":0.003}";
   char err[NN_ERR_LEN];
-  nn_epoch_stats last[2];
-  nn_model *model[2] = {NULL, NULL};
-  for (int k = 0; k < 2; k++) {
+  nn_epoch_stats last[3];
+  nn_model *model[3] = {NULL, NULL, NULL};
+  for (int k = 0; k < 3; k++) { /* cpu, cuda, cuda again (determinism) */
     nn_config cfg;
     nn_config_default(&cfg);
     nn_config_parse_json(&cfg, json, err);
@@ -319,6 +320,14 @@ static void check_training(void) {
   CHECK(fabs(last[1].val_accuracy - last[0].val_accuracy) <= 0.02,
         "final validation accuracy: cuda %.4f cpu %.4f", last[1].val_accuracy,
         last[0].val_accuracy);
+  if (model[1] && model[2]) {
+    int same = memcmp(nn_model_weights(model[1]), nn_model_weights(model[2]),
+                      nn_model_param_count(model[1]) * sizeof(float)) == 0;
+    CHECK(same && last[1].val_loss == last[2].val_loss,
+          "two CUDA runs with the same seed give the same bits (val loss %.9g vs %.9g)",
+          last[1].val_loss, last[2].val_loss);
+    printf("  two CUDA runs, same seed: %s\n", same ? "bit-identical weights" : "DIFFERENT");
+  }
   if (model[0] && model[1]) {
     size_t n = nn_model_param_count(model[0]);
     const float *a = nn_model_weights(model[0]), *b = nn_model_weights(model[1]);
@@ -330,6 +339,7 @@ static void check_training(void) {
   }
   nn_model_free(model[0]);
   nn_model_free(model[1]);
+  nn_model_free(model[2]);
 }
 
 static void check_out_of_memory(void) {
