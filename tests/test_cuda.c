@@ -401,6 +401,8 @@ static void run_golden_on_cuda(void) {
 
 int main(void) {
   setvbuf(stdout, NULL, _IOLBF, 0);
+  const char *v = getenv("GOLDEN_VERBOSE"); /* every tensor's worst error (golden.h) */
+  verbose = v && *v && strcmp(v, "0") != 0;
   check_missing_library();
   if (!getenv("ATTNEXT_CUDA_LIB") && access("attnext_cuda.so", R_OK) == 0)
     setenv("ATTNEXT_CUDA_LIB", "./attnext_cuda.so", 1);
