@@ -344,11 +344,7 @@ static float json_float(const nn_json *v, const char *json) {
   if (n >= sizeof buf) return (float)v->number;
   memcpy(buf, json + v->start, n);
   buf[n] = 0;
-  const struct lconv *lc = localeconv();
-  char point = lc && lc->decimal_point && lc->decimal_point[0] ? lc->decimal_point[0] : '.';
-  char *dot = strchr(buf, '.');
-  if (dot) *dot = point;
-  return strtof(buf, NULL);
+  return nn_strtof_c(buf);
 }
 
 static int parse_option(nn_config *cfg, const config_option *o, const nn_json *v,

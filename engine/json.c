@@ -230,16 +230,26 @@ static int json_parse_number(json_parser *p, nn_json *v) {
   if (!buf) return json_fail(p, NN_NOMEM, "");
   memcpy(buf, p->s + start, n);
   buf[n] = 0;
-  const struct lconv *lc = localeconv();
-  char point = lc && lc->decimal_point && lc->decimal_point[0] ? lc->decimal_point[0] : '.';
-  if (point != '.') {
-    char *dot = memchr(buf, '.', n);
-    if (dot) *dot = point;
-  }
-  v->number = strtod(buf, NULL);
+  v->number = nn_strtod_c(buf);
   if (buf != small) free(buf);
   p->pos = i;
   return NN_OK;
+}
+
+/* strtod / strtof in the "C" locale whatever the process's locale (JSON's decimal point is '.';
+ * a locale with another, possibly multi-byte, point must not change what a number means). */
+double nn_strtod_c(const char *s) {
+  locale_t c = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0);
+  double x = c ? strtod_l(s, NULL, c) : strtod(s, NULL);
+  if (c) freelocale(c);
+  return x;
+}
+
+float nn_strtof_c(const char *s) {
+  locale_t c = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0);
+  float x = c ? strtof_l(s, NULL, c) : strtof(s, NULL);
+  if (c) freelocale(c);
+  return x;
 }
 
 static int json_literal(json_parser *p, const char *word, nn_json_type type, nn_json *v) {
@@ -532,13 +542,31 @@ void nn_strbuf_append_json_string(nn_strbuf *sb, const char *s, size_t len) {
   nn_strbuf_append(sb, "\"", 1);
 }
 
-/* snprintf with '.' as the decimal point whatever the locale */
-static void strbuf_number_c_locale(char *buf) {
-  const struct lconv *lc = localeconv();
-  char point = lc && lc->decimal_point && lc->decimal_point[0] ? lc->decimal_point[0] : '.';
-  if (point == '.') return;
-  char *c = strchr(buf, point);
-  if (c) *c = '.';
+/* Numbers are formatted (and their shortest round-tripping form checked) in the "C" locale,
+ * switched for this thread only, so a host locale with another decimal point -- ',' or the
+ * two-byte U+066B -- never leaks into JSON. */
+static void format_number_c(char *buf, size_t size, double x, int is_float) {
+  locale_t c = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0);
+  locale_t old = c ? uselocale(c) : (locale_t)0;
+  int max_digits = is_float ? 9 : 17;
+  snprintf(buf, size, "%.*g", max_digits, x);
+  for (int digits = is_float ? 6 : 15; digits < max_digits; digits++) { /* shortest exact form */
+    char shorter[40];
+    snprintf(shorter, sizeof shorter, "%.*g", digits, x);
+    if (is_float ? strtof(shorter, NULL) == (float)x : strtod(shorter, NULL) == x) {
+      snprintf(buf, size, "%s", shorter);
+      break;
+    }
+  }
+  if (c) {
+    uselocale(old);
+    freelocale(c);
+  }
+}
+
+void nn_json_format_double(char *buf, size_t size, double x) {
+  if (isfinite(x)) format_number_c(buf, size, x, 0);
+  else snprintf(buf, size, "null");
 }
 
 void nn_strbuf_append_double(nn_strbuf *sb, double x) {
@@ -547,17 +575,7 @@ void nn_strbuf_append_double(nn_strbuf *sb, double x) {
     return;
   }
   char buf[40];
-  snprintf(buf, sizeof buf, "%.17g", x);
-  /* prefer the shortest form that reads back identical */
-  for (int digits = 15; digits < 17; digits++) {
-    char shorter[40];
-    snprintf(shorter, sizeof shorter, "%.*g", digits, x);
-    if (strtod(shorter, NULL) == x) {
-      memcpy(buf, shorter, sizeof buf);
-      break;
-    }
-  }
-  strbuf_number_c_locale(buf);
+  format_number_c(buf, sizeof buf, x, 0);
   nn_strbuf_puts(sb, buf);
 }
 
@@ -567,16 +585,7 @@ void nn_strbuf_append_float(nn_strbuf *sb, float x) {
     return;
   }
   char buf[40];
-  snprintf(buf, sizeof buf, "%.9g", (double)x);
-  for (int digits = 6; digits < 9; digits++) {
-    char shorter[40];
-    snprintf(shorter, sizeof shorter, "%.*g", digits, (double)x);
-    if (strtof(shorter, NULL) == x) {
-      memcpy(buf, shorter, sizeof buf);
-      break;
-    }
-  }
-  strbuf_number_c_locale(buf);
+  format_number_c(buf, sizeof buf, (double)x, 1);
   nn_strbuf_puts(sb, buf);
 }
 

@@ -98,4 +98,10 @@ char *nn_strbuf_take(nn_strbuf *sb);
  * with ... when too long. Returns out. */
 char *nn_json_quote_for_message(char *out, size_t max_len, const char *s, size_t len);
 
+/* strtod / strtof of a NUL-terminated number in the "C" locale (decimal point '.'). */
+double nn_strtod_c(const char *s);
+/* x as a JSON number in its shortest exact form ("null" when not finite), any locale. */
+void nn_json_format_double(char *buf, size_t size, double x);
+float nn_strtof_c(const char *s);
+
 #endif

@@ -32,6 +32,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "json.h"
 #include "metrics.h"
 #include "model.h"
 #include "nn.h"
@@ -768,7 +769,8 @@ int nn_trainer_take_model(nn_trainer *tr, nn_model **out, char *err) {
 
 /* A JSON number, or null for NaN and infinities (JSON has none). */
 static int json_number(char *buf, size_t size, double x) {
-  return isfinite(x) ? snprintf(buf, size, "%.10g", x) : snprintf(buf, size, "null");
+  nn_json_format_double(buf, size, x); /* '.' whatever the host's locale */
+  return (int)strlen(buf);
 }
 
 char *nn_trainer_metrics_json(const nn_trainer *tr) {
