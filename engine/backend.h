@@ -1,6 +1,6 @@
 /* backend.h -- the compute backend interface of the engine.
  *
- * The layers (recurrent.c, attention.c, classifier.c) do no arithmetic on tensors themselves:
+ * The layers (recurrent.c, attention.c, and the head in model.c) do no arithmetic on tensors themselves:
  * they call these operations, so a CUDA backend plugs in by filling the same table with device
  * implementations. All tensors are row-major float32; `ld*` are row strides in floats. Index
  * arrays (int) live in the backend's memory too. The backend knows nothing of models.

@@ -64,7 +64,7 @@ typedef struct nn_config {
   int epochs;             /* default 20 */
   int batch_size;         /* default 64 */
   float lr;               /* default 1e-3 */
-  float val_fraction;     /* default 0.15, in (0, 1) */
+  float val_fraction;     /* default 0.15, in (0, 0.9] */
   int class_weights;      /* weight classes by 1/count (default 1) */
   int patience;           /* early stopping patience in epochs (default 10) */
   int lr_patience;        /* ReduceLROnPlateau patience (default 3) */
@@ -108,6 +108,7 @@ typedef struct nn_token {
  * form) with its byte span in the original. Returns the number of tokens (not truncated). */
 typedef void (*nn_token_fn)(void *ctx, const char *tok, int tok_len, int start, int end);
 int nn_text_tokenize(const char *text, int len, const nn_config *cfg, nn_token_fn fn, void *ctx);
+/* (returns -1 when memory runs out growing a token longer than 256 bytes) */
 
 /* The cleaned text (tokens joined by one space; for char level the cleaned string), as the
  * lesson's preprocess() returns it. malloc'd, NUL-terminated; NULL when out of memory. */
@@ -212,7 +213,8 @@ int nn_model_backward(nn_model *model, nn_workspace *ws, const nn_batch *batch,
                       const float *dlogits, char *err);
 int nn_model_zero_grads(nn_model *model, char *err);
 
-/* Class-weighted cross-entropy as torch.nn.CrossEntropyLoss(weight=w) with mean reduction:
+/* Class-weighted cross-entropy as torch.nn.CrossEntropyLoss(weight=w) with mean reduction
+ * (precondition, not checked: every labels[b] is in 0..C-1 -- the trainer guarantees it):
  *   loss = sum_b w[y_b] * -log softmax(logits_b)[y_b] / sum_b w[y_b]
  * dlogits (B, C) is overwritten with d loss / d logits. class_weights may be NULL (all 1). */
 float nn_cross_entropy(float *dlogits, const float *logits, const int *labels,
@@ -224,7 +226,8 @@ void nn_softmax_rows(float *probs, const float *logits, int B, int C);
 /* ---------------------------------------------------------------- Adam (adam.c) */
 
 typedef struct nn_adam {
-  float lr, beta1, beta2, eps, weight_decay; /* PyTorch defaults: 1e-3, 0.9, 0.999, 1e-8, 0 */
+  float lr, beta1, beta2, eps; /* PyTorch defaults: 1e-3, 0.9, 0.999, 1e-8 */
+  float weight_decay;           /* always 0: the lesson's recipe has none; not applied */
   int64_t step;
   float *m, *v; /* (nparams) each, owned */
   size_t n;
