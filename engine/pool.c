@@ -2,6 +2,7 @@
 #include "pool.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -49,8 +50,14 @@ static void *worker_main(void *p) {
   return NULL;
 }
 
+/* CPUs this process may run on (its affinity mask: taskset, a container's cpuset), else the
+ * online count. */
 int nn_cpu_count(void) {
   long n = sysconf(_SC_NPROCESSORS_ONLN);
+#ifdef CPU_COUNT
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) n = CPU_COUNT(&set);
+#endif
   return n < 1 ? 1 : n > 64 ? 64 : (int)n;
 }
 
