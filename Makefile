@@ -115,6 +115,14 @@ $(BUILD)/tests/fake_device.so: tests/fake_device.c $(BUILD)/libnn.a $(HEADERS)
 	$(CC) $(CFLAGS) $(BLAS_CFLAGS) -Iengine -shared $< $(BUILD)/libnn.a -o $@ $(LDLIBS)
 $(BUILD)/tests/test_device_plumbing: $(BUILD)/tests/fake_device.so
 
+# The CUDA backend's source compiled for the host (tests/cuda_emulate.h): its kernels run on the
+# CPU, for tests/test_cuda_emulated.sh on machines without a GPU.
+$(BUILD)/tests/emu_cuda.so: engine/backend_cuda.cu tests/cuda_emulate.h engine/backend.h
+	@mkdir -p $(dir $@)
+	$(CXX) -x c++ -std=c++17 -O1 -g -ffp-contract=off -fPIC -shared -Wall -Wno-unused-function \
+	  -DATTNEXT_CUDA_EMULATE -Iengine -Itests $(BLAS_CFLAGS) $< -o $@ $(BLAS_LIBS)
+$(BUILD)/tests/test_cuda: $(BUILD)/tests/emu_cuda.so
+
 # The fault-injection harness links SQLite itself (it replaces SQLite's allocator).
 $(BUILD)/tests/test_faults_oom: LDLIBS += -lsqlite3
 $(BUILD)/tests/test_fuzz_replay: $(wildcard tests/fuzz/*.c)

@@ -29,13 +29,23 @@
  * Loading: the CUDA runtime is linked statically and cuBLAS is opened with dlopen only once a
  * device is found, so that on a machine without a GPU this library costs a few MB, not the
  * ~200 MB of resident memory that mapping libcublas / libcublasLt costs.
+ *
+ * Every kernel's threads are independent (no shared memory, barriers or warp shuffles), so that
+ * compiled with -DATTNEXT_CUDA_EMULATE by a C++ compiler (tests/cuda_emulate.h) the same source
+ * runs on the host, thread after thread: tests/test_cuda_emulated.sh runs test_cuda against it.
  */
-#include <cublas_v2.h>
-#include <cuda_runtime.h>
 #include <dlfcn.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+
+#ifdef ATTNEXT_CUDA_EMULATE
+#include "cuda_emulate.h" /* the kernels on the host, for tests without a GPU */
+#else
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#define LAUNCH(k, grid, block) k<<<(grid), (block), 0, STREAM>>>
+#endif
 
 extern "C" {
 #include "backend.h"
@@ -61,6 +71,15 @@ static struct {
 #define STR(x) STR2(x)
 
 static int load_cublas(char *why, size_t len) {
+#ifdef ATTNEXT_CUDA_EMULATE
+  cb.create = cublasCreate_v2;
+  cb.destroy = cublasDestroy_v2;
+  cb.set_stream = cublasSetStream_v2;
+  cb.set_math_mode = cublasSetMathMode;
+  cb.sgemm = cublasSgemm_v2;
+  cb.status_string = cublasGetStatusString;
+  return 1;
+#endif
   const char *names[] = {"libcublas.so." STR(CUBLAS_VER_MAJOR), "libcublas.so"};
   void *lib = NULL;
   for (int i = 0; i < 2 && !lib; i++) lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
@@ -88,8 +107,11 @@ struct thread_state {
   int handle_ready;
   int has_error;
   char error[400];
+  float *scratch; /* bias_grad's partial sums, grown on demand */
+  size_t scratch_cap;
   ~thread_state() {
     if (handle_ready) cb.destroy(handle);
+    if (scratch) cudaFree(scratch);
   }
 };
 static thread_local thread_state tls;
@@ -119,6 +141,24 @@ static cublasHandle_t blas(void) {
     tls.handle_ready = 1;
   }
   return tls.handle;
+}
+
+/* The calling thread's device scratch of at least n floats (NULL with the error recorded). */
+static float *scratch(size_t n) {
+  if (n > tls.scratch_cap) {
+    if (tls.scratch) cudaFree(tls.scratch);
+    tls.scratch = NULL;
+    tls.scratch_cap = 0;
+    void *p = NULL;
+    cudaError_t e = cudaMalloc(&p, n * sizeof(float));
+    if (e != cudaSuccess) {
+      check_cuda("cudaMalloc (scratch)", e);
+      return NULL;
+    }
+    tls.scratch = (float *)p;
+    tls.scratch_cap = n;
+  }
+  return tls.scratch;
 }
 
 static int cuda_error(char *msg, size_t len) {
@@ -188,7 +228,7 @@ static void cuda_sgemm(int trans_a, int trans_b, int M, int N, int K, float alph
                        int lda, const float *B, int ldb, float beta, float *C, int ldc) {
   if (M <= 0 || N <= 0) return;
   if (K <= 0) {
-    k_scale_matrix<<<grid_for((size_t)M * N), THREADS, 0, STREAM>>>(C, ldc, M, N, beta);
+    LAUNCH(k_scale_matrix, grid_for((size_t)M * N), THREADS)(C, ldc, M, N, beta);
     check_launch("scale_matrix");
     return;
   }
@@ -213,7 +253,7 @@ __global__ void k_gather_rows(float *dst, int ldd, const float *src, int lds, co
 static void cuda_gather_rows(float *dst, int ldd, const float *src, int lds, const int *idx,
                              int rows, int cols) {
   if (rows <= 0 || cols <= 0) return;
-  k_gather_rows<<<grid_for((size_t)rows * cols), THREADS, 0, STREAM>>>(dst, ldd, src, lds, idx, rows, cols);
+  LAUNCH(k_gather_rows, grid_for((size_t)rows * cols), THREADS)(dst, ldd, src, lds, idx, rows, cols);
   check_launch("gather_rows");
 }
 
@@ -230,7 +270,7 @@ __global__ void k_scatter_add_rows(float *dst, int ldd, const float *src, int ld
 static void cuda_scatter_add_rows(float *dst, int ldd, const float *src, int lds, const int *idx,
                                   int rows, int cols) {
   if (rows <= 0 || cols <= 0) return;
-  k_scatter_add_rows<<<grid_for((size_t)rows * cols), THREADS, 0, STREAM>>>(dst, ldd, src, lds, idx, rows, cols);
+  LAUNCH(k_scatter_add_rows, grid_for((size_t)rows * cols), THREADS)(dst, ldd, src, lds, idx, rows, cols);
   check_launch("scatter_add_rows");
 }
 
@@ -242,38 +282,48 @@ __global__ void k_add_bias(float *y, int ld, const float *bias, int rows, int co
 }
 static void cuda_add_bias(float *y, int ld, const float *bias, int rows, int cols) {
   if (rows <= 0 || cols <= 0) return;
-  k_add_bias<<<grid_for((size_t)rows * cols), THREADS, 0, STREAM>>>(y, ld, bias, rows, cols);
+  LAUNCH(k_add_bias, grid_for((size_t)rows * cols), THREADS)(y, ld, bias, rows, cols);
   check_launch("add_bias");
 }
 
-/* dbias[c] += sum_r dy[r, c]: wide outputs one thread per column (rows in order, as the CPU);
- * narrow ones one block per column, a fixed tree over the rows (deterministic too). */
+/* dbias[c] += sum_r dy[r, c], deterministic: few rows, one thread per column over the rows in
+ * order (the CPU's order); many rows, partial sums over chunks of rows (one thread per chunk
+ * and column) into the thread's scratch buffer, then one thread per column over the chunks. */
+#define BIAS_CHUNK 256
 __global__ void k_bias_grad_columns(float *dbias, const float *dy, int ld, int rows, int cols) {
-  int c = blockIdx.x * blockDim.x + threadIdx.x;
-  if (c >= cols) return;
-  float s = 0.0f;
-  for (int r = 0; r < rows; r++) s += dy[(size_t)r * ld + c];
-  dbias[c] += s;
-}
-__global__ void k_bias_grad_tree(float *dbias, const float *dy, int ld, int rows) {
-  __shared__ float part[THREADS];
-  int c = blockIdx.x;
-  float s = 0.0f;
-  for (int r = threadIdx.x; r < rows; r += blockDim.x) s += dy[(size_t)r * ld + c];
-  part[threadIdx.x] = s;
-  __syncthreads();
-  for (int w = blockDim.x / 2; w > 0; w /= 2) {
-    if ((int)threadIdx.x < w) part[threadIdx.x] += part[threadIdx.x + w];
-    __syncthreads();
+  GRID_LOOP(c, (size_t)cols) {
+    float s = 0.0f;
+    for (int r = 0; r < rows; r++) s += dy[(size_t)r * ld + c];
+    dbias[c] += s;
   }
-  if (threadIdx.x == 0) dbias[c] += part[0];
 }
+__global__ void k_bias_grad_partial(float *part, const float *dy, int ld, int rows, int cols) {
+  int chunks = (rows + BIAS_CHUNK - 1) / BIAS_CHUNK;
+  GRID_LOOP(i, (size_t)chunks * cols) {
+    size_t ch = i / cols, c = i % cols;
+    int end = (int)(ch + 1) * BIAS_CHUNK < rows ? (int)(ch + 1) * BIAS_CHUNK : rows;
+    float s = 0.0f;
+    for (int r = (int)ch * BIAS_CHUNK; r < end; r++) s += dy[(size_t)r * ld + c];
+    part[i] = s;
+  }
+}
+__global__ void k_bias_grad_finish(float *dbias, const float *part, int chunks, int cols) {
+  GRID_LOOP(c, (size_t)cols) {
+    float s = 0.0f;
+    for (int ch = 0; ch < chunks; ch++) s += part[(size_t)ch * cols + c];
+    dbias[c] += s;
+  }
+}
+static float *scratch(size_t n);
 static void cuda_bias_grad(float *dbias, const float *dy, int ld, int rows, int cols) {
   if (rows <= 0 || cols <= 0) return;
-  if (cols >= 256 || rows < 4 * THREADS) {
-    k_bias_grad_columns<<<(cols + 127) / 128, 128, 0, STREAM>>>(dbias, dy, ld, rows, cols);
+  int chunks = (rows + BIAS_CHUNK - 1) / BIAS_CHUNK;
+  float *part = cols < 1024 && chunks > 1 ? scratch((size_t)chunks * cols) : NULL;
+  if (part) {
+    LAUNCH(k_bias_grad_partial, grid_for((size_t)chunks * cols), THREADS)(part, dy, ld, rows, cols);
+    LAUNCH(k_bias_grad_finish, grid_for(cols), THREADS)(dbias, part, chunks, cols);
   } else {
-    k_bias_grad_tree<<<cols, THREADS, 0, STREAM>>>(dbias, dy, ld, rows);
+    LAUNCH(k_bias_grad_columns, grid_for(cols), THREADS)(dbias, dy, ld, rows, cols);
   }
   check_launch("bias_grad");
 }
@@ -283,7 +333,7 @@ __global__ void k_tanh_forward(float *y, size_t n) {
 }
 static void cuda_tanh_forward(float *y, size_t n) {
   if (!n) return;
-  k_tanh_forward<<<grid_for(n), THREADS, 0, STREAM>>>(y, n);
+  LAUNCH(k_tanh_forward, grid_for(n), THREADS)(y, n);
   check_launch("tanh_forward");
 }
 
@@ -292,7 +342,7 @@ __global__ void k_tanh_backward(float *dx, const float *dy, const float *y, size
 }
 static void cuda_tanh_backward(float *dx, const float *dy, const float *y, size_t n) {
   if (!n) return;
-  k_tanh_backward<<<grid_for(n), THREADS, 0, STREAM>>>(dx, dy, y, n);
+  LAUNCH(k_tanh_backward, grid_for(n), THREADS)(dx, dy, y, n);
   check_launch("tanh_backward");
 }
 
@@ -301,7 +351,7 @@ __global__ void k_mul(float *y, const float *x, const float *mask, size_t n) {
 }
 static void cuda_mul(float *y, const float *x, const float *mask, size_t n) {
   if (!n) return;
-  k_mul<<<grid_for(n), THREADS, 0, STREAM>>>(y, x, mask, n);
+  LAUNCH(k_mul, grid_for(n), THREADS)(y, x, mask, n);
   check_launch("mul");
 }
 
@@ -315,7 +365,7 @@ __global__ void k_rnn_forward(float *h, const float *pre, size_t n) {
 static void cuda_rnn_step_forward(float *h, float *pre, int n, int H) {
   size_t count = (size_t)n * H;
   if (!count) return;
-  k_rnn_forward<<<grid_for(count), THREADS, 0, STREAM>>>(h, pre, count);
+  LAUNCH(k_rnn_forward, grid_for(count), THREADS)(h, pre, count);
   check_launch("rnn_step_forward");
 }
 
@@ -342,7 +392,7 @@ __global__ void k_gru_forward(float *h, float *pre, const float *hw, const float
 static void cuda_gru_step_forward(float *h, float *pre, const float *hw, const float *h_prev,
                                   int n, int H) {
   if (n <= 0) return;
-  k_gru_forward<<<grid_for((size_t)n * H), THREADS, 0, STREAM>>>(h, pre, hw, h_prev, n, H);
+  LAUNCH(k_gru_forward, grid_for((size_t)n * H), THREADS)(h, pre, hw, h_prev, n, H);
   check_launch("gru_step_forward");
 }
 
@@ -374,7 +424,7 @@ static void cuda_gru_step_backward(float *dx, float *dhw, float *dh_prev, const 
                                    const float *gates, const float *hw, const float *h_prev,
                                    int n, int H) {
   if (n <= 0) return;
-  k_gru_backward<<<grid_for((size_t)n * H), THREADS, 0, STREAM>>>(dx, dhw, dh_prev, dh, gates, hw, h_prev, n, H);
+  LAUNCH(k_gru_backward, grid_for((size_t)n * H), THREADS)(dx, dhw, dh_prev, dh, gates, hw, h_prev, n, H);
   check_launch("gru_step_backward");
 }
 
@@ -398,7 +448,7 @@ __global__ void k_lstm_forward(float *h, float *c, float *pre, const float *c_pr
 static void cuda_lstm_step_forward(float *h, float *c, float *pre, const float *c_prev, int n,
                                    int H) {
   if (n <= 0) return;
-  k_lstm_forward<<<grid_for((size_t)n * H), THREADS, 0, STREAM>>>(h, c, pre, c_prev, n, H);
+  LAUNCH(k_lstm_forward, grid_for((size_t)n * H), THREADS)(h, c, pre, c_prev, n, H);
   check_launch("lstm_step_forward");
 }
 
@@ -424,7 +474,7 @@ static void cuda_lstm_step_backward(float *dpre, float *dc_prev, const float *dh
                                     const float *gates, const float *c, const float *c_prev,
                                     int n, int H) {
   if (n <= 0) return;
-  k_lstm_backward<<<grid_for((size_t)n * H), THREADS, 0, STREAM>>>(dpre, dc_prev, dh, dc, gates, c, c_prev, n, H);
+  LAUNCH(k_lstm_backward, grid_for((size_t)n * H), THREADS)(dpre, dc_prev, dh, dc, gates, c, c_prev, n, H);
   check_launch("lstm_step_backward");
 }
 
@@ -458,7 +508,7 @@ __global__ void k_segment_softmax(float *alpha, const float *e, const int *row_s
 static void cuda_segment_softmax(float *alpha, const float *e, const int *row_sample, int P, int B,
                                  float *scratch) {
   if (P <= 0 || B <= 0) return;
-  k_segment_softmax<<<grid_for(B), THREADS, 0, STREAM>>>(alpha, e, row_sample, P, B);
+  LAUNCH(k_segment_softmax, grid_for(B), THREADS)(alpha, e, row_sample, P, B);
   check_launch("segment_softmax");
 }
 
@@ -481,7 +531,7 @@ __global__ void k_segment_softmax_back(float *de, const float *dalpha, const flo
 static void cuda_segment_softmax_backward(float *de, const float *dalpha, const float *alpha,
                                           const int *row_sample, int P, int B, float *scratch) {
   if (P <= 0 || B <= 0) return;
-  k_segment_softmax_back<<<grid_for(B), THREADS, 0, STREAM>>>(de, dalpha, alpha, row_sample, P, B);
+  LAUNCH(k_segment_softmax_back, grid_for(B), THREADS)(de, dalpha, alpha, row_sample, P, B);
   check_launch("segment_softmax_backward");
 }
 
@@ -507,57 +557,54 @@ static void cuda_segment_weighted_sum(float *ctx, const float *alpha, const floa
     cuda_zero(ctx, (size_t)B * D);
     return;
   }
-  k_segment_weighted_sum<<<grid_for((size_t)B * D), THREADS, 0, STREAM>>>(ctx, alpha, v, ldv, row_sample, P, B, D);
+  LAUNCH(k_segment_weighted_sum, grid_for((size_t)B * D), THREADS)(ctx, alpha, v, ldv, row_sample, P, B, D);
   check_launch("segment_weighted_sum");
 }
 
-/* One warp per row r: dalpha[r] = dctx[b] . v[r] (lanes, then a fixed butterfly), dv[r] (=|+=)
- * alpha[r] dctx[b]. */
-__global__ void k_segment_weighted_sum_back(float *dv, int ldv, int add, float *dalpha,
-                                            const float *dctx, const float *alpha, const float *v,
-                                            const int *row_sample, int P, int D) {
-  int lane = threadIdx.x & 31;
-  size_t warp = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) / 32;
-  size_t warps = (size_t)gridDim.x * blockDim.x / 32;
-  for (size_t r = warp; r < (size_t)P; r += warps) {
-    const float *dc = dctx + (size_t)row_sample[r] * D, *vr = v + r * ldv;
-    float *dvr = dv + r * ldv;
-    float a = alpha[r], dot = 0.0f;
-    for (int k = lane; k < D; k += 32) {
-      dot += dc[k] * vr[k];
-      dvr[k] = (add ? dvr[k] : 0.0f) + a * dc[k];
-    }
-    for (int o = 16; o > 0; o /= 2) dot += __shfl_xor_sync(0xffffffffu, dot, o);
-    if (lane == 0) dalpha[r] = dot;
+/* dv[r, k] (=|+=) alpha[r] dctx[b, k] element-wise; dalpha[r] = dctx[b] . v[r], one thread
+ * per row in the CPU's order */
+__global__ void k_wsum_back_dv(float *dv, int ldv, int add, const float *dctx, const float *alpha,
+                               const int *row_sample, int P, int D) {
+  GRID_LOOP(i, (size_t)P * D) {
+    size_t r = i / D, k = i % D;
+    float *d = dv + r * ldv + k;
+    *d = (add ? *d : 0.0f) + alpha[r] * dctx[(size_t)row_sample[r] * D + k];
   }
 }
-static unsigned warp_grid(int rows) { return grid_for((size_t)rows * 32); }
+__global__ void k_wsum_back_dalpha(float *dalpha, const float *dctx, const float *v, int ldv,
+                                   const int *row_sample, int P, int D) {
+  GRID_LOOP(r, (size_t)P) {
+    const float *dc = dctx + (size_t)row_sample[r] * D, *vr = v + r * ldv;
+    float dot = 0.0f;
+    for (int k = 0; k < D; k++) dot += dc[k] * vr[k];
+    dalpha[r] = dot;
+  }
+}
 static void cuda_segment_weighted_sum_backward(float *dv, int ldv, int add, float *dalpha,
                                                const float *dctx, const float *alpha,
                                                const float *v, const int *row_sample, int P,
                                                int B, int D) {
-  if (P <= 0) return;
-  k_segment_weighted_sum_back<<<warp_grid(P), THREADS, 0, STREAM>>>(dv, ldv, add, dalpha, dctx, alpha, v, row_sample, P, D);
+  if (P <= 0 || D <= 0) return;
+  /* dalpha reads v before dv overwrites it when they are the same buffer */
+  LAUNCH(k_wsum_back_dalpha, grid_for(P), THREADS)(dalpha, dctx, v, ldv, row_sample, P, D);
+  LAUNCH(k_wsum_back_dv, grid_for((size_t)P * D), THREADS)(dv, ldv, add, dctx, alpha, row_sample, P, D);
   check_launch("segment_weighted_sum_backward");
 }
 
+/* e[r] = scale (q[b] . k[r]), one thread per row in the CPU's order */
 __global__ void k_segment_dot(float *e, const float *q, const float *k, int ldk,
                               const int *row_sample, int P, int D, float scale) {
-  int lane = threadIdx.x & 31;
-  size_t warp = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) / 32;
-  size_t warps = (size_t)gridDim.x * blockDim.x / 32;
-  for (size_t r = warp; r < (size_t)P; r += warps) {
+  GRID_LOOP(r, (size_t)P) {
     const float *qb = q + (size_t)row_sample[r] * D, *kr = k + r * ldk;
     float dot = 0.0f;
-    for (int i = lane; i < D; i += 32) dot += qb[i] * kr[i];
-    for (int o = 16; o > 0; o /= 2) dot += __shfl_xor_sync(0xffffffffu, dot, o);
-    if (lane == 0) e[r] = scale * dot;
+    for (int i = 0; i < D; i++) dot += qb[i] * kr[i];
+    e[r] = scale * dot;
   }
 }
 static void cuda_segment_dot(float *e, const float *q, const float *k, int ldk,
                              const int *row_sample, int P, int D, float scale) {
   if (P <= 0) return;
-  k_segment_dot<<<warp_grid(P), THREADS, 0, STREAM>>>(e, q, k, ldk, row_sample, P, D, scale);
+  LAUNCH(k_segment_dot, grid_for(P), THREADS)(e, q, k, ldk, row_sample, P, D, scale);
   check_launch("segment_dot");
 }
 
@@ -588,8 +635,8 @@ static void cuda_segment_dot_backward(float *dq, float *dk, const float *de, con
                                       const float *k, int ldk, const int *row_sample, int P,
                                       int B, int D, float scale) {
   if (P <= 0 || D <= 0) return;
-  k_segment_dq<<<grid_for((size_t)B * D), THREADS, 0, STREAM>>>(dq, de, k, ldk, row_sample, P, B, D, scale);
-  k_segment_dk<<<grid_for((size_t)P * D), THREADS, 0, STREAM>>>(dk, de, q, ldk, row_sample, P, D, scale);
+  LAUNCH(k_segment_dq, grid_for((size_t)B * D), THREADS)(dq, de, k, ldk, row_sample, P, B, D, scale);
+  LAUNCH(k_segment_dk, grid_for((size_t)P * D), THREADS)(dk, de, q, ldk, row_sample, P, D, scale);
   check_launch("segment_dot_backward");
 }
 
@@ -617,7 +664,7 @@ __global__ void k_embedding_back(float *dtable, const float *dx, const int *ids,
 static void cuda_embedding_backward(float *dtable, const float *dx, const int *ids, int P, int E,
                                     int skip_id) {
   if (P <= 0 || E <= 0) return;
-  k_embedding_back<<<grid_for((size_t)P * E), THREADS, 0, STREAM>>>(dtable, dx, ids, P, E, skip_id);
+  LAUNCH(k_embedding_back, grid_for((size_t)P * E), THREADS)(dtable, dx, ids, P, E, skip_id);
   check_launch("embedding_backward");
 }
 
@@ -641,7 +688,7 @@ static void cuda_adam_step(float *params, float *m, float *v, const float *grads
                            float beta1, float one_minus_beta1, float beta2, float one_minus_beta2,
                            float bc2_sqrt, float eps, float neg_step_size) {
   if (!n) return;
-  k_adam<<<grid_for(n), THREADS, 0, STREAM>>>(params, m, v, grads, n, beta1, one_minus_beta1, beta2, one_minus_beta2, bc2_sqrt, eps, neg_step_size);
+  LAUNCH(k_adam, grid_for(n), THREADS)(params, m, v, grads, n, beta1, one_minus_beta1, beta2, one_minus_beta2, bc2_sqrt, eps, neg_step_size);
   check_launch("adam_step");
 }
 
@@ -650,7 +697,7 @@ __global__ void k_axpy(float *y, const float *x, size_t n) {
 }
 static void cuda_axpy(float *y, const float *x, size_t n) {
   if (!n) return;
-  k_axpy<<<grid_for(n), THREADS, 0, STREAM>>>(y, x, n);
+  LAUNCH(k_axpy, grid_for(n), THREADS)(y, x, n);
   check_launch("axpy");
 }
 
@@ -690,7 +737,7 @@ attnext_cuda_backend(char *why, size_t len) {
     snprintf(why, len, "cudaGetDeviceProperties: %s", cudaGetErrorString(e));
     return NULL;
   }
-  k_probe<<<1, 1, 0, STREAM>>>(NULL);
+  LAUNCH(k_probe, 1, 1)((int *)NULL);
   if ((e = cudaGetLastError()) != cudaSuccess || (e = cudaStreamSynchronize(STREAM)) != cudaSuccess) {
     snprintf(why, len, "%s (compute capability %d.%d): %s", prop.name, prop.major, prop.minor,
              cudaGetErrorString(e));
