@@ -276,6 +276,9 @@ int nn_trainer_create(nn_trainer **out, const nn_config *cfg, const char *const 
  * reached or early stopping; *stats untouched), or an error / NN_INTERRUPTED. */
 int nn_trainer_epoch(nn_trainer *tr, nn_epoch_stats *stats, nn_progress_fn fn, void *ctx,
                      char *err);
+/* 1 when no epoch is left to run (the last one was the final epoch or early stopping
+ * triggered): the caller can store the model as the last epoch's row is returned. */
+int nn_trainer_done(const nn_trainer *tr);
 /* The model with the best validation weights; ownership passes to the caller. Call once. */
 int nn_trainer_take_model(nn_trainer *tr, nn_model **out, char *err);
 /* Summary of the run as a JSON object (best epoch, best val metrics, train/val sizes, ...). */

@@ -17,6 +17,7 @@
 #include "nn.h"
 
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -668,6 +669,18 @@ int nn_model_load(nn_model **out, const unsigned char *blob, size_t len, char *e
     snprintf(err, NN_ERR_LEN, "weights: %d tensors, the model has %d", f.count, ntensors);
     rc = NN_ERROR;
     goto done;
+  }
+  /* NaN or infinite weights would make every prediction silently the same class */
+  for (int i = 0; i < ntensors; i++) {
+    nn_tensor_info info;
+    nn_model_tensor(model, i, &info);
+    for (size_t k = 0; k < info.size; k++)
+      if (!isfinite(params[info.offset + k])) {
+        snprintf(err, NN_ERR_LEN, "weights: tensor \"%s\" holds a non-finite value (%s) at element %zu",
+                 info.name, isnan(params[info.offset + k]) ? "NaN" : "infinity", k);
+        rc = NN_ERROR;
+        goto done;
+      }
   }
   rc = nn_model_prepare_inference(model, err); /* a loaded model is for predictions */
   if (rc != NN_OK) goto done;

@@ -752,6 +752,10 @@ int nn_trainer_epoch(nn_trainer *tr, nn_epoch_stats *stats, nn_progress_fn fn, v
 
 /* ---------------------------------------------------------------- results */
 
+int nn_trainer_done(const nn_trainer *tr) {
+  return tr->done || tr->epochs_run >= tr->cfg.epochs;
+}
+
 int nn_trainer_take_model(nn_trainer *tr, nn_model **out, char *err) {
   *out = NULL;
   if (!tr->model) {

@@ -51,7 +51,10 @@ static int attn_eval_connect(sqlite3 *db, void *aux, int argc, const char *const
   memset(vtab, 0, sizeof *vtab);
   vtab->conn = aux;
   vtab->mode = mode;
-  sqlite3_vtab_config(db, SQLITE_VTAB_INNOCUOUS);
+  /* direct-only: it runs a query given as text at top level, where direct-only functions
+   * (writefile, load_extension, ...) are allowed; from a view or trigger of an untrusted schema
+   * that would get around SQLite's protections */
+  sqlite3_vtab_config(db, SQLITE_VTAB_DIRECTONLY);
   *out = &vtab->base;
   return SQLITE_OK;
 }

@@ -592,6 +592,11 @@ done:
     int undone = sqlite3_exec(db, "ROLLBACK TO attn_store", NULL, NULL, NULL);
     sqlite3_exec(db, "RELEASE attn_store", NULL, NULL, NULL);
     if (undone != SQLITE_OK && guard && !sqlite3_get_autocommit(db)) sqlite3_step(guard);
+    /* RELEASE of the outermost savepoint commits: when that commit failed (SQLITE_BUSY: another
+     * connection holds a read lock) the release above fails the same way and the transaction
+     * the savepoint began stays open, swallowing everything the connection does next. End it. */
+    if (autocommit_before && !sqlite3_get_autocommit(db))
+      sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
   } else if (rc != SQLITE_OK && !direct && autocommit_before && !sqlite3_get_autocommit(db)) {
     /* SAVEPOINT failed part-way, after it had begun a transaction */
     if (guard) sqlite3_step(guard);

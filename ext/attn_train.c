@@ -116,14 +116,35 @@ static int attn_train_progress(void *ctx, int batches_done, int batches_total, d
 }
 
 /* Run the next epoch; at the end, save the model. */
-static int attn_train_step(attn_train_cursor *cur) {
+/* Training is over: store the best model and the log in one savepoint, then let the training
+ * data go (the next xNext ends the rows). */
+static int attn_train_save(attn_train_cursor *cur) {
   attn_train_vtab *vtab = (attn_train_vtab *)cur->base.pVtab;
   const char *fn = "attn_train";
   char err[NN_ERR_LEN] = "", *msg = NULL;
-  nn_epoch_stats stats;
   nn_model *model = NULL;
-  char *metrics = NULL;
-  int rc = SQLITE_OK;
+  int st = nn_trainer_take_model(cur->trainer, &model, err);
+  if (st != NN_OK) {
+    attn_vtab_error(cur->base.pVtab, sqlite3_mprintf("%s: %s", fn, err));
+    return st == NN_NOMEM ? SQLITE_NOMEM : SQLITE_ERROR;
+  }
+  char *metrics = nn_trainer_metrics_json(cur->trainer);
+  int64_t version = 0;
+  int rc = attn_store_save(vtab->conn, fn, cur->name, model, metrics, cur->log, cur->nlog,
+                           &version, &msg);
+  if (rc != SQLITE_OK)
+    attn_vtab_error(cur->base.pVtab, msg ? msg : sqlite3_mprintf("%s: out of memory", fn));
+  nn_model_free(model);
+  free(metrics);
+  nn_trainer_free(cur->trainer);
+  cur->trainer = NULL;
+  return rc;
+}
+
+static int attn_train_step(attn_train_cursor *cur) {
+  const char *fn = "attn_train";
+  char err[NN_ERR_LEN] = "";
+  nn_epoch_stats stats;
   memset(&stats, 0, sizeof stats);
   attn_progress_begin(&cur->progress, cur->cfg.progress, cur->nlog + 1, cur->cfg.epochs);
   int st = nn_trainer_epoch(cur->trainer, &stats, attn_train_progress, cur, err);
@@ -139,6 +160,9 @@ static int attn_train_step(attn_train_cursor *cur) {
     cur->log[cur->nlog++] = stats;
     cur->row = stats;
     cur->eof = 0;
+    /* The last epoch: store the model before its row is returned, so that a LIMIT stopping
+     * at that row (LIMIT = epochs) keeps the model. */
+    if (nn_trainer_done(cur->trainer)) return attn_train_save(cur);
     return SQLITE_OK;
   }
   cur->eof = 1;
@@ -150,24 +174,7 @@ static int attn_train_step(attn_train_cursor *cur) {
     attn_vtab_error(cur->base.pVtab, sqlite3_mprintf("%s: %s", fn, err));
     return st == NN_NOMEM ? SQLITE_NOMEM : SQLITE_ERROR;
   }
-  /* Training is over: store the best model and the log in one savepoint. */
-  st = nn_trainer_take_model(cur->trainer, &model, err);
-  if (st != NN_OK) {
-    attn_vtab_error(cur->base.pVtab, sqlite3_mprintf("%s: %s", fn, err));
-    return st == NN_NOMEM ? SQLITE_NOMEM : SQLITE_ERROR;
-  }
-  metrics = nn_trainer_metrics_json(cur->trainer);
-  int64_t version = 0;
-  rc = attn_store_save(vtab->conn, fn, cur->name, model, metrics, cur->log, cur->nlog, &version,
-                       &msg);
-  if (rc != SQLITE_OK)
-    attn_vtab_error(cur->base.pVtab, msg ? msg : sqlite3_mprintf("%s: out of memory", fn));
-  nn_model_free(model);
-  free(metrics);
-  /* The training data and the trainer are no longer needed. */
-  nn_trainer_free(cur->trainer);
-  cur->trainer = NULL;
-  return rc;
+  return attn_train_save(cur);
 }
 
 static int attn_train_filter(sqlite3_vtab_cursor *base, int idx_num, const char *idx_str,

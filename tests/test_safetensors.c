@@ -165,14 +165,16 @@ static nn_model *make_model(nn_config *cfg, int C) {
   rc = nn_model_create(&m, cfg, vocab, label_names, C, 7, err);
   CHECK(rc == NN_OK, "model: %s", err);
   if (rc != NN_OK) return NULL;
-  /* fill with random bits, plus values only a bitwise copy keeps */
+  /* fill with random finite bits, plus values only a bitwise copy keeps (-0, the smallest
+   * subnormal, the finite extremes); NaN and infinities are refused by the loader (below) */
   float *p = nn_model_params(m);
   size_t n = nn_model_param_count(m);
   for (size_t k = 0; k < n; k++) {
     uint32_t bits = (uint32_t)rnd();
+    if ((bits & 0x7f800000u) == 0x7f800000u) bits &= ~0x00800000u; /* exponent 255 -> 254 */
     memcpy(&p[k], &bits, 4);
   }
-  const uint32_t specials[] = {0x80000000u, 0x00000001u, 0x7fc00001u, 0xff800000u};
+  const uint32_t specials[] = {0x80000000u, 0x00000001u, 0x7f7fffffu, 0xff7fffffu};
   for (size_t k = 0; k < 4 && k < n; k++) memcpy(&p[k], &specials[k], 4);
   return m;
 }
@@ -779,7 +781,37 @@ static void test_hostile_headers(void) {
   (void)want;
 }
 
+/* NaN or infinite weights are refused, naming the tensor and the element: such a model would
+ * predict one class for everything without any error. */
+static void test_non_finite_refused(void) {
+  nn_config cfg;
+  small_config(&cfg);
+  const uint32_t bad[] = {0x7fc00001u, 0x7f800000u, 0xff800000u}; /* NaN, +inf, -inf */
+  for (int i = 0; i < 3; i++) {
+    nn_model *m = make_model(&cfg, 3);
+    if (!m) return;
+    int t = nn_model_tensor_find(m, "fc2.bias");
+    nn_tensor_info info;
+    nn_model_tensor(m, t, &info);
+    memcpy(nn_model_params(m) + info.offset + 1, &bad[i], 4);
+    unsigned char *blob = NULL;
+    size_t len = 0;
+    char err[NN_ERR_LEN] = "";
+    CHECK(nn_model_save(m, &blob, &len, err) == NN_OK, "save: %s", err);
+    nn_model *back = NULL;
+    int rc = nn_model_load(&back, blob, len, err);
+    CHECK(rc == NN_ERROR && !back, "non-finite weight %08x refused (rc %d)", bad[i], rc);
+    CHECK(strstr(err, "\"fc2.bias\"") && strstr(err, "element 1") &&
+              strstr(err, i == 0 ? "NaN" : "infinity"),
+          "message names tensor, element and value: %s", err);
+    nn_model_free(back);
+    free(blob);
+    nn_model_free(m);
+  }
+}
+
 int main(void) {
+  test_non_finite_refused();
   test_fixture();
   test_hostile_headers();
   test_round_trip();
