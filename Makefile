@@ -37,7 +37,7 @@ CUDA_ARCH  ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=
 NVCC_FLAGS ?= -O3 -std=c++17 --fmad=false -Xcompiler -fPIC,-Wall $(CUDA_ARCH)
 CUDA_SO    := $(if $(NVCC),$(if $(CUDA_SRC),attnext_cuda.so))
 
-.PHONY: all deps demo test test-asan bench install clean fuzz
+.PHONY: all deps demo test test-asan bench install uninstall clean fuzz
 all: attnext.so $(CUDA_SO)
 
 $(BUILD)/%.o: %.c $(HEADERS)
@@ -79,11 +79,17 @@ test: deps attnext.so $(CUDA_SO) $(TEST_BIN) $(TOOL_BIN)
 bench: attnext.so
 	$(PYTHON) tests/bench/bench.py $(BENCH_ARGS)
 
+# Installed where dlopen() looks for a bare name, so that `.load attnext` works from any
+# directory: dlopen does not search /usr/local/lib for a file not named lib*.so.
+LIBDIR ?= /usr/lib/$(shell $(CC) -print-multiarch 2>/dev/null)
 install: attnext.so
-	install -d $(DESTDIR)/usr/local/lib
-	install -m 0755 attnext.so $(DESTDIR)/usr/local/lib/attnext.so
-	$(if $(wildcard attnext_cuda.so),install -m 0755 attnext_cuda.so $(DESTDIR)/usr/local/lib/attnext_cuda.so)
-	@echo "installed /usr/local/lib/attnext.so: .load attnext (or .load /usr/local/lib/attnext)"
+	install -d $(DESTDIR)$(LIBDIR)
+	install -m 0755 attnext.so $(DESTDIR)$(LIBDIR)/attnext.so
+	$(if $(wildcard attnext_cuda.so),install -m 0755 attnext_cuda.so $(DESTDIR)$(LIBDIR)/attnext_cuda.so)
+	@echo "installed $(LIBDIR)/attnext.so: in sqlite3, .load attnext"
+
+uninstall:
+	rm -f $(DESTDIR)$(LIBDIR)/attnext.so $(DESTDIR)$(LIBDIR)/attnext_cuda.so
 
 clean:
 	rm -rf $(BUILD) attnext.so attnext_cuda.so demo.db

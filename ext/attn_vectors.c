@@ -20,6 +20,7 @@
  * initialisation; without "embed_dim" the embedding takes the vectors' dimension.
  */
 #include <errno.h>
+#include <locale.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,6 +43,7 @@ typedef struct vec_cursor {
   int word_len;
   float *vector; /* (dim) */
   int eof;
+  locale_t c_locale; /* numbers are read with '.' whatever the host's locale */
 } vec_cursor;
 
 static int vec_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
@@ -92,6 +94,7 @@ static void vec_reset(vec_cursor *cur) {
 static int vec_close(sqlite3_vtab_cursor *base) {
   vec_cursor *cur = (vec_cursor *)base;
   vec_reset(cur);
+  if (cur->c_locale) freelocale(cur->c_locale);
   sqlite3_free(cur);
   return SQLITE_OK;
 }
@@ -183,7 +186,7 @@ static int vec_read(vec_cursor *cur) {
       char save = *q, *stop = NULL;
       *q = 0;
       errno = 0;
-      double v = strtod(field, &stop);
+      double v = strtod_l(field, &stop, cur->c_locale);
       int ok = stop == q && stop != field && isfinite(v) && fabs(v) <= 3.4e38;
       if (!ok) {
         char *msg = sqlite3_mprintf("%s: line %lld of '%s': number %d of '%.*s' is not a finite "
@@ -213,6 +216,8 @@ static int vec_filter(sqlite3_vtab_cursor *base, int idx_num, const char *idx_st
                                          "got %s", path ? "''" : "NULL"));
   cur->path = sqlite3_mprintf("%s", path);
   if (!cur->path) return vec_fail(cur, NULL);
+  if (!cur->c_locale) cur->c_locale = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0);
+  if (!cur->c_locale) return vec_fail(cur, NULL);
   cur->file = fopen(path, "rb");
   if (!cur->file)
     return vec_fail(cur, sqlite3_mprintf("attn_vectors_load: cannot open '%s': %s", path,

@@ -56,9 +56,18 @@ int attn_prepare_query(sqlite3 *db, const char *fn, const char *sql, int min_col
     *errmsg = sqlite3_mprintf("%s: the query is empty", fn);
     return SQLITE_ERROR;
   }
-  while (tail && (*tail == ' ' || *tail == '\t' || *tail == '\n' || *tail == '\r' || *tail == ';'))
-    tail++;
-  if (tail && *tail) {
+  /* Anything after the statement must be empty to SQLite itself: preparing it yields no
+   * statement exactly when it holds only white space, semicolons and comments. */
+  int more = 0;
+  while (tail && *tail && !more) {
+    sqlite3_stmt *next = NULL;
+    const char *after = NULL;
+    if (sqlite3_prepare_v2(db, tail, -1, &next, &after) != SQLITE_OK || next) more = 1;
+    else if (after == tail) break;
+    else tail = after;
+    sqlite3_finalize(next);
+  }
+  if (more) {
     sqlite3_finalize(stmt);
     *errmsg = sqlite3_mprintf("%s: the query must be a single statement, found more after it: %.40s",
                               fn, tail);
