@@ -194,6 +194,7 @@ static int model_create(nn_model **out, const nn_config *cfg, nn_vocab *vocab,
       nn_model_free(m);
       return rc;
     }
+    m->params_state = NN_PARAMS_SYNCED;
   } else {
     m->host_params = m->params;
     if (init) init_params(m, m->params, seed); /* else zero: the backend's alloc zeroes */
@@ -268,10 +269,13 @@ static void params_to_host(nn_model *m) {
   m->params_state = NN_PARAMS_SYNCED;
 }
 
+/* HOST_NEWER stays until the device changes the weights (nn_model_train_params) or they are
+ * declared final (nn_model_prepare_inference): a caller may keep the nn_model_params pointer
+ * and write through it between forwards (tests/test_gradcheck.c does), so every computation
+ * until then uploads the mirror. */
 int nn_model_sync(nn_model *m, char *err) {
   if (!on_device(m) || m->params_state != NN_PARAMS_HOST_NEWER) return NN_OK;
   m->be->upload(m->params, m->host_params, m->nparams * sizeof(float));
-  m->params_state = NN_PARAMS_SYNCED;
   return nn_backend_check(m->be, "uploading the parameters", err);
 }
 
@@ -306,6 +310,7 @@ int nn_model_prepare_inference(nn_model *m, char *err) {
   drop_fold(m);
   int rc = nn_model_sync(m, err);
   if (rc != NN_OK) return rc;
+  if (on_device(m)) m->params_state = NN_PARAMS_SYNCED; /* the weights are final */
   const nn_backend *be = m->be;
   int GH = m->G * m->H, E = m->E;
   if ((double)m->V * GH * m->dirs > 64.0 * 1024 * 1024) return NN_OK; /* too big: keep GEMMs */

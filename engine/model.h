@@ -116,7 +116,11 @@ void nn_attention_backward(const nn_model *m, nn_workspace *ws);
 
 #define NN_PARAMS_SYNCED 0
 #define NN_PARAMS_DEVICE_NEWER 1 /* a backend op (Adam) changed them: download before reading */
-#define NN_PARAMS_HOST_NEWER 2   /* nn_model_params was handed out: upload before computing */
+/* nn_model_params was handed out: the host may write through it at any time, so every
+ * computation uploads first, until nn_model_train_params or nn_model_prepare_inference. With
+ * a device backend, a pointer from nn_model_params / nn_model_weights / nn_model_grads is a
+ * snapshot: after training steps on the device, ask again to read current values. */
+#define NN_PARAMS_HOST_NEWER 2
 
 /* Device backends: upload the host mirror of the parameters if it is newer (a forward does it
  * itself). NN_ERROR with the backend's message on failure. */
