@@ -129,6 +129,13 @@ $(BUILD)/tests/emu_cuda.so: engine/backend_cuda.cu tests/cuda_emulate.h engine/b
 	  -DATTNEXT_CUDA_EMULATE -Iengine -Itests $(BLAS_CFLAGS) $< -o $@ $(BLAS_LIBS)
 $(BUILD)/tests/test_cuda: $(BUILD)/tests/emu_cuda.so
 
+# Every test with "auto" = the CUDA backend emulated on the host (every model of every test runs
+# the CUDA kernels' code): the engine and the extension on the device path, without a GPU.
+.PHONY: test-cuda-emulated
+test-cuda-emulated: deps attnext.so $(TEST_BIN) $(TOOL_BIN) $(BUILD)/tests/emu_cuda.so
+	@ATTNEXT_CUDA_LIB=$(CURDIR)/$(BUILD)/tests/emu_cuda.so BUILD=$(BUILD) PYTHON=$(PYTHON) \
+	 SQLITE3=$(SQLITE3) sh tests/run_all.sh
+
 # The fault-injection harness links SQLite itself (it replaces SQLite's allocator).
 $(BUILD)/tests/test_faults_oom: LDLIBS += -lsqlite3
 $(BUILD)/tests/test_fuzz_replay: $(wildcard tests/fuzz/*.c)
