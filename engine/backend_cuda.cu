@@ -122,8 +122,13 @@ static void record(const char *what, const char *message) {
   tls.has_error = 1;
 }
 
+/* A failed call also leaves its error as the runtime's "last error", which the next
+ * check_launch would report against an innocent kernel: read it back (reset) here. Sticky
+ * errors (a faulted context) stay and fail every later call, each reported once per request. */
 static void check_cuda(const char *what, cudaError_t e) {
-  if (e != cudaSuccess) record(what, cudaGetErrorString(e));
+  if (e == cudaSuccess) return;
+  record(what, cudaGetErrorString(e));
+  (void)cudaGetLastError();
 }
 
 /* after a kernel launch: launch errors now, execution errors at the next synchronising call */

@@ -66,9 +66,16 @@ struct cudaDeviceProp {
 static inline const char *cudaGetErrorString(cudaError_t e) {
   return e == cudaErrorMemoryAllocation ? "out of memory (emulated)" : e ? "invalid argument (emulated)" : "no error";
 }
-static inline cudaError_t cudaGetLastError(void) { return cudaSuccess; }
+/* as the runtime: a failed call is also left as the thread's "last error" until read */
+static thread_local cudaError_t emu_last_error = cudaSuccess;
+static inline cudaError_t cudaGetLastError(void) {
+  cudaError_t e = emu_last_error;
+  emu_last_error = cudaSuccess;
+  return e;
+}
 static inline cudaError_t cudaMalloc(void **p, size_t bytes) {
   *p = malloc(bytes);
+  if (!*p) emu_last_error = cudaErrorMemoryAllocation;
   return *p ? cudaSuccess : cudaErrorMemoryAllocation;
 }
 static inline cudaError_t cudaFree(void *p) {
