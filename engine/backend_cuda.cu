@@ -21,8 +21,8 @@
  * Threads: all work goes to the legacy default stream, whichever host thread issues it, so
  * work is ordered as the host issued it even across threads (the trainer's pool may run a
  * shard on another thread than the one that ran Adam; several threads may predict with one
- * model). Every host thread has its own cuBLAS handle (destroyed when the thread exits) and its
- * own sticky error (the first failure since the engine last asked, handed over by cuda_error).
+ * model). Every host thread has its own cuBLAS handle (kept in a pool for later threads when it
+ * exits) and its own sticky error (the first failure since the engine last asked, handed over by cuda_error).
  * Memory: cudaMalloc'd (zeroed) device buffers, never managed memory; copies are synchronous
  * cudaMemcpy.
  *
@@ -36,6 +36,7 @@
  */
 #include <dlfcn.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -102,6 +103,13 @@ static int load_cublas(char *why, size_t len) {
   return 1;
 }
 
+/* cuBLAS handles of exited threads, for the next new thread: the extension starts threads per
+ * call (attn_classify), and creating a handle costs milliseconds and device memory. */
+#define HANDLE_POOL 64
+static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
+static cublasHandle_t pool[HANDLE_POOL];
+static int pooled;
+
 struct thread_state {
   cublasHandle_t handle;
   int handle_ready;
@@ -110,7 +118,13 @@ struct thread_state {
   float *scratch; /* bias_grad's partial sums, grown on demand */
   size_t scratch_cap;
   ~thread_state() {
-    if (handle_ready) cb.destroy(handle);
+    if (handle_ready) {
+      pthread_mutex_lock(&pool_lock);
+      int kept = pooled < HANDLE_POOL;
+      if (kept) pool[pooled++] = handle;
+      pthread_mutex_unlock(&pool_lock);
+      if (!kept) cb.destroy(handle);
+    }
     if (scratch) cudaFree(scratch);
   }
 };
@@ -136,6 +150,13 @@ static void check_launch(const char *kernel) { check_cuda(kernel, cudaGetLastErr
 
 static cublasHandle_t blas(void) {
   if (!tls.handle_ready) {
+    pthread_mutex_lock(&pool_lock);
+    if (pooled > 0) {
+      tls.handle = pool[--pooled];
+      tls.handle_ready = 1;
+    }
+    pthread_mutex_unlock(&pool_lock);
+    if (tls.handle_ready) return tls.handle; /* already on STREAM, default math */
     cublasStatus_t s = cb.create(&tls.handle);
     if (s != CUBLAS_STATUS_SUCCESS) {
       record("cublasCreate", cb.status_string(s));
