@@ -49,10 +49,10 @@ def write_tsv(path, titles, labels):
 
 
 def run_attnext(name, cfg, args, train_tsv, test_tsv):
-    tool = os.path.join(ROOT, "build", "tests", "bench", "tool_cuda_bench")
+    tool = args.tool
     opts = dict(cfg, device=args.device, epochs=args.epochs, patience=args.epochs + 1, seed=1234)
     env = dict(os.environ)
-    env.setdefault("ATTNEXT_CUDA_LIB", os.path.join(ROOT, "attnext_cuda.so"))
+    env.setdefault("ATTNEXT_CUDA_LIB", args.cuda_lib)
     p = subprocess.run([tool, train_tsv, test_tsv, json.dumps(opts), str(args.infer_batch),
                         str(args.seconds)], capture_output=True, text=True, env=env)
     sys.stderr.write(p.stderr)
@@ -162,6 +162,9 @@ def main():
     ap.add_argument("--device", choices=["cuda", "cpu"], default="cuda",
                     help="cpu: a smoke test of this script on a machine without a GPU")
     ap.add_argument("--rows", type=int, default=0, help="use the first N rows (smoke tests)")
+    ap.add_argument("--tool", default=os.path.join(ROOT, "build", "tests", "bench", "tool_cuda_bench"))
+    ap.add_argument("--cuda-lib", default=os.path.join(ROOT, "attnext_cuda.so"),
+                    help="attnext_cuda.so (unless $ATTNEXT_CUDA_LIB is set)")
     args = ap.parse_args()
     try:
         import torch
