@@ -4,7 +4,8 @@
  * The harness replaces SQLite's allocator (sqlite3_config(SQLITE_CONFIG_MALLOC)) with one that
  * counts allocations and fails the Nth one, loads attnext.so ($ATTNEXT, default ./attnext) into
  * an in-memory database and, for each scenario, first counts the allocations of a clean run,
- * then runs it again with allocation N failing, for every N (a stride past 600). After each run:
+ * then runs it again with allocation N failing, for every N (a stride past 600), and with
+ * allocation N and every later one failing (a stride of 4 and more). After each run:
  *   - the statement either succeeded or failed with an error (no crash; ASan under test-asan);
  *   - the model store is either unchanged or holds the complete new version (model row with
  *     its training log rows), never a part of it;
@@ -27,11 +28,13 @@ static sqlite3_mem_methods oom_orig;
 static long oom_count = 0; /* allocations since armed */
 static long oom_fail_at = 0; /* 0: never */
 static long oom_failed = 0;
+static int oom_persistent = 0; /* 1: allocation N and every later one fail */
 
 static long long oom_live = 0; /* bytes allocated and not freed (by xSize) */
 
 static void *oom_malloc(int n) {
-  if (oom_fail_at != 0 && ++oom_count == oom_fail_at) {
+  if (oom_fail_at != 0 && (++oom_count == oom_fail_at || (oom_persistent && oom_fail_at > 0 &&
+                                                           oom_count > oom_fail_at))) {
     oom_failed++;
     return NULL;
   }
@@ -40,7 +43,8 @@ static void *oom_malloc(int n) {
   return p;
 }
 static void *oom_realloc(void *p, int n) {
-  if (oom_fail_at != 0 && ++oom_count == oom_fail_at) {
+  if (oom_fail_at != 0 && (++oom_count == oom_fail_at || (oom_persistent && oom_fail_at > 0 &&
+                                                           oom_count > oom_fail_at))) {
     oom_failed++;
     return NULL;
   }
@@ -297,14 +301,18 @@ int main(void) {
     if (total <= 0) continue;
     long stride = total > 600 ? total / 600 + 1 : 1, runs = 0, errors = 0, bad = 0;
     g_after_commit = g_leaky_runs = 0;
-    for (long n = 1; n <= total; n += stride) {
-      run_scenario(s, n, &ok, &rc);
-      runs++;
-      if (rc != SQLITE_DONE) errors++;
-      if (!ok) bad++;
+    for (int persistent = 0; persistent < 2; persistent++) {
+      oom_persistent = persistent;
+      for (long n = 1; n <= total; n += persistent ? 4 * stride : stride) {
+        run_scenario(s, n, &ok, &rc);
+        runs++;
+        if (rc != SQLITE_DONE) errors++;
+        if (!ok) bad++;
+      }
     }
+    oom_persistent = 0;
     long long used = oom_live;
-    printf("%-26s %5ld allocations; failed each of %ld: %ld errors (%ld after the commit), "
+    printf("%-26s %5ld allocations; %ld runs failing N (and N..): %ld errors (%ld after the commit), "
            "%ld successes, %ld inconsistent, %ld leaking; in use after close %lld (baseline "
            "%lld)\n",
            s->name, total, runs, errors, g_after_commit, runs - errors, bad, g_leaky_runs,
