@@ -310,7 +310,8 @@ int nn_model_prepare_inference(nn_model *m, char *err) {
   drop_fold(m);
   int rc = nn_model_sync(m, err);
   if (rc != NN_OK) return rc;
-  if (on_device(m)) m->params_state = NN_PARAMS_SYNCED; /* the weights are final */
+  if (on_device(m) && m->params_state == NN_PARAMS_HOST_NEWER) /* uploaded: the weights are */
+    m->params_state = NN_PARAMS_SYNCED;                           /* final, the copies equal */
   const nn_backend *be = m->be;
   int GH = m->G * m->H, E = m->E;
   if ((double)m->V * GH * m->dirs > 64.0 * 1024 * 1024) return NN_OK; /* too big: keep GEMMs */

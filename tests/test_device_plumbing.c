@@ -117,6 +117,9 @@ static void check_config(const char *json) {
     nn_adam_step(&adam[0], nn_model_params(cpu), nn_model_grads(cpu));
     CHECK(nn_adam_step_on(&adam[1], dev->be, nn_model_train_params(dev), dev->grads, err) == NN_OK,
           "adam step on device: %s", err);
+    if (step == 2) /* right after steps on the device: the host copy must still be refreshed */
+      for (int k = 0; k < 2; k++)
+        CHECK(nn_model_prepare_inference(m[k], err) == NN_OK, "%s: prepare: %s", json, err);
     snprintf(what, sizeof what, "weights after Adam step %d", step + 1);
     same(nn_model_weights(cpu), nn_model_weights(dev), n * 4, what, json);
   }
