@@ -240,6 +240,11 @@ edge_configs = [
     '{"batch_size":65536,"val_fraction":0.9,"hidden":2,"embed_dim":2,"class_weights":false}',
     '{"lr":10,"lr_factor":0.999,"lr_patience":0,"patience":1,"hidden":2,"embed_dim":2}',
     '{"seed":9007199254740992,"threads":1,"device":"cpu","hidden":2,"embed_dim":2}',
+    # the most tensors a model can have: 8 bidirectional layers (the tensor table's bound)
+    '{"cell":"lstm","layers":8,"bidirectional":true,"attention":"self","hidden":1,"embed_dim":1}',
+    '{"cell":"gru","layers":8,"bidirectional":true,"attention":"additive","hidden":1,'
+    '"embed_dim":1,"fc_hidden":0}',
+    '{"cell":"rnn","layers":8,"bidirectional":true,"hidden":1,"embed_dim":1}',
 ]
 db.execute("SAVEPOINT e")
 for options in edge_configs:
