@@ -68,6 +68,7 @@ int attn_prepare_query(sqlite3 *db, const char *fn, const char *sql, int min_col
     sqlite3_finalize(next);
   }
   if (more) {
+    while (*tail == ' ' || *tail == '\t' || *tail == '\n' || *tail == '\r' || *tail == ';') tail++;
     sqlite3_finalize(stmt);
     *errmsg = sqlite3_mprintf("%s: the query must be a single statement, found more after it: %.40s",
                               fn, tail);
