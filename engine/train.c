@@ -92,6 +92,16 @@ struct nn_trainer {
   int shards;
   nn_workspace *shard_ws[MAX_SHARDS];
   float *shard_grads[MAX_SHARDS];
+  /* Sparse embedding gradient (host memory only): a batch touches a few hundred of the V rows
+   * of embeddings.weight (92% of the parameters with the lesson's sizes), so each shard lists
+   * the distinct rows it touched (rows[s], deduplicated with stamp[s]); the reduction adds
+   * only those, and after Adam only those are zeroed again. Every row skipped is exactly zero,
+   * so the results are bit-identical to dense passes. */
+  int sparse_embedding;
+  size_t emb_size;                 /* V * E: the embedding rows come first in the buffers */
+  int *rows[MAX_SHARDS], nrows[MAX_SHARDS], rows_cap[MAX_SHARDS];
+  unsigned *stamp[MAX_SHARDS];     /* (V) batch number that last listed each row */
+  unsigned batch_no;
   nn_rng shard_rng[MAX_SHARDS];
   nn_batch current; /* the batch the shard tasks work on */
   int current_training;
@@ -448,6 +458,16 @@ int nn_trainer_create(nn_trainer **out, const nn_config *cfg, const char *const 
   }
   status = nn_adam_init_on(&tr->adam, tr->be, tr->param_count, cfg->lr, err);
   if (status != NN_OK) goto fail;
+  tr->sparse_embedding = !tr->be->device_memory;
+  if (tr->sparse_embedding) {
+    nn_tensor_info emb;
+    nn_model_tensor(tr->model, 0, &emb); /* embeddings.weight, first in state_dict order */
+    tr->emb_size = emb.size;
+    for (int s = 0; s < tr->shards; s++) {
+      tr->stamp[s] = calloc((size_t)emb.shape[0], sizeof(unsigned));
+      if (!tr->stamp[s]) goto oom;
+    }
+  }
 
   int batches = (tr->n_train + B - 1) / B;
   int buffer_rows = tr->n_train > tr->n_val ? tr->n_train : tr->n_val;
@@ -556,29 +576,73 @@ static void forward_task(void *ctx, int s) {
                        tr->logits + (size_t)first * tr->C, NULL, tr->shard_err[s]);
 }
 
+/* List the distinct embedding rows shard s touched in this batch (its packed token ids). */
+static int list_touched_rows(nn_trainer *tr, int s) {
+  const nn_workspace *ws = tr->shard_ws[s];
+  if (ws->P > tr->rows_cap[s]) {
+    int *r = realloc(tr->rows[s], (size_t)ws->P * sizeof *r);
+    if (!r) return NN_NOMEM;
+    tr->rows[s] = r;
+    tr->rows_cap[s] = ws->P;
+  }
+  unsigned *stamp = tr->stamp[s], now = tr->batch_no;
+  int n = 0;
+  for (int r = 0; r < ws->P; r++) {
+    int id = ws->ids[r];
+    if (stamp[id] != now) {
+      stamp[id] = now;
+      tr->rows[s][n++] = id;
+    }
+  }
+  tr->nrows[s] = n;
+  return NN_OK;
+}
+
 static void backward_task(void *ctx, int s) {
   nn_trainer *tr = ctx;
   int first, count;
   shard_rows(s, tr->shards, tr->current.B, &first, &count);
-  tr->be->zero(tr->shard_grads[s], tr->param_count);
+  /* the embedding rows of the buffer are zero already (zero_touched_rows); the rest is small */
+  size_t skip = tr->sparse_embedding ? tr->emb_size : 0;
+  tr->be->zero(tr->shard_grads[s] + skip, tr->param_count - skip);
+  tr->nrows[s] = 0;
   tr->shard_status[s] = NN_OK;
   if (count == 0) return;
   nn_batch b = shard_batch(&tr->current, first, count);
   tr->shard_status[s] =
       nn_model_backward_into(tr->model, tr->shard_ws[s], &b, tr->dlogits + (size_t)first * tr->C,
                              tr->shard_grads[s], tr->shard_err[s]);
+  if (tr->shard_status[s] == NN_OK && tr->sparse_embedding &&
+      list_touched_rows(tr, s) != NN_OK) {
+    tr->shard_status[s] = NN_NOMEM;
+    snprintf(tr->shard_err[s], NN_ERR_LEN, "out of memory listing embedding rows");
+  }
 }
 
-/* grads[0] += grads[1] + ... in shard order, over a slice of the parameters per task */
+/* grads[0] += grads[1] + ... in shard order, over a slice of the parameters per task (with a
+ * sparse embedding, only the slice after it: its touched rows are added in sharded_backward) */
 static void reduce_task(void *ctx, int task) {
   nn_trainer *tr = ctx;
   int tasks = nn_pool_threads(tr->pool);
-  size_t n = tr->param_count, lo = n * (size_t)task / tasks, hi = n * (size_t)(task + 1) / tasks;
+  size_t base = tr->sparse_embedding ? tr->emb_size : 0, n = tr->param_count - base;
+  size_t lo = base + n * (size_t)task / tasks, hi = base + n * (size_t)(task + 1) / tasks;
   float *g = tr->shard_grads[0];
   for (int s = 1; s < tr->shards; s++) {
     const float *h = tr->shard_grads[s];
     for (size_t i = lo; i < hi; i++) g[i] += h[i];
   }
+}
+
+/* After Adam: zero the embedding rows the batch wrote (buffer 0 got every shard's rows). */
+static void zero_touched_rows(nn_trainer *tr) {
+  if (!tr->sparse_embedding) return;
+  int E = tr->model->E;
+  for (int s = 0; s < tr->shards; s++)
+    for (int i = 0; i < tr->nrows[s]; i++) {
+      size_t at = (size_t)tr->rows[s][i] * E;
+      memset(tr->shard_grads[s] + at, 0, (size_t)E * sizeof(float));
+      if (s > 0) memset(tr->shard_grads[0] + at, 0, (size_t)E * sizeof(float));
+    }
 }
 
 static int shard_errors(nn_trainer *tr, char *err) {
@@ -602,6 +666,11 @@ static int sharded_forward(nn_trainer *tr, const nn_batch *batch, int training, 
 
 /* Backward of the batch of the last sharded_forward into the model's gradients. */
 static int sharded_backward(nn_trainer *tr, char *err) {
+  if (++tr->batch_no == 0) { /* the stamps wrapped: start them again */
+    for (int s = 0; s < tr->shards && tr->sparse_embedding; s++)
+      memset(tr->stamp[s], 0, (size_t)(tr->emb_size / tr->model->E) * sizeof(unsigned));
+    tr->batch_no = 1;
+  }
   nn_pool_run(tr->pool, backward_task, tr, tr->shards);
   int status = shard_errors(tr, err);
   if (status != NN_OK) return status;
@@ -610,7 +679,19 @@ static int sharded_backward(nn_trainer *tr, char *err) {
       tr->be->axpy(tr->shard_grads[0], tr->shard_grads[s], tr->param_count);
     return nn_backend_check(tr->be, "summing gradients", err);
   }
-  if (tr->shards > 1) nn_pool_run(tr->pool, reduce_task, tr, nn_pool_threads(tr->pool));
+  if (tr->shards > 1) {
+    nn_pool_run(tr->pool, reduce_task, tr, nn_pool_threads(tr->pool));
+    if (tr->sparse_embedding) { /* the touched embedding rows, in shard order */
+      int E = tr->model->E;
+      float *g = tr->shard_grads[0];
+      for (int s = 1; s < tr->shards; s++)
+        for (int i = 0; i < tr->nrows[s]; i++) {
+          size_t at = (size_t)tr->rows[s][i] * E;
+          const float *h = tr->shard_grads[s] + at;
+          for (int k = 0; k < E; k++) g[at + k] += h[k];
+        }
+    }
+  }
   return NN_OK;
 }
 
@@ -712,6 +793,7 @@ int nn_trainer_epoch(nn_trainer *tr, nn_epoch_stats *stats, nn_progress_fn fn, v
     status = nn_adam_step_on(&tr->adam, tr->be, nn_model_train_params(tr->model),
                              tr->model->grads, err);
     if (status != NN_OK) return status;
+    zero_touched_rows(tr);
     train_loss += ((double)loss - train_loss) / (k + 1);
     rows_done += count;
     if (fn) {
@@ -858,6 +940,10 @@ void nn_trainer_free(nn_trainer *tr) {
   for (int s = 1; s < MAX_SHARDS; s++) {
     nn_workspace_free(tr->shard_ws[s]);
     if (tr->shard_grads[s]) tr->be->free(tr->shard_grads[s]);
+  }
+  for (int s = 0; s < MAX_SHARDS; s++) {
+    free(tr->rows[s]);
+    free(tr->stamp[s]);
   }
   nn_pool_free(tr->pool);
   if (tr->be) nn_adam_free_on(&tr->adam, tr->be);

@@ -2,6 +2,7 @@
  * without SQLite: the engine's own view of a training run, for benchmarks and quick checks.
  *   build/tests/bench/tool_train_csv TRAIN.csv TEST.csv ['{"epochs":5,...}']
  * Prints one line per epoch and the test accuracy / weighted F1 of the best weights. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -139,6 +140,12 @@ int main(int argc, char **argv) {
   nn_model *m;
   if (nn_trainer_take_model(tr, &m, err) != NN_OK) return fprintf(stderr, "%s\n", err), 1;
   nn_trainer_free(tr);
+  { /* FNV-1a of the trained weights: equal hashes = bit-identical training */
+    const unsigned char *w = (const unsigned char *)nn_model_weights(m);
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < nn_model_param_count(m) * sizeof(float); i++) h = (h ^ w[i]) * 1099511628211ull;
+    printf("{\"weights_fnv1a\": \"%016llx\"}\n", (unsigned long long)h);
+  }
   /* test: batches of 256 */
   const nn_config *mc = nn_model_config(m);
   int C = nn_model_num_classes(m), T = mc->max_len, B = 256;
