@@ -37,7 +37,7 @@ CUDA_ARCH  ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=
 NVCC_FLAGS ?= -O3 -std=c++17 --fmad=false -Xcompiler -fPIC,-Wall $(CUDA_ARCH)
 CUDA_SO    := $(if $(NVCC),$(if $(CUDA_SRC),attnext_cuda.so))
 
-.PHONY: all deps demo test test-asan bench install uninstall clean fuzz
+.PHONY: all deps deps-build demo test test-asan bench install uninstall clean fuzz
 all: attnext.so $(CUDA_SO)
 
 $(BUILD)/%.o: %.c $(HEADERS)
@@ -66,8 +66,11 @@ $(BUILD)/tests/%: tests/%.c $(BUILD)/libnn.a $(HEADERS)
 deps:
 	@sh tests/deps.sh
 
+deps-build:
+	@sh tests/deps.sh build
+
 # The tour of sql/demo.sql on the bundled headlines (data/), in a fresh demo.db.
-demo: deps attnext.so
+demo: deps-build attnext.so
 	@rm -f demo.db
 	$(SQLITE3) -bail demo.db < sql/demo.sql
 

@@ -1,7 +1,11 @@
 #!/bin/sh
 # deps.sh -- make sure the Debian packages attnext builds and tests with are present.
 # As root it installs what is missing with apt-get; otherwise it prints the command to run.
-pkgs="build-essential pkg-config libsqlite3-dev sqlite3 libopenblas-dev python3 python3-torch python3-numpy valgrind librsvg2-bin clang libclang-rt-14-dev"
+#   sh tests/deps.sh          everything make test, .ci/run and make bench use
+#   sh tests/deps.sh build    only what building and `make demo` need
+build="build-essential pkg-config libsqlite3-dev sqlite3 libopenblas-dev"
+pkgs="$build python3 python3-torch python3-numpy valgrind librsvg2-bin clang libclang-rt-14-dev"
+[ "${1:-}" = build ] && pkgs="$build"
 missing=""
 for p in $pkgs; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
