@@ -72,6 +72,24 @@ def proc_stat_busy():
     return (sum(v[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
+def available_cores(seconds=1.0):
+    """How many cores two busy child processes get for `seconds`: 2.0 on an idle 2-core
+    machine, less when other processes compete."""
+    t0, c0 = time.perf_counter(), children_cpu()
+    pids = []
+    for _ in range(min(2, os.cpu_count() or 2)):
+        pid = os.fork()
+        if pid == 0:
+            end = time.perf_counter() + seconds
+            while time.perf_counter() < end:
+                pass
+            os._exit(0)
+        pids.append(pid)
+    for pid in pids:
+        os.waitpid(pid, 0)
+    return (children_cpu() - c0) / (time.perf_counter() - t0)
+
+
 def children_cpu():
     r = resource.getrusage(resource.RUSAGE_CHILDREN)
     return r.ru_utime + r.ru_stime
@@ -428,6 +446,7 @@ def main():
     started = time.perf_counter()
     info = machine()
     info["nice"] = args.nice
+    info["available_cores_start"] = available_cores()
     subset = []
     if args.rows:
         subset += ["--rows", str(args.rows)]
@@ -475,6 +494,7 @@ def main():
                 say("scaling %s (%d epoch points) done" % (cell, n_ep))
 
     info["loadavg_end"] = open("/proc/loadavg").read().split()[:3]
+    info["available_cores_end"] = available_cores()
     info["bench_seconds"] = time.perf_counter() - started
     rows = table(ax, pt, pk, epochs)
     md = render_table(rows)
@@ -484,13 +504,15 @@ def main():
               "Data: %d training rows (%d train / %d validation), %d test rows; %d epochs each "
               "(best of %d runs); niceness %+d; "
               "bench took %.0f s. Other processes used %.2f cores on average during the "
-              "measurements (max %.2f): timings on a busy machine are slower and noisier.\n"
+              "measurements (max %.2f); two busy processes got %.2f cores at the start and %.2f at "
+              "the end: timings on a busy machine are slower and noisier.\n"
               % (info["cpu"], info["cores"], info["date"], info["commit"], pt.get("torch"),
                  pt.get("threads"), pt.get("openblas_threads"), pt.get("omp_wait_policy"),
                  ax.get("version"), ax["rows"], ax["train_rows"],
                  ax["val_rows"], ax.get("test_rows", 0), epochs, main_runs, args.nice,
                  info["bench_seconds"],
-                 statistics.mean(others) if others else 0.0, max(others) if others else 0.0))
+                 statistics.mean(others) if others else 0.0, max(others) if others else 0.0,
+                 info["available_cores_start"], info["available_cores_end"]))
     scal = scaling_table(sweeps) if not args.no_scaling else ""
     print(header)
     print(md)
