@@ -31,6 +31,71 @@ static void cpu_zero(float *x, size_t n) {
   if (n) memset(x, 0, n * sizeof *x);
 }
 
+/* c (1,N) = alpha a (1,K) B (K,N) + beta c, as c += a[k] B[k, :] over k: each step reads one
+ * contiguous row of B into accumulators that stay in registers (64 columns at a time), so there
+ * is no horizontal sum and no packing. One-row inference runs its recurrent step and its fc
+ * layers this way on transposed weights (model.h); OpenBLAS's sgemv took ~70% of attn_predict. */
+typedef float nn_v16f __attribute__((vector_size(64), aligned(4))); /* unaligned loads allowed */
+/* Eight independent accumulators (two k at a time) hide the add latency; -std=c11 turns GCC's
+ * FMA contraction off, so it is asked for here: the loop was latency-bound on mul + add. */
+#if defined(__GNUC__) && !defined(__clang__)
+__attribute__((optimize("fp-contract=fast")))
+#endif
+static void row_times_matrix(float *restrict c, float alpha, const float *restrict a,
+                             const float *restrict B, int ldb, int K, int N, float beta) {
+  int j = 0;
+  for (; j + 64 <= N; j += 64) {
+    nn_v16f s0 = {0}, s1 = {0}, s2 = {0}, s3 = {0}, t0 = {0}, t1 = {0}, t2 = {0}, t3 = {0};
+    int k = 0;
+    for (; k + 2 <= K; k += 2) {
+      const float *r0 = B + (size_t)k * ldb + j, *r1 = r0 + ldb;
+      float a0 = a[k], a1 = a[k + 1];
+      s0 += a0 * *(const nn_v16f *)r0;
+      s1 += a0 * *(const nn_v16f *)(r0 + 16);
+      s2 += a0 * *(const nn_v16f *)(r0 + 32);
+      s3 += a0 * *(const nn_v16f *)(r0 + 48);
+      t0 += a1 * *(const nn_v16f *)r1;
+      t1 += a1 * *(const nn_v16f *)(r1 + 16);
+      t2 += a1 * *(const nn_v16f *)(r1 + 32);
+      t3 += a1 * *(const nn_v16f *)(r1 + 48);
+    }
+    if (k < K) {
+      const float *r0 = B + (size_t)k * ldb + j;
+      float a0 = a[k];
+      s0 += a0 * *(const nn_v16f *)r0;
+      s1 += a0 * *(const nn_v16f *)(r0 + 16);
+      s2 += a0 * *(const nn_v16f *)(r0 + 32);
+      s3 += a0 * *(const nn_v16f *)(r0 + 48);
+    }
+    s0 += t0;
+    s1 += t1;
+    s2 += t2;
+    s3 += t3;
+    for (int i = 0; i < 16; i++) {
+      c[j + i] = alpha * s0[i] + (beta == 0.0f ? 0.0f : beta * c[j + i]);
+      c[j + 16 + i] = alpha * s1[i] + (beta == 0.0f ? 0.0f : beta * c[j + 16 + i]);
+      c[j + 32 + i] = alpha * s2[i] + (beta == 0.0f ? 0.0f : beta * c[j + 32 + i]);
+      c[j + 48 + i] = alpha * s3[i] + (beta == 0.0f ? 0.0f : beta * c[j + 48 + i]);
+    }
+  }
+  for (; j + 16 <= N; j += 16) {
+    nn_v16f s = {0}, t = {0};
+    int k = 0;
+    for (; k + 2 <= K; k += 2) {
+      s += a[k] * *(const nn_v16f *)(B + (size_t)k * ldb + j);
+      t += a[k + 1] * *(const nn_v16f *)(B + (size_t)(k + 1) * ldb + j);
+    }
+    if (k < K) s += a[k] * *(const nn_v16f *)(B + (size_t)k * ldb + j);
+    s += t;
+    for (int i = 0; i < 16; i++) c[j + i] = alpha * s[i] + (beta == 0.0f ? 0.0f : beta * c[j + i]);
+  }
+  for (; j < N; j++) {
+    float s = 0.0f;
+    for (int k = 0; k < K; k++) s += a[k] * B[(size_t)k * ldb + j];
+    c[j] = alpha * s + (beta == 0.0f ? 0.0f : beta * c[j]);
+  }
+}
+
 static void cpu_sgemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
                       int lda, const float *B, int ldb, float beta, float *C, int ldc) {
   if (M <= 0 || N <= 0) return;
@@ -42,6 +107,10 @@ static void cpu_sgemm(int trans_a, int trans_b, int M, int N, int K, float alpha
   /* A one-row or one-column product is a matrix-vector product: sgemv reads the matrix in
    * place, where sgemm would first pack it (for one-row inference, packing W_hh at every step
    * was 42% of the instructions). */
+  if (M == 1 && !trans_a && !trans_b) { /* C (1,N) = a (1,K) B (K,N): rows of B, no packing */
+    row_times_matrix(C, alpha, A, B, ldb, K, N, beta);
+    return;
+  }
   if (M == 1) { /* C (1,N) = a (1,K) op(B) */
     int inc_a = trans_a ? lda : 1;
     if (trans_b) /* B (N,K): C = B a */

@@ -297,6 +297,40 @@ static void drop_fold(nn_model *m) {
     m->be->free(m->fold[d]);
     m->fold[d] = NULL;
   }
+  free(m->transposed);
+  m->transposed = NULL;
+  memset(m->w_hh_t, 0, sizeof m->w_hh_t);
+  m->fc1_t = m->fc2_t = NULL;
+}
+
+/* dst (cols, rows) = src (rows, cols)^T */
+static void transpose(float *dst, const float *src, int rows, int cols) {
+  for (int i = 0; i < rows; i++)
+    for (int j = 0; j < cols; j++) dst[(size_t)j * rows + i] = src[(size_t)i * cols + j];
+}
+
+/* The transposed weights of inference (host memory only; see model.h). */
+static int prepare_transposed(nn_model *m) {
+  if (m->be->device_memory) return NN_OK;
+  int GH = m->G * m->H, FD = m->F > 0 ? m->F : m->D;
+  size_t n = (size_t)m->L * m->dirs * m->H * GH + (size_t)m->D * m->F + (size_t)FD * m->C;
+  float *t = malloc(n * sizeof(float));
+  if (!t) return NN_NOMEM;
+  m->transposed = t;
+  for (int l = 0; l < m->L; l++)
+    for (int d = 0; d < m->dirs; d++) {
+      transpose(t, m->params + m->rnn[l][d].w_hh, GH, m->H);
+      m->w_hh_t[l][d] = t;
+      t += (size_t)m->H * GH;
+    }
+  if (m->F > 0) {
+    transpose(t, m->params + m->fc1_w, m->F, m->D);
+    m->fc1_t = t;
+    t += (size_t)m->D * m->F;
+  }
+  transpose(t, m->params + m->fc2_w, m->C, FD);
+  m->fc2_t = t;
+  return NN_OK;
 }
 
 float *nn_model_params(nn_model *m) {
@@ -314,6 +348,11 @@ int nn_model_prepare_inference(nn_model *m, char *err) {
     m->params_state = NN_PARAMS_SYNCED;                           /* final, the copies equal */
   const nn_backend *be = m->be;
   int GH = m->G * m->H, E = m->E;
+  if (prepare_transposed(m) != NN_OK) {
+    drop_fold(m);
+    snprintf(err, NN_ERR_LEN, "out of memory transposing the weights for inference");
+    return NN_NOMEM;
+  }
   if ((double)m->V * GH * m->dirs > 64.0 * 1024 * 1024) return NN_OK; /* too big: keep GEMMs */
   for (int d = 0; d < m->dirs; d++) {
     const nn_rnn_params *w = &m->rnn[0][d];
@@ -626,8 +665,12 @@ static void head_forward(const nn_model *m, nn_workspace *ws, nn_rng *rng) {
   const float *p = m->params;
   int B = ws->B, FD = m->F > 0 ? m->F : m->D;
   const float *z = ws->ctx;
+  int use_t = !ws->training && m->fc2_t; /* inference: the transposed copies (model.h) */
   if (m->F > 0) { /* z1 (B,F) = ctx W1^T + b1 */
-    be->sgemm(0, 1, B, m->F, m->D, 1.0f, ws->ctx, m->D, p + m->fc1_w, m->D, 0.0f, ws->z1, m->F);
+    if (use_t)
+      be->sgemm(0, 0, B, m->F, m->D, 1.0f, ws->ctx, m->D, m->fc1_t, m->F, 0.0f, ws->z1, m->F);
+    else
+      be->sgemm(0, 1, B, m->F, m->D, 1.0f, ws->ctx, m->D, p + m->fc1_w, m->D, 0.0f, ws->z1, m->F);
     be->add_bias(ws->z1, m->F, p + m->fc1_b, B, m->F);
     z = ws->z1;
   }
@@ -641,7 +684,10 @@ static void head_forward(const nn_model *m, nn_workspace *ws, nn_rng *rng) {
   } else {
     be->gather_rows(ws->zd, FD, z, FD, NULL, B, FD);
   }
-  be->sgemm(0, 1, B, m->C, FD, 1.0f, ws->zd, FD, p + m->fc2_w, FD, 0.0f, ws->logits, m->C);
+  if (use_t)
+    be->sgemm(0, 0, B, m->C, FD, 1.0f, ws->zd, FD, m->fc2_t, m->C, 0.0f, ws->logits, m->C);
+  else
+    be->sgemm(0, 1, B, m->C, FD, 1.0f, ws->zd, FD, p + m->fc2_w, FD, 0.0f, ws->logits, m->C);
   be->add_bias(ws->logits, m->C, p + m->fc2_b, B, m->C);
 }
 
