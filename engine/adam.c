@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "json.h"
 #include "model.h"
 #include "nn.h"
 
@@ -104,18 +105,6 @@ static void adam_update(float *restrict params, float *restrict m, float *restri
                     bc2_sqrt, eps, neg_step_size);
 }
 
-/* The double nearest to the shortest decimal that reads back as f (0.9f -> 0.9), as Python's
- * repr of a float32 value; f itself when it is not finite. */
-static double decimal_double(float f) {
-  if (!isfinite(f)) return f;
-  char buf[48];
-  for (int digits = 1; digits <= 9; digits++) {
-    snprintf(buf, sizeof buf, "%.*g", digits, (double)f);
-    if (strtof(buf, NULL) == f) return strtod(buf, NULL);
-  }
-  return f;
-}
-
 /* The float scalars of the next step (advances adam->step). */
 typedef struct adam_scalars {
   float beta1, one_minus_beta1, beta2, one_minus_beta2, bc2_sqrt, eps, neg_step_size;
@@ -123,15 +112,15 @@ typedef struct adam_scalars {
 
 static adam_scalars adam_next(nn_adam *adam) {
   adam->step++;
-  double beta1 = decimal_double(adam->beta1), beta2 = decimal_double(adam->beta2);
+  double beta1 = nn_decimal_double(adam->beta1), beta2 = nn_decimal_double(adam->beta2);
   double step = (double)adam->step;
   /* Python: bias_correction1 = 1 - beta1 ** step; step_size = lr / bias_correction1 */
   double bias_correction1 = 1.0 - pow(beta1, step);
   double bias_correction2 = 1.0 - pow(beta2, step);
-  double step_size = decimal_double(adam->lr) / bias_correction1;
+  double step_size = nn_decimal_double(adam->lr) / bias_correction1;
   double bc2_sqrt = sqrt(bias_correction2);
   adam_scalars k = {adam->beta1, (float)(1.0 - beta1), adam->beta2, (float)(1.0 - beta2),
-                    (float)bc2_sqrt, (float)decimal_double(adam->eps), (float)-step_size};
+                    (float)bc2_sqrt, (float)nn_decimal_double(adam->eps), (float)-step_size};
   return k;
 }
 

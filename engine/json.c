@@ -564,6 +564,13 @@ static void format_number_c(char *buf, size_t size, double x, int is_float) {
   }
 }
 
+double nn_decimal_double(float f) {
+  if (!isfinite(f)) return f;
+  char buf[40];
+  format_number_c(buf, sizeof buf, (double)f, 1); /* shortest digits that read back as f */
+  return nn_strtod_c(buf);
+}
+
 void nn_json_format_double(char *buf, size_t size, double x) {
   if (isfinite(x)) format_number_c(buf, size, x, 0);
   else snprintf(buf, size, "null");

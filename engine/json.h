@@ -100,6 +100,9 @@ char *nn_json_quote_for_message(char *out, size_t max_len, const char *s, size_t
 
 /* strtod / strtof of a NUL-terminated number in the "C" locale (decimal point '.'). */
 double nn_strtod_c(const char *s);
+/* The double of f's shortest decimal form (0.9f -> 0.9): PyTorch keeps hyper-parameters as
+ * Python doubles of the decimal the user wrote, so optimiser arithmetic uses these. */
+double nn_decimal_double(float f);
 /* x as a JSON number in its shortest exact form ("null" when not finite), any locale. */
 void nn_json_format_double(char *buf, size_t size, double x);
 float nn_strtof_c(const char *s);

@@ -133,18 +133,6 @@ static double now_seconds(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* The double of the shortest decimal that reads back as f (0.1f -> 0.1): the number the user
- * wrote, as PyTorch's Python floats hold it (same helper as adam.c). */
-static double decimal_double(float f) {
-  if (!isfinite(f)) return f;
-  char buf[48];
-  for (int digits = 1; digits <= 9; digits++) {
-    snprintf(buf, sizeof buf, "%.*g", digits, (double)f);
-    if (strtof(buf, NULL) == f) return strtod(buf, NULL);
-  }
-  return f;
-}
-
 /* Fisher-Yates, as numpy's shuffle: for i from n-1 down to 1, swap a[i] and a[j], j in [0, i]. */
 static void shuffle_ints(int *a, int n, nn_rng *rng) {
   for (int i = n - 1; i > 0; i--) {
@@ -279,7 +267,7 @@ static int split_rows(nn_trainer *tr, const int *class_count, char *err) {
   start[0] = 0;
   nn_rng rng;
   nn_rng_seed(&rng, tr->cfg.seed ^ SEED_SPLIT);
-  double fraction = decimal_double(tr->cfg.val_fraction);
+  double fraction = nn_decimal_double(tr->cfg.val_fraction);
   int n_val = 0;
   for (int c = 0; c < C; c++) {
     int count = class_count[c];
@@ -504,8 +492,8 @@ int nn_trainer_create(nn_trainer **out, const nn_config *cfg, const char *const 
 
   nn_rng_seed(&tr->shuffle_rng, cfg->seed ^ SEED_SHUFFLE);
   nn_rng_seed(&tr->dropout_rng, cfg->seed ^ SEED_DROPOUT);
-  tr->lr = decimal_double(cfg->lr);
-  tr->lr_factor = decimal_double(cfg->lr_factor);
+  tr->lr = nn_decimal_double(cfg->lr);
+  tr->lr_factor = nn_decimal_double(cfg->lr_factor);
   tr->plateau_best = INFINITY;
   tr->best_val_loss = INFINITY;
   status = NN_OK;
