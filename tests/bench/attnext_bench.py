@@ -45,6 +45,17 @@ def cpu_seconds():
     return r.ru_utime + r.ru_stime
 
 
+def loaded_blas():
+    """The BLAS libraries mapped into this process (attnext.so should bring its own only)."""
+    libs = set()
+    with open("/proc/self/maps") as f:
+        for line in f:
+            path = line.split()[-1] if len(line.split()) >= 6 else ""
+            if "blas" in path.lower():
+                libs.add(path)
+    return sorted(libs)
+
+
 def param_count(cell, V, E, H, F, C):
     """Parameters of the lesson's network (same count as PyTorch's model.parameters())."""
     g = {"rnn": 1, "gru": 3, "lstm": 4}[cell]
@@ -206,6 +217,9 @@ def run(db, args):
             ).fetchone()[0]
             out["infer_classify_agrees_with_predict"] = agree
     out["rss_mib_peak"] = rss_mib()
+    out["blas_loaded"] = loaded_blas()
+    if "numpy" in sys.modules:
+        raise SystemExit("attnext_bench: numpy got imported; it would bring its own OpenBLAS")
     return out
 
 

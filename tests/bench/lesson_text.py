@@ -19,10 +19,13 @@ precision_recall_fscore_support(average="weighted")).
     titles, labels = read_csv("../shared/data/ag_news_train_10k.csv")
 """
 import csv
+import random
 import re
 from collections import Counter
 
-import numpy as np
+# numpy is imported inside the functions that need it (the PyTorch side's): importing it here
+# would load numpy's OpenBLAS into attnext_bench.py's process before attnext.so, and the
+# extension would then run on that (threaded) OpenBLAS instead of the one it was linked with.
 
 # NLTK 3.x stopwords.words("english"): 179 words, NLTK's order (the regex alternation below
 # depends on the order, exactly as the lesson's does).
@@ -78,11 +81,13 @@ class Tokenizer:
     def texts_to_sequences(self, texts):
         unk = self.token_to_index[self.oov_token]
         get = self.token_to_index.get
+        import numpy as np
         return [np.asarray([get(tok, unk) for tok in text.split(" ")]) for text in texts]
 
 
 def pad_sequences(sequences, max_seq_len=0):
     """The lesson's pad_sequences: zeros to the longest sequence."""
+    import numpy as np
     max_seq_len = max(max_seq_len, max(len(s) for s in sequences))
     padded = np.zeros((len(sequences), max_seq_len))
     for i, s in enumerate(sequences):
@@ -112,8 +117,9 @@ def replicate(titles, labels, k, seed=1234):
     """The rows repeated k times, shuffled deterministically (k == 1: unchanged)."""
     if k <= 1:
         return list(titles), list(labels)
-    order = np.random.RandomState(seed).permutation(len(titles) * k)
     n = len(titles)
+    order = list(range(n * k))
+    random.Random(seed).shuffle(order)
     return [titles[i % n] for i in order], [labels[i % n] for i in order]
 
 
@@ -121,6 +127,7 @@ def stratified_split(y, test_size, seed):
     """(train_idx, test_idx) with each class split in proportion, as
     sklearn.model_selection.train_test_split(..., stratify=y) does (per class round of the
     test share, then shuffled)."""
+    import numpy as np
     rng = np.random.RandomState(seed)
     y = np.asarray(y)
     train, test = [], []
@@ -139,6 +146,7 @@ def stratified_split(y, test_size, seed):
 def weighted_metrics(y_true, y_pred, num_classes):
     """(accuracy, weighted precision, weighted recall, weighted F1) as sklearn's
     precision_recall_fscore_support(average="weighted") (0 where undefined)."""
+    import numpy as np
     y_true, y_pred = np.asarray(y_true), np.asarray(y_pred)
     cm = np.zeros((num_classes, num_classes), dtype=np.int64)
     np.add.at(cm, (y_true, y_pred), 1)
