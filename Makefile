@@ -9,18 +9,12 @@ CC      ?= cc
 OPT     ?= -O2 -march=native
 CFLAGS  ?= -g
 CFLAGS  += $(OPT) -fopenmp-simd -std=c11 -Wall -Wextra -Wno-unused-parameter -fPIC -D_GNU_SOURCE -pthread
-# OpenBLAS: the serial build where Debian's libopenblas-serial-dev is installed (our own threads
-# split the work; the pthread build starts worker threads at load that spin in sched_yield, ~10%
-# of one-row prediction), found first at run time through RUNPATH; else the default build.
-MULTIARCH   := $(shell $(CC) -print-multiarch 2>/dev/null)
-BLAS_SERIAL := /usr/lib/$(MULTIARCH)/openblas-serial
-ifneq ($(wildcard $(BLAS_SERIAL)/libopenblas.so),)
-BLAS_CFLAGS := -I/usr/include/$(MULTIARCH)/openblas-serial
-BLAS_LIBS   := -L$(BLAS_SERIAL) -Wl,-rpath,$(BLAS_SERIAL) -lopenblas
-else
+# OpenBLAS: Debian's default (pthread) build. Not the serial build: compiled without
+# USE_LOCKING, it is not safe to call from two threads at once (the training shards do), which
+# made two-thread training nondeterministic. Our own threads split the work; the engine asks
+# OpenBLAS for one thread per call (engine/pool.c).
 BLAS_CFLAGS := $(shell pkg-config --cflags openblas 2>/dev/null || echo -I/usr/include/x86_64-linux-gnu/openblas-pthread)
 BLAS_LIBS   := $(shell pkg-config --libs openblas 2>/dev/null || echo -lopenblas)
-endif
 LDLIBS  += $(BLAS_LIBS) -lm -ldl -pthread
 PYTHON  ?= /usr/bin/python3
 SQLITE3 ?= sqlite3

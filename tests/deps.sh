@@ -3,7 +3,7 @@
 # As root it installs what is missing with apt-get; otherwise it prints the command to run.
 #   sh tests/deps.sh          everything make test, .ci/run and make bench use
 #   sh tests/deps.sh build    only what building and `make demo` need
-build="build-essential pkg-config libsqlite3-dev sqlite3 libopenblas-dev libopenblas-serial-dev"
+build="build-essential pkg-config libsqlite3-dev sqlite3 libopenblas-dev"
 pkgs="$build python3 python3-torch python3-numpy valgrind librsvg2-bin clang libclang-rt-14-dev"
 [ "${1:-}" = build ] && pkgs="$build"
 missing=""

@@ -1,0 +1,21 @@
+#!/bin/sh
+# test_determinism.sh -- the same data, options and seed give bit-identical weights, whatever the
+# number of threads: training on the 10,000 AG News titles four times with 2 threads and once
+# with 1 must give the same FNV-1a hash of the weights (build/tests/bench/tool_train_csv prints it).
+# It caught a BLAS library that raced when the training shards called it from two threads.
+BUILD=${BUILD:-build}
+tool=$BUILD/tests/bench/tool_train_csv
+data=../shared/data
+[ -f "$data/ag_news_train_10k.csv" ] || { echo "skip: $data/ag_news_train_10k.csv not found"; exit 77; }
+[ -x "$tool" ] || { echo "FAIL: $tool not built (make test builds it)"; exit 1; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+cp "$data/ag_news_train_10k.csv" "$tmp/train.csv"
+head -n 501 "$data/ag_news_test.csv" > "$tmp/test.csv"
+hash() { "$tool" "$tmp/train.csv" "$tmp/test.csv" "{\"epochs\":2,\"threads\":$1}" | sed -n 's/.*"weights_fnv1a": "\([0-9a-f]*\)".*/\1/p'; }
+c=$(hash 1)
+all="$c"
+for i in 1 2 3 4; do all="$all $(hash 2)"; done
+echo "weights hash: 1 thread, then 4 runs with 2 threads: $all"
+if [ -n "$c" ] && [ "$(echo $all | tr ' ' '\n' | sort -u | wc -l)" -eq 1 ]; then echo "ok: bit-identical"; exit 0; fi
+echo "FAIL: the weights differ between runs"; exit 1
