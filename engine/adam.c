@@ -106,11 +106,7 @@ static void adam_update(float *restrict params, float *restrict m, float *restri
 }
 
 /* The float scalars of the next step (advances adam->step). */
-typedef struct adam_scalars {
-  float beta1, one_minus_beta1, beta2, one_minus_beta2, bc2_sqrt, eps, neg_step_size;
-} adam_scalars;
-
-static adam_scalars adam_next(nn_adam *adam) {
+nn_adam_step_scalars nn_adam_step_begin(nn_adam *adam) {
   adam->step++;
   double beta1 = nn_decimal_double(adam->beta1), beta2 = nn_decimal_double(adam->beta2);
   double step = (double)adam->step;
@@ -119,13 +115,20 @@ static adam_scalars adam_next(nn_adam *adam) {
   double bias_correction2 = 1.0 - pow(beta2, step);
   double step_size = nn_decimal_double(adam->lr) / bias_correction1;
   double bc2_sqrt = sqrt(bias_correction2);
-  adam_scalars k = {adam->beta1, (float)(1.0 - beta1), adam->beta2, (float)(1.0 - beta2),
+  nn_adam_step_scalars k = {adam->beta1, (float)(1.0 - beta1), adam->beta2, (float)(1.0 - beta2),
                     (float)bc2_sqrt, (float)nn_decimal_double(adam->eps), (float)-step_size};
   return k;
 }
 
+void nn_adam_step_range(nn_adam *adam, const nn_adam_step_scalars *k, float *params,
+                        const float *grads, size_t lo, size_t hi) {
+  adam_update(params + lo, adam->m + lo, adam->v + lo, grads + lo, hi - lo, k->beta1,
+              k->one_minus_beta1, k->beta2, k->one_minus_beta2, k->bc2_sqrt, k->eps,
+              k->neg_step_size);
+}
+
 void nn_adam_step(nn_adam *adam, float *params, const float *grads) {
-  adam_scalars k = adam_next(adam);
+  nn_adam_step_scalars k = nn_adam_step_begin(adam);
   adam_update(params, adam->m, adam->v, grads, adam->n, k.beta1, k.one_minus_beta1, k.beta2,
               k.one_minus_beta2, k.bc2_sqrt, k.eps, k.neg_step_size);
 }
@@ -158,7 +161,7 @@ int nn_adam_step_on(nn_adam *adam, const nn_backend *be, float *params, const fl
     nn_adam_step(adam, params, grads);
     return NN_OK;
   }
-  adam_scalars k = adam_next(adam);
+  nn_adam_step_scalars k = nn_adam_step_begin(adam);
   be->adam_step(params, adam->m, adam->v, grads, adam->n, k.beta1, k.one_minus_beta1, k.beta2,
                 k.one_minus_beta2, k.bc2_sqrt, k.eps, k.neg_step_size);
   return nn_backend_check(be, "Adam step", err);

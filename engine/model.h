@@ -143,6 +143,15 @@ int nn_backend_check(const nn_backend *be, const char *what, char *err);
 /* Adam with its moments in a backend's memory (adam.c): a host-memory backend runs exactly
  * nn_adam_init / nn_adam_step / nn_adam_free; a device backend its adam_step operation. */
 int nn_adam_init_on(nn_adam *adam, const nn_backend *be, size_t nparams, float lr, char *err);
+/* One Adam step split over parameter slices (threads), host memory: nn_adam_step_begin advances
+ * the step and returns its scalars, nn_adam_step_range updates [lo, hi). Element-wise, so any
+ * split gives the bits of nn_adam_step. */
+typedef struct nn_adam_step_scalars {
+  float beta1, one_minus_beta1, beta2, one_minus_beta2, bc2_sqrt, eps, neg_step_size;
+} nn_adam_step_scalars;
+nn_adam_step_scalars nn_adam_step_begin(nn_adam *adam);
+void nn_adam_step_range(nn_adam *adam, const nn_adam_step_scalars *k, float *params,
+                        const float *grads, size_t lo, size_t hi);
 int nn_adam_step_on(nn_adam *adam, const nn_backend *be, float *params, const float *grads,
                     char *err);
 void nn_adam_free_on(nn_adam *adam, const nn_backend *be);
