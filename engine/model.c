@@ -797,13 +797,15 @@ void nn_softmax_rows(float *probs, const float *logits, int B, int C) {
   }
 }
 
-float nn_cross_entropy(float *dlogits, const float *logits, const int *labels,
-                       const float *class_weights, int B, int C) {
-  double loss = 0.0, wsum = 0.0;
-  for (int b = 0; b < B; b++) {
-    float w = class_weights ? class_weights[labels[b]] : 1.0f;
-    wsum += w;
-  }
+double nn_cross_entropy_weight_sum(const int *labels, const float *class_weights, int B) {
+  double wsum = 0.0;
+  for (int b = 0; b < B; b++) wsum += class_weights ? class_weights[labels[b]] : 1.0f;
+  return wsum;
+}
+
+double nn_cross_entropy_part(float *dlogits, const float *logits, const int *labels,
+                             const float *class_weights, int B, int C, double wsum) {
+  double loss = 0.0;
   for (int b = 0; b < B; b++) {
     const float *z = logits + (size_t)b * C;
     float *d = dlogits + (size_t)b * C;
@@ -818,5 +820,11 @@ float nn_cross_entropy(float *dlogits, const float *logits, const int *labels,
     for (int c = 0; c < C; c++)
       d[c] = (float)(w / wsum * (exp((double)z[c] - logsum) - (c == y ? 1.0 : 0.0)));
   }
-  return (float)(loss / wsum);
+  return loss;
+}
+
+float nn_cross_entropy(float *dlogits, const float *logits, const int *labels,
+                       const float *class_weights, int B, int C) {
+  double wsum = nn_cross_entropy_weight_sum(labels, class_weights, B);
+  return (float)(nn_cross_entropy_part(dlogits, logits, labels, class_weights, B, C, wsum) / wsum);
 }

@@ -156,6 +156,13 @@ int nn_adam_step_on(nn_adam *adam, const nn_backend *be, float *params, const fl
                     char *err);
 void nn_adam_free_on(nn_adam *adam, const nn_backend *be);
 
+/* nn_cross_entropy in parts, so shards of a batch can each take theirs: the batch's weight sum
+ * (the normaliser), then per shard the unnormalised loss sum_b w[y_b] * nll_b with dlogits
+ * already divided by the batch's normaliser (the same bits as nn_cross_entropy's). */
+double nn_cross_entropy_weight_sum(const int *labels, const float *class_weights, int B);
+double nn_cross_entropy_part(float *dlogits, const float *logits, const int *labels,
+                             const float *class_weights, int B, int C, double wsum);
+
 /* Backward into an explicit gradient buffer (nparams floats of backend memory, accumulated +=), so several
  * threads can each run a shard of a batch on a shared, read-only model. */
 int nn_model_backward_into(const nn_model *m, nn_workspace *ws, const nn_batch *batch,

@@ -102,6 +102,8 @@ struct nn_trainer {
   int *rows[MAX_SHARDS], nrows[MAX_SHARDS], rows_cap[MAX_SHARDS];
   unsigned *stamp[MAX_SHARDS];     /* (V) batch number that last listed each row */
   unsigned batch_no;
+  double current_wsum;             /* the batch's class-weight sum: the loss normaliser */
+  double shard_loss[MAX_SHARDS];   /* each shard's unnormalised loss */
   float *step_params;              /* the update pass of the batch (update_task) */
   nn_adam_step_scalars step;
   nn_rng shard_rng[MAX_SHARDS];
@@ -609,6 +611,23 @@ static void backward_task(void *ctx, int s) {
   }
 }
 
+/* A training shard in one go: forward, its part of the batch's loss (normalised by the whole
+ * batch's weight sum, so its dlogits are those of nn_cross_entropy over the batch), backward.
+ * One hand-off per batch instead of two. */
+static void train_task(void *ctx, int s) {
+  nn_trainer *tr = ctx;
+  int first, count;
+  forward_task(ctx, s);
+  tr->shard_loss[s] = 0.0;
+  if (tr->shard_status[s] != NN_OK) return;
+  shard_rows(s, tr->shards, tr->current.B, &first, &count);
+  if (count > 0)
+    tr->shard_loss[s] = nn_cross_entropy_part(
+        tr->dlogits + (size_t)first * tr->C, tr->logits + (size_t)first * tr->C,
+        tr->current.labels + first, tr->class_weights, count, tr->C, tr->current_wsum);
+  backward_task(ctx, s);
+}
+
 /* After Adam: zero the embedding rows the batch wrote (buffer 0 got every shard's rows). */
 static void zero_touched_rows(nn_trainer *tr) {
   if (!tr->sparse_embedding) return;
@@ -630,12 +649,17 @@ static int shard_errors(nn_trainer *tr, char *err) {
   return NN_OK;
 }
 
-/* Forward a batch over the shards into tr->logits. */
-static int sharded_forward(nn_trainer *tr, const nn_batch *batch, int training, char *err) {
+/* The batch the shard tasks work on; a training batch draws each shard's dropout stream. */
+static void begin_batch(nn_trainer *tr, const nn_batch *batch, int training) {
   tr->current = *batch;
   tr->current_training = training;
   if (training)
     for (int s = 0; s < tr->shards; s++) nn_rng_seed(&tr->shard_rng[s], nn_rng_next(&tr->dropout_rng));
+}
+
+/* Forward a batch over the shards into tr->logits. */
+static int sharded_forward(nn_trainer *tr, const nn_batch *batch, int training, char *err) {
+  begin_batch(tr, batch, training);
   nn_pool_run(tr->pool, forward_task, tr, tr->shards);
   return shard_errors(tr, err);
 }
@@ -670,17 +694,22 @@ static void update_task(void *ctx, int task) {
   nn_adam_step_range(&tr->adam, &tr->step, tr->step_params, g, lo, hi);
 }
 
-/* Backward of the batch of the last sharded_forward, then the gradients summed over the shards
- * and the Adam step. */
-static int sharded_backward_and_step(nn_trainer *tr, char *err) {
+/* One training batch: forward, loss and backward on the shards, then the gradients summed
+ * over the shards and the Adam step. *loss: the batch's weighted mean cross-entropy. */
+static int sharded_train_step(nn_trainer *tr, const nn_batch *batch, float *loss, char *err) {
+  begin_batch(tr, batch, 1);
+  tr->current_wsum = nn_cross_entropy_weight_sum(batch->labels, tr->class_weights, batch->B);
   if (++tr->batch_no == 0) { /* the stamps wrapped: start them again */
     for (int s = 0; s < tr->shards && tr->sparse_embedding; s++)
       memset(tr->stamp[s], 0, (size_t)(tr->emb_size / tr->model->E) * sizeof(unsigned));
     tr->batch_no = 1;
   }
-  nn_pool_run(tr->pool, backward_task, tr, tr->shards);
+  nn_pool_run(tr->pool, train_task, tr, tr->shards);
   int status = shard_errors(tr, err);
   if (status != NN_OK) return status;
+  double sum = 0.0;
+  for (int s = 0; s < tr->shards; s++) sum += tr->shard_loss[s];
+  *loss = (float)(sum / tr->current_wsum);
   if (tr->be->device_memory) { /* the backend sums, in shard order, and steps */
     for (int s = 1; s < tr->shards; s++)
       tr->be->axpy(tr->shard_grads[0], tr->shard_grads[s], tr->param_count);
@@ -760,7 +789,7 @@ int nn_trainer_epoch(nn_trainer *tr, nn_epoch_stats *stats, nn_progress_fn fn, v
     return NN_DONE;
   }
   double start = now_seconds();
-  int B = tr->cfg.batch_size, C = tr->C, n_train = tr->n_train, max_len = tr->cfg.max_len;
+  int B = tr->cfg.batch_size, n_train = tr->n_train, max_len = tr->cfg.max_len;
 
   /* this epoch's order: shuffle, sort chunks of BUCKET_BATCHES batches by length, shuffle the
    * batches */
@@ -783,10 +812,8 @@ int nn_trainer_epoch(nn_trainer *tr, nn_epoch_stats *stats, nn_progress_fn fn, v
     int first = tr->batch_perm[k] * B;
     int count = n_train - first < B ? n_train - first : B;
     nn_batch batch = make_batch(tr, tr->order + first, count);
-    status = sharded_forward(tr, &batch, 1, err);
-    if (status != NN_OK) return status;
-    float loss = nn_cross_entropy(tr->dlogits, tr->logits, tr->labels, tr->class_weights, count, C);
-    status = sharded_backward_and_step(tr, err);
+    float loss = 0.0f;
+    status = sharded_train_step(tr, &batch, &loss, err);
     if (status != NN_OK) return status;
     train_loss += ((double)loss - train_loss) / (k + 1);
     rows_done += count;
