@@ -236,6 +236,7 @@ void nn_model_free(nn_model *m) {
     m->be->free(m->fold[0]);
     m->be->free(m->fold[1]);
   }
+  free(m->transposed); /* host memory: see prepare_transposed */
   free(m);
 }
 

@@ -99,6 +99,17 @@ static rows read_csv(const char *path) {
   return r;
 }
 
+static void free_rows(rows *r) {
+  for (int i = 0; i < r->n; i++) {
+    free(r->text[i]);
+    free(r->label[i]);
+  }
+  free(r->text);
+  free(r->label);
+  free(r->text_len);
+  free(r->label_len);
+}
+
 static double now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -187,5 +198,13 @@ int main(int argc, char **argv) {
          test.n, accuracy, weighted.f1, unknown, test.n / infer_s);
   nn_workspace_free(ws);
   nn_model_free(m);
+  free(confusion);
+  free(tokens);
+  free(lengths);
+  free(logits);
+  free(toks);
+  free(per);
+  free_rows(&train);
+  free_rows(&test);
   return 0;
 }
