@@ -423,6 +423,22 @@ static char *attn_labels_json(const nn_model *model) {
   return sqlite3_str_finish(s);
 }
 
+/* *out = the integer of a one-row query with the model name as ?1 (NULL reads as 0). */
+static int store_int_query(sqlite3 *db, const char *fn, const char *sql, const char *name,
+                           int64_t *out, char **errmsg) {
+  sqlite3_stmt *stmt = NULL;
+  int rc = sqlite3_prepare_v2(db, sql, -1, &stmt, NULL);
+  if (rc == SQLITE_OK) {
+    sqlite3_bind_text(stmt, 1, name, -1, SQLITE_STATIC);
+    rc = sqlite3_step(stmt) == SQLITE_ROW ? SQLITE_OK : sqlite3_errcode(db);
+    *out = sqlite3_column_int64(stmt, 0);
+  }
+  sqlite3_finalize(stmt);
+  if (rc != SQLITE_OK)
+    *errmsg = sqlite3_mprintf("%s: cannot save the model: %s", fn, sqlite3_errmsg(db));
+  return rc;
+}
+
 int attn_store_save(attn_conn *conn, const char *fn, const char *name, const nn_model *model,
                     const char *metrics_json, const nn_epoch_stats *log, int nlog,
                     int64_t *version_out, char **errmsg) {
@@ -478,38 +494,15 @@ int attn_store_save(attn_conn *conn, const char *fn, const char *name, const nn_
           SQLITE_OK)
     guard = NULL;
   if (direct) { /* remember the deployed version, to restore it on error */
-    rc = sqlite3_prepare_v2(db,
-                            "SELECT max(version) FROM main.attn_models "
-                            "WHERE name = ?1 AND deployed = 1",
-                            -1, &stmt, NULL);
-    if (rc == SQLITE_OK) {
-      sqlite3_bind_text(stmt, 1, name, -1, SQLITE_STATIC);
-      rc = sqlite3_step(stmt) == SQLITE_ROW ? SQLITE_OK : sqlite3_errcode(db);
-      was_deployed = sqlite3_column_int64(stmt, 0);
-    }
-    sqlite3_finalize(stmt);
-    stmt = NULL;
-    if (rc != SQLITE_OK) {
-      *errmsg = sqlite3_mprintf("%s: cannot save the model: %s", fn, sqlite3_errmsg(db));
-      goto done;
-    }
+    rc = store_int_query(db, fn, "SELECT max(version) FROM main.attn_models "
+                                 "WHERE name = ?1 AND deployed = 1",
+                         name, &was_deployed, errmsg);
+    if (rc != SQLITE_OK) goto done;
   }
-
-  rc = sqlite3_prepare_v2(db,
-                          "SELECT coalesce(max(version), 0) + 1 FROM main.attn_models "
-                          "WHERE name = ?1",
-                          -1, &stmt, NULL);
-  if (rc == SQLITE_OK) {
-    sqlite3_bind_text(stmt, 1, name, -1, SQLITE_STATIC);
-    rc = sqlite3_step(stmt) == SQLITE_ROW ? SQLITE_OK : sqlite3_errcode(db);
-    version = sqlite3_column_int64(stmt, 0);
-  }
-  sqlite3_finalize(stmt);
-  stmt = NULL;
-  if (rc != SQLITE_OK) {
-    *errmsg = sqlite3_mprintf("%s: cannot save the model: %s", fn, sqlite3_errmsg(db));
-    goto done;
-  }
+  rc = store_int_query(db, fn, "SELECT coalesce(max(version), 0) + 1 FROM main.attn_models "
+                               "WHERE name = ?1",
+                       name, &version, errmsg);
+  if (rc != SQLITE_OK) goto done;
 
   wrote = 1;
   rc = sqlite3_prepare_v2(db,
