@@ -30,7 +30,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from lesson_text import count_tokens, read_csv, replicate, subset  # noqa: E402
+from lesson_text import add_run_args, count_tokens, read_csv, replicate, subset  # noqa: E402
 
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
 DATA = os.path.normpath(os.path.join(ROOT, "..", "shared", "data"))
@@ -77,14 +77,7 @@ def timed(db, sql, repeat):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--ext", default=os.path.join(ROOT, "attnext"), help="extension path")
-    ap.add_argument("--train", default=os.path.join(DATA, "ag_news_train_10k.csv"))
-    ap.add_argument("--test", default=os.path.join(DATA, "ag_news_test.csv"))
-    ap.add_argument("--epochs", type=int, default=3)
-    ap.add_argument("--hidden", type=int, default=128)
-    ap.add_argument("--cell", choices=["rnn", "gru", "lstm"], default="rnn")
-    ap.add_argument("--scale", type=int, default=1, help="replicate the training rows K times")
-    ap.add_argument("--rows", type=int, default=0, help="use N training rows spread over the file")
-    ap.add_argument("--test-rows", type=int, default=0, help="use N test rows spread over the file")
+    add_run_args(ap, DATA)
     ap.add_argument("--threads", type=int, default=0, help="attn_train's threads (0 = all)")
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--repeat", type=int, default=3, help="runs of each inference query")

@@ -162,6 +162,19 @@ def weighted_metrics(y_true, y_pred, num_classes):
             float((f1 * w).sum()))
 
 
+def add_run_args(ap, data_dir):
+    """The data and model arguments every side of the benchmark takes (argparse)."""
+    import os
+    ap.add_argument("--train", default=os.path.join(data_dir, "ag_news_train_10k.csv"))
+    ap.add_argument("--test", default=os.path.join(data_dir, "ag_news_test.csv"))
+    ap.add_argument("--epochs", type=int, default=3)
+    ap.add_argument("--hidden", type=int, default=128)
+    ap.add_argument("--cell", choices=["rnn", "gru", "lstm"], default="rnn")
+    ap.add_argument("--scale", type=int, default=1, help="replicate the training rows K times")
+    ap.add_argument("--rows", type=int, default=0, help="use N training rows spread over the file")
+    ap.add_argument("--test-rows", type=int, default=0, help="use N test rows spread over the file")
+
+
 def count_tokens(titles):
     """Tokens per title after preprocessing (the lesson's split(" "): an empty title is 1)."""
     return [len(preprocess(t).split(" ")) for t in titles]

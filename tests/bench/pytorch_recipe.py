@@ -46,7 +46,8 @@ import numpy as np  # noqa: E402  (after OPENBLAS_NUM_THREADS: numpy loads OpenB
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, ".."))
-from lesson_text import (Tokenizer, pad_sequences, preprocess, read_csv, replicate, subset,  # noqa: E402
+from lesson_text import (Tokenizer, add_run_args, pad_sequences, preprocess, read_csv,  # noqa: E402
+                         replicate, subset,
                          stratified_split, weighted_metrics)
 
 import torch  # noqa: E402
@@ -162,14 +163,7 @@ def eval_step(model, loader, loss_fn):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--train", default=os.path.join(DATA, "ag_news_train_10k.csv"))
-    ap.add_argument("--test", default=os.path.join(DATA, "ag_news_test.csv"))
-    ap.add_argument("--epochs", type=int, default=3)
-    ap.add_argument("--hidden", type=int, default=128)
-    ap.add_argument("--cell", choices=["rnn", "gru", "lstm"], default="rnn")
-    ap.add_argument("--scale", type=int, default=1, help="replicate the training rows K times")
-    ap.add_argument("--rows", type=int, default=0, help="use N training rows spread over the file")
-    ap.add_argument("--test-rows", type=int, default=0, help="use N test rows spread over the file")
+    add_run_args(ap, DATA)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--blas-threads", default=os.environ["OPENBLAS_NUM_THREADS"],
                     help="OpenBLAS threads (default 1, see the comment at the top)")
