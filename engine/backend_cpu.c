@@ -22,7 +22,15 @@ float tanhf(float) __attribute__((__simd__("notinbranch")));
  * branch; hidden sizes are bounded by the options (at most 4096) */
 static const float zero_row[NN_MAX_HIDDEN];
 
-static void *cpu_alloc(size_t bytes) { return calloc(1, bytes ? bytes : 1); }
+/* zeroed, 64-byte aligned: our vector kernels load 64 bytes at a time, and a load that
+ * straddles two cache lines costs two */
+static void *cpu_alloc(size_t bytes) {
+  size_t n = (bytes + 63) & ~(size_t)63;
+  if (n < bytes) return NULL;
+  void *p = aligned_alloc(64, n ? n : 64);
+  if (p) memset(p, 0, n ? n : 64);
+  return p;
+}
 static void cpu_free(void *ptr) { free(ptr); }
 static void cpu_copy(void *dst, const void *src, size_t bytes) {
   if (bytes) memcpy(dst, src, bytes);
@@ -96,6 +104,34 @@ static void row_times_matrix(float *restrict c, float alpha, const float *restri
   }
 }
 
+/* c (M,1) = alpha A (M,K) b (K) + beta c: one dot product per row, 16 lanes at a time. For the
+ * few rows of one-row inference (attention scores) sgemv's call overhead was most of the cost. */
+#if defined(__GNUC__) && !defined(__clang__)
+__attribute__((optimize("fp-contract=fast")))
+#endif
+static void rows_dot_vector(float *restrict c, int ldc, float alpha, const float *restrict A,
+                            int lda, const float *restrict b, int M, int K, float beta) {
+  for (int i = 0; i < M; i++) {
+    const float *a = A + (size_t)i * lda;
+    nn_v16f s = {0}, t = {0};
+    int k = 0;
+    for (; k + 32 <= K; k += 32) {
+      s += *(const nn_v16f *)(a + k) * *(const nn_v16f *)(b + k);
+      t += *(const nn_v16f *)(a + k + 16) * *(const nn_v16f *)(b + k + 16);
+    }
+    if (k + 16 <= K) {
+      s += *(const nn_v16f *)(a + k) * *(const nn_v16f *)(b + k);
+      k += 16;
+    }
+    s += t;
+    float dot = 0.0f;
+    for (int l = 0; l < 16; l++) dot += s[l];
+    for (; k < K; k++) dot += a[k] * b[k];
+    float *ci = c + (size_t)i * ldc;
+    *ci = alpha * dot + (beta == 0.0f ? 0.0f : beta * *ci);
+  }
+}
+
 static void cpu_sgemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
                       int lda, const float *B, int ldb, float beta, float *C, int ldc) {
   if (M <= 0 || N <= 0) return;
@@ -111,12 +147,20 @@ static void cpu_sgemm(int trans_a, int trans_b, int M, int N, int K, float alpha
     row_times_matrix(C, alpha, A, B, ldb, K, N, beta);
     return;
   }
+  if (M == 1 && !trans_a && trans_b && N <= 64) { /* C (1,N) = a B^T: N dot products */
+    rows_dot_vector(C, 1, alpha, B, ldb, A, N, K, beta);
+    return;
+  }
   if (M == 1) { /* C (1,N) = a (1,K) op(B) */
     int inc_a = trans_a ? lda : 1;
     if (trans_b) /* B (N,K): C = B a */
       cblas_sgemv(CblasRowMajor, CblasNoTrans, N, K, alpha, B, ldb, A, inc_a, beta, C, 1);
     else /* B (K,N): C = B^T a */
       cblas_sgemv(CblasRowMajor, CblasTrans, K, N, alpha, B, ldb, A, inc_a, beta, C, 1);
+    return;
+  }
+  if (N == 1 && !trans_a && trans_b) { /* C (M,1) = A (M,K) b, b one contiguous row */
+    rows_dot_vector(C, ldc, alpha, A, lda, B, M, K, beta);
     return;
   }
   if (N == 1) { /* C (M,1) = op(A) b */

@@ -53,11 +53,17 @@ struct nn_model {
   size_t fc1_w, fc1_b;                 /* (F,D), (F) when F > 0 */
   size_t fc2_w, fc2_b;                 /* (C, F or D), (C) */
   float *fold[2]; /* (V, G*H) per direction of layer 0, or NULL: see nn_model_prepare_inference */
-  /* Transposed copies for inference on the host (NULL otherwise), one allocation: W_hh^T (H, G*H)
-   * per layer and direction, fc1^T (D, F), fc2^T (F or D, C). A one-row product x W^T then reads
-   * W^T row by row (y += x[k] W^T[k, :]), with no horizontal sums. */
+  /* Transposed copies for inference on the host (NULL otherwise), one 64-byte aligned
+   * allocation, each piece aligned: W_hh^T (H, G*H) per layer and direction. A one-row product
+   * x W^T then reads W^T row by row (y += x[k] W^T[k, :]), with no horizontal sums. */
   float *transposed;
-  const float *w_hh_t[NN_MAX_LAYERS][2], *fc1_t, *fc2_t;
+  const float *w_hh_t[NN_MAX_LAYERS][2];
+  /* The head of inference, fc2 . fc1 folded into one layer: head_w (C, D) = W2 W1,
+   * head_b (C) = W2 b1 + b2 (no activation lies between fc1 and fc2, and dropout is the identity
+   * at inference), in head_buf (backend memory); without fc1, fc2's own weights. NULL unless
+   * prepared (nn_model_prepare_inference). */
+  float *head_buf;
+  const float *head_w, *head_b;
 };
 
 /* Per-layer, per-direction activations kept for backward. */
