@@ -6,7 +6,10 @@
 # Debian packages needed: see `make deps` (installs them when run as root).
 
 CC      ?= cc
-OPT     ?= -O2 -march=native
+# GCC's -O2 vectorises only loops whose trip count it knows (-fvect-cost-model=very-cheap), which
+# left the element-wise kernels of engine/backend_cpu.c scalar; the dynamic model vectorises them
+# (training -10%, one-row inference -4%; results unchanged: no reduction is reordered).
+OPT     ?= -O2 -march=native -fvect-cost-model=dynamic
 CFLAGS  ?= -g
 CFLAGS  += $(OPT) -fopenmp-simd -std=c11 -Wall -Wextra -Wno-unused-parameter -fPIC -D_GNU_SOURCE -pthread
 # OpenBLAS: Debian's default (pthread) build. Not the serial build: compiled without

@@ -363,8 +363,9 @@ static void cpu_segment_softmax_backward(float *de, const float *dalpha, const f
   for (int r = 0; r < P; r++) de[r] = alpha[r] * (dalpha[r] - dot[row_sample[r]]);
 }
 
-static void cpu_segment_weighted_sum(float *ctx, const float *alpha, const float *v, int ldv,
-                                     const int *row_sample, int P, int B, int D) {
+static void cpu_segment_weighted_sum(float *restrict ctx, const float *restrict alpha,
+                                     const float *restrict v, int ldv,
+                                     const int *restrict row_sample, int P, int B, int D) {
   memset(ctx, 0, sizeof(float) * (size_t)B * D);
   for (int r = 0; r < P; r++) {
     float a = alpha[r];

@@ -294,6 +294,28 @@ static void add_letter(scanner *sc, const char *bytes, int n, int start, int end
   sc->tok_end = end;
 }
 
+/* A run of ASCII letters and digits inside or at the start of a word token: the same as
+ * add_letter on each byte (lower-cased when the mode says so), in one append per 64 bytes. */
+static void add_ascii_run(scanner *sc, const unsigned char *run, int n, int start) {
+  if (!sc->in_token) {
+    sc->in_token = 1;
+    sc->words++;
+    sc->len = 0;
+    sc->tok_start = start;
+  }
+  char chunk[64];
+  for (int done = 0; done < n && !sc->oom;) {
+    int k = n - done < (int)sizeof chunk ? n - done : (int)sizeof chunk;
+    for (int i = 0; i < k; i++) {
+      unsigned char b = run[done + i];
+      chunk[i] = (char)(sc->mode.lower && b >= 'A' && b <= 'Z' ? b + 32 : b);
+    }
+    append(sc, chunk, k);
+    done += k;
+  }
+  sc->tok_end = start + n;
+}
+
 static void scan(scanner *sc, const char *text, int len) {
   const unsigned char *s = (const unsigned char *)text;
   if (!s || len < 0) len = 0;
@@ -317,6 +339,16 @@ static void scan(scanner *sc, const char *text, int len) {
         pos = end;
         continue;
       }
+    }
+    if (s[pos] < 0x80 && (c.cls & C_LETTER) && !sc->mode.char_level) {
+      /* the common case, a run of ASCII letters and digits: no stop word can start inside it
+       * (the characters before are \w), and none of its bytes is "(" */
+      int end = pos + 1;
+      while (end < len && s[end] < 0x80 && (ascii_class[s[end]] & C_LETTER)) end++;
+      add_ascii_run(sc, s + pos, end - pos, pos);
+      prev_word = 1;
+      pos = end;
+      continue;
     }
     if (c.cls & C_LETTER) {
       if (c.ascii) {

@@ -1,0 +1,79 @@
+/* test_row_kernels.c -- the CPU backend's one-row kernels against sums in double.
+ * One-row inference (attn_predict) runs through kernels of the CPU backend rather than
+ * OpenBLAS: the small-product paths of sgemm (a row times a matrix, a few dot products). Their
+ * vector loops have tails for sizes that are not multiples of 16, 32 or 64, so every shape
+ * class is tried here, with beta 0 (the output is not read: it holds NaNs) and beta 1. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+#include "check.h"
+#include "nn.h"
+
+/* the tolerance of a float sum of K products against the double one: a few ulps of the sum of
+ * the magnitudes */
+static double sum_tolerance(const float *a, const float *w, int stride, int K) {
+  double mag = 0.0;
+  for (int k = 0; k < K; k++) mag += fabs((double)a[k] * w[(size_t)k * stride]);
+  return 4.0 * K * 6e-8 * mag + 1e-30;
+}
+
+static void fill(float *x, size_t n, nn_rng *rng) {
+  for (size_t i = 0; i < n; i++) x[i] = 2.0f * nn_rng_uniform(rng) - 1.0f;
+}
+
+/* C (1,N) = a B^T (B (N,K)) and C (M,1) = A b: the dot-product paths of sgemm; and
+ * C (1,N) = a B (B (K,N)): the row-times-matrix path */
+static void check_sgemm_rows(const nn_backend *be, int K, int N, float beta, nn_rng *rng) {
+  float *b = malloc(sizeof(float) * (size_t)K * N), *a = malloc(sizeof(float) * (size_t)K);
+  float *c0 = malloc(sizeof(float) * (size_t)N), *c = malloc(sizeof(float) * (size_t)N);
+  fill(b, (size_t)K * N, rng);
+  fill(a, (size_t)K, rng);
+  fill(c0, (size_t)N, rng);
+  for (int form = 0; form < 3; form++) {
+    for (int j = 0; j < N; j++) c[j] = beta == 0.0f ? NAN : c0[j];
+    if (form == 0) /* (1,K) x (N,K)^T */
+      be->sgemm(0, 1, 1, N, K, 1.0f, a, K, b, K, beta, c, N);
+    else if (form == 1) /* (N,K) x (1,K)^T: N rows of one column each */
+      be->sgemm(0, 1, N, 1, K, 1.0f, b, K, a, K, beta, c, 1);
+    else /* (1,K) x (K,N) */
+      be->sgemm(0, 0, 1, N, K, 1.0f, a, K, b, N, beta, c, N);
+    int bad = 0;
+    for (int j = 0; j < N; j++) {
+      double ref = beta * (double)c0[j], tol;
+      if (form < 2) {
+        for (int k = 0; k < K; k++) ref += (double)a[k] * b[(size_t)j * K + k];
+        tol = sum_tolerance(a, b + (size_t)j * K, 1, K);
+      } else {
+        for (int k = 0; k < K; k++) ref += (double)a[k] * b[(size_t)k * N + j];
+        tol = sum_tolerance(a, b + j, N, K);
+      }
+      tol += fabs(beta * (double)c0[j]) * 1e-7;
+      if (!(fabs(c[j] - ref) <= tol) && !bad++)
+        fprintf(stderr, "  form %d K %d N %d beta %g element %d: %.9g, want %.9g\n", form, K,
+                N, beta, j, c[j], ref);
+    }
+    CHECK(bad == 0, "sgemm one-row form %d K %d N %d beta %g: %d elements off", form, K, N,
+          beta, bad);
+  }
+  free(b);
+  free(a);
+  free(c0);
+  free(c);
+}
+
+int main(void) {
+  const nn_backend *be = nn_backend_cpu();
+  nn_rng rng;
+  nn_rng_seed(&rng, 2024);
+  const int Ks[] = {1, 2, 3, 16, 31, 64, 100, 127, 128, 129, 256};
+  const int Ns[] = {1, 4, 6, 15, 16, 63, 64, 65, 100, 127, 128, 129, 200, 384, 512, 515};
+  for (size_t i = 0; i < sizeof Ks / sizeof *Ks; i++)
+    for (size_t j = 0; j < sizeof Ns / sizeof *Ns; j++)
+      for (int beta = 0; beta < 2; beta++) {
+        check_sgemm_rows(be, Ks[i], Ns[j], (float)beta, &rng);
+      }
+  return check_finish("test_row_kernels");
+}
