@@ -319,8 +319,9 @@ static void add_ascii_run(scanner *sc, const unsigned char *run, int n, int star
 static void scan(scanner *sc, const char *text, int len) {
   const unsigned char *s = (const unsigned char *)text;
   if (!s || len < 0) len = 0;
-  int last_close = len - 1; /* the last ")": a "(" before it starts a removed group */
-  while (last_close >= 0 && s[last_close] != ')') last_close--;
+  /* the last ")": a "(" before it starts a removed group */
+  const unsigned char *close_at = len > 0 ? memrchr(s, ')', (size_t)len) : NULL;
+  int last_close = close_at ? (int)(close_at - s) : -1;
   int pos = 0, prev_word = 0; /* prev_word: the character before pos (original) is \w */
   while (pos < len && !sc->stop) {
     if (s[pos] == '(' && pos < last_close) { /* \([^)]*\) */
