@@ -37,6 +37,9 @@ typedef struct nn_backend {
   /* dst[i, :cols] = src[idx ? idx[i] : i, :cols] for i < rows */
   void (*gather_rows)(float *dst, int ldd, const float *src, int lds, const int *idx, int rows,
                       int cols);
+  /* dst[i, :cols] += src[idx[i], :cols] for i < rows */
+  void (*gather_add_rows)(float *dst, int ldd, const float *src, int lds, const int *idx,
+                          int rows, int cols);
   /* dst[idx ? idx[i] : i, :cols] += src[i, :cols] (sequential in i: deterministic) */
   void (*scatter_add_rows)(float *dst, int ldd, const float *src, int lds, const int *idx,
                            int rows, int cols);

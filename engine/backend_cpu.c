@@ -181,6 +181,15 @@ static void cpu_gather_rows(float *dst, int ldd, const float *src, int lds, cons
     memcpy(dst + (size_t)i * ldd, src + (size_t)(idx ? idx[i] : i) * lds, cols * sizeof(float));
 }
 
+static void cpu_gather_add_rows(float *restrict dst, int ldd, const float *restrict src, int lds,
+                                const int *restrict idx, int rows, int cols) {
+  for (int i = 0; i < rows; i++) {
+    float *d = dst + (size_t)i * ldd;
+    const float *s = src + (size_t)idx[i] * lds;
+    for (int k = 0; k < cols; k++) d[k] += s[k];
+  }
+}
+
 static void cpu_scatter_add_rows(float *dst, int ldd, const float *src, int lds, const int *idx,
                                  int rows, int cols) {
   for (int i = 0; i < rows; i++) {
@@ -440,6 +449,7 @@ static const nn_backend cpu_backend = {
     .zero = cpu_zero,
     .sgemm = cpu_sgemm,
     .gather_rows = cpu_gather_rows,
+    .gather_add_rows = cpu_gather_add_rows,
     .scatter_add_rows = cpu_scatter_add_rows,
     .add_bias = cpu_add_bias,
     .bias_grad = cpu_bias_grad,

@@ -283,6 +283,21 @@ static void cuda_gather_rows(float *dst, int ldd, const float *src, int lds, con
   check_launch("gather_rows");
 }
 
+__global__ void k_gather_add_rows(float *dst, int ldd, const float *src, int lds, const int *idx,
+                                  int rows, int cols) {
+  GRID_LOOP(i, (size_t)rows * cols) {
+    size_t r = i / cols, c = i % cols;
+    dst[r * ldd + c] += src[(size_t)idx[r] * lds + c];
+  }
+}
+static void cuda_gather_add_rows(float *dst, int ldd, const float *src, int lds, const int *idx,
+                                 int rows, int cols) {
+  if (rows <= 0 || cols <= 0) return;
+  LAUNCH(k_gather_add_rows, grid_for((size_t)rows * cols), THREADS)(dst, ldd, src, lds, idx, rows,
+                                                                      cols);
+  check_launch("gather_add_rows");
+}
+
 /* The engine scatters through permutations (rev) and distinct rows (last_row): each target gets
  * one addition, so the atomics cost nothing in determinism; they keep repeated indices right. */
 __global__ void k_scatter_add_rows(float *dst, int ldd, const float *src, int lds, const int *idx,
@@ -788,6 +803,7 @@ attnext_cuda_backend(char *why, size_t len) {
   table.zero = cuda_zero;
   table.sgemm = cuda_sgemm;
   table.gather_rows = cuda_gather_rows;
+  table.gather_add_rows = cuda_gather_add_rows;
   table.scatter_add_rows = cuda_scatter_add_rows;
   table.add_bias = cuda_add_bias;
   table.bias_grad = cuda_bias_grad;

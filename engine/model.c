@@ -235,6 +235,8 @@ void nn_model_free(nn_model *m) {
     m->be->free(m->grads);
     m->be->free(m->fold[0]);
     m->be->free(m->fold[1]);
+    m->be->free(m->step1[0]);
+    m->be->free(m->step1[1]);
     m->be->free(m->head_buf);
   }
   free(m->transposed); /* host memory: see prepare_transposed */
@@ -298,6 +300,8 @@ static void drop_fold(nn_model *m) {
   for (int d = 0; d < 2; d++) {
     m->be->free(m->fold[d]);
     m->fold[d] = NULL;
+    m->be->free(m->step1[d]);
+    m->step1[d] = NULL;
   }
   free(m->transposed);
   m->transposed = NULL;
@@ -364,6 +368,45 @@ float *nn_model_params(nn_model *m) {
   return m->host_params;
 }
 
+/* m->step1[d] (model.h) from m->fold[d]: step 0 of every token at once, as direction_forward
+ * runs it (h_prev = 0, c_prev = 0; gru: h_prev W_hh^T = 0, + b_hh), then one GEMM. */
+static int prepare_step1(nn_model *m, int d) {
+  const nn_backend *be = m->be;
+  const nn_rnn_params *w = &m->rnn[0][d];
+  size_t V = (size_t)m->V;
+  int H = m->H, GH = m->G * m->H;
+  nn_cell cell = m->cfg.cell;
+  float *pre = be->alloc(V * GH * sizeof(float)), *h0 = be->alloc(V * H * sizeof(float));
+  float *extra = cell == NN_CELL_RNN ? NULL
+                 : be->alloc(V * (cell == NN_CELL_GRU ? GH : H) * sizeof(float)); /* hw or c */
+  float *t = be->alloc(V * GH * sizeof(float));
+  int ok = pre && h0 && t && (cell == NN_CELL_RNN || extra);
+  if (ok) {
+    be->gather_rows(pre, GH, m->fold[d], GH, NULL, (int)V, GH); /* the cells overwrite pre */
+    switch (cell) {
+    case NN_CELL_RNN:
+      be->rnn_step_forward(h0, pre, (int)V, H);
+      break;
+    case NN_CELL_GRU:
+      be->zero(extra, V * GH);
+      be->add_bias(extra, GH, m->params + w->b_hh, (int)V, GH);
+      be->gru_step_forward(h0, pre, extra, NULL, (int)V, H);
+      break;
+    case NN_CELL_LSTM:
+      be->lstm_step_forward(h0, extra, pre, NULL, (int)V, H);
+      break;
+    }
+    be->sgemm(0, 1, (int)V, GH, H, 1.0f, h0, H, m->params + w->w_hh, H, 0.0f, t, GH);
+    m->step1[d] = t;
+  } else {
+    be->free(t);
+  }
+  be->free(pre);
+  be->free(h0);
+  be->free(extra);
+  return ok ? NN_OK : NN_NOMEM;
+}
+
 int nn_model_prepare_inference(nn_model *m, char *err) {
   drop_fold(m);
   int rc = nn_model_sync(m, err);
@@ -392,6 +435,12 @@ int nn_model_prepare_inference(nn_model *m, char *err) {
     be->add_bias(t, GH, m->params + w->b_ih, m->V, GH);
     if (m->cfg.cell != NN_CELL_GRU) be->add_bias(t, GH, m->params + w->b_hh, m->V, GH);
     m->fold[d] = t;
+    if (prepare_step1(m, d) != NN_OK) {
+      drop_fold(m);
+      if (nn_backend_check(be, "folding the input projection", err) == NN_OK)
+        snprintf(err, NN_ERR_LEN, "out of memory folding the first recurrent step");
+      return NN_NOMEM;
+    }
   }
   rc = nn_backend_check(be, "folding the input projection", err);
   if (rc != NN_OK) drop_fold(m);

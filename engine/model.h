@@ -53,6 +53,10 @@ struct nn_model {
   size_t fc1_w, fc1_b;                 /* (F,D), (F) when F > 0 */
   size_t fc2_w, fc2_b;                 /* (C, F or D), (C) */
   float *fold[2]; /* (V, G*H) per direction of layer 0, or NULL: see nn_model_prepare_inference */
+  /* (V, G*H) per direction of layer 0, or NULL: h_0 W_hh^T of a sequence whose first token (in
+   * the direction's order) is v. h_0 = cell(fold[v], 0) depends on that token alone, so step 1's
+   * recurrent product is a lookup: one step's multiply-adds less per sequence at inference. */
+  float *step1[2];
   /* Transposed copies for inference on the host (NULL otherwise), one 64-byte aligned
    * allocation, each piece aligned: W_hh^T (H, G*H) per layer and direction. A one-row product
    * x W^T then reads W^T row by row (y += x[k] W^T[k, :]), with no horizontal sums. */

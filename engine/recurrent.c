@@ -18,10 +18,11 @@ static void recurrent_product(const nn_backend *be, float *out, float beta, cons
 }
 
 /* Run one direction's recurrence. x: (P, in) in step order, or NULL when the input projection
- * is looked up in the folded table `fold` (V, G*H) by `ids` (P). h: (P, H) out. */
+ * is looked up in the folded table `fold` (V, G*H) by `ids` (P), and step 1's recurrent product
+ * in `step1` (V, G*H) by the ids of step 0 (model.h). h: (P, H) out. */
 static void direction_forward(const nn_model *m, const nn_workspace *ws, const nn_rnn_params *w,
                               const float *w_hh_t, const float *x, int in, const float *fold,
-                              const int *ids, nn_rnn_acts *a) {
+                              const float *step1, const int *ids, nn_rnn_acts *a) {
   const nn_backend *be = m->be;
   const float *p = m->params;
   int H = m->H, GH = m->G * H, P = ws->P;
@@ -38,12 +39,14 @@ static void direction_forward(const nn_model *m, const nn_workspace *ws, const n
     float *pre = a->pre + (size_t)r0 * GH, *h = a->h + (size_t)r0 * H;
     switch (m->cfg.cell) {
     case NN_CELL_RNN:
-      if (h_prev) recurrent_product(be, pre, 1.0f, h_prev, p + w->w_hh, w_hh_t, n, H, GH);
+      if (t == 1 && step1) be->gather_add_rows(pre, GH, step1, GH, ids, n, GH); /* model.h */
+      else if (h_prev) recurrent_product(be, pre, 1.0f, h_prev, p + w->w_hh, w_hh_t, n, H, GH);
       be->rnn_step_forward(h, pre, n, H);
       break;
     case NN_CELL_GRU: {
       float *hw = a->hw + (size_t)r0 * GH;
-      if (h_prev) recurrent_product(be, hw, 0.0f, h_prev, p + w->w_hh, w_hh_t, n, H, GH);
+      if (t == 1 && step1) be->gather_rows(hw, GH, step1, GH, ids, n, GH);
+      else if (h_prev) recurrent_product(be, hw, 0.0f, h_prev, p + w->w_hh, w_hh_t, n, H, GH);
       else be->zero(hw, (size_t)n * GH);
       be->add_bias(hw, GH, p + w->b_hh, n, GH);
       be->gru_step_forward(h, pre, hw, h_prev, n, H);
@@ -51,7 +54,8 @@ static void direction_forward(const nn_model *m, const nn_workspace *ws, const n
     }
     case NN_CELL_LSTM: {
       const float *c_prev = t > 0 ? a->c + (size_t)ws->off[t - 1] * H : NULL;
-      if (h_prev) recurrent_product(be, pre, 1.0f, h_prev, p + w->w_hh, w_hh_t, n, H, GH);
+      if (t == 1 && step1) be->gather_add_rows(pre, GH, step1, GH, ids, n, GH);
+      else if (h_prev) recurrent_product(be, pre, 1.0f, h_prev, p + w->w_hh, w_hh_t, n, H, GH);
       be->lstm_step_forward(h, a->c + (size_t)r0 * H, pre, c_prev, n, H);
       break;
     }
@@ -71,14 +75,14 @@ void nn_recurrent_forward(const nn_model *m, nn_workspace *ws) {
       const float *xd = x;
       const float *w_hh_t = ws->training ? NULL : m->w_hh_t[l][d];
       if (folded) {
-        direction_forward(m, ws, &m->rnn[l][d], w_hh_t, NULL, in, m->fold[d],
+        direction_forward(m, ws, &m->rnn[l][d], w_hh_t, NULL, in, m->fold[d], m->step1[d],
                           d ? ws->ids_rev : ws->ids, a);
       } else {
         if (d == 1) { /* reverse: step s of sample j reads position len_j - 1 - s */
           be->gather_rows(a->x, in, x, in, ws->rev, P, in);
           xd = a->x;
         }
-        direction_forward(m, ws, &m->rnn[l][d], w_hh_t, xd, in, NULL, NULL, a);
+        direction_forward(m, ws, &m->rnn[l][d], w_hh_t, xd, in, NULL, NULL, NULL, a);
       }
       /* y[:, d*H:(d+1)*H] in position order */
       be->gather_rows(ws->y[l] + d * H, D, a->h, H, d ? ws->rev : NULL, P, H);

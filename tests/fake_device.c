@@ -80,6 +80,11 @@ static void f_gather_rows(float *dst, int ldd, const float *src, int lds, const 
   op("gather_rows");
   cpu->gather_rows(UF(dst), ldd, UF(src), lds, UI(idx), rows, cols);
 }
+static void f_gather_add_rows(float *dst, int ldd, const float *src, int lds, const int *idx,
+                              int rows, int cols) {
+  op("gather_add_rows");
+  cpu->gather_add_rows(UF(dst), ldd, UF(src), lds, UI(idx), rows, cols);
+}
 static void f_scatter_add_rows(float *dst, int ldd, const float *src, int lds, const int *idx,
                                int rows, int cols) {
   op("scatter_add_rows");
@@ -272,6 +277,7 @@ __attribute__((visibility("default"))) const nn_backend *attnext_cuda_backend(ch
   fake.zero = f_zero;
   fake.sgemm = f_sgemm;
   fake.gather_rows = f_gather_rows;
+  fake.gather_add_rows = f_gather_add_rows;
   fake.scatter_add_rows = f_scatter_add_rows;
   fake.add_bias = f_add_bias;
   fake.bias_grad = f_bias_grad;
