@@ -435,7 +435,9 @@ int nn_model_prepare_inference(nn_model *m, char *err) {
     be->add_bias(t, GH, m->params + w->b_ih, m->V, GH);
     if (m->cfg.cell != NN_CELL_GRU) be->add_bias(t, GH, m->params + w->b_hh, m->V, GH);
     m->fold[d] = t;
-    if (prepare_step1(m, d) != NN_OK) {
+    /* the step-1 table doubles the memory: only while both stay under the same 256 MB */
+    int room = (double)m->V * GH * m->dirs * 2 <= 64.0 * 1024 * 1024;
+    if (room && prepare_step1(m, d) != NN_OK) {
       drop_fold(m);
       if (nn_backend_check(be, "folding the input projection", err) == NN_OK)
         snprintf(err, NN_ERR_LEN, "out of memory folding the first recurrent step");
