@@ -755,7 +755,7 @@ static void head_forward(const nn_model *m, nn_workspace *ws, nn_rng *rng) {
     float keep = 1.0f - m->cfg.dropout, scale = 1.0f / keep;
     size_t n = (size_t)B * FD;
     float *mask = be->device_memory ? ws->hbuf : ws->mask; /* drawn on the host */
-    for (size_t i = 0; i < n; i++) mask[i] = nn_rng_uniform(rng) < keep ? scale : 0.0f;
+    nn_rng_dropout_mask(rng, mask, n, keep, scale);
     if (be->device_memory) be->upload(ws->mask, mask, n * sizeof(float));
     be->mul(ws->zd, z, ws->mask, n);
   } else {

@@ -144,6 +144,9 @@ uint64_t nn_rng_next(nn_rng *rng);
 float nn_rng_uniform(nn_rng *rng);            /* [0, 1) */
 float nn_rng_normal(nn_rng *rng);             /* N(0, 1) */
 uint32_t nn_rng_below(nn_rng *rng, uint32_t n); /* uniform integer in [0, n), unbiased */
+/* mask[i] = nn_rng_uniform(rng) < keep ? scale : 0 for i < n: the same stream and values as
+ * that loop, with the state held in registers (6 ns -> ~1.5 ns a value) */
+void nn_rng_dropout_mask(nn_rng *rng, float *mask, size_t n, float keep, float scale);
 
 /* ---------------------------------------------------------------- the model (model.c) */
 

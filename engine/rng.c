@@ -32,6 +32,25 @@ uint64_t nn_rng_next(nn_rng *rng) {
 
 float nn_rng_uniform(nn_rng *rng) { return (float)(nn_rng_next(rng) >> 40) * 0x1.0p-24f; }
 
+void nn_rng_dropout_mask(nn_rng *rng, float *mask, size_t n, float keep, float scale) {
+  uint64_t s0 = rng->s[0], s1 = rng->s[1], s2 = rng->s[2], s3 = rng->s[3];
+  for (size_t i = 0; i < n; i++) { /* nn_rng_next and nn_rng_uniform, inlined */
+    uint64_t result = rotl(s1 * 5, 7) * 9, t = s1 << 17;
+    s2 ^= s0;
+    s3 ^= s1;
+    s1 ^= s2;
+    s0 ^= s3;
+    s2 ^= t;
+    s3 = rotl(s3, 45);
+    float u = (float)(result >> 40) * 0x1.0p-24f;
+    mask[i] = u < keep ? scale : 0.0f;
+  }
+  rng->s[0] = s0;
+  rng->s[1] = s1;
+  rng->s[2] = s2;
+  rng->s[3] = s3;
+}
+
 float nn_rng_normal(nn_rng *rng) {
   /* Box-Muller on doubles; u1 in (0, 1] so log() is finite */
   double u1 = ((double)(nn_rng_next(rng) >> 11) + 1.0) * 0x1.0p-53;

@@ -170,7 +170,22 @@ static int count_calls(void *ctx, int done, int total, double loss, double rows_
 
 static dataset data; /* large: static */
 
+/* nn_rng_dropout_mask is nn_rng_uniform's loop, inlined: the same values and the same state
+ * after (determinism and the weights of every earlier run depend on it) */
+static void check_dropout_mask_stream(void) {
+  nn_rng a, b;
+  nn_rng_seed(&a, 77);
+  nn_rng_seed(&b, 77);
+  enum { N = 10007 };
+  static float loop[N], fast[N];
+  for (int i = 0; i < N; i++) loop[i] = nn_rng_uniform(&a) < 0.9f ? 1.0f / 0.9f : 0.0f;
+  nn_rng_dropout_mask(&b, fast, N, 0.9f, 1.0f / 0.9f);
+  CHECK(memcmp(loop, fast, sizeof loop) == 0, "dropout mask equals the nn_rng_uniform loop");
+  CHECK(nn_rng_next(&a) == nn_rng_next(&b), "the generator state after the mask is the same");
+}
+
 int main(void) {
+  check_dropout_mask_stream();
   nn_config cfg;
   run_result a, b;
   char err[NN_ERR_LEN];
