@@ -369,7 +369,10 @@ float *nn_model_params(nn_model *m) {
 }
 
 /* m->step1[d] (model.h) from m->fold[d]: step 0 of every token at once, as direction_forward
- * runs it (h_prev = 0, c_prev = 0; gru: h_prev W_hh^T = 0, + b_hh), then one GEMM. */
+ * runs it (h_prev = 0, c_prev = 0; gru: h_prev W_hh^T = 0, + b_hh), then one GEMM. (rnn's
+ * tanh over V * H values may take libmvec's vector or scalar tanhf for a value where the runtime
+ * step took the other: h_0 can differ in its last bit, as the GEMM orders already do.)
+ * NN_NOMEM when a buffer cannot be had: the caller then runs without the table. */
 static int prepare_step1(nn_model *m, int d) {
   const nn_backend *be = m->be;
   const nn_rnn_params *w = &m->rnn[0][d];
@@ -421,7 +424,11 @@ int nn_model_prepare_inference(nn_model *m, char *err) {
       snprintf(err, NN_ERR_LEN, "out of memory preparing the weights for inference");
     return NN_NOMEM;
   }
-  if ((double)m->V * GH * m->dirs > 64.0 * 1024 * 1024) return NN_OK; /* too big: keep GEMMs */
+  if ((double)m->V * GH * m->dirs > 64.0 * 1024 * 1024) { /* too big: keep GEMMs */
+    rc = nn_backend_check(be, "preparing the weights for inference", err); /* the head's ops */
+    if (rc != NN_OK) drop_fold(m);
+    return rc;
+  }
   for (int d = 0; d < m->dirs; d++) {
     const nn_rnn_params *w = &m->rnn[0][d];
     float *t = be->alloc((size_t)m->V * GH * sizeof(float));
@@ -435,14 +442,15 @@ int nn_model_prepare_inference(nn_model *m, char *err) {
     be->add_bias(t, GH, m->params + w->b_ih, m->V, GH);
     if (m->cfg.cell != NN_CELL_GRU) be->add_bias(t, GH, m->params + w->b_hh, m->V, GH);
     m->fold[d] = t;
+    rc = nn_backend_check(be, "folding the input projection", err);
+    if (rc != NN_OK) {
+      drop_fold(m);
+      return rc;
+    }
     /* the step-1 table doubles the memory: only while both stay under the same 256 MB */
     int room = (double)m->V * GH * m->dirs * 2 <= 64.0 * 1024 * 1024;
-    if (room && prepare_step1(m, d) != NN_OK) {
-      drop_fold(m);
-      if (nn_backend_check(be, "folding the input projection", err) == NN_OK)
-        snprintf(err, NN_ERR_LEN, "out of memory folding the first recurrent step");
-      return NN_NOMEM;
-    }
+    if (room && prepare_step1(m, d) != NN_OK && be->error)
+      be->error(NULL, 0); /* an optimisation: out of memory (its only error), run without it */
   }
   rc = nn_backend_check(be, "folding the input projection", err);
   if (rc != NN_OK) drop_fold(m);
