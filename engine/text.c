@@ -273,6 +273,15 @@ static void append(scanner *sc, const char *bytes, int n) {
   sc->len += n; /* past cap (cannot grow): the token is longer than any it can match */
 }
 
+/* A word-level token starts at byte `start` of the original, unless one is open. */
+static void open_token(scanner *sc, int start) {
+  if (sc->in_token) return;
+  sc->in_token = 1;
+  sc->words++;
+  sc->len = 0;
+  sc->tok_start = start;
+}
+
 /* A letter of a token: its bytes in the cleaned text and its span in the original. */
 static void add_letter(scanner *sc, const char *bytes, int n, int start, int end) {
   if (sc->mode.char_level) {
@@ -284,12 +293,7 @@ static void add_letter(scanner *sc, const char *bytes, int n, int start, int end
     emit(sc, bytes, n, start, end);
     return;
   }
-  if (!sc->in_token) {
-    sc->in_token = 1;
-    sc->words++;
-    sc->len = 0;
-    sc->tok_start = start;
-  }
+  open_token(sc, start);
   append(sc, bytes, n);
   sc->tok_end = end;
 }
@@ -297,12 +301,7 @@ static void add_letter(scanner *sc, const char *bytes, int n, int start, int end
 /* A run of ASCII letters and digits inside or at the start of a word token: the same as
  * add_letter on each byte (lower-cased when the mode says so), in one append per 64 bytes. */
 static void add_ascii_run(scanner *sc, const unsigned char *run, int n, int start) {
-  if (!sc->in_token) {
-    sc->in_token = 1;
-    sc->words++;
-    sc->len = 0;
-    sc->tok_start = start;
-  }
+  open_token(sc, start);
   char chunk[64];
   for (int done = 0; done < n && !sc->oom;) {
     int k = n - done < (int)sizeof chunk ? n - done : (int)sizeof chunk;

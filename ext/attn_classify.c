@@ -325,24 +325,11 @@ typedef struct attn_classify_cursor {
 
 static int attn_classify_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
                                  sqlite3_vtab **out, char **errmsg) {
-  int rc = sqlite3_declare_vtab(
-      db, "CREATE TABLE x(id, label TEXT, probability REAL, arg_name HIDDEN, arg_query HIDDEN)");
-  if (rc != SQLITE_OK) return rc;
-  attn_classify_vtab *vtab = sqlite3_malloc64(sizeof *vtab);
-  if (!vtab) return SQLITE_NOMEM;
-  memset(vtab, 0, sizeof *vtab);
-  vtab->conn = aux;
-  /* direct-only: it runs a query given as text at top level, where direct-only functions
-   * (writefile, load_extension, ...) are allowed; from a view or trigger of an untrusted schema
-   * that would get around SQLite's protections */
-  sqlite3_vtab_config(db, SQLITE_VTAB_DIRECTONLY);
-  *out = &vtab->base;
-  return SQLITE_OK;
-}
-
-static int attn_classify_disconnect(sqlite3_vtab *vtab) {
-  sqlite3_free(vtab);
-  return SQLITE_OK;
+  int rc = attn_vtab_connect(
+      db, "CREATE TABLE x(id, label TEXT, probability REAL, arg_name HIDDEN, arg_query HIDDEN)",
+      sizeof(attn_classify_vtab), SQLITE_VTAB_DIRECTONLY, out); /* it runs a query as text */
+  if (rc == SQLITE_OK) ((attn_classify_vtab *)*out)->conn = aux;
+  return rc;
 }
 
 static int attn_classify_best_index(sqlite3_vtab *vtab, sqlite3_index_info *info) {
@@ -351,11 +338,7 @@ static int attn_classify_best_index(sqlite3_vtab *vtab, sqlite3_index_info *info
 }
 
 static int attn_classify_open(sqlite3_vtab *vtab, sqlite3_vtab_cursor **out) {
-  attn_classify_cursor *cur = sqlite3_malloc64(sizeof *cur);
-  if (!cur) return SQLITE_NOMEM;
-  memset(cur, 0, sizeof *cur);
-  *out = &cur->base;
-  return SQLITE_OK;
+  return attn_vtab_cursor_new(sizeof(attn_classify_cursor), out);
 }
 
 static void attn_classify_reset(attn_classify_cursor *cur) {
@@ -480,7 +463,7 @@ static const sqlite3_module attn_classify_module = {
     .xCreate = NULL, /* eponymous only */
     .xConnect = attn_classify_connect,
     .xBestIndex = attn_classify_best_index,
-    .xDisconnect = attn_classify_disconnect,
+    .xDisconnect = attn_vtab_disconnect,
     .xOpen = attn_classify_open,
     .xClose = attn_classify_close,
     .xFilter = attn_classify_filter,

@@ -39,23 +39,17 @@ typedef struct attn_eval_cursor {
 
 static int attn_eval_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
                              sqlite3_vtab **out, char **errmsg, int mode) {
-  int rc = sqlite3_declare_vtab(
+  int rc = attn_vtab_connect(
       db, mode == ATTN_EVALUATE
               ? "CREATE TABLE x(label TEXT, precision REAL, recall REAL, f1 REAL, "
                 "support INTEGER, arg_name HIDDEN, arg_query HIDDEN)"
               : "CREATE TABLE x(actual TEXT, predicted TEXT, count INTEGER, arg_name HIDDEN, "
-                "arg_query HIDDEN)");
+                "arg_query HIDDEN)",
+      sizeof(attn_eval_vtab), SQLITE_VTAB_DIRECTONLY, out); /* it runs a query as text */
   if (rc != SQLITE_OK) return rc;
-  attn_eval_vtab *vtab = sqlite3_malloc64(sizeof *vtab);
-  if (!vtab) return SQLITE_NOMEM;
-  memset(vtab, 0, sizeof *vtab);
+  attn_eval_vtab *vtab = (attn_eval_vtab *)*out;
   vtab->conn = aux;
   vtab->mode = mode;
-  /* direct-only: it runs a query given as text at top level, where direct-only functions
-   * (writefile, load_extension, ...) are allowed; from a view or trigger of an untrusted schema
-   * that would get around SQLite's protections */
-  sqlite3_vtab_config(db, SQLITE_VTAB_DIRECTONLY);
-  *out = &vtab->base;
   return SQLITE_OK;
 }
 
@@ -69,11 +63,6 @@ static int attn_confusion_connect(sqlite3 *db, void *aux, int argc, const char *
   return attn_eval_connect(db, aux, argc, argv, out, errmsg, ATTN_CONFUSION);
 }
 
-static int attn_eval_disconnect(sqlite3_vtab *vtab) {
-  sqlite3_free(vtab);
-  return SQLITE_OK;
-}
-
 static int attn_eval_best_index(sqlite3_vtab *base, sqlite3_index_info *info) {
   if (((attn_eval_vtab *)base)->mode == ATTN_EVALUATE)
     return attn_vtab_best_index(base, info, 5, 2, 2,
@@ -83,11 +72,7 @@ static int attn_eval_best_index(sqlite3_vtab *base, sqlite3_index_info *info) {
 }
 
 static int attn_eval_open(sqlite3_vtab *vtab, sqlite3_vtab_cursor **out) {
-  attn_eval_cursor *cur = sqlite3_malloc64(sizeof *cur);
-  if (!cur) return SQLITE_NOMEM;
-  memset(cur, 0, sizeof *cur);
-  *out = &cur->base;
-  return SQLITE_OK;
+  return attn_vtab_cursor_new(sizeof(attn_eval_cursor), out);
 }
 
 static void attn_eval_reset(attn_eval_cursor *cur) {
@@ -343,7 +328,7 @@ static int attn_eval_rowid(sqlite3_vtab_cursor *base, sqlite_int64 *rowid) {
 #define ATTN_EVAL_MODULE(connect)                                                    \
   {                                                                                  \
     .iVersion = 0, .xCreate = NULL, .xConnect = connect,                             \
-    .xBestIndex = attn_eval_best_index, .xDisconnect = attn_eval_disconnect,         \
+    .xBestIndex = attn_eval_best_index, .xDisconnect = attn_vtab_disconnect,         \
     .xOpen = attn_eval_open, .xClose = attn_eval_close, .xFilter = attn_eval_filter, \
     .xNext = attn_eval_next, .xEof = attn_eval_eof, .xColumn = attn_eval_column,     \
     .xRowid = attn_eval_rowid                                                        \

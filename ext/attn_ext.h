@@ -194,6 +194,17 @@ void attn_json_string(sqlite3_str *out, const char *s, int len);
  * xFilter gets the given arguments in column order; idxNum is the bit mask of those given. */
 int attn_vtab_best_index(sqlite3_vtab *vtab, sqlite3_index_info *info, int first_arg, int nargs,
                          int nrequired, const char *usage);
+/* xConnect's common part: declare the table `schema`, allocate the module's vtab struct (size
+ * bytes, zeroed, its sqlite3_vtab first) into *out, and mark it `config`: SQLITE_VTAB_INNOCUOUS,
+ * or SQLITE_VTAB_DIRECTONLY for a function that runs a query given as text (at top level
+ * direct-only functions such as writefile and load_extension are allowed; from a view or trigger
+ * of an untrusted schema that would get around SQLite's protections) or touches files. */
+int attn_vtab_connect(sqlite3 *db, const char *schema, size_t size, int config,
+                      sqlite3_vtab **out);
+/* xDisconnect of a vtab struct that owns nothing but itself. */
+int attn_vtab_disconnect(sqlite3_vtab *vtab);
+/* xOpen's common part: a zeroed cursor struct of size bytes (its sqlite3_vtab_cursor first). */
+int attn_vtab_cursor_new(size_t size, sqlite3_vtab_cursor **out);
 /* Set a vtab's error message (replacing one there). */
 void attn_vtab_error(sqlite3_vtab *vtab, char *msg /* sqlite3_malloc'd, taken */);
 

@@ -311,23 +311,13 @@ typedef struct mx_cursor {
 
 static int mx_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
                       sqlite3_vtab **out, char **errmsg) {
-  int rc = sqlite3_declare_vtab(db, "CREATE TABLE x(query_position INTEGER, query_token TEXT, "
-                                    "key_position INTEGER, key_token TEXT, weight REAL, "
-                                    "arg_query_text HIDDEN, arg_key_text HIDDEN, arg_vectors HIDDEN, "
-                                    "arg_kind HIDDEN)");
-  if (rc != SQLITE_OK) return rc;
-  mx_vtab *vtab = sqlite3_malloc64(sizeof *vtab);
-  if (!vtab) return SQLITE_NOMEM;
-  memset(vtab, 0, sizeof *vtab);
-  vtab->conn = aux;
-  sqlite3_vtab_config(db, SQLITE_VTAB_DIRECTONLY);
-  *out = &vtab->base;
-  return SQLITE_OK;
-}
-
-static int mx_disconnect(sqlite3_vtab *vtab) {
-  sqlite3_free(vtab);
-  return SQLITE_OK;
+  int rc = attn_vtab_connect(db, "CREATE TABLE x(query_position INTEGER, query_token TEXT, "
+                                 "key_position INTEGER, key_token TEXT, weight REAL, "
+                                 "arg_query_text HIDDEN, arg_key_text HIDDEN, arg_vectors HIDDEN, "
+                                 "arg_kind HIDDEN)",
+                             sizeof(mx_vtab), SQLITE_VTAB_DIRECTONLY, out);
+  if (rc == SQLITE_OK) ((mx_vtab *)*out)->conn = aux;
+  return rc;
 }
 
 static int mx_best_index(sqlite3_vtab *vtab, sqlite3_index_info *info) {
@@ -337,11 +327,7 @@ static int mx_best_index(sqlite3_vtab *vtab, sqlite3_index_info *info) {
 }
 
 static int mx_open(sqlite3_vtab *vtab, sqlite3_vtab_cursor **out) {
-  mx_cursor *cur = sqlite3_malloc64(sizeof *cur);
-  if (!cur) return SQLITE_NOMEM;
-  memset(cur, 0, sizeof *cur);
-  *out = &cur->base;
-  return SQLITE_OK;
+  return attn_vtab_cursor_new(sizeof(mx_cursor), out);
 }
 
 static int mx_close(sqlite3_vtab_cursor *base) {
@@ -404,7 +390,7 @@ static const sqlite3_module attn_matrix_module = {
     .iVersion = 0,
     .xConnect = mx_connect,
     .xBestIndex = mx_best_index,
-    .xDisconnect = mx_disconnect,
+    .xDisconnect = attn_vtab_disconnect,
     .xOpen = mx_open,
     .xClose = mx_close,
     .xFilter = mx_filter,

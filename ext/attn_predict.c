@@ -222,19 +222,16 @@ typedef struct attn_explain_cursor {
 
 static int attn_explain_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
                                 sqlite3_vtab **out, char **errmsg, int mode) {
-  int rc = sqlite3_declare_vtab(
+  int rc = attn_vtab_connect(
       db, mode == ATTN_PROBS
               ? "CREATE TABLE x(label TEXT, probability REAL, arg_name HIDDEN, arg_text HIDDEN)"
               : "CREATE TABLE x(position INTEGER, token TEXT, weight REAL, start INTEGER, "
-                "\"end\" INTEGER, arg_name HIDDEN, arg_text HIDDEN)");
+                "\"end\" INTEGER, arg_name HIDDEN, arg_text HIDDEN)",
+      sizeof(attn_explain_vtab), SQLITE_VTAB_INNOCUOUS, out);
   if (rc != SQLITE_OK) return rc;
-  attn_explain_vtab *vtab = sqlite3_malloc64(sizeof *vtab);
-  if (!vtab) return SQLITE_NOMEM;
-  memset(vtab, 0, sizeof *vtab);
+  attn_explain_vtab *vtab = (attn_explain_vtab *)*out;
   vtab->conn = aux;
   vtab->mode = mode;
-  sqlite3_vtab_config(db, SQLITE_VTAB_INNOCUOUS);
-  *out = &vtab->base;
   return SQLITE_OK;
 }
 
@@ -248,11 +245,6 @@ static int attn_weights_connect(sqlite3 *db, void *aux, int argc, const char *co
   return attn_explain_connect(db, aux, argc, argv, out, errmsg, ATTN_WEIGHTS);
 }
 
-static int attn_explain_disconnect(sqlite3_vtab *vtab) {
-  sqlite3_free(vtab);
-  return SQLITE_OK;
-}
-
 static int attn_explain_best_index(sqlite3_vtab *base, sqlite3_index_info *info) {
   attn_explain_vtab *vtab = (attn_explain_vtab *)base;
   if (vtab->mode == ATTN_PROBS)
@@ -263,11 +255,7 @@ static int attn_explain_best_index(sqlite3_vtab *base, sqlite3_index_info *info)
 }
 
 static int attn_explain_open(sqlite3_vtab *vtab, sqlite3_vtab_cursor **out) {
-  attn_explain_cursor *cur = sqlite3_malloc64(sizeof *cur);
-  if (!cur) return SQLITE_NOMEM;
-  memset(cur, 0, sizeof *cur);
-  *out = &cur->base;
-  return SQLITE_OK;
+  return attn_vtab_cursor_new(sizeof(attn_explain_cursor), out);
 }
 
 static int attn_explain_close(sqlite3_vtab_cursor *base) {
@@ -385,7 +373,7 @@ static int attn_explain_rowid(sqlite3_vtab_cursor *base, sqlite_int64 *rowid) {
 
 #define ATTN_EXPLAIN_MODULE(connect)                                                           \
   {                                                                                             \
-    0, NULL, connect, attn_explain_best_index, attn_explain_disconnect, NULL, attn_explain_open, \
+    0, NULL, connect, attn_explain_best_index, attn_vtab_disconnect, NULL, attn_explain_open, \
         attn_explain_close, attn_explain_filter, attn_explain_next, attn_explain_eof,           \
         attn_explain_column, attn_explain_rowid, NULL, NULL, NULL, NULL, NULL, NULL, NULL,     \
         NULL, NULL, NULL, NULL                                                                   \

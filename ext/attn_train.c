@@ -48,23 +48,13 @@ typedef struct attn_train_cursor {
 
 static int attn_train_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
                               sqlite3_vtab **out, char **errmsg) {
-  int rc = sqlite3_declare_vtab(db,
-                                "CREATE TABLE x(epoch INTEGER, train_loss REAL, val_loss REAL, "
-                                "val_accuracy REAL, val_f1 REAL, lr REAL, seconds REAL, "
-                                "best INTEGER, arg_name HIDDEN, arg_query HIDDEN, arg_options HIDDEN)");
-  if (rc != SQLITE_OK) return rc;
-  attn_train_vtab *vtab = sqlite3_malloc64(sizeof *vtab);
-  if (!vtab) return SQLITE_NOMEM;
-  memset(vtab, 0, sizeof *vtab);
-  vtab->conn = aux;
-  sqlite3_vtab_config(db, SQLITE_VTAB_DIRECTONLY);
-  *out = &vtab->base;
-  return SQLITE_OK;
-}
-
-static int attn_train_disconnect(sqlite3_vtab *vtab) {
-  sqlite3_free(vtab);
-  return SQLITE_OK;
+  int rc = attn_vtab_connect(db,
+                             "CREATE TABLE x(epoch INTEGER, train_loss REAL, val_loss REAL, "
+                             "val_accuracy REAL, val_f1 REAL, lr REAL, seconds REAL, "
+                             "best INTEGER, arg_name HIDDEN, arg_query HIDDEN, arg_options HIDDEN)",
+                             sizeof(attn_train_vtab), SQLITE_VTAB_DIRECTONLY, out);
+  if (rc == SQLITE_OK) ((attn_train_vtab *)*out)->conn = aux;
+  return rc;
 }
 
 static int attn_train_best_index(sqlite3_vtab *vtab, sqlite3_index_info *info) {
@@ -74,11 +64,7 @@ static int attn_train_best_index(sqlite3_vtab *vtab, sqlite3_index_info *info) {
 }
 
 static int attn_train_open(sqlite3_vtab *vtab, sqlite3_vtab_cursor **out) {
-  attn_train_cursor *cur = sqlite3_malloc64(sizeof *cur);
-  if (!cur) return SQLITE_NOMEM;
-  memset(cur, 0, sizeof *cur);
-  *out = &cur->base;
-  return SQLITE_OK;
+  return attn_vtab_cursor_new(sizeof(attn_train_cursor), out);
 }
 
 static void attn_train_reset(attn_train_cursor *cur) {
@@ -296,7 +282,7 @@ static const sqlite3_module attn_train_module = {
     .xCreate = NULL, /* eponymous only: no CREATE VIRTUAL TABLE */
     .xConnect = attn_train_connect,
     .xBestIndex = attn_train_best_index,
-    .xDisconnect = attn_train_disconnect,
+    .xDisconnect = attn_vtab_disconnect,
     .xOpen = attn_train_open,
     .xClose = attn_train_close,
     .xFilter = attn_train_filter,

@@ -48,19 +48,8 @@ typedef struct vec_cursor {
 
 static int vec_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
                        sqlite3_vtab **out, char **errmsg) {
-  int rc = sqlite3_declare_vtab(db, "CREATE TABLE x(word TEXT, vector BLOB, arg_path HIDDEN)");
-  if (rc != SQLITE_OK) return rc;
-  sqlite3_vtab *vtab = sqlite3_malloc64(sizeof *vtab);
-  if (!vtab) return SQLITE_NOMEM;
-  memset(vtab, 0, sizeof *vtab);
-  sqlite3_vtab_config(db, SQLITE_VTAB_DIRECTONLY);
-  *out = vtab;
-  return SQLITE_OK;
-}
-
-static int vec_disconnect(sqlite3_vtab *vtab) {
-  sqlite3_free(vtab);
-  return SQLITE_OK;
+  return attn_vtab_connect(db, "CREATE TABLE x(word TEXT, vector BLOB, arg_path HIDDEN)",
+                           sizeof(sqlite3_vtab), SQLITE_VTAB_DIRECTONLY, out); /* reads a file */
 }
 
 static int vec_best_index(sqlite3_vtab *vtab, sqlite3_index_info *info) {
@@ -69,11 +58,7 @@ static int vec_best_index(sqlite3_vtab *vtab, sqlite3_index_info *info) {
 }
 
 static int vec_open(sqlite3_vtab *vtab, sqlite3_vtab_cursor **out) {
-  vec_cursor *cur = sqlite3_malloc64(sizeof *cur);
-  if (!cur) return SQLITE_NOMEM;
-  memset(cur, 0, sizeof *cur);
-  *out = &cur->base;
-  return SQLITE_OK;
+  return attn_vtab_cursor_new(sizeof(vec_cursor), out);
 }
 
 static void vec_reset(vec_cursor *cur) {
@@ -265,7 +250,7 @@ static const sqlite3_module attn_vectors_module = {
     .iVersion = 0,
     .xConnect = vec_connect,
     .xBestIndex = vec_best_index,
-    .xDisconnect = vec_disconnect,
+    .xDisconnect = attn_vtab_disconnect,
     .xOpen = vec_open,
     .xClose = vec_close,
     .xFilter = vec_filter,

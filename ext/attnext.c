@@ -114,6 +114,31 @@ void attn_json_string(sqlite3_str *out, const char *s, int len) {
   sqlite3_str_appendchar(out, 1, '"');
 }
 
+int attn_vtab_connect(sqlite3 *db, const char *schema, size_t size, int config,
+                      sqlite3_vtab **out) {
+  int rc = sqlite3_declare_vtab(db, schema);
+  if (rc != SQLITE_OK) return rc;
+  sqlite3_vtab *vtab = sqlite3_malloc64(size);
+  if (!vtab) return SQLITE_NOMEM;
+  memset(vtab, 0, size);
+  sqlite3_vtab_config(db, config);
+  *out = vtab;
+  return SQLITE_OK;
+}
+
+int attn_vtab_disconnect(sqlite3_vtab *vtab) {
+  sqlite3_free(vtab);
+  return SQLITE_OK;
+}
+
+int attn_vtab_cursor_new(size_t size, sqlite3_vtab_cursor **out) {
+  sqlite3_vtab_cursor *cur = sqlite3_malloc64(size);
+  if (!cur) return SQLITE_NOMEM;
+  memset(cur, 0, size);
+  *out = cur;
+  return SQLITE_OK;
+}
+
 int attn_vtab_best_index(sqlite3_vtab *vtab, sqlite3_index_info *info, int first_arg, int nargs,
                          int nrequired, const char *usage) {
   int idx[16], unusable = 0, mask = 0, n = 0;
