@@ -3,36 +3,44 @@
 # converts it to the `title,category` CSVs attnext's lesson workflow imports.
 #
 #   sh data/fetch_ag_news.sh [OUTDIR]      (default OUTDIR: data/ag_news)
-#     -> OUTDIR/ag_news_train.csv, OUTDIR/ag_news_test.csv
+#     -> OUTDIR/ag_news_train.csv (120,000 titles), OUTDIR/ag_news_test.csv (7,600 titles),
+#        OUTDIR/ag_news_train_10k.csv (the first 10,000 rows of the training split)
 #   sh data/fetch_ag_news.sh --convert SOURCE.csv OUT.csv     (conversion only, no network)
 #
 # Source: the CSVs of mhjabreel/CharCnn_Keras (data/ag_news_csv/{train,test}.csv), the files
-# torchtext's AG_NEWS loader downloads, pinned to commit 555590db (see ../shared/data/README.md).
+# torchtext's AG_NEWS loader downloads, pinned to commit 555590db.
 # Both files are checked against the MD5s torchtext expects before anything is written.
-# Conversion, as ../shared/data/README.md describes it: the source has no header and three
+# Conversion: the source has no header and three
 # columns (class index, title, description); the description is dropped, 1..4 become World,
 # Sports, Business, Sci/Tech, every `\$` becomes `$`, nothing else changes; rows keep the
 # source order; output is RFC 4180 (a field is quoted when it has a comma, a double quote, a
 # line break or leading/trailing whitespace), CRLF line endings, header `title,category`.
+# The tests and the benchmark (tests/test_agnews.sh, tests/bench/) read ag_news_train_10k.csv and
+# ag_news_test.csv from $ATTNEXT_DATA (default data/ag_news, this script's default OUTDIR). The
+# 10k file is the first AG_NEWS_SUBSET (10,000) training rows in source order; the figures of
+# tests/bench/RESULTS.md were measured on Made-With-ML's own 10,000-title subset, so accuracies
+# on this one differ a little.
 #
 # Needs curl or wget, md5sum and python3 (standard library only). Environment overrides, for
 # mirrors and tests: AG_NEWS_URL (directory holding train.csv and test.csv; file:// works),
-# AG_NEWS_TRAIN_MD5, AG_NEWS_TEST_MD5, PYTHON.
+# AG_NEWS_TRAIN_MD5, AG_NEWS_TEST_MD5, AG_NEWS_SUBSET (rows of the 10k file), PYTHON.
 set -u
 
 COMMIT=555590db4219b1243abb1918effd6a7425a2d75f
 URL=${AG_NEWS_URL:-https://raw.githubusercontent.com/mhjabreel/CharCnn_Keras/$COMMIT/data/ag_news_csv}
 TRAIN_MD5=${AG_NEWS_TRAIN_MD5:-b1a00f826fdfbd249f79597b59e1dc12}
 TEST_MD5=${AG_NEWS_TEST_MD5:-d52ea96a97a2d943681189a97654912d}
+SUBSET=${AG_NEWS_SUBSET:-10000}
 PYTHON=${PYTHON:-python3}
 
 die() { echo "fetch_ag_news: $*" >&2; exit 1; }
 
-# convert SOURCE OUT: the source CSV (3 columns, no header) -> title,category CSV.
+# convert SOURCE OUT [LIMIT]: the source CSV (3 columns, no header) -> title,category CSV (its
+# first LIMIT rows when given).
 convert() {
-  "$PYTHON" - "$1" "$2" <<'EOF'
+  "$PYTHON" - "$1" "$2" "${3:-0}" <<'EOF'
 import csv, sys
-src, dst = sys.argv[1], sys.argv[2]
+src, dst, limit = sys.argv[1], sys.argv[2], int(sys.argv[3])
 names = {"1": "World", "2": "Sports", "3": "Business", "4": "Sci/Tech"}
 
 def field(s):
@@ -52,6 +60,8 @@ try:
                 sys.exit("fetch_ag_news: %s row %d: class index must be 1 to 4, got %r"
                          % (src, line, row[0]))
             out.append(field(row[1].replace("\\$", "$")) + "," + names[row[0]])
+            if len(out) - 1 == limit:
+                break
 except (OSError, UnicodeDecodeError, csv.Error) as e:
     sys.exit("fetch_ag_news: cannot read %s: %s" % (src, e))
 if len(out) == 1:
@@ -99,4 +109,6 @@ mkdir -p "$out" || die "cannot create $out"
 for split in train test; do
   convert "$tmp/$split.csv" "$out/ag_news_$split.csv" || die "conversion of $split.csv failed"
 done
-echo "fetch_ag_news: done. In sqlite3: .import --csv $out/ag_news_train.csv headlines"
+convert "$tmp/train.csv" "$out/ag_news_train_10k.csv" "$SUBSET" || die "conversion of train.csv failed"
+echo "fetch_ag_news: done. For the tests and the benchmark: export ATTNEXT_DATA=$out"
+echo "fetch_ag_news: in sqlite3: .import --csv $out/ag_news_train.csv headlines"

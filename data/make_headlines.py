@@ -7,7 +7,7 @@
 The headlines are composed here from the project's own templates and word lists, one set per
 AG News category (World, Sports, Business, Sci/Tech); nothing is taken from AG News or any other
 data set. Companies, clubs and people are invented; countries and cities are real places used
-only as settings. The files have the shape of ../shared/data's AG News CSVs: header
+only as settings. The files have the shape of the AG News CSVs (data/fetch_ag_news.sh): header
 `title,category`, RFC 4180 quoting, CRLF line endings, ASCII.
 
 The data is meant to be learnable but not trivial: every category has its own vocabulary, but

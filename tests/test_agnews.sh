@@ -1,5 +1,5 @@
 #!/bin/sh
-# test_agnews.sh -- real data: train on ../shared/data/ag_news_train_10k.csv (the lesson's
+# test_agnews.sh -- real data: train on $ATTNEXT_DATA/ag_news_train_10k.csv (the lesson's
 # defaults, 6 epochs), evaluate on ag_news_test.csv (7,600 titles, 4 balanced classes), all
 # through the sqlite3 shell with .import --csv. Asserts:
 #  - test accuracy (weighted recall of attn_evaluate's 'overall' row) >= FLOOR (0.5; chance is
@@ -10,12 +10,12 @@
 #    would give ~1,000), i.e. the model is parsed once per connection, not per row.
 SQLITE3=${SQLITE3:-sqlite3}
 ATTNEXT=${ATTNEXT:-./attnext}
-data=../shared/data
+data=${ATTNEXT_DATA:-data/ag_news}
 FLOOR=${FLOOR:-0.5}
 command -v ${SQLITE3##* } >/dev/null 2>&1 || { echo "$SQLITE3 not found"; exit 77; }
 [ -f "$ATTNEXT.so" ] || { echo "$ATTNEXT.so not built (run make)"; exit 77; }
 [ -f "$data/ag_news_train_10k.csv" ] && [ -f "$data/ag_news_test.csv" ] ||
-  { echo "AG News CSVs not found in $data"; exit 77; }
+  { echo "skip: AG News CSVs not found in $data (set ATTNEXT_DATA, or run sh data/fetch_ag_news.sh)"; exit 77; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 $SQLITE3 -batch "$tmp/ag.db" > "$tmp/out" 2>&1 <<SQL

@@ -4,9 +4,9 @@
 # with a number for attnext and PyTorch, that the scaling table has a line per point and that
 # the JSON and both SVG charts were written. Exit 77 when PyTorch or the data is missing.
 PYTHON=${PYTHON:-/usr/bin/python3}
-data=../shared/data
+data=${ATTNEXT_DATA:-data/ag_news}
 [ -f "$data/ag_news_train_10k.csv" ] && [ -f "$data/ag_news_test.csv" ] || {
-  echo "skip: $data/ag_news_*.csv not found"; exit 77; }
+  echo "skip: $data/ag_news_*.csv not found (set ATTNEXT_DATA, or run sh data/fetch_ag_news.sh)"; exit 77; }
 "$PYTHON" -c "import torch" 2>/dev/null || { echo "skip: $PYTHON cannot import torch"; exit 77; }
 [ -f attnext.so ] || { echo "attnext.so not built"; exit 1; }
 out=$(mktemp -d /tmp/bench_smoke.XXXXXX) || exit 1

@@ -5,7 +5,8 @@
   that Python's csv module and the sqlite3 shell's `.import --csv` read back to the same rows;
 - at least 400 rows, the four AG News categories, balanced, no duplicate titles, and no new
   headline also in headlines.csv;
-- no title is an AG News title (../shared/data, when present): the data is the project's own.
+- no title is an AG News title ($ATTNEXT_DATA, default data/ag_news/, when present): the data is
+  the project's own.
 Run from the repository root with Debian's /usr/bin/python3.
 """
 import csv
@@ -64,7 +65,8 @@ check(sum(1 for t, _ in train if "," in t or '"' in t) >= 5,
       "some titles need RFC 4180 quoting (commas or quotes)")
 
 ag_titles = set()
-for name in ["../shared/data/ag_news_train_10k.csv", "../shared/data/ag_news_test.csv"]:
+ag_data = os.environ.get("ATTNEXT_DATA") or os.path.join("data", "ag_news")
+for name in [os.path.join(ag_data, "ag_news_train_10k.csv"), os.path.join(ag_data, "ag_news_test.csv")]:
     if os.path.exists(name):
         with open(name, newline="", encoding="utf-8") as f:
             ag_titles |= {r[0].strip().lower() for r in csv.reader(f)}
@@ -73,7 +75,7 @@ if ag_titles:
     check(not copied, "no title is an AG News title (%d AG titles compared, %d equal: %s)"
           % (len(ag_titles), len(copied), copied[:3]))
 else:
-    print("note: ../shared/data absent, AG News comparison not run")
+    print("note: AG News not found in %s (set ATTNEXT_DATA), comparison not run" % ag_data)
 
 sqlite3 = os.environ.get("SQLITE3", "sqlite3")
 if shutil.which(sqlite3):

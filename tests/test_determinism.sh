@@ -1,12 +1,12 @@
 #!/bin/sh
 # test_determinism.sh -- the same data, options and seed give bit-identical weights, whatever the
-# number of threads: training on the 10,000 AG News titles four times with 2 threads and once
+# number of threads: training on the 10,000 AG News titles ($ATTNEXT_DATA) four times with 2 threads and once
 # with 1 must give the same FNV-1a hash of the weights (build/tests/bench/tool_train_csv prints it).
 # It caught a BLAS library that raced when the training shards called it from two threads.
 BUILD=${BUILD:-build}
 tool=$BUILD/tests/bench/tool_train_csv
-data=../shared/data
-[ -f "$data/ag_news_train_10k.csv" ] || { echo "skip: $data/ag_news_train_10k.csv not found"; exit 77; }
+data=${ATTNEXT_DATA:-data/ag_news}
+[ -f "$data/ag_news_train_10k.csv" ] || { echo "skip: $data/ag_news_train_10k.csv not found (set ATTNEXT_DATA, or run sh data/fetch_ag_news.sh)"; exit 77; }
 [ -x "$tool" ] || { echo "FAIL: $tool not built (make test builds it)"; exit 1; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT

@@ -3,12 +3,13 @@
 #  1. --convert on a small hand-made file in the source's format (3 columns, no header) against
 #     the expected title,category bytes written out here by hand;
 #  2. bad input (wrong column count, bad class index) fails with a message naming the row;
-#  3. when ../shared/data/ag_news_test.csv is present: it is turned back into the source's
-#     format (class index, `$` -> `\$`, a description column, every field quoted) and converted
-#     again; the result must be byte-identical to the shared file;
+#  3. when $ATTNEXT_DATA/ag_news_test.csv is present (default data/ag_news): it is turned back
+#     into the source's format (class index, `$` -> `\$`, a description column, every field
+#     quoted) and converted again; the result must be byte-identical to that file;
 #  4. the download path with AG_NEWS_URL pointing at file:// URLs (needs curl): an unreachable
 #     source fails with a clear message, an MD5 mismatch fails and writes nothing, and matching
-#     MD5s give the converted files.
+#     MD5s give the converted files under the names the tests read (ag_news_test.csv and the
+#     first AG_NEWS_SUBSET rows as ag_news_train_10k.csv) and the full ag_news_train.csv.
 PYTHON=${PYTHON:-/usr/bin/python3}
 export PYTHON
 script=data/fetch_ag_news.sh
@@ -58,8 +59,8 @@ for case in "bad1:row 1: expected 3 columns" "bad2:row 2: class index must be 1 
   fi
 done
 
-# ---- 3. round trip through the shared AG News test split
-shared=../shared/data/ag_news_test.csv
+# ---- 3. round trip through the AG News test split the other tests use
+shared=${ATTNEXT_DATA:-data/ag_news}/ag_news_test.csv
 if [ -f "$shared" ]; then
   "$PYTHON" - "$shared" "$tmp/test.csv" <<'EOF'
 import csv, sys
@@ -103,14 +104,17 @@ if command -v curl >/dev/null 2>&1; then
   train_md5=$(md5sum "$tmp/mirror/train.csv" | cut -d' ' -f1)
   test_md5=$(md5sum "$tmp/mirror/test.csv" | cut -d' ' -f1)
   AG_NEWS_URL="file://$tmp/mirror" AG_NEWS_TRAIN_MD5=$train_md5 AG_NEWS_TEST_MD5=$test_md5 \
-    sh "$script" "$tmp/o3" > "$tmp/o3.log" 2>&1
+    AG_NEWS_SUBSET=3 sh "$script" "$tmp/o3" > "$tmp/o3.log" 2>&1
   rc=$?
   head -n 2 "$tmp/expected.csv" > "$tmp/expected_test.csv"
+  head -n 4 "$tmp/expected.csv" > "$tmp/expected_10k.csv"
   if [ $rc -eq 0 ] && cmp -s "$tmp/o3/ag_news_train.csv" "$tmp/expected.csv" &&
-     cmp -s "$tmp/o3/ag_news_test.csv" "$tmp/expected_test.csv"; then
-    ok "download from a file:// mirror with matching MD5s gives the converted files"
+     cmp -s "$tmp/o3/ag_news_test.csv" "$tmp/expected_test.csv" &&
+     cmp -s "$tmp/o3/ag_news_train_10k.csv" "$tmp/expected_10k.csv"; then
+    ok "download from a file:// mirror with matching MD5s gives the converted files" \
+       "(ag_news_train.csv, ag_news_test.csv, ag_news_train_10k.csv = header + first 3 rows)"
   else
-    fail "download from a file:// mirror: exit $rc"; cat "$tmp/o3.log"
+    fail "download from a file:// mirror: exit $rc"; cat "$tmp/o3.log"; ls -l "$tmp/o3"
   fi
 else
   echo "note: curl absent, download path not tested"

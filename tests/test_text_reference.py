@@ -21,7 +21,8 @@ from collections import Counter
 
 BUILD = os.environ.get("BUILD", "build")
 TOOL = os.path.join(BUILD, "tests", "tool_tokenize")
-DATA = os.path.join("..", "shared", "data")
+# The AG News CSVs: $ATTNEXT_DATA, else data/ag_news/ (which `sh data/fetch_ag_news.sh` fills).
+DATA = os.environ.get("ATTNEXT_DATA") or os.path.join("data", "ag_news")
 
 # nltk.corpus.stopwords.words("english") (nltk_data corpora/stopwords/english, 179 words).
 STOPWORDS = """i me my myself we our ours ourselves you you're you've you'll you'd your yours
@@ -210,7 +211,7 @@ def main():
     train_path = os.path.join(DATA, "ag_news_train_10k.csv")
     test_path = os.path.join(DATA, "ag_news_test.csv")
     if not (os.path.exists(train_path) and os.path.exists(test_path)):
-        return skip("AG News data not found in %s" % DATA)
+        return skip("AG News data not found in %s (set ATTNEXT_DATA, or run sh data/fetch_ag_news.sh)" % DATA)
     check(len(STOPWORDS) == 179 and len(set(STOPWORDS)) == 179,
           "%d stop words, expected 179 distinct" % len(STOPWORDS))
 

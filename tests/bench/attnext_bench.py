@@ -30,10 +30,11 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from lesson_text import add_run_args, count_tokens, read_csv, replicate, subset  # noqa: E402
+from lesson_text import (add_run_args, count_tokens, data_dir, read_csv,  # noqa: E402
+                         replicate, subset)
 
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
-DATA = os.path.normpath(os.path.join(ROOT, "..", "shared", "data"))
+DATA = data_dir()
 
 
 def rss_mib():

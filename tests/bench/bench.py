@@ -5,7 +5,8 @@ Runs, each in its own child process (so each has its own peak RSS):
   tests/bench/attnext_bench.py   the same recipe through attnext.so (attn_train, attn_evaluate,
                                  attn_predict, attn_classify)
 with the lesson's configuration (rnn 128, embed 100, fc 100, dropout 0.1, batch 64, Adam 1e-3,
-class weights) on ../shared/data/ag_news_train_10k.csv, tested on ag_news_test.csv, and prints
+class weights) on $ATTNEXT_DATA/ag_news_train_10k.csv (default data/ag_news/, which
+`sh data/fetch_ag_news.sh` fills), tested on ag_news_test.csv, and prints
 a table: seconds per epoch (median), training tokens/s, test accuracy and weighted F1 after the
 same number of epochs, peak RSS, inference rows/s, with the ratio attnext/PyTorch and the
 DESIGN 4 target of each row. Then the scaling study: epoch time at 1x, 2x, 4x, 8x the training

@@ -1,6 +1,6 @@
 """cuda_bench.py -- attnext's CUDA backend against PyTorch CUDA, same GPU, same run (issue 5).
 
-For each configuration, both systems train on ../shared/data/ag_news_train_10k.csv (85/15 split)
+For each configuration, both systems train on $ATTNEXT_DATA/ag_news_train_10k.csv (85/15 split)
 and then classify ag_news_test.csv in large batches:
   lesson   rnn, embed 100, hidden 128, fc 100, dropout 0.1, batch 64, Adam 1e-3 (the lesson)
   large    the same with hidden 512 and batch 512
@@ -29,9 +29,9 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
-DATA = os.path.normpath(os.path.join(ROOT, "..", "shared", "data"))
 sys.path.insert(0, HERE)
-from lesson_text import read_csv, preprocess, Tokenizer, stratified_split  # noqa: E402
+from lesson_text import data_dir, read_csv, preprocess, Tokenizer, stratified_split  # noqa: E402
+DATA = data_dir()
 
 CONFIGS = {
     "lesson": dict(cell="rnn", embed_dim=100, hidden=128, fc_hidden=100, dropout=0.1,

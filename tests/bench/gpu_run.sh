@@ -13,7 +13,7 @@ OUT=${OUT:-/tmp/gpu_out}
 mkdir -p "$OUT"
 PY=${PYTHON:-python3}
 export LD_LIBRARY_PATH="$PWD/.gpu/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-DATA=../shared/data
+DATA=${ATTNEXT_DATA:-data/ag_news}
 [ -f "$DATA/ag_news_train_10k.csv" ] || DATA=.gpu/data
 {
   nvidia-smi; nvcc --version; "$PY" -c "import torch; print('torch', torch.__version__, torch.version.cuda, torch.cuda.is_available())"

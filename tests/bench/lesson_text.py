@@ -16,9 +16,10 @@ definitions as sklearn's train_test_split(stratify=y) proportions and
 precision_recall_fscore_support(average="weighted")).
 
     from lesson_text import read_csv, preprocess, Tokenizer, stratified_split, weighted_f1
-    titles, labels = read_csv("../shared/data/ag_news_train_10k.csv")
+    titles, labels = read_csv(os.path.join(data_dir(), "ag_news_train_10k.csv"))
 """
 import csv
+import os
 import random
 import re
 from collections import Counter
@@ -162,9 +163,15 @@ def weighted_metrics(y_true, y_pred, num_classes):
             float((f1 * w).sum()))
 
 
+def data_dir():
+    """Where the AG News CSVs are (ag_news_train_10k.csv, ag_news_test.csv): $ATTNEXT_DATA, else
+    data/ag_news/ of the repository, which `sh data/fetch_ag_news.sh` fills."""
+    root = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+    return os.environ.get("ATTNEXT_DATA") or os.path.join(root, "data", "ag_news")
+
+
 def add_run_args(ap, data_dir):
     """The data and model arguments every side of the benchmark takes (argparse)."""
-    import os
     ap.add_argument("--train", default=os.path.join(data_dir, "ag_news_train_10k.csv"))
     ap.add_argument("--test", default=os.path.join(data_dir, "ag_news_test.csv"))
     ap.add_argument("--epochs", type=int, default=3)

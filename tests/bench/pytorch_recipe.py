@@ -46,15 +46,15 @@ import numpy as np  # noqa: E402  (after OPENBLAS_NUM_THREADS: numpy loads OpenB
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, ".."))
-from lesson_text import (Tokenizer, add_run_args, pad_sequences, preprocess, read_csv,  # noqa: E402
-                         replicate, subset,
+from lesson_text import (Tokenizer, add_run_args, data_dir, pad_sequences,  # noqa: E402
+                         preprocess, read_csv, replicate, subset,
                          stratified_split, weighted_metrics)
 
 import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
-DATA = os.path.normpath(os.path.join(HERE, "..", "..", "..", "shared", "data"))
+DATA = data_dir()
 
 
 def rss_mib():
