@@ -34,6 +34,12 @@ TEST_BIN   := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 TOOL_SRC   := $(sort $(wildcard tests/tool_*.c tests/bench/tool_*.c))
 TOOL_BIN   := $(TOOL_SRC:%.c=$(BUILD)/%)
 HEADERS    := $(wildcard engine/*.h ext/*.h tests/*.h)
+# Each compile writes the headers its source includes to a .d file next to its output (-MMD; -MP
+# adds an empty rule per header so that a deleted header does not stop make); the .d files are
+# included at the end, so a header change rebuilds only what includes it. An output whose .d file
+# is missing (built before this scheme) is rebuilt once: the .d is a prerequisite with an empty
+# rule.
+DEPFLAGS   := -MMD -MP
 
 # The CUDA backend is built when nvcc is found (see engine/*.cu); otherwise it is skipped.
 NVCC ?= $(shell command -v nvcc 2>/dev/null || (test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc))
@@ -49,9 +55,9 @@ CUDA_SO    := $(if $(NVCC),$(if $(CUDA_SRC),attnext_cuda.so))
 .PHONY: all deps deps-build demo test test-asan bench install uninstall clean fuzz
 all: attnext.so $(CUDA_SO)
 
-$(BUILD)/%.o: %.c $(HEADERS)
+$(BUILD)/%.o: %.c $(BUILD)/%.d
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(BLAS_CFLAGS) -Iengine -c $< -o $@
+	$(CC) $(CFLAGS) $(DEPFLAGS) $(BLAS_CFLAGS) -Iengine -c $< -o $@
 
 $(BUILD)/libnn.a: $(ENGINE_OBJ)
 	@rm -f $@
@@ -64,13 +70,13 @@ attnext_cuda.so: $(CUDA_SRC) engine/backend.h
 	$(NVCC) $(NVCC_FLAGS) -shared -Iengine $(CUDA_SRC) -o $@ -ldl \
 	  -Xlinker -rpath,'$$ORIGIN' -Xlinker -rpath,$(CUDA_HOME)/lib64
 
-$(BUILD)/tests/bench/%: tests/bench/%.c $(BUILD)/libnn.a $(HEADERS)
+$(BUILD)/tests/bench/%: tests/bench/%.c $(BUILD)/libnn.a $(BUILD)/tests/bench/%.d
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(BLAS_CFLAGS) -Iengine -Itests $< $(BUILD)/libnn.a -o $@ $(LDLIBS)
+	$(CC) $(CFLAGS) $(DEPFLAGS) $(BLAS_CFLAGS) -Iengine -Itests $< $(BUILD)/libnn.a -o $@ $(LDLIBS)
 
-$(BUILD)/tests/%: tests/%.c $(BUILD)/libnn.a $(HEADERS)
+$(BUILD)/tests/%: tests/%.c $(BUILD)/libnn.a $(BUILD)/tests/%.d
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(BLAS_CFLAGS) -Iengine -Itests $< $(BUILD)/libnn.a -o $@ $(LDLIBS)
+	$(CC) $(CFLAGS) $(DEPFLAGS) $(BLAS_CFLAGS) -Iengine -Itests $< $(BUILD)/libnn.a -o $@ $(LDLIBS)
 
 deps:
 	@sh tests/deps.sh
@@ -128,9 +134,9 @@ $(BUILD)/attnext.so: $(EXT_OBJ) $(BUILD)/libnn.a
 	$(CC) $(CFLAGS) -shared -o $@ $(EXT_OBJ) $(BUILD)/libnn.a $(LDLIBS)
 
 # A GPU stand-in for the host/device plumbing test (tests/fake_device.c, loaded with dlopen).
-$(BUILD)/tests/fake_device.so: tests/fake_device.c $(BUILD)/libnn.a $(HEADERS)
+$(BUILD)/tests/fake_device.so: tests/fake_device.c $(BUILD)/libnn.a $(BUILD)/tests/fake_device.d
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(BLAS_CFLAGS) -Iengine -shared $< $(BUILD)/libnn.a -o $@ $(LDLIBS)
+	$(CC) $(CFLAGS) $(DEPFLAGS) $(BLAS_CFLAGS) -Iengine -shared $< $(BUILD)/libnn.a -o $@ $(LDLIBS)
 $(BUILD)/tests/test_device_plumbing: $(BUILD)/tests/fake_device.so
 
 # The CUDA backend's source compiled for the host (tests/cuda_emulate.h): its kernels run on the
@@ -187,3 +193,8 @@ fuzz: $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz_%)
 	  grep -E '^(#[0-9]+.*DONE|==[0-9]+==|SUMMARY|stat::number_of_executed_units|Test unit written)' $(FUZZ_BUILD)/fuzz_$$t.log; \
 	  ls $(FUZZ_BUILD)/crashes/$$t-* >/dev/null 2>&1 && { echo "fuzz $$t: crash inputs in $(FUZZ_BUILD)/crashes/"; exit 1; }; \
 	done; echo "fuzz: no crash"
+
+# The header dependencies written by -MMD (see DEPFLAGS); absent before the first build.
+$(BUILD)/%.d: ;
+.PRECIOUS: $(BUILD)/%.d
+-include $(ENGINE_OBJ:.o=.d) $(EXT_OBJ:.o=.d) $(TEST_BIN:=.d) $(TOOL_BIN:=.d) $(BUILD)/tests/fake_device.d
