@@ -4,6 +4,7 @@
 #include "json.h"
 
 #include "nn.h"
+#include "utf8.h"
 
 #include <locale.h>
 #include <math.h>
@@ -609,26 +610,6 @@ char *nn_strbuf_take(nn_strbuf *sb) {
 
 /* ------------------------------------------------------------------------------- messages */
 
-/* length of the valid UTF-8 sequence at s (at most n bytes), 0 if invalid */
-static size_t utf8_seq_len(const unsigned char *s, size_t n) {
-  unsigned char c = s[0];
-  size_t k;
-  unsigned cp;
-  if (c < 0x80) return 1;
-  if (c >= 0xC2 && c <= 0xDF) k = 2, cp = c & 0x1F;
-  else if (c >= 0xE0 && c <= 0xEF) k = 3, cp = c & 0x0F;
-  else if (c >= 0xF0 && c <= 0xF4) k = 4, cp = c & 0x07;
-  else return 0;
-  if (n < k) return 0;
-  for (size_t i = 1; i < k; i++) {
-    if ((s[i] & 0xC0) != 0x80) return 0;
-    cp = (cp << 6) | (s[i] & 0x3F);
-  }
-  if ((k == 3 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) || (k == 4 && (cp < 0x10000 || cp > 0x10FFFF)))
-    return 0;
-  return k;
-}
-
 char *nn_json_quote_for_message(char *out, size_t max_len, const char *s, size_t len) {
   static const char hex[] = "0123456789abcdef";
   if (max_len < 8) {
@@ -649,7 +630,8 @@ char *nn_json_quote_for_message(char *out, size_t max_len, const char *s, size_t
     else if (c < 0x20 || c == 0x7F) piece[0] = '\\', piece[1] = 'x', piece[2] = hex[c >> 4], piece[3] = hex[c & 15], n = 4;
     else if (c < 0x80) piece[0] = (char)c, n = 1;
     else {
-      size_t k = utf8_seq_len(u + i, len - i);
+      uint32_t cp;
+      size_t k = (size_t)nn_utf8_decode(u + i, len - i, &cp);
       if (k) memcpy(piece, u + i, k), n = k, adv = k;
       else piece[0] = '\\', piece[1] = 'x', piece[2] = hex[c >> 4], piece[3] = hex[c & 15], n = 4;
     }

@@ -39,6 +39,7 @@
 
 #include "nn.h"
 #include "text.h"
+#include "utf8.h"
 
 /* ---------------------------------------------------------------- characters */
 
@@ -75,38 +76,6 @@ static const unsigned char ascii_class[128] = {
 #undef L
 #undef S
 
-/* Length (2..4) of the valid UTF-8 multibyte sequence at s (n bytes available) and its code
- * point, or 0 when invalid (Python's strict decoder: no overlongs, no surrogates, <= U+10FFFF). */
-static int utf8_decode(const unsigned char *s, int n, uint32_t *cp) {
-  unsigned char b = s[0];
-  int need;
-  uint32_t c, lo = 0x80, hi = 0xbf; /* allowed range of the second byte */
-  if (b >= 0xc2 && b <= 0xdf) {
-    need = 1;
-    c = b & 0x1f;
-  } else if (b >= 0xe0 && b <= 0xef) {
-    need = 2;
-    c = b & 0x0f;
-    if (b == 0xe0) lo = 0xa0;
-    if (b == 0xed) hi = 0x9f;
-  } else if (b >= 0xf0 && b <= 0xf4) {
-    need = 3;
-    c = b & 0x07;
-    if (b == 0xf0) lo = 0x90;
-    if (b == 0xf4) hi = 0x8f;
-  } else {
-    return 0;
-  }
-  if (n < need + 1) return 0;
-  for (int i = 1; i <= need; i++) {
-    unsigned char t = s[i];
-    if (i == 1 ? (t < lo || t > hi) : (t < 0x80 || t > 0xbf)) return 0;
-    c = (c << 6) | (t & 0x3f);
-  }
-  *cp = c;
-  return need + 1;
-}
-
 static inline text_char text_decode(const unsigned char *s, int len, int pos, const text_mode *m) {
   text_char c;
   unsigned char b = s[pos];
@@ -117,7 +86,7 @@ static inline text_char text_decode(const unsigned char *s, int len, int pos, co
     return c;
   }
   uint32_t cp = 0;
-  int n = utf8_decode(s + pos, len - pos, &cp);
+  int n = nn_utf8_decode(s + pos, (size_t)(len - pos), &cp); /* 2..4 here: s[pos] >= 0x80 */
   c.ascii = 0;
   if (n == 0) { /* invalid byte: a separator, as Python's surrogateescape character */
     c.end = pos + 1;

@@ -10,44 +10,15 @@
 #include <string.h>
 
 #include "attn_viz.h"
+#include "utf8.h"
 
-/* Decode one UTF-8 sequence of s[0..len): returns its length in bytes (>= 1) and the code point
- * in *cp, or 0xFFFD for an invalid sequence (then 1 byte is consumed). Rejects overlong forms,
- * surrogates and code points past U+10FFFF, as the Unicode standard requires. */
+/* One character of s[0..len) (len >= 1): its length in bytes (>= 1) and its code point in *cp,
+ * or 0xFFFD for an invalid sequence (then 1 byte is consumed). Decoding: engine/utf8.h. */
 static int utf8_decode(const unsigned char *s, int len, unsigned *cp) {
-  unsigned c = s[0];
-  int need;
-  unsigned min;
-  if (c < 0x80) {
-    *cp = c;
-    return 1;
-  } else if (c >= 0xC2 && c <= 0xDF) {
-    need = 1, min = 0x80, c &= 0x1F;
-  } else if (c >= 0xE0 && c <= 0xEF) {
-    need = 2, min = 0x800, c &= 0x0F;
-  } else if (c >= 0xF0 && c <= 0xF4) {
-    need = 3, min = 0x10000, c &= 0x07;
-  } else {
-    *cp = 0xFFFD;
-    return 1;
-  }
-  if (len < need + 1) {
-    *cp = 0xFFFD;
-    return 1;
-  }
-  for (int i = 1; i <= need; i++) {
-    if ((s[i] & 0xC0) != 0x80) {
-      *cp = 0xFFFD;
-      return 1;
-    }
-    c = (c << 6) | (s[i] & 0x3F);
-  }
-  if (c < min || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF)) {
-    *cp = 0xFFFD;
-    return 1;
-  }
-  *cp = c;
-  return need + 1;
+  uint32_t c;
+  int n = nn_utf8_decode(s, (size_t)len, &c);
+  *cp = n ? c : 0xFFFD;
+  return n ? n : 1;
 }
 
 /* The character as it may appear in XML 1.0 text: white space becomes a space, characters XML
