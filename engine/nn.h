@@ -1,6 +1,6 @@
 /* nn.h -- public interface of the attnext neural-network engine.
  *
- * The engine trains and runs the attention-RNN text classifier of DESIGN.md section 2:
+ * The engine trains and runs the attention-RNN text classifier of README.md, Architecture:
  *   text -> tokens -> Embedding -> RNN|GRU|LSTM (layers, bidirectional, packed) ->
  *   attention pooling (linear|additive|self, padding masked) -> fc1 -> dropout -> fc2
  * PyTorch is the reference for every formula, parameter name and gate order.
@@ -104,8 +104,8 @@ typedef struct nn_token {
 } nn_token;
 
 /* Preprocess `text` (len bytes, any bytes, need not be NUL-terminated, invalid UTF-8 allowed)
- * as DESIGN 2 and call `fn` for each resulting token string (tok, tok_len bytes, the cleaned
- * form) with its byte span in the original. Returns the number of tokens (not truncated). */
+ * as the lesson (README.md, Architecture) and call `fn` for each resulting token string (tok,
+ * tok_len bytes, the cleaned form) with its byte span in the original. Returns the number of tokens (not truncated). */
 typedef void (*nn_token_fn)(void *ctx, const char *tok, int tok_len, int start, int end);
 int nn_text_tokenize(const char *text, int len, const nn_config *cfg, nn_token_fn fn, void *ctx);
 /* (returns -1 when memory runs out growing a token longer than 256 bytes) */
@@ -183,7 +183,8 @@ size_t nn_model_param_count(const nn_model *model);
 float *nn_model_params(nn_model *model);
 const float *nn_model_weights(const nn_model *model); /* read-only access, no side effect */
 /* Fold embedding x W_ih^T + biases of the first layer into a (V, G*H) table per direction, so
- * inference looks its input projection up instead of multiplying (DESIGN 5). Call once the
+ * inference looks its input projection up instead of multiplying (README.md, Architecture: a
+ * prediction). Call once the
  * weights are final (nn_model_load does); forward(training=0) then uses it. Skipped, not an
  * error, when the table would exceed 64M floats. Not thread-safe against running forwards. */
 int nn_model_prepare_inference(nn_model *model, char *err);

@@ -1,4 +1,5 @@
-/* safetensors.c -- the weights BLOB: a self-contained safetensors file (DESIGN 3).
+/* safetensors.c -- the weights BLOB: a self-contained safetensors file (README.md, Weights
+ * format; Architecture: the model format and the store).
  *
  * Layout (huggingface safetensors):
  *   8 bytes   N, little-endian u64

@@ -1,5 +1,5 @@
-/* text.c -- preprocessing, tokenizer and vocabulary (DESIGN.md section 2, nn.h "text and
- * vocabulary").
+/* text.c -- preprocessing, tokenizer and vocabulary (README.md, Architecture: the model and its
+ * training; nn.h "text and vocabulary").
  *
  * The reference is the Made-With-ML lesson's preprocess() and Tokenizer:
  *

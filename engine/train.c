@@ -1,6 +1,7 @@
 /* train.c -- the training loop: data preparation, epochs, learning-rate schedule, early stopping.
  *
- * The recipe of the Made-With-ML "Attention" lesson (DESIGN.md section 2), PyTorch semantics:
+ * The recipe of the Made-With-ML "Attention" lesson (README.md, Architecture: the model and its
+ * training), PyTorch semantics:
  *   labels    sorted set of distinct byte strings (memcmp order, shorter first on a tie), as
  *             sklearn's LabelEncoder; 2 to NN_TRAIN_MAX_CLASSES classes
  *   split     stratified: per class, its rows shuffled (Fisher-Yates, seeded) and

@@ -3,7 +3,7 @@
 #ifndef ATTNEXT_ATTN_SCHEMA_H
 #define ATTNEXT_ATTN_SCHEMA_H
 static const char attn_schema_sql[] =
-    "-- schema.sql -- the attnext model store (DESIGN.md 1), created on first use by the extension.\n"
+    "-- schema.sql -- the attnext model store (README.md, The model store), created on first use.\n"
     "-- attnext.so carries a copy of this file (ext/attn_schema.h); tests/test_ext_schema.c checks\n"
     "-- that the two are identical. Columns that the extension reads on every lookup come before\n"
     "-- the weights BLOB, so a lookup never walks the BLOB's overflow pages.\n"
@@ -17,7 +17,7 @@ static const char attn_schema_sql[] =
     "  config TEXT,                    -- JSON object: every option of attn_train\n"
     "  labels TEXT,                    -- JSON array: class labels, in class id order\n"
     "  metrics TEXT,                   -- JSON object: summary of the training run (NULL if imported)\n"
-    "  weights BLOB NOT NULL,          -- safetensors file (DESIGN.md 3)\n"
+    "  weights BLOB NOT NULL,          -- safetensors file (README.md, Weights format)\n"
     "  PRIMARY KEY(name, version)\n"
     ");\n"
     "CREATE TABLE IF NOT EXISTS attn_training_log(\n"

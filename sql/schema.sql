@@ -1,4 +1,4 @@
--- schema.sql -- the attnext model store (DESIGN.md 1), created on first use by the extension.
+-- schema.sql -- the attnext model store (README.md, The model store), created on first use.
 -- attnext.so carries a copy of this file (ext/attn_schema.h); tests/test_ext_schema.c checks
 -- that the two are identical. Columns that the extension reads on every lookup come before
 -- the weights BLOB, so a lookup never walks the BLOB's overflow pages.
@@ -12,7 +12,7 @@ CREATE TABLE IF NOT EXISTS attn_models(
   config TEXT,                    -- JSON object: every option of attn_train
   labels TEXT,                    -- JSON array: class labels, in class id order
   metrics TEXT,                   -- JSON object: summary of the training run (NULL if imported)
-  weights BLOB NOT NULL,          -- safetensors file (DESIGN.md 3)
+  weights BLOB NOT NULL,          -- safetensors file (README.md, Weights format)
   PRIMARY KEY(name, version)
 );
 CREATE TABLE IF NOT EXISTS attn_training_log(

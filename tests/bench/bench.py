@@ -6,11 +6,11 @@ Runs, each in its own child process (so each has its own peak RSS):
                                  attn_predict, attn_classify)
 with the lesson's configuration (rnn 128, embed 100, fc 100, dropout 0.1, batch 64, Adam 1e-3,
 class weights) on $ATTNEXT_DATA/ag_news_train_10k.csv (default data/ag_news/, which
-`sh data/fetch_ag_news.sh` fills), tested on ag_news_test.csv, and prints
-a table: seconds per epoch (median), training tokens/s, test accuracy and weighted F1 after the
-same number of epochs, peak RSS, inference rows/s, with the ratio attnext/PyTorch and the
-DESIGN 4 target of each row. Then the scaling study: epoch time at 1x, 2x, 4x, 8x the training
-rows and at hidden 64..512, for rnn, gru and lstm, both systems, drawn as SVG charts.
+`sh data/fetch_ag_news.sh` fills), tested on ag_news_test.csv, and prints a table: seconds per
+epoch (median), training tokens/s, test accuracy and weighted F1 after the same number of
+epochs, peak RSS, inference rows/s, with the ratio attnext/PyTorch and the target of each row
+(README.md, Architecture: targets). Then the scaling study: epoch time at 1x, 2x, 4x, 8x the
+training rows and at hidden 64..512, for rnn, gru and lstm, both systems, drawn as SVG charts.
 
 Writes into --out (default tests/bench/out/): bench-<stamp>.json (everything, raw),
 table-<stamp>.md, scaling_rows-<stamp>.svg, scaling_hidden-<stamp>.svg. A full run (not --quick)
@@ -224,7 +224,7 @@ def table(ax, pt, pk, epochs, p1=None):
     p_grow = pt["rss_mib_train"] - pt["rss_mib_before_model"]
     bound = memory_bound_mib(ax)
     rows.append([ROWS[9], a_grow, p_grow, ratio(a_grow, p_grow),
-                 "attnext <= %.1f (DESIGN 4 bound)" % bound, verdict(a_grow <= bound)])
+                 "attnext <= %.1f (README bound)" % bound, verdict(a_grow <= bound)])
     pred, cls = ax.get("infer_predict_rows_per_s"), ax.get("infer_classify_rows_per_s")
     pbat, pone = pt.get("infer_batched_rows_per_s"), pt.get("infer_single_rows_per_s")
     r = ratio(pred, pbat)
@@ -242,7 +242,8 @@ def table(ax, pt, pk, epochs, p1=None):
 
 
 def memory_bound_mib(ax):
-    """DESIGN 4: 4 x (parameters + Adam state + one batch of activations), in MiB.
+    """README.md, Architecture, targets: 4 x (parameters + Adam state + one batch of
+    activations), in MiB.
     Parameters + gradients are 2P floats, Adam's moments 2P more; one batch of activations of
     the lesson's network is about B x T x (E + (gates + 1) x H + 2) floats for the recurrent
     part plus B x (H + 2F + C) after pooling, with T = 64 (max_len, the worst case)."""
@@ -253,7 +254,7 @@ def memory_bound_mib(ax):
 
 
 def render_table(rows):
-    head = ["metric", "attnext", "PyTorch", "attnext/PyTorch", "target (DESIGN 4)", "status"]
+    head = ["metric", "attnext", "PyTorch", "attnext/PyTorch", "target (README)", "status"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         lines.append("| " + " | ".join(fmt(c) for c in r) + " |")
