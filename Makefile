@@ -187,3 +187,26 @@ fuzz: $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz_%)
 	  grep -E '^(#[0-9]+.*DONE|==[0-9]+==|SUMMARY|stat::number_of_executed_units|Test unit written)' $(FUZZ_BUILD)/fuzz_$$t.log; \
 	  ls $(FUZZ_BUILD)/crashes/$$t-* >/dev/null 2>&1 && { echo "fuzz $$t: crash inputs in $(FUZZ_BUILD)/crashes/"; exit 1; }; \
 	done; echo "fuzz: no crash"
+
+# ---------------------------------------------------------------- scale-out (issue 13)
+#   build/attnext-node   a dqlite node with attnext linked in (built by `make` when
+#                        libdqlite-dev is installed; ext/node/attnext_node.c)
+#   make cluster-demo    three nodes on loopback: import, train, predict, kill the leader,
+#                        predict again on the new leader, restart the node (tests/cluster_demo.sh)
+# The node links attnext's objects (not attnext.so): dqlite opens its connections itself, so the
+# extension is registered with sqlite3_auto_extension before the node starts.
+DQLITE_LIBS := $(shell pkg-config --libs dqlite 2>/dev/null)
+NODE_BIN    := $(if $(DQLITE_LIBS),$(BUILD)/attnext-node)
+.PHONY: node cluster-demo
+all: $(NODE_BIN)
+test: $(NODE_BIN)
+node: $(NODE_BIN)
+
+$(BUILD)/attnext-node: ext/node/attnext_node.c $(EXT_OBJ) $(BUILD)/libnn.a $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(shell pkg-config --cflags dqlite) $< $(EXT_OBJ) $(BUILD)/libnn.a -o $@ \
+	  $(DQLITE_LIBS) -lsqlite3 $(LDLIBS)
+
+cluster-demo: deps
+	@$(MAKE) --no-print-directory $(BUILD)/attnext-node DQLITE_LIBS="$$(pkg-config --libs dqlite)"
+	@BUILD=$(BUILD) sh tests/cluster_demo.sh
