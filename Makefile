@@ -197,16 +197,23 @@ fuzz: $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz_%)
 # extension is registered with sqlite3_auto_extension before the node starts.
 DQLITE_LIBS := $(shell pkg-config --libs dqlite 2>/dev/null)
 NODE_BIN    := $(if $(DQLITE_LIBS),$(BUILD)/attnext-node)
-.PHONY: node cluster-demo
+.PHONY: node node-if-dqlite cluster-demo
 all: $(NODE_BIN)
-test: $(NODE_BIN)
 node: $(NODE_BIN)
+# make test on a fresh machine: tests/deps.sh installs libdqlite-dev after this Makefile was read,
+# so the node is built by a second make once the extension's objects exist.
+test: node-if-dqlite
+node-if-dqlite: deps attnext.so
+	@if pkg-config --exists dqlite 2>/dev/null; then \
+	  $(MAKE) --no-print-directory $(BUILD)/attnext-node DQLITE_LIBS="$$(pkg-config --libs dqlite)"; fi
 
 $(BUILD)/attnext-node: ext/node/attnext_node.c $(EXT_OBJ) $(BUILD)/libnn.a $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(shell pkg-config --cflags dqlite) $< $(EXT_OBJ) $(BUILD)/libnn.a -o $@ \
+	$(CC) $(CFLAGS) $$(pkg-config --cflags dqlite) $< $(EXT_OBJ) $(BUILD)/libnn.a -o $@ \
 	  $(DQLITE_LIBS) -lsqlite3 $(LDLIBS)
 
-cluster-demo: deps
+cluster-demo:
+	@sh tests/deps.sh cluster
+	@$(MAKE) --no-print-directory attnext.so
 	@$(MAKE) --no-print-directory $(BUILD)/attnext-node DQLITE_LIBS="$$(pkg-config --libs dqlite)"
-	@BUILD=$(BUILD) sh tests/cluster_demo.sh
+	@BUILD=$(BUILD) PYTHON=$(PYTHON) SQLITE3=$(SQLITE3) sh tests/cluster_demo.sh
