@@ -96,22 +96,23 @@ show "$PROBS" | tee -a "$dir/before.txt"
 show "$ATT" | tee -a "$dir/before.txt"
 
 echo
-echo "== 5. Throughput on this machine: 800 predictions in one statement, one prediction per"
+echo "== 5. Throughput on this machine: 8,000 predictions in one statement, one prediction per"
 echo "     shell run, and a local sqlite3 connection on a copy of the model"
-t=$(now); sql "SELECT title, attn_predict('news', title) FROM headlines" > /dev/null; s1=$(since "$t")
+TEN="(WITH RECURSIVE r(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM r WHERE i < 10) SELECT i FROM r)"
+t=$(now); sql "SELECT title, attn_predict('news', title) FROM headlines, $TEN" > /dev/null; s1=$(since "$t")
 t=$(now); i=0; while [ $i -lt 20 ]; do sql "SELECT attn_predict('news', 'Striker scores twice in cup final')" > /dev/null; i=$((i + 1)); done; s2=$(since "$t")
 sql "SELECT hex(weights) FROM attn_models WHERE name = 'news' AND deployed" > "$dir/hex.txt"
 { echo ".load ./attnext"
   echo ".import --csv data/headlines.csv headlines"
   echo "SELECT attn_import('news', X'$(cat "$dir/hex.txt")') AS version;"; } > "$dir/local.sql"
 $SQLITE3 "$dir/local.db" < "$dir/local.sql" > /dev/null || die "local copy"
-t=$(now); $SQLITE3 "$dir/local.db" ".load ./attnext" "SELECT title, attn_predict('news', title) FROM headlines" > /dev/null; s3=$(since "$t")
+t=$(now); $SQLITE3 "$dir/local.db" ".load ./attnext" "SELECT title, attn_predict('news', title) FROM headlines, $TEN" > /dev/null; s3=$(since "$t")
 $PY - "$s1" "$s2" "$s3" <<'EOF'
 import sys
 s1, s2, s3 = map(float, sys.argv[1:])
-print("  dqlite shell, one statement, 800 rows:   %6.0f predictions/s (%.2f s)" % (800 / s1, s1))
+print("  dqlite shell, one statement, 8,000 rows:  %6.0f predictions/s (%.2f s)" % (8000 / s1, s1))
 print("  dqlite shell, one run per prediction:    %6.0f predictions/s (%.2f s for 20)" % (20 / s2, s2))
-print("  local sqlite3, one statement, 800 rows:  %6.0f predictions/s (%.2f s)" % (800 / s3, s3))
+print("  local sqlite3, one statement, 8,000 rows: %6.0f predictions/s (%.2f s, with start-up)" % (8000 / s3, s3))
 EOF
 
 echo
