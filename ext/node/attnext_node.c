@@ -11,7 +11,7 @@
  * whose id is 1). Any other node needs --join the first time: once its own server runs, it asks
  * the leader (found through the --join address) to ADD it and to ASSIGN it the voter role, with
  * the dqlite wire protocol (dqlite 1.11 has no client in its C API). A node restarted with the
- * same --dir already belongs to the cluster and needs no --join; given anyway, it is harmless.
+ * same --dir already belongs to the cluster and needs no --join (given anyway, it is ignored).
  * SIGTERM or SIGINT stops the node (dqlite_node_stop); it logs to stderr.
  *
  * Why the extension is linked in and not loaded: dqlite opens its connections itself, on its
@@ -423,7 +423,10 @@ int main(int argc, char **argv) {
            sqlite3_libversion(),
            restarted ? "restarted from its data" : join ? "joining" : "new cluster");
 
-  if (join && join_cluster(join, node_id, address) != 0) {
+  if (join && restarted) {
+    /* Its Raft state names the cluster already; asking again could wait on a stale leader. */
+    node_log("%s holds this node's Raft state: it rejoins by itself, --join ignored", dir);
+  } else if (join && join_cluster(join, node_id, address) != 0) {
     node_log("could not join the cluster through %s; stopping", join);
     dqlite_node_stop(node);
     dqlite_node_destroy(node);
