@@ -286,10 +286,11 @@ def raft_has(c, i, needles):
 
 
 def main():
-    if not os.path.exists(NODE) or not SHELL:
-        skip("dqlite not installed: %s (sh tests/deps.sh installs libdqlite-dev and go-dqlite, "
-             "then make builds build/attnext-node)" %
-             ("no dqlite shell" if not SHELL else "no " + NODE))
+    if not SHELL:
+        skip("dqlite not installed: no dqlite shell (sh tests/deps.sh installs go-dqlite)")
+    if not os.path.exists(NODE):
+        skip("no %s: make builds it where libdqlite-dev is installed (sh tests/deps.sh)"
+             % os.path.join(BUILD, "attnext-node"))
     guard = "would commit outside Raft" in open(os.path.join(ROOT, "ext", "attn_store.c")).read()
     root = tempfile.mkdtemp(prefix="attn-cluster-")
     c = Cluster(root)
