@@ -194,6 +194,36 @@ fuzz: $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz_%)
 	  ls $(FUZZ_BUILD)/crashes/$$t-* >/dev/null 2>&1 && { echo "fuzz $$t: crash inputs in $(FUZZ_BUILD)/crashes/"; exit 1; }; \
 	done; echo "fuzz: no crash"
 
+# ---------------------------------------------------------------- scale-out (issue 13)
+#   build/attnext-node   a dqlite node with attnext linked in (built by `make` when
+#                        libdqlite-dev is installed; ext/node/attnext_node.c)
+#   make cluster-demo    three nodes on loopback: import, train, predict, kill the leader,
+#                        predict again on the new leader, restart the node (tests/cluster_demo.sh)
+# The node links attnext's objects (not attnext.so): dqlite opens its connections itself, so the
+# extension is registered with sqlite3_auto_extension before the node starts.
+DQLITE_LIBS := $(shell pkg-config --libs dqlite 2>/dev/null)
+NODE_BIN    := $(if $(DQLITE_LIBS),$(BUILD)/attnext-node)
+.PHONY: node node-if-dqlite cluster-demo
+all: $(NODE_BIN)
+node: $(NODE_BIN)
+# make test on a fresh machine: tests/deps.sh installs libdqlite-dev after this Makefile was read,
+# so the node is built by a second make once the extension's objects exist.
+test: node-if-dqlite
+node-if-dqlite: deps attnext.so
+	@if pkg-config --exists dqlite 2>/dev/null; then \
+	  $(MAKE) --no-print-directory $(BUILD)/attnext-node DQLITE_LIBS="$$(pkg-config --libs dqlite)"; fi
+
+$(BUILD)/attnext-node: ext/node/attnext_node.c $(EXT_OBJ) $(BUILD)/libnn.a $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $$(pkg-config --cflags dqlite) $< $(EXT_OBJ) $(BUILD)/libnn.a -o $@ \
+	  $(DQLITE_LIBS) -lsqlite3 $(LDLIBS)
+
+cluster-demo:
+	@sh tests/deps.sh cluster
+	@$(MAKE) --no-print-directory attnext.so
+	@$(MAKE) --no-print-directory $(BUILD)/attnext-node DQLITE_LIBS="$$(pkg-config --libs dqlite)"
+	@BUILD=$(BUILD) PYTHON=$(PYTHON) SQLITE3=$(SQLITE3) sh tests/cluster_demo.sh
+
 # The header dependencies written by -MMD (see DEPFLAGS); absent before the first build.
 $(BUILD)/%.d: ;
 .PRECIOUS: $(BUILD)/%.d

@@ -3,9 +3,13 @@
 # As root it installs what is missing with apt-get; otherwise it prints the command to run.
 #   sh tests/deps.sh          everything make test, .ci/run and make bench use
 #   sh tests/deps.sh build    only what building and `make demo` need
+#   sh tests/deps.sh cluster  what `make cluster-demo` needs (dqlite: build/attnext-node and the
+#                             dqlite shell)
 build="build-essential pkg-config libsqlite3-dev sqlite3 libopenblas-dev"
-pkgs="$build python3 python3-torch python3-numpy valgrind librsvg2-bin clang libclang-rt-14-dev"
+cluster="libdqlite-dev go-dqlite"
+pkgs="$build python3 python3-torch python3-numpy valgrind librsvg2-bin clang libclang-rt-14-dev $cluster"
 [ "${1:-}" = build ] && pkgs="$build"
+[ "${1:-}" = cluster ] && pkgs="$build python3 $cluster"
 missing=""
 for p in $pkgs; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
