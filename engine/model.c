@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config.h"
 #include "model.h"
 #include "pool.h"
 
@@ -136,8 +137,9 @@ static int model_create(nn_model **out, const nn_config *cfg, nn_vocab *vocab,
     nn_vocab_free(vocab);
     return NN_ERROR;
   }
-  if (num_classes < 2 || num_classes > 100000) {
-    snprintf(err, NN_ERR_LEN, "number of classes must be from 2 to 100000, got %d", num_classes);
+  if (num_classes < 2 || num_classes > NN_MAX_CLASSES) {
+    snprintf(err, NN_ERR_LEN, "number of classes must be from 2 to %d, got %d", NN_MAX_CLASSES,
+             num_classes);
     nn_vocab_free(vocab);
     return NN_ERROR;
   }

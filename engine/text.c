@@ -540,8 +540,22 @@ void nn_vocab_free(nn_vocab *vocab) {
   free(vocab);
 }
 
+/* How often long loops ask their nn_interrupt_fn: every this many tokens or texts. */
+#define INTERRUPT_EVERY 4096
+
+static int interrupted(nn_interrupt_fn stop, void *ctx, char *err) {
+  if (!stop || !stop(ctx)) return 0;
+  snprintf(err, NN_ERR_LEN, "interrupted");
+  return 1;
+}
+
 int nn_vocab_from_list(nn_vocab **out, const char *const *tokens, const int *lens, int n,
                        char *err) {
+  return nn_vocab_from_list_ex(out, tokens, lens, n, NULL, NULL, err);
+}
+
+int nn_vocab_from_list_ex(nn_vocab **out, const char *const *tokens, const int *lens, int n,
+                          nn_interrupt_fn stop, void *stop_ctx, char *err) {
   *out = NULL;
   if (n < 2 || !tokens) {
     snprintf(err, NN_ERR_LEN, "vocabulary: expected at least 2 tokens (<PAD>, <UNK>), got %d", n);
@@ -597,6 +611,10 @@ int nn_vocab_from_list(nn_vocab **out, const char *const *tokens, const int *len
     }
     v->table[slot] = i;
     if (len > v->max_len) v->max_len = len;
+    if (i % INTERRUPT_EVERY == INTERRUPT_EVERY - 1 && interrupted(stop, stop_ctx, err)) {
+      nn_vocab_free(v);
+      return NN_INTERRUPTED;
+    }
   }
   v->count = n;
   *out = v;
@@ -701,6 +719,11 @@ static int by_count_then_first(const void *a, const void *b) {
 
 int nn_vocab_build(nn_vocab **out, const char *const *texts, const int *lens, int n,
                    const nn_config *cfg, char *err) {
+  return nn_vocab_build_ex(out, texts, lens, n, cfg, NULL, NULL, err);
+}
+
+int nn_vocab_build_ex(nn_vocab **out, const char *const *texts, const int *lens, int n,
+                      const nn_config *cfg, nn_interrupt_fn stop, void *stop_ctx, char *err) {
   *out = NULL;
   if (!cfg || cfg->vocab_size < 2) {
     snprintf(err, NN_ERR_LEN, "nn_vocab_build: vocab_size must be at least 2, got %d",
@@ -720,8 +743,17 @@ int nn_vocab_build(nn_vocab **out, const char *const *texts, const int *lens, in
   memset(c.table, 0xff, sizeof(int) * 1024);
   c.mask = 1023;
   c.key = hash_key_new(&c);
+  size_t scanned = 0; /* bytes since the last interrupt check */
   for (int t = 0; t < n; t++) {
     int len = lens ? lens[t] : (texts[t] ? (int)strlen(texts[t]) : 0);
+    scanned += (size_t)(len > 0 ? len : 0);
+    if ((t % INTERRUPT_EVERY == INTERRUPT_EVERY - 1 || scanned > ((size_t)1 << 20))) {
+      scanned = 0;
+      if (interrupted(stop, stop_ctx, err)) {
+        status = NN_INTERRUPTED;
+        goto done;
+      }
+    }
     char stack[TOKEN_STACK];
     scanner sc;
     scanner_init(&sc, cfg, count_cb, &c, stack, TOKEN_STACK, 1);
@@ -743,7 +775,7 @@ int nn_vocab_build(nn_vocab **out, const char *const *texts, const int *lens, in
     list[i + 2] = c.arena + c.entries[i].offset;
     list_lens[i + 2] = c.entries[i].len;
   }
-  status = nn_vocab_from_list(out, list, list_lens, keep + 2, err);
+  status = nn_vocab_from_list_ex(out, list, list_lens, keep + 2, stop, stop_ctx, err);
   free(list);
   free(list_lens);
   free(c.entries);
@@ -756,7 +788,8 @@ done:
   free(c.entries);
   free(c.arena);
   free(c.table);
-  snprintf(err, NN_ERR_LEN, "nn_vocab_build: out of memory counting the tokens of %d texts", n);
+  if (status == NN_NOMEM)
+    snprintf(err, NN_ERR_LEN, "nn_vocab_build: out of memory counting the tokens of %d texts", n);
   return status;
 }
 
