@@ -191,9 +191,16 @@ const float *nn_model_weights(const nn_model *model); /* read-only access, no si
 /* Fold embedding x W_ih^T + biases of the first layer into a (V, G*H) table per direction, so
  * inference looks its input projection up instead of multiplying (DESIGN 5). Call once the
  * weights are final (nn_model_load does); forward(training=0) then uses it. Skipped, not an
- * error, when the table would exceed 64M floats. Not thread-safe against running forwards. */
+ * error, when the table would exceed 64M floats or 8 x the parameters' bytes + 16 MB (results
+ * are the same without it). Not thread-safe against running forwards. */
 int nn_model_prepare_inference(nn_model *model, char *err);
 float *nn_model_grads(nn_model *model); /* same layout; NULL until training allocates it */
+/* Bytes the model holds in host memory: parameters, the inference tables, vocabulary, labels
+ * (for a cache bounded in bytes). A loaded model holds at most about 10 x its BLOB + 16 MB
+ * (model.h NN_INFER_TABLES_FACTOR). nn_model_device_memory: bytes in a device backend's memory
+ * (0 on the CPU). */
+size_t nn_model_memory(const nn_model *model);
+size_t nn_model_device_memory(const nn_model *model);
 int nn_model_tensor_count(const nn_model *model);
 typedef struct nn_tensor_info {
   const char *name; /* e.g. "rnn.weight_ih_l0_reverse" */

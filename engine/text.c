@@ -627,6 +627,12 @@ nomem:
 
 int nn_vocab_count(const nn_vocab *vocab) { return vocab ? vocab->count : 0; }
 
+size_t nn_vocab_memory(const nn_vocab *vocab) {
+  if (!vocab) return 0;
+  return sizeof *vocab + (size_t)vocab->offset[vocab->count] +
+         sizeof(int) * ((size_t)vocab->count + 1 + (size_t)vocab->mask + 1);
+}
+
 const char *nn_vocab_token(const nn_vocab *vocab, int id, int *len) {
   if (!vocab || id < 0 || id >= vocab->count) return NULL;
   if (len) *len = vocab_len(vocab, id);

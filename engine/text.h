@@ -22,6 +22,9 @@ int nn_stopword_find(const char *word, int len);
 int nn_unicode_is_word(uint32_t cp);
 int nn_unicode_is_space(uint32_t cp);
 
+/* Bytes the vocabulary holds (tokens, offsets, hash table). */
+size_t nn_vocab_memory(const nn_vocab *vocab);
+
 /* nn_vocab_from_list and nn_vocab_build asking stop(stop_ctx) every few thousand tokens or
  * texts (stop may be NULL): NN_INTERRUPTED with err "interrupted" when it returns non-zero. */
 int nn_vocab_from_list_ex(nn_vocab **out, const char *const *tokens, const int *lens, int n,

@@ -642,6 +642,14 @@ static void test_hostile_model_blobs(void) {
     nn_strbuf_free(&sb);
     expect_load_error("300000 labels", &s,
                       "weights: __metadata__ \"labels\" has 300000 labels, at most 10000");
+    nn_strbuf_init(&sb); /* one more than training makes: refused by the same limit */
+    nn_strbuf_puts(&sb, "[");
+    for (int i = 0; i < 10001; i++) nn_strbuf_printf(&sb, "%s\"%d\"", i ? "," : "", i);
+    nn_strbuf_puts(&sb, "]");
+    spec_set_meta(&s, "labels", sb.data, 0);
+    nn_strbuf_free(&sb);
+    expect_load_error("10001 labels", &s,
+                      "weights: __metadata__ \"labels\" has 10001 labels, at most 10000");
   }
   spec_set_meta(&s, "labels", "[\"World\",\"quote\\\"back\\\\slash/\",\"line\\nbreak \xe2\x82\xac\"]", 0);
   expect_load_error("labels restated", &s, NULL);
