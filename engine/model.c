@@ -858,14 +858,16 @@ static size_t workspace_bytes(const nn_model *m, size_t P, int B, int T, int tra
   return cv.used * sizeof(float) + (3 * (size_t)B + 2 * (size_t)T + 1 + 5 * P) * sizeof(int);
 }
 
-/* Inference runs the batch in row ranges whose workspace stays within NN_INFER_WORKSPACE_MAX
- * (model.h): a batch of long texts on a deep model would otherwise take gigabytes. Rows are
- * independent at inference, so the results are those of the whole batch. */
+/* Inference on the host runs the batch in row ranges whose workspace stays within
+ * NN_INFER_WORKSPACE_MAX (model.h): a batch of long texts on a deep model would otherwise take
+ * gigabytes. Rows are independent at inference, so the results are those of the whole batch.
+ * A device backend runs the batch whole: its memory is the device's, and a batch too large
+ * for it fails cleanly (cudaMalloc), as tests/test_cuda.c checks. */
 int nn_model_forward(nn_model *m, nn_workspace *ws, const nn_batch *batch, int training,
                      nn_rng *rng, float *logits, float *attn, char *err) {
   ws->row_base = 0;
   int B = batch->B, T = batch->T;
-  if (training || B <= 1 || T < 1 || !batch->tokens || !batch->lengths)
+  if (training || m->be->device_memory || B <= 1 || T < 1 || !batch->tokens || !batch->lengths)
     return forward_batch(m, ws, batch, training, rng, logits, attn, err);
   size_t P = 0;
   for (int b = 0; b < B; b++) P += batch->lengths[b] >= 1 && batch->lengths[b] <= T ? (size_t)batch->lengths[b] : 1;
