@@ -559,6 +559,53 @@ done:
   return rc;
 }
 
+/* Every tensor of the model from the file, exactly once, F32 with its exact shape, finite;
+ * nothing else, and the tensors cover the data buffer (buffer_len bytes) exactly. */
+static int load_weights(nn_model *model, const nn_st_file *f, uint64_t buffer_len,
+                        nn_interrupt_fn stop, void *stop_ctx, char *err) {
+  int rc = NN_OK;
+  int ntensors = nn_model_tensor_count(model);
+  for (int i = 0; i < f->count; i++) {
+    if (nn_model_tensor_find(model, f->tensors[i].name) < 0) {
+      char q[160];
+      nn_json_quote_for_message(q, sizeof q, f->tensors[i].name, strlen(f->tensors[i].name));
+      LOAD_FAIL(NN_ERROR, "weights: unexpected tensor %s for a %s model", q,
+                nn_cell_name(nn_model_config(model)->cell));
+    }
+  }
+  float *params = nn_model_params(model);
+  for (int i = 0; i < ntensors; i++) {
+    nn_tensor_info info;
+    if (nn_model_tensor(model, i, &info) != NN_OK)
+      LOAD_FAIL(NN_ERROR, "weights: model tensor %d of %d is missing", i, ntensors);
+    if ((rc = load_tensor(params + info.offset, nn_st_find(f, info.name), &info, err)) != NN_OK)
+      goto done;
+    LOAD_STOP_CHECK();
+  }
+  /* A model file's tensors cover its data buffer exactly (no holes, nothing after them): the
+   * tensors do not overlap (nn_st_parse), so their sizes must add up to the buffer's. */
+  uint64_t covered = 0;
+  for (int i = 0; i < f->count; i++) covered += f->tensors[i].nbytes;
+  if (covered != buffer_len)
+    LOAD_FAIL(NN_ERROR,
+              "weights: the tensors cover %llu of the %llu bytes of the data buffer (the rest "
+              "is not part of any tensor)",
+              (unsigned long long)covered, (unsigned long long)buffer_len);
+  if (f->count != ntensors) /* only reachable with duplicate model names; be safe */
+    LOAD_FAIL(NN_ERROR, "weights: %d tensors, the model has %d", f->count, ntensors);
+  /* NaN or infinite weights would make every prediction silently the same class */
+  for (int i = 0; i < ntensors; i++) {
+    nn_tensor_info info;
+    nn_model_tensor(model, i, &info);
+    for (size_t k = 0; k < info.size; k++)
+      if (!isfinite(params[info.offset + k]))
+        LOAD_FAIL(NN_ERROR, "weights: tensor \"%s\" holds a non-finite value (%s) at element %zu",
+                  info.name, isnan(params[info.offset + k]) ? "NaN" : "infinity", k);
+  }
+done:
+  return rc;
+}
+
 int nn_model_load(nn_model **out, const unsigned char *blob, size_t len, char *err) {
   return nn_model_load_ex(out, blob, len, NULL, NULL, err);
 }
@@ -636,44 +683,8 @@ int nn_model_load_ex(nn_model **out, const unsigned char *blob, size_t len, nn_i
   if (rc != NN_OK) LOAD_FAIL(rc, "weights: %.490s", sub);
   model->cfg.device = trained_on;
 
-  /* every tensor of the model, exactly once, F32 with its exact shape; nothing else */
-  int ntensors = nn_model_tensor_count(model);
-  for (int i = 0; i < f.count; i++) {
-    if (nn_model_tensor_find(model, f.tensors[i].name) < 0) {
-      char q[160];
-      nn_json_quote_for_message(q, sizeof q, f.tensors[i].name, strlen(f.tensors[i].name));
-      LOAD_FAIL(NN_ERROR, "weights: unexpected tensor %s for a %s model", q, nn_cell_name(cfg.cell));
-    }
-  }
-  float *params = nn_model_params(model);
-  for (int i = 0; i < ntensors; i++) {
-    nn_tensor_info info;
-    if (nn_model_tensor(model, i, &info) != NN_OK)
-      LOAD_FAIL(NN_ERROR, "weights: model tensor %d of %d is missing", i, ntensors);
-    if ((rc = load_tensor(params + info.offset, nn_st_find(&f, info.name), &info, err)) != NN_OK)
-      goto done;
-    LOAD_STOP_CHECK();
-  }
-  /* A model file's tensors cover its data buffer exactly (no holes, nothing after them): the
-   * tensors do not overlap (nn_st_parse), so their sizes must add up to the buffer's. */
-  uint64_t covered = 0, buffer_len = len - 8 - read_le64(blob);
-  for (int i = 0; i < f.count; i++) covered += f.tensors[i].nbytes;
-  if (covered != buffer_len)
-    LOAD_FAIL(NN_ERROR,
-              "weights: the tensors cover %llu of the %llu bytes of the data buffer (the rest "
-              "is not part of any tensor)",
-              (unsigned long long)covered, (unsigned long long)buffer_len);
-  if (f.count != ntensors) /* only reachable with duplicate model names; be safe */
-    LOAD_FAIL(NN_ERROR, "weights: %d tensors, the model has %d", f.count, ntensors);
-  /* NaN or infinite weights would make every prediction silently the same class */
-  for (int i = 0; i < ntensors; i++) {
-    nn_tensor_info info;
-    nn_model_tensor(model, i, &info);
-    for (size_t k = 0; k < info.size; k++)
-      if (!isfinite(params[info.offset + k]))
-        LOAD_FAIL(NN_ERROR, "weights: tensor \"%s\" holds a non-finite value (%s) at element %zu",
-                  info.name, isnan(params[info.offset + k]) ? "NaN" : "infinity", k);
-  }
+  if ((rc = load_weights(model, &f, len - 8 - read_le64(blob), stop, stop_ctx, err)) != NN_OK)
+    goto done;
   LOAD_STOP_CHECK();
   rc = nn_model_prepare_inference(model, err); /* a loaded model is for predictions */
   if (rc != NN_OK) goto done;

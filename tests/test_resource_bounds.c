@@ -30,12 +30,12 @@ static long peak_rss_kb(void) {
 /* A vocabulary of V tokens: <PAD>, <UNK>, "t2", "t3", ... */
 static nn_vocab *numbered_vocab(int V, char *err) {
   const char **toks = malloc(sizeof *toks * (size_t)V);
-  char *arena = malloc((size_t)V * 12);
+  char *arena = malloc((size_t)V * 16);
   for (int i = 0; i < V; i++) {
-    char *t = arena + (size_t)i * 12;
+    char *t = arena + (size_t)i * 16;
     if (i == 0) strcpy(t, "<PAD>");
     else if (i == 1) strcpy(t, "<UNK>");
-    else snprintf(t, 12, "t%d", i);
+    else snprintf(t, 16, "t%d", i);
     toks[i] = t;
   }
   nn_vocab *v = NULL;
@@ -52,10 +52,10 @@ static nn_model *make_model(const char *options, int V, int C, char *err) {
   nn_vocab *vocab = numbered_vocab(V, err);
   if (!vocab) return NULL;
   const char **labels = malloc(sizeof *labels * (size_t)C);
-  char *names = malloc((size_t)C * 8);
+  char *names = malloc((size_t)C * 16);
   for (int c = 0; c < C; c++) {
-    snprintf(names + (size_t)c * 8, 8, "c%d", c);
-    labels[c] = names + (size_t)c * 8;
+    snprintf(names + (size_t)c * 16, 16, "c%d", c);
+    labels[c] = names + (size_t)c * 16;
   }
   nn_model *m = NULL;
   if (nn_model_create(&m, &cfg, vocab, labels, C, 7, err) != NN_OK) m = NULL;
@@ -231,11 +231,11 @@ static void test_interrupts(void) {
 
   /* a training run over 20,000 rows of distinct words */
   enum { N = 20000 };
-  char *text = malloc((size_t)N * 16);
+  char *text = malloc((size_t)N * 32);
   const char *texts[N], *labels[N];
   for (int i = 0; i < N; i++) {
-    snprintf(text + (size_t)i * 16, 16, "w%d x%d", i, i % 97);
-    texts[i] = text + (size_t)i * 16;
+    snprintf(text + (size_t)i * 32, 32, "w%d x%d", i, i % 97);
+    texts[i] = text + (size_t)i * 32;
     labels[i] = i % 2 ? "odd" : "even";
   }
   nn_config cfg;
