@@ -265,6 +265,13 @@ typedef struct nn_class_metrics {
  * sklearn's classification_report (0 where undefined) and their support-weighted average. */
 void nn_metrics_from_confusion(nn_class_metrics *per_class /*(C)*/, nn_class_metrics *weighted,
                                double *accuracy, const int64_t *confusion, int C);
+/* The same from per-class counts, O(C) memory (no C x C matrix: up to 10,000 classes):
+ *   true_positive[c] = rows of class c predicted c, predicted[c] = rows predicted c,
+ *   support[c] = rows of class c. per_class may be NULL. */
+void nn_metrics_from_counts(nn_class_metrics *per_class /*(C) or NULL*/,
+                            nn_class_metrics *weighted, double *accuracy,
+                            const int64_t *true_positive /*(C)*/, const int64_t *predicted /*(C)*/,
+                            const int64_t *support /*(C)*/, int C);
 
 /* ---------------------------------------------------------------- training (train.c) */
 
