@@ -1,7 +1,7 @@
 /* test_resource_bounds.c -- issue 17: a crafted model cannot make the engine take memory or time
  * out of proportion to its file, and long loads can be stopped.
- *   - memory: a ~0.6 MB model of 100,000 tokens and a 1-wide embedding (bidirectional LSTM)
- *     once added ~400 MB of inference tables at load; a loaded model now holds at most
+ *   - memory: a 1.6 MB model of 100,000 tokens and a 1-wide embedding (bidirectional LSTM)
+ *     once added ~210 MB of inference tables at load (peak RSS); a loaded model now holds at most
  *     NN_INFER_TABLES_FACTOR x its parameters + 16 MB of tables (nn_model_memory reports it),
  *     and predicts the same without them; the lesson's model still gets both tables;
  *   - batched inference: 64 texts of 4096 characters through 8 bidirectional LSTM layers once
