@@ -75,7 +75,7 @@ static const config_option config_options[] = {
     OPT_B(char_level),
     OPT_B(unicode),
     OPT_I(max_len, 1, 4096),
-    OPT_I(vocab_size, 3, 1000000),
+    OPT_I(vocab_size, 3, NN_MAX_VOCAB),
 };
 #define NUM_OPTIONS (sizeof config_options / sizeof config_options[0])
 

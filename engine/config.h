@@ -4,6 +4,11 @@
 
 #include "nn.h"
 
+/* The limits of a model, the same for training (attn_train) and for loading a file
+ * (nn_model_load): a file cannot describe a model training would refuse to make. */
+#define NN_MAX_CLASSES 10000  /* distinct labels */
+#define NN_MAX_VOCAB 1000000  /* the "vocab_size" option's bound: tokens, <PAD> and <UNK> included */
+
 /* The largest model the options may describe, in floats (parameters only). */
 #define NN_MAX_PARAMS ((uint64_t)1 << 30)
 

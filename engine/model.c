@@ -18,8 +18,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config.h"
 #include "model.h"
 #include "pool.h"
+#include "text.h"
 
 static int on_device(const nn_model *m) { return m->be->device_memory; }
 
@@ -136,8 +138,9 @@ static int model_create(nn_model **out, const nn_config *cfg, nn_vocab *vocab,
     nn_vocab_free(vocab);
     return NN_ERROR;
   }
-  if (num_classes < 2 || num_classes > 100000) {
-    snprintf(err, NN_ERR_LEN, "number of classes must be from 2 to 100000, got %d", num_classes);
+  if (num_classes < 2 || num_classes > NN_MAX_CLASSES) {
+    snprintf(err, NN_ERR_LEN, "number of classes must be from 2 to %d, got %d", NN_MAX_CLASSES,
+             num_classes);
     nn_vocab_free(vocab);
     return NN_ERROR;
   }
@@ -338,7 +341,9 @@ static int prepare_transposed(nn_model *m) {
 
 /* The folded head of inference (model.h), with the backend's own operations: one-row inference
  * then multiplies D x C weights instead of D x F + F x C, and reads 2 KB instead of 51 KB for
- * the lesson's model. */
+ * the lesson's model. Only when it is no larger than fc1 and fc2 (a narrow fc1 between many
+ * classes and a wide encoder would make C x D far larger than the file): else inference runs
+ * fc1 and fc2 (head_w NULL). */
 static int prepare_head(nn_model *m) {
   const nn_backend *be = m->be;
   const float *p = m->params;
@@ -348,6 +353,7 @@ static int prepare_head(nn_model *m) {
     m->head_b = p + m->fc2_b;
     return NN_OK;
   }
+  if ((uint64_t)C * D > (uint64_t)F * ((uint64_t)C + D)) return NN_OK;
   size_t nw = aligned_floats((size_t)C * D);
   float *buf = be->alloc((nw + (size_t)C) * sizeof(float));
   if (!buf) return NN_NOMEM;
@@ -424,7 +430,14 @@ int nn_model_prepare_inference(nn_model *m, char *err) {
       snprintf(err, NN_ERR_LEN, "out of memory preparing the weights for inference");
     return NN_NOMEM;
   }
-  if ((double)m->V * GH * m->dirs > 64.0 * 1024 * 1024) { /* too big: keep GEMMs */
+  /* The tables are a speed-up, built within a budget proportional to the parameters (so to the
+   * model's file: a model cannot take memory out of proportion to its BLOB), else skipped:
+   * the same results either way (model.h). */
+  double budget = nn_model_table_budget(m);
+  double fold_bytes = (double)m->V * GH * m->dirs * sizeof(float);
+  double step1_bytes = fold_bytes; /* + its scratch, one direction at a time: */
+  double step1_scratch = (double)m->V * (2.0 * GH + m->H) * sizeof(float);
+  if ((double)m->V * GH * m->dirs > 64.0 * 1024 * 1024 || fold_bytes > budget) { /* keep GEMMs */
     rc = nn_backend_check(be, "preparing the weights for inference", err); /* the head's ops */
     if (rc != NN_OK) drop_fold(m);
     return rc;
@@ -448,7 +461,8 @@ int nn_model_prepare_inference(nn_model *m, char *err) {
       return rc;
     }
     /* the step-1 table doubles the memory: only while both stay under the same 256 MB */
-    int room = (double)m->V * GH * m->dirs * 2 <= 64.0 * 1024 * 1024;
+    int room = (double)m->V * GH * m->dirs * 2 <= 64.0 * 1024 * 1024 &&
+               fold_bytes + step1_bytes + step1_scratch <= budget;
     if (room && prepare_step1(m, d) != NN_OK && be->error)
       be->error(NULL, 0); /* an optimisation: out of memory (its only error), run without it */
   }
@@ -456,6 +470,30 @@ int nn_model_prepare_inference(nn_model *m, char *err) {
   if (rc != NN_OK) drop_fold(m);
   return rc;
 }
+
+double nn_model_table_budget(const nn_model *m) {
+  return NN_INFER_TABLES_FACTOR * (double)m->nparams * sizeof(float) + NN_INFER_TABLES_SLACK;
+}
+
+/* Bytes of one side of the model: host (device = 0) or a device backend's memory (device = 1). */
+static size_t model_bytes(const nn_model *m, int device) {
+  int dev = m->be && m->be->device_memory;
+  size_t host = sizeof *m + nn_vocab_memory(m->vocab), backend = 0, f = sizeof(float);
+  for (int c = 0; m->labels && c < m->C; c++)
+    host += sizeof(char *) + sizeof(int) + (m->labels[c] ? (size_t)m->label_lens[c] + 1 : 0);
+  backend += m->nparams * f * (m->params ? 1 : 0) + m->nparams * f * (m->grads ? 1 : 0);
+  if (dev) host += m->nparams * f * ((m->host_params ? 1 : 0) + (m->host_grads ? 1 : 0));
+  size_t GH = (size_t)m->G * m->H;
+  for (int d = 0; d < 2; d++)
+    backend += (size_t)m->V * GH * f * ((m->fold[d] ? 1 : 0) + (m->step1[d] ? 1 : 0));
+  if (m->head_buf) backend += (aligned_floats((size_t)m->C * m->D) + (size_t)m->C) * f;
+  if (m->transposed) host += (size_t)m->L * m->dirs * aligned_floats((size_t)m->H * GH) * f;
+  if (!dev) return device ? 0 : host + backend;
+  return device ? backend : host;
+}
+
+size_t nn_model_memory(const nn_model *m) { return m ? model_bytes(m, 0) : 0; }
+size_t nn_model_device_memory(const nn_model *m) { return m ? model_bytes(m, 1) : 0; }
 
 float *nn_model_grads(nn_model *m) {
   if (!on_device(m) || !m->grads) return m->grads;
@@ -528,13 +566,22 @@ static void carve_all(nn_workspace *ws, const nn_model *m, carver *cv) {
   size_t P = (size_t)ws->P, B = (size_t)ws->B, D = (size_t)m->D, H = (size_t)m->H;
   size_t GH = (size_t)m->G * H, FD = (size_t)(m->F > 0 ? m->F : m->D);
   int train = ws->training;
-  ws->x0 = carve(cv, P * m->E);
+  /* Training keeps every layer's activations for backward. Inference keeps only what the next
+   * layer reads: the embeddings only when the first layer is not folded, two layer outputs
+   * used in turn, and one set of per-direction activations for all layers (its reverse input
+   * sized for the wider of E and D). */
+  ws->x0 = carve(cv, !train && m->fold[0] ? 0 : P * m->E);
+  size_t widest = D > (size_t)m->E ? D : (size_t)m->E;
   for (int l = 0; l < m->L; l++) {
-    ws->y[l] = carve(cv, P * D);
+    ws->y[l] = train || l < 2 ? carve(cv, P * D) : ws->y[l - 2];
     size_t in = l == 0 ? (size_t)m->E : D;
     for (int d = 0; d < m->dirs; d++) {
       nn_rnn_acts *a = &ws->acts[l][d];
-      a->x = d ? carve(cv, P * in) : NULL;
+      if (!train && l > 0) {
+        *a = ws->acts[0][d];
+        continue;
+      }
+      a->x = d ? carve(cv, P * (train ? in : widest)) : NULL;
       a->pre = carve(cv, P * GH);
       a->hw = m->cfg.cell == NN_CELL_GRU ? carve(cv, P * GH) : NULL;
       a->h = carve(cv, P * H);
@@ -594,7 +641,8 @@ int nn_workspace_prepare(nn_workspace *ws, const nn_model *m, const nn_batch *ba
   for (int b = 0; b < B; b++) {
     int len = batch->lengths[b];
     if (len < 1 || len > T) {
-      snprintf(err, NN_ERR_LEN, "length %d of batch row %d is outside 1..%d", len, b, T);
+      snprintf(err, NN_ERR_LEN, "length %d of batch row %d is outside 1..%d", len,
+               b + ws->row_base, T);
       return NN_ERROR;
     }
     P += len;
@@ -660,7 +708,7 @@ int nn_workspace_prepare(nn_workspace *ws, const nn_model *m, const nn_batch *ba
       int r = off[t] + j, id = batch->tokens[(size_t)ws->order[j] * T + t];
       if (id < 0 || id >= m->V) {
         snprintf(err, NN_ERR_LEN, "token id %d at row %d position %d is outside 0..%d", id,
-                 ws->order[j], t, m->V - 1);
+                 ws->order[j] + ws->row_base, t, m->V - 1);
         return NN_ERROR;
       }
       ws->ids[r] = id;
@@ -795,8 +843,56 @@ static void head_backward(const nn_model *m, nn_workspace *ws) {
 
 /* ---------------------------------------------------------------- the whole model */
 
+static int forward_batch(nn_model *m, nn_workspace *ws, const nn_batch *batch, int training,
+                         nn_rng *rng, float *logits, float *attn, char *err);
+
+/* Bytes of the workspace (float arena and index arrays) of a batch of B rows, P tokens. */
+static size_t workspace_bytes(const nn_model *m, size_t P, int B, int T, int training) {
+  nn_workspace shape;
+  memset(&shape, 0, sizeof shape);
+  shape.P = (int)P;
+  shape.B = B;
+  shape.training = training;
+  carver cv = {NULL, 0};
+  carve_all(&shape, m, &cv);
+  return cv.used * sizeof(float) + (3 * (size_t)B + 2 * (size_t)T + 1 + 5 * P) * sizeof(int);
+}
+
+/* Inference on the host runs the batch in row ranges whose workspace stays within
+ * NN_INFER_WORKSPACE_MAX (model.h): a batch of long texts on a deep model would otherwise take
+ * gigabytes. Rows are independent at inference, so the results are those of the whole batch.
+ * A device backend runs the batch whole: its memory is the device's, and a batch too large
+ * for it fails cleanly (cudaMalloc), as tests/test_cuda.c checks. */
 int nn_model_forward(nn_model *m, nn_workspace *ws, const nn_batch *batch, int training,
                      nn_rng *rng, float *logits, float *attn, char *err) {
+  ws->row_base = 0;
+  int B = batch->B, T = batch->T;
+  if (training || m->be->device_memory || B <= 1 || T < 1 || !batch->tokens || !batch->lengths)
+    return forward_batch(m, ws, batch, training, rng, logits, attn, err);
+  size_t P = 0;
+  for (int b = 0; b < B; b++) P += batch->lengths[b] >= 1 && batch->lengths[b] <= T ? (size_t)batch->lengths[b] : 1;
+  if (workspace_bytes(m, P, B, T, 0) <= NN_INFER_WORKSPACE_MAX)
+    return forward_batch(m, ws, batch, training, rng, logits, attn, err);
+  int rc = NN_OK;
+  for (int b0 = 0, b1; b0 < B && rc == NN_OK; b0 = b1) {
+    size_t rows_P = 0;
+    for (b1 = b0; b1 < B; b1++) {
+      int len = batch->lengths[b1];
+      size_t next = rows_P + (len >= 1 && len <= T ? (size_t)len : 1);
+      if (b1 > b0 && workspace_bytes(m, next, b1 - b0 + 1, T, 0) > NN_INFER_WORKSPACE_MAX) break;
+      rows_P = next;
+    }
+    nn_batch part = {batch->tokens + (size_t)b0 * T, batch->lengths + b0, NULL, b1 - b0, T};
+    ws->row_base = b0;
+    rc = forward_batch(m, ws, &part, 0, rng, logits + (size_t)b0 * m->C,
+                       attn ? attn + (size_t)b0 * T : NULL, err);
+  }
+  ws->row_base = 0;
+  return rc;
+}
+
+static int forward_batch(nn_model *m, nn_workspace *ws, const nn_batch *batch, int training,
+                         nn_rng *rng, float *logits, float *attn, char *err) {
   if (training && m->cfg.dropout > 0.0f && !rng) {
     snprintf(err, NN_ERR_LEN, "training forward with dropout needs a random generator");
     return NN_ERROR;

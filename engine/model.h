@@ -87,6 +87,7 @@ struct nn_workspace {
   const nn_backend *be;
   /* shape of the batch in the arena */
   int B, T, P, Tmax, training;
+  int row_base; /* inference split into row ranges: the caller's row of this part's row 0 */
   int *order, *lens, *nstep, *off; /* host memory: host-side loops */
   /* backend memory (uploaded from ibuf for a device backend; in ibuf itself otherwise) */
   int *ids, *rev, *row_sample, *last_row;
@@ -117,6 +118,20 @@ struct nn_workspace {
   float *d_x;                             /* (P, max(E, D)) gradient of a layer's input */
   float *d_h, *d_c, *d_pre, *d_hw, *h_prev, *d_xdir; /* per direction scratch */
 };
+
+/* The inference tables of nn_model_prepare_inference (fold, step1 and the step-1 table's
+ * scratch while it is built) are built only within NN_INFER_TABLES_FACTOR x the parameters'
+ * bytes + NN_INFER_TABLES_SLACK: a loaded model then holds at most about
+ * (2 + NN_INFER_TABLES_FACTOR) x its BLOB's bytes + 16 MB (parameters, transposed W_hh, tables).
+ * The lesson's AG News model (rnn 128, 5000 tokens) needs 2.4x for both tables; a large
+ * vocabulary with a tiny embedding (the hostile case of issue 17) runs without them. */
+#define NN_INFER_TABLES_FACTOR 8
+#define NN_INFER_TABLES_SLACK (16.0 * 1024 * 1024)
+double nn_model_table_budget(const nn_model *m); /* bytes */
+
+/* Inference splits a batch into row ranges whose workspace (float arena + index arrays) stays
+ * within this many bytes; a single row runs whatever its size (at most max_len tokens). */
+#define NN_INFER_WORKSPACE_MAX ((size_t)64 * 1024 * 1024)
 
 /* Gates per cell: rnn 1, gru 3, lstm 4. */
 int nn_cell_gates(nn_cell cell);

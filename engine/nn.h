@@ -33,6 +33,12 @@ enum nn_status {
   NN_DONE = 4         /* nn_trainer_epoch: no more epochs to run (not an error) */
 };
 
+/* Asked now and then by long work that takes no nn_progress_fn (a model load, building a
+ * vocabulary, preparing a training run): return non-zero to stop it; the call then returns
+ * NN_INTERRUPTED with err "interrupted" and holds nothing. ext/ passes a function that returns
+ * sqlite3_is_interrupted(db). Called from the calling thread only. */
+typedef int (*nn_interrupt_fn)(void *ctx);
+
 typedef enum { NN_CELL_RNN = 0, NN_CELL_GRU = 1, NN_CELL_LSTM = 2 } nn_cell;
 typedef enum { NN_ATTN_LINEAR = 0, NN_ATTN_ADDITIVE = 1, NN_ATTN_SELF = 2 } nn_attention;
 typedef enum { NN_DEVICE_AUTO = 0, NN_DEVICE_CPU = 1, NN_DEVICE_CUDA = 2 } nn_device;
@@ -186,9 +192,16 @@ const float *nn_model_weights(const nn_model *model); /* read-only access, no si
  * inference looks its input projection up instead of multiplying (README.md, Architecture: a
  * prediction). Call once the
  * weights are final (nn_model_load does); forward(training=0) then uses it. Skipped, not an
- * error, when the table would exceed 64M floats. Not thread-safe against running forwards. */
+ * error, when the table would exceed 64M floats or 8 x the parameters' bytes + 16 MB (results
+ * are the same without it). Not thread-safe against running forwards. */
 int nn_model_prepare_inference(nn_model *model, char *err);
 float *nn_model_grads(nn_model *model); /* same layout; NULL until training allocates it */
+/* Bytes the model holds in host memory: parameters, the inference tables, vocabulary, labels
+ * (for a cache bounded in bytes). A loaded model holds at most about 10 x its BLOB + 16 MB
+ * (model.h NN_INFER_TABLES_FACTOR). nn_model_device_memory: bytes in a device backend's memory
+ * (0 on the CPU). */
+size_t nn_model_memory(const nn_model *model);
+size_t nn_model_device_memory(const nn_model *model);
 int nn_model_tensor_count(const nn_model *model);
 typedef struct nn_tensor_info {
   const char *name; /* e.g. "rnn.weight_ih_l0_reverse" */
@@ -253,6 +266,13 @@ typedef struct nn_class_metrics {
  * sklearn's classification_report (0 where undefined) and their support-weighted average. */
 void nn_metrics_from_confusion(nn_class_metrics *per_class /*(C)*/, nn_class_metrics *weighted,
                                double *accuracy, const int64_t *confusion, int C);
+/* The same from per-class counts, O(C) memory (no C x C matrix: up to 10,000 classes):
+ *   true_positive[c] = rows of class c predicted c, predicted[c] = rows predicted c,
+ *   support[c] = rows of class c. per_class may be NULL. */
+void nn_metrics_from_counts(nn_class_metrics *per_class /*(C) or NULL*/,
+                            nn_class_metrics *weighted, double *accuracy,
+                            const int64_t *true_positive /*(C)*/, const int64_t *predicted /*(C)*/,
+                            const int64_t *support /*(C)*/, int C);
 
 /* ---------------------------------------------------------------- training (train.c) */
 
@@ -276,6 +296,11 @@ typedef struct nn_trainer nn_trainer;
 int nn_trainer_create(nn_trainer **out, const nn_config *cfg, const char *const *texts,
                       const int *text_lens, const char *const *labels, const int *label_lens,
                       int n, char *err);
+/* The same, asking stop(stop_ctx) between its stages and every few thousand texts while it
+ * counts tokens, builds the vocabulary and encodes the rows (stop may be NULL). */
+int nn_trainer_create_ex(nn_trainer **out, const nn_config *cfg, const char *const *texts,
+                         const int *text_lens, const char *const *labels, const int *label_lens,
+                         int n, nn_interrupt_fn stop, void *stop_ctx, char *err);
 /* Run one epoch. Returns NN_OK with *stats filled, NN_DONE when training is over (epochs
  * reached or early stopping; *stats untouched), or an error / NN_INTERRUPTED. */
 int nn_trainer_epoch(nn_trainer *tr, nn_epoch_stats *stats, nn_progress_fn fn, void *ctx,
@@ -312,6 +337,10 @@ int nn_model_save(const nn_model *model, unsigned char **out, size_t *out_len, c
  * offsets inside the buffer and non-overlapping, metadata) and build a model. Never reads
  * outside [blob, blob + len). */
 int nn_model_load(nn_model **out, const unsigned char *blob, size_t len, char *err);
+/* The same, asking stop(stop_ctx) between its stages and every few thousand tokens or
+ * tensors (stop may be NULL). */
+int nn_model_load_ex(nn_model **out, const unsigned char *blob, size_t len, nn_interrupt_fn stop,
+                     void *stop_ctx, char *err);
 
 /* Generic reader, used by tests (fixtures) and by nn_model_load. */
 typedef enum { NN_DTYPE_F32 = 0, NN_DTYPE_I32 = 1, NN_DTYPE_I64 = 2, NN_DTYPE_F64 = 3 } nn_dtype;

@@ -16,8 +16,10 @@
 #include "json.h"
 #include "model.h"
 #include "nn.h"
+#include "text.h"
 
 #include <limits.h>
+#include <stdarg.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -480,7 +482,137 @@ static int st_cmp_label(const void *a, const void *b) {
   return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
+/* The loader's one error tail: err from a format, the status back. */
+static int load_fail(char *err, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int load_fail(char *err, int status, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(err, NN_ERR_LEN, fmt, ap);
+  va_end(ap);
+  return status;
+}
+/* in nn_model_load_ex and its helpers: set rc, fill err, leave through `done` */
+#define LOAD_FAIL(status, ...)                   \
+  do {                                           \
+    rc = load_fail(err, (status), __VA_ARGS__);  \
+    goto done;                                   \
+  } while (0)
+#define LOAD_STOP_CHECK()                                           \
+  do {                                                              \
+    if (stop && stop(stop_ctx)) LOAD_FAIL(NN_INTERRUPTED, "interrupted"); \
+  } while (0)
+
+/* labels[0..C) from the "labels" array: no NUL inside, all distinct. */
+static int load_labels(const char **labels, const nn_json *doc, int C, char *err) {
+  int rc = NN_OK;
+  const char **sorted = NULL;
+  for (int c = 0; c < C; c++) {
+    const nn_json *s = &doc->items[c];
+    if (memchr(s->str, 0, s->str_len))
+      LOAD_FAIL(NN_ERROR, "weights: label %d contains a NUL character", c);
+    labels[c] = s->str;
+  }
+  if (C < 2) goto done;
+  sorted = malloc((size_t)C * sizeof *sorted); /* distinct: sort a copy, compare neighbours */
+  if (!sorted) LOAD_FAIL(NN_NOMEM, "weights: out of memory");
+  memcpy(sorted, labels, (size_t)C * sizeof *sorted);
+  qsort(sorted, (size_t)C, sizeof *sorted, st_cmp_label);
+  for (int c = 1; c < C; c++)
+    if (strcmp(sorted[c - 1], sorted[c]) == 0) {
+      char q[128];
+      nn_json_quote_for_message(q, sizeof q, sorted[c], strlen(sorted[c]));
+      LOAD_FAIL(NN_ERROR, "weights: __metadata__ \"labels\" has %s twice", q);
+    }
+done:
+  free(sorted);
+  return rc;
+}
+
+/* The model's tensor `info` from the file's tensor t: F32, its exact shape, copied into dst
+ * (little-endian in the file). */
+static int load_tensor(float *dst, const nn_st_tensor *t, const nn_tensor_info *info, char *err) {
+  int rc = NN_OK;
+  if (!t) LOAD_FAIL(NN_ERROR, "weights: tensor \"%s\" is missing", info->name);
+  if (t->dtype != NN_DTYPE_F32)
+    LOAD_FAIL(NN_ERROR, "weights: tensor \"%s\" has dtype %s, expected F32", info->name,
+              dtype_names[t->dtype]);
+  int same = t->ndim == info->ndim;
+  for (int d = 0; same && d < t->ndim; d++) same = t->shape[d] == info->shape[d];
+  if (!same) {
+    char got[96], want[96];
+    shape_text(got, sizeof got, t->shape, t->ndim);
+    shape_text(want, sizeof want, info->shape, info->ndim);
+    LOAD_FAIL(NN_ERROR, "weights: tensor \"%s\" has shape %s, expected %s", info->name, got, want);
+  }
+  if (t->nbytes != info->size * 4) /* shape equal, so only if info is inconsistent */
+    LOAD_FAIL(NN_ERROR, "weights: tensor \"%s\" has %zu bytes, expected %zu", info->name,
+              t->nbytes, info->size * 4);
+  if (host_is_little_endian()) {
+    memcpy(dst, t->data, t->nbytes);
+  } else {
+    for (size_t k = 0; k < info->size; k++) {
+      const unsigned char *p = t->data + 4 * k;
+      uint32_t bits = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+      memcpy(&dst[k], &bits, 4);
+    }
+  }
+done:
+  return rc;
+}
+
+/* Every tensor of the model from the file, exactly once, F32 with its exact shape, finite;
+ * nothing else, and the tensors cover the data buffer (buffer_len bytes) exactly. */
+static int load_weights(nn_model *model, const nn_st_file *f, uint64_t buffer_len,
+                        nn_interrupt_fn stop, void *stop_ctx, char *err) {
+  int rc = NN_OK;
+  int ntensors = nn_model_tensor_count(model);
+  for (int i = 0; i < f->count; i++) {
+    if (nn_model_tensor_find(model, f->tensors[i].name) < 0) {
+      char q[160];
+      nn_json_quote_for_message(q, sizeof q, f->tensors[i].name, strlen(f->tensors[i].name));
+      LOAD_FAIL(NN_ERROR, "weights: unexpected tensor %s for a %s model", q,
+                nn_cell_name(nn_model_config(model)->cell));
+    }
+  }
+  float *params = nn_model_params(model);
+  for (int i = 0; i < ntensors; i++) {
+    nn_tensor_info info;
+    if (nn_model_tensor(model, i, &info) != NN_OK)
+      LOAD_FAIL(NN_ERROR, "weights: model tensor %d of %d is missing", i, ntensors);
+    if ((rc = load_tensor(params + info.offset, nn_st_find(f, info.name), &info, err)) != NN_OK)
+      goto done;
+    LOAD_STOP_CHECK();
+  }
+  /* A model file's tensors cover its data buffer exactly (no holes, nothing after them): the
+   * tensors do not overlap (nn_st_parse), so their sizes must add up to the buffer's. */
+  uint64_t covered = 0;
+  for (int i = 0; i < f->count; i++) covered += f->tensors[i].nbytes;
+  if (covered != buffer_len)
+    LOAD_FAIL(NN_ERROR,
+              "weights: the tensors cover %llu of the %llu bytes of the data buffer (the rest "
+              "is not part of any tensor)",
+              (unsigned long long)covered, (unsigned long long)buffer_len);
+  if (f->count != ntensors) /* only reachable with duplicate model names; be safe */
+    LOAD_FAIL(NN_ERROR, "weights: %d tensors, the model has %d", f->count, ntensors);
+  /* NaN or infinite weights would make every prediction silently the same class */
+  for (int i = 0; i < ntensors; i++) {
+    nn_tensor_info info;
+    nn_model_tensor(model, i, &info);
+    for (size_t k = 0; k < info.size; k++)
+      if (!isfinite(params[info.offset + k]))
+        LOAD_FAIL(NN_ERROR, "weights: tensor \"%s\" holds a non-finite value (%s) at element %zu",
+                  info.name, isnan(params[info.offset + k]) ? "NaN" : "infinity", k);
+  }
+done:
+  return rc;
+}
+
 int nn_model_load(nn_model **out, const unsigned char *blob, size_t len, char *err) {
+  return nn_model_load_ex(out, blob, len, NULL, NULL, err);
+}
+
+int nn_model_load_ex(nn_model **out, const unsigned char *blob, size_t len, nn_interrupt_fn stop,
+                     void *stop_ctx, char *err) {
   *out = NULL;
   nn_st_file f;
   nn_json *vocab_doc = NULL, *labels_doc = NULL;
@@ -489,6 +621,7 @@ int nn_model_load(nn_model **out, const unsigned char *blob, size_t len, char *e
   nn_vocab *vocab = NULL;
   nn_model *model = NULL;
   char sub[NN_ERR_LEN];
+  if (stop && stop(stop_ctx)) return load_fail(err, NN_INTERRUPTED, "interrupted");
   int rc = nn_st_parse(&f, blob, len, err);
   if (rc != NN_OK) return rc;
 
@@ -496,25 +629,23 @@ int nn_model_load(nn_model **out, const unsigned char *blob, size_t len, char *e
   nn_config cfg;
   nn_config_default(&cfg);
   const char *config = nn_st_meta(&f, "config");
-  if (!config) {
-    snprintf(err, NN_ERR_LEN, "weights: __metadata__ has no \"config\"");
-    rc = NN_ERROR;
-    goto done;
-  }
+  if (!config) LOAD_FAIL(NN_ERROR, "weights: __metadata__ has no \"config\"");
   if ((rc = nn_config_parse_json(&cfg, config, sub)) != NN_OK ||
-      (rc = nn_config_validate(&cfg, sub)) != NN_OK) {
-    snprintf(err, NN_ERR_LEN, "weights: config: %.480s", sub);
-    goto done;
-  }
+      (rc = nn_config_validate(&cfg, sub)) != NN_OK)
+    LOAD_FAIL(rc, "weights: config: %.480s", sub);
 
+  LOAD_STOP_CHECK();
   if ((rc = load_string_list(&vocab_doc, &f, "vocab", err)) != NN_OK) goto done;
   if ((rc = load_string_list(&labels_doc, &f, "labels", err)) != NN_OK) goto done;
   int V = (int)vocab_doc->count, C = (int)labels_doc->count;
-  if (C < 1) {
-    snprintf(err, NN_ERR_LEN, "weights: __metadata__ \"labels\" is empty");
-    rc = NN_ERROR;
-    goto done;
-  }
+  if (C < 1) LOAD_FAIL(NN_ERROR, "weights: __metadata__ \"labels\" is empty");
+  /* the limits of training (config.h): a file cannot ask for more than attn_train makes */
+  if (C > NN_MAX_CLASSES)
+    LOAD_FAIL(NN_ERROR, "weights: __metadata__ \"labels\" has %d labels, at most %d", C,
+              NN_MAX_CLASSES);
+  if (V > cfg.vocab_size)
+    LOAD_FAIL(NN_ERROR, "weights: __metadata__ \"vocab\" has %d tokens, more than the config's "
+              "vocab_size %d", V, cfg.vocab_size);
   /* Every parameter of the model must be in the file, so a file far smaller than the network
    * its config, vocabulary and labels describe is refused before nn_model_create allocates it:
    * a few bytes of hostile metadata cannot make the load allocate gigabytes (at most twice the
@@ -524,60 +655,23 @@ int nn_model_load(nn_model **out, const unsigned char *blob, size_t len, char *e
   sized.vocab_size = V;
   uint64_t need = nn_config_param_count(&sized, (uint64_t)C), have = 0;
   for (int i = 0; i < f.count; i++) have += f.tensors[i].nbytes / 4;
-  if (need > 2 * have + ((uint64_t)1 << 20)) {
-    snprintf(err, NN_ERR_LEN,
-             "weights: the config, %d tokens and %d labels need %llu floats, the file holds %llu", V,
-             C, (unsigned long long)need, (unsigned long long)have);
-    rc = NN_ERROR;
-    goto done;
-  }
+  if (need > 2 * have + ((uint64_t)1 << 20))
+    LOAD_FAIL(NN_ERROR,
+              "weights: the config, %d tokens and %d labels need %llu floats, the file holds %llu",
+              V, C, (unsigned long long)need, (unsigned long long)have);
   tokens = malloc((size_t)(V ? V : 1) * sizeof *tokens);
   lens = malloc((size_t)(V ? V : 1) * sizeof *lens);
   labels = malloc((size_t)C * sizeof *labels);
-  if (!tokens || !lens || !labels) {
-    snprintf(err, NN_ERR_LEN, "weights: out of memory");
-    rc = NN_NOMEM;
-    goto done;
-  }
+  if (!tokens || !lens || !labels) LOAD_FAIL(NN_NOMEM, "weights: out of memory");
   for (int i = 0; i < V; i++) {
     tokens[i] = vocab_doc->items[i].str;
     lens[i] = (int)vocab_doc->items[i].str_len;
   }
-  for (int c = 0; c < C; c++) {
-    const nn_json *s = &labels_doc->items[c];
-    if (memchr(s->str, 0, s->str_len)) {
-      snprintf(err, NN_ERR_LEN, "weights: label %d contains a NUL character", c);
-      rc = NN_ERROR;
-      goto done;
-    }
-    labels[c] = s->str;
-  }
-  if (C > 1) { /* labels are distinct: sort a copy, compare neighbours */
-    const char **sorted = malloc((size_t)C * sizeof *sorted);
-    if (!sorted) {
-      snprintf(err, NN_ERR_LEN, "weights: out of memory");
-      rc = NN_NOMEM;
-      goto done;
-    }
-    memcpy(sorted, labels, (size_t)C * sizeof *sorted);
-    qsort(sorted, (size_t)C, sizeof *sorted, st_cmp_label);
-    const char *dup = NULL;
-    for (int c = 1; c < C && !dup; c++)
-      if (strcmp(sorted[c - 1], sorted[c]) == 0) dup = sorted[c];
-    if (dup) {
-      char q[128];
-      nn_json_quote_for_message(q, sizeof q, dup, strlen(dup));
-      snprintf(err, NN_ERR_LEN, "weights: __metadata__ \"labels\" has %s twice", q);
-    }
-    free(sorted);
-    if (dup) {
-      rc = NN_ERROR;
-      goto done;
-    }
-  }
-  if ((rc = nn_vocab_from_list(&vocab, tokens, lens, V, sub)) != NN_OK) {
-    snprintf(err, NN_ERR_LEN, "weights: vocab: %.480s", sub);
-    goto done;
+  if ((rc = load_labels(labels, labels_doc, C, err)) != NN_OK) goto done;
+  LOAD_STOP_CHECK();
+  if ((rc = nn_vocab_from_list_ex(&vocab, tokens, lens, V, stop, stop_ctx, sub)) != NN_OK) {
+    if (rc == NN_INTERRUPTED) LOAD_FAIL(rc, "interrupted");
+    LOAD_FAIL(rc, "weights: vocab: %.480s", sub);
   }
   /* "device" says where the model was trained: a file trained with "cuda" still loads, on the
    * CPU, where no GPU is available (its config keeps saying "cuda") */
@@ -587,102 +681,12 @@ int nn_model_load(nn_model **out, const unsigned char *blob, size_t len, char *e
     cfg.device = NN_DEVICE_AUTO;
   rc = nn_model_create_uninit(&model, &cfg, vocab, labels, C, sub); /* takes vocab; every weight is read below */
   vocab = NULL;
-  if (rc != NN_OK) {
-    snprintf(err, NN_ERR_LEN, "weights: %.490s", sub);
-    goto done;
-  }
+  if (rc != NN_OK) LOAD_FAIL(rc, "weights: %.490s", sub);
   model->cfg.device = trained_on;
 
-  /* every tensor of the model, exactly once, F32 with its exact shape; nothing else */
-  int ntensors = nn_model_tensor_count(model);
-  for (int i = 0; i < f.count; i++) {
-    if (nn_model_tensor_find(model, f.tensors[i].name) < 0) {
-      char q[160];
-      nn_json_quote_for_message(q, sizeof q, f.tensors[i].name, strlen(f.tensors[i].name));
-      snprintf(err, NN_ERR_LEN, "weights: unexpected tensor %s for a %s model", q,
-               nn_cell_name(cfg.cell));
-      rc = NN_ERROR;
-      goto done;
-    }
-  }
-  float *params = nn_model_params(model);
-  int little = host_is_little_endian();
-  for (int i = 0; i < ntensors; i++) {
-    nn_tensor_info info;
-    if (nn_model_tensor(model, i, &info) != NN_OK) {
-      snprintf(err, NN_ERR_LEN, "weights: model tensor %d of %d is missing", i, ntensors);
-      rc = NN_ERROR;
-      goto done;
-    }
-    const nn_st_tensor *t = nn_st_find(&f, info.name);
-    if (!t) {
-      snprintf(err, NN_ERR_LEN, "weights: tensor \"%s\" is missing", info.name);
-      rc = NN_ERROR;
-      goto done;
-    }
-    if (t->dtype != NN_DTYPE_F32) {
-      snprintf(err, NN_ERR_LEN, "weights: tensor \"%s\" has dtype %s, expected F32", info.name,
-               dtype_names[t->dtype]);
-      rc = NN_ERROR;
-      goto done;
-    }
-    int same = t->ndim == info.ndim;
-    for (int d = 0; same && d < t->ndim; d++) same = t->shape[d] == info.shape[d];
-    if (!same) {
-      char got[96], want[96];
-      shape_text(got, sizeof got, t->shape, t->ndim);
-      shape_text(want, sizeof want, info.shape, info.ndim);
-      snprintf(err, NN_ERR_LEN, "weights: tensor \"%s\" has shape %s, expected %s", info.name,
-               got, want);
-      rc = NN_ERROR;
-      goto done;
-    }
-    if (t->nbytes != info.size * 4) { /* shape equal, so only if info is inconsistent */
-      snprintf(err, NN_ERR_LEN, "weights: tensor \"%s\" has %zu bytes, expected %zu", info.name,
-               t->nbytes, info.size * 4);
-      rc = NN_ERROR;
-      goto done;
-    }
-    float *dst = params + info.offset;
-    if (little) {
-      memcpy(dst, t->data, t->nbytes);
-    } else {
-      for (size_t k = 0; k < info.size; k++) {
-        const unsigned char *p = t->data + 4 * k;
-        uint32_t bits = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-        memcpy(&dst[k], &bits, 4);
-      }
-    }
-  }
-  /* A model file's tensors cover its data buffer exactly (no holes, nothing after them): the
-   * tensors do not overlap (nn_st_parse), so their sizes must add up to the buffer's. */
-  uint64_t covered = 0, buffer_len = len - 8 - read_le64(blob);
-  for (int i = 0; i < f.count; i++) covered += f.tensors[i].nbytes;
-  if (covered != buffer_len) {
-    snprintf(err, NN_ERR_LEN,
-             "weights: the tensors cover %llu of the %llu bytes of the data buffer (the rest "
-             "is not part of any tensor)",
-             (unsigned long long)covered, (unsigned long long)buffer_len);
-    rc = NN_ERROR;
+  if ((rc = load_weights(model, &f, len - 8 - read_le64(blob), stop, stop_ctx, err)) != NN_OK)
     goto done;
-  }
-  if (f.count != ntensors) { /* only reachable with duplicate model names; be safe */
-    snprintf(err, NN_ERR_LEN, "weights: %d tensors, the model has %d", f.count, ntensors);
-    rc = NN_ERROR;
-    goto done;
-  }
-  /* NaN or infinite weights would make every prediction silently the same class */
-  for (int i = 0; i < ntensors; i++) {
-    nn_tensor_info info;
-    nn_model_tensor(model, i, &info);
-    for (size_t k = 0; k < info.size; k++)
-      if (!isfinite(params[info.offset + k])) {
-        snprintf(err, NN_ERR_LEN, "weights: tensor \"%s\" holds a non-finite value (%s) at element %zu",
-                 info.name, isnan(params[info.offset + k]) ? "NaN" : "infinity", k);
-        rc = NN_ERROR;
-        goto done;
-      }
-  }
+  LOAD_STOP_CHECK();
   rc = nn_model_prepare_inference(model, err); /* a loaded model is for predictions */
   if (rc != NN_OK) goto done;
   *out = model;

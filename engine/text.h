@@ -6,6 +6,8 @@
 
 #include <stdint.h>
 
+#include "nn.h"
+
 #define NN_STOPWORD_COUNT 179 /* NLTK stopwords.words("english") */
 #define NN_STOPWORD_MAX_LEN 10 /* "ourselves" .. "yourselves" */
 
@@ -19,5 +21,15 @@ int nn_stopword_find(const char *word, int len);
 /* Python `re` classes of a code point >= 0x80: `\w` (str.isalnum()) and `\s` (str.isspace()). */
 int nn_unicode_is_word(uint32_t cp);
 int nn_unicode_is_space(uint32_t cp);
+
+/* Bytes the vocabulary holds (tokens, offsets, hash table). */
+size_t nn_vocab_memory(const nn_vocab *vocab);
+
+/* nn_vocab_from_list and nn_vocab_build asking stop(stop_ctx) every few thousand tokens or
+ * texts (stop may be NULL): NN_INTERRUPTED with err "interrupted" when it returns non-zero. */
+int nn_vocab_from_list_ex(nn_vocab **out, const char *const *tokens, const int *lens, int n,
+                          nn_interrupt_fn stop, void *stop_ctx, char *err);
+int nn_vocab_build_ex(nn_vocab **out, const char *const *texts, const int *lens, int n,
+                      const nn_config *cfg, nn_interrupt_fn stop, void *stop_ctx, char *err);
 
 #endif

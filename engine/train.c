@@ -3,7 +3,7 @@
  * The recipe of the Made-With-ML "Attention" lesson (README.md, Architecture: the model and its
  * training), PyTorch semantics:
  *   labels    sorted set of distinct byte strings (memcmp order, shorter first on a tie), as
- *             sklearn's LabelEncoder; 2 to NN_TRAIN_MAX_CLASSES classes
+ *             sklearn's LabelEncoder; 2 to NN_MAX_CLASSES (config.h) classes
  *   split     stratified: per class, its rows shuffled (Fisher-Yates, seeded) and
  *             round(val_fraction * count) of them to validation, keeping at least 1 in training
  *   vocab     from the training split's texts (in row order); every text encoded once
@@ -33,13 +33,14 @@
 #include <string.h>
 #include <time.h>
 
+#include "config.h"
 #include "json.h"
 #include "metrics.h"
 #include "model.h"
 #include "nn.h"
 #include "pool.h"
+#include "text.h"
 
-#define NN_TRAIN_MAX_CLASSES 10000
 #define NN_TRAIN_MAX_LOGITS (1u << 26) /* batch rows x classes: bounds the (B, C) buffers */
 #define BUCKET_BATCHES 50 /* batches per length-sorted chunk of an epoch */
 #define MAX_SHARDS 8      /* data-parallel pieces of a batch */
@@ -60,6 +61,8 @@ struct nn_trainer {
   int C;                /* classes */
   int n, n_train, n_val; /* rows */
   size_t param_count;
+  nn_interrupt_fn stop; /* nn_trainer_create_ex's, during creation only; NULL after */
+  void *stop_ctx;
 
   /* every row, encoded once */
   int *token_ids;       /* ragged: row i's ids are token_ids[token_start[i] .. + row_length[i]) */
@@ -216,9 +219,9 @@ static int build_classes(char ***out_labels, int *out_C, int *row_class, const c
     status = NN_ERROR;
     goto done;
   }
-  if (C > NN_TRAIN_MAX_CLASSES) {
+  if (C > NN_MAX_CLASSES) {
     snprintf(err, NN_ERR_LEN, "too many distinct labels: %d (at most %d)", C,
-             NN_TRAIN_MAX_CLASSES);
+             NN_MAX_CLASSES);
     status = NN_ERROR;
     goto done;
   }
@@ -329,7 +332,8 @@ static int encode_rows(nn_trainer *tr, nn_vocab **vocab, const char *const *text
     train_texts[k] = texts[i] ? texts[i] : "";
     train_lens[k] = texts[i] ? text_lens[i] : 0;
   }
-  status = nn_vocab_build(vocab, train_texts, train_lens, tr->n_train, &tr->cfg, err);
+  status = nn_vocab_build_ex(vocab, train_texts, train_lens, tr->n_train, &tr->cfg, tr->stop,
+                             tr->stop_ctx, err);
   if (status != NN_OK) goto done;
 
   size_t capacity = (size_t)n * 8 + 16, used = 0;
@@ -338,6 +342,11 @@ static int encode_rows(nn_trainer *tr, nn_vocab **vocab, const char *const *text
   tr->row_length = malloc((size_t)n * sizeof *tr->row_length);
   if (!tr->token_ids || !tr->token_start || !tr->row_length) goto oom;
   for (int i = 0; i < n; i++) {
+    if (i % 4096 == 4095 && tr->stop && tr->stop(tr->stop_ctx)) {
+      snprintf(err, NN_ERR_LEN, "interrupted");
+      status = NN_INTERRUPTED;
+      goto done;
+    }
     int count = nn_text_encode(tokens, texts[i] ? texts[i] : "", texts[i] ? text_lens[i] : 0,
                                &tr->cfg, *vocab);
     if (count < 1) count = 1, tokens[0].id = NN_UNK; /* the contract says >= 1; be safe */
@@ -373,6 +382,12 @@ done:
 int nn_trainer_create(nn_trainer **out, const nn_config *cfg, const char *const *texts,
                       const int *text_lens, const char *const *labels, const int *label_lens,
                       int n, char *err) {
+  return nn_trainer_create_ex(out, cfg, texts, text_lens, labels, label_lens, n, NULL, NULL, err);
+}
+
+int nn_trainer_create_ex(nn_trainer **out, const nn_config *cfg, const char *const *texts,
+                         const int *text_lens, const char *const *labels, const int *label_lens,
+                         int n, nn_interrupt_fn stop, void *stop_ctx, char *err) {
   *out = NULL;
   if (n <= 0) {
     snprintf(err, NN_ERR_LEN, "no training rows");
@@ -396,6 +411,8 @@ int nn_trainer_create(nn_trainer **out, const nn_config *cfg, const char *const 
   if (!tr) goto oom;
   tr->cfg = *cfg;
   tr->n = n;
+  tr->stop = stop;
+  tr->stop_ctx = stop_ctx;
   tr->row_class = malloc((size_t)n * sizeof *tr->row_class);
   if (!tr->row_class) goto oom;
   status = build_classes(&names, &tr->C, tr->row_class, labels, label_lens, n, err);
@@ -428,6 +445,11 @@ int nn_trainer_create(nn_trainer **out, const nn_config *cfg, const char *const 
   status = nn_model_create(&tr->model, cfg, vocab, (const char *const *)names, C, cfg->seed, err);
   vocab = NULL; /* owned by the model now, also on error */
   if (status != NN_OK) goto fail;
+  if (stop && stop(stop_ctx)) { /* the initialisation draws every weight */
+    snprintf(err, NN_ERR_LEN, "interrupted");
+    status = NN_INTERRUPTED;
+    goto fail;
+  }
   status = nn_workspace_create(&tr->ws, err);
   if (status != NN_OK) goto fail;
   tr->be = tr->model->be;
@@ -501,6 +523,8 @@ int nn_trainer_create(nn_trainer **out, const nn_config *cfg, const char *const 
   tr->lr_factor = nn_decimal_double(cfg->lr_factor);
   tr->plateau_best = INFINITY;
   tr->best_val_loss = INFINITY;
+  tr->stop = NULL;
+  tr->stop_ctx = NULL;
   status = NN_OK;
   goto done;
 oom:

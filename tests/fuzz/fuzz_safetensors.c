@@ -6,17 +6,27 @@
  * nn_st_parse and nn_model_load must return an error or a model, never read outside the
  * buffer (the input is copied to an exact-size heap block so ASan sees any overread). A model
  * that loads must be usable: one forward pass on a short text, saved again, and the saved
- * bytes must load again. tests/test_fuzz_replay.c runs this function over the corpus and the
+ * bytes must load again. Issue 17's bounds hold for every model that loads: it holds at most
+ * (2 + NN_INFER_TABLES_FACTOR) x the BLOB + NN_INFER_TABLES_SLACK bytes (nn_model_memory), has
+ * no more classes than training allows, and nn_model_load_ex stopped at its first question
+ * returns NN_INTERRUPTED. tests/test_fuzz_replay.c runs this function over the corpus and the
  * crash regressions without libFuzzer. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "config.h"
+#include "model.h"
 #include "nn.h"
 
 #ifndef FUZZ_TRAP
 #define FUZZ_TRAP() __builtin_trap()
 #endif
+
+static int fuzz_stop_now(void *ctx) {
+  (*(int *)ctx)++;
+  return 1;
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   char err[NN_ERR_LEN];
@@ -40,6 +50,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   nn_model *model = NULL;
   if (nn_model_load(&model, blob, size, err) == NN_OK) {
     const nn_config *cfg = nn_model_config(model);
+    double bound = (2.0 + NN_INFER_TABLES_FACTOR) * (double)size + NN_INFER_TABLES_SLACK;
+    if ((double)nn_model_memory(model) > bound) FUZZ_TRAP(); /* memory out of proportion */
+    if (nn_model_num_classes(model) > NN_MAX_CLASSES) FUZZ_TRAP();
+    if (nn_vocab_count(nn_model_vocab(model)) > cfg->vocab_size) FUZZ_TRAP();
+    int asked = 0;
+    nn_model *stopped = NULL;
+    if (nn_model_load_ex(&stopped, blob, size, fuzz_stop_now, &asked, err) != NN_INTERRUPTED ||
+        stopped || asked != 1)
+      FUZZ_TRAP();
     int T = cfg->max_len; /* 1..4096: nn_text_encode writes up to max_len tokens */
     nn_token *tokens = malloc(sizeof *tokens * (size_t)T);
     int *ids = malloc(sizeof *ids * (size_t)T);
