@@ -21,6 +21,8 @@ MACHINE := $(shell $(CC) -dumpmachine 2>/dev/null)
 ifeq ($(NATIVE),1)
 ARCH       ?= -march=native
 CPU_DEFS   := -DNN_CPU_NATIVE
+# its objects apart from the portable build's
+BUILD      ?= build/native
 else ifneq ($(filter x86_64-%,$(MACHINE)),)
 ARCH       ?= -march=x86-64-v2 -mtune=generic
 CPU_LEVELS := v3 v4
@@ -47,7 +49,7 @@ EXT_OBJ    := $(EXT_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC   := $(sort $(wildcard tests/test_*.c))
 TEST_BIN   := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
 # The -march=native build beside the portable one (tests/test_portable.sh, make bench-portable).
-NATIVE_SO  := $(BUILD)/native/attnext.so
+NATIVE_SO  := $(if $(CPU_LEVELS),$(BUILD)/native/attnext.so)
 FAKE_STALE := $(addprefix $(BUILD)/tests/fake_device_,stale_abi.so stale_size.so no_abi.so)
 TOOL_SRC   := $(sort $(wildcard tests/tool_*.c tests/bench/tool_*.c))
 TOOL_BIN   := $(TOOL_SRC:%.c=$(BUILD)/%)

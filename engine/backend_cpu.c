@@ -490,11 +490,10 @@ const nn_backend *nn_backend_cpu_v4(void);
 #if defined(__GNUC__) && !defined(__clang__)
 #define CPU_HAS_V3() __builtin_cpu_supports("x86-64-v3")
 #define CPU_HAS_V4() __builtin_cpu_supports("x86-64-v4")
-#else /* clang knows the features, not the level names */
+#else /* clang 14 knows the main features, not the level names (nor movbe, f16c) */
 #define CPU_HAS_V3()                                                                           \
   (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&                          \
-   __builtin_cpu_supports("bmi") && __builtin_cpu_supports("bmi2") &&                          \
-   __builtin_cpu_supports("movbe") && __builtin_cpu_supports("f16c"))
+   __builtin_cpu_supports("bmi") && __builtin_cpu_supports("bmi2"))
 #define CPU_HAS_V4()                                                                           \
   (CPU_HAS_V3() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&  \
    __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&                 \

@@ -22,6 +22,10 @@ command -v "$SQLITE3" >/dev/null 2>&1 || { echo "FAIL $SQLITE3 not found"; exit 
 [ -f $PORTABLE.so ] || { echo "FAIL $PORTABLE.so not built (run make)"; exit 1; }
 [ -f $NATIVE_LIB.so ] || { echo "FAIL $NATIVE_LIB.so not built (make test builds it)"; exit 1; }
 shell=$(command -v "$SQLITE3")
+case $("$shell" :memory: -cmd ".load $PORTABLE" "SELECT attn_version();" 2>&1) in
+  *"x86-64-v"[234]" kernels"*) ;;
+  *) echo "./attnext.so is not the portable build (make NATIVE=1?): nothing to test"; exit 77 ;;
+esac
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cat > "$tmp/run.sql" <<'SQL'
