@@ -11,7 +11,24 @@ CC      ?= cc
 # (training -10%, one-row inference -4%; results unchanged: no reduction is reordered). Only
 # where the compiler knows the flag (clang does not).
 VECT_COST := $(shell $(CC) -fvect-cost-model=dynamic -x c -c /dev/null -o /dev/null 2>/dev/null && echo -fvect-cost-model=dynamic)
-OPT     ?= -O2 -march=native $(VECT_COST)
+# Portable by default (issue 12): the library is compiled for x86-64-v2 (SSE4.2: any x86-64 CPU
+# since ~2009), and the CPU backend's kernels (engine/backend_cpu.c: the hot loops) once more per
+# CPU_LEVELS, x86-64-v3 (AVX2 + FMA) and x86-64-v4 (AVX-512), one picked at run time from CPUID
+# (attn_version() says which); OpenBLAS picks its own kernels. NATIVE=1: everything for this
+# machine's CPU (-march=native), no dispatch; the binary may then die with SIGILL elsewhere.
+# Other architectures: the compiler's default target, no dispatch.
+MACHINE := $(shell $(CC) -dumpmachine 2>/dev/null)
+ifeq ($(NATIVE),1)
+ARCH       ?= -march=native
+CPU_DEFS   := -DNN_CPU_NATIVE
+# its objects apart from the portable build's
+BUILD      ?= build/native
+else ifneq ($(filter x86_64-%,$(MACHINE)),)
+ARCH       ?= -march=x86-64-v2 -mtune=generic
+CPU_LEVELS := v3 v4
+CPU_DEFS   := -DNN_CPU_DISPATCH
+endif
+OPT     ?= -O2 $(ARCH) $(VECT_COST)
 CFLAGS  ?= -g
 CFLAGS  += $(OPT) -fopenmp-simd -std=c11 -Wall -Wextra -Wno-unused-parameter -fPIC -D_GNU_SOURCE -pthread
 # OpenBLAS: Debian's default (pthread) build. Not the serial build: compiled without
@@ -27,10 +44,13 @@ BUILD   ?= build
 
 ENGINE_SRC := $(sort $(wildcard engine/*.c))
 EXT_SRC    := $(sort $(wildcard ext/*.c))
-ENGINE_OBJ := $(ENGINE_SRC:%.c=$(BUILD)/%.o)
+ENGINE_OBJ := $(ENGINE_SRC:%.c=$(BUILD)/%.o) $(CPU_LEVELS:%=$(BUILD)/engine/backend_cpu_%.o)
 EXT_OBJ    := $(EXT_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC   := $(sort $(wildcard tests/test_*.c))
 TEST_BIN   := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
+# The -march=native build beside the portable one (tests/test_portable.sh, make bench-portable).
+NATIVE_SO  := $(if $(CPU_LEVELS),$(BUILD)/native/attnext.so)
+FAKE_STALE := $(addprefix $(BUILD)/tests/fake_device_,stale_abi.so stale_size.so no_abi.so)
 TOOL_SRC   := $(sort $(wildcard tests/tool_*.c tests/bench/tool_*.c))
 TOOL_BIN   := $(TOOL_SRC:%.c=$(BUILD)/%)
 HEADERS    := $(wildcard engine/*.h ext/*.h tests/*.h)
@@ -59,12 +79,28 @@ $(BUILD)/%.o: %.c $(BUILD)/%.d
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(DEPFLAGS) $(BLAS_CFLAGS) -Iengine -c $< -o $@
 
+# The engine's symbols stay inside attnext.so: hidden visibility for the engine, and a version
+# script that exports the entry point alone (the ext/ objects keep default visibility for it).
+$(ENGINE_OBJ): CFLAGS += -fvisibility=hidden
+$(BUILD)/engine/backend_cpu.o: CFLAGS += $(CPU_DEFS)
+$(BUILD)/engine/backend_cpu_%.o: engine/backend_cpu.c $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -march=x86-64-$* -mtune=generic -DNN_CPU_TABLE=nn_backend_cpu_$* \
+	  $(BLAS_CFLAGS) -Iengine -c $< -o $@
+$(NATIVE_SO): $(ENGINE_SRC) $(EXT_SRC) $(HEADERS)
+	$(MAKE) NATIVE=1 BUILD=$(BUILD)/native $@
+EXPORTS := $(BUILD)/attnext.map
+LDEXPORT = -Wl,--version-script=$(EXPORTS)
+$(EXPORTS):
+	@mkdir -p $(dir $@)
+	printf '{\n  global: sqlite3_attnext_init;\n  local: *;\n};\n' > $@
+
 $(BUILD)/libnn.a: $(ENGINE_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
 
-attnext.so: $(EXT_OBJ) $(BUILD)/libnn.a
-	$(CC) $(CFLAGS) -shared -o $@ $(EXT_OBJ) $(BUILD)/libnn.a $(LDLIBS)
+attnext.so: $(EXT_OBJ) $(BUILD)/libnn.a $(EXPORTS)
+	$(CC) $(CFLAGS) -shared $(LDEXPORT) -o $@ $(EXT_OBJ) $(BUILD)/libnn.a $(LDLIBS)
 
 attnext_cuda.so: $(CUDA_SRC) engine/backend.h
 	$(NVCC) $(NVCC_FLAGS) -shared -Iengine $(CUDA_SRC) -o $@ -ldl \
@@ -89,13 +125,18 @@ demo: deps-build attnext.so
 	@rm -f demo.db
 	$(SQLITE3) -bail demo.db < sql/demo.sql
 
-test: deps attnext.so $(CUDA_SO) $(TEST_BIN) $(TOOL_BIN)
+test: deps attnext.so $(CUDA_SO) $(TEST_BIN) $(TOOL_BIN) $(FAKE_STALE) $(NATIVE_SO) packages
 	@BUILD=$(BUILD) PYTHON=$(PYTHON) SQLITE3=$(SQLITE3) sh tests/run_all.sh
 
 # The benchmark against the PyTorch lesson (tests/bench/bench.py; ~20 min on 2 cores).
 # BENCH_ARGS=--quick for a short run.
-bench: attnext.so
+# Then the portable build against NATIVE=1, alternating (tests/bench/portable_bench.py).
+bench: attnext.so $(NATIVE_SO)
 	$(PYTHON) tests/bench/bench.py $(BENCH_ARGS)
+	$(PYTHON) tests/bench/portable_bench.py --native $(BUILD)/native/attnext $(PORTABLE_BENCH_ARGS)
+.PHONY: bench-portable
+bench-portable: attnext.so $(NATIVE_SO)
+	$(PYTHON) tests/bench/portable_bench.py --native $(BUILD)/native/attnext $(PORTABLE_BENCH_ARGS)
 
 # Installed where dlopen() looks for a bare name, so that `.load attnext` works from any
 # directory: dlopen does not search /usr/local/lib for a file not named lib*.so.
@@ -111,6 +152,31 @@ uninstall:
 
 clean:
 	rm -rf $(BUILD) attnext.so attnext_cuda.so demo.db
+
+# ---------------------------------------------------------------- packages (issue 12)
+#   make deb     build/dist/attnext_<version>_amd64.deb (dpkg-deb; installs into LIBDIR)
+#   make wheel   build/dist/attnext-<version>-py3-none-linux_x86_64.whl (attnext.load(conn))
+#   make npm     build/dist/attnext-<version>.tgz (require("attnext").load(db))
+# Each carries the portable attnext.so, and attnext_cuda.so when nvcc built it; none bundles
+# OpenBLAS (Debian's libopenblas0-pthread). Sources: ext/packages/; tests/test_packages.sh.
+VERSION := $(shell sed -n 's/^\#define NN_VERSION "\(.*\)"/\1/p' engine/version.c)
+DIST    := $(BUILD)/dist
+PKG_LIBS := attnext.so $(CUDA_SO)
+PKG_DOCS := README.md LICENSE
+DEB      := $(DIST)/attnext_$(VERSION)_amd64.deb
+WHEEL    := $(DIST)/attnext-$(VERSION)-py3-none-linux_x86_64.whl
+NPM_TGZ  := $(DIST)/attnext-$(VERSION).tgz
+.PHONY: deb wheel npm packages
+deb: $(DEB)
+wheel: $(WHEEL)
+npm: $(NPM_TGZ)
+packages: deb wheel npm
+$(DEB): $(PKG_LIBS) $(PKG_DOCS) $(wildcard ext/packages/debian/*)
+	sh ext/packages/debian/build.sh $(VERSION) $(DIST) $(LIBDIR) $(PKG_LIBS)
+$(WHEEL): $(PKG_LIBS) $(PKG_DOCS) $(wildcard ext/packages/python/*.py ext/packages/python/attnext/*)
+	$(PYTHON) ext/packages/python/build_wheel.py $(VERSION) $(DIST) $(PKG_LIBS)
+$(NPM_TGZ): $(PKG_LIBS) $(PKG_DOCS) $(wildcard ext/packages/node/*)
+	sh ext/packages/node/build.sh $(VERSION) $(DIST) $(PKG_LIBS)
 
 # ---------------------------------------------------------------- reliability (issue 6)
 #   make test-asan       engine, extension and C tests with ASan + UBSan in build-asan/, then
@@ -130,14 +196,21 @@ VALGRIND       ?= valgrind --error-exitcode=99 --leak-check=full --errors-for-le
 .PHONY: test-valgrind
 
 # The extension inside a build directory (sanitizer and valgrind builds keep ./attnext.so).
-$(BUILD)/attnext.so: $(EXT_OBJ) $(BUILD)/libnn.a
-	$(CC) $(CFLAGS) -shared -o $@ $(EXT_OBJ) $(BUILD)/libnn.a $(LDLIBS)
+$(BUILD)/attnext.so: $(EXT_OBJ) $(BUILD)/libnn.a $(EXPORTS)
+	$(CC) $(CFLAGS) -shared $(LDEXPORT) -o $@ $(EXT_OBJ) $(BUILD)/libnn.a $(LDLIBS)
 
 # A GPU stand-in for the host/device plumbing test (tests/fake_device.c, loaded with dlopen).
 $(BUILD)/tests/fake_device.so: tests/fake_device.c $(BUILD)/libnn.a $(BUILD)/tests/fake_device.d
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(DEPFLAGS) $(BLAS_CFLAGS) -Iengine -shared $< $(BUILD)/libnn.a -o $@ $(LDLIBS)
 $(BUILD)/tests/test_device_plumbing: $(BUILD)/tests/fake_device.so
+# Stale CUDA libraries for tests/test_cuda_abi.sh: another ABI number, another table size, none.
+$(BUILD)/tests/fake_device_stale_abi.so: FAKE_DEFS := -DFAKE_DEVICE_ABI=999
+$(BUILD)/tests/fake_device_stale_size.so: FAKE_DEFS := -DFAKE_DEVICE_TABLE_SIZE=8
+$(BUILD)/tests/fake_device_no_abi.so: FAKE_DEFS := -DFAKE_DEVICE_NO_ABI
+$(FAKE_STALE): tests/fake_device.c $(BUILD)/libnn.a $(HEADERS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(FAKE_DEFS) $(BLAS_CFLAGS) -Iengine -shared $< $(BUILD)/libnn.a -o $@ $(LDLIBS)
 
 # The CUDA backend's source compiled for the host (tests/cuda_emulate.h): its kernels run on the
 # CPU, for tests/test_cuda_emulated.sh on machines without a GPU.
@@ -158,9 +231,13 @@ test-cuda-emulated: deps attnext.so $(TEST_BIN) $(TOOL_BIN) $(BUILD)/tests/emu_c
 $(BUILD)/tests/test_faults_oom: LDLIBS += -lsqlite3
 $(BUILD)/tests/test_fuzz_replay: $(wildcard tests/fuzz/*.c)
 
+# Without the run-time dispatch (CPU_LEVELS empty): ASan checks a 32- or 64-byte vector access
+# through a call (__asan_loadN), which made the x86-64-v3/v4 copies 4x slower than the baseline's
+# 16-byte accesses (test_agnews's speed floor failed); the copies are the same C code.
 test-asan: deps
-	$(MAKE) BUILD=$(ASAN_BUILD) OPT="$(ASAN_OPT)" $(ASAN_BUILD)/attnext.so \
-	  $(TEST_SRC:tests/%.c=$(ASAN_BUILD)/tests/%) $(TOOL_SRC:%.c=$(ASAN_BUILD)/%)
+	$(MAKE) BUILD=$(ASAN_BUILD) OPT="$(ASAN_OPT)" CPU_LEVELS= CPU_DEFS= $(ASAN_BUILD)/attnext.so \
+	  $(TEST_SRC:tests/%.c=$(ASAN_BUILD)/tests/%) $(TOOL_SRC:%.c=$(ASAN_BUILD)/%) \
+	  $(FAKE_STALE:$(BUILD)/%=$(ASAN_BUILD)/%)
 	@# Python loads the ASan extension with libasan preloaded (no leak report for Python itself)
 	@printf '#!/bin/sh\nLD_PRELOAD=%s ASAN_OPTIONS="$$ASAN_OPTIONS:detect_leaks=0" exec %s "$$@"\n' \
 	  "$(LIBASAN)" "$(PYTHON)" > $(ASAN_BUILD)/python-asan && chmod +x $(ASAN_BUILD)/python-asan

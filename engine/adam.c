@@ -28,8 +28,11 @@
 #include "model.h"
 #include "nn.h"
 
-#if defined(__AVX__) && defined(__FMA__)
+/* The AVX + FMA loop is compiled for those instructions whatever the build's baseline, and taken
+ * where the CPU has them (the portable build runs on x86-64-v2 CPUs: there the scalar loop). */
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
+#define ADAM_AVX 1
 #endif
 
 #ifdef __clang__
@@ -79,12 +82,12 @@ static inline void adam_update_one(float *restrict params, float *restrict m, fl
   v[i] = vi;
 }
 
-static void adam_update(float *restrict params, float *restrict m, float *restrict v,
-                        const float *restrict grads, size_t n, float beta1, float one_minus_beta1,
-                        float beta2, float one_minus_beta2, float bc2_sqrt, float eps,
-                        float neg_step_size) {
+#ifdef ADAM_AVX
+__attribute__((target("avx,fma"))) static void adam_update_avx(
+    float *restrict params, float *restrict m, float *restrict v, const float *restrict grads,
+    size_t n, float beta1, float one_minus_beta1, float beta2, float one_minus_beta2,
+    float bc2_sqrt, float eps, float neg_step_size) {
   size_t i = 0;
-#if defined(__AVX__) && defined(__FMA__)
   const __m256 b1 = _mm256_set1_ps(beta1), omb1 = _mm256_set1_ps(one_minus_beta1);
   const __m256 b2 = _mm256_set1_ps(beta2), omb2 = _mm256_set1_ps(one_minus_beta2);
   const __m256 bc2 = _mm256_set1_ps(bc2_sqrt), ep = _mm256_set1_ps(eps);
@@ -99,8 +102,24 @@ static void adam_update(float *restrict params, float *restrict m, float *restri
     _mm256_storeu_ps(m + i, mi);
     _mm256_storeu_ps(v + i, vi);
   }
+  for (; i < n; i++) /* fmaf here is the instruction */
+    adam_update_one(params, m, v, grads, i, beta1, one_minus_beta1, beta2, one_minus_beta2,
+                    bc2_sqrt, eps, neg_step_size);
+}
 #endif
-  for (; i < n; i++)
+
+static void adam_update(float *restrict params, float *restrict m, float *restrict v,
+                        const float *restrict grads, size_t n, float beta1, float one_minus_beta1,
+                        float beta2, float one_minus_beta2, float bc2_sqrt, float eps,
+                        float neg_step_size) {
+#ifdef ADAM_AVX
+  if (__builtin_cpu_supports("avx") && __builtin_cpu_supports("fma")) {
+    adam_update_avx(params, m, v, grads, n, beta1, one_minus_beta1, beta2, one_minus_beta2,
+                    bc2_sqrt, eps, neg_step_size);
+    return;
+  }
+#endif
+  for (size_t i = 0; i < n; i++)
     adam_update_one(params, m, v, grads, i, beta1, one_minus_beta1, beta2, one_minus_beta2,
                     bc2_sqrt, eps, neg_step_size);
 }

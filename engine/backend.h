@@ -141,4 +141,23 @@ const char *nn_backend_cuda_status(char *buf, size_t len);
 typedef const nn_backend *(*nn_backend_cuda_entry)(char *why, size_t len);
 #define NN_BACKEND_CUDA_ENTRY "attnext_cuda_backend"
 
+/* The ABI of the table above, shared with attnext_cuda.so, which is built separately and may be
+ * older than the attnext.so that loads it. Bump NN_BACKEND_ABI whenever nn_backend changes (a
+ * field added, removed, moved or retyped, or an operation's meaning changed). The library
+ * exports attnext_cuda_backend_abi(), which returns the NN_BACKEND_ABI and sizeof(nn_backend) it
+ * was compiled with; backend_load.c checks both before it calls the entry, and refuses a library
+ * without the symbol or with another number or size ("stale attnext_cuda.so ..."). */
+#define NN_BACKEND_ABI 1
+typedef unsigned (*nn_backend_cuda_abi_fn)(size_t *table_size);
+#define NN_BACKEND_CUDA_ABI "attnext_cuda_backend_abi"
+
+/* attnext.so exports sqlite3_attnext_init only (the Makefile's version script, engine objects
+ * built with -fvisibility=hidden); the CUDA library marks its two symbols with this. */
+#define NN_EXPORT __attribute__((visibility("default")))
+
+/* The CPU kernels in use: "x86-64-v4" (AVX-512), "x86-64-v3" (AVX2 + FMA), "x86-64-v2" in the
+ * portable build (backend_cpu.c compiled once per level, the level picked at run time from
+ * CPUID), "native" or "generic" in a build without the dispatch. */
+const char *nn_backend_cpu_level(void);
+
 #endif

@@ -472,10 +472,69 @@ static const nn_backend cpu_backend = {
     .embedding_backward = cpu_embedding_backward,
 };
 
+#ifdef NN_CPU_TABLE
+/* The portable build compiles this file once more per instruction-set level, e.g.
+ * -march=x86-64-v3 -DNN_CPU_TABLE=nn_backend_cpu_v3 (Makefile, CPU_LEVELS): that copy's kernels
+ * are reached through this function only, which the copy for the baseline picks below. */
+const nn_backend *NN_CPU_TABLE(void);
+const nn_backend *NN_CPU_TABLE(void) { return &cpu_backend; }
+#else
+
+#ifdef NN_CPU_DISPATCH
+/* Run-time dispatch (the portable build): this copy is compiled for the baseline (x86-64-v2), the
+ * copies above for AVX2 + FMA and AVX-512; CPUID (and the OS's saving of the wide registers,
+ * which the compiler's check includes) picks one. Stateless: the check reads the data libgcc's
+ * (or compiler-rt's) constructor filled once per process. */
+const nn_backend *nn_backend_cpu_v3(void);
+const nn_backend *nn_backend_cpu_v4(void);
+#if defined(__GNUC__) && !defined(__clang__)
+#define CPU_HAS_V3() __builtin_cpu_supports("x86-64-v3")
+#define CPU_HAS_V4() __builtin_cpu_supports("x86-64-v4")
+#else /* clang 14 knows the main features, not the level names (nor movbe, f16c) */
+#define CPU_HAS_V3()                                                                           \
+  (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&                          \
+   __builtin_cpu_supports("bmi") && __builtin_cpu_supports("bmi2"))
+#define CPU_HAS_V4()                                                                           \
+  (CPU_HAS_V3() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&  \
+   __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&                 \
+   __builtin_cpu_supports("avx512cd"))
+#endif
+static const nn_backend *cpu_pick(const char **level) {
+  __builtin_cpu_init();
+  if (CPU_HAS_V4()) {
+    *level = "x86-64-v4";
+    return nn_backend_cpu_v4();
+  }
+  if (CPU_HAS_V3()) {
+    *level = "x86-64-v3";
+    return nn_backend_cpu_v3();
+  }
+  *level = "x86-64-v2";
+  return &cpu_backend;
+}
+#else
+static const nn_backend *cpu_pick(const char **level) {
+#ifdef NN_CPU_NATIVE
+  *level = "native";
+#else
+  *level = "generic";
+#endif
+  return &cpu_backend;
+}
+#endif
+
 /* The backend's first use also asks OpenBLAS for one thread per call (see pool.h): a model
  * load's large GEMM (the folded table) would otherwise run threaded, and OpenBLAS's idle workers
  * then spin in sched_yield (measured: 18% of an attn_classify run). */
 const nn_backend *nn_backend_cpu(void) {
   nn_blas_single_thread();
-  return &cpu_backend;
+  const char *level;
+  return cpu_pick(&level);
 }
+
+const char *nn_backend_cpu_level(void) {
+  const char *level;
+  cpu_pick(&level);
+  return level;
+}
+#endif

@@ -2,7 +2,8 @@
  * cuBLAS, every other operation in the kernels below. Built by the Makefile, only where nvcc is
  * found, into its own shared object attnext_cuda.so, which backend_load.c opens with dlopen at
  * the first model whose device is "auto" or "cuda"; attnext.so never links the CUDA runtime.
- * The one exported symbol is attnext_cuda_backend() (NN_BACKEND_CUDA_ENTRY).
+ * The exported symbols are attnext_cuda_backend() (NN_BACKEND_CUDA_ENTRY) and
+ * attnext_cuda_backend_abi() (NN_BACKEND_CUDA_ABI, checked first by the loader).
  *
  * Formulas and gate orders are backend_cpu.c's (PyTorch's). Compiled with --fmad=false and
  * without fast math, so every element-wise kernel rounds as the CPU's C code does (expf / tanhf
@@ -757,10 +758,17 @@ __global__ void k_probe(int *x) {
   if (x) *x = 1;
 }
 
+/* The ABI this library was built for (engine/backend.h): backend_load.c compares it and the
+ * table's size with its own before it calls attnext_cuda_backend. */
+extern "C" NN_EXPORT unsigned attnext_cuda_backend_abi(size_t *table_size) {
+  *table_size = sizeof(nn_backend);
+  return NN_BACKEND_ABI;
+}
+
 /* Whether this machine can run the backend: a device, a context, a kernel of this build's
  * architectures, a cuBLAS handle. NULL with the reason otherwise. Called once per process
  * (backend_load.c). */
-extern "C" __attribute__((visibility("default"))) const nn_backend *
+extern "C" NN_EXPORT const nn_backend *
 attnext_cuda_backend(char *why, size_t len) {
   int count = 0;
   cudaError_t e = cudaGetDeviceCount(&count);

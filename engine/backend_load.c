@@ -9,7 +9,9 @@
  *   1. $ATTNEXT_CUDA_LIB, when set (a path; for tests and unusual installs)
  *   2. attnext_cuda.so in the directory of the object holding this code (attnext.so), via dladdr
  *   3. attnext_cuda.so on the dynamic linker's default search path
- * and its exported attnext_cuda_backend() says whether a device is usable. The outcome (the
+ * Its exported attnext_cuda_backend_abi() must report this build's NN_BACKEND_ABI and table size
+ * (a stale library is refused, never called), then attnext_cuda_backend() says whether a device
+ * is usable. The outcome (the
  * backend, or the reason there is none) is process-wide state written once under pthread_once:
  * it describes the machine, not any model, so it is the one exception to "no global state".
  */
@@ -36,6 +38,22 @@ static int try_library(const char *path, char *load_err, size_t len) {
     const char *e = dlerror();
     snprintf(load_err, len, "%s", e ? e : "dlopen failed");
     return 0;
+  }
+  /* The ABI first: a table of another layout would be called at the wrong offsets. */
+  nn_backend_cuda_abi_fn abi = (nn_backend_cuda_abi_fn)(uintptr_t)dlsym(lib, NN_BACKEND_CUDA_ABI);
+  size_t table_size = 0;
+  unsigned number = abi ? abi(&table_size) : 0;
+  if (!abi || number != NN_BACKEND_ABI || table_size != sizeof(nn_backend)) {
+    char found[120];
+    if (abi)
+      snprintf(found, sizeof found, "backend ABI %u, table of %zu bytes", number, table_size);
+    else
+      snprintf(found, sizeof found, "no %s: built before ABI numbers", NN_BACKEND_CUDA_ABI);
+    snprintf(cuda_why, sizeof cuda_why,
+             "not available (stale %s refused: %s; this attnext.so needs backend ABI %u, table "
+             "of %zu bytes; rebuild it from the same sources: make)",
+             path, found, (unsigned)NN_BACKEND_ABI, sizeof(nn_backend));
+    return 1; /* kept loaded, as below: its constructors ran */
   }
   nn_backend_cuda_entry entry = (nn_backend_cuda_entry)(uintptr_t)dlsym(lib, NN_BACKEND_CUDA_ENTRY);
   if (!entry) {

@@ -18,7 +18,7 @@ const char *nn_version_string(char *buf, size_t len) {
   int threads = openblas_get_num_threads ? openblas_get_num_threads() : 1;
   char cuda[450];
   nn_backend_cuda_status(cuda, sizeof cuda);
-  snprintf(buf, len, "attnext %s; backends: cpu (%s, %d BLAS threads); %s", NN_VERSION, blas,
-           threads, cuda);
+  snprintf(buf, len, "attnext %s; backends: cpu (%s kernels; %s, %d BLAS threads); %s",
+           NN_VERSION, nn_backend_cpu_level(), blas, threads, cuda);
   return buf;
 }

@@ -7,7 +7,20 @@
 #                             dqlite shell)
 build="build-essential pkg-config libsqlite3-dev sqlite3 libopenblas-dev"
 cluster="libdqlite-dev go-dqlite"
-pkgs="$build python3 python3-torch python3-numpy valgrind librsvg2-bin clang libclang-rt-14-dev $cluster"
+# qemu-user: tests/test_portable.sh runs the portable build as older and newer CPUs
+pkgs="$build python3 python3-torch python3-numpy valgrind librsvg2-bin clang libclang-rt-14-dev qemu-user $cluster"
+# The package tests (tests/test_package_*.sh): dpkg-deb (dpkg), a venv of Debian's python3
+# (python3-venv: pip offline from ensurepip's wheel), node + npm and a native-module toolchain
+# for better-sqlite3 (tests/node_setup.sh: python3, make, g++, node's headers). A node that is
+# already installed (e.g. NodeSource's nodejs, which brings npm and its headers) is kept.
+pkgs="$pkgs python3-venv"
+if ! command -v node >/dev/null 2>&1; then
+  pkgs="$pkgs nodejs npm libnode-dev"
+else
+  command -v npm >/dev/null 2>&1 || pkgs="$pkgs npm"
+  node_prefix=$(node -p 'require("path").resolve(process.execPath, "..", "..")' 2>/dev/null)
+  [ -f "$node_prefix/include/node/node_api.h" ] || pkgs="$pkgs libnode-dev"
+fi
 [ "${1:-}" = build ] && pkgs="$build"
 [ "${1:-}" = cluster ] && pkgs="$build python3 $cluster"
 missing=""

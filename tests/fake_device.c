@@ -261,8 +261,22 @@ static const char *f_describe(char *buf, size_t len) {
   return buf;
 }
 
-__attribute__((visibility("default"))) const nn_backend *attnext_cuda_backend(char *why,
-                                                                              size_t len) {
+/* Built with -DFAKE_DEVICE_ABI=N, -DFAKE_DEVICE_TABLE_SIZE=N or -DFAKE_DEVICE_NO_ABI: a stale
+ * library the loader must refuse (tests/test_cuda_abi.sh) without calling its entry. */
+#ifndef FAKE_DEVICE_ABI
+#define FAKE_DEVICE_ABI NN_BACKEND_ABI
+#endif
+#ifndef FAKE_DEVICE_TABLE_SIZE
+#define FAKE_DEVICE_TABLE_SIZE sizeof(nn_backend)
+#endif
+#ifndef FAKE_DEVICE_NO_ABI
+NN_EXPORT unsigned attnext_cuda_backend_abi(size_t *table_size) {
+  *table_size = FAKE_DEVICE_TABLE_SIZE;
+  return FAKE_DEVICE_ABI;
+}
+#endif
+
+NN_EXPORT const nn_backend *attnext_cuda_backend(char *why, size_t len) {
   if (getenv("FAKE_DEVICE_ABSENT")) {
     snprintf(why, len, "fake device: absent on request");
     return NULL;

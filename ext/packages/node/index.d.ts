@@ -1,0 +1,4 @@
+/** The extension's path without its suffix, for loadExtension(). */
+export declare function getLoadablePath(): string;
+/** Loads the extension into a database with loadExtension(path) (better-sqlite3's Database). */
+export declare function load(db: { loadExtension(path: string): unknown }): void;
