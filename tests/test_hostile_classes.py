@@ -67,6 +67,7 @@ def with_classes(blob, classes, seed=1):
 tmp = tempfile.mkdtemp()
 path = os.path.join(tmp, "classes.db")
 db = R.connect(path)
+db.execute("PRAGMA synchronous = OFF")  # a scratch file: no fsync per statement
 db.execute("SELECT attn_import('big', ?)", (with_classes(good, 10000),))
 db.execute("SELECT attn_import('mid', ?)", (with_classes(good, 300, seed=2),))
 db.execute("CREATE TABLE one(text, label)")
