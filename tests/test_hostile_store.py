@@ -97,7 +97,7 @@ for fn, (inner, outer) in callers.items():
         CREATE VIEW harmless AS {outer};""")
     for trusted, defensive in ((False, True), (True, False)):
         status, out = shell(path, "SELECT p FROM harmless;", trusted, defensive)
-        what = (f"{fn} through a view attn_models that calls {inner.strip('(').split('(')[0]} "
+        what = (f"{fn} through a view attn_models that calls {fn.split()[0]} back "
                 f"(trusted_schema {'on' if trusted else 'off'}, defensive "
                 f"{'on' if defensive else 'off'})")
         check(not crashed(status) and "attn_models is a view" in out,
