@@ -213,6 +213,20 @@ path = hostile_db("extra", "ALTER TABLE attn_models ADD COLUMN note TEXT;")
 status, out = shell(path, "SELECT attn_predict('m', 'goal match') IN ('sports', 'tech', 'money');")
 check(status == 0 and out.endswith("1"), f"a store with an extra column of the user's: works ({out!r})")
 
+# The check is remembered while the database is unchanged, and redone after a schema change made
+# by the same connection.
+path = hostile_db("same_connection", "")
+d = R.connect(path)
+d.execute("BEGIN")
+first = d.execute("SELECT attn_predict('m', 'goal'), attn_predict('m', 'match')").fetchone()
+d.execute("COMMIT")
+d.executescript("ALTER TABLE attn_models RENAME TO real_models;"
+                "CREATE VIEW attn_models AS SELECT rowid, * FROM real_models;")
+err = R.error_of(d, "SELECT attn_predict('m', 'goal')")
+d.close()
+check(None not in first and err is not None and "attn_models is a view" in err,
+      f"a view put in place by the same connection after a lookup: refused ({err!r})")
+
 # ---------------------------------------------------------------- attn_curves on hostile logs
 db = R.connect(os.path.join(tmp, "curves.db"))
 db.execute("SELECT attn_import('c', ?)", (blob,))
