@@ -49,6 +49,7 @@ struct attn_conn {
   int store_depth;        /* > 0 while the store tables are read (attn_store_read_begin) */
   int checked;            /* the store's schema passed attn_store_check at this stamp: */
   int checked_exists;     /* ... and attn_models exists */
+  char *checked_fingerprint; /* the store's CREATE statements when it last passed the check */
   int64_t checked_data_version, checked_changes;
   int query_depth;        /* > 0 while a function's query is stepped (attn_conn_query_begin) */
   const char *query_fn;   /* the function whose query it is (outermost) */
@@ -106,6 +107,7 @@ void attn_conn_unref(void *p) {
     attn_model_release(m);
   }
   nn_workspace_free(conn->ws);
+  sqlite3_free(conn->checked_fingerprint);
   sqlite3_free(conn);
 }
 
@@ -383,6 +385,33 @@ int attn_store_check(sqlite3 *db, const char *fn, int *models_exist, char **errm
   return rc;
 }
 
+/* The definitions of the store's tables as sqlite_schema holds them ("" when neither exists):
+ * a table is a function of its CREATE statement, so equal text means an equal check. NULL when
+ * it cannot be read (out of memory, ...). sqlite3_malloc'd. */
+static char *attn_store_fingerprint(sqlite3 *db) {
+  sqlite3_stmt *stmt = NULL;
+  sqlite3_str *fp = sqlite3_str_new(db);
+  int rc = sqlite3_prepare_v2(db,
+                              "SELECT type, name, sql FROM main.sqlite_schema "
+                              "WHERE name LIKE 'attn_models' OR name LIKE 'attn_training_log'",
+                              -1, &stmt, NULL);
+  while (rc == SQLITE_OK && (rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+    for (int i = 0; i < 3; i++) {
+      const char *text = (const char *)sqlite3_column_text(stmt, i);
+      sqlite3_str_appendall(fp, text ? text : "");
+      sqlite3_str_appendchar(fp, 1, '\n');
+    }
+    rc = SQLITE_OK;
+  }
+  sqlite3_finalize(stmt);
+  char *out = sqlite3_str_finish(fp);
+  if (rc != SQLITE_DONE) {
+    sqlite3_free(out);
+    return NULL;
+  }
+  return out ? out : sqlite3_mprintf("");
+}
+
 int attn_store_read_begin(attn_conn *conn, const char *fn, int *models_exist, char **errmsg) {
   if (conn->store_depth > 0) {
     *errmsg = sqlite3_mprintf("%s: the model store was read again while it was being read (a "
@@ -390,13 +419,26 @@ int attn_store_read_begin(attn_conn *conn, const char *fn, int *models_exist, ch
                               fn);
     return SQLITE_ERROR;
   }
+  /* The check is remembered while the database is unchanged (the stamp: in a read transaction),
+   * else while the tables' definitions are the same text. */
   int64_t data_version = 0, changes = 0;
   int stamped = attn_stamp(conn->db, &data_version, &changes);
   if (!(stamped && conn->checked && conn->checked_data_version == data_version &&
         conn->checked_changes == changes)) {
     conn->checked = 0;
     conn->store_depth++; /* the check reads the schema: refuse a call back meanwhile too */
-    int rc = attn_store_check(conn->db, fn, &conn->checked_exists, errmsg);
+    char *fp = attn_store_fingerprint(conn->db);
+    int rc = SQLITE_OK;
+    if (!fp || !conn->checked_fingerprint || strcmp(fp, conn->checked_fingerprint) != 0) {
+      sqlite3_free(conn->checked_fingerprint);
+      conn->checked_fingerprint = NULL;
+      rc = attn_store_check(conn->db, fn, &conn->checked_exists, errmsg);
+      if (rc == SQLITE_OK) {
+        conn->checked_fingerprint = fp;
+        fp = NULL;
+      }
+    }
+    sqlite3_free(fp);
     conn->store_depth--;
     if (rc != SQLITE_OK) return rc;
     if (stamped) {
