@@ -291,7 +291,10 @@ static int mx_compute(attn_mx *m, attn_conn *conn, const char *fn, sqlite3_value
   }
   int d = m->dim > 0 ? m->dim : 1, nq = m->q.n, nk = m->k.n;
   m->weight = sqlite3_malloc64((sqlite3_uint64)(nq ? nq : 1) * (nk ? nk : 1) * sizeof(double));
-  if (!m->weight) return SQLITE_NOMEM;
+  if (!m->weight) {
+    attn_interrupt_end(&interrupt);
+    return SQLITE_NOMEM;
+  }
   double scale = 1.0 / sqrt((double)d);
   for (int i = 0; i < nq; i++) {
     if (attn_interrupted(&interrupt, 1)) { /* a row is up to 512 x 4096 multiply-adds */
