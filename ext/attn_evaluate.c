@@ -8,6 +8,10 @@
  *   SELECT * FROM attn_confusion('news', 'SELECT title, category FROM test_headlines');
  *   --  actual | predicted | count                   every (actual, predicted) pair, zeros too
  *
+ * Memory: per class a few counters; the confusion counts are kept sparse (the pairs seen), so a
+ * model of many classes costs no K x K matrix (its attn_confusion still has K x C rows, made
+ * one at a time).
+ *
  * The query: one read-only statement, columns text and label (labels compared as text; a NULL
  * text or label is an error naming the row). The classes are the union of the model's labels
  * and the labels found in the query, sorted by their bytes as sklearn sorts them; predicted
@@ -17,6 +21,7 @@
 #include <string.h>
 
 #include "attn_ext.h"
+#include "metrics.h" /* nn_metrics_from_counts: metrics without a K x K matrix */
 
 enum { ATTN_EVALUATE = 0, ATTN_CONFUSION = 1 };
 
@@ -26,15 +31,24 @@ typedef struct attn_eval_vtab {
   int mode;
 } attn_eval_vtab;
 
+/* A nonzero cell of the confusion matrix: key = actual << 32 | predicted (class ids). */
+typedef struct attn_eval_cell {
+  uint64_t key;
+  int64_t count;
+} attn_eval_cell;
+
 typedef struct attn_eval_cursor {
   sqlite3_vtab_cursor base;
   int K;               /* classes: model labels + labels only in the query */
   char **labels;       /* (K) sorted */
-  int *is_model;       /* (K) 1 if the model can predict it */
-  int64_t *confusion;  /* (K, K) row = actual, column = predicted, in sorted order */
   nn_class_metrics *metrics; /* (K + 1): per class, then weighted */
-  int *pairs;          /* confusion rows: (npairs) actual * K + predicted */
-  int nrows, row;
+  /* attn_confusion: rows are (actual, predicted) for every class and every model class, in
+   * sorted order; the counts are kept sparse (a 16,000-class model is not 16,000^2 cells) */
+  int *model_ranks;    /* (C) sorted positions of the model's classes, ascending */
+  int C;
+  attn_eval_cell *cells; /* (ncells) keys in sorted positions, ascending */
+  int64_t ncells;
+  int64_t nrows, row;
 } attn_eval_cursor;
 
 static int attn_eval_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
@@ -78,16 +92,15 @@ static int attn_eval_open(sqlite3_vtab *vtab, sqlite3_vtab_cursor **out) {
 static void attn_eval_reset(attn_eval_cursor *cur) {
   for (int k = 0; cur->labels && k < cur->K; k++) sqlite3_free(cur->labels[k]);
   sqlite3_free(cur->labels);
-  sqlite3_free(cur->is_model);
-  sqlite3_free(cur->confusion);
   sqlite3_free(cur->metrics);
-  sqlite3_free(cur->pairs);
+  sqlite3_free(cur->model_ranks);
+  sqlite3_free(cur->cells);
   cur->labels = NULL;
-  cur->is_model = NULL;
-  cur->confusion = NULL;
   cur->metrics = NULL;
-  cur->pairs = NULL;
-  cur->K = cur->nrows = cur->row = 0;
+  cur->model_ranks = NULL;
+  cur->cells = NULL;
+  cur->K = cur->C = 0;
+  cur->ncells = cur->nrows = cur->row = 0;
 }
 
 static int attn_eval_close(sqlite3_vtab_cursor *base) {
@@ -96,19 +109,20 @@ static int attn_eval_close(sqlite3_vtab_cursor *base) {
   return SQLITE_OK;
 }
 
-/* Byte order, then length: as Python sorts str (UTF-8 byte order = code point order). */
-static int attn_label_cmp(const char *a, const char *b) {
-  return strcmp(a, b);
-}
-
 /* Counts gathered in query order: classes 0..C-1 are the model's, C.. the query's others. */
 typedef struct attn_eval_counts {
   int K, cap;
-  char **labels;  /* (K) */
-  int64_t *count; /* (cap, cap) */
+  char **labels;       /* (K) */
+  int64_t *support;    /* (cap) rows of the class */
+  int64_t *predicted;  /* (cap) rows predicted as the class */
+  int64_t *correct;    /* (cap) rows of the class predicted as it */
+  /* attn_confusion: one cell per row appended, merged (sorted, equal keys summed) whenever
+   * the buffer is full, so it holds at most the distinct pairs seen plus one chunk */
+  attn_eval_cell *cells;
+  int64_t ncells, cap_cells;
 } attn_eval_counts;
 
-/* Labels of the query that the model does not know, at most: the matrix is (K, K). */
+/* Labels of the query that the model does not know, at most. */
 #define ATTN_EVAL_MAX_UNKNOWN 1000
 
 /* The class of a label: >= 0, -1 when out of memory, -2 past ATTN_EVAL_MAX_UNKNOWN. */
@@ -120,25 +134,71 @@ static int attn_eval_class(attn_eval_counts *ec, const nn_model *nn, const char 
     if ((int)strlen(ec->labels[k]) == len && memcmp(ec->labels[k], label, (size_t)len) == 0)
       return k;
   if (ec->K - C >= ATTN_EVAL_MAX_UNKNOWN) return -2;
-  if (ec->K == ec->cap) { /* grow the matrix */
+  if (ec->K == ec->cap) { /* grow the per-class arrays */
     int cap = 2 * ec->cap;
-    int64_t *count = sqlite3_malloc64(sizeof *count * (sqlite3_uint64)cap * cap);
     char **labels = sqlite3_realloc64(ec->labels, sizeof *labels * (sqlite3_uint64)cap);
     if (labels) ec->labels = labels;
-    if (!count || !labels) {
-      sqlite3_free(count);
-      return -1;
+    int64_t **arrays[3] = {&ec->support, &ec->predicted, &ec->correct};
+    for (int i = 0; i < 3; i++) {
+      int64_t *a = sqlite3_realloc64(*arrays[i], sizeof *a * (sqlite3_uint64)cap);
+      if (!a) return -1;
+      memset(a + ec->cap, 0, sizeof *a * (size_t)(cap - ec->cap));
+      *arrays[i] = a;
     }
-    memset(count, 0, sizeof *count * (size_t)cap * cap);
-    for (int i = 0; i < ec->K; i++)
-      for (int j = 0; j < ec->K; j++) count[(size_t)i * cap + j] = ec->count[(size_t)i * ec->cap + j];
-    sqlite3_free(ec->count);
-    ec->count = count;
+    if (!labels) return -1;
     ec->cap = cap;
   }
   ec->labels[ec->K] = sqlite3_mprintf("%.*s", len, label);
   if (!ec->labels[ec->K]) return -1;
   return ec->K++;
+}
+
+static int attn_eval_cell_cmp(const void *a, const void *b) {
+  uint64_t x = ((const attn_eval_cell *)a)->key, y = ((const attn_eval_cell *)b)->key;
+  return x < y ? -1 : x > y;
+}
+
+/* Sort the cells and sum those of equal keys. */
+static void attn_eval_merge(attn_eval_cell *cells, int64_t *n) {
+  if (*n < 2) return;
+  qsort(cells, (size_t)*n, sizeof *cells, attn_eval_cell_cmp);
+  int64_t out = 0;
+  for (int64_t i = 1; i < *n; i++) {
+    if (cells[i].key == cells[out].key)
+      cells[out].count += cells[i].count;
+    else
+      cells[++out] = cells[i];
+  }
+  *n = out + 1;
+}
+
+/* Count one (actual, predicted) pair of the confusion matrix. 0, or -1 when out of memory. */
+static int attn_eval_add_cell(attn_eval_counts *ec, int actual, int predicted) {
+  if (ec->ncells == ec->cap_cells) {
+    attn_eval_merge(ec->cells, &ec->ncells);
+    if (ec->cap_cells == 0 || ec->ncells > ec->cap_cells / 2) { /* mostly distinct pairs: grow */
+      int64_t cap = ec->cap_cells ? 2 * ec->cap_cells : 4096;
+      attn_eval_cell *cells = sqlite3_realloc64(ec->cells, sizeof *cells * (sqlite3_uint64)cap);
+      if (!cells) return -1;
+      ec->cells = cells;
+      ec->cap_cells = cap;
+    }
+  }
+  ec->cells[ec->ncells].key = (uint64_t)actual << 32 | (uint32_t)predicted;
+  ec->cells[ec->ncells++].count = 1;
+  return 0;
+}
+
+typedef struct attn_eval_order {
+  const char *label;
+  int id;
+} attn_eval_order;
+
+/* Byte order (as Python sorts str: UTF-8 byte order = code point order), then class id. */
+static int attn_eval_order_cmp(const void *a, const void *b) {
+  const attn_eval_order *x = a, *y = b;
+  int c = strcmp(x->label, y->label);
+  return c ? c : (x->id > y->id) - (x->id < y->id);
 }
 
 static int attn_eval_filter(sqlite3_vtab_cursor *base, int idx_num, const char *idx_str, int argc,
@@ -151,9 +211,13 @@ static int attn_eval_filter(sqlite3_vtab_cursor *base, int idx_num, const char *
   sqlite3_stmt *stmt = NULL;
   attn_rows rows;
   attn_workers workers = {0, NULL};
-  attn_eval_counts ec = {0, 0, NULL, NULL};
-  int *pred = NULL, cap_pred = 0, *order = NULL, *rank = NULL, rc;
+  attn_eval_counts ec;
+  attn_eval_order *order = NULL;
+  attn_interrupt interrupt = {attn_conn_db(vtab->conn), NULL, 0};
+  int *pred = NULL, cap_pred = 0, *rank = NULL, rc;
+  int64_t *sorted_counts = NULL;
   memset(&rows, 0, sizeof rows);
+  memset(&ec, 0, sizeof ec);
   attn_eval_reset(cur);
   const char *name = argc > 0 ? (const char *)sqlite3_value_text(argv[0]) : NULL;
   if (!name || !*name) {
@@ -173,12 +237,16 @@ static int attn_eval_filter(sqlite3_vtab_cursor *base, int idx_num, const char *
   int C = nn_model_num_classes(nn);
   ec.cap = C + 4;
   ec.labels = sqlite3_malloc64(sizeof *ec.labels * (sqlite3_uint64)ec.cap);
-  ec.count = sqlite3_malloc64(sizeof *ec.count * (sqlite3_uint64)ec.cap * ec.cap);
-  if (!ec.labels || !ec.count) {
+  ec.support = sqlite3_malloc64(sizeof *ec.support * (sqlite3_uint64)ec.cap);
+  ec.predicted = sqlite3_malloc64(sizeof *ec.predicted * (sqlite3_uint64)ec.cap);
+  ec.correct = sqlite3_malloc64(sizeof *ec.correct * (sqlite3_uint64)ec.cap);
+  if (!ec.labels || !ec.support || !ec.predicted || !ec.correct) {
     rc = SQLITE_NOMEM;
     goto done;
   }
-  memset(ec.count, 0, sizeof *ec.count * (size_t)ec.cap * ec.cap);
+  memset(ec.support, 0, sizeof *ec.support * (size_t)ec.cap);
+  memset(ec.predicted, 0, sizeof *ec.predicted * (size_t)ec.cap);
+  memset(ec.correct, 0, sizeof *ec.correct * (size_t)ec.cap);
   for (int c = 0; c < C; c++) {
     ec.labels[c] = sqlite3_mprintf("%s", nn_model_label(nn, c));
     if (!ec.labels[c]) {
@@ -206,6 +274,11 @@ static int attn_eval_filter(sqlite3_vtab_cursor *base, int idx_num, const char *
     rc = attn_classify_texts_ws(model, &workers, rows.texts, rows.lens, rows.n, pred, NULL, fn,
                                 &msg);
     if (rc != SQLITE_OK) goto done;
+    if (attn_interrupted(&interrupt, 1)) {
+      msg = sqlite3_mprintf("%s: interrupted", fn);
+      rc = SQLITE_INTERRUPT;
+      goto done;
+    }
     for (int i = 0; i < rows.n; i++) {
       int a = attn_eval_class(&ec, nn, rows.labels[i], rows.label_lens[i]);
       if (a == -2) {
@@ -219,64 +292,78 @@ static int attn_eval_filter(sqlite3_vtab_cursor *base, int idx_num, const char *
         rc = SQLITE_NOMEM;
         goto done;
       }
-      ec.count[(size_t)a * ec.cap + pred[i]]++;
+      int p = pred[i];
+      ec.support[a]++;
+      ec.predicted[p]++;
+      if (a == p) ec.correct[a]++;
+      if (vtab->mode == ATTN_CONFUSION && attn_eval_add_cell(&ec, a, p) < 0) {
+        rc = SQLITE_NOMEM;
+        goto done;
+      }
     }
   }
 
-  /* Sorted classes. */
+  /* Sorted classes: rank[id] = position. */
   int K = ec.K;
   order = sqlite3_malloc64(sizeof *order * (sqlite3_uint64)K);
   rank = sqlite3_malloc64(sizeof *rank * (sqlite3_uint64)K);
+  sorted_counts = sqlite3_malloc64(sizeof *sorted_counts * 3 * (sqlite3_uint64)K);
   cur->labels = sqlite3_malloc64(sizeof *cur->labels * (sqlite3_uint64)K);
-  cur->is_model = sqlite3_malloc64(sizeof *cur->is_model * (sqlite3_uint64)K);
-  cur->confusion = sqlite3_malloc64(sizeof *cur->confusion * (sqlite3_uint64)K * K);
   cur->metrics = sqlite3_malloc64(sizeof *cur->metrics * (sqlite3_uint64)(K + 1));
-  cur->pairs = sqlite3_malloc64(sizeof *cur->pairs * (sqlite3_uint64)K * K);
-  if (!order || !rank || !cur->labels || !cur->is_model || !cur->confusion || !cur->metrics ||
-      !cur->pairs) {
+  cur->model_ranks = sqlite3_malloc64(sizeof *cur->model_ranks * (sqlite3_uint64)(C ? C : 1));
+  if (!order || !rank || !sorted_counts || !cur->labels || !cur->metrics || !cur->model_ranks) {
     rc = SQLITE_NOMEM;
     goto done;
   }
-  for (int k = 0; k < K; k++) { /* insertion sort of class ids by label */
-    int j = k;
-    while (j > 0 && attn_label_cmp(ec.labels[order[j - 1]], ec.labels[k]) > 0) {
-      order[j] = order[j - 1];
-      j--;
-    }
-    order[j] = k;
-  }
-  for (int s = 0; s < K; s++) rank[order[s]] = s;
+  for (int k = 0; k < K; k++) order[k] = (attn_eval_order){ec.labels[k], k};
+  qsort(order, (size_t)K, sizeof *order, attn_eval_order_cmp);
+  int64_t *tp = sorted_counts, *predicted = tp + K, *support = predicted + K;
+  int m = 0;
   for (int s = 0; s < K; s++) {
-    cur->labels[s] = ec.labels[order[s]];
-    ec.labels[order[s]] = NULL;
-    cur->is_model[s] = order[s] < C;
+    int id = order[s].id;
+    rank[id] = s;
+    cur->labels[s] = ec.labels[id];
+    ec.labels[id] = NULL;
+    tp[s] = ec.correct[id];
+    predicted[s] = ec.predicted[id];
+    support[s] = ec.support[id];
+    if (id < C) cur->model_ranks[m++] = s;
   }
   cur->K = K;
-  for (int a = 0; a < K; a++)
-    for (int p = 0; p < K; p++)
-      cur->confusion[(size_t)rank[a] * K + rank[p]] = ec.count[(size_t)a * ec.cap + p];
+  cur->C = m;
   double accuracy = 0;
-  nn_metrics_from_confusion(cur->metrics, &cur->metrics[K], &accuracy, cur->confusion, K);
+  nn_metrics_from_counts(cur->metrics, &cur->metrics[K], &accuracy, tp, predicted, support, K);
   if (vtab->mode == ATTN_EVALUATE) {
     cur->nrows = K + 1;
   } else {
-    cur->nrows = 0;
-    for (int a = 0; a < K; a++)
-      for (int p = 0; p < K; p++)
-        if (cur->is_model[p]) cur->pairs[cur->nrows++] = a * K + p;
+    attn_eval_merge(ec.cells, &ec.ncells); /* class ids -> sorted positions, sorted again */
+    for (int64_t i = 0; i < ec.ncells; i++) {
+      int a = (int)(ec.cells[i].key >> 32), p = (int)(uint32_t)ec.cells[i].key;
+      ec.cells[i].key = (uint64_t)rank[a] << 32 | (uint32_t)rank[p];
+    }
+    if (ec.ncells > 1) qsort(ec.cells, (size_t)ec.ncells, sizeof *ec.cells, attn_eval_cell_cmp);
+    cur->cells = ec.cells;
+    cur->ncells = ec.ncells;
+    ec.cells = NULL;
+    cur->nrows = (int64_t)K * m;
   }
   rc = SQLITE_OK;
 done:
   sqlite3_finalize(stmt);
+  attn_interrupt_end(&interrupt);
   attn_rows_free(&rows);
   attn_workers_free(&workers);
   attn_model_release(model);
   for (int k = 0; ec.labels && k < ec.K; k++) sqlite3_free(ec.labels[k]);
   sqlite3_free(ec.labels);
-  sqlite3_free(ec.count);
+  sqlite3_free(ec.support);
+  sqlite3_free(ec.predicted);
+  sqlite3_free(ec.correct);
+  sqlite3_free(ec.cells);
   sqlite3_free(pred);
   sqlite3_free(order);
   sqlite3_free(rank);
+  sqlite3_free(sorted_counts);
   if (rc != SQLITE_OK) {
     attn_eval_reset(cur);
     attn_vtab_error(base->pVtab, msg ? msg : sqlite3_mprintf("%s: out of memory", fn));
@@ -294,11 +381,26 @@ static int attn_eval_eof(sqlite3_vtab_cursor *base) {
   return cur->row >= cur->nrows;
 }
 
+/* The count of cell (actual, predicted) in sorted positions: 0 when not seen. */
+static int64_t attn_eval_count(const attn_eval_cursor *cur, int a, int p) {
+  uint64_t key = (uint64_t)a << 32 | (uint32_t)p;
+  int64_t lo = 0, hi = cur->ncells;
+  while (lo < hi) {
+    int64_t mid = lo + (hi - lo) / 2;
+    if (cur->cells[mid].key < key)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo < cur->ncells && cur->cells[lo].key == key ? cur->cells[lo].count : 0;
+}
+
 static int attn_eval_column(sqlite3_vtab_cursor *base, sqlite3_context *ctx, int col) {
   attn_eval_cursor *cur = (attn_eval_cursor *)base;
   attn_eval_vtab *vtab = (attn_eval_vtab *)base->pVtab;
-  int i = cur->row, K = cur->K;
+  int K = cur->K;
   if (vtab->mode == ATTN_EVALUATE) {
+    int i = (int)cur->row;
     const nn_class_metrics *m = &cur->metrics[i];
     switch (col) {
     case 0: sqlite3_result_text(ctx, i < K ? cur->labels[i] : "overall", -1, SQLITE_TRANSIENT); break;
@@ -310,11 +412,11 @@ static int attn_eval_column(sqlite3_vtab_cursor *base, sqlite3_context *ctx, int
     }
     return SQLITE_OK;
   }
-  int a = cur->pairs[i] / K, p = cur->pairs[i] % K;
+  int a = (int)(cur->row / cur->C), p = cur->model_ranks[cur->row % cur->C];
   switch (col) {
   case 0: sqlite3_result_text(ctx, cur->labels[a], -1, SQLITE_TRANSIENT); break;
   case 1: sqlite3_result_text(ctx, cur->labels[p], -1, SQLITE_TRANSIENT); break;
-  case 2: sqlite3_result_int64(ctx, cur->confusion[(size_t)a * K + p]); break;
+  case 2: sqlite3_result_int64(ctx, attn_eval_count(cur, a, p)); break;
   default: break;
   }
   return SQLITE_OK;

@@ -85,7 +85,33 @@ int attn_store_save(attn_conn *conn, const char *fn, const char *name, const nn_
                     const char *metrics_json, const nn_epoch_stats *log, int nlog,
                     int64_t *version_out, char **errmsg);
 
-/* Create the model store tables (sql/schema.sql) when they are missing. */
+/* Check the model store before trusting it: each of attn_models and attn_training_log is absent
+ * or an ordinary rowid table of main (no view, no virtual table) with the columns of
+ * sql/schema.sql, none generated, and exactly its PRIMARY KEY. SQLITE_OK (*models_exist, may be
+ * NULL: whether attn_models is there), else SQLITE_ERROR with *errmsg, e.g.
+ *   attn_import: attn_models is a view, not a model store table this extension wrote (...)
+ * The save path calls it (through attn_store_ensure_schema) before it writes. */
+int attn_store_check(sqlite3 *db, const char *fn, int *models_exist, char **errmsg);
+/* Around every read of the store tables: refuses a read that starts while another is under way
+ * (a view, trigger or generated column calling attnext back: no unbounded recursion) and checks
+ * the store (attn_store_check, remembered while the database is unchanged). */
+int attn_store_read_begin(attn_conn *conn, const char *fn, int *models_exist, char **errmsg);
+void attn_store_read_end(attn_conn *conn);
+/* Register attn_cache_limit (the byte bound of the model cache). */
+int attn_cache_register(sqlite3 *db, attn_conn *conn);
+
+/* Interrupt checks for long loops: attn_interrupted steps a tiny statement every `every` calls,
+ * which fails with SQLITE_INTERRUPT once sqlite3_interrupt was called on the connection (SQLite
+ * 3.40 has no sqlite3_is_interrupted). Finalize with attn_interrupt_end. */
+typedef struct attn_interrupt {
+  sqlite3 *db;
+  sqlite3_stmt *probe;
+  unsigned ticks;
+} attn_interrupt;
+int attn_interrupted(attn_interrupt *it, unsigned every);
+void attn_interrupt_end(attn_interrupt *it);
+
+/* Create the model store tables (sql/schema.sql) when they are missing, then attn_store_check. */
 int attn_store_ensure_schema(sqlite3 *db, const char *fn, char **errmsg);
 
 /* Register attn_deploy and attn_import. */

@@ -135,7 +135,13 @@ static int mx_source_get(mx_source *src, const char *w, int len, const float **v
                               sqlite3_errmsg(sqlite3_db_handle(stmt)));
     return -1;
   }
-  int bytes = sqlite3_column_bytes(stmt, 0);
+  int bytes = sqlite3_column_type(stmt, 0) == SQLITE_BLOB ? sqlite3_column_bytes(stmt, 0) : 0;
+  if (bytes > 4 * ATTN_VECTORS_MAX_DIM) { /* as attn_vectors_load: refused before it is read */
+    *errmsg = sqlite3_mprintf("%s: the vector of '%.*s' in '%s' has %d dimensions, at most %d "
+                              "are supported", fn, len, w, src->name, bytes / 4,
+                              ATTN_VECTORS_MAX_DIM);
+    return -1;
+  }
   if (sqlite3_column_type(stmt, 0) != SQLITE_BLOB || bytes <= 0 || bytes % 4 != 0) {
     *errmsg = sqlite3_mprintf("%s: the vector of '%.*s' in '%s' must be a BLOB of float32 (a "
                               "multiple of 4 bytes), got %d bytes of type %s", fn, len, w,
@@ -162,8 +168,13 @@ static int mx_alloc_vectors(attn_mx *m) {
 
 /* Look up the vectors of one side: as written, then with ASCII letters lower-cased; the first
  * vector found fixes m->dim (and allocates both sides' vectors, zero for tokens not found). */
-static int mx_lookup(attn_mx *m, mx_side *side, mx_source *src, const char *fn, char **errmsg) {
+static int mx_lookup(attn_mx *m, mx_side *side, mx_source *src, attn_interrupt *interrupt,
+                     const char *fn, char **errmsg) {
   for (int i = 0; i < side->n; i++) {
+    if (attn_interrupted(interrupt, 16)) {
+      *errmsg = sqlite3_mprintf("%s: interrupted", fn);
+      return SQLITE_INTERRUPT;
+    }
     mx_token *t = &side->tokens[i];
     const char *word = side->text + t->start;
     char lower[256];
@@ -268,17 +279,29 @@ static int mx_compute(attn_mx *m, attn_conn *conn, const char *fn, sqlite3_value
       return SQLITE_ERROR;
     }
   }
-  rc = mx_lookup(m, &m->q, &src, fn, errmsg);
-  if (rc == SQLITE_OK) rc = mx_lookup(m, &m->k, &src, fn, errmsg);
+  attn_interrupt interrupt = {db, NULL, 0};
+  rc = mx_lookup(m, &m->q, &src, &interrupt, fn, errmsg);
+  if (rc == SQLITE_OK) rc = mx_lookup(m, &m->k, &src, &interrupt, fn, errmsg);
   if (rc == SQLITE_OK && m->dim == 0) rc = mx_alloc_vectors(m); /* nothing found: all zero */
   sqlite3_finalize(src.stmt);
   attn_model_release(src.model);
-  if (rc != SQLITE_OK) return rc;
+  if (rc != SQLITE_OK) {
+    attn_interrupt_end(&interrupt);
+    return rc;
+  }
   int d = m->dim > 0 ? m->dim : 1, nq = m->q.n, nk = m->k.n;
   m->weight = sqlite3_malloc64((sqlite3_uint64)(nq ? nq : 1) * (nk ? nk : 1) * sizeof(double));
-  if (!m->weight) return SQLITE_NOMEM;
+  if (!m->weight) {
+    attn_interrupt_end(&interrupt);
+    return SQLITE_NOMEM;
+  }
   double scale = 1.0 / sqrt((double)d);
   for (int i = 0; i < nq; i++) {
+    if (attn_interrupted(&interrupt, 1)) { /* a row is up to 512 x 4096 multiply-adds */
+      attn_interrupt_end(&interrupt);
+      *errmsg = sqlite3_mprintf("%s: interrupted", fn);
+      return SQLITE_INTERRUPT;
+    }
     double *row = m->weight + (size_t)i * nk, top = -INFINITY, sum = 0;
     const float *q = m->q.vectors + (size_t)i * d;
     for (int j = 0; j < nk; j++) {
@@ -291,6 +314,7 @@ static int mx_compute(attn_mx *m, attn_conn *conn, const char *fn, sqlite3_value
     for (int j = 0; j < nk; j++) sum += row[j] = exp(row[j] - top);
     for (int j = 0; j < nk; j++) row[j] /= sum;
   }
+  attn_interrupt_end(&interrupt);
   return SQLITE_OK;
 }
 

@@ -391,5 +391,6 @@ int attn_predict_register(sqlite3 *db, attn_conn *conn) {
     rc = attn_create_function(db, conn, "attn_predict", 1, flags, attn_predict_func);
   if (rc == SQLITE_OK) rc = attn_create_module(db, conn, "attn_probs", &attn_probs_module);
   if (rc == SQLITE_OK) rc = attn_create_module(db, conn, "attn_weights", &attn_weights_module);
+  if (rc == SQLITE_OK) rc = attn_cache_register(db, conn); /* the cache these functions fill */
   return rc;
 }

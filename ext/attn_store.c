@@ -29,8 +29,9 @@
 #include "attn_ext.h"
 #include "attn_schema.h"
 
-#define ATTN_CACHE_MAX 4 /* parsed models kept unreferenced per connection */
 #define ATTN_MEMO_MAX 8  /* remembered name -> deployed model answers */
+/* Bytes of parsed models the cache of one connection keeps (attn_cache_limit changes it). */
+#define ATTN_CACHE_DEFAULT_BYTES ((int64_t)256 << 20)
 
 struct attn_conn {
   sqlite3 *db;
@@ -43,7 +44,13 @@ struct attn_conn {
   char *memo_name[ATTN_MEMO_MAX];
   attn_model *memo_model[ATTN_MEMO_MAX];
   attn_model *memo_default;
+  int64_t cache_limit;    /* bytes (attn_model_cost) the cache may keep; the model in use stays */
   nn_workspace *ws;
+  int store_depth;        /* > 0 while the store tables are read (attn_store_read_begin) */
+  int checked;            /* the store's schema passed attn_store_check at this stamp: */
+  int checked_exists;     /* ... and attn_models exists */
+  char *checked_fingerprint; /* the store's CREATE statements when it last passed the check */
+  int64_t checked_data_version, checked_changes;
   int query_depth;        /* > 0 while a function's query is stepped (attn_conn_query_begin) */
   const char *query_fn;   /* the function whose query it is (outermost) */
 };
@@ -83,6 +90,7 @@ attn_conn *attn_conn_create(sqlite3 *db) {
   memset(conn, 0, sizeof *conn);
   conn->db = db;
   conn->refs = 1;
+  conn->cache_limit = ATTN_CACHE_DEFAULT_BYTES;
   return conn;
 }
 
@@ -99,6 +107,7 @@ void attn_conn_unref(void *p) {
     attn_model_release(m);
   }
   nn_workspace_free(conn->ws);
+  sqlite3_free(conn->checked_fingerprint);
   sqlite3_free(conn);
 }
 
@@ -157,14 +166,294 @@ static void attn_cache_drop(attn_conn *conn, attn_model *m) {
   }
 }
 
-/* Keep at most ATTN_CACHE_MAX entries that nobody but the cache holds. */
-static void attn_cache_trim(attn_conn *conn) {
-  int n = 0;
-  attn_model *m = conn->models, *next;
-  for (; m; m = next) {
-    next = m->next;
-    if (m->refs == 1 && ++n > ATTN_CACHE_MAX) attn_cache_drop(conn, m);
+/* Bytes model m takes, as the cache counts them (every byte bound of the cache goes through
+ * here). TODO(issue 17): nn_model_memory(m->nn) once the engine has it; until then the size of
+ * the weights BLOB, which undercounts a model whose inference tables are larger than it. */
+static int64_t attn_model_cost(const attn_model *m) {
+  return m->nbytes > 0 ? m->nbytes : 1;
+}
+
+/* Forget the remembered answers that point at m (their references released). */
+static void attn_memo_forget(attn_conn *conn, attn_model *m) {
+  if (conn->memo_default == m) {
+    attn_model_release(m);
+    conn->memo_default = NULL;
   }
+  for (int i = 0; i < conn->nmemo;) {
+    if (conn->memo_model[i] != m) {
+      i++;
+      continue;
+    }
+    sqlite3_free(conn->memo_name[i]);
+    attn_model_release(m);
+    conn->nmemo--;
+    conn->memo_name[i] = conn->memo_name[conn->nmemo];
+    conn->memo_model[i] = conn->memo_model[conn->nmemo];
+  }
+}
+
+/* Move m to the front of the cache (most recently used). */
+static void attn_cache_touch(attn_conn *conn, attn_model *m) {
+  for (attn_model **p = &conn->models; *p; p = &(*p)->next) {
+    if (*p == m) {
+      *p = m->next;
+      m->next = conn->models;
+      conn->models = m;
+      return;
+    }
+  }
+}
+
+/* Keep the most recently used models whose costs add up to at most conn->cache_limit bytes, and
+ * always the first (the one in use, however large); drop the others, least recently used first
+ * (a model still referenced by a cursor or a statement lives on until released). */
+static void attn_cache_trim(attn_conn *conn) {
+  int64_t total = 0;
+  attn_model *m = conn->models, *next;
+  for (int first = 1; m; m = next, first = 0) {
+    next = m->next;
+    int64_t cost = attn_model_cost(m);
+    if (!first && cost > conn->cache_limit - total) {
+      attn_memo_forget(conn, m);
+      attn_cache_drop(conn, m);
+      continue;
+    }
+    total += cost;
+  }
+}
+
+/* attn_cache_limit() -> bytes; attn_cache_limit(bytes) -> bytes: the most bytes of parsed models
+ * this connection keeps between calls (default 256 MB); setting it evicts at once. */
+static void attn_cache_limit_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  attn_conn *conn = sqlite3_user_data(ctx);
+  if (argc == 1) {
+    if (sqlite3_value_numeric_type(argv[0]) != SQLITE_INTEGER || sqlite3_value_int64(argv[0]) < 0) {
+      char *msg = sqlite3_mprintf("attn_cache_limit: the limit must be an integer number of bytes "
+                                  ">= 0, got '%s'",
+                                  sqlite3_value_type(argv[0]) == SQLITE_NULL
+                                      ? "NULL" : (const char *)sqlite3_value_text(argv[0]));
+      sqlite3_result_error(ctx, msg ? msg : "attn_cache_limit: out of memory", -1);
+      sqlite3_free(msg);
+      return;
+    }
+    conn->cache_limit = sqlite3_value_int64(argv[0]);
+    attn_cache_trim(conn);
+  }
+  sqlite3_result_int64(ctx, conn->cache_limit);
+}
+
+int attn_cache_register(sqlite3 *db, attn_conn *conn) {
+  /* direct-only: a view of a database could otherwise lift the bound */
+  int rc = attn_create_function(db, conn, "attn_cache_limit", 0, SQLITE_DIRECTONLY,
+                                attn_cache_limit_func);
+  if (rc == SQLITE_OK)
+    rc = attn_create_function(db, conn, "attn_cache_limit", 1, SQLITE_DIRECTONLY,
+                              attn_cache_limit_func);
+  return rc;
+}
+
+/* ------------------------------------------------------------------ checking the store */
+
+/* The columns the extension reads or writes; pk: position in the PRIMARY KEY (0: not in it). */
+typedef struct attn_store_column {
+  const char *name;
+  int pk;
+} attn_store_column;
+
+static const attn_store_column attn_models_columns[] = {
+    {"name", 1},   {"version", 2}, {"created_at", 0}, {"deployed", 0}, {"deployed_seq", 0},
+    {"config", 0}, {"labels", 0},  {"metrics", 0},    {"weights", 0},  {NULL, 0}};
+static const attn_store_column attn_log_columns[] = {
+    {"name", 1},       {"version", 2},  {"epoch", 3},        {"train_loss", 0}, {"val_loss", 0},
+    {"val_accuracy", 0}, {"val_f1", 0}, {"lr", 0},           {"seconds", 0},    {NULL, 0}};
+
+/* One table of the store: absent (*exists = 0), or an ordinary rowid table of main (not a view,
+ * not a virtual table) with the expected columns, none of them generated, and exactly the
+ * expected PRIMARY KEY -- anything else is refused: reading a view, a virtual table or a
+ * generated column runs code the database chose (possibly our own functions again), and a table
+ * without the key would let two rows claim the same version. */
+static int attn_store_check_table(sqlite3 *db, const char *fn, const char *table,
+                                  const attn_store_column *cols, int *exists, char **errmsg) {
+  sqlite3_stmt *stmt = NULL;
+  const char *problem = NULL;
+  char *detail = NULL;
+  int rc = sqlite3_prepare_v2(db,
+                              "SELECT type, rootpage, sql LIKE 'CREATE VIRTUAL%' "
+                              "FROM main.sqlite_schema WHERE type IN ('table', 'view') "
+                              "AND name = ?1 COLLATE NOCASE",
+                              -1, &stmt, NULL);
+  *exists = 0;
+  if (rc == SQLITE_OK) {
+    sqlite3_bind_text(stmt, 1, table, -1, SQLITE_STATIC);
+    rc = sqlite3_step(stmt);
+  }
+  if (rc == SQLITE_DONE) {
+    sqlite3_finalize(stmt);
+    return SQLITE_OK;
+  }
+  if (rc != SQLITE_ROW) {
+    *errmsg = sqlite3_mprintf("%s: cannot read the schema of %s: %s", fn, table,
+                              sqlite3_errmsg(db));
+    sqlite3_finalize(stmt);
+    return rc == SQLITE_OK ? SQLITE_ERROR : rc;
+  }
+  *exists = 1;
+  const char *type = (const char *)sqlite3_column_text(stmt, 0);
+  if (!type || strcmp(type, "table") != 0)
+    problem = "is a view";
+  else if (sqlite3_column_int(stmt, 2) || sqlite3_column_int64(stmt, 1) <= 0)
+    problem = "is a virtual table";
+  sqlite3_finalize(stmt);
+  stmt = NULL;
+  /* a rowid table (the lookups read rowid), whose rowid no column hides */
+  if (!problem && sqlite3_table_column_metadata(db, "main", table, "_rowid_", NULL, NULL, NULL,
+                                                NULL, NULL) != SQLITE_OK)
+    problem = "is a WITHOUT ROWID table";
+  if (!problem) {
+    rc = sqlite3_prepare_v2(db,
+                            "SELECT name, pk, hidden FROM pragma_table_xinfo(?1, 'main')", -1,
+                            &stmt, NULL);
+    if (rc != SQLITE_OK) {
+      *errmsg = sqlite3_mprintf("%s: cannot read the schema of %s: %s", fn, table,
+                                sqlite3_errmsg(db));
+      return rc;
+    }
+    sqlite3_bind_text(stmt, 1, table, -1, SQLITE_STATIC);
+    unsigned found = 0;
+    int npk = 0, nexpected_pk = 0;
+    while (!problem && (rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+      const char *col = (const char *)sqlite3_column_text(stmt, 0);
+      int pk = sqlite3_column_int(stmt, 1), hidden = sqlite3_column_int(stmt, 2);
+      if (!col) continue;
+      if (hidden != 0) {
+        problem = "has a generated column";
+        detail = sqlite3_mprintf("%s", col);
+        break;
+      }
+      if (!sqlite3_stricmp(col, "rowid") || !sqlite3_stricmp(col, "oid") ||
+          !sqlite3_stricmp(col, "_rowid_")) {
+        problem = "has a column that hides the rowid";
+        detail = sqlite3_mprintf("%s", col);
+        break;
+      }
+      if (pk) npk++;
+      int k = 0;
+      for (; cols[k].name && sqlite3_stricmp(cols[k].name, col) != 0; k++) {}
+      if (!cols[k].name) {
+        if (pk) problem = "has a PRIMARY KEY other than the expected one";
+        continue; /* a column of the user's own: ignored */
+      }
+      found |= 1u << k;
+      if (pk != cols[k].pk) problem = "has a PRIMARY KEY other than the expected one";
+    }
+    if (!problem && rc != SQLITE_ROW && rc != SQLITE_DONE) {
+      *errmsg = sqlite3_mprintf("%s: cannot read the schema of %s: %s", fn, table,
+                                sqlite3_errmsg(db));
+      sqlite3_finalize(stmt);
+      return rc;
+    }
+    sqlite3_finalize(stmt);
+    stmt = NULL;
+    for (int k = 0; !problem && cols[k].name; k++) {
+      if (cols[k].pk) nexpected_pk++;
+      if (!(found & (1u << k))) {
+        problem = "lacks a column";
+        detail = sqlite3_mprintf("%s", cols[k].name);
+      }
+    }
+    if (!problem && npk != nexpected_pk) problem = "has a PRIMARY KEY other than the expected one";
+  }
+  if (!problem) return SQLITE_OK;
+  const char *key = cols == attn_models_columns ? "PRIMARY KEY(name, version)"
+                                                : "PRIMARY KEY(name, version, epoch)";
+  *errmsg = sqlite3_mprintf("%s: %s %s%s%s%s, not a model store table this extension wrote "
+                            "(expected an ordinary table with the columns of sql/schema.sql and "
+                            "%s)",
+                            fn, table, problem, detail ? " '" : "", detail ? detail : "",
+                            detail ? "'" : "", key);
+  sqlite3_free(detail);
+  return SQLITE_ERROR;
+}
+
+int attn_store_check(sqlite3 *db, const char *fn, int *models_exist, char **errmsg) {
+  int exists = 0, log_exists = 0;
+  int rc = attn_store_check_table(db, fn, "attn_models", attn_models_columns, &exists, errmsg);
+  if (rc == SQLITE_OK)
+    rc = attn_store_check_table(db, fn, "attn_training_log", attn_log_columns, &log_exists,
+                                errmsg);
+  if (models_exist) *models_exist = exists;
+  return rc;
+}
+
+/* The definitions of the store's tables as sqlite_schema holds them ("" when neither exists):
+ * a table is a function of its CREATE statement, so equal text means an equal check. NULL when
+ * it cannot be read (out of memory, ...). sqlite3_malloc'd. */
+static char *attn_store_fingerprint(sqlite3 *db) {
+  sqlite3_stmt *stmt = NULL;
+  sqlite3_str *fp = sqlite3_str_new(db);
+  int rc = sqlite3_prepare_v2(db,
+                              "SELECT type, name, sql FROM main.sqlite_schema "
+                              "WHERE name LIKE 'attn_models' OR name LIKE 'attn_training_log'",
+                              -1, &stmt, NULL);
+  while (rc == SQLITE_OK && (rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+    for (int i = 0; i < 3; i++) {
+      const char *text = (const char *)sqlite3_column_text(stmt, i);
+      sqlite3_str_appendall(fp, text ? text : "");
+      sqlite3_str_appendchar(fp, 1, '\n');
+    }
+    rc = SQLITE_OK;
+  }
+  sqlite3_finalize(stmt);
+  char *out = sqlite3_str_finish(fp);
+  if (rc != SQLITE_DONE) {
+    sqlite3_free(out);
+    return NULL;
+  }
+  return out ? out : sqlite3_mprintf("");
+}
+
+int attn_store_read_begin(attn_conn *conn, const char *fn, int *models_exist, char **errmsg) {
+  if (conn->store_depth > 0) {
+    *errmsg = sqlite3_mprintf("%s: the model store was read again while it was being read (a "
+                              "view, trigger or generated column of this database calls attnext)",
+                              fn);
+    return SQLITE_ERROR;
+  }
+  /* The check is remembered while the database is unchanged (the stamp: in a read transaction),
+   * else while the tables' definitions are the same text. */
+  int64_t data_version = 0, changes = 0;
+  int stamped = attn_stamp(conn->db, &data_version, &changes);
+  if (!(stamped && conn->checked && conn->checked_data_version == data_version &&
+        conn->checked_changes == changes)) {
+    conn->checked = 0;
+    conn->store_depth++; /* the check reads the schema: refuse a call back meanwhile too */
+    char *fp = attn_store_fingerprint(conn->db);
+    int rc = SQLITE_OK;
+    if (!fp || !conn->checked_fingerprint || strcmp(fp, conn->checked_fingerprint) != 0) {
+      sqlite3_free(conn->checked_fingerprint);
+      conn->checked_fingerprint = NULL;
+      rc = attn_store_check(conn->db, fn, &conn->checked_exists, errmsg);
+      if (rc == SQLITE_OK) {
+        conn->checked_fingerprint = fp;
+        fp = NULL;
+      }
+    }
+    sqlite3_free(fp);
+    conn->store_depth--;
+    if (rc != SQLITE_OK) return rc;
+    if (stamped) {
+      conn->checked = 1;
+      conn->checked_data_version = data_version;
+      conn->checked_changes = changes;
+    }
+  }
+  if (models_exist) *models_exist = conn->checked_exists;
+  conn->store_depth++;
+  return SQLITE_OK;
+}
+
+void attn_store_read_end(attn_conn *conn) {
+  if (conn->store_depth > 0) conn->store_depth--;
 }
 
 /* Is the message from a query on a missing attn_models table? */
@@ -246,6 +535,10 @@ done:
   return rc;
 }
 
+static int attn_resolve_read(attn_conn *conn, const char *fn, const char *name, int stamped,
+                             int64_t data_version, int64_t changes, attn_model **out,
+                             char **errmsg);
+
 /* name -> the deployed model (name NULL: the default model). *out is borrowed from the cache.
  * Known limit: a row's weights rewritten in place by UPDATE with the same size, rowid, version
  * and created_at are not noticed by a connection that has parsed them; add a version instead
@@ -260,11 +553,13 @@ static int attn_resolve(attn_conn *conn, const char *fn, const char *name, attn_
       conn->memo_changes == changes) {
     if (!name && conn->memo_default) {
       *out = conn->memo_default;
+      attn_cache_touch(conn, *out);
       return SQLITE_OK;
     }
     for (int i = 0; name && i < conn->nmemo; i++) {
       if (strcmp(conn->memo_name[i], name) == 0) {
         *out = conn->memo_model[i];
+        attn_cache_touch(conn, *out);
         return SQLITE_OK;
       }
     }
@@ -272,6 +567,25 @@ static int attn_resolve(attn_conn *conn, const char *fn, const char *name, attn_
     attn_memo_clear(conn);
   }
 
+  int exists = 0;
+  int rc = attn_store_read_begin(conn, fn, &exists, errmsg);
+  if (rc != SQLITE_OK) return rc;
+  if (!exists) {
+    attn_store_read_end(conn);
+    *errmsg = name ? sqlite3_mprintf("%s: no model named '%s'", fn, name)
+                   : sqlite3_mprintf("%s: no deployed model in this database", fn);
+    return SQLITE_ERROR;
+  }
+  rc = attn_resolve_read(conn, fn, name, stamped, data_version, changes, out, errmsg);
+  attn_store_read_end(conn);
+  return rc;
+}
+
+/* attn_resolve's reading part, inside attn_store_read_begin .. end. */
+static int attn_resolve_read(attn_conn *conn, const char *fn, const char *name, int stamped,
+                             int64_t data_version, int64_t changes, attn_model **out,
+                             char **errmsg) {
+  sqlite3 *db = conn->db;
   sqlite3_stmt *stmt = NULL;
   int rc;
   if (name)
@@ -287,13 +601,7 @@ static int attn_resolve(attn_conn *conn, const char *fn, const char *name, attn_
                             "ORDER BY deployed_seq DESC, rowid DESC LIMIT 1",
                             -1, &stmt, NULL);
   if (rc != SQLITE_OK) {
-    if (attn_no_table(db)) {
-      *errmsg = name ? sqlite3_mprintf("%s: no model named '%s'", fn, name)
-                     : sqlite3_mprintf("%s: no deployed model in this database", fn);
-      rc = SQLITE_ERROR;
-    } else {
-      *errmsg = sqlite3_mprintf("%s: cannot read attn_models: %s", fn, sqlite3_errmsg(db));
-    }
+    *errmsg = sqlite3_mprintf("%s: cannot read attn_models: %s", fn, sqlite3_errmsg(db));
     sqlite3_finalize(stmt);
     return rc;
   }
@@ -396,8 +704,9 @@ int attn_store_ensure_schema(sqlite3 *db, const char *fn, char **errmsg) {
     *errmsg = sqlite3_mprintf("%s: cannot create the model store tables: %s", fn,
                               err ? err : sqlite3_errmsg(db));
     sqlite3_free(err);
+    return rc;
   }
-  return rc;
+  return attn_store_check(db, fn, NULL, errmsg); /* tables that were there already: trusted? */
 }
 
 /* Run one statement with bound values; SQLITE_OK or an error with *errmsg. */
@@ -638,6 +947,7 @@ static void attn_deploy_func(sqlite3_context *ctx, int argc, sqlite3_value **arg
   int rc;
   if (!name) return;
   if ((rc = attn_conn_check_write(conn, fn, &msg)) != SQLITE_OK) goto done;
+  if ((rc = attn_store_check(db, fn, NULL, &msg)) != SQLITE_OK) goto done; /* issue 17 */
   if (sqlite3_value_numeric_type(argv[1]) != SQLITE_INTEGER) {
     msg = sqlite3_value_type(argv[1]) == SQLITE_NULL
               ? sqlite3_mprintf("%s: the version must be an integer, got NULL", fn)
@@ -746,4 +1056,22 @@ int attn_store_register(sqlite3 *db, attn_conn *conn) {
   if (rc == SQLITE_OK)
     rc = attn_create_function(db, conn, "attn_import", 2, SQLITE_DIRECTONLY, attn_import_func);
   return rc;
+}
+
+/* ------------------------------------------------------------------ interrupts */
+
+int attn_interrupted(attn_interrupt *it, unsigned every) {
+  if (every > 1 && ++it->ticks % every != 0) return 0;
+  if (!it->probe && sqlite3_prepare_v2(it->db, "SELECT 1", -1, &it->probe, NULL) != SQLITE_OK) {
+    it->probe = NULL;
+    return sqlite3_errcode(it->db) == SQLITE_INTERRUPT;
+  }
+  int rc = sqlite3_step(it->probe);
+  sqlite3_reset(it->probe);
+  return rc == SQLITE_INTERRUPT;
+}
+
+void attn_interrupt_end(attn_interrupt *it) {
+  sqlite3_finalize(it->probe);
+  it->probe = NULL;
 }

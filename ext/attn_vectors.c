@@ -20,19 +20,28 @@
  * initialisation; without "embed_dim" the embedding takes the vectors' dimension.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <locale.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "attn_viz.h"
 
-#define VECTORS_MAX_DIM 4096
-#define VECTORS_MAX_LINE (1 << 20) /* bytes */
+#define VECTORS_MAX_DIM ATTN_VECTORS_MAX_DIM
+#define VECTORS_MAX_LINE (1 << 20) /* bytes, refused as soon as a line is longer */
+
+typedef struct vec_vtab {
+  sqlite3_vtab base;
+  sqlite3 *db;
+} vec_vtab;
 
 typedef struct vec_cursor {
   sqlite3_vtab_cursor base;
+  attn_interrupt interrupt; /* skipped lines check for sqlite3_interrupt */
   FILE *file;
   char *path;
   char *line;
@@ -48,8 +57,10 @@ typedef struct vec_cursor {
 
 static int vec_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
                        sqlite3_vtab **out, char **errmsg) {
-  return attn_vtab_connect(db, "CREATE TABLE x(word TEXT, vector BLOB, arg_path HIDDEN)",
-                           sizeof(sqlite3_vtab), SQLITE_VTAB_DIRECTONLY, out); /* reads a file */
+  int rc = attn_vtab_connect(db, "CREATE TABLE x(word TEXT, vector BLOB, arg_path HIDDEN)",
+                             sizeof(vec_vtab), SQLITE_VTAB_DIRECTONLY, out); /* reads a file */
+  if (rc == SQLITE_OK) ((vec_vtab *)*out)->db = db;
+  return rc;
 }
 
 static int vec_best_index(sqlite3_vtab *vtab, sqlite3_index_info *info) {
@@ -66,7 +77,7 @@ static void vec_reset(vec_cursor *cur) {
   cur->file = NULL;
   sqlite3_free(cur->path);
   cur->path = NULL;
-  free(cur->line); /* getline's */
+  sqlite3_free(cur->line);
   cur->line = NULL;
   cur->line_cap = 0;
   sqlite3_free(cur->vector);
@@ -79,6 +90,7 @@ static void vec_reset(vec_cursor *cur) {
 static int vec_close(sqlite3_vtab_cursor *base) {
   vec_cursor *cur = (vec_cursor *)base;
   vec_reset(cur);
+  attn_interrupt_end(&cur->interrupt);
   if (cur->c_locale) freelocale(cur->c_locale);
   sqlite3_free(cur);
   return SQLITE_OK;
@@ -99,21 +111,50 @@ static int is_integer(const char *s, int len) {
   return 1;
 }
 
+/* One line (with its newline, NUL-terminated) into cur->line: its length; -1 at the end of the
+ * file, -2 on a read error, -3 out of memory, -4 as soon as the line is longer than
+ * VECTORS_MAX_LINE bytes (the rest is not read). */
+static ssize_t vec_getline(vec_cursor *cur) {
+  size_t n = 0;
+  int c = 0;
+  while ((c = getc_unlocked(cur->file)) != EOF) {
+    if (n + 2 > cur->line_cap) {
+      if (n > VECTORS_MAX_LINE) return -4;
+      size_t cap = cur->line_cap ? 2 * cur->line_cap : 4096;
+      if (cap > VECTORS_MAX_LINE + 2) cap = VECTORS_MAX_LINE + 2;
+      char *line = sqlite3_realloc64(cur->line, cap);
+      if (!line) return -3;
+      cur->line = line;
+      cur->line_cap = cap;
+    }
+    cur->line[n++] = (char)c;
+    if (c == '\n') break;
+  }
+  if (c == EOF && ferror(cur->file)) return -2;
+  if (n == 0) return -1;
+  if (n > VECTORS_MAX_LINE + (cur->line[n - 1] == '\n')) return -4;
+  cur->line[n] = 0;
+  return (ssize_t)n;
+}
+
 /* Read lines until the next word (or the end of the file). */
 static int vec_read(vec_cursor *cur) {
   const char *fn = "attn_vectors_load";
   for (;;) {
     errno = 0;
-    ssize_t got = getline(&cur->line, &cur->line_cap, cur->file);
-    if (got < 0) {
-      if (ferror(cur->file))
-        return vec_fail(cur, sqlite3_mprintf("%s: cannot read '%s' after line %lld: %s", fn,
-                                             cur->path, (long long)cur->line_no, strerror(errno)));
+    if (attn_interrupted(&cur->interrupt, 1024))
+      return vec_fail(cur, sqlite3_mprintf("%s: interrupted", fn));
+    ssize_t got = vec_getline(cur);
+    if (got == -1) {
       cur->eof = 1;
       return SQLITE_OK;
     }
+    if (got == -2)
+      return vec_fail(cur, sqlite3_mprintf("%s: cannot read '%s' after line %lld: %s", fn,
+                                           cur->path, (long long)cur->line_no, strerror(errno)));
+    if (got == -3) return vec_fail(cur, NULL);
     cur->line_no++;
-    if (got > VECTORS_MAX_LINE)
+    if (got == -4)
       return vec_fail(cur, sqlite3_mprintf("%s: line %lld of '%s' is longer than %d bytes", fn,
                                            (long long)cur->line_no, cur->path, VECTORS_MAX_LINE));
     if (memchr(cur->line, 0, (size_t)got))
@@ -203,10 +244,26 @@ static int vec_filter(sqlite3_vtab_cursor *base, int idx_num, const char *idx_st
   if (!cur->path) return vec_fail(cur, NULL);
   if (!cur->c_locale) cur->c_locale = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0);
   if (!cur->c_locale) return vec_fail(cur, NULL);
-  cur->file = fopen(path, "rb");
-  if (!cur->file)
+  cur->interrupt.db = ((vec_vtab *)base->pVtab)->db;
+  /* Regular files only: a FIFO would block (opened without O_NONBLOCK, and read), a device such
+   * as /dev/zero never ends, a directory is no text. Opened without blocking, then checked. */
+  int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0)
     return vec_fail(cur, sqlite3_mprintf("attn_vectors_load: cannot open '%s': %s", path,
                                          strerror(errno)));
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    return vec_fail(cur, sqlite3_mprintf("attn_vectors_load: '%s' is not a regular file (a "
+                                         "directory, device, FIFO or socket cannot be read)", path));
+  }
+  int flags = fcntl(fd, F_GETFL);
+  if (flags >= 0) fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+  cur->file = fdopen(fd, "rb");
+  if (!cur->file) {
+    close(fd);
+    return vec_fail(cur, NULL);
+  }
   return vec_read(cur);
 }
 

@@ -483,9 +483,14 @@ static void range_of(const curve_point *pts, int n, size_t f1, size_t f2, double
   if (*hi - *lo < 1e-9) *lo -= 0.5, *hi += 0.5;
 }
 
+/* A value of the log to draw, NaN (left out) when it is NULL, not a number, or so large that the
+ * axes' arithmetic would overflow (a log this extension wrote never comes near). */
+#define CURVES_MAX_ABS 1e15
 static double column_or_nan(sqlite3_stmt *stmt, int col) {
-  if (sqlite3_column_type(stmt, col) == SQLITE_NULL) return NAN;
-  return sqlite3_column_double(stmt, col);
+  int type = sqlite3_column_type(stmt, col);
+  if (type != SQLITE_INTEGER && type != SQLITE_FLOAT) return NAN;
+  double v = sqlite3_column_double(stmt, col);
+  return isfinite(v) && fabs(v) <= CURVES_MAX_ABS ? v : NAN;
 }
 
 #define CURVES_MAX_EPOCHS 100000
@@ -493,15 +498,25 @@ static double column_or_nan(sqlite3_stmt *stmt, int col) {
 /* attn_curves(model [, version]) -> SVG */
 static void attn_curves_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   const char *fn = "attn_curves";
-  sqlite3 *db = sqlite3_context_db_handle(ctx);
+  attn_conn *conn = sqlite3_user_data(ctx);
+  sqlite3 *db = attn_conn_db(conn);
   sqlite3_stmt *stmt = NULL;
   curve_point *pts = NULL;
   char *msg = NULL;
-  int rc = SQLITE_ERROR, n = 0, cap = 0;
+  int rc = SQLITE_ERROR, n = 0, cap = 0, reading = 0, exists = 0;
   const char *name = (const char *)sqlite3_value_text(argv[0]);
   if (!name || !*name) {
     msg = sqlite3_mprintf("%s: the model name must be a non-empty text, got %s", fn,
                           name ? "''" : "NULL");
+    goto error;
+  }
+  /* the store's tables are checked, and a view calling us back is refused */
+  rc = attn_store_read_begin(conn, fn, &exists, &msg);
+  if (rc != SQLITE_OK) goto error;
+  reading = 1;
+  rc = SQLITE_ERROR;
+  if (!exists) {
+    msg = sqlite3_mprintf("%s: no model named '%s' (this database has no model store)", fn, name);
     goto error;
   }
   sqlite3_int64 version;
@@ -575,6 +590,8 @@ static void attn_curves_func(sqlite3_context *ctx, int argc, sqlite3_value **arg
   }
   sqlite3_finalize(stmt);
   stmt = NULL;
+  attn_store_read_end(conn);
+  reading = 0;
   if (n == 0) {
     msg = sqlite3_mprintf("%s: model '%s' version %lld has no training log (imported?)", fn, name,
                           (long long)version);
@@ -654,6 +671,7 @@ static void attn_curves_func(sqlite3_context *ctx, int argc, sqlite3_value **arg
   return;
 error:
   sqlite3_finalize(stmt);
+  if (reading) attn_store_read_end(conn);
   sqlite3_free(pts);
   viz_error(ctx, rc == SQLITE_ROW || rc == SQLITE_DONE || rc == SQLITE_OK ? SQLITE_ERROR : rc, msg,
             fn);

@@ -38,6 +38,9 @@ void attn_svg_legend(sqlite3_str *out, double x, double y, double w, double lo, 
 /* Close the document and make it the function's result (or an out-of-memory error). */
 void attn_svg_result(sqlite3_context *ctx, sqlite3_str *out);
 
+/* Dimensions of a word vector, at most: attn_vectors_load's lines and attn_matrix's vectors. */
+#define ATTN_VECTORS_MAX_DIM 4096
+
 /* ------------------------------------------------------------------ attn_matrix.c */
 
 int attn_matrix_register(sqlite3 *db, attn_conn *conn);
