@@ -21,7 +21,6 @@
 #include <string.h>
 
 #include "attn_ext.h"
-#include "metrics.h" /* nn_metrics_from_counts: metrics without a K x K matrix */
 
 enum { ATTN_EVALUATE = 0, ATTN_CONFUSION = 1 };
 

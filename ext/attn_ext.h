@@ -110,6 +110,8 @@ typedef struct attn_interrupt {
 } attn_interrupt;
 int attn_interrupted(attn_interrupt *it, unsigned every);
 void attn_interrupt_end(attn_interrupt *it);
+/* The same as an engine nn_interrupt_fn (ctx: an attn_interrupt), checking on every call. */
+int attn_interrupt_check(void *it);
 
 /* Create the model store tables (sql/schema.sql) when they are missing, then attn_store_check. */
 int attn_store_ensure_schema(sqlite3 *db, const char *fn, char **errmsg);

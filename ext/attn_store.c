@@ -167,10 +167,11 @@ static void attn_cache_drop(attn_conn *conn, attn_model *m) {
 }
 
 /* Bytes model m takes, as the cache counts them (every byte bound of the cache goes through
- * here). TODO(issue 17): nn_model_memory(m->nn) once the engine has it; until then the size of
- * the weights BLOB, which undercounts a model whose inference tables are larger than it. */
+ * here): what the engine says the parsed model holds in host and device memory (parameters,
+ * inference tables, vocabulary, labels), which the load prepared in full. */
 static int64_t attn_model_cost(const attn_model *m) {
-  return m->nbytes > 0 ? m->nbytes : 1;
+  size_t bytes = nn_model_memory(m->nn) + nn_model_device_memory(m->nn);
+  return bytes > 0 ? (int64_t)bytes : 1;
 }
 
 /* Forget the remembered answers that point at m (their references released). */
@@ -510,12 +511,17 @@ static int attn_cache_load(attn_conn *conn, const char *fn, const char *name, in
   size_t len = (size_t)sqlite3_column_bytes(stmt, 0);
   if (!blob) len = 0;
   static const unsigned char empty[1] = {0};
-  int st = nn_model_load(&m->nn, blob ? blob : empty, len, err);
+  attn_interrupt interrupt = {db, NULL, 0};
+  int st = nn_model_load_ex(&m->nn, blob ? blob : empty, len, attn_interrupt_check, &interrupt,
+                            err);
+  attn_interrupt_end(&interrupt);
   if (st != NN_OK) {
     m->nn = NULL;
-    *errmsg = sqlite3_mprintf("%s: model '%s' version %lld cannot be loaded: %s", fn, name,
-                              (long long)version, err);
-    rc = st == NN_NOMEM ? SQLITE_NOMEM : SQLITE_ERROR;
+    *errmsg = st == NN_INTERRUPTED
+                  ? sqlite3_mprintf("%s: interrupted", fn)
+                  : sqlite3_mprintf("%s: model '%s' version %lld cannot be loaded: %s", fn, name,
+                                    (long long)version, err);
+    rc = st == NN_INTERRUPTED ? SQLITE_INTERRUPT : st == NN_NOMEM ? SQLITE_NOMEM : SQLITE_ERROR;
     goto done;
   }
   m->version = version;
@@ -1034,10 +1040,14 @@ static void attn_import_func(sqlite3_context *ctx, int argc, sqlite3_value **arg
   const unsigned char *blob = sqlite3_value_blob(argv[1]);
   static const unsigned char empty[1] = {0};
   size_t len = (size_t)sqlite3_value_bytes(argv[1]);
-  if (nn_model_load(&model, blob ? blob : empty, blob ? len : 0, err) != NN_OK) {
+  attn_interrupt interrupt = {conn->db, NULL, 0};
+  int st = nn_model_load_ex(&model, blob ? blob : empty, blob ? len : 0, attn_interrupt_check,
+                            &interrupt, err);
+  attn_interrupt_end(&interrupt);
+  if (st != NN_OK) {
     model = NULL;
     msg = sqlite3_mprintf("%s: %s", fn, err);
-    rc = SQLITE_ERROR;
+    rc = st == NN_INTERRUPTED ? SQLITE_INTERRUPT : st == NN_NOMEM ? SQLITE_NOMEM : SQLITE_ERROR;
     goto done;
   }
   rc = attn_store_save(conn, fn, name, model, NULL, NULL, 0, &version, &msg);
@@ -1070,6 +1080,8 @@ int attn_interrupted(attn_interrupt *it, unsigned every) {
   sqlite3_reset(it->probe);
   return rc == SQLITE_INTERRUPT;
 }
+
+int attn_interrupt_check(void *it) { return attn_interrupted(it, 1); }
 
 void attn_interrupt_end(attn_interrupt *it) {
   sqlite3_finalize(it->probe);
