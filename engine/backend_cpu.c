@@ -132,8 +132,20 @@ static void rows_dot_vector(float *restrict c, int ldc, float alpha, const float
   }
 }
 
+static void cpu_sgemm_blas(int trans_a, int trans_b, int M, int N, int K, float alpha,
+                           const float *A, int lda, const float *B, int ldb, float beta, float *C,
+                           int ldc);
+/* One BLAS thread during the call, the host's setting after it (pool.h). */
 static void cpu_sgemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
                       int lda, const float *B, int ldb, float beta, float *C, int ldc) {
+  nn_blas_enter();
+  cpu_sgemm_blas(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  nn_blas_leave();
+}
+
+static void cpu_sgemm_blas(int trans_a, int trans_b, int M, int N, int K, float alpha,
+                           const float *A, int lda, const float *B, int ldb, float beta, float *C,
+                           int ldc) {
   if (M <= 0 || N <= 0) return;
   if (K <= 0) { /* C = beta C */
     for (int i = 0; i < M; i++)
@@ -472,10 +484,9 @@ static const nn_backend cpu_backend = {
     .embedding_backward = cpu_embedding_backward,
 };
 
-/* The backend's first use also asks OpenBLAS for one thread per call (see pool.h): a model
- * load's large GEMM (the folded table) would otherwise run threaded, and OpenBLAS's idle workers
- * then spin in sched_yield (measured: 18% of an attn_classify run). */
+/* Every GEMM runs with one OpenBLAS thread (cpu_sgemm, see pool.h): a model load's large GEMM
+ * (the folded table) would otherwise run threaded, and OpenBLAS's idle workers then spin in
+ * sched_yield (measured: 18% of an attn_classify run). */
 const nn_backend *nn_backend_cpu(void) {
-  nn_blas_single_thread();
   return &cpu_backend;
 }

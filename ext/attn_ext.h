@@ -52,6 +52,11 @@ sqlite3 *attn_conn_db(attn_conn *conn);
 void attn_conn_query_begin(attn_conn *conn, const char *fn);
 void attn_conn_query_end(attn_conn *conn);
 int attn_conn_check_write(attn_conn *conn, const char *fn, char **errmsg);
+/* A save that failed where no statement could report it (attn_train's cursor closed before its
+ * last epoch finishes and saves in xClose): msg (sqlite3_malloc'd, taken; NULL clears) is
+ * reported once, by the next attn_conn_check_write of the connection, which then fails:
+ *   attn_fit: not run, to report that an earlier training of this connection was lost: ... */
+void attn_conn_set_pending_error(attn_conn *conn, char *msg);
 /* The connection's inference workspace (scalar functions run one at a time per connection). */
 nn_workspace *attn_conn_workspace(attn_conn *conn, char **errmsg);
 

@@ -48,6 +48,7 @@ struct attn_conn {
   nn_workspace *ws;
   int query_depth;        /* > 0 while a function's query is stepped (attn_conn_query_begin) */
   const char *query_fn;   /* the function whose query it is (outermost) */
+  char *pending_error;    /* a save that failed where no statement could report it */
 };
 
 /* ------------------------------------------------------------------ models */
@@ -101,6 +102,7 @@ void attn_conn_unref(void *p) {
     attn_model_release(m);
   }
   nn_workspace_free(conn->ws);
+  sqlite3_free(conn->pending_error);
   sqlite3_free(conn);
 }
 
@@ -114,7 +116,20 @@ void attn_conn_query_end(attn_conn *conn) {
   if (conn->query_depth > 0 && --conn->query_depth == 0) conn->query_fn = NULL;
 }
 
+void attn_conn_set_pending_error(attn_conn *conn, char *msg) {
+  sqlite3_free(conn->pending_error);
+  conn->pending_error = msg;
+}
+
 int attn_conn_check_write(attn_conn *conn, const char *fn, char **errmsg) {
+  if (conn->pending_error) {
+    *errmsg = sqlite3_mprintf("%s: not run, to report that an earlier training of this "
+                              "connection was lost: %s; run this call again", fn,
+                              conn->pending_error);
+    sqlite3_free(conn->pending_error);
+    conn->pending_error = NULL;
+    return SQLITE_ERROR;
+  }
   if (conn->query_depth == 0) return SQLITE_OK;
   *errmsg = sqlite3_mprintf("%s: cannot write the model store from inside the query of %s "
                             "(its query must be read-only)",
@@ -623,6 +638,42 @@ static char *attn_busy_message(sqlite3 *db, const char *fn, int rc, int timeout_
 
 /* ------------------------------------------------------------------ the four ways to save */
 
+/* The integer a PRAGMA returns (-1 when none). */
+static int64_t attn_pragma_int(sqlite3 *db, const char *sql) {
+  sqlite3_stmt *stmt = NULL;
+  int64_t v = -1;
+  if (sqlite3_prepare_v2(db, sql, -1, &stmt, NULL) == SQLITE_OK &&
+      sqlite3_step(stmt) == SQLITE_ROW)
+    v = sqlite3_column_int64(stmt, 0);
+  sqlite3_finalize(stmt);
+  return v;
+}
+
+/* The second connection writes as db would: its per-connection limits and durability settings
+ * (the largest file size, synchronous, secure_delete, trusted_schema, foreign keys, triggers). */
+static int attn_copy_settings(sqlite3 *side, sqlite3 *db) {
+  static const char *const pragmas[] = {"max_page_count", "synchronous", "secure_delete",
+                                        "foreign_keys", "recursive_triggers", "cell_size_check"};
+  for (size_t i = 0; i < sizeof pragmas / sizeof pragmas[0]; i++) {
+    char *get = sqlite3_mprintf("PRAGMA main.%s", pragmas[i]);
+    int64_t v = get ? attn_pragma_int(db, get) : -1;
+    sqlite3_free(get);
+    if (v < 0) continue;
+    char *set = sqlite3_mprintf("PRAGMA main.%s = %lld", pragmas[i], (long long)v);
+    int rc = set ? sqlite3_exec(side, set, NULL, NULL, NULL) : SQLITE_NOMEM;
+    sqlite3_free(set);
+    if (rc != SQLITE_OK) return rc;
+  }
+  static const int flags[] = {SQLITE_DBCONFIG_TRUSTED_SCHEMA, SQLITE_DBCONFIG_DEFENSIVE,
+                              SQLITE_DBCONFIG_ENABLE_TRIGGER};
+  for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++) {
+    int on = 0;
+    if (sqlite3_db_config(db, flags[i], -1, &on) == SQLITE_OK)
+      sqlite3_db_config(side, flags[i], on, NULL);
+  }
+  return SQLITE_OK;
+}
+
 /* The statement that called us reads main in WAL mode: its read snapshot is as old as the
  * statement, and a write on this connection would fail with SQLITE_BUSY_SNAPSHOT if another
  * connection wrote meanwhile. Save on a second connection to the same file instead, in one
@@ -633,9 +684,15 @@ static int attn_store_save_side(sqlite3 *db, const char *fn, const attn_save_row
   const char *file = sqlite3_db_filename(db, "main");
   sqlite3_vfs *vfs = NULL;
   sqlite3 *side = NULL;
-  if (!file || !*file || sqlite3_db_readonly(db, "main") != 0) return -1;
+  if (!file || !*file || sqlite3_db_readonly(db, "main") != 0 ||
+      attn_pragma_int(db, "PRAGMA query_only") != 0)
+    return -1; /* writing on db fails with the usual error */
   if (sqlite3_file_control(db, "main", SQLITE_FCNTL_VFS_POINTER, &vfs) != SQLITE_OK) vfs = NULL;
   if (sqlite3_open_v2(file, &side, SQLITE_OPEN_READWRITE, vfs ? vfs->zName : NULL) != SQLITE_OK) {
+    sqlite3_close(side);
+    return -1;
+  }
+  if (attn_copy_settings(side, db) != SQLITE_OK) {
     sqlite3_close(side);
     return -1;
   }
