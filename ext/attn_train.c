@@ -329,7 +329,10 @@ static int attn_train_filter(sqlite3_vtab_cursor *base, int idx_num, const char 
   attn_train_cursor *cur = (attn_train_cursor *)base;
   attn_train_vtab *vtab = (attn_train_vtab *)base->pVtab;
   char *msg = NULL;
-  if (cur->started) attn_training_free(&cur->run);
+  if (cur->started) { /* run again (a join): the previous run ends as at xClose */
+    attn_train_finish_on_close(cur);
+    attn_training_free(&cur->run);
+  }
   cur->started = 1;
   cur->eof = 1;
   int rc = attn_training_start(&cur->run, vtab->conn, "attn_train", argc > 0 ? argv[0] : NULL,
