@@ -23,4 +23,9 @@ fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 ext=$(cd "$(dirname "$ATTNEXT")" && pwd)/$(basename "$ATTNEXT")
+# make test-asan: the extension is built with ASan, whose runtime must be loaded first.
+if [ -n "${ATTNEXT_PRELOAD:-}" ]; then
+  export LD_PRELOAD="$ATTNEXT_PRELOAD${LD_PRELOAD:+:$LD_PRELOAD}"
+  export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+fi
 NODE_PATH="$dir/node_modules" node "$(dirname "$0")/test_field_node.js" "$ext" "$tmp"
