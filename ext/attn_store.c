@@ -623,12 +623,12 @@ static int attn_side_busy(void *arg, int count) {
 }
 
 /* The message of a save that did not get the write lock. */
-static char *attn_busy_message(sqlite3 *db, const char *fn, int rc, int timeout_ms) {
+static char *attn_busy_message(int extended, const char *fn, int rc, int timeout_ms) {
   if (rc == SQLITE_INTERRUPT) return sqlite3_mprintf("%s: interrupted", fn);
-  if (sqlite3_extended_errcode(db) == SQLITE_BUSY_SNAPSHOT)
+  if (extended == SQLITE_BUSY_SNAPSHOT)
     return sqlite3_mprintf("%s: cannot save the model: another connection wrote to the database "
                            "since this connection's transaction began reading it (WAL mode: its "
-                           "read snapshot is out of date and cannot become a write); train "
+                           "read snapshot is out of date and cannot become a write); call it "
                            "outside BEGIN ... COMMIT, or begin the transaction with BEGIN "
                            "IMMEDIATE", fn);
   return sqlite3_mprintf("%s: cannot save the model: database is locked (another connection "
@@ -702,8 +702,8 @@ static int attn_store_save_side(sqlite3 *db, const char *fn, const attn_save_row
   int rc = sqlite3_exec(side, "BEGIN IMMEDIATE", NULL, NULL, NULL);
   if (rc != SQLITE_OK) {
     *errmsg = (rc & 0xff) == SQLITE_BUSY
-                  ? attn_busy_message(side, fn, attn_interrupted(db) ? SQLITE_INTERRUPT : rc,
-                                      timeout_ms)
+                  ? attn_busy_message(sqlite3_extended_errcode(side), fn,
+                                      attn_interrupted(db) ? SQLITE_INTERRUPT : rc, timeout_ms)
                   : sqlite3_mprintf("%s: cannot save the model: %s", fn, sqlite3_errmsg(side));
     if (attn_interrupted(db)) rc = SQLITE_INTERRUPT;
   } else {
@@ -780,49 +780,44 @@ static int attn_store_save_here(sqlite3 *db, const char *fn, const attn_save_row
     int reading = sqlite3_txn_state(db, "main") != SQLITE_TXN_NONE;
     rc = sqlite3_exec(db, savepoint ? "SAVEPOINT attn_store" : "BEGIN IMMEDIATE", NULL, NULL,
                       NULL);
+    int extended = sqlite3_extended_errcode(db);
     if (rc == SQLITE_BUSY && savepoint && strstr(sqlite3_errmsg(db), "statements in progress"))
       return attn_store_save_direct(db, fn, r, version_out, errmsg);
     if (rc != SQLITE_OK) {
-      if (rc == SQLITE_BUSY && reading && !savepoint &&
-          sqlite3_extended_errcode(db) != SQLITE_BUSY_SNAPSHOT &&
+      if (rc == SQLITE_BUSY && reading && !savepoint && extended != SQLITE_BUSY_SNAPSHOT &&
           (rc = attn_store_backoff(db, deadline, &delay_ms)) == SQLITE_OK)
         continue;
       *errmsg = (rc & 0xff) == SQLITE_BUSY || rc == SQLITE_INTERRUPT
-                    ? attn_busy_message(db, fn, rc, timeout_ms)
+                    ? attn_busy_message(extended, fn, rc, timeout_ms)
                     : sqlite3_mprintf("%s: cannot save the model: %s", fn, sqlite3_errmsg(db));
       if (!savepoint && !sqlite3_get_autocommit(db)) attn_store_undo(db, 0, *guard);
       return rc;
     }
     rc = attn_store_write(db, fn, r, guard, version_out, errmsg);
+    extended = sqlite3_extended_errcode(db);
     if (rc == SQLITE_OK) {
       rc = sqlite3_exec(db, savepoint ? "RELEASE attn_store" : "COMMIT", NULL, NULL, NULL);
+      extended = sqlite3_extended_errcode(db);
       if (rc != SQLITE_OK) {
         sqlite3_free(*errmsg);
         *errmsg = (rc & 0xff) == SQLITE_BUSY
-                      ? attn_busy_message(db, fn, rc, timeout_ms)
+                      ? attn_busy_message(extended, fn, rc, timeout_ms)
                       : sqlite3_mprintf("%s: cannot save the model: %s", fn, sqlite3_errmsg(db));
       }
     }
     if (rc == SQLITE_OK) return SQLITE_OK;
     attn_store_undo(db, savepoint, *guard);
+    if ((rc & 0xff) != SQLITE_BUSY || !savepoint) return rc;
     /* Inside the caller's transaction the first write may find the lock taken: wait and retry
      * (never on a stale WAL snapshot, which no wait can refresh). */
-    if (savepoint && (rc & 0xff) == SQLITE_BUSY && reading &&
-        sqlite3_extended_errcode(db) != SQLITE_BUSY_SNAPSHOT) {
-      int waited = attn_store_backoff(db, deadline, &delay_ms);
-      if (waited == SQLITE_OK) {
-        sqlite3_free(*errmsg);
-        *errmsg = NULL;
-        continue;
-      }
-      sqlite3_free(*errmsg);
-      *errmsg = attn_busy_message(db, fn, waited, timeout_ms);
-      rc = waited;
-    } else if ((rc & 0xff) == SQLITE_BUSY && savepoint) {
-      sqlite3_free(*errmsg);
-      *errmsg = attn_busy_message(db, fn, rc, timeout_ms);
-    }
-    return rc;
+    int waited = reading && extended != SQLITE_BUSY_SNAPSHOT
+                     ? attn_store_backoff(db, deadline, &delay_ms)
+                     : rc;
+    sqlite3_free(*errmsg);
+    *errmsg = NULL;
+    if (waited == SQLITE_OK) continue;
+    *errmsg = attn_busy_message(extended, fn, waited, timeout_ms);
+    return waited;
   }
 }
 
