@@ -76,12 +76,12 @@ int attn_prepare_query(sqlite3 *db, const char *fn, const char *sql, int min_col
   }
   /* A parameter (?, ?1, :name, @name, $name) would be NULL: nothing binds it. */
   if (sqlite3_bind_parameter_count(stmt) > 0) {
-    const char *param = sqlite3_bind_parameter_name(stmt, 1);
-    sqlite3_finalize(stmt);
+    const char *param = sqlite3_bind_parameter_name(stmt, 1); /* owned by stmt */
     *errmsg = sqlite3_mprintf("%s: the query has parameters (%s); nothing binds them here: put "
                               "the values in the query text (e.g. with format() or quote()) or "
                               "in a table it reads",
                               fn, param ? param : "?");
+    sqlite3_finalize(stmt);
     return SQLITE_ERROR;
   }
   if (!sqlite3_stmt_readonly(stmt)) {
