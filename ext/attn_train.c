@@ -284,6 +284,17 @@ static void attn_train_finish_on_close(attn_train_cursor *cur) {
   attn_training *t = &cur->run;
   char *msg = NULL;
   if (!t->trainer || t->stopped) return;
+  /* A statement finalized after its connection was closed (sqlite3_close_v2 left a zombie):
+   * nothing can be saved any more; say so in the log rather than train for nothing. */
+  sqlite3_stmt *alive = NULL;
+  if (sqlite3_prepare_v2(attn_conn_db(t->conn), "SELECT 1", -1, &alive, NULL) != SQLITE_OK) {
+    sqlite3_finalize(alive);
+    sqlite3_log(SQLITE_MISUSE, "attn_train: the connection was closed before the last epoch of "
+                               "'%s' was read: training stopped, the model was not saved",
+                t->name);
+    return;
+  }
+  sqlite3_finalize(alive);
   if (t->probe) {
     sqlite3_reset(t->probe);
     if (sqlite3_step(t->probe) == SQLITE_INTERRUPT) return; /* interrupted: nothing saved */

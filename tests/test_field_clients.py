@@ -98,6 +98,7 @@ for kind in ("memory", "wal", "delete"):
 
 # An interrupt while the rest of the epochs run in xClose: nothing saved.
 db = database("wal")
+db_path = db.execute("PRAGMA database_list").fetchone()[2]
 R.make_table(db, name="big", n=3000)
 cur = db.cursor()
 cur.execute(TRAIN, ("stopped", "SELECT text, label FROM big", SLOW))
@@ -109,6 +110,17 @@ timer.join()
 check(versions(db, "stopped") == [] and time.monotonic() - start < 30,
       f"an interrupt while a closed cursor finishes training: nothing saved "
       f"({time.monotonic() - start:.2f}s)")
+
+# The connection closed while a cursor is open: no training for nothing, no crash.
+cur = db.cursor()
+cur.execute(TRAIN, ("orphan", "SELECT text, label FROM big", SLOW))
+cur.fetchone()
+start = time.monotonic()
+db.close()
+del cur
+check(time.monotonic() - start < 5, f"a connection closed under an open training cursor: "
+      f"stops at once ({time.monotonic() - start:.2f}s)")
+db = R.connect(db_path)
 
 # A save that fails in xClose: logged, then reported by the next writing call, once.
 cur = db.cursor()
