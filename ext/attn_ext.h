@@ -84,8 +84,10 @@ int attn_model_acquire(attn_conn *conn, const char *fn, const char *name, attn_m
 void attn_model_release(attn_model *model);
 
 /* Store a model as a new version of `name` and deploy it, with its training log rows
- * (log may be NULL / nlog 0), all in one savepoint: on error the database is unchanged.
- * metrics_json may be NULL. *version_out gets the new version. */
+ * (log may be NULL / nlog 0), all in one transaction that honours the connection's busy timeout
+ * (see attn_store.c: which connection and transaction): on error the database is unchanged.
+ * metrics_json may be NULL. *version_out gets the new version. Errors name fn, e.g.
+ *   attn_train: cannot save the model: database is locked (another connection held ...) */
 int attn_store_save(attn_conn *conn, const char *fn, const char *name, const nn_model *model,
                     const char *metrics_json, const nn_epoch_stats *log, int nlog,
                     int64_t *version_out, char **errmsg);

@@ -18,10 +18,21 @@
  * sqlite3_set_auxdata for the rest of the statement, so a row costs tokenize + forward only.
  * (Verified: tests/sql/versions.sql and tests/test_python_sqlite.py, two connections.)
  *
- * Saving (attn_store_save). The model row, the deployed flags and the log rows are written in
- * SAVEPOINT attn_store. Inside a statement that itself writes (INSERT ... SELECT FROM
- * attn_train(...), CREATE TABLE ... AS) SQLite opens no savepoint; the rows then join that
- * statement's transaction and on error are deleted again by hand, the deployed version restored.
+ * Saving (attn_store_save). The model row, the deployed flags and the log rows are written in one
+ * transaction that takes the write lock before it reads anything (so that the busy handler, i.e.
+ * busy_timeout, applies), in one of four ways:
+ *  - no transaction open on the connection: BEGIN IMMEDIATE ... COMMIT (attn_fit, attn_import);
+ *  - the calling statement reads main in WAL mode (SELECT * FROM attn_train(...)): its read
+ *    snapshot cannot become a write once another connection committed (SQLITE_BUSY_SNAPSHOT,
+ *    no busy handler), so the save runs on a second connection to the same file, with the
+ *    caller's busy timeout and per-connection limits (attn_store_save_side);
+ *  - the calling statement reads in rollback-journal mode (it holds SHARED): SQLite refuses at
+ *    once, without the busy handler, while another connection holds RESERVED; the save waits in
+ *    short sleeps up to the busy timeout (interruptible) for that writer to give up;
+ *  - inside the caller's BEGIN ... COMMIT: SAVEPOINT attn_store, retried the same way.
+ * Inside a statement that itself writes (INSERT ... SELECT FROM attn_train(...), CREATE TABLE ...
+ * AS) SQLite opens no savepoint; the rows then join that statement's transaction and on error
+ * are deleted again by hand, the deployed version restored (attn_store_save_direct).
  */
 #include <stdint.h>
 #include <stdlib.h>
