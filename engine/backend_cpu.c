@@ -132,6 +132,8 @@ static void rows_dot_vector(float *restrict c, int ldc, float alpha, const float
   }
 }
 
+/* Each OpenBLAS call runs with one BLAS thread, the host's setting back after it
+ * (nn_blas_enter / nn_blas_leave, pool.h); the kernels of our own need neither. */
 static void cpu_sgemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
                       int lda, const float *B, int ldb, float beta, float *C, int ldc) {
   if (M <= 0 || N <= 0) return;
@@ -153,10 +155,12 @@ static void cpu_sgemm(int trans_a, int trans_b, int M, int N, int K, float alpha
   }
   if (M == 1) { /* C (1,N) = a (1,K) op(B) */
     int inc_a = trans_a ? lda : 1;
+    nn_blas_enter();
     if (trans_b) /* B (N,K): C = B a */
       cblas_sgemv(CblasRowMajor, CblasNoTrans, N, K, alpha, B, ldb, A, inc_a, beta, C, 1);
     else /* B (K,N): C = B^T a */
       cblas_sgemv(CblasRowMajor, CblasTrans, K, N, alpha, B, ldb, A, inc_a, beta, C, 1);
+    nn_blas_leave();
     return;
   }
   if (N == 1 && !trans_a && trans_b) { /* C (M,1) = A (M,K) b, b one contiguous row */
@@ -165,14 +169,18 @@ static void cpu_sgemm(int trans_a, int trans_b, int M, int N, int K, float alpha
   }
   if (N == 1) { /* C (M,1) = op(A) b */
     int inc_b = trans_b ? 1 : ldb;
+    nn_blas_enter();
     if (trans_a) /* A (K,M) */
       cblas_sgemv(CblasRowMajor, CblasTrans, K, M, alpha, A, lda, B, inc_b, beta, C, ldc);
     else /* A (M,K) */
       cblas_sgemv(CblasRowMajor, CblasNoTrans, M, K, alpha, A, lda, B, inc_b, beta, C, ldc);
+    nn_blas_leave();
     return;
   }
+  nn_blas_enter();
   cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
               trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  nn_blas_leave();
 }
 
 static void cpu_gather_rows(float *dst, int ldd, const float *src, int lds, const int *idx,
@@ -523,11 +531,10 @@ static const nn_backend *cpu_pick(const char **level) {
 }
 #endif
 
-/* The backend's first use also asks OpenBLAS for one thread per call (see pool.h): a model
- * load's large GEMM (the folded table) would otherwise run threaded, and OpenBLAS's idle workers
- * then spin in sched_yield (measured: 18% of an attn_classify run). */
+/* Every GEMM runs with one OpenBLAS thread (cpu_sgemm, see pool.h): a model load's large GEMM
+ * (the folded table) would otherwise run threaded, and OpenBLAS's idle workers then spin in
+ * sched_yield (measured: 18% of an attn_classify run). */
 const nn_backend *nn_backend_cpu(void) {
-  nn_blas_single_thread();
   const char *level;
   return cpu_pick(&level);
 }

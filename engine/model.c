@@ -536,7 +536,6 @@ int nn_workspace_create(nn_workspace **out, char *err) {
     return NN_NOMEM;
   }
   (*out)->be = nn_backend_cpu();
-  nn_blas_single_thread(); /* our threads split the work; see pool.h */
   return NN_OK;
 }
 

@@ -109,7 +109,6 @@ int nn_pool_create(nn_pool **out, int threads, char *err) {
       pool->threads = i + 1;
     }
   }
-  nn_blas_single_thread();
   *out = pool;
   return NN_OK;
 nomem:
@@ -120,7 +119,16 @@ nomem:
 
 int nn_pool_threads(const nn_pool *pool) { return pool ? pool->threads : 1; }
 
+/* The parallel phases hold the BLAS setting for their whole length (nn_blas_enter), so that the
+ * GEMMs inside them do not switch it back and forth. */
+static void pool_run(nn_pool *pool, nn_task_fn fn, void *ctx, int ntasks);
 void nn_pool_run(nn_pool *pool, nn_task_fn fn, void *ctx, int ntasks) {
+  nn_blas_enter();
+  pool_run(pool, fn, ctx, ntasks);
+  nn_blas_leave();
+}
+
+static void pool_run(nn_pool *pool, nn_task_fn fn, void *ctx, int ntasks) {
   if (!pool || pool->threads == 1 || ntasks <= 1) {
     for (int i = 0; i < ntasks; i++) fn(ctx, i);
     return;
@@ -156,13 +164,39 @@ void nn_pool_free(nn_pool *pool) {
   free(pool);
 }
 
+/* OpenBLAS's thread count is process-wide and belongs to the host (numpy in the same Python
+ * process, another library). We want one thread per BLAS call while our code runs (pool.h), and
+ * the host's own setting back as soon as none of our calls is running: the first nn_blas_enter
+ * (of any thread) saves the host's count and sets 1, the last nn_blas_leave puts the saved count
+ * back. A use count and a lock are the engine's only process-wide state besides OpenBLAS's own.
+ * A call that enters while the first one is still setting 1 may run with the host's count: only
+ * slower, never wrong (Debian's pthread OpenBLAS is safe to call from several threads). */
 void openblas_set_num_threads(int) __attribute__((weak));
-static void blas_single_thread_once(void) {
-  if (openblas_set_num_threads) openblas_set_num_threads(1);
+int openblas_get_num_threads(void) __attribute__((weak));
+static pthread_mutex_t blas_lock = PTHREAD_MUTEX_INITIALIZER;
+static atomic_int blas_users;  /* nn_blas_enter calls not yet left */
+static atomic_int blas_is_set; /* 1 while the count is ours (under blas_lock to change) */
+static int blas_saved;         /* the host's count while blas_is_set (under blas_lock) */
+
+void nn_blas_enter(void) {
+  if (!openblas_set_num_threads || !openblas_get_num_threads) return;
+  if (atomic_fetch_add(&blas_users, 1) > 0 && atomic_load(&blas_is_set)) return;
+  pthread_mutex_lock(&blas_lock);
+  if (!atomic_load(&blas_is_set) && atomic_load(&blas_users) > 0) {
+    blas_saved = openblas_get_num_threads();
+    if (blas_saved != 1) openblas_set_num_threads(1);
+    atomic_store(&blas_is_set, 1);
+  }
+  pthread_mutex_unlock(&blas_lock);
 }
-/* OpenBLAS's thread count is process-wide: set it once (a pthread_once flag, the engine's only
- * process-wide state), not from every connection at once. */
-void nn_blas_single_thread(void) {
-  static pthread_once_t once = PTHREAD_ONCE_INIT;
-  pthread_once(&once, blas_single_thread_once);
+
+void nn_blas_leave(void) {
+  if (!openblas_set_num_threads || !openblas_get_num_threads) return;
+  if (atomic_fetch_sub(&blas_users, 1) != 1) return;
+  pthread_mutex_lock(&blas_lock);
+  if (atomic_load(&blas_users) == 0 && atomic_load(&blas_is_set)) {
+    if (blas_saved != 1 && blas_saved > 0) openblas_set_num_threads(blas_saved);
+    atomic_store(&blas_is_set, 0);
+  }
+  pthread_mutex_unlock(&blas_lock);
 }

@@ -14,8 +14,11 @@ int nn_pool_threads(const nn_pool *pool);
 void nn_pool_run(nn_pool *pool, nn_task_fn fn, void *ctx, int ntasks);
 void nn_pool_free(nn_pool *pool);
 int nn_cpu_count(void);
-/* Ask OpenBLAS for one thread per call: our own threads split the work, and OpenBLAS's
- * threading of small GEMMs costs more than it gains (measured: 4 s vs 0.6 s an epoch). */
-void nn_blas_single_thread(void);
+/* One OpenBLAS thread per call while our code runs: our own threads split the work, and
+ * OpenBLAS's threading of small GEMMs costs more than it gains (measured: 4 s vs 0.6 s an
+ * epoch). Between nn_blas_enter and nn_blas_leave (nested, any threads) OpenBLAS runs with one
+ * thread; when the last caller leaves, the host's own setting is put back. */
+void nn_blas_enter(void);
+void nn_blas_leave(void);
 
 #endif

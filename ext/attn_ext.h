@@ -52,6 +52,11 @@ sqlite3 *attn_conn_db(attn_conn *conn);
 void attn_conn_query_begin(attn_conn *conn, const char *fn);
 void attn_conn_query_end(attn_conn *conn);
 int attn_conn_check_write(attn_conn *conn, const char *fn, char **errmsg);
+/* A save that failed where no statement could report it (attn_train's cursor closed before its
+ * last epoch finishes and saves in xClose): msg (sqlite3_malloc'd, taken; NULL clears) is
+ * reported once, by the next attn_conn_check_write of the connection, which then fails:
+ *   attn_fit: not run, to report that an earlier training of this connection was lost: ... */
+void attn_conn_set_pending_error(attn_conn *conn, char *msg);
 /* The connection's inference workspace (scalar functions run one at a time per connection). */
 nn_workspace *attn_conn_workspace(attn_conn *conn, char **errmsg);
 
@@ -79,8 +84,10 @@ int attn_model_acquire(attn_conn *conn, const char *fn, const char *name, attn_m
 void attn_model_release(attn_model *model);
 
 /* Store a model as a new version of `name` and deploy it, with its training log rows
- * (log may be NULL / nlog 0), all in one savepoint: on error the database is unchanged.
- * metrics_json may be NULL. *version_out gets the new version. */
+ * (log may be NULL / nlog 0), all in one transaction that honours the connection's busy timeout
+ * (see attn_store.c: which connection and transaction): on error the database is unchanged.
+ * metrics_json may be NULL. *version_out gets the new version. Errors name fn, e.g.
+ *   attn_train: cannot save the model: database is locked (another connection held ...) */
 int attn_store_save(attn_conn *conn, const char *fn, const char *name, const nn_model *model,
                     const char *metrics_json, const nn_epoch_stats *log, int nlog,
                     int64_t *version_out, char **errmsg);

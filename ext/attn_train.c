@@ -1,22 +1,33 @@
-/* attn_train.c -- the training table-valued function: one row per epoch, returned as each epoch
- * ends; when the last row has been read, the model and its training log are written in one
- * savepoint as a new deployed version.
+/* attn_train.c -- training: the table-valued function attn_train (one row per epoch, returned as
+ * each epoch ends) and the scalar attn_fit (trains to the end, returns a JSON summary). Both run
+ * the same code (attn_training below); when the last epoch ends the model and its training log
+ * are written in one transaction as a new deployed version (attn_store_save).
  *
  *   SELECT * FROM attn_train('news', 'SELECT title, category FROM headlines',
  *                            '{"cell":"gru","epochs":10}');
  *   --  epoch | train_loss | val_loss | val_accuracy | val_f1 | lr | seconds | best
+ *   SELECT attn_fit('news', 'SELECT title, category FROM headlines', '{"epochs":10}');
+ *   --  {"name":"news","version":2,"epochs":10,"best_epoch":9,"val_loss":...,"seconds":...}
  *
- * The query must be one read-only statement returning at least two columns: the text and the
- * label (any SQL type; labels are compared as text). Options: a JSON object (nn_config keys),
- * plus "embeddings": the name of a table of (word, vector) pretrained vectors that initialise
- * the embedding rows of the words they share with the vocabulary, and "freeze_embeddings"
- * (true: the embedding is not trained) -- see attn_vectors.c.
+ * The query must be one read-only statement without parameters returning at least two columns:
+ * the text and the label (any SQL type; labels are compared as text). Its rows are read into
+ * memory first; no statement of ours is open on the database while the epochs run. Options: a
+ * JSON object (nn_config keys), plus "embeddings": the name of a table of (word, vector)
+ * pretrained vectors that initialise the embedding rows of the words they share with the
+ * vocabulary, and "freeze_embeddings" (true: the embedding is not trained) -- see attn_vectors.c.
  * An error, or sqlite3_interrupt (Ctrl-C in the shell; noticed after every batch by stepping a
  * tiny statement, which fails with SQLITE_INTERRUPT once the connection is interrupted), leaves
- * the database as it was. A LIMIT that stops reading before the last epoch ends the training
- * without saving it. Direct-only: not usable from triggers or views. The arguments are the
- * hidden columns arg_name, arg_query, arg_options (prefixed so that an argument such as `name`
- * or `text` written in a query resolves to the caller's column, not to the function's own).
+ * the database as it was.
+ *
+ * A cursor of attn_train closed before its last epoch (a client that steps one row and resets
+ * the statement: Python's execute() or fetchone(), better-sqlite3's get(); a LIMIT) is not an
+ * end of training: xClose runs the remaining epochs and saves the model, unless the connection
+ * was interrupted or training failed. A save failing there cannot be an SQL error of the
+ * statement: it goes to sqlite3_log and is reported by the next attn_train, attn_fit,
+ * attn_import or attn_deploy call of the connection (attn_conn_check_write).
+ * Direct-only: not usable from triggers or views. The arguments of attn_train are the hidden
+ * columns arg_name, arg_query, arg_options (prefixed so that an argument such as `name` or
+ * `text` written in a query resolves to the caller's column, not to the function's own).
  */
 #include <limits.h>
 #include <stdlib.h>
@@ -24,6 +35,211 @@
 
 #include "attn_ext.h"
 #include "attn_viz.h" /* attn_train_options: the "embeddings" options (attn_vectors.c) */
+
+/* ------------------------------------------------------------------ one training run */
+
+typedef struct attn_training {
+  attn_conn *conn;
+  const char *fn; /* "attn_train" or "attn_fit" */
+  nn_config cfg;
+  nn_trainer *trainer; /* NULL once saved or stopped */
+  char *name;
+  nn_epoch_stats *log;
+  int nlog, cap_log;
+  int stopped;          /* interrupted or failed: nothing more to run, nothing to save */
+  int saved;            /* the model is in the store, as `version` */
+  int64_t version;
+  char *metrics;        /* the trainer's summary (JSON object), kept for attn_fit */
+  sqlite3_stmt *probe;  /* "SELECT 1": fails with SQLITE_INTERRUPT after sqlite3_interrupt */
+  attn_progress progress;
+  attn_rows data;       /* the training data, kept while the trainer lives */
+} attn_training;
+
+static void attn_training_free(attn_training *t) {
+  attn_progress_clear(&t->progress);
+  nn_trainer_free(t->trainer);
+  t->trainer = NULL;
+  sqlite3_finalize(t->probe);
+  t->probe = NULL;
+  sqlite3_free(t->name);
+  t->name = NULL;
+  sqlite3_free(t->log);
+  t->log = NULL;
+  t->nlog = t->cap_log = 0;
+  free(t->metrics);
+  t->metrics = NULL;
+  attn_rows_free(&t->data);
+}
+
+/* nn_progress_fn: stop when the connection was interrupted; draw the progress line. */
+static int attn_training_progress(void *ctx, int batches_done, int batches_total, double loss,
+                                  double rows_per_second) {
+  attn_training *t = ctx;
+  if (t->probe) {
+    sqlite3_reset(t->probe);
+    if (sqlite3_step(t->probe) == SQLITE_INTERRUPT) return 1;
+  }
+  attn_progress_update(&t->progress, batches_done, batches_total, loss, rows_per_second);
+  return 0;
+}
+
+/* Read the rows of the query and create the trainer. name, query, options: the SQL arguments
+ * (options may be NULL). On error *msg is set ("fn: ..."). */
+static int attn_training_start(attn_training *t, attn_conn *conn, const char *fn,
+                               sqlite3_value *name_arg, sqlite3_value *query_arg,
+                               sqlite3_value *options_arg, char **msg) {
+  sqlite3 *db = attn_conn_db(conn);
+  char err[NN_ERR_LEN] = "";
+  sqlite3_stmt *stmt = NULL;
+  attn_embeddings emb = {NULL, 0, 0};
+  int rc;
+  memset(t, 0, sizeof *t);
+  t->conn = conn;
+  t->fn = fn;
+  if ((rc = attn_conn_check_write(conn, fn, msg)) != SQLITE_OK) goto done;
+  const char *name = name_arg ? (const char *)sqlite3_value_text(name_arg) : NULL;
+  if (!name || !*name) {
+    *msg = sqlite3_mprintf("%s: the model name must be a non-empty text, got %s", fn,
+                           name ? "''" : "NULL");
+    rc = SQLITE_ERROR;
+    goto done;
+  }
+  t->name = sqlite3_mprintf("%s", name);
+  if (!t->name) {
+    rc = SQLITE_NOMEM;
+    goto done;
+  }
+  nn_config_default(&t->cfg);
+  if (options_arg && sqlite3_value_type(options_arg) != SQLITE_NULL) {
+    if (sqlite3_value_type(options_arg) != SQLITE_TEXT) {
+      *msg = sqlite3_mprintf("%s: the options must be a JSON object as text, e.g. "
+                             "'{\"epochs\":10}'",
+                             fn);
+      rc = SQLITE_ERROR;
+      goto done;
+    }
+    rc = attn_train_options(db, fn, (const char *)sqlite3_value_text(options_arg), &t->cfg, &emb,
+                            msg);
+    if (rc != SQLITE_OK) goto done;
+  }
+  rc = attn_prepare_query(db, fn, query_arg ? (const char *)sqlite3_value_text(query_arg) : NULL,
+                          2, "(text, label)", &stmt, msg);
+  if (rc != SQLITE_OK) goto done;
+  int query_done = 0;
+  attn_conn_query_begin(conn, fn);
+  rc = attn_rows_read(&t->data, stmt, ATTN_ROWS_TEXT_LABEL, INT_MAX, &query_done, fn, msg);
+  attn_conn_query_end(conn);
+  sqlite3_finalize(stmt);
+  stmt = NULL;
+  if (rc != SQLITE_OK) goto done;
+  if (t->data.n == 0) {
+    *msg = sqlite3_mprintf("%s: the query returned no rows", fn);
+    rc = SQLITE_ERROR;
+    goto done;
+  }
+  int st = nn_trainer_create(&t->trainer, &t->cfg, t->data.texts, t->data.lens, t->data.labels,
+                             t->data.label_lens, t->data.n, err);
+  if (st != NN_OK) {
+    t->trainer = NULL;
+    *msg = sqlite3_mprintf("%s: %s", fn, err);
+    rc = st == NN_NOMEM ? SQLITE_NOMEM : SQLITE_ERROR;
+    goto done;
+  }
+  rc = attn_embeddings_apply(db, fn, t->trainer, &emb, msg);
+  if (rc != SQLITE_OK) goto done;
+  rc = sqlite3_prepare_v2(db, "SELECT 1", -1, &t->probe, NULL);
+  if (rc != SQLITE_OK) *msg = sqlite3_mprintf("%s: %s", fn, sqlite3_errmsg(db));
+done:
+  sqlite3_finalize(stmt);
+  attn_embeddings_free(&emb);
+  if (rc != SQLITE_OK) {
+    t->stopped = 1;
+    if (!*msg) *msg = sqlite3_mprintf("%s: out of memory", fn);
+  }
+  return rc;
+}
+
+/* Training is over: store the best model and the log in one transaction, then let the trainer
+ * and the training data go. */
+static int attn_training_save(attn_training *t, char **msg) {
+  char err[NN_ERR_LEN] = "";
+  nn_model *model = NULL;
+  int st = nn_trainer_take_model(t->trainer, &model, err);
+  if (st != NN_OK) {
+    *msg = sqlite3_mprintf("%s: %s", t->fn, err);
+    t->stopped = 1;
+    return st == NN_NOMEM ? SQLITE_NOMEM : SQLITE_ERROR;
+  }
+  t->metrics = nn_trainer_metrics_json(t->trainer);
+  int rc = attn_store_save(t->conn, t->fn, t->name, model, t->metrics, t->log, t->nlog,
+                           &t->version, msg);
+  nn_model_free(model);
+  nn_trainer_free(t->trainer);
+  t->trainer = NULL;
+  attn_rows_free(&t->data);
+  if (rc == SQLITE_OK)
+    t->saved = 1;
+  else
+    t->stopped = 1;
+  return rc;
+}
+
+/* Run the next epoch (its statistics in *row); after the last, save the model. Returns
+ * SQLITE_ROW when an epoch ran (saved is set when it was the last), SQLITE_DONE when there was
+ * no epoch left (the model is saved), else an error with *msg. */
+static int attn_training_epoch(attn_training *t, nn_epoch_stats *row, char **msg) {
+  char err[NN_ERR_LEN] = "";
+  nn_epoch_stats stats;
+  memset(&stats, 0, sizeof stats);
+  if (!t->trainer) return SQLITE_DONE;
+  attn_progress_begin(&t->progress, t->cfg.progress, t->nlog + 1, t->cfg.epochs);
+  int st = nn_trainer_epoch(t->trainer, &stats, attn_training_progress, t, err);
+  attn_progress_clear(&t->progress);
+  if (st == NN_OK) {
+    if (t->nlog == t->cap_log) {
+      int cap = t->cap_log ? 2 * t->cap_log : 32;
+      nn_epoch_stats *log = sqlite3_realloc64(t->log, (sqlite3_uint64)cap * sizeof *log);
+      if (!log) {
+        t->stopped = 1;
+        *msg = sqlite3_mprintf("%s: out of memory", t->fn);
+        return SQLITE_NOMEM;
+      }
+      t->log = log;
+      t->cap_log = cap;
+    }
+    t->log[t->nlog++] = stats;
+    *row = stats;
+    /* The last epoch: store the model before its row is returned. */
+    if (nn_trainer_done(t->trainer)) {
+      int rc = attn_training_save(t, msg);
+      if (rc != SQLITE_OK) return rc;
+    }
+    return SQLITE_ROW;
+  }
+  if (st == NN_INTERRUPTED) {
+    t->stopped = 1;
+    *msg = sqlite3_mprintf("%s: interrupted", t->fn);
+    return SQLITE_INTERRUPT;
+  }
+  if (st != NN_DONE) {
+    t->stopped = 1;
+    *msg = sqlite3_mprintf("%s: %s", t->fn, err);
+    return st == NN_NOMEM ? SQLITE_NOMEM : SQLITE_ERROR;
+  }
+  int rc = attn_training_save(t, msg);
+  return rc == SQLITE_OK ? SQLITE_DONE : rc;
+}
+
+/* Run every epoch left and save. SQLITE_OK or an error with *msg. */
+static int attn_training_finish(attn_training *t, char **msg) {
+  nn_epoch_stats row;
+  int rc;
+  while ((rc = attn_training_epoch(t, &row, msg)) == SQLITE_ROW) {
+  }
+  return rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
+/* ------------------------------------------------------------------ attn_train */
 
 #define ATTN_TRAIN_FIRST_ARG 8 /* name, query, options follow the 8 result columns */
 
@@ -34,16 +250,10 @@ typedef struct attn_train_vtab {
 
 typedef struct attn_train_cursor {
   sqlite3_vtab_cursor base;
-  nn_config cfg;
-  nn_trainer *trainer;
-  char *name;
+  attn_training run;
   nn_epoch_stats row; /* the current row */
-  nn_epoch_stats *log;
-  int nlog, cap_log;
+  int started;        /* xFilter ran (run is initialised) */
   int eof;
-  sqlite3_stmt *probe; /* "SELECT 1": fails with SQLITE_INTERRUPT after sqlite3_interrupt */
-  attn_progress progress;
-  attn_rows data; /* the training data, kept while the trainer lives */
 } attn_train_cursor;
 
 static int attn_train_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
@@ -67,189 +277,87 @@ static int attn_train_open(sqlite3_vtab *vtab, sqlite3_vtab_cursor **out) {
   return attn_vtab_cursor_new(sizeof(attn_train_cursor), out);
 }
 
-static void attn_train_reset(attn_train_cursor *cur) {
-  nn_trainer_free(cur->trainer);
-  cur->trainer = NULL;
-  sqlite3_finalize(cur->probe);
-  cur->probe = NULL;
-  sqlite3_free(cur->name);
-  cur->name = NULL;
-  sqlite3_free(cur->log);
-  cur->log = NULL;
-  cur->nlog = cur->cap_log = 0;
-  attn_rows_free(&cur->data);
-  cur->eof = 1;
+/* The statement ends before the last epoch was read (a client that steps once and resets, a
+ * LIMIT): finish the training and save it, unless it was interrupted or failed. A failure here
+ * cannot reach the statement: logged, and reported by the connection's next writing call. */
+static void attn_train_finish_on_close(attn_train_cursor *cur) {
+  attn_training *t = &cur->run;
+  char *msg = NULL;
+  if (!t->trainer || t->stopped) return;
+  /* A statement finalized after its connection was closed (sqlite3_close_v2 left a zombie):
+   * nothing can be saved any more; say so in the log rather than train for nothing. */
+  sqlite3_stmt *alive = NULL;
+  if (sqlite3_prepare_v2(attn_conn_db(t->conn), "SELECT 1", -1, &alive, NULL) != SQLITE_OK) {
+    sqlite3_finalize(alive);
+    sqlite3_log(SQLITE_MISUSE, "attn_train: the connection was closed before the last epoch of "
+                               "'%s' was read: training stopped, the model was not saved",
+                t->name);
+    return;
+  }
+  sqlite3_finalize(alive);
+  if (t->probe) {
+    sqlite3_reset(t->probe);
+    if (sqlite3_step(t->probe) == SQLITE_INTERRUPT) return; /* interrupted: nothing saved */
+    sqlite3_reset(t->probe);
+  }
+  int rc = attn_training_finish(t, &msg);
+  if (rc != SQLITE_OK && rc != SQLITE_INTERRUPT) {
+    char *full = sqlite3_mprintf("%s (the statement was closed before its last epoch; training "
+                                 "went on to the end, but the model was not saved)",
+                                 msg ? msg : "attn_train: out of memory");
+    sqlite3_log(rc, "%s", full ? full : "attn_train: the model was not saved");
+    attn_conn_set_pending_error(t->conn, full);
+  }
+  sqlite3_free(msg);
 }
 
 static int attn_train_close(sqlite3_vtab_cursor *base) {
   attn_train_cursor *cur = (attn_train_cursor *)base;
-  attn_progress_clear(&cur->progress);
-  attn_train_reset(cur);
+  if (cur->started) {
+    attn_train_finish_on_close(cur);
+    attn_training_free(&cur->run);
+  }
   sqlite3_free(cur);
   return SQLITE_OK;
 }
 
-/* nn_progress_fn: stop when the connection was interrupted; draw the progress line. */
-static int attn_train_progress(void *ctx, int batches_done, int batches_total, double loss,
-                               double rows_per_second) {
-  attn_train_cursor *cur = ctx;
-  if (cur->probe) {
-    sqlite3_reset(cur->probe);
-    if (sqlite3_step(cur->probe) == SQLITE_INTERRUPT) return 1;
-  }
-  attn_progress_update(&cur->progress, batches_done, batches_total, loss, rows_per_second);
-  return 0;
-}
-
-/* Run the next epoch; at the end, save the model. */
-/* Training is over: store the best model and the log in one savepoint, then let the training
- * data go (the next xNext ends the rows). */
-static int attn_train_save(attn_train_cursor *cur) {
-  attn_train_vtab *vtab = (attn_train_vtab *)cur->base.pVtab;
-  const char *fn = "attn_train";
-  char err[NN_ERR_LEN] = "", *msg = NULL;
-  nn_model *model = NULL;
-  int st = nn_trainer_take_model(cur->trainer, &model, err);
-  if (st != NN_OK) {
-    attn_vtab_error(cur->base.pVtab, sqlite3_mprintf("%s: %s", fn, err));
-    return st == NN_NOMEM ? SQLITE_NOMEM : SQLITE_ERROR;
-  }
-  char *metrics = nn_trainer_metrics_json(cur->trainer);
-  int64_t version = 0;
-  int rc = attn_store_save(vtab->conn, fn, cur->name, model, metrics, cur->log, cur->nlog,
-                           &version, &msg);
-  if (rc != SQLITE_OK)
-    attn_vtab_error(cur->base.pVtab, msg ? msg : sqlite3_mprintf("%s: out of memory", fn));
-  nn_model_free(model);
-  free(metrics);
-  nn_trainer_free(cur->trainer);
-  cur->trainer = NULL;
-  return rc;
-}
-
+/* One epoch as the next row. */
 static int attn_train_step(attn_train_cursor *cur) {
-  const char *fn = "attn_train";
-  char err[NN_ERR_LEN] = "";
-  nn_epoch_stats stats;
-  memset(&stats, 0, sizeof stats);
-  attn_progress_begin(&cur->progress, cur->cfg.progress, cur->nlog + 1, cur->cfg.epochs);
-  int st = nn_trainer_epoch(cur->trainer, &stats, attn_train_progress, cur, err);
-  attn_progress_clear(&cur->progress);
-  if (st == NN_OK) {
-    if (cur->nlog == cur->cap_log) {
-      int cap = cur->cap_log ? 2 * cur->cap_log : 32;
-      nn_epoch_stats *log = sqlite3_realloc64(cur->log, (sqlite3_uint64)cap * sizeof *log);
-      if (!log) return SQLITE_NOMEM;
-      cur->log = log;
-      cur->cap_log = cap;
-    }
-    cur->log[cur->nlog++] = stats;
-    cur->row = stats;
+  char *msg = NULL;
+  int rc = attn_training_epoch(&cur->run, &cur->row, &msg);
+  if (rc == SQLITE_ROW) {
     cur->eof = 0;
-    /* The last epoch: store the model before its row is returned, so that a LIMIT stopping
-     * at that row (LIMIT = epochs) keeps the model. */
-    if (nn_trainer_done(cur->trainer)) return attn_train_save(cur);
     return SQLITE_OK;
   }
   cur->eof = 1;
-  if (st == NN_INTERRUPTED) {
-    attn_vtab_error(cur->base.pVtab, sqlite3_mprintf("%s: interrupted", fn));
-    return SQLITE_INTERRUPT;
-  }
-  if (st != NN_DONE) {
-    attn_vtab_error(cur->base.pVtab, sqlite3_mprintf("%s: %s", fn, err));
-    return st == NN_NOMEM ? SQLITE_NOMEM : SQLITE_ERROR;
-  }
-  return attn_train_save(cur);
+  if (rc == SQLITE_DONE) return SQLITE_OK;
+  attn_vtab_error(cur->base.pVtab, msg ? msg : sqlite3_mprintf("attn_train: out of memory"));
+  return rc;
 }
 
 static int attn_train_filter(sqlite3_vtab_cursor *base, int idx_num, const char *idx_str,
                              int argc, sqlite3_value **argv) {
   attn_train_cursor *cur = (attn_train_cursor *)base;
   attn_train_vtab *vtab = (attn_train_vtab *)base->pVtab;
-  sqlite3 *db = attn_conn_db(vtab->conn);
-  const char *fn = "attn_train";
-  char err[NN_ERR_LEN] = "", *msg = NULL;
-  sqlite3_stmt *stmt = NULL;
-  int rc = SQLITE_OK;
-  attn_embeddings emb = {NULL, 0, 0};
-  attn_train_reset(cur);
-  if ((rc = attn_conn_check_write(vtab->conn, fn, &msg)) != SQLITE_OK) goto done;
-  const char *name = argc > 0 ? (const char *)sqlite3_value_text(argv[0]) : NULL;
-  if (!name || !*name) {
-    msg = sqlite3_mprintf("%s: the model name must be a non-empty text, got %s", fn,
-                          name ? "''" : "NULL");
-    rc = SQLITE_ERROR;
-    goto done;
+  char *msg = NULL;
+  if (cur->started) { /* run again (a join): the previous run ends as at xClose */
+    attn_train_finish_on_close(cur);
+    attn_training_free(&cur->run);
   }
-  cur->name = sqlite3_mprintf("%s", name);
-  if (!cur->name) {
-    rc = SQLITE_NOMEM;
-    goto done;
-  }
-  nn_config_default(&cur->cfg);
-  if ((idx_num & 4) && argc > 2 && sqlite3_value_type(argv[2]) != SQLITE_NULL) {
-    if (sqlite3_value_type(argv[2]) != SQLITE_TEXT) {
-      msg = sqlite3_mprintf("%s: the options must be a JSON object as text, e.g. "
-                            "'{\"epochs\":10}'",
-                            fn);
-      rc = SQLITE_ERROR;
-      goto done;
-    }
-    rc = attn_train_options(db, fn, (const char *)sqlite3_value_text(argv[2]), &cur->cfg, &emb,
-                            &msg);
-    if (rc != SQLITE_OK) goto done;
-  }
-  rc = attn_prepare_query(db, fn, argc > 1 ? (const char *)sqlite3_value_text(argv[1]) : NULL, 2,
-                          "(text, label)", &stmt, &msg);
-  if (rc != SQLITE_OK) goto done;
-  int query_done = 0;
-  attn_conn_query_begin(vtab->conn, fn);
-  rc = attn_rows_read(&cur->data, stmt, ATTN_ROWS_TEXT_LABEL, INT_MAX, &query_done, fn, &msg);
-  attn_conn_query_end(vtab->conn);
-  sqlite3_finalize(stmt);
-  stmt = NULL;
-  if (rc != SQLITE_OK) goto done;
-  if (cur->data.n == 0) {
-    msg = sqlite3_mprintf("%s: the query returned no rows", fn);
-    rc = SQLITE_ERROR;
-    goto done;
-  }
-  int st = nn_trainer_create(&cur->trainer, &cur->cfg, cur->data.texts, cur->data.lens,
-                             cur->data.labels, cur->data.label_lens, cur->data.n, err);
-  if (st != NN_OK) {
-    cur->trainer = NULL;
-    msg = sqlite3_mprintf("%s: %s", fn, err);
-    rc = st == NN_NOMEM ? SQLITE_NOMEM : SQLITE_ERROR;
-    goto done;
-  }
-  rc = attn_embeddings_apply(db, fn, cur->trainer, &emb, &msg);
-  attn_embeddings_free(&emb);
-  if (rc != SQLITE_OK) goto done;
-  rc = sqlite3_prepare_v2(db, "SELECT 1", -1, &cur->probe, NULL);
+  cur->started = 1;
+  cur->eof = 1;
+  int rc = attn_training_start(&cur->run, vtab->conn, "attn_train", argc > 0 ? argv[0] : NULL,
+                               argc > 1 ? argv[1] : NULL,
+                               (idx_num & 4) && argc > 2 ? argv[2] : NULL, &msg);
   if (rc != SQLITE_OK) {
-    msg = sqlite3_mprintf("%s: %s", fn, sqlite3_errmsg(db));
-    goto done;
+    attn_vtab_error(base->pVtab, msg ? msg : sqlite3_mprintf("attn_train: out of memory"));
+    return rc;
   }
   return attn_train_step(cur);
-done:
-  sqlite3_finalize(stmt);
-  attn_embeddings_free(&emb);
-  cur->eof = 1;
-  if (rc != SQLITE_OK)
-    attn_vtab_error(base->pVtab, msg ? msg : sqlite3_mprintf("%s: out of memory", fn));
-  else
-    sqlite3_free(msg);
-  return rc;
 }
 
 static int attn_train_next(sqlite3_vtab_cursor *base) {
-  attn_train_cursor *cur = (attn_train_cursor *)base;
-  if (!cur->trainer) {
-    cur->eof = 1;
-    return SQLITE_OK;
-  }
-  return attn_train_step(cur);
+  return attn_train_step((attn_train_cursor *)base);
 }
 
 static int attn_train_eof(sqlite3_vtab_cursor *base) {
@@ -292,6 +400,42 @@ static const sqlite3_module attn_train_module = {
     .xRowid = attn_train_rowid,
 };
 
+/* ------------------------------------------------------------------ attn_fit */
+
+/* attn_fit(name, query [, options]) -> text: train to the end, save, and return a JSON object:
+ * name, version, epochs (run), then the trainer's summary of the kept epoch (best_epoch,
+ * val_loss, val_accuracy, val_f1, train_rows, val_rows, epochs_run, seconds, ...). */
+static void attn_fit_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  attn_training t;
+  char *msg = NULL;
+  int rc = attn_training_start(&t, sqlite3_user_data(ctx), "attn_fit", argv[0], argv[1],
+                               argc > 2 ? argv[2] : NULL, &msg);
+  if (rc == SQLITE_OK) rc = attn_training_finish(&t, &msg);
+  if (rc == SQLITE_OK) {
+    sqlite3_str *s = sqlite3_str_new(NULL);
+    sqlite3_str_appendall(s, "{\"name\":");
+    attn_json_string(s, t.name, (int)strlen(t.name));
+    sqlite3_str_appendf(s, ",\"version\":%lld,\"epochs\":%d", (long long)t.version, t.nlog);
+    if (t.metrics && t.metrics[0] == '{' && t.metrics[1] != '}')
+      sqlite3_str_appendf(s, ",%s", t.metrics + 1);
+    else
+      sqlite3_str_appendchar(s, 1, '}');
+    char *json = sqlite3_str_finish(s);
+    if (json)
+      sqlite3_result_text(ctx, json, -1, sqlite3_free);
+    else
+      sqlite3_result_error_nomem(ctx);
+  } else {
+    sqlite3_result_error(ctx, msg ? msg : "attn_fit: out of memory", -1);
+    if (rc != SQLITE_ERROR) sqlite3_result_error_code(ctx, rc);
+  }
+  sqlite3_free(msg);
+  attn_training_free(&t);
+}
+
 int attn_train_register(sqlite3 *db, attn_conn *conn) {
-  return attn_create_module(db, conn, "attn_train", &attn_train_module);
+  int rc = attn_create_module(db, conn, "attn_train", &attn_train_module);
+  for (int nargs = 2; rc == SQLITE_OK && nargs <= 3; nargs++)
+    rc = attn_create_function(db, conn, "attn_fit", nargs, SQLITE_DIRECTONLY, attn_fit_func);
+  return rc;
 }

@@ -5,7 +5,7 @@
  *   SELECT attn_version();
  *   -- attnext 0.1.0; backends: cpu (OpenBLAS 0.3.21, 2 threads); cuda: not built
  *
- * Registered (see each file): attn_train (attn_train.c); attn_predict, attn_probs,
+ * Registered (see each file): attn_train, attn_fit (attn_train.c); attn_predict, attn_probs,
  * attn_weights (attn_predict.c); attn_classify (attn_classify.c); attn_evaluate,
  * attn_confusion (attn_evaluate.c); attn_deploy, attn_import (attn_store.c); attn_version (here);
  * SVG functions (attn_viz.c).
@@ -72,6 +72,16 @@ int attn_prepare_query(sqlite3 *db, const char *fn, const char *sql, int min_col
     sqlite3_finalize(stmt);
     *errmsg = sqlite3_mprintf("%s: the query must be a single statement, found more after it: %.40s",
                               fn, tail);
+    return SQLITE_ERROR;
+  }
+  /* A parameter (?, ?1, :name, @name, $name) would be NULL: nothing binds it. */
+  if (sqlite3_bind_parameter_count(stmt) > 0) {
+    const char *param = sqlite3_bind_parameter_name(stmt, 1); /* owned by stmt */
+    *errmsg = sqlite3_mprintf("%s: the query has parameters (%s); nothing binds them here: put "
+                              "the values in the query text (e.g. with format() or quote()) or "
+                              "in a table it reads",
+                              fn, param ? param : "?");
+    sqlite3_finalize(stmt);
     return SQLITE_ERROR;
   }
   if (!sqlite3_stmt_readonly(stmt)) {

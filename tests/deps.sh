@@ -27,6 +27,14 @@ missing=""
 for p in $pkgs; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
 done
+# Node.js, npm and node's headers for tests/test_field_node.sh (better-sqlite3 is built from
+# source where no prebuilt binary can be downloaded). Checked by command, not by package: a Node
+# installed otherwise (e.g. NodeSource's nodejs, which bundles npm and the headers) is kept.
+if [ "${1:-}" != build ]; then
+  command -v node >/dev/null 2>&1 || missing="$missing nodejs"
+  command -v npm >/dev/null 2>&1 || missing="$missing npm"
+  [ -f /usr/include/node/node.h ] || missing="$missing libnode-dev"
+fi
 [ -z "$missing" ] && exit 0
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   echo "deps: installing$missing"
