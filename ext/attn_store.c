@@ -910,12 +910,11 @@ static int attn_busy_timeout(sqlite3 *db) {
 }
 
 /* Has sqlite3_interrupt been called on db (a new statement fails with SQLITE_INTERRUPT)? */
-static int attn_interrupted(sqlite3 *db) {
-  sqlite3_stmt *stmt = NULL;
-  int rc = sqlite3_prepare_v2(db, "SELECT 1", -1, &stmt, NULL);
-  if (rc == SQLITE_OK) rc = sqlite3_step(stmt);
-  sqlite3_finalize(stmt);
-  return rc == SQLITE_INTERRUPT;
+static int attn_db_interrupted(sqlite3 *db) {
+  attn_interrupt it = {db, NULL, 0};
+  int stop = attn_interrupted(&it, 1);
+  attn_interrupt_end(&it);
+  return stop;
 }
 
 /* One wait for the write lock held by another connection: sleeps a little and returns
@@ -925,7 +924,7 @@ static int attn_interrupted(sqlite3 *db) {
  * two cannot wait for each other; waiting here instead lets the other writer's own busy timeout
  * run out first, after which it rolls back and this save goes through. */
 static int attn_store_backoff(sqlite3 *db, double deadline, int *delay_ms) {
-  if (attn_interrupted(db)) return SQLITE_INTERRUPT;
+  if (attn_db_interrupted(db)) return SQLITE_INTERRUPT;
   double left = deadline - attn_now();
   if (left <= 0) return SQLITE_BUSY;
   int ms = *delay_ms < 1 ? 1 : *delay_ms;
@@ -1029,9 +1028,9 @@ static int attn_store_save_side(sqlite3 *db, const char *fn, const attn_save_row
   if (rc != SQLITE_OK) {
     *errmsg = (rc & 0xff) == SQLITE_BUSY
                   ? attn_busy_message(sqlite3_extended_errcode(side), fn,
-                                      attn_interrupted(db) ? SQLITE_INTERRUPT : rc, timeout_ms)
+                                      attn_db_interrupted(db) ? SQLITE_INTERRUPT : rc, timeout_ms)
                   : sqlite3_mprintf("%s: cannot save the model: %s", fn, sqlite3_errmsg(side));
-    if (attn_interrupted(db)) rc = SQLITE_INTERRUPT;
+    if (attn_db_interrupted(db)) rc = SQLITE_INTERRUPT;
   } else {
     rc = attn_store_write(side, fn, r, NULL, version_out, errmsg);
     if (rc == SQLITE_OK) {
