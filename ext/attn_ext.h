@@ -48,7 +48,9 @@ sqlite3 *attn_conn_db(attn_conn *conn);
  * stepped (attn_conn_query_begin .. end, nested calls count), the functions that write the model
  * store (attn_train, attn_deploy, attn_import) refuse to run: sqlite3_stmt_readonly does not see
  * writes made by functions that the query calls. attn_conn_check_write returns SQLITE_OK, or
- * SQLITE_ERROR with *errmsg "fn: cannot write the model store from inside the query of ...". */
+ * SQLITE_ERROR with *errmsg "fn: cannot write the model store from inside the query of ...".
+ * Inside a dqlite node it also refuses a write that would commit outside Raft: in autocommit
+ * mode, unless a statement that writes and returns no rows is running (see attn_store.c). */
 void attn_conn_query_begin(attn_conn *conn, const char *fn);
 void attn_conn_query_end(attn_conn *conn);
 int attn_conn_check_write(attn_conn *conn, const char *fn, char **errmsg);

@@ -141,6 +141,36 @@ void attn_conn_set_pending_error(attn_conn *conn, char *msg) {
   conn->pending_error = msg;
 }
 
+/* Inside a dqlite node (Raft-replicated SQLite; its VFS is named "dqlite-N"), a transaction is
+ * replicated only when it commits inside a statement step that dqlite runs for an EXEC request
+ * (dqlite then polls its VFS for the new WAL frames and sends them through Raft) or at an
+ * explicit COMMIT, which is such a step. A SELECT in autocommit mode whose function writes
+ * commits in the middle of the statement: for a QUERY request dqlite never polls, the frames stay
+ * on that node only (lost at failover), and the node's next write aborts the process (dqlite
+ * 1.11, vfs.c: assertion "wal->n_tx == 0"). INSERT ... RETURNING commits after its first step:
+ * the same. So inside dqlite a model write is allowed only in an explicit transaction, or when a
+ * statement that writes and returns no rows (INSERT INTO t SELECT ..., CREATE TABLE t AS SELECT
+ * ..., UPDATE) is running and no SELECT is: that statement runs in a single step, and dqlite
+ * refuses it as a QUERY (no result columns). */
+static int attn_in_dqlite(sqlite3 *db) {
+  sqlite3_vfs *vfs = NULL;
+  if (sqlite3_file_control(db, "main", SQLITE_FCNTL_VFS_POINTER, &vfs) != SQLITE_OK || !vfs ||
+      !vfs->zName)
+    return 0;
+  return strncmp(vfs->zName, "dqlite-", 7) == 0;
+}
+
+static int attn_dqlite_write_replicated(sqlite3 *db) {
+  int writer = 0;
+  if (!sqlite3_get_autocommit(db)) return 1;
+  for (sqlite3_stmt *s = sqlite3_next_stmt(db, NULL); s; s = sqlite3_next_stmt(db, s)) {
+    if (!sqlite3_stmt_busy(s)) continue;
+    if (sqlite3_column_count(s) > 0) return 0; /* a SELECT or a RETURNING is running */
+    if (!sqlite3_stmt_readonly(s)) writer = 1;
+  }
+  return writer;
+}
+
 int attn_conn_check_write(attn_conn *conn, const char *fn, char **errmsg) {
   if (conn->pending_error) {
     *errmsg = sqlite3_mprintf("%s: not run, to report that an earlier training of this "
@@ -150,11 +180,21 @@ int attn_conn_check_write(attn_conn *conn, const char *fn, char **errmsg) {
     conn->pending_error = NULL;
     return SQLITE_ERROR;
   }
-  if (conn->query_depth == 0) return SQLITE_OK;
-  *errmsg = sqlite3_mprintf("%s: cannot write the model store from inside the query of %s "
-                            "(its query must be read-only)",
-                            fn, conn->query_fn ? conn->query_fn : "another function");
-  return SQLITE_ERROR;
+  if (conn->query_depth > 0) {
+    *errmsg = sqlite3_mprintf("%s: cannot write the model store from inside the query of %s "
+                              "(its query must be read-only)",
+                              fn, conn->query_fn ? conn->query_fn : "another function");
+    return SQLITE_ERROR;
+  }
+  if (attn_in_dqlite(conn->db) && !attn_dqlite_write_replicated(conn->db)) {
+    *errmsg = sqlite3_mprintf(
+        "%s: inside dqlite this write would commit outside Raft (not replicated): run it in an "
+        "explicit transaction (BEGIN; SELECT ...; COMMIT -- the dqlite shell does) or inside a "
+        "statement that writes (INSERT INTO t SELECT ...)",
+        fn);
+    return SQLITE_ERROR;
+  }
+  return SQLITE_OK;
 }
 
 nn_workspace *attn_conn_workspace(attn_conn *conn, char **errmsg) {
