@@ -137,12 +137,16 @@ static int attn_training_start(attn_training *t, attn_conn *conn, const char *fn
     rc = SQLITE_ERROR;
     goto done;
   }
-  int st = nn_trainer_create(&t->trainer, &t->cfg, t->data.texts, t->data.lens, t->data.labels,
-                             t->data.label_lens, t->data.n, err);
+  attn_interrupt interrupt = {db, NULL, 0}; /* the vocabulary of many rows takes a while */
+  int st = nn_trainer_create_ex(&t->trainer, &t->cfg, t->data.texts, t->data.lens,
+                                t->data.labels, t->data.label_lens, t->data.n,
+                                attn_interrupt_check, &interrupt, err);
+  attn_interrupt_end(&interrupt);
   if (st != NN_OK) {
     t->trainer = NULL;
-    *msg = sqlite3_mprintf("%s: %s", fn, err);
-    rc = st == NN_NOMEM ? SQLITE_NOMEM : SQLITE_ERROR;
+    *msg = st == NN_INTERRUPTED ? sqlite3_mprintf("%s: interrupted", fn)
+                                : sqlite3_mprintf("%s: %s", fn, err);
+    rc = st == NN_INTERRUPTED ? SQLITE_INTERRUPT : st == NN_NOMEM ? SQLITE_NOMEM : SQLITE_ERROR;
     goto done;
   }
   rc = attn_embeddings_apply(db, fn, t->trainer, &emb, msg);
