@@ -80,14 +80,15 @@ static const config_option config_options[] = {
 #define NUM_OPTIONS (sizeof config_options / sizeof config_options[0])
 
 static const char *const cell_names[] = {"rnn", "gru", "lstm"};
-static const char *const attention_names[] = {"linear", "additive", "self"};
+static const char *const attention_names[] = {"linear", "additive", "self", "dot"};
+#define NUM_ATTENTIONS 4
 static const char *const device_names[] = {"auto", "cpu", "cuda"};
 
 const char *nn_cell_name(nn_cell cell) {
   return (unsigned)cell < 3 ? cell_names[cell] : "?";
 }
 const char *nn_attention_name(nn_attention attn) {
-  return (unsigned)attn < 3 ? attention_names[attn] : "?";
+  return (unsigned)attn < NUM_ATTENTIONS ? attention_names[attn] : "?";
 }
 const char *nn_device_name(nn_device device) {
   return (unsigned)device < 3 ? device_names[device] : "?";
@@ -143,6 +144,7 @@ uint64_t nn_config_param_count(const nn_config *cfg, uint64_t num_classes) {
   switch (cfg->attention) {
   case NN_ATTN_ADDITIVE: n += P * P + 2 * P; break; /* proj (P,P) + (P), v (1,P) */
   case NN_ATTN_SELF: n += 3 * (P * P + P); break; /* query, key, value (P,P) + (P) */
+  case NN_ATTN_DOT: break; /* no parameters */
   default: n += P + 1; break; /* linear (1,P) + (1) */
   }
   if (F) {
@@ -167,7 +169,7 @@ static void range_text(char *out, size_t n, const config_option *o) {
              o->max_open ? ')' : ']');
     break;
   case OPT_CELL: snprintf(out, n, "\"rnn\", \"gru\" or \"lstm\""); break;
-  case OPT_ATTENTION: snprintf(out, n, "\"linear\", \"additive\" or \"self\""); break;
+  case OPT_ATTENTION: snprintf(out, n, "\"linear\", \"additive\", \"self\" or \"dot\""); break;
   case OPT_DEVICE: snprintf(out, n, "\"auto\", \"cpu\" or \"cuda\""); break;
   }
 }
@@ -310,7 +312,7 @@ int nn_config_validate(const nn_config *cfg, char *err) {
     case OPT_DEVICE: {
       int x; /* the enums are int-sized */
       memcpy(&x, field, sizeof x);
-      if (x < 0 || x > 2) {
+      if (x < 0 || x >= (o->kind == OPT_ATTENTION ? NUM_ATTENTIONS : 3)) {
         snprintf(got, sizeof got, "%d", x);
         return option_error(err, o, got);
       }
@@ -389,7 +391,8 @@ static int parse_option(nn_config *cfg, const config_option *o, const nn_json *v
                                : o->kind == OPT_ATTENTION ? attention_names
                                                           : device_names;
     if (v->type != NN_JSON_STRING) return option_error(err, o, got);
-    for (int k = 0; k < 3; k++)
+    int count = o->kind == OPT_ATTENTION ? NUM_ATTENTIONS : 3;
+    for (int k = 0; k < count; k++)
       if (v->str_len == strlen(names[k]) && memcmp(v->str, names[k], v->str_len) == 0) {
         memcpy(field, &k, sizeof k);
         return NN_OK;

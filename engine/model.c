@@ -90,6 +90,8 @@ static size_t build_tensor_table(nn_model *m) {
     m->attn_v_w = add_tensor(m, &off, "attn.value.weight", m->D, m->D);
     m->attn_v_b = add_tensor(m, &off, "attn.value.bias", m->D, 0);
     break;
+  case NN_ATTN_DOT: /* no parameters */
+    break;
   }
   if (m->F > 0) {
     m->fc1_w = add_tensor(m, &off, "fc1.weight", m->F, m->D);
@@ -427,8 +429,9 @@ static void carve_all(nn_workspace *ws, const nn_model *m, carver *cv) {
     ws->att_q = carve(cv, B * D);
     ws->att_k = carve(cv, P * D);
     ws->att_v = carve(cv, P * D);
-    ws->y_last = carve(cv, B * D);
   }
+  if (m->cfg.attention == NN_ATTN_SELF || m->cfg.attention == NN_ATTN_DOT)
+    ws->y_last = carve(cv, B * D);
   ws->ctx = carve(cv, B * D);
   ws->z1 = m->F > 0 ? carve(cv, B * m->F) : NULL;
   ws->mask = train && m->cfg.dropout > 0.0f ? carve(cv, B * FD) : NULL;

@@ -2,7 +2,7 @@
  *
  * The engine trains and runs the attention-RNN text classifier of README.md, Architecture:
  *   text -> tokens -> Embedding -> RNN|GRU|LSTM (layers, bidirectional, packed) ->
- *   attention pooling (linear|additive|self, padding masked) -> fc1 -> dropout -> fc2
+ *   attention pooling (linear|additive|self|dot, padding masked) -> fc1 -> dropout -> fc2
  * PyTorch is the reference for every formula, parameter name and gate order.
  *
  * Plain C11, no SQLite, no global state. Every fallible call returns NN_OK (0) or an error
@@ -40,7 +40,12 @@ enum nn_status {
 typedef int (*nn_interrupt_fn)(void *ctx);
 
 typedef enum { NN_CELL_RNN = 0, NN_CELL_GRU = 1, NN_CELL_LSTM = 2 } nn_cell;
-typedef enum { NN_ATTN_LINEAR = 0, NN_ATTN_ADDITIVE = 1, NN_ATTN_SELF = 2 } nn_attention;
+typedef enum {
+  NN_ATTN_LINEAR = 0,
+  NN_ATTN_ADDITIVE = 1,
+  NN_ATTN_SELF = 2,
+  NN_ATTN_DOT = 3 /* seed 004: e_t = y_t . y_last, no parameters */
+} nn_attention;
 typedef enum { NN_DEVICE_AUTO = 0, NN_DEVICE_CPU = 1, NN_DEVICE_CUDA = 2 } nn_device;
 
 #define NN_PAD 0 /* token id of <PAD> */
@@ -61,7 +66,7 @@ typedef struct nn_config {
   nn_cell cell;           /* "rnn" (default) | "gru" | "lstm" */
   int layers;             /* default 1 */
   int bidirectional;      /* default 0 */
-  nn_attention attention; /* "linear" (default) | "additive" | "self" */
+  nn_attention attention; /* "linear" (default) | "additive" | "self" | "dot" */
   int embed_dim;          /* default 100 */
   int hidden;             /* RNN hidden size per direction, default 128 */
   int fc_hidden;          /* fc1 width, default 100; 0 = no fc1 */
@@ -97,7 +102,7 @@ int nn_config_validate(const nn_config *cfg, char *err);
 char *nn_config_to_json(const nn_config *cfg);
 
 const char *nn_cell_name(nn_cell cell);           /* "rnn" | "gru" | "lstm" */
-const char *nn_attention_name(nn_attention attn); /* "linear" | "additive" | "self" */
+const char *nn_attention_name(nn_attention attn); /* "linear" | "additive" | "self" | "dot" */
 const char *nn_device_name(nn_device device);     /* "auto" | "cpu" | "cuda" */
 
 /* ---------------------------------------------------------------- text and vocabulary (text.c) */

@@ -90,7 +90,8 @@ static void test_defaults(void) {
         "cell names");
   CHECK(strcmp(nn_attention_name(NN_ATTN_LINEAR), "linear") == 0 &&
             strcmp(nn_attention_name(NN_ATTN_ADDITIVE), "additive") == 0 &&
-            strcmp(nn_attention_name(NN_ATTN_SELF), "self") == 0,
+            strcmp(nn_attention_name(NN_ATTN_SELF), "self") == 0 &&
+            strcmp(nn_attention_name(NN_ATTN_DOT), "dot") == 0,
         "attention names");
   CHECK(strcmp(nn_device_name(NN_DEVICE_AUTO), "auto") == 0 && strcmp(nn_device_name(NN_DEVICE_CPU), "cpu") == 0 &&
             strcmp(nn_device_name(NN_DEVICE_CUDA), "cuda") == 0,
@@ -210,8 +211,11 @@ static void test_errors(void) {
   expect_error("{\"class_weights\":0.5}", "option \"class_weights\" must be true or false, got 0.5");
   expect_error("{\"cell\":\"GRU\"}", "option \"cell\" must be \"rnn\", \"gru\" or \"lstm\", got \"GRU\"");
   expect_error("{\"cell\":1}", "option \"cell\" must be \"rnn\", \"gru\" or \"lstm\", got 1");
-  expect_error("{\"attention\":\"dot\"}",
-               "option \"attention\" must be \"linear\", \"additive\" or \"self\", got \"dot\"");
+  expect_error("{\"attention\":\"dotted\"}",
+               "option \"attention\" must be \"linear\", \"additive\", \"self\" or \"dot\", got "
+               "\"dotted\"");
+  expect_error("{\"attention\":3}",
+               "option \"attention\" must be \"linear\", \"additive\", \"self\" or \"dot\", got 3");
   expect_error("{\"device\":\"gpu\"}", "option \"device\" must be \"auto\", \"cpu\" or \"cuda\", got \"gpu\"");
   expect_error("{\"device\":\"cpu\\u0000\"}",
                "option \"device\" must be \"auto\", \"cpu\" or \"cuda\", got \"cpu\\x00\"");
