@@ -47,6 +47,13 @@ typedef enum {
   NN_ATTN_DOT = 3 /* seed 004: e_t = y_t . y_last, no parameters */
 } nn_attention;
 typedef enum { NN_DEVICE_AUTO = 0, NN_DEVICE_CPU = 1, NN_DEVICE_CUDA = 2 } nn_device;
+/* The validation figure that picks the best epoch and drives early stopping (option "monitor"):
+ * the loss is lower-is-better, F1 (weighted) and accuracy higher-is-better. */
+typedef enum {
+  NN_MONITOR_VAL_LOSS = 0,
+  NN_MONITOR_VAL_F1 = 1,
+  NN_MONITOR_VAL_ACCURACY = 2
+} nn_monitor;
 
 #define NN_PAD 0 /* token id of <PAD> */
 #define NN_UNK 1 /* token id of <UNK> */
@@ -77,9 +84,12 @@ typedef struct nn_config {
   float lr;               /* default 1e-3 */
   float val_fraction;     /* default 0.15, in (0, 0.9] */
   int class_weights;      /* weight classes by 1/count (default 1) */
-  int patience;           /* early stopping patience in epochs (default 10) */
+  int patience;           /* early stopping: epochs without a better monitored figure (10) */
   int lr_patience;        /* ReduceLROnPlateau patience (default 3) */
   float lr_factor;        /* ReduceLROnPlateau factor (default 0.1) */
+  nn_monitor monitor;     /* "val_loss" (default) | "val_f1" | "val_accuracy": picks the best
+                             epoch (weights kept) and drives early stopping; ReduceLROnPlateau
+                             stays on the validation loss */
   uint64_t seed;          /* default 1234 */
   int threads;            /* CPU threads, 0 = all cores (default 0) */
   nn_device device;       /* "auto" (default) | "cpu" | "cuda" */
@@ -104,6 +114,7 @@ char *nn_config_to_json(const nn_config *cfg);
 const char *nn_cell_name(nn_cell cell);           /* "rnn" | "gru" | "lstm" */
 const char *nn_attention_name(nn_attention attn); /* "linear" | "additive" | "self" | "dot" */
 const char *nn_device_name(nn_device device);     /* "auto" | "cpu" | "cuda" */
+const char *nn_monitor_name(nn_monitor monitor);  /* "val_loss" | "val_f1" | "val_accuracy" */
 
 /* ---------------------------------------------------------------- text and vocabulary (text.c) */
 
@@ -286,7 +297,8 @@ typedef struct nn_epoch_stats {
   double train_loss, val_loss, val_accuracy, val_f1; /* val_f1: weighted F1 */
   double lr;      /* learning rate used during this epoch */
   double seconds; /* wall time of the epoch */
-  int best;       /* 1 if this epoch has the best validation loss so far */
+  int best;       /* 1 if this epoch has the best monitored figure so far (cfg.monitor: the
+                   * validation loss by default) */
 } nn_epoch_stats;
 
 /* Called after each batch; return non-zero to stop training (NN_INTERRUPTED). */

@@ -7,8 +7,10 @@
  *   loss      CrossEntropyLoss(weight = 1/count per class over the training split)
  *   optimizer Adam (adam.c); ReduceLROnPlateau(mode min, factor, patience, threshold 1e-4 rel)
  *             stepped with the validation loss after every epoch
- *   stopping  after cfg->epochs, or after cfg->patience epochs without a strictly lower
- *             validation loss; the weights of the best epoch are kept and handed over
+ *   stopping  after cfg->epochs, or after cfg->patience epochs without a strictly better
+ *             monitored figure (cfg->monitor: the validation loss, lower is better, by default;
+ *             or the validation F1 or accuracy, higher is better); the weights of the best
+ *             epoch by that figure are kept and handed over
  *   losses    train_loss / val_loss: mean of the batch losses (the lesson's running average)
  *
  * Batches: each epoch shuffles the training rows, then sorts every chunk of 50 batches' worth of
@@ -164,7 +166,7 @@ int nn_trainer_create_ex(nn_trainer **out, const nn_config *cfg, const char *con
   tr->lr = nn_decimal_double(cfg->lr);
   tr->lr_factor = nn_decimal_double(cfg->lr_factor);
   tr->plateau_best = INFINITY;
-  tr->best_val_loss = INFINITY;
+  tr->best_score = INFINITY;
   tr->stop = NULL;
   tr->stop_ctx = NULL;
   status = NN_OK;
@@ -442,6 +444,16 @@ static void plateau_step(nn_trainer *tr, double val_loss) {
   }
 }
 
+/* The figure cfg->monitor names, as a score where lower is better: the validation loss, or minus
+ * the validation F1 / accuracy (so the best epoch is the one with the highest). */
+static double monitored_score(const nn_config *cfg, const nn_epoch_stats *s) {
+  switch (cfg->monitor) {
+  case NN_MONITOR_VAL_F1: return -s->val_f1;
+  case NN_MONITOR_VAL_ACCURACY: return -s->val_accuracy;
+  default: return s->val_loss;
+  }
+}
+
 int nn_trainer_epoch(nn_trainer *tr, nn_epoch_stats *stats, nn_progress_fn fn, void *ctx,
                      char *err) {
   if (!tr->model) {
@@ -497,11 +509,12 @@ int nn_trainer_epoch(nn_trainer *tr, nn_epoch_stats *stats, nn_progress_fn fn, v
   s.epoch = tr->epochs_run + 1;
   s.train_loss = train_loss;
   s.lr = tr->lr;
-  s.best = s.val_loss < tr->best_val_loss; /* strictly better; NaN never is */
+  double score = monitored_score(&tr->cfg, &s);
+  s.best = score < tr->best_score; /* strictly better; NaN never is */
 
   /* early stopping bookkeeping (the lesson: patience epochs without improvement) */
   if (s.best) {
-    tr->best_val_loss = s.val_loss;
+    tr->best_score = score;
     tr->bad_epochs = 0;
     memcpy(tr->best_params, nn_model_weights(tr->model), tr->param_count * sizeof(float));
   } else {
@@ -556,14 +569,16 @@ char *nn_trainer_metrics_json(const nn_trainer *tr) {
     snprintf(extra, sizeof extra, ",\"pretrained_words\":%d,\"freeze_embeddings\":%s",
              tr->pretrained_words, tr->freeze_embeddings ? "true" : "false");
   const char *format = "{\"best_epoch\":%d,\"val_loss\":%s,\"val_accuracy\":%s,\"val_f1\":%s,"
-                       "\"train_rows\":%d,\"val_rows\":%d,\"epochs_run\":%d,\"seconds\":%s%s}";
-  int len = snprintf(NULL, 0, format, tr->best.epoch, loss, accuracy, f1, tr->n_train, tr->n_val,
-                     tr->epochs_run, seconds, extra);
+                       "\"monitor\":\"%s\",\"train_rows\":%d,\"val_rows\":%d,\"epochs_run\":%d,"
+                       "\"seconds\":%s%s}";
+  const char *monitor = nn_monitor_name(tr->cfg.monitor);
+  int len = snprintf(NULL, 0, format, tr->best.epoch, loss, accuracy, f1, monitor, tr->n_train,
+                     tr->n_val, tr->epochs_run, seconds, extra);
   if (len < 0) return NULL;
   char *json = malloc((size_t)len + 1);
   if (!json) return NULL;
-  snprintf(json, (size_t)len + 1, format, tr->best.epoch, loss, accuracy, f1, tr->n_train,
-           tr->n_val, tr->epochs_run, seconds, extra);
+  snprintf(json, (size_t)len + 1, format, tr->best.epoch, loss, accuracy, f1, monitor,
+           tr->n_train, tr->n_val, tr->epochs_run, seconds, extra);
   return json;
 }
 

@@ -87,7 +87,7 @@ struct nn_trainer {
   double lr_factor;     /* ReduceLROnPlateau factor */
   double plateau_best;  /* ReduceLROnPlateau.best */
   int plateau_bad;      /* ReduceLROnPlateau.num_bad_epochs */
-  double best_val_loss; /* early stopping */
+  double best_score;    /* early stopping: the best monitored_score so far (lower is better) */
   int bad_epochs;
   nn_epoch_stats best;  /* stats of the best epoch (best.epoch == 0: none yet) */
   int epochs_run;

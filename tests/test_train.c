@@ -6,6 +6,10 @@
  *     and the model handed over holds the best epoch's weights (equal to a run stopped there)
  *   - ReduceLROnPlateau: the lr of each epoch follows PyTorch's rule replayed over the reported
  *     validation losses, and drops by exactly the factor
+ *   - option "monitor" (val_f1, val_accuracy): the best flags follow the monitored figure
+ *     (strictly higher), early stopping counts epochs without a higher one, the model handed
+ *     over holds that epoch's weights, the metrics JSON names it; training itself (losses, the
+ *     learning rate on the validation loss) is the same as with val_loss
  *   - a progress callback that returns non-zero interrupts (NN_INTERRUPTED)
  *   - the stratified split sizes, the metrics JSON, and the error messages for no rows, one
  *     label, too many labels and too few rows for a validation split
@@ -170,6 +174,63 @@ static int count_calls(void *ctx, int done, int total, double loss, double rows_
 
 static dataset data; /* large: static */
 
+/* Option "monitor" = which (val_f1 or val_accuracy), against the same run under val_loss. */
+static void check_monitor(const nn_config *base, nn_monitor which) {
+  const char *name = nn_monitor_name(which);
+  nn_config cfg = *base;
+  run_result r, stop, loss_run;
+  const run_result *loss = &loss_run;
+  cfg.monitor = NN_MONITOR_VAL_LOSS;
+  run_training(&loss_run, &cfg, &data, NULL, NULL);
+  cfg.monitor = which;
+  run_training(&r, &cfg, &data, NULL, NULL);
+  CHECK(r.status == NN_DONE, "monitor %s: run status %d: %s", name, r.status, r.err);
+  double highest = -INFINITY;
+  int best = 0, differs = 0;
+  for (int e = 0; e < r.epochs; e++) {
+    double figure = which == NN_MONITOR_VAL_F1 ? r.stats[e].val_f1 : r.stats[e].val_accuracy;
+    int expect_best = figure > highest;
+    printf("monitor %s epoch %d: val_loss %.6f val_f1 %.4f val_acc %.4f lr %g%s%s\n", name, e + 1,
+           r.stats[e].val_loss, r.stats[e].val_f1, r.stats[e].val_accuracy, r.stats[e].lr,
+           r.stats[e].best ? " best" : "", e < loss->epochs && loss->stats[e].best ? " (loss best)" : "");
+    CHECK(r.stats[e].best == expect_best, "monitor %s: epoch %d best flag %d, expected %d", name,
+          e + 1, r.stats[e].best, expect_best);
+    if (expect_best) highest = figure, best = e + 1;
+    if (e < loss->epochs) { /* the same training: the monitor only reads the figures */
+      CHECK(r.stats[e].val_loss == loss->stats[e].val_loss && r.stats[e].lr == loss->stats[e].lr &&
+                r.stats[e].train_loss == loss->stats[e].train_loss,
+            "monitor %s: epoch %d trains differently from val_loss", name, e + 1);
+      differs += r.stats[e].best != loss->stats[e].best;
+    }
+  }
+  CHECK(differs > 0, "monitor %s: the best flags equal val_loss's: the test shows nothing", name);
+  CHECK(r.epochs == cfg.epochs || r.epochs == best + cfg.patience,
+        "monitor %s: stopped after %d epochs, best %d, patience %d", name, r.epochs, best,
+        cfg.patience);
+  CHECK((int)json_value(r.json, "best_epoch") == best, "monitor %s: json best_epoch %g, expected %d",
+        name, json_value(r.json, "best_epoch"), best);
+  char expect_json[64];
+  snprintf(expect_json, sizeof expect_json, "\"monitor\":\"%s\"", name);
+  CHECK(r.json && strstr(r.json, expect_json), "monitor %s: json %s", name, r.json);
+  if (best > 0)
+    CHECK_CLOSE(json_value(r.json, "val_f1"), r.stats[best - 1].val_f1, 1e-8, 0, "json val_f1");
+  /* the weights kept are those of the monitored best epoch: a run stopped there */
+  nn_config cfg_stop = cfg;
+  cfg_stop.epochs = best;
+  cfg_stop.patience = 1000;
+  run_training(&stop, &cfg_stop, &data, NULL, NULL);
+  CHECK(stop.status == NN_DONE && stop.epochs == best, "monitor %s: run to epoch %d: %d epochs",
+        name, best, stop.epochs);
+  if (r.params && stop.params && r.param_count == stop.param_count)
+    CHECK(memcmp(r.params, stop.params, r.param_count * sizeof(float)) == 0,
+          "monitor %s: the taken model is not epoch %d's weights", name, best);
+  printf("monitor %s: %d epochs, best %d (val_loss's best flags differ at %d epochs)\n", name,
+         r.epochs, best, differs);
+  free_run(&r);
+  free_run(&stop);
+  free_run(&loss_run);
+}
+
 /* nn_rng_dropout_mask is nn_rng_uniform's loop, inlined: the same values and the same state
  * after (determinism and the weights of every earlier run depend on it) */
 static void check_dropout_mask_stream(void) {
@@ -315,8 +376,15 @@ int main(void) {
   if (a.params && b.params && a.param_count == b.param_count)
     CHECK(memcmp(a.params, b.params, a.param_count * sizeof(float)) == 0,
           "the taken model is not the best epoch's weights");
-  free_run(&a);
+  CHECK(a.json && strstr(a.json, "\"monitor\":\"val_loss\""), "default monitor in %s", a.json);
   free_run(&b);
+
+  /* ---- monitor: the same noise run, the best epoch by validation F1 or accuracy */
+  free_run(&a);
+  cfg.patience = 3;
+  cfg.seed = 2; /* a run whose best epochs by loss, F1 and accuracy are not all the same */
+  check_monitor(&cfg, NN_MONITOR_VAL_F1);
+  check_monitor(&cfg, NN_MONITOR_VAL_ACCURACY);
 
   /* ---- interrupt */
   calls = 0;
