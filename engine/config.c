@@ -517,3 +517,54 @@ char *nn_config_to_json(const nn_config *cfg) {
   nn_strbuf_puts(&sb, "}");
   return nn_strbuf_take(&sb);
 }
+
+/* ------------------------------------------------------------------------------- warm start */
+
+/* One option's value of cfg as JSON writes it (names quoted), for messages. */
+static void value_text(char *out, size_t n, const config_option *o, const nn_config *cfg) {
+  const char *field = (const char *)cfg + o->offset;
+  int x;
+  switch (o->kind) {
+  case OPT_SEED: {
+    uint64_t u;
+    memcpy(&u, field, sizeof u);
+    snprintf(out, n, "%llu", (unsigned long long)u);
+    return;
+  }
+  case OPT_FLOAT: {
+    float f;
+    memcpy(&f, field, sizeof f);
+    nn_json_format_double(out, n, nn_decimal_double(f));
+    return;
+  }
+  case OPT_BOOL: memcpy(&x, field, sizeof x); snprintf(out, n, "%s", x ? "true" : "false"); return;
+  case OPT_INT: memcpy(&x, field, sizeof x); snprintf(out, n, "%d", x); return;
+  default: memcpy(&x, field, sizeof x); snprintf(out, n, "\"%s\"", enum_name(o->kind, x)); return;
+  }
+}
+
+/* The keys that fix the network's shape or what its vocabulary means: a warm start keeps the
+ * base model's. */
+static const char *const architecture_keys[] = {
+    "cell", "layers", "bidirectional", "attention", "embed_dim", "hidden", "fc_hidden",
+    "vocab_size", "lower", "stopwords", "char_level", "unicode"};
+
+int nn_config_check_warm_start(const nn_config *cfg, const nn_config *base, char *err) {
+  for (size_t k = 0; k < sizeof architecture_keys / sizeof *architecture_keys; k++)
+    for (size_t i = 0; i < NUM_OPTIONS; i++) {
+      const config_option *o = &config_options[i];
+      if (strcmp(o->name, architecture_keys[k]) != 0) continue;
+      size_t size = o->kind == OPT_SEED ? sizeof(uint64_t) : sizeof(int);
+      if (memcmp((const char *)cfg + o->offset, (const char *)base + o->offset, size) == 0)
+        continue;
+      char got[64], has[64];
+      value_text(got, sizeof got, o, cfg);
+      value_text(has, sizeof has, o, base);
+      snprintf(err, NN_ERR_LEN,
+               "option \"%s\" cannot change when training from a model: the base model has %s, "
+               "got %s",
+               o->name, has, got);
+      return NN_ERROR;
+    }
+  return NN_OK;
+}

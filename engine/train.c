@@ -49,15 +49,68 @@ static double now_seconds(void) {
 
 /* ---------------------------------------------------------------- create */
 
+static int trainer_create(nn_trainer **out, const nn_model *base, const nn_config *cfg,
+                          const char *const *texts, const int *text_lens,
+                          const char *const *labels, const int *label_lens, int n,
+                          nn_interrupt_fn stop, void *stop_ctx, char *err);
+
 int nn_trainer_create(nn_trainer **out, const nn_config *cfg, const char *const *texts,
                       const int *text_lens, const char *const *labels, const int *label_lens,
                       int n, char *err) {
-  return nn_trainer_create_ex(out, cfg, texts, text_lens, labels, label_lens, n, NULL, NULL, err);
+  return trainer_create(out, NULL, cfg, texts, text_lens, labels, label_lens, n, NULL, NULL, err);
 }
 
 int nn_trainer_create_ex(nn_trainer **out, const nn_config *cfg, const char *const *texts,
                          const int *text_lens, const char *const *labels, const int *label_lens,
                          int n, nn_interrupt_fn stop, void *stop_ctx, char *err) {
+  return trainer_create(out, NULL, cfg, texts, text_lens, labels, label_lens, n, stop, stop_ctx,
+                        err);
+}
+
+int nn_trainer_create_from(nn_trainer **out, const nn_model *base, const nn_config *cfg,
+                           const char *const *texts, const int *text_lens,
+                           const char *const *labels, const int *label_lens, int n,
+                           nn_interrupt_fn stop, void *stop_ctx, char *err) {
+  *out = NULL;
+  if (!base) {
+    snprintf(err, NN_ERR_LEN, "warm start: no base model");
+    return NN_ERROR;
+  }
+  return trainer_create(out, base, cfg, texts, text_lens, labels, label_lens, n, stop, stop_ctx,
+                        err);
+}
+
+/* The model of a warm start: base's vocabulary (vocab, a copy: taken over, also on error),
+ * labels and weights, cfg's options (its architecture equals base's: checked). */
+static int model_from_base(nn_model **out, const nn_model *base, const nn_config *cfg,
+                           nn_vocab *vocab, char *err) {
+  int C = nn_model_num_classes(base);
+  const char **names = malloc((size_t)C * sizeof *names);
+  if (!names) {
+    nn_vocab_free(vocab);
+    snprintf(err, NN_ERR_LEN, "out of memory copying the base model");
+    return NN_NOMEM;
+  }
+  for (int c = 0; c < C; c++) names[c] = nn_model_label(base, c);
+  int status = nn_model_create_uninit(out, cfg, vocab, names, C, err);
+  free(names);
+  if (status != NN_OK) return status;
+  if (nn_model_param_count(*out) != nn_model_param_count(base)) { /* cannot be: same shapes */
+    snprintf(err, NN_ERR_LEN, "warm start: %zu parameters, the base model has %zu",
+             nn_model_param_count(*out), nn_model_param_count(base));
+    nn_model_free(*out);
+    *out = NULL;
+    return NN_ERROR;
+  }
+  memcpy(nn_model_params(*out), nn_model_weights(base),
+         nn_model_param_count(base) * sizeof(float));
+  return NN_OK;
+}
+
+static int trainer_create(nn_trainer **out, const nn_model *base, const nn_config *cfg,
+                          const char *const *texts, const int *text_lens,
+                          const char *const *labels, const int *label_lens, int n,
+                          nn_interrupt_fn stop, void *stop_ctx, char *err) {
   *out = NULL;
   if (n <= 0) {
     snprintf(err, NN_ERR_LEN, "no training rows");
@@ -65,6 +118,10 @@ int nn_trainer_create_ex(nn_trainer **out, const nn_config *cfg, const char *con
   }
   int status = nn_config_validate(cfg, err);
   if (status != NN_OK) return status;
+  if (base) {
+    status = nn_config_check_warm_start(cfg, nn_model_config(base), err);
+    if (status != NN_OK) return status;
+  }
   for (int i = 0; i < n; i++) {
     int len = text_lens ? text_lens[i] : (texts[i] ? (int)strlen(texts[i]) : 0);
     if (len < 0 || (len > 0 && !texts[i])) {
@@ -82,12 +139,18 @@ int nn_trainer_create_ex(nn_trainer **out, const nn_config *cfg, const char *con
   tr->n = n;
   tr->stop = stop;
   tr->stop_ctx = stop_ctx;
-  status = nn_train_data_prepare(tr, &names, &vocab, texts, text_lens, labels, label_lens, err);
+  status = nn_train_data_prepare(tr, &names, &vocab, base, texts, text_lens, labels, label_lens,
+                                 err);
   if (status != NN_OK) goto fail;
-  int C = names_count = tr->C, max_len = cfg->max_len, B = cfg->batch_size;
+  int C = tr->C, max_len = cfg->max_len, B = cfg->batch_size;
+  names_count = names ? C : 0;
 
-  status = nn_model_create(&tr->model, cfg, vocab, (const char *const *)names, C, cfg->seed, err);
+  if (base)
+    status = model_from_base(&tr->model, base, cfg, vocab, err);
+  else
+    status = nn_model_create(&tr->model, cfg, vocab, (const char *const *)names, C, cfg->seed, err);
   vocab = NULL; /* owned by the model now, also on error */
+  tr->warm_start = base != NULL;
   if (status != NN_OK) goto fail;
   if (stop && stop(stop_ctx)) { /* the initialisation draws every weight */
     snprintf(err, NN_ERR_LEN, "interrupted");
@@ -564,10 +627,14 @@ char *nn_trainer_metrics_json(const nn_trainer *tr) {
   json_number(accuracy, sizeof accuracy, have ? tr->best.val_accuracy : NAN);
   json_number(f1, sizeof f1, have ? tr->best.val_f1 : NAN);
   json_number(seconds, sizeof seconds, tr->seconds);
-  char extra[96] = "";
+  char extra[128] = "";
   if (tr->embeddings_option)
     snprintf(extra, sizeof extra, ",\"pretrained_words\":%d,\"freeze_embeddings\":%s",
              tr->pretrained_words, tr->freeze_embeddings ? "true" : "false");
+  if (tr->warm_start) {
+    size_t used = strlen(extra);
+    snprintf(extra + used, sizeof extra - used, ",\"warm_start\":true");
+  }
   const char *format = "{\"best_epoch\":%d,\"val_loss\":%s,\"val_accuracy\":%s,\"val_f1\":%s,"
                        "\"monitor\":\"%s\",\"train_rows\":%d,\"val_rows\":%d,\"epochs_run\":%d,"
                        "\"seconds\":%s%s}";

@@ -99,6 +99,7 @@ struct nn_trainer {
   int pretrained_words;      /* rows set */
   int freeze_embeddings;
   int embeddings_option;     /* either call was made: report it in the metrics */
+  int warm_start;            /* created by nn_trainer_create_from */
 };
 
 /* Fisher-Yates, as numpy's shuffle: for i from n-1 down to 1, swap a[i] and a[j], j in [0, i]. */
@@ -112,9 +113,11 @@ void nn_train_sort_by_length(int *rows, int count, const int *row_length, int ma
  * tr->row_class, *names: C NUL-terminated copies), the stratified split (tr->train_rows,
  * tr->val_rows, tr->n_train, tr->n_val), the vocabulary of the training split (*vocab), every
  * row encoded (tr->token_ids, token_start, row_length) and the class weights. Reads tr->cfg,
- * tr->n, tr->stop. text_lens may be NULL (NUL-terminated texts), label_lens too. On success
- * *names and *vocab are the caller's; on error they are NULL and what tr holds is freed with it. */
-int nn_train_data_prepare(nn_trainer *tr, char ***names, nn_vocab **vocab,
+ * tr->n, tr->stop. text_lens may be NULL (NUL-terminated texts), label_lens too. With a base
+ * model (a warm start) the classes are its labels (*names NULL; a label it lacks is an error)
+ * and *vocab is a copy of its vocabulary. On success *names and *vocab are the caller's; on
+ * error they are NULL and what tr holds is freed with it. */
+int nn_train_data_prepare(nn_trainer *tr, char ***names, nn_vocab **vocab, const nn_model *base,
                           const char *const *texts, const int *text_lens,
                           const char *const *labels, const int *label_lens, char *err);
 

@@ -129,6 +129,51 @@ done:
 }
 /* ---------------------------------------------------------------- split and encoding */
 
+/* *out = a copy of vocab (the same ids). */
+static int copy_vocab(nn_vocab **out, const nn_vocab *vocab, nn_interrupt_fn stop, void *stop_ctx,
+                      char *err) {
+  int n = nn_vocab_count(vocab);
+  const char **tokens = malloc((size_t)n * sizeof *tokens);
+  int *lens = malloc((size_t)n * sizeof *lens);
+  int status = NN_NOMEM;
+  *out = NULL;
+  if (tokens && lens) {
+    for (int id = 0; id < n; id++) tokens[id] = nn_vocab_token(vocab, id, &lens[id]);
+    status = nn_vocab_from_list_ex(out, tokens, lens, n, stop, stop_ctx, err);
+  } else {
+    snprintf(err, NN_ERR_LEN, "out of memory copying a vocabulary of %d tokens", n);
+  }
+  free(tokens);
+  free(lens);
+  return status;
+}
+
+/* A warm start: each row's label as the base model's class id (C = the base model's classes),
+ * or an error naming the first label the base model does not have. */
+static int base_classes(nn_trainer *tr, const nn_model *base, const char *const *labels,
+                        const int *label_lens, char *err) {
+  tr->C = nn_model_num_classes(base);
+  for (int i = 0; i < tr->n; i++) {
+    int len = label_lens ? label_lens[i] : (labels[i] ? (int)strlen(labels[i]) : 0);
+    if (len < 0 || (len > 0 && !labels[i])) {
+      snprintf(err, NN_ERR_LEN, "label of row %d has an invalid length %d", i + 1, len);
+      return NN_ERROR;
+    }
+    int c = nn_model_label_lookup(base, len > 0 ? labels[i] : "", len);
+    if (c < 0) {
+      char quoted[240];
+      nn_json_quote_for_message(quoted, sizeof quoted, len > 0 ? labels[i] : "", (size_t)len);
+      snprintf(err, NN_ERR_LEN,
+               "label %s of row %d is not one of the base model's %d labels: a warm start keeps "
+               "the base model's labels",
+               quoted, i + 1, tr->C);
+      return NN_ERROR;
+    }
+    tr->row_class[i] = c;
+  }
+  return NN_OK;
+}
+
 /* Stratified split into tr->train_rows and tr->val_rows, both ascending (validation is sorted
  * by length later). class_count: (C) rows per class. */
 static int split_rows(nn_trainer *tr, const int *class_count, char *err) {
@@ -194,10 +239,11 @@ static int split_rows(nn_trainer *tr, const int *class_count, char *err) {
   return status;
 }
 
-/* Vocabulary from the training texts (in row order) into *vocab, then every row encoded into
- * tr->token_ids / token_start / row_length. *vocab stays the caller's to free, also on error. */
-static int encode_rows(nn_trainer *tr, nn_vocab **vocab, const char *const *texts,
-                       const int *text_lens, char *err) {
+/* Vocabulary from the training texts (in row order) into *vocab -- or a copy of `fixed` when it
+ * is given (a warm start) -- then every row encoded into tr->token_ids / token_start /
+ * row_length. *vocab stays the caller's to free, also on error. */
+static int encode_rows(nn_trainer *tr, nn_vocab **vocab, const nn_vocab *fixed,
+                       const char *const *texts, const int *text_lens, char *err) {
   int n = tr->n, max_len = tr->cfg.max_len, status;
   const char **train_texts = malloc((size_t)tr->n_train * sizeof *train_texts);
   int *train_lens = malloc((size_t)tr->n_train * sizeof *train_lens);
@@ -208,8 +254,9 @@ static int encode_rows(nn_trainer *tr, nn_vocab **vocab, const char *const *text
     train_texts[k] = texts[i] ? texts[i] : "";
     train_lens[k] = texts[i] ? text_lens[i] : 0;
   }
-  status = nn_vocab_build_ex(vocab, train_texts, train_lens, tr->n_train, &tr->cfg, tr->stop,
-                             tr->stop_ctx, err);
+  status = fixed ? copy_vocab(vocab, fixed, tr->stop, tr->stop_ctx, err)
+                 : nn_vocab_build_ex(vocab, train_texts, train_lens, tr->n_train, &tr->cfg,
+                                     tr->stop, tr->stop_ctx, err);
   if (status != NN_OK) goto done;
 
   size_t capacity = (size_t)n * 8 + 16, used = 0;
@@ -258,7 +305,7 @@ done:
 /* ---------------------------------------------------------------- all of it */
 
 int nn_train_data_prepare(nn_trainer *tr, char ***names_out, nn_vocab **vocab_out,
-                          const char *const *texts, const int *text_lens,
+                          const nn_model *base, const char *const *texts, const int *text_lens,
                           const char *const *labels, const int *label_lens, char *err) {
   int n = tr->n, status, C = 0;
   char **names = NULL;
@@ -268,7 +315,8 @@ int nn_train_data_prepare(nn_trainer *tr, char ***names_out, nn_vocab **vocab_ou
   *vocab_out = NULL;
   tr->row_class = malloc((size_t)n * sizeof *tr->row_class);
   if (!tr->row_class) goto oom;
-  status = build_classes(&names, &tr->C, tr->row_class, labels, label_lens, n, err);
+  status = base ? base_classes(tr, base, labels, label_lens, err)
+                : build_classes(&names, &tr->C, tr->row_class, labels, label_lens, n, err);
   if (status != NN_OK) goto done;
   C = tr->C;
   class_count = calloc((size_t)C, sizeof *class_count);
@@ -285,14 +333,15 @@ int nn_train_data_prepare(nn_trainer *tr, char ***names_out, nn_vocab **vocab_ou
     for (int i = 0; i < n; i++) lens_copy[i] = texts[i] ? (int)strlen(texts[i]) : 0;
     text_lens = lens_copy;
   }
-  status = encode_rows(tr, &vocab, texts, text_lens, err);
+  status = encode_rows(tr, &vocab, base ? nn_model_vocab(base) : NULL, texts, text_lens, err);
   if (status != NN_OK) goto done;
 
   tr->class_weights = malloc((size_t)C * sizeof *tr->class_weights);
   if (!tr->class_weights) goto oom;
   for (int k = 0; k < tr->n_train; k++) train_count[tr->row_class[tr->train_rows[k]]]++;
-  for (int c = 0; c < C; c++)
-    tr->class_weights[c] = tr->cfg.class_weights ? (float)(1.0 / (double)train_count[c]) : 1.0f;
+  for (int c = 0; c < C; c++) /* a warm start's class may have no rows: no loss reads its 0 */
+    tr->class_weights[c] = !tr->cfg.class_weights ? 1.0f
+                           : train_count[c] ? (float)(1.0 / (double)train_count[c]) : 0.0f;
   status = NN_OK;
   goto done;
 oom:

@@ -10,6 +10,10 @@
  *     (strictly higher), early stopping counts epochs without a higher one, the model handed
  *     over holds that epoch's weights, the metrics JSON names it; training itself (losses, the
  *     learning rate on the validation loss) is the same as with val_loss
+ *   - warm start (nn_trainer_create_from): the base model's vocabulary and labels are kept (new
+ *     words are <UNK>), its first epoch starts from a lower training loss than a fresh model's
+ *     on the same rows, the base model is left unchanged, rows of only some of its labels train;
+ *     a label it lacks and a change of architecture are errors naming them
  *   - a progress callback that returns non-zero interrupts (NN_INTERRUPTED)
  *   - the stratified split sizes, the metrics JSON, and the error messages for no rows, one
  *     label, too many labels and too few rows for a validation split
@@ -245,8 +249,151 @@ static void check_dropout_mask_stream(void) {
   CHECK(nn_rng_next(&a) == nn_rng_next(&b), "the generator state after the mask is the same");
 }
 
+/* Train cfg on the rows of d to the end; the model, or NULL (with a failed CHECK). */
+static nn_model *train_model(const nn_config *cfg, const nn_model *base, dataset *d,
+                             double *first_train_loss) {
+  char err[NN_ERR_LEN] = "";
+  nn_trainer *tr = NULL;
+  nn_model *model = NULL;
+  int status = base ? nn_trainer_create_from(&tr, base, cfg, (const char *const *)d->texts,
+                                             d->text_lens, (const char *const *)d->labels,
+                                             d->label_lens, d->n, NULL, NULL, err)
+                    : nn_trainer_create(&tr, cfg, (const char *const *)d->texts, d->text_lens,
+                                        (const char *const *)d->labels, d->label_lens, d->n, err);
+  CHECK(status == NN_OK, "%s: create: %s", base ? "warm start" : "fresh", err);
+  if (status != NN_OK) return NULL;
+  nn_epoch_stats s;
+  for (int e = 0; (status = nn_trainer_epoch(tr, &s, NULL, NULL, err)) == NN_OK; e++) {
+    if (e == 0) *first_train_loss = s.train_loss;
+    printf("%s epoch %d: train_loss %.4f val_loss %.4f val_acc %.4f\n", base ? "warm" : "fresh",
+           s.epoch, s.train_loss, s.val_loss, s.val_accuracy);
+  }
+  CHECK(status == NN_DONE, "%s: epochs: %s", base ? "warm start" : "fresh", err);
+  char *json = nn_trainer_metrics_json(tr);
+  CHECK(json && (strstr(json, "\"warm_start\":true") != NULL) == (base != NULL),
+        "warm_start in the metrics: %s", json);
+  free(json);
+  if (status == NN_DONE) CHECK(nn_trainer_take_model(tr, &model, err) == NN_OK, "take: %s", err);
+  nn_trainer_free(tr);
+  return model;
+}
+
+static void check_warm_start(void) {
+  char err[NN_ERR_LEN] = "";
+  nn_config cfg;
+  small_config(&cfg);
+  cfg.epochs = 3;
+  /* the base: 3 classes learned from their keywords */
+  make_keyword_data(&data, 600, 3, 0, 21);
+  double loss0 = 0, fresh_loss = 0, warm_loss = 0;
+  nn_model *base = train_model(&cfg, NULL, &data, &loss0);
+  if (!base) return;
+  size_t count = nn_model_param_count(base);
+  float *before = malloc(count * sizeof *before);
+  memcpy(before, nn_model_weights(base), count * sizeof *before);
+  /* new rows of the same task, with words the base never saw */
+  free_dataset(&data);
+  make_keyword_data(&data, 300, 3, 0, 22);
+  for (int i = 0; i < data.n; i += 3) {
+    char *text = malloc((size_t)data.text_lens[i] + 16);
+    int len = sprintf(text, "%s newword%d", data.texts[i], i % 7);
+    free(data.texts[i]);
+    data.texts[i] = text;
+    data.text_lens[i] = len;
+  }
+  nn_config warm_cfg = *nn_model_config(base); /* as ext/ does: the base's options, then the user's */
+  CHECK(nn_config_parse_json(&warm_cfg, "{\"epochs\":2,\"lr\":0.003,\"monitor\":\"val_f1\"}",
+                             err) == NN_OK, "warm options: %s", err);
+  nn_model *fresh = train_model(&cfg, NULL, &data, &fresh_loss);
+  nn_model *warm = train_model(&warm_cfg, base, &data, &warm_loss);
+  if (fresh && warm) {
+    printf("warm start: first epoch train loss %.4f, fresh model %.4f\n", warm_loss, fresh_loss);
+    CHECK(warm_loss < fresh_loss, "warm start first epoch loss %.4f not below fresh %.4f",
+          warm_loss, fresh_loss);
+    const nn_vocab *bv = nn_model_vocab(base), *wv = nn_model_vocab(warm);
+    int same = nn_vocab_count(bv) == nn_vocab_count(wv);
+    for (int id = 0; same && id < nn_vocab_count(bv); id++) {
+      int la, lb;
+      const char *a = nn_vocab_token(bv, id, &la), *b = nn_vocab_token(wv, id, &lb);
+      same = la == lb && memcmp(a, b, (size_t)la) == 0;
+    }
+    CHECK(same, "warm start: the vocabulary is not the base model's (%d vs %d tokens)",
+          nn_vocab_count(wv), nn_vocab_count(bv));
+    CHECK(nn_vocab_lookup(wv, "newword1", 8) == NN_UNK && nn_vocab_lookup(nn_model_vocab(fresh), "newword1", 8) > NN_UNK,
+          "a new word is <UNK> for the warm start, in the fresh vocabulary");
+    CHECK(nn_model_num_classes(warm) == 3 && strcmp(nn_model_label(warm, 2), nn_model_label(base, 2)) == 0,
+          "warm start labels");
+    CHECK(nn_model_config(warm)->monitor == NN_MONITOR_VAL_F1 && nn_model_config(warm)->epochs == 2,
+          "warm start options apply");
+    CHECK(memcmp(before, nn_model_weights(base), count * sizeof *before) == 0,
+          "warm start changed the base model's weights");
+    size_t moved = 0;
+    for (size_t i = 0; i < count; i++) moved += nn_model_weights(warm)[i] != before[i];
+    CHECK(moved > count / 100, "warm start: only %zu of %zu weights moved", moved, count);
+  }
+  nn_model_free(fresh);
+  nn_model_free(warm);
+
+  /* rows of two of the three labels: the model keeps all three */
+  dataset *d = &data;
+  int kept = 0;
+  for (int i = 0; i < d->n; i++) {
+    if (strcmp(d->labels[i], "world") == 0) {
+      free(d->texts[i]);
+      free(d->labels[i]);
+      continue;
+    }
+    d->texts[kept] = d->texts[i], d->text_lens[kept] = d->text_lens[i];
+    d->labels[kept] = d->labels[i], d->label_lens[kept] = d->label_lens[i];
+    kept++;
+  }
+  d->n = kept;
+  double loss_subset = 0;
+  warm = train_model(&warm_cfg, base, &data, &loss_subset);
+  CHECK(warm && nn_model_num_classes(warm) == 3 && isfinite(loss_subset),
+        "warm start on 2 of 3 labels: loss %g", loss_subset);
+  nn_model_free(warm);
+
+  /* errors: a label the base lacks (the first one named), an architecture option changed */
+  nn_trainer *tr = NULL;
+  free(d->labels[5]);
+  d->labels[5] = dup_string("politics");
+  d->label_lens[5] = 8;
+  int status = nn_trainer_create_from(&tr, base, &warm_cfg, (const char *const *)d->texts,
+                                      d->text_lens, (const char *const *)d->labels,
+                                      d->label_lens, d->n, NULL, NULL, err);
+  CHECK(status == NN_ERROR && !tr &&
+            strcmp(err, "label \"politics\" of row 6 is not one of the base model's 3 labels: a "
+                        "warm start keeps the base model's labels") == 0,
+        "new label: %d %s", status, err);
+  printf("warm start, new label: %s\n", err);
+  const char *changes[][2] = {
+      {"{\"hidden\":8}", "option \"hidden\" cannot change when training from a model: the base model has 16, got 8"},
+      {"{\"attention\":\"dot\"}", "option \"attention\" cannot change when training from a model: the base model has \"linear\", got \"dot\""},
+      {"{\"stopwords\":false}", "option \"stopwords\" cannot change when training from a model: the base model has true, got false"},
+  };
+  for (int k = 0; k < 3; k++) {
+    nn_config c = *nn_model_config(base);
+    CHECK(nn_config_parse_json(&c, changes[k][0], err) == NN_OK, "parse %s: %s", changes[k][0], err);
+    status = nn_trainer_create_from(&tr, base, &c, (const char *const *)d->texts, d->text_lens,
+                                    (const char *const *)d->labels, d->label_lens, d->n, NULL,
+                                    NULL, err);
+    CHECK(status == NN_ERROR && !tr && strcmp(err, changes[k][1]) == 0, "%s: %d %s", changes[k][0],
+          status, err);
+    printf("warm start, %s: %s\n", changes[k][0], err);
+  }
+  status = nn_trainer_create_from(&tr, NULL, &cfg, (const char *const *)d->texts, d->text_lens,
+                                  (const char *const *)d->labels, d->label_lens, d->n, NULL,
+                                  NULL, err);
+  CHECK(status == NN_ERROR && !tr, "no base model: %d", status);
+  free(before);
+  nn_model_free(base);
+  free_dataset(&data);
+}
+
 int main(void) {
   check_dropout_mask_stream();
+  check_warm_start();
   nn_config cfg;
   run_result a, b;
   char err[NN_ERR_LEN];
