@@ -298,6 +298,44 @@ void nn_metrics_from_counts(nn_class_metrics *per_class /*(C) or NULL*/,
                             const int64_t *true_positive /*(C)*/, const int64_t *predicted /*(C)*/,
                             const int64_t *support /*(C)*/, int C);
 
+/* Every figure of BigQuery ML's ML.EVALUATE for a classifier (attn_metrics), each as
+ * scikit-learn 1.2 computes it from the same predictions (tests/gen_metrics_fixtures.py checks
+ * them to 1e-6), y_pred being the argmax (first maximum) of each row of probabilities:
+ *   accuracy                  accuracy_score(y_true, y_pred)
+ *   macro_* / weighted_*      precision_recall_fscore_support(y_true, y_pred, average="macro" /
+ *                             "weighted", zero_division=0): the macro mean runs over the classes
+ *                             in y_true or y_pred (sklearn's default labels); the weighted mean
+ *                             weighs by support
+ *   log_loss                  log_loss(y_true, probs, labels=range(C)) with float64
+ *                             probabilities: clipped to [eps, 1 - eps], eps = 2^-52 (float64's
+ *                             machine epsilon, sklearn 1.2's eps="auto"), each row renormalised
+ *                             to sum 1, then the mean of -log p[y_true]
+ *   roc_auc                   one-vs-rest, macro: the mean over classes c of
+ *                             roc_auc_score(y_true == c, probs[:, c]) (the trapezoidal area under
+ *                             roc_curve: tied scores count one half); with 2 classes the AUC of
+ *                             class 1 alone, as roc_auc_score(y_true, probs[:, 1]). A class
+ *                             absent from y_true (or present in every row) has no AUC: sklearn
+ *                             raises an error there; here it is left out of the mean and
+ *                             roc_auc_classes counts the classes averaged. roc_auc is NaN when
+ *                             none has one (all rows of one class). */
+typedef struct nn_evaluation {
+  double accuracy;
+  double macro_precision, macro_recall, macro_f1;
+  double weighted_precision, weighted_recall, weighted_f1;
+  double log_loss;
+  double roc_auc;      /* NaN when no class has both positive and negative rows */
+  int roc_auc_classes; /* classes whose AUC went into roc_auc */
+  int64_t rows;
+} nn_evaluation;
+
+/* From y_true (N class ids in 0..C-1) and probs (N, C) (finite, >= 0; each row a distribution,
+ * as nn_softmax_rows gives it), N >= 1, 2 <= C. O(N C) memory for nothing but an (N) scratch;
+ * the AUC sorts N scores per class: asks stop(stop_ctx) between classes (stop may be NULL;
+ * NN_INTERRUPTED with err "interrupted"). NN_ERROR on bad input (a class id out of range, a
+ * probability that is negative or not finite), naming the row. */
+int nn_metrics_evaluate(nn_evaluation *out, const int *y_true /*(N)*/, const float *probs /*(N, C)*/,
+                        int64_t N, int C, nn_interrupt_fn stop, void *stop_ctx, char *err);
+
 /* ---------------------------------------------------------------- training (train.c) */
 
 typedef struct nn_epoch_stats {
