@@ -4,8 +4,13 @@
  *   additive: e_t = v . tanh(W y_t + b)                 ctx = sum_t softmax(e)_t y_t
  *   self:     q = Wq y_last + bq, k_t = Wk y_t + bk, v_t = Wv y_t + bv,
  *             e_t = q . k_t / sqrt(D)                   ctx = sum_t softmax(e)_t v_t
+ *   dot:      e_t = y_t . y_last (unscaled, no parameters: seed 004's self-attention)
+ *                                                       ctx = sum_t softmax(e)_t y_t
  * where y_last is the output at the sequence's last real token (the self-attention of the whole
- * sequence read at that position). nn_attention_forward / nn_attention_backward. */
+ * sequence read at that position; bidirectional: the concatenated output there, whose reverse
+ * half is the reverse direction's first step, as packed sequences give it).
+ * nn_attention_forward / nn_attention_backward. Every kind is composed of backend operations,
+ * so it runs on every backend. */
 #include <math.h>
 
 #include "model.h"
@@ -38,6 +43,10 @@ void nn_attention_forward(const nn_model *m, nn_workspace *ws) {
     be->segment_dot(ws->scores, ws->att_q, ws->att_k, D, ws->row_sample, P, D,
                     1.0f / sqrtf((float)D));
     values = ws->att_v;
+    break;
+  case NN_ATTN_DOT:
+    be->gather_rows(ws->y_last, D, y, D, ws->last_row, B, D);
+    be->segment_dot(ws->scores, ws->y_last, y, D, ws->row_sample, P, D, 1.0f);
     break;
   }
   be->segment_softmax(ws->alpha, ws->scores, ws->row_sample, P, B, ws->seg_scratch);
@@ -96,5 +105,17 @@ void nn_attention_backward(const nn_model *m, nn_workspace *ws) {
     be->scatter_add_rows(dy, D, ws->d_ctx, D, ws->last_row, B, D);
     break;
   }
+  case NN_ATTN_DOT:
+    /* y takes part three times: as the values, as the keys and (at the last row) the query */
+    be->segment_weighted_sum_backward(dy, D, 0, ws->d_alpha, ws->d_ctx, ws->alpha, y,
+                                      ws->row_sample, P, B, D);
+    be->segment_softmax_backward(ws->d_scores, ws->d_alpha, ws->alpha, ws->row_sample, P, B,
+                                 ws->seg_scratch);
+    be->zero(ws->d_q, (size_t)B * D);
+    be->segment_dot_backward(ws->d_q, ws->d_k, ws->d_scores, ws->y_last, y, D, ws->row_sample,
+                             P, B, D, 1.0f);
+    be->scatter_add_rows(dy, D, ws->d_k, D, NULL, P, D);
+    be->scatter_add_rows(dy, D, ws->d_q, D, ws->last_row, B, D);
+    break;
   }
 }

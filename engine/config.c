@@ -24,9 +24,10 @@ typedef enum {
   OPT_INT,   /* int in [imin, imax] */
   OPT_SEED,  /* uint64 in [imin, imax] */
   OPT_FLOAT, /* float in an interval; open ends flagged */
-  OPT_CELL,
+  OPT_CELL,      /* the enums: int, one of a list of names (enum_names) */
   OPT_ATTENTION,
-  OPT_DEVICE
+  OPT_DEVICE,
+  OPT_MONITOR
 } opt_kind;
 
 typedef struct config_option {
@@ -45,7 +46,7 @@ typedef struct config_option {
 #define OPT_E(f, kind) {#f, kind, offsetof(nn_config, f), 0, 0, 0, 0, 0, 0}
 #define SEED_MAX ((int64_t)1 << 53)
 _Static_assert(sizeof(nn_cell) == sizeof(int) && sizeof(nn_attention) == sizeof(int) &&
-                   sizeof(nn_device) == sizeof(int),
+                   sizeof(nn_device) == sizeof(int) && sizeof(nn_monitor) == sizeof(int),
                "config.c reads the enum fields as int");
 
 /* In the order nn_config_to_json writes them. */
@@ -66,6 +67,7 @@ static const config_option config_options[] = {
     OPT_I(patience, 1, 100000),
     OPT_I(lr_patience, 0, 100000),
     OPT_F(lr_factor, 0.0, 1.0, 1, 1),
+    OPT_E(monitor, OPT_MONITOR),
     {"seed", OPT_SEED, offsetof(nn_config, seed), 0, SEED_MAX, 0, 0, 0, 0},
     OPT_I(threads, 0, 1024),
     OPT_E(device, OPT_DEVICE),
@@ -80,18 +82,32 @@ static const config_option config_options[] = {
 #define NUM_OPTIONS (sizeof config_options / sizeof config_options[0])
 
 static const char *const cell_names[] = {"rnn", "gru", "lstm"};
-static const char *const attention_names[] = {"linear", "additive", "self"};
+static const char *const attention_names[] = {"linear", "additive", "self", "dot"};
 static const char *const device_names[] = {"auto", "cpu", "cuda"};
+static const char *const monitor_names[] = {"val_loss", "val_f1", "val_accuracy"};
+#define COUNT(a) ((int)(sizeof a / sizeof a[0]))
 
-const char *nn_cell_name(nn_cell cell) {
-  return (unsigned)cell < 3 ? cell_names[cell] : "?";
+/* The names of an enum option's values, in enum order; *count of them. */
+static const char *const *enum_names(opt_kind kind, int *count) {
+  switch (kind) {
+  case OPT_CELL: *count = COUNT(cell_names); return cell_names;
+  case OPT_ATTENTION: *count = COUNT(attention_names); return attention_names;
+  case OPT_DEVICE: *count = COUNT(device_names); return device_names;
+  case OPT_MONITOR: *count = COUNT(monitor_names); return monitor_names;
+  default: *count = 0; return NULL;
+  }
 }
-const char *nn_attention_name(nn_attention attn) {
-  return (unsigned)attn < 3 ? attention_names[attn] : "?";
+
+static const char *enum_name(opt_kind kind, int value) {
+  int count;
+  const char *const *names = enum_names(kind, &count);
+  return value >= 0 && value < count ? names[value] : "?";
 }
-const char *nn_device_name(nn_device device) {
-  return (unsigned)device < 3 ? device_names[device] : "?";
-}
+
+const char *nn_cell_name(nn_cell cell) { return enum_name(OPT_CELL, (int)cell); }
+const char *nn_attention_name(nn_attention attn) { return enum_name(OPT_ATTENTION, (int)attn); }
+const char *nn_device_name(nn_device device) { return enum_name(OPT_DEVICE, (int)device); }
+const char *nn_monitor_name(nn_monitor monitor) { return enum_name(OPT_MONITOR, (int)monitor); }
 
 void nn_config_default(nn_config *cfg) {
   memset(cfg, 0, sizeof *cfg);
@@ -117,6 +133,7 @@ void nn_config_default(nn_config *cfg) {
   cfg->patience = 10;
   cfg->lr_patience = 3;
   cfg->lr_factor = 0.1f;
+  cfg->monitor = NN_MONITOR_VAL_LOSS;
   cfg->seed = 1234;
   cfg->threads = 0;
   cfg->device = NN_DEVICE_AUTO;
@@ -143,6 +160,7 @@ uint64_t nn_config_param_count(const nn_config *cfg, uint64_t num_classes) {
   switch (cfg->attention) {
   case NN_ATTN_ADDITIVE: n += P * P + 2 * P; break; /* proj (P,P) + (P), v (1,P) */
   case NN_ATTN_SELF: n += 3 * (P * P + P); break; /* query, key, value (P,P) + (P) */
+  case NN_ATTN_DOT: break; /* no parameters */
   default: n += P + 1; break; /* linear (1,P) + (1) */
   }
   if (F) {
@@ -166,9 +184,19 @@ static void range_text(char *out, size_t n, const config_option *o) {
     snprintf(out, n, "a number in %c%g, %g%c", o->min_open ? '(' : '[', o->fmin, o->fmax,
              o->max_open ? ')' : ']');
     break;
-  case OPT_CELL: snprintf(out, n, "\"rnn\", \"gru\" or \"lstm\""); break;
-  case OPT_ATTENTION: snprintf(out, n, "\"linear\", \"additive\" or \"self\""); break;
-  case OPT_DEVICE: snprintf(out, n, "\"auto\", \"cpu\" or \"cuda\""); break;
+  case OPT_CELL:
+  case OPT_ATTENTION:
+  case OPT_DEVICE:
+  case OPT_MONITOR: { /* "a", "b" or "c" */
+    int count;
+    const char *const *names = enum_names(o->kind, &count);
+    size_t used = 0;
+    out[0] = 0;
+    for (int k = 0; k < count && used < n; k++)
+      used += (size_t)snprintf(out + used, n - used, "%s\"%s\"",
+                               k == 0 ? "" : k == count - 1 ? " or " : ", ", names[k]);
+    break;
+  }
   }
 }
 
@@ -307,10 +335,12 @@ int nn_config_validate(const nn_config *cfg, char *err) {
     }
     case OPT_CELL:
     case OPT_ATTENTION:
-    case OPT_DEVICE: {
-      int x; /* the enums are int-sized */
+    case OPT_DEVICE:
+    case OPT_MONITOR: {
+      int x, count; /* the enums are int-sized */
       memcpy(&x, field, sizeof x);
-      if (x < 0 || x > 2) {
+      enum_names(o->kind, &count);
+      if (x < 0 || x >= count) {
         snprintf(got, sizeof got, "%d", x);
         return option_error(err, o, got);
       }
@@ -384,12 +414,12 @@ static int parse_option(nn_config *cfg, const config_option *o, const nn_json *v
   }
   case OPT_CELL:
   case OPT_ATTENTION:
-  case OPT_DEVICE: {
-    const char *const *names = o->kind == OPT_CELL        ? cell_names
-                               : o->kind == OPT_ATTENTION ? attention_names
-                                                          : device_names;
+  case OPT_DEVICE:
+  case OPT_MONITOR: {
+    int count;
+    const char *const *names = enum_names(o->kind, &count);
     if (v->type != NN_JSON_STRING) return option_error(err, o, got);
-    for (int k = 0; k < 3; k++)
+    for (int k = 0; k < count; k++)
       if (v->str_len == strlen(names[k]) && memcmp(v->str, names[k], v->str_len) == 0) {
         memcpy(field, &k, sizeof k);
         return NN_OK;
@@ -475,17 +505,66 @@ char *nn_config_to_json(const nn_config *cfg) {
     }
     case OPT_CELL:
     case OPT_ATTENTION:
-    case OPT_DEVICE: {
+    case OPT_DEVICE:
+    case OPT_MONITOR: {
       int x;
       memcpy(&x, field, sizeof x);
-      const char *name = o->kind == OPT_CELL        ? nn_cell_name((nn_cell)x)
-                         : o->kind == OPT_ATTENTION ? nn_attention_name((nn_attention)x)
-                                                    : nn_device_name((nn_device)x);
-      nn_strbuf_printf(&sb, "\"%s\"", name);
+      nn_strbuf_printf(&sb, "\"%s\"", enum_name(o->kind, x));
       break;
     }
     }
   }
   nn_strbuf_puts(&sb, "}");
   return nn_strbuf_take(&sb);
+}
+
+/* ------------------------------------------------------------------------------- warm start */
+
+/* One option's value of cfg as JSON writes it (names quoted), for messages. */
+static void value_text(char *out, size_t n, const config_option *o, const nn_config *cfg) {
+  const char *field = (const char *)cfg + o->offset;
+  int x;
+  switch (o->kind) {
+  case OPT_SEED: {
+    uint64_t u;
+    memcpy(&u, field, sizeof u);
+    snprintf(out, n, "%llu", (unsigned long long)u);
+    return;
+  }
+  case OPT_FLOAT: {
+    float f;
+    memcpy(&f, field, sizeof f);
+    nn_json_format_double(out, n, nn_decimal_double(f));
+    return;
+  }
+  case OPT_BOOL: memcpy(&x, field, sizeof x); snprintf(out, n, "%s", x ? "true" : "false"); return;
+  case OPT_INT: memcpy(&x, field, sizeof x); snprintf(out, n, "%d", x); return;
+  default: memcpy(&x, field, sizeof x); snprintf(out, n, "\"%s\"", enum_name(o->kind, x)); return;
+  }
+}
+
+/* The keys that fix the network's shape or what its vocabulary means: a warm start keeps the
+ * base model's. */
+static const char *const architecture_keys[] = {
+    "cell", "layers", "bidirectional", "attention", "embed_dim", "hidden", "fc_hidden",
+    "vocab_size", "lower", "stopwords", "char_level", "unicode"};
+
+int nn_config_check_warm_start(const nn_config *cfg, const nn_config *base, char *err) {
+  for (size_t k = 0; k < sizeof architecture_keys / sizeof *architecture_keys; k++)
+    for (size_t i = 0; i < NUM_OPTIONS; i++) {
+      const config_option *o = &config_options[i];
+      if (strcmp(o->name, architecture_keys[k]) != 0) continue;
+      size_t size = o->kind == OPT_SEED ? sizeof(uint64_t) : sizeof(int);
+      if (memcmp((const char *)cfg + o->offset, (const char *)base + o->offset, size) == 0)
+        continue;
+      char got[64], has[64];
+      value_text(got, sizeof got, o, cfg);
+      value_text(has, sizeof has, o, base);
+      snprintf(err, NN_ERR_LEN,
+               "option \"%s\" cannot change when training from a model: the base model has %s, "
+               "got %s",
+               o->name, has, got);
+      return NN_ERROR;
+    }
+  return NN_OK;
 }

@@ -1,7 +1,8 @@
 /* model.c -- the model: its parameter table (PyTorch state_dict names and order, one flat
  * buffer with named views), PyTorch's default initialisation, the workspace arena, and the
  * top-level forward/backward that chains embedding -> recurrent layers -> attention -> fc1 ->
- * dropout -> fc2 (recurrent.c and attention.c hold those layers).
+ * dropout -> fc2 (recurrent.c and attention.c hold those layers; model_infer.c the tables
+ * inference builds once the weights are final).
  *
  * The batch is processed in packed, length-sorted order (see model.h); logits and attention
  * are written back in the caller's row order.
@@ -88,6 +89,8 @@ static size_t build_tensor_table(nn_model *m) {
     m->attn_k_b = add_tensor(m, &off, "attn.key.bias", m->D, 0);
     m->attn_v_w = add_tensor(m, &off, "attn.value.weight", m->D, m->D);
     m->attn_v_b = add_tensor(m, &off, "attn.value.bias", m->D, 0);
+    break;
+  case NN_ATTN_DOT: /* no parameters */
     break;
   }
   if (m->F > 0) {
@@ -286,10 +289,8 @@ int nn_model_sync(nn_model *m, char *err) {
   return nn_backend_check(m->be, "uploading the parameters", err);
 }
 
-static void drop_fold(nn_model *m);
-
 float *nn_model_train_params(nn_model *m) {
-  drop_fold(m); /* the weights are about to change */
+  nn_model_drop_inference(m); /* the weights are about to change */
   if (on_device(m)) m->params_state = NN_PARAMS_DEVICE_NEWER;
   return m->params;
 }
@@ -299,181 +300,13 @@ const float *nn_model_weights(const nn_model *m) {
   return m->host_params;
 }
 
-static void drop_fold(nn_model *m) {
-  for (int d = 0; d < 2; d++) {
-    m->be->free(m->fold[d]);
-    m->fold[d] = NULL;
-    m->be->free(m->step1[d]);
-    m->step1[d] = NULL;
-  }
-  free(m->transposed);
-  m->transposed = NULL;
-  memset(m->w_hh_t, 0, sizeof m->w_hh_t);
-  m->be->free(m->head_buf);
-  m->head_buf = NULL;
-  m->head_w = m->head_b = NULL;
-}
-
-/* dst (cols, rows) = src (rows, cols)^T */
-static void transpose(float *dst, const float *src, int rows, int cols) {
-  for (int i = 0; i < rows; i++)
-    for (int j = 0; j < cols; j++) dst[(size_t)j * rows + i] = src[(size_t)i * cols + j];
-}
-
-/* The transposed weights of inference (host memory only; see model.h). Misaligned rows cost a
- * one-row product ~30%: every 64-byte load would straddle two cache lines. */
-static size_t aligned_floats(size_t n) { return (n + 15) & ~(size_t)15; }
-static int prepare_transposed(nn_model *m) {
-  if (m->be->device_memory) return NN_OK;
-  int GH = m->G * m->H;
-  size_t piece = aligned_floats((size_t)m->H * GH);
-  float *t = aligned_alloc(64, (size_t)m->L * m->dirs * piece * sizeof(float));
-  if (!t) return NN_NOMEM;
-  m->transposed = t;
-  for (int l = 0; l < m->L; l++)
-    for (int d = 0; d < m->dirs; d++) {
-      transpose(t, m->params + m->rnn[l][d].w_hh, GH, m->H);
-      m->w_hh_t[l][d] = t;
-      t += piece;
-    }
-  return NN_OK;
-}
-
-/* The folded head of inference (model.h), with the backend's own operations: one-row inference
- * then multiplies D x C weights instead of D x F + F x C, and reads 2 KB instead of 51 KB for
- * the lesson's model. Only when it is no larger than fc1 and fc2 (a narrow fc1 between many
- * classes and a wide encoder would make C x D far larger than the file): else inference runs
- * fc1 and fc2 (head_w NULL). */
-static int prepare_head(nn_model *m) {
-  const nn_backend *be = m->be;
-  const float *p = m->params;
-  int C = m->C, D = m->D, F = m->F;
-  if (F == 0) {
-    m->head_w = p + m->fc2_w;
-    m->head_b = p + m->fc2_b;
-    return NN_OK;
-  }
-  if ((uint64_t)C * D > (uint64_t)F * ((uint64_t)C + D)) return NN_OK;
-  size_t nw = aligned_floats((size_t)C * D);
-  float *buf = be->alloc((nw + (size_t)C) * sizeof(float));
-  if (!buf) return NN_NOMEM;
-  m->head_buf = buf;
-  /* head_w (C, D) = W2 (C, F) W1 (F, D); head_b (1, C) = b1 (1, F) W2^T + b2 */
-  be->sgemm(0, 0, C, D, F, 1.0f, p + m->fc2_w, F, p + m->fc1_w, D, 0.0f, buf, D);
-  be->sgemm(0, 1, 1, C, F, 1.0f, p + m->fc1_b, F, p + m->fc2_w, F, 0.0f, buf + nw, C);
-  be->add_bias(buf + nw, C, p + m->fc2_b, 1, C);
-  m->head_w = buf;
-  m->head_b = buf + nw;
-  return NN_OK;
-}
-
 float *nn_model_params(nn_model *m) {
-  drop_fold(m); /* the caller may change the weights the table was folded from */
+  nn_model_drop_inference(m); /* the caller may change the weights the table was folded from */
   params_to_host(m);
   if (on_device(m)) m->params_state = NN_PARAMS_HOST_NEWER; /* uploaded before the next use */
   return m->host_params;
 }
 
-/* m->step1[d] (model.h) from m->fold[d]: step 0 of every token at once, as direction_forward
- * runs it (h_prev = 0, c_prev = 0; gru: h_prev W_hh^T = 0, + b_hh), then one GEMM. (rnn's
- * tanh over V * H values may take libmvec's vector or scalar tanhf for a value where the runtime
- * step took the other: h_0 can differ in its last bit, as the GEMM orders already do.)
- * NN_NOMEM when a buffer cannot be had: the caller then runs without the table. */
-static int prepare_step1(nn_model *m, int d) {
-  const nn_backend *be = m->be;
-  const nn_rnn_params *w = &m->rnn[0][d];
-  size_t V = (size_t)m->V;
-  int H = m->H, GH = m->G * m->H;
-  nn_cell cell = m->cfg.cell;
-  float *pre = be->alloc(V * GH * sizeof(float)), *h0 = be->alloc(V * H * sizeof(float));
-  float *extra = cell == NN_CELL_RNN ? NULL
-                 : be->alloc(V * (cell == NN_CELL_GRU ? GH : H) * sizeof(float)); /* hw or c */
-  float *t = be->alloc(V * GH * sizeof(float));
-  int ok = pre && h0 && t && (cell == NN_CELL_RNN || extra);
-  if (ok) {
-    be->gather_rows(pre, GH, m->fold[d], GH, NULL, (int)V, GH); /* the cells overwrite pre */
-    switch (cell) {
-    case NN_CELL_RNN:
-      be->rnn_step_forward(h0, pre, (int)V, H);
-      break;
-    case NN_CELL_GRU:
-      be->zero(extra, V * GH);
-      be->add_bias(extra, GH, m->params + w->b_hh, (int)V, GH);
-      be->gru_step_forward(h0, pre, extra, NULL, (int)V, H);
-      break;
-    case NN_CELL_LSTM:
-      be->lstm_step_forward(h0, extra, pre, NULL, (int)V, H);
-      break;
-    }
-    be->sgemm(0, 1, (int)V, GH, H, 1.0f, h0, H, m->params + w->w_hh, H, 0.0f, t, GH);
-    m->step1[d] = t;
-  } else {
-    be->free(t);
-  }
-  be->free(pre);
-  be->free(h0);
-  be->free(extra);
-  return ok ? NN_OK : NN_NOMEM;
-}
-
-int nn_model_prepare_inference(nn_model *m, char *err) {
-  drop_fold(m);
-  int rc = nn_model_sync(m, err);
-  if (rc != NN_OK) return rc;
-  if (on_device(m) && m->params_state == NN_PARAMS_HOST_NEWER) /* uploaded: the weights are */
-    m->params_state = NN_PARAMS_SYNCED;                           /* final, the copies equal */
-  const nn_backend *be = m->be;
-  int GH = m->G * m->H, E = m->E;
-  if (prepare_transposed(m) != NN_OK || prepare_head(m) != NN_OK) {
-    drop_fold(m);
-    if (nn_backend_check(be, "preparing the weights for inference", err) == NN_OK)
-      snprintf(err, NN_ERR_LEN, "out of memory preparing the weights for inference");
-    return NN_NOMEM;
-  }
-  /* The tables are a speed-up, built within a budget proportional to the parameters (so to the
-   * model's file: a model cannot take memory out of proportion to its BLOB), else skipped:
-   * the same results either way (model.h). */
-  double budget = nn_model_table_budget(m);
-  double fold_bytes = (double)m->V * GH * m->dirs * sizeof(float);
-  double step1_bytes = fold_bytes; /* + its scratch, one direction at a time: */
-  double step1_scratch = (double)m->V * (2.0 * GH + m->H) * sizeof(float);
-  if ((double)m->V * GH * m->dirs > 64.0 * 1024 * 1024 || fold_bytes > budget) { /* keep GEMMs */
-    rc = nn_backend_check(be, "preparing the weights for inference", err); /* the head's ops */
-    if (rc != NN_OK) drop_fold(m);
-    return rc;
-  }
-  for (int d = 0; d < m->dirs; d++) {
-    const nn_rnn_params *w = &m->rnn[0][d];
-    float *t = be->alloc((size_t)m->V * GH * sizeof(float));
-    if (!t) {
-      drop_fold(m);
-      snprintf(err, NN_ERR_LEN, "out of memory folding the input projection");
-      return NN_NOMEM;
-    }
-    /* t (V, GH) = emb (V, E) W_ih^T + b_ih (+ b_hh for rnn and lstm, as direction_forward) */
-    be->sgemm(0, 1, m->V, GH, E, 1.0f, m->params + m->emb, E, m->params + w->w_ih, E, 0.0f, t, GH);
-    be->add_bias(t, GH, m->params + w->b_ih, m->V, GH);
-    if (m->cfg.cell != NN_CELL_GRU) be->add_bias(t, GH, m->params + w->b_hh, m->V, GH);
-    m->fold[d] = t;
-    rc = nn_backend_check(be, "folding the input projection", err);
-    if (rc != NN_OK) {
-      drop_fold(m);
-      return rc;
-    }
-    /* the step-1 table doubles the memory: only while both stay under the same 256 MB */
-    int room = (double)m->V * GH * m->dirs * 2 <= 64.0 * 1024 * 1024 &&
-               fold_bytes + step1_bytes + step1_scratch <= budget;
-    if (room && prepare_step1(m, d) != NN_OK && be->error)
-      be->error(NULL, 0); /* an optimisation: out of memory (its only error), run without it */
-  }
-  rc = nn_backend_check(be, "folding the input projection", err);
-  if (rc != NN_OK) drop_fold(m);
-  return rc;
-}
-
-double nn_model_table_budget(const nn_model *m) {
-  return NN_INFER_TABLES_FACTOR * (double)m->nparams * sizeof(float) + NN_INFER_TABLES_SLACK;
-}
 
 /* Bytes of one side of the model: host (device = 0) or a device backend's memory (device = 1). */
 static size_t model_bytes(const nn_model *m, int device) {
@@ -486,8 +319,8 @@ static size_t model_bytes(const nn_model *m, int device) {
   size_t GH = (size_t)m->G * m->H;
   for (int d = 0; d < 2; d++)
     backend += (size_t)m->V * GH * f * ((m->fold[d] ? 1 : 0) + (m->step1[d] ? 1 : 0));
-  if (m->head_buf) backend += (aligned_floats((size_t)m->C * m->D) + (size_t)m->C) * f;
-  if (m->transposed) host += (size_t)m->L * m->dirs * aligned_floats((size_t)m->H * GH) * f;
+  if (m->head_buf) backend += (nn_aligned_floats((size_t)m->C * m->D) + (size_t)m->C) * f;
+  if (m->transposed) host += (size_t)m->L * m->dirs * nn_aligned_floats((size_t)m->H * GH) * f;
   if (!dev) return device ? 0 : host + backend;
   return device ? backend : host;
 }
@@ -595,8 +428,9 @@ static void carve_all(nn_workspace *ws, const nn_model *m, carver *cv) {
     ws->att_q = carve(cv, B * D);
     ws->att_k = carve(cv, P * D);
     ws->att_v = carve(cv, P * D);
-    ws->y_last = carve(cv, B * D);
   }
+  if (m->cfg.attention == NN_ATTN_SELF || m->cfg.attention == NN_ATTN_DOT)
+    ws->y_last = carve(cv, B * D);
   ws->ctx = carve(cv, B * D);
   ws->z1 = m->F > 0 ? carve(cv, B * m->F) : NULL;
   ws->mask = train && m->cfg.dropout > 0.0f ? carve(cv, B * FD) : NULL;

@@ -2,7 +2,7 @@
  *
  * The engine trains and runs the attention-RNN text classifier of README.md, Architecture:
  *   text -> tokens -> Embedding -> RNN|GRU|LSTM (layers, bidirectional, packed) ->
- *   attention pooling (linear|additive|self, padding masked) -> fc1 -> dropout -> fc2
+ *   attention pooling (linear|additive|self|dot, padding masked) -> fc1 -> dropout -> fc2
  * PyTorch is the reference for every formula, parameter name and gate order.
  *
  * Plain C11, no SQLite, no global state. Every fallible call returns NN_OK (0) or an error
@@ -40,8 +40,20 @@ enum nn_status {
 typedef int (*nn_interrupt_fn)(void *ctx);
 
 typedef enum { NN_CELL_RNN = 0, NN_CELL_GRU = 1, NN_CELL_LSTM = 2 } nn_cell;
-typedef enum { NN_ATTN_LINEAR = 0, NN_ATTN_ADDITIVE = 1, NN_ATTN_SELF = 2 } nn_attention;
+typedef enum {
+  NN_ATTN_LINEAR = 0,
+  NN_ATTN_ADDITIVE = 1,
+  NN_ATTN_SELF = 2,
+  NN_ATTN_DOT = 3 /* seed 004: e_t = y_t . y_last, no parameters */
+} nn_attention;
 typedef enum { NN_DEVICE_AUTO = 0, NN_DEVICE_CPU = 1, NN_DEVICE_CUDA = 2 } nn_device;
+/* The validation figure that picks the best epoch and drives early stopping (option "monitor"):
+ * the loss is lower-is-better, F1 (weighted) and accuracy higher-is-better. */
+typedef enum {
+  NN_MONITOR_VAL_LOSS = 0,
+  NN_MONITOR_VAL_F1 = 1,
+  NN_MONITOR_VAL_ACCURACY = 2
+} nn_monitor;
 
 #define NN_PAD 0 /* token id of <PAD> */
 #define NN_UNK 1 /* token id of <UNK> */
@@ -61,7 +73,7 @@ typedef struct nn_config {
   nn_cell cell;           /* "rnn" (default) | "gru" | "lstm" */
   int layers;             /* default 1 */
   int bidirectional;      /* default 0 */
-  nn_attention attention; /* "linear" (default) | "additive" | "self" */
+  nn_attention attention; /* "linear" (default) | "additive" | "self" | "dot" */
   int embed_dim;          /* default 100 */
   int hidden;             /* RNN hidden size per direction, default 128 */
   int fc_hidden;          /* fc1 width, default 100; 0 = no fc1 */
@@ -72,9 +84,12 @@ typedef struct nn_config {
   float lr;               /* default 1e-3 */
   float val_fraction;     /* default 0.15, in (0, 0.9] */
   int class_weights;      /* weight classes by 1/count (default 1) */
-  int patience;           /* early stopping patience in epochs (default 10) */
+  int patience;           /* early stopping: epochs without a better monitored figure (10) */
   int lr_patience;        /* ReduceLROnPlateau patience (default 3) */
   float lr_factor;        /* ReduceLROnPlateau factor (default 0.1) */
+  nn_monitor monitor;     /* "val_loss" (default) | "val_f1" | "val_accuracy": picks the best
+                             epoch (weights kept) and drives early stopping; ReduceLROnPlateau
+                             stays on the validation loss */
   uint64_t seed;          /* default 1234 */
   int threads;            /* CPU threads, 0 = all cores (default 0) */
   nn_device device;       /* "auto" (default) | "cpu" | "cuda" */
@@ -93,12 +108,21 @@ int nn_config_parse_json(nn_config *cfg, const char *json, char *err);
 /* Check ranges of an already filled config (used after parse and after loading a file). */
 int nn_config_validate(const nn_config *cfg, char *err);
 
+/* A warm start (nn_trainer_create_from) keeps the base model's architecture and vocabulary:
+ * NN_ERROR naming the first option of cfg that differs from base on them (cell, layers,
+ * bidirectional, attention, embed_dim, hidden, fc_hidden, vocab_size, lower, stopwords,
+ * char_level, unicode), e.g.
+ *   option "hidden" cannot change when training from a model: the base model has 128, got 64
+ * Every other option (epochs, lr, dropout, monitor, max_len, seed, device, ...) may change. */
+int nn_config_check_warm_start(const nn_config *cfg, const nn_config *base, char *err);
+
 /* The config as a JSON object (all keys), malloc'd, NUL-terminated; NULL when out of memory. */
 char *nn_config_to_json(const nn_config *cfg);
 
 const char *nn_cell_name(nn_cell cell);           /* "rnn" | "gru" | "lstm" */
-const char *nn_attention_name(nn_attention attn); /* "linear" | "additive" | "self" */
+const char *nn_attention_name(nn_attention attn); /* "linear" | "additive" | "self" | "dot" */
 const char *nn_device_name(nn_device device);     /* "auto" | "cpu" | "cuda" */
+const char *nn_monitor_name(nn_monitor monitor);  /* "val_loss" | "val_f1" | "val_accuracy" */
 
 /* ---------------------------------------------------------------- text and vocabulary (text.c) */
 
@@ -274,6 +298,44 @@ void nn_metrics_from_counts(nn_class_metrics *per_class /*(C) or NULL*/,
                             const int64_t *true_positive /*(C)*/, const int64_t *predicted /*(C)*/,
                             const int64_t *support /*(C)*/, int C);
 
+/* Every figure of BigQuery ML's ML.EVALUATE for a classifier (attn_metrics), each as
+ * scikit-learn 1.2 computes it from the same predictions (tests/gen_metrics_fixtures.py checks
+ * them to 1e-6), y_pred being the argmax (first maximum) of each row of probabilities:
+ *   accuracy                  accuracy_score(y_true, y_pred)
+ *   macro_* / weighted_*      precision_recall_fscore_support(y_true, y_pred, average="macro" /
+ *                             "weighted", zero_division=0): the macro mean runs over the classes
+ *                             in y_true or y_pred (sklearn's default labels); the weighted mean
+ *                             weighs by support
+ *   log_loss                  log_loss(y_true, probs, labels=range(C)) with float64
+ *                             probabilities: clipped to [eps, 1 - eps], eps = 2^-52 (float64's
+ *                             machine epsilon, sklearn 1.2's eps="auto"), each row renormalised
+ *                             to sum 1, then the mean of -log p[y_true]
+ *   roc_auc                   one-vs-rest, macro: the mean over classes c of
+ *                             roc_auc_score(y_true == c, probs[:, c]) (the trapezoidal area under
+ *                             roc_curve: tied scores count one half); with 2 classes the AUC of
+ *                             class 1 alone, as roc_auc_score(y_true, probs[:, 1]). A class
+ *                             absent from y_true (or present in every row) has no AUC: sklearn
+ *                             raises an error there; here it is left out of the mean and
+ *                             roc_auc_classes counts the classes averaged. roc_auc is NaN when
+ *                             none has one (all rows of one class). */
+typedef struct nn_evaluation {
+  double accuracy;
+  double macro_precision, macro_recall, macro_f1;
+  double weighted_precision, weighted_recall, weighted_f1;
+  double log_loss;
+  double roc_auc;      /* NaN when no class has both positive and negative rows */
+  int roc_auc_classes; /* classes whose AUC went into roc_auc */
+  int64_t rows;
+} nn_evaluation;
+
+/* From y_true (N class ids in 0..C-1) and probs (N, C) (finite, >= 0; each row a distribution,
+ * as nn_softmax_rows gives it), N >= 1, 2 <= C. O(N C) memory for nothing but an (N) scratch;
+ * the AUC sorts N scores per class: asks stop(stop_ctx) between classes (stop may be NULL;
+ * NN_INTERRUPTED with err "interrupted"). NN_ERROR on bad input (a class id out of range, a
+ * probability that is negative or not finite), naming the row. */
+int nn_metrics_evaluate(nn_evaluation *out, const int *y_true /*(N)*/, const float *probs /*(N, C)*/,
+                        int64_t N, int C, nn_interrupt_fn stop, void *stop_ctx, char *err);
+
 /* ---------------------------------------------------------------- training (train.c) */
 
 typedef struct nn_epoch_stats {
@@ -281,7 +343,8 @@ typedef struct nn_epoch_stats {
   double train_loss, val_loss, val_accuracy, val_f1; /* val_f1: weighted F1 */
   double lr;      /* learning rate used during this epoch */
   double seconds; /* wall time of the epoch */
-  int best;       /* 1 if this epoch has the best validation loss so far */
+  int best;       /* 1 if this epoch has the best monitored figure so far (cfg.monitor: the
+                   * validation loss by default) */
 } nn_epoch_stats;
 
 /* Called after each batch; return non-zero to stop training (NN_INTERRUPTED). */
@@ -301,6 +364,27 @@ int nn_trainer_create(nn_trainer **out, const nn_config *cfg, const char *const 
 int nn_trainer_create_ex(nn_trainer **out, const nn_config *cfg, const char *const *texts,
                          const int *text_lens, const char *const *labels, const int *label_lens,
                          int n, nn_interrupt_fn stop, void *stop_ctx, char *err);
+/* A warm start: a trainer whose model starts as `base` -- its vocabulary, labels, architecture
+ * and weights (copied: base stays the caller's, unchanged, and may be freed once this returns)
+ * -- and trains on the n rows given, split, encoded and weighted as nn_trainer_create does but
+ * with base's vocabulary (words it lacks are <UNK>) and base's label set.
+ *   cfg: the options of this training. Start from *nn_model_config(base) and parse the user's
+ *        options over it (nn_config_parse_json), so that what is not given is the base
+ *        model's recipe. The options that fix the architecture or the vocabulary (see
+ *        nn_config_check_warm_start) must equal base's: a differing one is REFUSED with an
+ *        error naming it (not ignored). Training options (epochs, lr, batch_size, dropout,
+ *        monitor, patience, val_fraction, class_weights, seed, threads, device, max_len, ...)
+ *        apply; seed draws no weights here (split, shuffling and dropout only).
+ *   labels: each must be one of base's labels (the model keeps all of them, also those with no
+ *        row here: their class weight is 0 and no loss reads it); the first that is not is an
+ *        error: label "x" of row 5 is not one of the base model's 4 labels: ...
+ * The metrics JSON records "warm_start":true. Pretrained embeddings (nn_trainer_set_embedding)
+ * would overwrite rows of base's embedding: ext/ refuses "embeddings" with a warm start;
+ * nn_trainer_freeze_embeddings works as usual. */
+int nn_trainer_create_from(nn_trainer **out, const nn_model *base, const nn_config *cfg,
+                           const char *const *texts, const int *text_lens,
+                           const char *const *labels, const int *label_lens, int n,
+                           nn_interrupt_fn stop, void *stop_ctx, char *err);
 /* Run one epoch. Returns NN_OK with *stats filled, NN_DONE when training is over (epochs
  * reached or early stopping; *stats untouched), or an error / NN_INTERRUPTED. */
 int nn_trainer_epoch(nn_trainer *tr, nn_epoch_stats *stats, nn_progress_fn fn, void *ctx,

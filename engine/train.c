@@ -1,17 +1,16 @@
-/* train.c -- the training loop: data preparation, epochs, learning-rate schedule, early stopping.
+/* train.c -- the training loop: creating the trainer, epochs, learning-rate schedule, early
+ * stopping. The rows are prepared first by train_data.c (labels, split, vocabulary, encoding).
  *
  * The recipe of the Made-With-ML "Attention" lesson (README.md, Architecture: the model and its
  * training), PyTorch semantics:
- *   labels    sorted set of distinct byte strings (memcmp order, shorter first on a tie), as
- *             sklearn's LabelEncoder; 2 to NN_MAX_CLASSES (config.h) classes
- *   split     stratified: per class, its rows shuffled (Fisher-Yates, seeded) and
- *             round(val_fraction * count) of them to validation, keeping at least 1 in training
- *   vocab     from the training split's texts (in row order); every text encoded once
+ *   data      labels, stratified split, vocabulary, class weights: train_data.c
  *   loss      CrossEntropyLoss(weight = 1/count per class over the training split)
  *   optimizer Adam (adam.c); ReduceLROnPlateau(mode min, factor, patience, threshold 1e-4 rel)
  *             stepped with the validation loss after every epoch
- *   stopping  after cfg->epochs, or after cfg->patience epochs without a strictly lower
- *             validation loss; the weights of the best epoch are kept and handed over
+ *   stopping  after cfg->epochs, or after cfg->patience epochs without a strictly better
+ *             monitored figure (cfg->monitor: the validation loss, lower is better, by default;
+ *             or the validation F1 or accuracy, higher is better); the weights of the best
+ *             epoch by that figure are kept and handed over
  *   losses    train_loss / val_loss: mean of the batch losses (the lesson's running average)
  *
  * Batches: each epoch shuffles the training rows, then sorts every chunk of 50 batches' worth of
@@ -40,100 +39,7 @@
 #include "nn.h"
 #include "pool.h"
 #include "text.h"
-
-#define NN_TRAIN_MAX_LOGITS (1u << 26) /* batch rows x classes: bounds the (B, C) buffers */
-#define BUCKET_BATCHES 50 /* batches per length-sorted chunk of an epoch */
-#define MAX_SHARDS 8      /* data-parallel pieces of a batch */
-#define SHARD_ROWS 32     /* a batch of B rows runs as clamp(B / 32, 1, 8) shards */
-
-/* Seeds of the trainer's random streams, derived from cfg->seed (the model's initialisation
- * draws from cfg->seed itself). */
-#define SEED_SPLIT 0x53504c4954000001ull   /* "SPLIT" */
-#define SEED_SHUFFLE 0x5348554646000002ull /* "SHUFF" */
-#define SEED_DROPOUT 0x44524f5000000003ull /* "DROP" */
-
-struct nn_trainer {
-  nn_config cfg;
-  nn_model *model; /* NULL once taken */
-  const nn_backend *be; /* the model's: gradients and Adam's moments live in its memory */
-  nn_workspace *ws;
-  nn_adam adam;
-  int C;                /* classes */
-  int n, n_train, n_val; /* rows */
-  size_t param_count;
-  nn_interrupt_fn stop; /* nn_trainer_create_ex's, during creation only; NULL after */
-  void *stop_ctx;
-
-  /* every row, encoded once */
-  int *token_ids;       /* ragged: row i's ids are token_ids[token_start[i] .. + row_length[i]) */
-  size_t *token_start;  /* (n) */
-  int *row_length;      /* (n) 1..max_len */
-  int *row_class;       /* (n) */
-  int *train_rows;      /* (n_train) ascending */
-  int *val_rows;        /* (n_val) sorted by length (stable) */
-  float *class_weights; /* (C) */
-
-  /* epoch buffers */
-  int *order;        /* (n_train) this epoch's row order */
-  int *sort_scratch; /* (n_train) */
-  int *length_count; /* (max_len + 2) counting sort */
-  int *batch_perm;   /* (batches per epoch) */
-  int *tokens;       /* (B, T) with T <= the longest row */
-  int *lengths;      /* (B) */
-  int *labels;       /* (B) */
-  float *logits;     /* (B, C) */
-  float *dlogits;    /* (B, C) */
-  int64_t *true_positive, *predicted, *support; /* (C) each */
-  float *best_params;                           /* (param_count) */
-
-  nn_rng shuffle_rng, dropout_rng;
-
-  /* Data parallelism: each batch is cut into `shards` contiguous pieces, a number set by the
-   * batch size alone (not by the core count), run on the pool; shard s writes gradients to
-   * shard_grads[s] (shard 0: the model's), which are then summed in shard order. So results are
-   * bit-identical whatever the number of threads. */
-  nn_pool *pool;
-  int shards;
-  nn_workspace *shard_ws[MAX_SHARDS];
-  float *shard_grads[MAX_SHARDS];
-  /* Sparse embedding gradient (host memory only): a batch touches a few hundred of the V rows
-   * of embeddings.weight (92% of the parameters with the lesson's sizes), so each shard lists
-   * the distinct rows it touched (rows[s], deduplicated with stamp[s]); the reduction adds
-   * only those, and after Adam only those are zeroed again. Every row skipped is exactly zero,
-   * so the results are bit-identical to dense passes. */
-  int sparse_embedding;
-  size_t emb_size;                 /* V * E: the embedding rows come first in the buffers */
-  int *rows[MAX_SHARDS], nrows[MAX_SHARDS], rows_cap[MAX_SHARDS];
-  unsigned *stamp[MAX_SHARDS];     /* (V) batch number that last listed each row */
-  unsigned batch_no;
-  double current_wsum;             /* the batch's class-weight sum: the loss normaliser */
-  double shard_loss[MAX_SHARDS];   /* each shard's unnormalised loss */
-  float *step_params;              /* the update pass of the batch (update_task) */
-  nn_adam_step_scalars step;
-  nn_rng shard_rng[MAX_SHARDS];
-  nn_batch current; /* the batch the shard tasks work on */
-  int current_training;
-  int shard_status[MAX_SHARDS];
-  char shard_err[MAX_SHARDS][NN_ERR_LEN];
-
-  /* schedule */
-  double lr;            /* current learning rate */
-  double lr_factor;     /* ReduceLROnPlateau factor */
-  double plateau_best;  /* ReduceLROnPlateau.best */
-  int plateau_bad;      /* ReduceLROnPlateau.num_bad_epochs */
-  double best_val_loss; /* early stopping */
-  int bad_epochs;
-  nn_epoch_stats best;  /* stats of the best epoch (best.epoch == 0: none yet) */
-  int epochs_run;
-  int done;
-  double seconds; /* all epochs together */
-
-  /* pretrained embeddings (nn_trainer_set_embedding, nn_trainer_freeze_embeddings) */
-  unsigned char *pretrained; /* (V) 1 for rows set from a vector; NULL until the first */
-  int pretrained_words;      /* rows set */
-  int freeze_embeddings;
-  int embeddings_option;     /* either call was made: report it in the metrics */
-};
+#include "train.h"
 
 static double now_seconds(void) {
   struct timespec ts;
@@ -141,253 +47,70 @@ static double now_seconds(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* Fisher-Yates, as numpy's shuffle: for i from n-1 down to 1, swap a[i] and a[j], j in [0, i]. */
-static void shuffle_ints(int *a, int n, nn_rng *rng) {
-  for (int i = n - 1; i > 0; i--) {
-    int j = (int)nn_rng_below(rng, (uint32_t)i + 1);
-    int t = a[i];
-    a[i] = a[j];
-    a[j] = t;
-  }
-}
-
-/* Stable sort of rows[0..count) by row_length (1..max_len), through scratch. */
-static void sort_by_length(int *rows, int count, const int *row_length, int max_len, int *counts,
-                           int *scratch) {
-  memset(counts, 0, (size_t)(max_len + 2) * sizeof *counts);
-  for (int i = 0; i < count; i++) counts[row_length[rows[i]] + 1]++;
-  for (int l = 1; l <= max_len + 1; l++) counts[l] += counts[l - 1];
-  for (int i = 0; i < count; i++) scratch[counts[row_length[rows[i]]]++] = rows[i];
-  memcpy(rows, scratch, (size_t)count * sizeof *rows);
-}
-
-/* ---------------------------------------------------------------- labels */
-
-typedef struct label_ref {
-  const char *bytes;
-  int len;
-  int row;
-} label_ref;
-
-static int label_bytes_cmp(const char *a, int alen, const char *b, int blen) {
-  int common = alen < blen ? alen : blen;
-  int c = common ? memcmp(a, b, (size_t)common) : 0;
-  if (c) return c;
-  return (alen > blen) - (alen < blen);
-}
-
-static int label_ref_cmp(const void *pa, const void *pb) {
-  const label_ref *a = pa, *b = pb;
-  int c = label_bytes_cmp(a->bytes, a->len, b->bytes, b->len);
-  if (c) return c;
-  return (a->row > b->row) - (a->row < b->row); /* a total order: qsort's result is unique */
-}
-
-/* Sorted distinct labels -> *out_labels (C NUL-terminated copies), row_class[i]. */
-static int build_classes(char ***out_labels, int *out_C, int *row_class, const char *const *labels,
-                         const int *label_lens, int n, char *err) {
-  int status = NN_NOMEM, C = 0;
-  char **names = NULL;
-  label_ref *refs = malloc((size_t)n * sizeof *refs);
-  if (!refs) goto oom;
-  for (int i = 0; i < n; i++) {
-    int len = label_lens ? label_lens[i] : (labels[i] ? (int)strlen(labels[i]) : 0);
-    if (len < 0 || (len > 0 && !labels[i])) {
-      snprintf(err, NN_ERR_LEN, "label of row %d has an invalid length %d", i + 1, len);
-      status = NN_ERROR;
-      goto done;
-    }
-    if (len > 0 && memchr(labels[i], 0, (size_t)len)) {
-      snprintf(err, NN_ERR_LEN, "label of row %d contains a NUL byte", i + 1);
-      status = NN_ERROR;
-      goto done;
-    }
-    refs[i].bytes = len > 0 ? labels[i] : "";
-    refs[i].len = len;
-    refs[i].row = i;
-  }
-  qsort(refs, (size_t)n, sizeof *refs, label_ref_cmp);
-  for (int i = 0; i < n; i++) {
-    if (i == 0 || label_bytes_cmp(refs[i].bytes, refs[i].len, refs[i - 1].bytes,
-                                  refs[i - 1].len) != 0)
-      C++;
-    row_class[refs[i].row] = C - 1;
-  }
-  if (C < 2) {
-    snprintf(err, NN_ERR_LEN, "need at least 2 distinct labels, got 1 (\"%.*s\")",
-             refs[0].len > 200 ? 200 : refs[0].len, refs[0].bytes);
-    status = NN_ERROR;
-    goto done;
-  }
-  if (C > NN_MAX_CLASSES) {
-    snprintf(err, NN_ERR_LEN, "too many distinct labels: %d (at most %d)", C,
-             NN_MAX_CLASSES);
-    status = NN_ERROR;
-    goto done;
-  }
-  names = calloc((size_t)C, sizeof *names);
-  if (!names) goto oom;
-  for (int i = 0, c = -1; i < n; i++) {
-    if (row_class[refs[i].row] == c) continue;
-    c = row_class[refs[i].row];
-    names[c] = malloc((size_t)refs[i].len + 1);
-    if (!names[c]) goto oom;
-    memcpy(names[c], refs[i].bytes, (size_t)refs[i].len);
-    names[c][refs[i].len] = 0;
-  }
-  *out_labels = names;
-  *out_C = C;
-  names = NULL;
-  status = NN_OK;
-  goto done;
-oom:
-  snprintf(err, NN_ERR_LEN, "out of memory sorting the labels of %d rows", n);
-  status = NN_NOMEM;
-done:
-  if (names)
-    for (int c = 0; c < C; c++) free(names[c]);
-  free(names);
-  free(refs);
-  return status;
-}
-
 /* ---------------------------------------------------------------- create */
 
-/* Stratified split into tr->train_rows and tr->val_rows, both ascending (validation is sorted
- * by length later). class_count: (C) rows per class. */
-static int split_rows(nn_trainer *tr, const int *class_count, char *err) {
-  int n = tr->n, C = tr->C;
-  int *start = malloc(((size_t)C + 1) * sizeof *start);
-  int *by_class = malloc((size_t)n * sizeof *by_class);
-  unsigned char *is_val = calloc((size_t)n, 1);
-  if (!start || !by_class || !is_val) {
-    free(start);
-    free(by_class);
-    free(is_val);
-    snprintf(err, NN_ERR_LEN, "out of memory splitting %d rows", n);
-    return NN_NOMEM;
-  }
-  /* by_class: the rows of each class in ascending order; start[c]: where class c begins */
-  start[0] = 0;
-  for (int c = 0; c < C; c++) start[c + 1] = start[c] + class_count[c];
-  for (int i = 0; i < n; i++) by_class[start[tr->row_class[i]]++] = i; /* start[c] -> end of c */
-  for (int c = C; c > 0; c--) start[c] = start[c - 1];                 /* back to the beginnings */
-  start[0] = 0;
-  nn_rng rng;
-  nn_rng_seed(&rng, tr->cfg.seed ^ SEED_SPLIT);
-  double fraction = nn_decimal_double(tr->cfg.val_fraction);
-  int n_val = 0;
-  for (int c = 0; c < C; c++) {
-    int count = class_count[c];
-    shuffle_ints(by_class + start[c], count, &rng);
-    int take = (int)round(fraction * count);
-    if (take > count - 1) take = count - 1;
-    if (take < 0) take = 0;
-    for (int k = 0; k < take; k++) is_val[by_class[start[c] + k]] = 1;
-    n_val += take;
-  }
-  tr->n_val = n_val;
-  tr->n_train = n - n_val;
-  int status = NN_OK;
-  if (n_val == 0) {
-    int need = (int)ceil(0.5 / fraction); /* rows a class needs for round(f * count) >= 1 */
-    if (need < 2) need = 2;
-    snprintf(err, NN_ERR_LEN,
-             "too few rows for a validation split (%d rows in %d classes): with val_fraction "
-             "%g a class needs at least %d rows to give one to validation",
-             n, C, (double)tr->cfg.val_fraction, need);
-    status = NN_ERROR;
-  } else {
-    tr->train_rows = malloc((size_t)tr->n_train * sizeof *tr->train_rows);
-    tr->val_rows = malloc((size_t)n_val * sizeof *tr->val_rows);
-    if (!tr->train_rows || !tr->val_rows) {
-      snprintf(err, NN_ERR_LEN, "out of memory splitting %d rows", n);
-      status = NN_NOMEM;
-    } else {
-      for (int i = 0, t = 0, v = 0; i < n; i++) {
-        if (is_val[i])
-          tr->val_rows[v++] = i;
-        else
-          tr->train_rows[t++] = i;
-      }
-    }
-  }
-  free(start);
-  free(by_class);
-  free(is_val);
-  return status;
-}
-
-/* Vocabulary from the training texts (in row order) into *vocab, then every row encoded into
- * tr->token_ids / token_start / row_length. *vocab stays the caller's to free, also on error. */
-static int encode_rows(nn_trainer *tr, nn_vocab **vocab, const char *const *texts,
-                       const int *text_lens, char *err) {
-  int n = tr->n, max_len = tr->cfg.max_len, status;
-  const char **train_texts = malloc((size_t)tr->n_train * sizeof *train_texts);
-  int *train_lens = malloc((size_t)tr->n_train * sizeof *train_lens);
-  nn_token *tokens = malloc((size_t)max_len * sizeof *tokens);
-  if (!train_texts || !train_lens || !tokens) goto oom;
-  for (int k = 0; k < tr->n_train; k++) {
-    int i = tr->train_rows[k];
-    train_texts[k] = texts[i] ? texts[i] : "";
-    train_lens[k] = texts[i] ? text_lens[i] : 0;
-  }
-  status = nn_vocab_build_ex(vocab, train_texts, train_lens, tr->n_train, &tr->cfg, tr->stop,
-                             tr->stop_ctx, err);
-  if (status != NN_OK) goto done;
-
-  size_t capacity = (size_t)n * 8 + 16, used = 0;
-  tr->token_ids = malloc(capacity * sizeof *tr->token_ids);
-  tr->token_start = malloc((size_t)n * sizeof *tr->token_start);
-  tr->row_length = malloc((size_t)n * sizeof *tr->row_length);
-  if (!tr->token_ids || !tr->token_start || !tr->row_length) goto oom;
-  for (int i = 0; i < n; i++) {
-    if (i % 4096 == 4095 && tr->stop && tr->stop(tr->stop_ctx)) {
-      snprintf(err, NN_ERR_LEN, "interrupted");
-      status = NN_INTERRUPTED;
-      goto done;
-    }
-    int count = nn_text_encode(tokens, texts[i] ? texts[i] : "", texts[i] ? text_lens[i] : 0,
-                               &tr->cfg, *vocab);
-    if (count < 1) count = 1, tokens[0].id = NN_UNK; /* the contract says >= 1; be safe */
-    if (count > max_len) count = max_len;
-    if (used + (size_t)count > capacity) {
-      size_t grown = capacity * 2 > used + (size_t)max_len ? capacity * 2 : used + (size_t)max_len;
-      int *bigger = realloc(tr->token_ids, grown * sizeof *bigger);
-      if (!bigger) goto oom;
-      tr->token_ids = bigger;
-      capacity = grown;
-    }
-    tr->token_start[i] = used;
-    tr->row_length[i] = count;
-    for (int t = 0; t < count; t++) tr->token_ids[used + t] = tokens[t].id;
-    used += (size_t)count;
-  }
-  if (used < capacity) { /* give back the slack */
-    int *fitted = realloc(tr->token_ids, (used ? used : 1) * sizeof *fitted);
-    if (fitted) tr->token_ids = fitted;
-  }
-  status = NN_OK;
-  goto done;
-oom:
-  snprintf(err, NN_ERR_LEN, "out of memory encoding %d texts", n);
-  status = NN_NOMEM;
-done:
-  free(train_texts);
-  free(train_lens);
-  free(tokens);
-  return status;
-}
+static int trainer_create(nn_trainer **out, const nn_model *base, const nn_config *cfg,
+                          const char *const *texts, const int *text_lens,
+                          const char *const *labels, const int *label_lens, int n,
+                          nn_interrupt_fn stop, void *stop_ctx, char *err);
 
 int nn_trainer_create(nn_trainer **out, const nn_config *cfg, const char *const *texts,
                       const int *text_lens, const char *const *labels, const int *label_lens,
                       int n, char *err) {
-  return nn_trainer_create_ex(out, cfg, texts, text_lens, labels, label_lens, n, NULL, NULL, err);
+  return trainer_create(out, NULL, cfg, texts, text_lens, labels, label_lens, n, NULL, NULL, err);
 }
 
 int nn_trainer_create_ex(nn_trainer **out, const nn_config *cfg, const char *const *texts,
                          const int *text_lens, const char *const *labels, const int *label_lens,
                          int n, nn_interrupt_fn stop, void *stop_ctx, char *err) {
+  return trainer_create(out, NULL, cfg, texts, text_lens, labels, label_lens, n, stop, stop_ctx,
+                        err);
+}
+
+int nn_trainer_create_from(nn_trainer **out, const nn_model *base, const nn_config *cfg,
+                           const char *const *texts, const int *text_lens,
+                           const char *const *labels, const int *label_lens, int n,
+                           nn_interrupt_fn stop, void *stop_ctx, char *err) {
+  *out = NULL;
+  if (!base) {
+    snprintf(err, NN_ERR_LEN, "warm start: no base model");
+    return NN_ERROR;
+  }
+  return trainer_create(out, base, cfg, texts, text_lens, labels, label_lens, n, stop, stop_ctx,
+                        err);
+}
+
+/* The model of a warm start: base's vocabulary (vocab, a copy: taken over, also on error),
+ * labels and weights, cfg's options (its architecture equals base's: checked). */
+static int model_from_base(nn_model **out, const nn_model *base, const nn_config *cfg,
+                           nn_vocab *vocab, char *err) {
+  int C = nn_model_num_classes(base);
+  const char **names = malloc((size_t)C * sizeof *names);
+  if (!names) {
+    nn_vocab_free(vocab);
+    snprintf(err, NN_ERR_LEN, "out of memory copying the base model");
+    return NN_NOMEM;
+  }
+  for (int c = 0; c < C; c++) names[c] = nn_model_label(base, c);
+  int status = nn_model_create_uninit(out, cfg, vocab, names, C, err);
+  free(names);
+  if (status != NN_OK) return status;
+  if (nn_model_param_count(*out) != nn_model_param_count(base)) { /* cannot be: same shapes */
+    snprintf(err, NN_ERR_LEN, "warm start: %zu parameters, the base model has %zu",
+             nn_model_param_count(*out), nn_model_param_count(base));
+    nn_model_free(*out);
+    *out = NULL;
+    return NN_ERROR;
+  }
+  memcpy(nn_model_params(*out), nn_model_weights(base),
+         nn_model_param_count(base) * sizeof(float));
+  return NN_OK;
+}
+
+static int trainer_create(nn_trainer **out, const nn_model *base, const nn_config *cfg,
+                          const char *const *texts, const int *text_lens,
+                          const char *const *labels, const int *label_lens, int n,
+                          nn_interrupt_fn stop, void *stop_ctx, char *err) {
   *out = NULL;
   if (n <= 0) {
     snprintf(err, NN_ERR_LEN, "no training rows");
@@ -395,6 +118,10 @@ int nn_trainer_create_ex(nn_trainer **out, const nn_config *cfg, const char *con
   }
   int status = nn_config_validate(cfg, err);
   if (status != NN_OK) return status;
+  if (base) {
+    status = nn_config_check_warm_start(cfg, nn_model_config(base), err);
+    if (status != NN_OK) return status;
+  }
   for (int i = 0; i < n; i++) {
     int len = text_lens ? text_lens[i] : (texts[i] ? (int)strlen(texts[i]) : 0);
     if (len < 0 || (len > 0 && !texts[i])) {
@@ -406,44 +133,24 @@ int nn_trainer_create_ex(nn_trainer **out, const nn_config *cfg, const char *con
   nn_trainer *tr = calloc(1, sizeof *tr);
   char **names = NULL;
   int names_count = 0;
-  int *class_count = NULL, *train_count = NULL, *lens_copy = NULL;
   nn_vocab *vocab = NULL;
   if (!tr) goto oom;
   tr->cfg = *cfg;
   tr->n = n;
   tr->stop = stop;
   tr->stop_ctx = stop_ctx;
-  tr->row_class = malloc((size_t)n * sizeof *tr->row_class);
-  if (!tr->row_class) goto oom;
-  status = build_classes(&names, &tr->C, tr->row_class, labels, label_lens, n, err);
+  status = nn_train_data_prepare(tr, &names, &vocab, base, texts, text_lens, labels, label_lens,
+                                 err);
   if (status != NN_OK) goto fail;
-  int C = names_count = tr->C;
-  class_count = calloc((size_t)C, sizeof *class_count);
-  train_count = calloc((size_t)C, sizeof *train_count);
-  if (!class_count || !train_count) goto oom;
-  for (int i = 0; i < n; i++) class_count[tr->row_class[i]]++;
+  int C = tr->C, max_len = cfg->max_len, B = cfg->batch_size;
+  names_count = names ? C : 0;
 
-  status = split_rows(tr, class_count, err);
-  if (status != NN_OK) goto fail;
-
-  if (!text_lens) { /* NUL-terminated texts */
-    lens_copy = malloc((size_t)n * sizeof *lens_copy);
-    if (!lens_copy) goto oom;
-    for (int i = 0; i < n; i++) lens_copy[i] = texts[i] ? (int)strlen(texts[i]) : 0;
-    text_lens = lens_copy;
-  }
-  status = encode_rows(tr, &vocab, texts, text_lens, err);
-  if (status != NN_OK) goto fail;
-
-  int max_len = cfg->max_len, B = cfg->batch_size;
-  tr->class_weights = malloc((size_t)C * sizeof *tr->class_weights);
-  if (!tr->class_weights) goto oom;
-  for (int k = 0; k < tr->n_train; k++) train_count[tr->row_class[tr->train_rows[k]]]++;
-  for (int c = 0; c < C; c++)
-    tr->class_weights[c] = cfg->class_weights ? (float)(1.0 / (double)train_count[c]) : 1.0f;
-
-  status = nn_model_create(&tr->model, cfg, vocab, (const char *const *)names, C, cfg->seed, err);
+  if (base)
+    status = model_from_base(&tr->model, base, cfg, vocab, err);
+  else
+    status = nn_model_create(&tr->model, cfg, vocab, (const char *const *)names, C, cfg->seed, err);
   vocab = NULL; /* owned by the model now, also on error */
+  tr->warm_start = base != NULL;
   if (status != NN_OK) goto fail;
   if (stop && stop(stop_ctx)) { /* the initialisation draws every weight */
     snprintf(err, NN_ERR_LEN, "interrupted");
@@ -514,7 +221,7 @@ int nn_trainer_create_ex(nn_trainer **out, const nn_config *cfg, const char *con
       !tr->lengths || !tr->labels || !tr->logits || !tr->dlogits || !tr->true_positive ||
       !tr->predicted || !tr->support || !tr->best_params)
     goto oom;
-  sort_by_length(tr->val_rows, tr->n_val, tr->row_length, max_len, tr->length_count,
+  nn_train_sort_by_length(tr->val_rows, tr->n_val, tr->row_length, max_len, tr->length_count,
                  tr->sort_scratch);
 
   nn_rng_seed(&tr->shuffle_rng, cfg->seed ^ SEED_SHUFFLE);
@@ -522,7 +229,7 @@ int nn_trainer_create_ex(nn_trainer **out, const nn_config *cfg, const char *con
   tr->lr = nn_decimal_double(cfg->lr);
   tr->lr_factor = nn_decimal_double(cfg->lr_factor);
   tr->plateau_best = INFINITY;
-  tr->best_val_loss = INFINITY;
+  tr->best_score = INFINITY;
   tr->stop = NULL;
   tr->stop_ctx = NULL;
   status = NN_OK;
@@ -537,9 +244,6 @@ done:
   for (int c = 0; c < names_count; c++) free(names[c]); /* nn_model_create copied them */
   free(names);
   if (vocab) nn_vocab_free(vocab);
-  free(class_count);
-  free(train_count);
-  free(lens_copy);
   *out = tr;
   return status;
 }
@@ -803,6 +507,16 @@ static void plateau_step(nn_trainer *tr, double val_loss) {
   }
 }
 
+/* The figure cfg->monitor names, as a score where lower is better: the validation loss, or minus
+ * the validation F1 / accuracy (so the best epoch is the one with the highest). */
+static double monitored_score(const nn_config *cfg, const nn_epoch_stats *s) {
+  switch (cfg->monitor) {
+  case NN_MONITOR_VAL_F1: return -s->val_f1;
+  case NN_MONITOR_VAL_ACCURACY: return -s->val_accuracy;
+  default: return s->val_loss;
+  }
+}
+
 int nn_trainer_epoch(nn_trainer *tr, nn_epoch_stats *stats, nn_progress_fn fn, void *ctx,
                      char *err) {
   if (!tr->model) {
@@ -819,16 +533,16 @@ int nn_trainer_epoch(nn_trainer *tr, nn_epoch_stats *stats, nn_progress_fn fn, v
   /* this epoch's order: shuffle, sort chunks of BUCKET_BATCHES batches by length, shuffle the
    * batches */
   memcpy(tr->order, tr->train_rows, (size_t)n_train * sizeof *tr->order);
-  shuffle_ints(tr->order, n_train, &tr->shuffle_rng);
+  nn_train_shuffle(tr->order, n_train, &tr->shuffle_rng);
   size_t chunk = (size_t)B * BUCKET_BATCHES;
   for (size_t first = 0; first < (size_t)n_train; first += chunk) {
     size_t count = (size_t)n_train - first < chunk ? (size_t)n_train - first : chunk;
-    sort_by_length(tr->order + first, (int)count, tr->row_length, max_len, tr->length_count,
+    nn_train_sort_by_length(tr->order + first, (int)count, tr->row_length, max_len, tr->length_count,
                    tr->sort_scratch);
   }
   int batches = (n_train + B - 1) / B;
   for (int k = 0; k < batches; k++) tr->batch_perm[k] = k;
-  shuffle_ints(tr->batch_perm, batches, &tr->shuffle_rng);
+  nn_train_shuffle(tr->batch_perm, batches, &tr->shuffle_rng);
 
   tr->adam.lr = (float)tr->lr;
   double train_loss = 0;
@@ -858,11 +572,12 @@ int nn_trainer_epoch(nn_trainer *tr, nn_epoch_stats *stats, nn_progress_fn fn, v
   s.epoch = tr->epochs_run + 1;
   s.train_loss = train_loss;
   s.lr = tr->lr;
-  s.best = s.val_loss < tr->best_val_loss; /* strictly better; NaN never is */
+  double score = monitored_score(&tr->cfg, &s);
+  s.best = score < tr->best_score; /* strictly better; NaN never is */
 
   /* early stopping bookkeeping (the lesson: patience epochs without improvement) */
   if (s.best) {
-    tr->best_val_loss = s.val_loss;
+    tr->best_score = score;
     tr->bad_epochs = 0;
     memcpy(tr->best_params, nn_model_weights(tr->model), tr->param_count * sizeof(float));
   } else {
@@ -912,19 +627,25 @@ char *nn_trainer_metrics_json(const nn_trainer *tr) {
   json_number(accuracy, sizeof accuracy, have ? tr->best.val_accuracy : NAN);
   json_number(f1, sizeof f1, have ? tr->best.val_f1 : NAN);
   json_number(seconds, sizeof seconds, tr->seconds);
-  char extra[96] = "";
+  char extra[128] = "";
   if (tr->embeddings_option)
     snprintf(extra, sizeof extra, ",\"pretrained_words\":%d,\"freeze_embeddings\":%s",
              tr->pretrained_words, tr->freeze_embeddings ? "true" : "false");
+  if (tr->warm_start) {
+    size_t used = strlen(extra);
+    snprintf(extra + used, sizeof extra - used, ",\"warm_start\":true");
+  }
   const char *format = "{\"best_epoch\":%d,\"val_loss\":%s,\"val_accuracy\":%s,\"val_f1\":%s,"
-                       "\"train_rows\":%d,\"val_rows\":%d,\"epochs_run\":%d,\"seconds\":%s%s}";
-  int len = snprintf(NULL, 0, format, tr->best.epoch, loss, accuracy, f1, tr->n_train, tr->n_val,
-                     tr->epochs_run, seconds, extra);
+                       "\"monitor\":\"%s\",\"train_rows\":%d,\"val_rows\":%d,\"epochs_run\":%d,"
+                       "\"seconds\":%s%s}";
+  const char *monitor = nn_monitor_name(tr->cfg.monitor);
+  int len = snprintf(NULL, 0, format, tr->best.epoch, loss, accuracy, f1, monitor, tr->n_train,
+                     tr->n_val, tr->epochs_run, seconds, extra);
   if (len < 0) return NULL;
   char *json = malloc((size_t)len + 1);
   if (!json) return NULL;
-  snprintf(json, (size_t)len + 1, format, tr->best.epoch, loss, accuracy, f1, tr->n_train,
-           tr->n_val, tr->epochs_run, seconds, extra);
+  snprintf(json, (size_t)len + 1, format, tr->best.epoch, loss, accuracy, f1, monitor,
+           tr->n_train, tr->n_val, tr->epochs_run, seconds, extra);
   return json;
 }
 

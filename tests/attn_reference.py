@@ -5,7 +5,7 @@ lesson's classifier, generalised as README.md, Architecture (the model and its t
 
     tokens (B, T) -> Embedding(V, E, padding_idx=0) -> RNN (tanh) | GRU | LSTM
     (layers, bidirectional, packed so padding is never read) -> attention pooling
-    (linear | additive | self, padded positions masked) -> fc1 -> dropout -> fc2 -> logits (B, C)
+    (linear | additive | self | dot, padded positions masked) -> fc1 -> dropout -> fc2 -> logits (B, C)
 
 Its state_dict names are the contract of the weight format (embeddings.weight, rnn.weight_ih_l0,
 attn.weight, fc1.weight, ...). Used by tests/gen_fixtures.py (golden fixtures for
@@ -76,8 +76,11 @@ class AttnClassifier(nn.Module):
             self.attn = Additive(D)
         elif self.attention == "self":
             self.attn = SelfAttn(D)
+        elif self.attention == "dot":
+            self.attn = None  # seed 004's self-attention: no parameters
         else:
-            raise ValueError("attention must be linear, additive or self, got %r" % self.attention)
+            raise ValueError("attention must be linear, additive, self or dot, got %r"
+                             % self.attention)
         if Fh:
             self.fc1 = nn.Linear(D, Fh)
         else:
@@ -99,6 +102,12 @@ class AttnClassifier(nn.Module):
             values = out
         elif self.attention == "additive":
             e = self.attn(out)
+            values = out
+        elif self.attention == "dot":
+            # seed 004: e_t = h_t . h_last, unscaled; bidirectional: the concatenated output,
+            # whose reverse half at the last real token is the reverse direction's first step
+            last = out[torch.arange(B, device=out.device), lengths.to(out.device) - 1]  # (B, D)
+            e = torch.bmm(out, last.unsqueeze(2)).squeeze(2)                     # (B, T)
             values = out
         else:
             last = out[torch.arange(B, device=out.device), lengths.to(out.device) - 1]  # (B, D)

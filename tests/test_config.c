@@ -17,7 +17,7 @@ static int same_config(const nn_config *a, const nn_config *b, char *what, size_
   SAME(lower) SAME(stopwords) SAME(char_level) SAME(unicode) SAME(max_len) SAME(vocab_size)
   SAME(cell) SAME(layers) SAME(bidirectional) SAME(attention) SAME(embed_dim) SAME(hidden)
   SAME(fc_hidden) SAME(dropout) SAME(epochs) SAME(batch_size) SAME(lr) SAME(val_fraction)
-  SAME(class_weights) SAME(patience) SAME(lr_patience) SAME(lr_factor) SAME(seed)
+  SAME(class_weights) SAME(patience) SAME(lr_patience) SAME(lr_factor) SAME(monitor) SAME(seed)
   SAME(threads) SAME(device) SAME(progress)
 #undef SAME
   snprintf(what, n, "same");
@@ -90,8 +90,19 @@ static void test_defaults(void) {
         "cell names");
   CHECK(strcmp(nn_attention_name(NN_ATTN_LINEAR), "linear") == 0 &&
             strcmp(nn_attention_name(NN_ATTN_ADDITIVE), "additive") == 0 &&
-            strcmp(nn_attention_name(NN_ATTN_SELF), "self") == 0,
+            strcmp(nn_attention_name(NN_ATTN_SELF), "self") == 0 &&
+            strcmp(nn_attention_name(NN_ATTN_DOT), "dot") == 0,
         "attention names");
+  CHECK(c.monitor == NN_MONITOR_VAL_LOSS &&
+            strcmp(nn_monitor_name(NN_MONITOR_VAL_LOSS), "val_loss") == 0 &&
+            strcmp(nn_monitor_name(NN_MONITOR_VAL_F1), "val_f1") == 0 &&
+            strcmp(nn_monitor_name(NN_MONITOR_VAL_ACCURACY), "val_accuracy") == 0,
+        "monitor: default val_loss, names");
+  nn_config mon = parse_ok("{\"monitor\":\"val_f1\",\"attention\":\"dot\"}");
+  CHECK(mon.monitor == NN_MONITOR_VAL_F1 && mon.attention == NN_ATTN_DOT, "monitor %d attention %d",
+        mon.monitor, mon.attention);
+  mon = parse_ok("{\"monitor\":\"val_accuracy\"}");
+  CHECK(mon.monitor == NN_MONITOR_VAL_ACCURACY, "monitor %d", mon.monitor);
   CHECK(strcmp(nn_device_name(NN_DEVICE_AUTO), "auto") == 0 && strcmp(nn_device_name(NN_DEVICE_CPU), "cpu") == 0 &&
             strcmp(nn_device_name(NN_DEVICE_CUDA), "cuda") == 0,
         "device names");
@@ -109,8 +120,8 @@ static void test_defaults(void) {
       "{\"cell\":\"rnn\",\"layers\":1,\"bidirectional\":false,\"attention\":\"linear\","
       "\"embed_dim\":100,\"hidden\":128,\"fc_hidden\":100,\"dropout\":0.1,\"epochs\":20,"
       "\"batch_size\":64,\"lr\":0.001,\"val_fraction\":0.15,\"class_weights\":true,"
-      "\"patience\":10,\"lr_patience\":3,\"lr_factor\":0.1,\"seed\":1234,\"threads\":0,"
-      "\"device\":\"auto\",\"progress\":true,\"lower\":true,\"stopwords\":true,"
+      "\"patience\":10,\"lr_patience\":3,\"lr_factor\":0.1,\"monitor\":\"val_loss\","
+      "\"seed\":1234,\"threads\":0,\"device\":\"auto\",\"progress\":true,\"lower\":true,\"stopwords\":true,"
       "\"char_level\":false,\"unicode\":false,\"max_len\":64,\"vocab_size\":5000}";
   CHECK(json && strcmp(json, want) == 0, "defaults as JSON:\n  got      %s\n  expected %s", json, want);
   free(json);
@@ -210,8 +221,17 @@ static void test_errors(void) {
   expect_error("{\"class_weights\":0.5}", "option \"class_weights\" must be true or false, got 0.5");
   expect_error("{\"cell\":\"GRU\"}", "option \"cell\" must be \"rnn\", \"gru\" or \"lstm\", got \"GRU\"");
   expect_error("{\"cell\":1}", "option \"cell\" must be \"rnn\", \"gru\" or \"lstm\", got 1");
-  expect_error("{\"attention\":\"dot\"}",
-               "option \"attention\" must be \"linear\", \"additive\" or \"self\", got \"dot\"");
+  expect_error("{\"attention\":\"dotted\"}",
+               "option \"attention\" must be \"linear\", \"additive\", \"self\" or \"dot\", got "
+               "\"dotted\"");
+  expect_error("{\"attention\":3}",
+               "option \"attention\" must be \"linear\", \"additive\", \"self\" or \"dot\", got 3");
+  expect_error("{\"monitor\":\"f1\"}",
+               "option \"monitor\" must be \"val_loss\", \"val_f1\" or \"val_accuracy\", got \"f1\"");
+  expect_error("{\"monitor\":\"VAL_LOSS\"}", "option \"monitor\" must be \"val_loss\", \"val_f1\" or "
+               "\"val_accuracy\", got \"VAL_LOSS\"");
+  expect_error("{\"monitor\":1}",
+               "option \"monitor\" must be \"val_loss\", \"val_f1\" or \"val_accuracy\", got 1");
   expect_error("{\"device\":\"gpu\"}", "option \"device\" must be \"auto\", \"cpu\" or \"cuda\", got \"gpu\"");
   expect_error("{\"device\":\"cpu\\u0000\"}",
                "option \"device\" must be \"auto\", \"cpu\" or \"cuda\", got \"cpu\\x00\"");
@@ -311,7 +331,8 @@ static void test_round_trip(void) {
     c.lower = rnd_int(0, 1), c.stopwords = rnd_int(0, 1), c.char_level = rnd_int(0, 1);
     c.unicode = rnd_int(0, 1), c.max_len = rnd_int(1, 4096), c.vocab_size = rnd_int(3, 1000);
     c.cell = (nn_cell)rnd_int(0, 2), c.layers = rnd_int(1, 8), c.bidirectional = rnd_int(0, 1);
-    c.attention = (nn_attention)rnd_int(0, 2), c.embed_dim = rnd_int(1, 300);
+    c.attention = (nn_attention)rnd_int(0, 3), c.embed_dim = rnd_int(1, 300);
+    c.monitor = (nn_monitor)rnd_int(0, 2);
     c.hidden = rnd_int(1, 300), c.fc_hidden = rnd_int(0, 300), c.dropout = k ? rnd_float(0, 1) : 0;
     c.epochs = rnd_int(1, 100000), c.batch_size = rnd_int(1, 65536), c.lr = rnd_float(0, 10);
     c.val_fraction = rnd_float(0, 0.9f), c.class_weights = rnd_int(0, 1);

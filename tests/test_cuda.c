@@ -440,6 +440,7 @@ int main(void) {
       "{\"cell\":\"lstm\",\"attention\":\"linear\",\"layers\":2,\"bidirectional\":1,\"embed_dim\":40,\"hidden\":48,\"fc_hidden\":0,\"dropout\":0}",
       "{\"cell\":\"gru\",\"attention\":\"self\",\"layers\":3,\"embed_dim\":32,\"hidden\":40,\"fc_hidden\":20,\"dropout\":0}",
       "{\"cell\":\"rnn\",\"attention\":\"additive\",\"layers\":2,\"bidirectional\":1,\"embed_dim\":100,\"hidden\":512,\"fc_hidden\":100,\"dropout\":0}",
+      "{\"cell\":\"gru\",\"attention\":\"dot\",\"bidirectional\":1,\"embed_dim\":48,\"hidden\":64,\"fc_hidden\":32,\"dropout\":0}",
   };
   for (size_t i = 0; i < sizeof configs / sizeof *configs; i++) {
     int before = check_failures;

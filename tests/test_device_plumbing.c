@@ -355,6 +355,7 @@ int main(int argc, char **argv) {
       "{\"cell\":\"lstm\",\"attention\":\"linear\",\"layers\":2,\"bidirectional\":1,\"embed_dim\":7,\"hidden\":5,\"fc_hidden\":0,\"dropout\":0.1}",
       "{\"cell\":\"gru\",\"attention\":\"self\",\"layers\":2,\"embed_dim\":6,\"hidden\":9,\"fc_hidden\":4,\"dropout\":0}",
       "{\"cell\":\"rnn\",\"attention\":\"additive\",\"layers\":2,\"bidirectional\":1,\"embed_dim\":5,\"hidden\":4,\"fc_hidden\":0,\"dropout\":0.5}",
+      "{\"cell\":\"gru\",\"attention\":\"dot\",\"bidirectional\":1,\"embed_dim\":8,\"hidden\":6,\"fc_hidden\":5,\"dropout\":0.2}",
   };
   for (size_t i = 0; i < sizeof configs / sizeof *configs; i++) {
     int before = check_failures;

@@ -1,6 +1,6 @@
 /* test_gradcheck.c -- finite-difference checks of every layer's backward pass.
  *
- * For every cell {rnn, gru, lstm} x direction {uni, bi} x attention {linear, additive, self},
+ * For every cell {rnn, gru, lstm} x direction {uni, bi} x attention {linear, additive, self, dot},
  * plus 2- and 3-layer stacks, no fc1, and dropout (with the mask held fixed by re-seeding),
  * the analytic gradient of the class-weighted cross-entropy w.r.t. every parameter tensor is
  * compared with central differences on a padded batch of mixed lengths (masks included: the
@@ -226,10 +226,10 @@ int main(void) {
   for (int i = 0; i < B * C; i++) probe[i] = 2.0f * nn_rng_uniform(&rng) - 1.0f;
   check_cross_entropy();
   const nn_cell cells[] = {NN_CELL_RNN, NN_CELL_GRU, NN_CELL_LSTM};
-  const nn_attention attns[] = {NN_ATTN_LINEAR, NN_ATTN_ADDITIVE, NN_ATTN_SELF};
+  const nn_attention attns[] = {NN_ATTN_LINEAR, NN_ATTN_ADDITIVE, NN_ATTN_SELF, NN_ATTN_DOT};
   for (int c = 0; c < 3; c++)
     for (int bi = 0; bi < 2; bi++)
-      for (int a = 0; a < 3; a++) check_variant(cells[c], bi, attns[a], 1, 3, 0.0f);
+      for (int a = 0; a < 4; a++) check_variant(cells[c], bi, attns[a], 1, 3, 0.0f);
   check_variant(NN_CELL_GRU, 1, NN_ATTN_LINEAR, 2, 3, 0.0f);
   check_variant(NN_CELL_LSTM, 1, NN_ATTN_LINEAR, 3, 3, 0.0f);
   check_variant(NN_CELL_LSTM, 1, NN_ATTN_SELF, 2, 3, 0.0f);
@@ -237,5 +237,7 @@ int main(void) {
   check_variant(NN_CELL_LSTM, 0, NN_ATTN_ADDITIVE, 1, 0, 0.0f);
   check_variant(NN_CELL_GRU, 1, NN_ATTN_SELF, 1, 3, 0.3f);
   check_variant(NN_CELL_RNN, 1, NN_ATTN_ADDITIVE, 1, 0, 0.5f);
+  check_variant(NN_CELL_GRU, 1, NN_ATTN_DOT, 2, 0, 0.3f);
+  check_variant(NN_CELL_LSTM, 0, NN_ATTN_DOT, 3, 3, 0.0f);
   return check_finish("test_gradcheck");
 }

@@ -123,12 +123,14 @@ TO_ENGINE = [
     dict(cell="gru", layers=2, bidirectional=True, attention="self"),
     dict(cell="lstm", layers=1, bidirectional=True, attention="additive", fc_hidden=0),
     dict(cell="lstm", layers=2, bidirectional=False, attention="self", max_len=6),
+    dict(cell="gru", layers=1, bidirectional=True, attention="dot"),
 ]
 # (2) engine -> PyTorch
 FROM_ENGINE = [
     dict(cell="gru", layers=1, bidirectional=True, attention="linear"),
     dict(cell="lstm", layers=2, bidirectional=True, attention="self"),
     dict(cell="rnn", layers=1, bidirectional=False, attention="additive", fc_hidden=0),
+    dict(cell="lstm", layers=2, bidirectional=True, attention="dot", fc_hidden=0),
 ]
 SIZES = dict(embed_dim=16, hidden=12, fc_hidden=10, dropout=0.1)
 

@@ -29,8 +29,8 @@ static nn_model *deep_model(const char *options, char *err) {
 
 int main(void) {
   char err[NN_ERR_LEN];
-  const char *attns[] = {"linear", "additive", "self"};
-  for (int a = 0; a < 3; a++) {
+  const char *attns[] = {"linear", "additive", "self", "dot"};
+  for (int a = 0; a < 4; a++) {
     char options[160];
     snprintf(options, sizeof options,
              "{\"layers\":8,\"bidirectional\":true,\"attention\":\"%s\",\"cell\":\"lstm\","
@@ -39,7 +39,7 @@ int main(void) {
     nn_model *m = deep_model(options, err);
     CHECK(m != NULL, "8 bidirectional layers, %s attention: %s", attns[a], m ? "" : err);
     if (!m) continue;
-    int expect = 1 + 8 * 2 * 4 + (a == 0 ? 2 : a == 1 ? 3 : 6) + 4;
+    int expect = 1 + 8 * 2 * 4 + (a == 0 ? 2 : a == 1 ? 3 : a == 2 ? 6 : 0) + 4;
     CHECK(nn_model_tensor_count(m) == expect, "%s: %d tensors, expected %d", attns[a],
           nn_model_tensor_count(m), expect);
     nn_tensor_info last;

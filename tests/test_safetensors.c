@@ -217,7 +217,7 @@ static int same_model(nn_model *a, nn_model *b, char *what, size_t n) {
 static void test_round_trip(void) {
   int variants = 0, same = 0;
   for (int cell = 0; cell < 3; cell++)
-    for (int attn = 0; attn < 3; attn++)
+    for (int attn = 0; attn < 4; attn++)
       for (int bi = 0; bi < 2; bi++)
         for (int fc = 0; fc < 2; fc++)
           for (int layers = 1; layers <= 2; layers++) {
@@ -250,6 +250,12 @@ static void test_round_trip(void) {
             nn_st_file f;
             rc = nn_st_parse(&f, blob, len, err);
             CHECK(rc == NN_OK, "saved blob parses: %s", err);
+            if (rc == NN_OK && cfg.attention == NN_ATTN_DOT) { /* no parameters: no attn.* */
+              int attn_tensors = 0;
+              for (int i = 0; i < f.count; i++) attn_tensors += strncmp(f.tensors[i].name, "attn.", 5) == 0;
+              CHECK(attn_tensors == 0, "a dot-attention model saves %d attn.* tensors, expected 0",
+                    attn_tensors);
+            }
             if (rc == NN_OK) {
               size_t at = 0;
               int ok = f.count == nn_model_tensor_count(m);
@@ -298,7 +304,7 @@ static void test_round_trip(void) {
             nn_model_free(m);
           }
   printf("round trip: %d of %d model variants identical after load(save(m))\n", same, variants);
-  CHECK(variants == 72 && same == variants, "%d/%d", same, variants);
+  CHECK(variants == 96 && same == variants, "%d/%d", same, variants);
 }
 
 /* ------------------------------------------------------------------------------- rebuilding */

@@ -6,6 +6,14 @@
  *     and the model handed over holds the best epoch's weights (equal to a run stopped there)
  *   - ReduceLROnPlateau: the lr of each epoch follows PyTorch's rule replayed over the reported
  *     validation losses, and drops by exactly the factor
+ *   - option "monitor" (val_f1, val_accuracy): the best flags follow the monitored figure
+ *     (strictly higher), early stopping counts epochs without a higher one, the model handed
+ *     over holds that epoch's weights, the metrics JSON names it; training itself (losses, the
+ *     learning rate on the validation loss) is the same as with val_loss
+ *   - warm start (nn_trainer_create_from): the base model's vocabulary and labels are kept (new
+ *     words are <UNK>), its first epoch starts from a lower training loss than a fresh model's
+ *     on the same rows, the base model is left unchanged, rows of only some of its labels train;
+ *     a label it lacks and a change of architecture are errors naming them
  *   - a progress callback that returns non-zero interrupts (NN_INTERRUPTED)
  *   - the stratified split sizes, the metrics JSON, and the error messages for no rows, one
  *     label, too many labels and too few rows for a validation split
@@ -170,6 +178,63 @@ static int count_calls(void *ctx, int done, int total, double loss, double rows_
 
 static dataset data; /* large: static */
 
+/* Option "monitor" = which (val_f1 or val_accuracy), against the same run under val_loss. */
+static void check_monitor(const nn_config *base, nn_monitor which) {
+  const char *name = nn_monitor_name(which);
+  nn_config cfg = *base;
+  run_result r, stop, loss_run;
+  const run_result *loss = &loss_run;
+  cfg.monitor = NN_MONITOR_VAL_LOSS;
+  run_training(&loss_run, &cfg, &data, NULL, NULL);
+  cfg.monitor = which;
+  run_training(&r, &cfg, &data, NULL, NULL);
+  CHECK(r.status == NN_DONE, "monitor %s: run status %d: %s", name, r.status, r.err);
+  double highest = -INFINITY;
+  int best = 0, differs = 0;
+  for (int e = 0; e < r.epochs; e++) {
+    double figure = which == NN_MONITOR_VAL_F1 ? r.stats[e].val_f1 : r.stats[e].val_accuracy;
+    int expect_best = figure > highest;
+    printf("monitor %s epoch %d: val_loss %.6f val_f1 %.4f val_acc %.4f lr %g%s%s\n", name, e + 1,
+           r.stats[e].val_loss, r.stats[e].val_f1, r.stats[e].val_accuracy, r.stats[e].lr,
+           r.stats[e].best ? " best" : "", e < loss->epochs && loss->stats[e].best ? " (loss best)" : "");
+    CHECK(r.stats[e].best == expect_best, "monitor %s: epoch %d best flag %d, expected %d", name,
+          e + 1, r.stats[e].best, expect_best);
+    if (expect_best) highest = figure, best = e + 1;
+    if (e < loss->epochs) { /* the same training: the monitor only reads the figures */
+      CHECK(r.stats[e].val_loss == loss->stats[e].val_loss && r.stats[e].lr == loss->stats[e].lr &&
+                r.stats[e].train_loss == loss->stats[e].train_loss,
+            "monitor %s: epoch %d trains differently from val_loss", name, e + 1);
+      differs += r.stats[e].best != loss->stats[e].best;
+    }
+  }
+  CHECK(differs > 0, "monitor %s: the best flags equal val_loss's: the test shows nothing", name);
+  CHECK(r.epochs == cfg.epochs || r.epochs == best + cfg.patience,
+        "monitor %s: stopped after %d epochs, best %d, patience %d", name, r.epochs, best,
+        cfg.patience);
+  CHECK((int)json_value(r.json, "best_epoch") == best, "monitor %s: json best_epoch %g, expected %d",
+        name, json_value(r.json, "best_epoch"), best);
+  char expect_json[64];
+  snprintf(expect_json, sizeof expect_json, "\"monitor\":\"%s\"", name);
+  CHECK(r.json && strstr(r.json, expect_json), "monitor %s: json %s", name, r.json);
+  if (best > 0)
+    CHECK_CLOSE(json_value(r.json, "val_f1"), r.stats[best - 1].val_f1, 1e-8, 0, "json val_f1");
+  /* the weights kept are those of the monitored best epoch: a run stopped there */
+  nn_config cfg_stop = cfg;
+  cfg_stop.epochs = best;
+  cfg_stop.patience = 1000;
+  run_training(&stop, &cfg_stop, &data, NULL, NULL);
+  CHECK(stop.status == NN_DONE && stop.epochs == best, "monitor %s: run to epoch %d: %d epochs",
+        name, best, stop.epochs);
+  if (r.params && stop.params && r.param_count == stop.param_count)
+    CHECK(memcmp(r.params, stop.params, r.param_count * sizeof(float)) == 0,
+          "monitor %s: the taken model is not epoch %d's weights", name, best);
+  printf("monitor %s: %d epochs, best %d (val_loss's best flags differ at %d epochs)\n", name,
+         r.epochs, best, differs);
+  free_run(&r);
+  free_run(&stop);
+  free_run(&loss_run);
+}
+
 /* nn_rng_dropout_mask is nn_rng_uniform's loop, inlined: the same values and the same state
  * after (determinism and the weights of every earlier run depend on it) */
 static void check_dropout_mask_stream(void) {
@@ -184,8 +249,151 @@ static void check_dropout_mask_stream(void) {
   CHECK(nn_rng_next(&a) == nn_rng_next(&b), "the generator state after the mask is the same");
 }
 
+/* Train cfg on the rows of d to the end; the model, or NULL (with a failed CHECK). */
+static nn_model *train_model(const nn_config *cfg, const nn_model *base, dataset *d,
+                             double *first_train_loss) {
+  char err[NN_ERR_LEN] = "";
+  nn_trainer *tr = NULL;
+  nn_model *model = NULL;
+  int status = base ? nn_trainer_create_from(&tr, base, cfg, (const char *const *)d->texts,
+                                             d->text_lens, (const char *const *)d->labels,
+                                             d->label_lens, d->n, NULL, NULL, err)
+                    : nn_trainer_create(&tr, cfg, (const char *const *)d->texts, d->text_lens,
+                                        (const char *const *)d->labels, d->label_lens, d->n, err);
+  CHECK(status == NN_OK, "%s: create: %s", base ? "warm start" : "fresh", err);
+  if (status != NN_OK) return NULL;
+  nn_epoch_stats s;
+  for (int e = 0; (status = nn_trainer_epoch(tr, &s, NULL, NULL, err)) == NN_OK; e++) {
+    if (e == 0) *first_train_loss = s.train_loss;
+    printf("%s epoch %d: train_loss %.4f val_loss %.4f val_acc %.4f\n", base ? "warm" : "fresh",
+           s.epoch, s.train_loss, s.val_loss, s.val_accuracy);
+  }
+  CHECK(status == NN_DONE, "%s: epochs: %s", base ? "warm start" : "fresh", err);
+  char *json = nn_trainer_metrics_json(tr);
+  CHECK(json && (strstr(json, "\"warm_start\":true") != NULL) == (base != NULL),
+        "warm_start in the metrics: %s", json);
+  free(json);
+  if (status == NN_DONE) CHECK(nn_trainer_take_model(tr, &model, err) == NN_OK, "take: %s", err);
+  nn_trainer_free(tr);
+  return model;
+}
+
+static void check_warm_start(void) {
+  char err[NN_ERR_LEN] = "";
+  nn_config cfg;
+  small_config(&cfg);
+  cfg.epochs = 3;
+  /* the base: 3 classes learned from their keywords */
+  make_keyword_data(&data, 600, 3, 0, 21);
+  double loss0 = 0, fresh_loss = 0, warm_loss = 0;
+  nn_model *base = train_model(&cfg, NULL, &data, &loss0);
+  if (!base) return;
+  size_t count = nn_model_param_count(base);
+  float *before = malloc(count * sizeof *before);
+  memcpy(before, nn_model_weights(base), count * sizeof *before);
+  /* new rows of the same task, with words the base never saw */
+  free_dataset(&data);
+  make_keyword_data(&data, 300, 3, 0, 22);
+  for (int i = 0; i < data.n; i += 3) {
+    char *text = malloc((size_t)data.text_lens[i] + 16);
+    int len = sprintf(text, "%s newword%d", data.texts[i], i % 7);
+    free(data.texts[i]);
+    data.texts[i] = text;
+    data.text_lens[i] = len;
+  }
+  nn_config warm_cfg = *nn_model_config(base); /* as ext/ does: the base's options, then the user's */
+  CHECK(nn_config_parse_json(&warm_cfg, "{\"epochs\":2,\"lr\":0.003,\"monitor\":\"val_f1\"}",
+                             err) == NN_OK, "warm options: %s", err);
+  nn_model *fresh = train_model(&cfg, NULL, &data, &fresh_loss);
+  nn_model *warm = train_model(&warm_cfg, base, &data, &warm_loss);
+  if (fresh && warm) {
+    printf("warm start: first epoch train loss %.4f, fresh model %.4f\n", warm_loss, fresh_loss);
+    CHECK(warm_loss < fresh_loss, "warm start first epoch loss %.4f not below fresh %.4f",
+          warm_loss, fresh_loss);
+    const nn_vocab *bv = nn_model_vocab(base), *wv = nn_model_vocab(warm);
+    int same = nn_vocab_count(bv) == nn_vocab_count(wv);
+    for (int id = 0; same && id < nn_vocab_count(bv); id++) {
+      int la, lb;
+      const char *a = nn_vocab_token(bv, id, &la), *b = nn_vocab_token(wv, id, &lb);
+      same = la == lb && memcmp(a, b, (size_t)la) == 0;
+    }
+    CHECK(same, "warm start: the vocabulary is not the base model's (%d vs %d tokens)",
+          nn_vocab_count(wv), nn_vocab_count(bv));
+    CHECK(nn_vocab_lookup(wv, "newword1", 8) == NN_UNK && nn_vocab_lookup(nn_model_vocab(fresh), "newword1", 8) > NN_UNK,
+          "a new word is <UNK> for the warm start, in the fresh vocabulary");
+    CHECK(nn_model_num_classes(warm) == 3 && strcmp(nn_model_label(warm, 2), nn_model_label(base, 2)) == 0,
+          "warm start labels");
+    CHECK(nn_model_config(warm)->monitor == NN_MONITOR_VAL_F1 && nn_model_config(warm)->epochs == 2,
+          "warm start options apply");
+    CHECK(memcmp(before, nn_model_weights(base), count * sizeof *before) == 0,
+          "warm start changed the base model's weights");
+    size_t moved = 0;
+    for (size_t i = 0; i < count; i++) moved += nn_model_weights(warm)[i] != before[i];
+    CHECK(moved > count / 100, "warm start: only %zu of %zu weights moved", moved, count);
+  }
+  nn_model_free(fresh);
+  nn_model_free(warm);
+
+  /* rows of two of the three labels: the model keeps all three */
+  dataset *d = &data;
+  int kept = 0;
+  for (int i = 0; i < d->n; i++) {
+    if (strcmp(d->labels[i], "world") == 0) {
+      free(d->texts[i]);
+      free(d->labels[i]);
+      continue;
+    }
+    d->texts[kept] = d->texts[i], d->text_lens[kept] = d->text_lens[i];
+    d->labels[kept] = d->labels[i], d->label_lens[kept] = d->label_lens[i];
+    kept++;
+  }
+  d->n = kept;
+  double loss_subset = 0;
+  warm = train_model(&warm_cfg, base, &data, &loss_subset);
+  CHECK(warm && nn_model_num_classes(warm) == 3 && isfinite(loss_subset),
+        "warm start on 2 of 3 labels: loss %g", loss_subset);
+  nn_model_free(warm);
+
+  /* errors: a label the base lacks (the first one named), an architecture option changed */
+  nn_trainer *tr = NULL;
+  free(d->labels[5]);
+  d->labels[5] = dup_string("politics");
+  d->label_lens[5] = 8;
+  int status = nn_trainer_create_from(&tr, base, &warm_cfg, (const char *const *)d->texts,
+                                      d->text_lens, (const char *const *)d->labels,
+                                      d->label_lens, d->n, NULL, NULL, err);
+  CHECK(status == NN_ERROR && !tr &&
+            strcmp(err, "label \"politics\" of row 6 is not one of the base model's 3 labels: a "
+                        "warm start keeps the base model's labels") == 0,
+        "new label: %d %s", status, err);
+  printf("warm start, new label: %s\n", err);
+  const char *changes[][2] = {
+      {"{\"hidden\":8}", "option \"hidden\" cannot change when training from a model: the base model has 16, got 8"},
+      {"{\"attention\":\"dot\"}", "option \"attention\" cannot change when training from a model: the base model has \"linear\", got \"dot\""},
+      {"{\"stopwords\":false}", "option \"stopwords\" cannot change when training from a model: the base model has true, got false"},
+  };
+  for (int k = 0; k < 3; k++) {
+    nn_config c = *nn_model_config(base);
+    CHECK(nn_config_parse_json(&c, changes[k][0], err) == NN_OK, "parse %s: %s", changes[k][0], err);
+    status = nn_trainer_create_from(&tr, base, &c, (const char *const *)d->texts, d->text_lens,
+                                    (const char *const *)d->labels, d->label_lens, d->n, NULL,
+                                    NULL, err);
+    CHECK(status == NN_ERROR && !tr && strcmp(err, changes[k][1]) == 0, "%s: %d %s", changes[k][0],
+          status, err);
+    printf("warm start, %s: %s\n", changes[k][0], err);
+  }
+  status = nn_trainer_create_from(&tr, NULL, &cfg, (const char *const *)d->texts, d->text_lens,
+                                  (const char *const *)d->labels, d->label_lens, d->n, NULL,
+                                  NULL, err);
+  CHECK(status == NN_ERROR && !tr, "no base model: %d", status);
+  free(before);
+  nn_model_free(base);
+  free_dataset(&data);
+}
+
 int main(void) {
   check_dropout_mask_stream();
+  check_warm_start();
   nn_config cfg;
   run_result a, b;
   char err[NN_ERR_LEN];
@@ -315,8 +523,15 @@ int main(void) {
   if (a.params && b.params && a.param_count == b.param_count)
     CHECK(memcmp(a.params, b.params, a.param_count * sizeof(float)) == 0,
           "the taken model is not the best epoch's weights");
-  free_run(&a);
+  CHECK(a.json && strstr(a.json, "\"monitor\":\"val_loss\""), "default monitor in %s", a.json);
   free_run(&b);
+
+  /* ---- monitor: the same noise run, the best epoch by validation F1 or accuracy */
+  free_run(&a);
+  cfg.patience = 3;
+  cfg.seed = 2; /* a run whose best epochs by loss, F1 and accuracy are not all the same */
+  check_monitor(&cfg, NN_MONITOR_VAL_F1);
+  check_monitor(&cfg, NN_MONITOR_VAL_ACCURACY);
 
   /* ---- interrupt */
   calls = 0;

@@ -1,0 +1,124 @@
+/* train.h -- the trainer's structure and the helpers train.c (the epochs) and train_data.c
+ * (preparing the rows) share. Internal to the engine: nn.h is the public interface. */
+#ifndef ATTNEXT_TRAIN_H
+#define ATTNEXT_TRAIN_H
+
+#include "model.h"
+#include "nn.h"
+#include "pool.h"
+
+#define NN_TRAIN_MAX_LOGITS (1u << 26) /* batch rows x classes: bounds the (B, C) buffers */
+#define BUCKET_BATCHES 50 /* batches per length-sorted chunk of an epoch */
+#define MAX_SHARDS 8      /* data-parallel pieces of a batch */
+#define SHARD_ROWS 32     /* a batch of B rows runs as clamp(B / 32, 1, 8) shards */
+
+/* Seeds of the trainer's random streams, derived from cfg->seed (the model's initialisation
+ * draws from cfg->seed itself). */
+#define SEED_SPLIT 0x53504c4954000001ull   /* "SPLIT" */
+#define SEED_SHUFFLE 0x5348554646000002ull /* "SHUFF" */
+#define SEED_DROPOUT 0x44524f5000000003ull /* "DROP" */
+
+struct nn_trainer {
+  nn_config cfg;
+  nn_model *model; /* NULL once taken */
+  const nn_backend *be; /* the model's: gradients and Adam's moments live in its memory */
+  nn_workspace *ws;
+  nn_adam adam;
+  int C;                /* classes */
+  int n, n_train, n_val; /* rows */
+  size_t param_count;
+  nn_interrupt_fn stop; /* nn_trainer_create_ex's, during creation only; NULL after */
+  void *stop_ctx;
+
+  /* every row, encoded once */
+  int *token_ids;       /* ragged: row i's ids are token_ids[token_start[i] .. + row_length[i]) */
+  size_t *token_start;  /* (n) */
+  int *row_length;      /* (n) 1..max_len */
+  int *row_class;       /* (n) */
+  int *train_rows;      /* (n_train) ascending */
+  int *val_rows;        /* (n_val) sorted by length (stable) */
+  float *class_weights; /* (C) */
+
+  /* epoch buffers */
+  int *order;        /* (n_train) this epoch's row order */
+  int *sort_scratch; /* (n_train) */
+  int *length_count; /* (max_len + 2) counting sort */
+  int *batch_perm;   /* (batches per epoch) */
+  int *tokens;       /* (B, T) with T <= the longest row */
+  int *lengths;      /* (B) */
+  int *labels;       /* (B) */
+  float *logits;     /* (B, C) */
+  float *dlogits;    /* (B, C) */
+  int64_t *true_positive, *predicted, *support; /* (C) each */
+  float *best_params;                           /* (param_count) */
+
+  nn_rng shuffle_rng, dropout_rng;
+
+  /* Data parallelism: each batch is cut into `shards` contiguous pieces, a number set by the
+   * batch size alone (not by the core count), run on the pool; shard s writes gradients to
+   * shard_grads[s] (shard 0: the model's), which are then summed in shard order. So results are
+   * bit-identical whatever the number of threads. */
+  nn_pool *pool;
+  int shards;
+  nn_workspace *shard_ws[MAX_SHARDS];
+  float *shard_grads[MAX_SHARDS];
+  /* Sparse embedding gradient (host memory only): a batch touches a few hundred of the V rows
+   * of embeddings.weight (92% of the parameters with the lesson's sizes), so each shard lists
+   * the distinct rows it touched (rows[s], deduplicated with stamp[s]); the reduction adds
+   * only those, and after Adam only those are zeroed again. Every row skipped is exactly zero,
+   * so the results are bit-identical to dense passes. */
+  int sparse_embedding;
+  size_t emb_size;                 /* V * E: the embedding rows come first in the buffers */
+  int *rows[MAX_SHARDS], nrows[MAX_SHARDS], rows_cap[MAX_SHARDS];
+  unsigned *stamp[MAX_SHARDS];     /* (V) batch number that last listed each row */
+  unsigned batch_no;
+  double current_wsum;             /* the batch's class-weight sum: the loss normaliser */
+  double shard_loss[MAX_SHARDS];   /* each shard's unnormalised loss */
+  float *step_params;              /* the update pass of the batch (update_task) */
+  nn_adam_step_scalars step;
+  nn_rng shard_rng[MAX_SHARDS];
+  nn_batch current; /* the batch the shard tasks work on */
+  int current_training;
+  int shard_status[MAX_SHARDS];
+  char shard_err[MAX_SHARDS][NN_ERR_LEN];
+
+  /* schedule */
+  double lr;            /* current learning rate */
+  double lr_factor;     /* ReduceLROnPlateau factor */
+  double plateau_best;  /* ReduceLROnPlateau.best */
+  int plateau_bad;      /* ReduceLROnPlateau.num_bad_epochs */
+  double best_score;    /* early stopping: the best monitored_score so far (lower is better) */
+  int bad_epochs;
+  nn_epoch_stats best;  /* stats of the best epoch (best.epoch == 0: none yet) */
+  int epochs_run;
+  int done;
+  double seconds; /* all epochs together */
+
+  /* pretrained embeddings (nn_trainer_set_embedding, nn_trainer_freeze_embeddings) */
+  unsigned char *pretrained; /* (V) 1 for rows set from a vector; NULL until the first */
+  int pretrained_words;      /* rows set */
+  int freeze_embeddings;
+  int embeddings_option;     /* either call was made: report it in the metrics */
+  int warm_start;            /* created by nn_trainer_create_from */
+};
+
+/* Fisher-Yates, as numpy's shuffle: for i from n-1 down to 1, swap a[i] and a[j], j in [0, i]. */
+void nn_train_shuffle(int *a, int n, nn_rng *rng);
+/* Stable sort of rows[0..count) by row_length (1..max_len), through counts (max_len + 2) and
+ * scratch (count). */
+void nn_train_sort_by_length(int *rows, int count, const int *row_length, int max_len,
+                             int *counts, int *scratch);
+
+/* train_data.c: the rows of a training run, prepared once: the sorted label set (tr->C,
+ * tr->row_class, *names: C NUL-terminated copies), the stratified split (tr->train_rows,
+ * tr->val_rows, tr->n_train, tr->n_val), the vocabulary of the training split (*vocab), every
+ * row encoded (tr->token_ids, token_start, row_length) and the class weights. Reads tr->cfg,
+ * tr->n, tr->stop. text_lens may be NULL (NUL-terminated texts), label_lens too. With a base
+ * model (a warm start) the classes are its labels (*names NULL; a label it lacks is an error)
+ * and *vocab is a copy of its vocabulary. On success *names and *vocab are the caller's; on
+ * error they are NULL and what tr holds is freed with it. */
+int nn_train_data_prepare(nn_trainer *tr, char ***names, nn_vocab **vocab, const nn_model *base,
+                          const char *const *texts, const int *text_lens,
+                          const char *const *labels, const int *label_lens, char *err);
+
+#endif
