@@ -12,7 +12,16 @@ tgz=$(ls "$BUILD"/dist/attnext-*.tgz 2>/dev/null | tail -n 1)
 tgz=$(cd "$(dirname "$tgz")" && pwd)/$(basename "$tgz")
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-sh tests/node_setup.sh "$tmp/project" better-sqlite3 "$tgz" || { echo "FAIL npm install"; exit 1; }
+# better-sqlite3 takes a minute to compile: start from the project test_field_node.sh installed
+# (build/node, same npm and node) when there is one, so only the package itself is installed here.
+mkdir -p "$tmp/project"
+if [ -f build/node/package.json ] && (cd build/node && node -e 'require("better-sqlite3")') 2>/dev/null; then
+  cp -R build/node/package.json build/node/package-lock.json build/node/node_modules "$tmp/project/" 2>/dev/null
+  sh tests/node_setup.sh "$tmp/project" "$tgz" || { echo "FAIL npm install"; exit 1; }
+else
+  sh tests/node_setup.sh "$tmp/project" better-sqlite3 "$tgz" || { echo "FAIL npm install"; exit 1; }
+fi
+(cd "$tmp/project" && node -e 'require("better-sqlite3")') || { echo "FAIL better-sqlite3 missing"; exit 1; }
 cp tests/package_roundtrip.sql "$tmp/project/"
 cd "$tmp/project" && node - <<'JS'
 "use strict";
