@@ -60,6 +60,11 @@ HEADERS    := $(wildcard engine/*.h ext/*.h tests/*.h)
 # is missing (built before this scheme) is rebuilt once: the .d is a prerequisite with an empty
 # rule.
 DEPFLAGS   := -MMD -MP
+# The compiler and flags of the last build in $(BUILD): every object depends on this stamp, which
+# is rewritten only when they change, so a change of flags (NATIVE=1 in the same BUILD, a pull
+# that changes the Makefile's flags) rebuilds everything instead of linking stale objects.
+FLAGS_STAMP := $(BUILD)/flags.stamp
+FLAGS_NOW   := $(CC) $(CFLAGS) $(CPU_DEFS) $(BLAS_CFLAGS)
 
 # The CUDA backend is built when nvcc is found (see engine/*.cu); otherwise it is skipped.
 NVCC ?= $(shell command -v nvcc 2>/dev/null || (test -x /usr/local/cuda/bin/nvcc && echo /usr/local/cuda/bin/nvcc))
@@ -75,7 +80,13 @@ CUDA_SO    := $(if $(NVCC),$(if $(CUDA_SRC),attnext_cuda.so))
 .PHONY: all deps deps-build demo test test-asan bench install uninstall clean fuzz
 all: attnext.so $(CUDA_SO)
 
-$(BUILD)/%.o: %.c $(BUILD)/%.d
+$(FLAGS_STAMP): FORCE
+	@mkdir -p $(dir $@)
+	@echo '$(FLAGS_NOW)' | cmp -s - $@ || echo '$(FLAGS_NOW)' > $@
+.PHONY: FORCE
+FORCE:
+
+$(BUILD)/%.o: %.c $(BUILD)/%.d $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(DEPFLAGS) $(BLAS_CFLAGS) -Iengine -c $< -o $@
 
@@ -83,7 +94,7 @@ $(BUILD)/%.o: %.c $(BUILD)/%.d
 # script that exports the entry point alone (the ext/ objects keep default visibility for it).
 $(ENGINE_OBJ): CFLAGS += -fvisibility=hidden
 $(BUILD)/engine/backend_cpu.o: CFLAGS += $(CPU_DEFS)
-$(BUILD)/engine/backend_cpu_%.o: engine/backend_cpu.c $(HEADERS)
+$(BUILD)/engine/backend_cpu_%.o: engine/backend_cpu.c $(HEADERS) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -march=x86-64-$* -mtune=generic -DNN_CPU_TABLE=nn_backend_cpu_$* \
 	  $(BLAS_CFLAGS) -Iengine -c $< -o $@
@@ -106,11 +117,11 @@ attnext_cuda.so: $(CUDA_SRC) engine/backend.h
 	$(NVCC) $(NVCC_FLAGS) -shared -Iengine $(CUDA_SRC) -o $@ -ldl \
 	  -Xlinker -rpath,'$$ORIGIN' -Xlinker -rpath,$(CUDA_HOME)/lib64
 
-$(BUILD)/tests/bench/%: tests/bench/%.c $(BUILD)/libnn.a $(BUILD)/tests/bench/%.d
+$(BUILD)/tests/bench/%: tests/bench/%.c $(BUILD)/libnn.a $(BUILD)/tests/bench/%.d $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(DEPFLAGS) $(BLAS_CFLAGS) -Iengine -Itests $< $(BUILD)/libnn.a -o $@ $(LDLIBS)
 
-$(BUILD)/tests/%: tests/%.c $(BUILD)/libnn.a $(BUILD)/tests/%.d
+$(BUILD)/tests/%: tests/%.c $(BUILD)/libnn.a $(BUILD)/tests/%.d $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(DEPFLAGS) $(BLAS_CFLAGS) -Iengine -Itests $< $(BUILD)/libnn.a -o $@ $(LDLIBS)
 
