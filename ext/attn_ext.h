@@ -4,7 +4,7 @@
  * state (attn_conn) as its user data / module client data. It owns the model cache: a model is
  * parsed once per connection and (name, version), and the name -> deployed version resolution is
  * redone whenever the database may have changed (a new deployment, a new version or a deleted
- * row is seen by the next statement of every connection). See attn_store.c.
+ * row is seen by the next statement of every connection). See attn_conn.c.
  *
  * A function serving SQL looks a model up with attn_model_get (scalar functions: the model stays
  * valid until the call returns; with name_arg >= 0 the lookup is remembered for the rest of the
@@ -50,7 +50,7 @@ sqlite3 *attn_conn_db(attn_conn *conn);
  * writes made by functions that the query calls. attn_conn_check_write returns SQLITE_OK, or
  * SQLITE_ERROR with *errmsg "fn: cannot write the model store from inside the query of ...".
  * Inside a dqlite node it also refuses a write that would commit outside Raft: in autocommit
- * mode, unless a statement that writes and returns no rows is running (see attn_store.c). */
+ * mode, unless a statement that writes and returns no rows is running (see attn_conn.c). */
 void attn_conn_query_begin(attn_conn *conn, const char *fn);
 void attn_conn_query_end(attn_conn *conn);
 int attn_conn_check_write(attn_conn *conn, const char *fn, char **errmsg);
@@ -69,7 +69,7 @@ int attn_create_function(sqlite3 *db, attn_conn *conn, const char *name, int nar
 int attn_create_module(sqlite3 *db, attn_conn *conn, const char *name,
                        const sqlite3_module *module);
 
-/* ------------------------------------------------------------------ models (attn_store.c) */
+/* ------------------------------------------------------------------ models (attn_conn.c) */
 
 /* The deployed version of model `name` (NULL: the default model, the most recently deployed one
  * in the database) for a call of SQL function `fn`. With name_arg >= 0, argv[name_arg] holds the
@@ -84,15 +84,6 @@ int attn_model_get(sqlite3_context *ctx, const char *fn, const char *name, int n
 int attn_model_acquire(attn_conn *conn, const char *fn, const char *name, attn_model **out,
                        char **errmsg);
 void attn_model_release(attn_model *model);
-
-/* Store a model as a new version of `name` and deploy it, with its training log rows
- * (log may be NULL / nlog 0), all in one transaction that honours the connection's busy timeout
- * (see attn_store.c: which connection and transaction): on error the database is unchanged.
- * metrics_json may be NULL. *version_out gets the new version. Errors name fn, e.g.
- *   attn_train: cannot save the model: database is locked (another connection held ...) */
-int attn_store_save(attn_conn *conn, const char *fn, const char *name, const nn_model *model,
-                    const char *metrics_json, const nn_epoch_stats *log, int nlog,
-                    int64_t *version_out, char **errmsg);
 
 /* Check the model store before trusting it: each of attn_models and attn_training_log is absent
  * or an ordinary rowid table of main (no view, no virtual table) with the columns of
@@ -122,10 +113,28 @@ void attn_interrupt_end(attn_interrupt *it);
 /* The same as an engine nn_interrupt_fn (ctx: an attn_interrupt), checking on every call. */
 int attn_interrupt_check(void *it);
 
+/* Forget the remembered name -> deployed model answers (after a write of the store). */
+void attn_conn_forget_deployed(attn_conn *conn);
+
+/* ------------------------------------------------------------------ store writes (attn_store.c) */
+
 /* Create the model store tables (sql/schema.sql) when they are missing, then attn_store_check. */
 int attn_store_ensure_schema(sqlite3 *db, const char *fn, char **errmsg);
+/* Store a model as a new version of `name` and deploy it, with its training log rows
+ * (log may be NULL / nlog 0), all in one transaction that honours the connection's busy timeout
+ * (see attn_store.c: which connection and transaction): on error the database is unchanged.
+ * metrics_json may be NULL. *version_out gets the new version. Errors name fn, e.g.
+ *   attn_train: cannot save the model: database is locked (another connection held ...) */
+int attn_store_save(attn_conn *conn, const char *fn, const char *name, const nn_model *model,
+                    const char *metrics_json, const nn_epoch_stats *log, int nlog,
+                    int64_t *version_out, char **errmsg);
 
-/* Register attn_deploy and attn_import. */
+/* Step one statement with bound values; SQLITE_OK, or its error with *errmsg
+ * "fn: cannot <what>: <SQLite's message>". */
+int attn_exec_step(sqlite3_stmt *stmt, sqlite3 *db, const char *fn, const char *what,
+                   char **errmsg);
+
+/* Register attn_deploy and attn_import (attn_deploy.c). */
 int attn_store_register(sqlite3 *db, attn_conn *conn);
 
 /* ------------------------------------------------------------------ inference (attn_predict.c) */
