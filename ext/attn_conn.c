@@ -43,6 +43,8 @@ struct attn_conn {
   attn_model *memo_default;
   int64_t cache_limit;    /* bytes (attn_model_cost) the cache may keep; the model in use stays */
   nn_workspace *ws;
+  nn_pool *pool;          /* batched inference (attn_conn_pool), created on first use */
+  nn_workspace **pool_ws; /* one per pool thread */
   int store_depth;        /* > 0 while the store tables are read (attn_store_read_begin) */
   int checked;            /* the store's schema passed attn_store_check at this stamp: */
   int checked_exists;     /* ... and attn_models exists */
@@ -105,6 +107,10 @@ void attn_conn_unref(void *p) {
     attn_model_release(m);
   }
   nn_workspace_free(conn->ws);
+  for (int t = 0; conn->pool_ws && t < nn_pool_threads(conn->pool); t++)
+    nn_workspace_free(conn->pool_ws[t]);
+  sqlite3_free(conn->pool_ws);
+  nn_pool_free(conn->pool);
   sqlite3_free(conn->checked_fingerprint);
   sqlite3_free(conn->pending_error);
   sqlite3_free(conn);
@@ -193,6 +199,31 @@ nn_workspace *attn_conn_workspace(attn_conn *conn, char **errmsg) {
   return conn->ws;
 }
 
+int attn_conn_pool(attn_conn *conn, nn_pool **pool, nn_workspace ***ws, char **errmsg) {
+  char err[NN_ERR_LEN] = "";
+  if (!conn->pool && nn_pool_create(&conn->pool, 0, err) != NN_OK) {
+    conn->pool = NULL;
+    *errmsg = sqlite3_mprintf("%s", err);
+    return SQLITE_NOMEM;
+  }
+  int threads = nn_pool_threads(conn->pool);
+  if (!conn->pool_ws) {
+    conn->pool_ws = sqlite3_malloc64(sizeof *conn->pool_ws * (sqlite3_uint64)threads);
+    if (!conn->pool_ws) return SQLITE_NOMEM;
+    memset(conn->pool_ws, 0, sizeof *conn->pool_ws * (size_t)threads);
+  }
+  for (int t = 0; t < threads; t++) {
+    if (!conn->pool_ws[t] && nn_workspace_create(&conn->pool_ws[t], err) != NN_OK) {
+      conn->pool_ws[t] = NULL;
+      *errmsg = sqlite3_mprintf("%s", err);
+      return SQLITE_NOMEM;
+    }
+  }
+  *pool = conn->pool;
+  *ws = conn->pool_ws;
+  return SQLITE_OK;
+}
+
 /* The "database unchanged" stamp; 0 when it cannot be trusted. Only in a read transaction:
  * with none open the data version may be stale, and in a write transaction a ROLLBACK (TO)
  * could undo writes without changing either number. */
@@ -277,7 +308,7 @@ static void attn_cache_trim(attn_conn *conn) {
 
 /* attn_cache_limit() -> bytes; attn_cache_limit(bytes) -> bytes: the most bytes of parsed models
  * this connection keeps between calls (default 256 MB); setting it evicts at once. */
-static void attn_cache_limit_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+void attn_cache_limit_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   attn_conn *conn = sqlite3_user_data(ctx);
   if (argc == 1) {
     if (sqlite3_value_numeric_type(argv[0]) != SQLITE_INTEGER || sqlite3_value_int64(argv[0]) < 0) {
@@ -295,15 +326,6 @@ static void attn_cache_limit_func(sqlite3_context *ctx, int argc, sqlite3_value 
   sqlite3_result_int64(ctx, conn->cache_limit);
 }
 
-int attn_cache_register(sqlite3 *db, attn_conn *conn) {
-  /* direct-only: a view of a database could otherwise lift the bound */
-  int rc = attn_create_function(db, conn, "attn_cache_limit", 0, SQLITE_DIRECTONLY,
-                                attn_cache_limit_func);
-  if (rc == SQLITE_OK)
-    rc = attn_create_function(db, conn, "attn_cache_limit", 1, SQLITE_DIRECTONLY,
-                              attn_cache_limit_func);
-  return rc;
-}
 
 /* ------------------------------------------------------------------ checking the store */
 

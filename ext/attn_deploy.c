@@ -9,29 +9,16 @@
 
 #include "attn_ext.h"
 
-/* The model name argument: non-empty text, else an error. */
-static const char *attn_name_arg(sqlite3_context *ctx, const char *fn, sqlite3_value *v) {
-  const char *name = (const char *)sqlite3_value_text(v);
-  if (sqlite3_value_type(v) == SQLITE_NULL || !name || !*name) {
-    char *msg = sqlite3_mprintf("%s: the model name must be a non-empty text, got %s", fn,
-                                sqlite3_value_type(v) == SQLITE_NULL ? "NULL" : "''");
-    sqlite3_result_error(ctx, msg ? msg : "out of memory", -1);
-    sqlite3_free(msg);
-    return NULL;
-  }
-  return name;
-}
-
 /* attn_deploy(name, version) -> version: make that version the one that predicts. */
-static void attn_deploy_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+void attn_deploy_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   attn_conn *conn = sqlite3_user_data(ctx);
   sqlite3 *db = attn_conn_db(conn);
   const char *fn = "attn_deploy";
-  const char *name = attn_name_arg(ctx, fn, argv[0]);
+  const char *name = NULL;
   char *msg = NULL;
   sqlite3_stmt *stmt = NULL;
   int rc;
-  if (!name) return;
+  if ((rc = attn_name_value(fn, argv[0], &name, &msg)) != SQLITE_OK) goto done;
   if ((rc = attn_conn_check_write(conn, fn, &msg)) != SQLITE_OK) goto done;
   int exists = 0;
   if ((rc = attn_store_check(db, fn, &exists, &msg)) != SQLITE_OK) goto done; /* issue 17 */
@@ -96,24 +83,21 @@ static void attn_deploy_func(sqlite3_context *ctx, int argc, sqlite3_value **arg
 done:
   sqlite3_finalize(stmt);
   attn_conn_forget_deployed(conn);
-  if (rc != SQLITE_OK) {
-    sqlite3_result_error(ctx, msg ? msg : "attn_deploy: out of memory", -1);
-    if (rc != SQLITE_ERROR) sqlite3_result_error_code(ctx, rc);
-  }
-  sqlite3_free(msg);
+  if (rc != SQLITE_OK) attn_result_error(ctx, rc, msg, fn);
+  else sqlite3_free(msg);
 }
 
 /* attn_import(name, blob) -> version: validate a safetensors BLOB, store it as a new version
  * of `name` and deploy it. */
-static void attn_import_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+void attn_import_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   attn_conn *conn = sqlite3_user_data(ctx);
   const char *fn = "attn_import";
-  const char *name = attn_name_arg(ctx, fn, argv[0]);
+  const char *name = NULL;
   char err[NN_ERR_LEN] = "", *msg = NULL;
   nn_model *model = NULL;
   int64_t version = 0;
   int rc;
-  if (!name) return;
+  if ((rc = attn_name_value(fn, argv[0], &name, &msg)) != SQLITE_OK) goto done;
   if ((rc = attn_conn_check_write(conn, fn, &msg)) != SQLITE_OK) goto done;
   if (sqlite3_value_type(argv[1]) != SQLITE_BLOB) {
     static const char *types[] = {"", "an integer", "a real", "text", "a BLOB", "NULL"};
@@ -139,16 +123,7 @@ static void attn_import_func(sqlite3_context *ctx, int argc, sqlite3_value **arg
   if (rc == SQLITE_OK) sqlite3_result_int64(ctx, version);
 done:
   nn_model_free(model);
-  if (rc != SQLITE_OK) {
-    sqlite3_result_error(ctx, msg ? msg : "attn_import: out of memory", -1);
-    if (rc != SQLITE_ERROR) sqlite3_result_error_code(ctx, rc);
-  }
-  sqlite3_free(msg);
+  if (rc != SQLITE_OK) attn_result_error(ctx, rc, msg, fn);
+  else sqlite3_free(msg);
 }
 
-int attn_store_register(sqlite3 *db, attn_conn *conn) {
-  int rc = attn_create_function(db, conn, "attn_deploy", 2, SQLITE_DIRECTONLY, attn_deploy_func);
-  if (rc == SQLITE_OK)
-    rc = attn_create_function(db, conn, "attn_import", 2, SQLITE_DIRECTONLY, attn_import_func);
-  return rc;
-}

@@ -209,7 +209,6 @@ static int attn_eval_filter(sqlite3_vtab_cursor *base, int idx_num, const char *
   attn_model *model = NULL;
   sqlite3_stmt *stmt = NULL;
   attn_rows rows;
-  attn_workers workers = {0, NULL};
   attn_eval_counts ec;
   attn_eval_order *order = NULL;
   attn_interrupt interrupt = {attn_conn_db(vtab->conn), NULL, 0};
@@ -218,13 +217,9 @@ static int attn_eval_filter(sqlite3_vtab_cursor *base, int idx_num, const char *
   memset(&rows, 0, sizeof rows);
   memset(&ec, 0, sizeof ec);
   attn_eval_reset(cur);
-  const char *name = argc > 0 ? (const char *)sqlite3_value_text(argv[0]) : NULL;
-  if (!name || !*name) {
-    msg = sqlite3_mprintf("%s: the model name must be a non-empty text, got %s", fn,
-                          name ? "''" : "NULL");
-    rc = SQLITE_ERROR;
-    goto done;
-  }
+  const char *name = NULL;
+  rc = attn_name_value(fn, argc > 0 ? argv[0] : NULL, &name, &msg);
+  if (rc != SQLITE_OK) goto done;
   rc = attn_model_acquire(vtab->conn, fn, name, &model, &msg);
   if (rc != SQLITE_OK) goto done;
   rc = attn_prepare_query(attn_conn_db(vtab->conn), fn,
@@ -255,7 +250,7 @@ static int attn_eval_filter(sqlite3_vtab_cursor *base, int idx_num, const char *
     ec.K++;
   }
   int query_done = 0;
-  int chunk = 1024 * attn_workers_threads();
+  int chunk = ATTN_CHUNK_ROWS;
   while (!query_done) {
     attn_conn_query_begin(vtab->conn, fn);
     rc = attn_rows_read(&rows, stmt, ATTN_ROWS_TEXT_LABEL, chunk, &query_done, fn, &msg);
@@ -270,8 +265,8 @@ static int attn_eval_filter(sqlite3_vtab_cursor *base, int idx_num, const char *
         goto done;
       }
     }
-    rc = attn_classify_texts_ws(model, &workers, rows.texts, rows.lens, rows.n, pred, NULL, fn,
-                                &msg);
+    rc = attn_classify_texts(vtab->conn, model, rows.texts, rows.lens, rows.n, pred, NULL, fn,
+                             &msg);
     if (rc != SQLITE_OK) goto done;
     if (attn_interrupted(&interrupt, 1)) {
       msg = sqlite3_mprintf("%s: interrupted", fn);
@@ -351,7 +346,6 @@ done:
   sqlite3_finalize(stmt);
   attn_interrupt_end(&interrupt);
   attn_rows_free(&rows);
-  attn_workers_free(&workers);
   attn_model_release(model);
   for (int k = 0; ec.labels && k < ec.K; k++) sqlite3_free(ec.labels[k]);
   sqlite3_free(ec.labels);
@@ -435,11 +429,6 @@ static int attn_eval_rowid(sqlite3_vtab_cursor *base, sqlite_int64 *rowid) {
     .xRowid = attn_eval_rowid                                                        \
   }
 
-static const sqlite3_module attn_evaluate_module = ATTN_EVAL_MODULE(attn_evaluate_connect);
-static const sqlite3_module attn_confusion_module = ATTN_EVAL_MODULE(attn_confusion_connect);
+const sqlite3_module attn_evaluate_module = ATTN_EVAL_MODULE(attn_evaluate_connect);
+const sqlite3_module attn_confusion_module = ATTN_EVAL_MODULE(attn_confusion_connect);
 
-int attn_evaluate_register(sqlite3 *db, attn_conn *conn) {
-  int rc = attn_create_module(db, conn, "attn_evaluate", &attn_evaluate_module);
-  if (rc == SQLITE_OK) rc = attn_create_module(db, conn, "attn_confusion", &attn_confusion_module);
-  return rc;
-}

@@ -27,7 +27,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "attn_viz.h"
+#include "attn_ext.h"
 
 #define MATRIX_MAX_TOKENS 512
 #define MATRIX_SVG_MAX_TOKENS 80
@@ -410,7 +410,7 @@ static int mx_rowid(sqlite3_vtab_cursor *base, sqlite_int64 *rowid) {
   return SQLITE_OK;
 }
 
-static const sqlite3_module attn_matrix_module = {
+const sqlite3_module attn_matrix_module = {
     .iVersion = 0,
     .xConnect = mx_connect,
     .xBestIndex = mx_best_index,
@@ -431,7 +431,7 @@ static void mx_label(sqlite3_str *out, const mx_side *side, int i) {
   attn_svg_text(out, side->text + t->start, t->len, MATRIX_LABEL_CHARS);
 }
 
-static void attn_matrix_svg_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+void attn_matrix_svg_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   const char *fn = "attn_matrix_svg";
   attn_mx m;
   char *msg = NULL;
@@ -525,13 +525,3 @@ static void attn_matrix_svg_func(sqlite3_context *ctx, int argc, sqlite3_value *
   attn_svg_result(ctx, out);
 }
 
-int attn_matrix_register(sqlite3 *db, attn_conn *conn) {
-  int rc = attn_create_module(db, conn, "attn_matrix", &attn_matrix_module);
-  if (rc == SQLITE_OK)
-    rc = attn_create_function(db, conn, "attn_matrix_svg", 3, SQLITE_DIRECTONLY,
-                              attn_matrix_svg_func);
-  if (rc == SQLITE_OK)
-    rc = attn_create_function(db, conn, "attn_matrix_svg", 4, SQLITE_DIRECTONLY,
-                              attn_matrix_svg_func);
-  return rc;
-}

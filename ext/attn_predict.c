@@ -20,130 +20,18 @@
 
 #include "attn_ext.h"
 
-/* ------------------------------------------------------------------ explain one text */
-
-static int attn_explain_reserve(attn_explain *ex, int T, int C) {
-  if (T > ex->cap_tokens) {
-    nn_token *tokens = sqlite3_realloc64(ex->tokens, (sqlite3_uint64)T * sizeof *tokens);
-    if (tokens) ex->tokens = tokens;
-    int *ids = sqlite3_realloc64(ex->ids, (sqlite3_uint64)T * sizeof *ids);
-    if (ids) ex->ids = ids;
-    float *weights = sqlite3_realloc64(ex->weights, (sqlite3_uint64)T * sizeof *weights);
-    if (weights) ex->weights = weights;
-    char **text = sqlite3_realloc64(ex->token_text, (sqlite3_uint64)T * sizeof *text);
-    if (text) {
-      for (int i = ex->cap_tokens; i < T; i++) text[i] = NULL;
-      ex->token_text = text;
-    }
-    if (!tokens || !ids || !weights || !text) return SQLITE_NOMEM;
-    ex->cap_tokens = T;
-  }
-  if (C > ex->cap_classes) {
-    float *probs = sqlite3_realloc64(ex->probs, (sqlite3_uint64)C * sizeof *probs);
-    if (!probs) return SQLITE_NOMEM;
-    ex->probs = probs;
-    ex->cap_classes = C;
-  }
-  return SQLITE_OK;
-}
-
-void attn_explain_free(attn_explain *ex) {
-  for (int i = 0; ex->token_text && i < ex->cap_tokens; i++) sqlite3_free(ex->token_text[i]);
-  sqlite3_free(ex->token_text);
-  sqlite3_free(ex->tokens);
-  sqlite3_free(ex->ids);
-  sqlite3_free(ex->weights);
-  sqlite3_free(ex->probs);
-  memset(ex, 0, sizeof *ex);
-}
-
-typedef struct attn_token_collect {
-  attn_explain *ex;
-  int count, max, nomem;
-} attn_token_collect;
-
-static void attn_collect_token(void *ctx, const char *tok, int tok_len, int start, int end) {
-  attn_token_collect *tc = ctx;
-  if (tc->count >= tc->max) {
-    tc->count++;
-    return;
-  }
-  char *copy = sqlite3_malloc64((sqlite3_uint64)tok_len + 1);
-  if (!copy) {
-    tc->nomem = 1;
-  } else {
-    memcpy(copy, tok, (size_t)tok_len);
-    copy[tok_len] = 0;
-  }
-  sqlite3_free(tc->ex->token_text[tc->count]);
-  tc->ex->token_text[tc->count++] = copy;
-}
-
-int attn_explain_text(attn_explain *ex, attn_model *model, nn_workspace *ws, const char *text,
-                      int len, int want_tokens, const char *fn, char **errmsg) {
-  nn_model *nn = model->nn;
-  const nn_config *cfg = nn_model_config(nn);
-  int C = nn_model_num_classes(nn), T = cfg->max_len > 0 ? cfg->max_len : 1;
-  char err[NN_ERR_LEN] = "";
-  if (attn_explain_reserve(ex, T, C) != SQLITE_OK) {
-    *errmsg = sqlite3_mprintf("%s: out of memory", fn);
-    return SQLITE_NOMEM;
-  }
-  int n = nn_text_encode(ex->tokens, text ? text : "", text ? len : 0, cfg, nn_model_vocab(nn));
-  if (n < 1) n = 1, ex->tokens[0].id = NN_UNK, ex->tokens[0].start = ex->tokens[0].end = -1;
-  if (n > T) n = T;
-  ex->n = n;
-  for (int i = 0; i < n; i++) ex->ids[i] = ex->tokens[i].id;
-  nn_batch batch = {ex->ids, &ex->n, NULL, 1, n};
-  int st = nn_model_forward(nn, ws, &batch, 0, NULL, ex->probs, ex->weights, err);
-  if (st != NN_OK) {
-    *errmsg = sqlite3_mprintf("%s: %s", fn, err);
-    return st == NN_NOMEM ? SQLITE_NOMEM : SQLITE_ERROR;
-  }
-  nn_softmax_rows(ex->probs, ex->probs, 1, C);
-  if (want_tokens) {
-    attn_token_collect tc = {ex, 0, n, 0};
-    nn_text_tokenize(text ? text : "", text ? len : 0, cfg, attn_collect_token, &tc);
-    if (tc.nomem) {
-      *errmsg = sqlite3_mprintf("%s: out of memory", fn);
-      return SQLITE_NOMEM;
-    }
-    /* Tokens the tokenizer did not give (a text with no tokens: one <UNK>): the vocabulary's. */
-    for (int i = tc.count < n ? tc.count : n; i < n; i++) {
-      int tl = 0;
-      const char *t = nn_vocab_token(nn_model_vocab(nn), ex->ids[i], &tl);
-      sqlite3_free(ex->token_text[i]);
-      ex->token_text[i] = t ? sqlite3_mprintf("%.*s", tl, t) : sqlite3_mprintf("");
-      if (!ex->token_text[i]) {
-        *errmsg = sqlite3_mprintf("%s: out of memory", fn);
-        return SQLITE_NOMEM;
-      }
-    }
-  }
-  return SQLITE_OK;
-}
-
 /* ------------------------------------------------------------------ attn_predict */
 
 #define ATTN_STACK_TOKENS 256
 #define ATTN_STACK_CLASSES 64
 
-static void attn_predict_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+void attn_predict_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   const char *fn = "attn_predict";
   const char *name = NULL;
   char *msg = NULL, err[NN_ERR_LEN];
   attn_model *model = NULL;
   int rc;
-  if (argc == 2) {
-    name = (const char *)sqlite3_value_text(argv[0]);
-    if (!name || !*name) {
-      sqlite3_result_error(ctx, sqlite3_value_type(argv[0]) == SQLITE_NULL
-                                    ? "attn_predict: the model name must be a non-empty text, got NULL"
-                                    : "attn_predict: the model name must be a non-empty text, got ''",
-                           -1);
-      return;
-    }
-  }
+  if (argc == 2 && (rc = attn_name_value(fn, argv[0], &name, &msg)) != SQLITE_OK) goto error;
   rc = attn_model_get(ctx, fn, name, argc == 2 ? 0 : -1, &model, &msg);
   if (rc != SQLITE_OK) goto error;
   sqlite3_value *value = argv[argc - 1];
@@ -194,9 +82,7 @@ static void attn_predict_func(sqlite3_context *ctx, int argc, sqlite3_value **ar
   sqlite3_result_text(ctx, nn_model_label(nn, best), -1, SQLITE_TRANSIENT);
   return;
 error:
-  sqlite3_result_error(ctx, msg ? msg : "attn_predict: out of memory", -1);
-  if (rc != SQLITE_ERROR) sqlite3_result_error_code(ctx, rc);
-  sqlite3_free(msg);
+  attn_result_error(ctx, rc, msg, fn);
 }
 
 /* ------------------------------------------------------------------ attn_probs, attn_weights */
@@ -277,13 +163,9 @@ static int attn_explain_filter(sqlite3_vtab_cursor *base, int idx_num, const cha
   cur->nrows = cur->row = 0;
   attn_model_release(cur->model);
   cur->model = NULL;
-  const char *name = argc > 0 ? (const char *)sqlite3_value_text(argv[0]) : NULL;
-  if (!name || !*name) {
-    msg = sqlite3_mprintf("%s: the model name must be a non-empty text, got %s", fn,
-                          name ? "''" : "NULL");
-    rc = SQLITE_ERROR;
-    goto done;
-  }
+  const char *name = NULL;
+  rc = attn_name_value(fn, argc > 0 ? argv[0] : NULL, &name, &msg);
+  if (rc != SQLITE_OK) goto done;
   rc = attn_model_acquire(vtab->conn, fn, name, &cur->model, &msg);
   if (rc != SQLITE_OK) goto done;
   if (argc < 2 || sqlite3_value_type(argv[1]) == SQLITE_NULL) goto done; /* no rows */
@@ -379,18 +261,6 @@ static int attn_explain_rowid(sqlite3_vtab_cursor *base, sqlite_int64 *rowid) {
         NULL, NULL, NULL, NULL                                                                   \
   }
 
-static const sqlite3_module attn_probs_module = ATTN_EXPLAIN_MODULE(attn_probs_connect);
-static const sqlite3_module attn_weights_module = ATTN_EXPLAIN_MODULE(attn_weights_connect);
+const sqlite3_module attn_probs_module = ATTN_EXPLAIN_MODULE(attn_probs_connect);
+const sqlite3_module attn_weights_module = ATTN_EXPLAIN_MODULE(attn_weights_connect);
 
-int attn_predict_register(sqlite3 *db, attn_conn *conn) {
-  /* Innocuous but not deterministic: the answer follows the deployed version, so it must not
-   * be allowed in indexes, CHECK constraints or generated columns. */
-  int flags = SQLITE_INNOCUOUS;
-  int rc = attn_create_function(db, conn, "attn_predict", 2, flags, attn_predict_func);
-  if (rc == SQLITE_OK)
-    rc = attn_create_function(db, conn, "attn_predict", 1, flags, attn_predict_func);
-  if (rc == SQLITE_OK) rc = attn_create_module(db, conn, "attn_probs", &attn_probs_module);
-  if (rc == SQLITE_OK) rc = attn_create_module(db, conn, "attn_weights", &attn_weights_module);
-  if (rc == SQLITE_OK) rc = attn_cache_register(db, conn); /* the cache these functions fill */
-  return rc;
-}

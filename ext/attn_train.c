@@ -30,11 +30,69 @@
  * `text` written in a query resolves to the caller's column, not to the function's own).
  */
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "attn_ext.h"
-#include "attn_viz.h" /* attn_train_options: the "embeddings" options (attn_vectors.c) */
+
+/* ------------------------------------------------------------------ the progress line */
+
+/* A line on standard error within a training epoch:
+ *   epoch 3/20  [########------------]  61/143 batches  loss 0.8123  9120 rows/s  0:04 left
+ * drawn with a carriage return (at most 10 times a second) only when standard error is a
+ * terminal and the option "progress" is true, and cleared before the epoch's row is returned,
+ * so the shell's output stays clean. */
+typedef struct attn_progress {
+  int enabled;
+  int epoch, epochs;
+  double start, last_draw;
+  int drawn;
+} attn_progress;
+static double attn_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void attn_progress_begin(attn_progress *p, int want, int epoch, int epochs) {
+  memset(p, 0, sizeof *p);
+  p->enabled = want && isatty(STDERR_FILENO);
+  p->epoch = epoch;
+  p->epochs = epochs;
+  p->start = attn_now();
+}
+
+static void attn_progress_update(attn_progress *p, int batches_done, int batches_total, double loss,
+                          double rows_per_second) {
+  if (!p->enabled || batches_total <= 0) return;
+  double now = attn_now();
+  if (p->drawn && now - p->last_draw < 0.1 && batches_done < batches_total) return;
+  p->last_draw = now;
+  char bar[21];
+  int filled = (int)(20.0 * batches_done / batches_total);
+  if (filled > 20) filled = 20;
+  for (int i = 0; i < 20; i++) bar[i] = i < filled ? '#' : '-';
+  bar[20] = 0;
+  double elapsed = now - p->start;
+  double left = batches_done > 0 ? elapsed * (batches_total - batches_done) / batches_done : 0;
+  int secs = (int)(left + 0.5);
+  fprintf(stderr, "\r\033[Kepoch %d/%d  [%s]  %d/%d batches  loss %.4f  %.0f rows/s  %d:%02d left",
+          p->epoch, p->epochs, bar, batches_done, batches_total, loss, rows_per_second, secs / 60,
+          secs % 60);
+  fflush(stderr);
+  p->drawn = 1;
+}
+
+static void attn_progress_clear(attn_progress *p) {
+  if (p->drawn) {
+    fputs("\r\033[K", stderr);
+    fflush(stderr);
+  }
+  p->drawn = 0;
+}
 
 /* ------------------------------------------------------------------ one training run */
 
@@ -97,13 +155,8 @@ static int attn_training_start(attn_training *t, attn_conn *conn, const char *fn
   t->conn = conn;
   t->fn = fn;
   if ((rc = attn_conn_check_write(conn, fn, msg)) != SQLITE_OK) goto done;
-  const char *name = name_arg ? (const char *)sqlite3_value_text(name_arg) : NULL;
-  if (!name || !*name) {
-    *msg = sqlite3_mprintf("%s: the model name must be a non-empty text, got %s", fn,
-                           name ? "''" : "NULL");
-    rc = SQLITE_ERROR;
-    goto done;
-  }
+  const char *name = NULL;
+  if ((rc = attn_name_value(fn, name_arg, &name, msg)) != SQLITE_OK) goto done;
   t->name = sqlite3_mprintf("%s", name);
   if (!t->name) {
     rc = SQLITE_NOMEM;
@@ -389,7 +442,7 @@ static int attn_train_rowid(sqlite3_vtab_cursor *base, sqlite_int64 *rowid) {
   return SQLITE_OK;
 }
 
-static const sqlite3_module attn_train_module = {
+const sqlite3_module attn_train_module = {
     .iVersion = 0,
     .xCreate = NULL, /* eponymous only: no CREATE VIRTUAL TABLE */
     .xConnect = attn_train_connect,
@@ -409,7 +462,7 @@ static const sqlite3_module attn_train_module = {
 /* attn_fit(name, query [, options]) -> text: train to the end, save, and return a JSON object:
  * name, version, epochs (run), then the trainer's summary of the kept epoch (best_epoch,
  * val_loss, val_accuracy, val_f1, train_rows, val_rows, epochs_run, seconds, ...). */
-static void attn_fit_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+void attn_fit_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   attn_training t;
   char *msg = NULL;
   int rc = attn_training_start(&t, sqlite3_user_data(ctx), "attn_fit", argv[0], argv[1],
@@ -437,9 +490,3 @@ static void attn_fit_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) 
   attn_training_free(&t);
 }
 
-int attn_train_register(sqlite3 *db, attn_conn *conn) {
-  int rc = attn_create_module(db, conn, "attn_train", &attn_train_module);
-  for (int nargs = 2; rc == SQLITE_OK && nargs <= 3; nargs++)
-    rc = attn_create_function(db, conn, "attn_fit", nargs, SQLITE_DIRECTONLY, attn_fit_func);
-  return rc;
-}
