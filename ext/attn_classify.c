@@ -12,13 +12,6 @@
 
 #include "attn_ext.h"
 
-#define ATTN_CLASSIFY_FIRST_ARG 3
-
-typedef struct attn_classify_vtab {
-  sqlite3_vtab base;
-  attn_conn *conn;
-} attn_classify_vtab;
-
 typedef struct attn_classify_cursor {
   sqlite3_vtab_cursor base;
   attn_model *model;
@@ -30,22 +23,26 @@ typedef struct attn_classify_cursor {
   sqlite3_int64 rowid;
 } attn_classify_cursor;
 
+/* Columns; the arguments are the hidden columns at the end. */
+enum {
+  ATTN_CLASSIFY_COL_ID,
+  ATTN_CLASSIFY_COL_LABEL,
+  ATTN_CLASSIFY_COL_PROBABILITY,
+  ATTN_CLASSIFY_COL_ARG_NAME,
+  ATTN_CLASSIFY_COL_ARG_QUERY
+};
+static const char attn_classify_schema[] =
+    "CREATE TABLE x(id, label TEXT, probability REAL, arg_name HIDDEN, arg_query HIDDEN)";
+
 static int attn_classify_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
                                  sqlite3_vtab **out, char **errmsg) {
-  int rc = attn_vtab_connect(
-      db, "CREATE TABLE x(id, label TEXT, probability REAL, arg_name HIDDEN, arg_query HIDDEN)",
-      sizeof(attn_classify_vtab), SQLITE_VTAB_DIRECTONLY, out); /* it runs a query as text */
-  if (rc == SQLITE_OK) ((attn_classify_vtab *)*out)->conn = aux;
-  return rc;
+  return attn_vtab_connect(db, attn_classify_schema, SQLITE_VTAB_DIRECTONLY, /* runs a query */
+                           aux, 0, sizeof(attn_classify_cursor), out);
 }
 
 static int attn_classify_best_index(sqlite3_vtab *vtab, sqlite3_index_info *info) {
-  return attn_vtab_best_index(vtab, info, ATTN_CLASSIFY_FIRST_ARG, 2, 2,
+  return attn_vtab_best_index(vtab, info, ATTN_CLASSIFY_COL_ARG_NAME, 2, 2,
                               "attn_classify: expected 2 arguments: attn_classify(name, query)");
-}
-
-static int attn_classify_open(sqlite3_vtab *vtab, sqlite3_vtab_cursor **out) {
-  return attn_vtab_cursor_new(sizeof(attn_classify_cursor), out);
 }
 
 static void attn_classify_reset(attn_classify_cursor *cur) {
@@ -71,7 +68,7 @@ static int attn_classify_close(sqlite3_vtab_cursor *base) {
 static int attn_classify_chunk(attn_classify_cursor *cur, char **msg) {
   const char *fn = "attn_classify";
   int max_rows = ATTN_CHUNK_ROWS;
-  attn_conn *conn = ((attn_classify_vtab *)cur->base.pVtab)->conn;
+  attn_conn *conn = ((attn_vtab *)cur->base.pVtab)->conn;
   attn_conn_query_begin(conn, fn);
   int rc = attn_rows_read(&cur->rows, cur->stmt, ATTN_ROWS_ID_TEXT, max_rows, &cur->query_done,
                           fn, msg);
@@ -93,7 +90,7 @@ static int attn_classify_chunk(attn_classify_cursor *cur, char **msg) {
 static int attn_classify_filter(sqlite3_vtab_cursor *base, int idx_num, const char *idx_str,
                                 int argc, sqlite3_value **argv) {
   attn_classify_cursor *cur = (attn_classify_cursor *)base;
-  attn_classify_vtab *vtab = (attn_classify_vtab *)base->pVtab;
+  attn_vtab *vtab = (attn_vtab *)base->pVtab;
   const char *fn = "attn_classify";
   char *msg = NULL;
   int rc;
@@ -114,7 +111,7 @@ done:
   if (rc != SQLITE_OK) {
     cur->query_done = 1;
     attn_rows_free(&cur->rows); /* frees the id values read so far */
-    attn_vtab_error(base->pVtab, msg ? msg : sqlite3_mprintf("%s: out of memory", fn));
+    return attn_vtab_fail(base->pVtab, rc, msg, fn);
   }
   return rc;
 }
@@ -129,7 +126,7 @@ static int attn_classify_next(sqlite3_vtab_cursor *base) {
   if (rc != SQLITE_OK) {
     cur->query_done = 1;
     attn_rows_free(&cur->rows); /* frees the id values read so far */
-    attn_vtab_error(base->pVtab, msg ? msg : sqlite3_mprintf("attn_classify: out of memory"));
+    return attn_vtab_fail(base->pVtab, rc, msg, "attn_classify");
   }
   return rc;
 }
@@ -143,11 +140,11 @@ static int attn_classify_column(sqlite3_vtab_cursor *base, sqlite3_context *ctx,
   attn_classify_cursor *cur = (attn_classify_cursor *)base;
   int i = cur->i, c = cur->pred[i];
   switch (col) {
-  case 0: sqlite3_result_value(ctx, cur->rows.keys[i]); break;
-  case 1:
+  case ATTN_CLASSIFY_COL_ID: sqlite3_result_value(ctx, cur->rows.keys[i]); break;
+  case ATTN_CLASSIFY_COL_LABEL:
     if (c >= 0) sqlite3_result_text(ctx, nn_model_label(cur->model->nn, c), -1, SQLITE_TRANSIENT);
     break;
-  case 2:
+  case ATTN_CLASSIFY_COL_PROBABILITY:
     if (c >= 0) sqlite3_result_double(ctx, cur->prob[i]);
     break;
   default: break;
@@ -166,7 +163,7 @@ const sqlite3_module attn_classify_module = {
     .xConnect = attn_classify_connect,
     .xBestIndex = attn_classify_best_index,
     .xDisconnect = attn_vtab_disconnect,
-    .xOpen = attn_classify_open,
+    .xOpen = attn_vtab_open,
     .xClose = attn_classify_close,
     .xFilter = attn_classify_filter,
     .xNext = attn_classify_next,

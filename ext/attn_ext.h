@@ -1,4 +1,9 @@
-/* attn_ext.h -- what the files of the attnext SQLite extension share.
+/* attn_ext.h -- the one header of the attnext SQLite extension: the core every SQL feature uses,
+ * in sections that each name their file (attn_conn.c, attn_store.c, attn_query.c, attn_infer.c,
+ * attn_options.c, attn_vtab.c, attn_svg.c), then the entry points that the registration table
+ * of attnext.c names. A feature file (attn_train.c, attn_predict.c, attn_classify.c,
+ * attn_evaluate.c, attn_deploy.c, attn_heatmap.c, attn_curves.c, attn_matrix.c, attn_vectors.c)
+ * includes only this header, calls only the core and exports only its entry points.
  *
  * Every SQL function and table-valued function of the extension gets the same per-connection
  * state (attn_conn) as its user data / module client data. It owns the model cache: a model is
@@ -38,7 +43,7 @@ typedef struct attn_model {
   struct attn_model *next;
 } attn_model;
 
-/* ------------------------------------------------------------------ per-connection state (attn_conn.c) */
+/* ----------------------------------------------------------- per-connection state (attn_conn.c) */
 
 /* Create the state of connection db (refs = 1, held by the caller until it registered). */
 attn_conn *attn_conn_create(sqlite3 *db);
@@ -132,7 +137,7 @@ int attn_store_save(attn_conn *conn, const char *fn, const char *name, const nn_
 int attn_exec_step(sqlite3_stmt *stmt, sqlite3 *db, const char *fn, const char *what,
                    char **errmsg);
 
-/* ------------------------------------------------------------------ queries and rows (attn_query.c) */
+/* -------------------------------------------------------------- queries and rows (attn_query.c) */
 
 /* Prepare one read-only statement with no tail and at least min_cols columns for function fn;
  * errors such as "attn_train: the query must be a single read-only SELECT". */
@@ -198,7 +203,7 @@ int attn_classify_texts(attn_conn *conn, attn_model *model, const char *const *t
 /* Rows a batched function reads from its query at a time: 1024 per core. */
 #define ATTN_CHUNK_ROWS (1024 * nn_cpu_count())
 
-/* ------------------------------------------------------------------ training options (attn_options.c) */
+/* ------------------------------------------------------------ training options (attn_options.c) */
 
 /* attn_train's options "embeddings" (a table of (word, vector)) and "freeze_embeddings". */
 typedef struct attn_embeddings {
@@ -216,7 +221,7 @@ int attn_embeddings_apply(sqlite3 *db, const char *fn, nn_trainer *tr, const att
                           char **errmsg);
 void attn_embeddings_free(attn_embeddings *emb);
 
-/* ------------------------------------------------------------------ vtab plumbing and errors (attn_vtab.c) */
+/* ------------------------------------------------------- vtab plumbing and errors (attn_vtab.c) */
 
 /* Register a scalar SQL function whose user data is conn (takes a reference for it). */
 int attn_create_function(sqlite3 *db, attn_conn *conn, const char *name, int nargs, int flags,
@@ -232,19 +237,31 @@ void attn_json_string(sqlite3_str *out, const char *s, int len);
  * xFilter gets the given arguments in column order; idxNum is the bit mask of those given. */
 int attn_vtab_best_index(sqlite3_vtab *vtab, sqlite3_index_info *info, int first_arg, int nargs,
                          int nrequired, const char *usage);
-/* xConnect's common part: declare the table `schema`, allocate the module's vtab struct (size
- * bytes, zeroed, its sqlite3_vtab first) into *out, and mark it `config`: SQLITE_VTAB_INNOCUOUS,
- * or SQLITE_VTAB_DIRECTONLY for a function that runs a query given as text (at top level
- * direct-only functions such as writefile and load_extension are allowed; from a view or trigger
- * of an untrusted schema that would get around SQLite's protections) or touches files. */
-int attn_vtab_connect(sqlite3 *db, const char *schema, size_t size, int config,
-                      sqlite3_vtab **out);
-/* xDisconnect of a vtab struct that owns nothing but itself. */
+/* The virtual table of every table-valued function: the connection's state (the module's
+ * client data), the mode of a module registered under two names (from xConnect's argv[0], the
+ * name it was called by), and the size of its cursor struct (for attn_vtab_open). */
+typedef struct attn_vtab {
+  sqlite3_vtab base;
+  attn_conn *conn;
+  int mode;
+  size_t cursor_size;
+} attn_vtab;
+/* xConnect's common part: declare the table `schema`, allocate the attn_vtab into *out, and mark
+ * it `config`: SQLITE_VTAB_INNOCUOUS, or SQLITE_VTAB_DIRECTONLY for a function that runs a query
+ * given as text (at top level direct-only functions such as writefile and load_extension are
+ * allowed; from a view or trigger of an untrusted schema that would get around SQLite's
+ * protections) or touches files. */
+int attn_vtab_connect(sqlite3 *db, const char *schema, int config, void *conn, int mode,
+                      size_t cursor_size, sqlite3_vtab **out);
+/* xDisconnect: frees the attn_vtab. */
 int attn_vtab_disconnect(sqlite3_vtab *vtab);
-/* xOpen's common part: a zeroed cursor struct of size bytes (its sqlite3_vtab_cursor first). */
-int attn_vtab_cursor_new(size_t size, sqlite3_vtab_cursor **out);
-/* Set a vtab's error message (replacing one there). */
-void attn_vtab_error(sqlite3_vtab *vtab, char *msg /* sqlite3_malloc'd, taken */);
+/* xOpen: a zeroed cursor struct of the vtab's cursor_size (its sqlite3_vtab_cursor first). */
+int attn_vtab_open(sqlite3_vtab *vtab, sqlite3_vtab_cursor **out);
+/* Whether argument k (0: the first) was given, from the idxNum attn_vtab_best_index chose. */
+#define attn_arg_given(idx_num, k) (((idx_num) >> (k)) & 1)
+/* A cursor's call failed with rc: make msg (sqlite3_malloc'd, taken; NULL: "fn: out of memory")
+ * the vtab's error message, replacing one there, and return rc. */
+int attn_vtab_fail(sqlite3_vtab *vtab, int rc, char *msg, const char *fn);
 /* The model name argument v (NULL: not given) of SQL function fn: a non-empty text. SQLITE_OK
  * with *name (owned by v), else SQLITE_ERROR with *errmsg
  *   fn: the model name must be a non-empty text, got NULL     (or got '')
@@ -288,23 +305,33 @@ void attn_svg_result(sqlite3_context *ctx, sqlite3_str *out);
 /* Dimensions of a word vector, at most: attn_vectors_load's lines and attn_matrix's vectors. */
 #define ATTN_VECTORS_MAX_DIM 4096
 
-/* ------------------------------------------------------------------ entry points (attnext.c's table) */
+/* ------------------------------------------------------------- entry points (attnext.c's table) */
 
 /* Each feature file exports only what attnext.c registers. */
-void attn_cache_limit_func(sqlite3_context *ctx, int argc, sqlite3_value **argv); /* attn_conn.c */
-void attn_deploy_func(sqlite3_context *ctx, int argc, sqlite3_value **argv);      /* attn_deploy.c */
+/* attn_conn.c */
+void attn_cache_limit_func(sqlite3_context *ctx, int argc, sqlite3_value **argv);
+/* attn_deploy.c */
+void attn_deploy_func(sqlite3_context *ctx, int argc, sqlite3_value **argv);
 void attn_import_func(sqlite3_context *ctx, int argc, sqlite3_value **argv);
-void attn_predict_func(sqlite3_context *ctx, int argc, sqlite3_value **argv);     /* attn_predict.c */
-extern const sqlite3_module attn_probs_module, attn_weights_module;
-extern const sqlite3_module attn_classify_module;                                 /* attn_classify.c */
-extern const sqlite3_module attn_train_module;                                    /* attn_train.c */
+/* attn_predict.c */
+void attn_predict_func(sqlite3_context *ctx, int argc, sqlite3_value **argv);
+extern const sqlite3_module attn_explain_module; /* attn_probs, attn_weights */
+/* attn_classify.c */
+extern const sqlite3_module attn_classify_module;
+/* attn_train.c */
+extern const sqlite3_module attn_train_module;
 void attn_fit_func(sqlite3_context *ctx, int argc, sqlite3_value **argv);
-extern const sqlite3_module attn_evaluate_module, attn_confusion_module;          /* attn_evaluate.c */
-void attn_heatmap_func(sqlite3_context *ctx, int argc, sqlite3_value **argv);     /* attn_heatmap.c */
+/* attn_evaluate.c */
+extern const sqlite3_module attn_eval_module; /* attn_evaluate, attn_confusion */
+/* attn_heatmap.c */
+void attn_heatmap_func(sqlite3_context *ctx, int argc, sqlite3_value **argv);
 void attn_heatmap_query_func(sqlite3_context *ctx, int argc, sqlite3_value **argv);
-void attn_curves_func(sqlite3_context *ctx, int argc, sqlite3_value **argv);      /* attn_curves.c */
-extern const sqlite3_module attn_matrix_module;                                   /* attn_matrix.c */
+/* attn_curves.c */
+void attn_curves_func(sqlite3_context *ctx, int argc, sqlite3_value **argv);
+/* attn_matrix.c */
+extern const sqlite3_module attn_matrix_module;
 void attn_matrix_svg_func(sqlite3_context *ctx, int argc, sqlite3_value **argv);
-extern const sqlite3_module attn_vectors_module;                                  /* attn_vectors.c */
+/* attn_vectors.c */
+extern const sqlite3_module attn_vectors_module;
 
 #endif

@@ -87,13 +87,7 @@ error:
 
 /* ------------------------------------------------------------------ attn_probs, attn_weights */
 
-enum { ATTN_PROBS = 0, ATTN_WEIGHTS = 1 };
-
-typedef struct attn_explain_vtab {
-  sqlite3_vtab base;
-  attn_conn *conn;
-  int mode;
-} attn_explain_vtab;
+enum { ATTN_PROBS = 0, ATTN_WEIGHTS = 1 }; /* the mode: which of the two names was called */
 
 typedef struct attn_explain_cursor {
   sqlite3_vtab_cursor base;
@@ -103,45 +97,42 @@ typedef struct attn_explain_cursor {
   int nrows, row;
 } attn_explain_cursor;
 
-#define ATTN_PROBS_FIRST_ARG 2
-#define ATTN_WEIGHTS_FIRST_ARG 5
+/* Columns of attn_probs and of attn_weights; the arguments are the hidden columns at the end. */
+enum {
+  ATTN_PROBS_COL_LABEL,
+  ATTN_PROBS_COL_PROBABILITY,
+  ATTN_PROBS_COL_ARG_NAME,
+  ATTN_PROBS_COL_ARG_TEXT
+};
+static const char attn_probs_schema[] =
+    "CREATE TABLE x(label TEXT, probability REAL, arg_name HIDDEN, arg_text HIDDEN)";
+enum {
+  ATTN_WEIGHTS_COL_POSITION,
+  ATTN_WEIGHTS_COL_TOKEN,
+  ATTN_WEIGHTS_COL_WEIGHT,
+  ATTN_WEIGHTS_COL_START,
+  ATTN_WEIGHTS_COL_END,
+  ATTN_WEIGHTS_COL_ARG_NAME,
+  ATTN_WEIGHTS_COL_ARG_TEXT
+};
+static const char attn_weights_schema[] =
+    "CREATE TABLE x(position INTEGER, token TEXT, weight REAL, start INTEGER, \"end\" INTEGER, "
+    "arg_name HIDDEN, arg_text HIDDEN)";
 
+/* One module under two names: argv[0] is the name it was called by. */
 static int attn_explain_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
-                                sqlite3_vtab **out, char **errmsg, int mode) {
-  int rc = attn_vtab_connect(
-      db, mode == ATTN_PROBS
-              ? "CREATE TABLE x(label TEXT, probability REAL, arg_name HIDDEN, arg_text HIDDEN)"
-              : "CREATE TABLE x(position INTEGER, token TEXT, weight REAL, start INTEGER, "
-                "\"end\" INTEGER, arg_name HIDDEN, arg_text HIDDEN)",
-      sizeof(attn_explain_vtab), SQLITE_VTAB_INNOCUOUS, out);
-  if (rc != SQLITE_OK) return rc;
-  attn_explain_vtab *vtab = (attn_explain_vtab *)*out;
-  vtab->conn = aux;
-  vtab->mode = mode;
-  return SQLITE_OK;
-}
-
-static int attn_probs_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
-                              sqlite3_vtab **out, char **errmsg) {
-  return attn_explain_connect(db, aux, argc, argv, out, errmsg, ATTN_PROBS);
-}
-
-static int attn_weights_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
                                 sqlite3_vtab **out, char **errmsg) {
-  return attn_explain_connect(db, aux, argc, argv, out, errmsg, ATTN_WEIGHTS);
+  int mode = strcmp(argv[0], "attn_probs") == 0 ? ATTN_PROBS : ATTN_WEIGHTS;
+  return attn_vtab_connect(db, mode == ATTN_PROBS ? attn_probs_schema : attn_weights_schema,
+                           SQLITE_VTAB_INNOCUOUS, aux, mode, sizeof(attn_explain_cursor), out);
 }
 
 static int attn_explain_best_index(sqlite3_vtab *base, sqlite3_index_info *info) {
-  attn_explain_vtab *vtab = (attn_explain_vtab *)base;
-  if (vtab->mode == ATTN_PROBS)
-    return attn_vtab_best_index(base, info, ATTN_PROBS_FIRST_ARG, 2, 2,
+  if (((attn_vtab *)base)->mode == ATTN_PROBS)
+    return attn_vtab_best_index(base, info, ATTN_PROBS_COL_ARG_NAME, 2, 2,
                                 "attn_probs: expected 2 arguments: attn_probs(name, text)");
-  return attn_vtab_best_index(base, info, ATTN_WEIGHTS_FIRST_ARG, 2, 2,
+  return attn_vtab_best_index(base, info, ATTN_WEIGHTS_COL_ARG_NAME, 2, 2,
                               "attn_weights: expected 2 arguments: attn_weights(name, text)");
-}
-
-static int attn_explain_open(sqlite3_vtab *vtab, sqlite3_vtab_cursor **out) {
-  return attn_vtab_cursor_new(sizeof(attn_explain_cursor), out);
 }
 
 static int attn_explain_close(sqlite3_vtab_cursor *base) {
@@ -156,7 +147,7 @@ static int attn_explain_close(sqlite3_vtab_cursor *base) {
 static int attn_explain_filter(sqlite3_vtab_cursor *base, int idx_num, const char *idx_str,
                                int argc, sqlite3_value **argv) {
   attn_explain_cursor *cur = (attn_explain_cursor *)base;
-  attn_explain_vtab *vtab = (attn_explain_vtab *)base->pVtab;
+  attn_vtab *vtab = (attn_vtab *)base->pVtab;
   const char *fn = vtab->mode == ATTN_PROBS ? "attn_probs" : "attn_weights";
   char *msg = NULL;
   int rc;
@@ -202,8 +193,7 @@ static int attn_explain_filter(sqlite3_vtab_cursor *base, int idx_num, const cha
   }
 done:
   if (rc != SQLITE_OK) {
-    attn_vtab_error(base->pVtab, msg ? msg : sqlite3_mprintf("%s: out of memory", fn));
-    return rc;
+    return attn_vtab_fail(base->pVtab, rc, msg, fn);
   }
   return SQLITE_OK;
 }
@@ -220,27 +210,28 @@ static int attn_explain_eof(sqlite3_vtab_cursor *base) {
 
 static int attn_explain_column(sqlite3_vtab_cursor *base, sqlite3_context *ctx, int col) {
   attn_explain_cursor *cur = (attn_explain_cursor *)base;
-  attn_explain_vtab *vtab = (attn_explain_vtab *)base->pVtab;
+  attn_vtab *vtab = (attn_vtab *)base->pVtab;
   int i = cur->row;
   if (vtab->mode == ATTN_PROBS) {
     int c = cur->order[i];
-    if (col == 0)
+    if (col == ATTN_PROBS_COL_LABEL)
       sqlite3_result_text(ctx, nn_model_label(cur->model->nn, c), -1, SQLITE_TRANSIENT);
-    else if (col == 1)
+    else if (col == ATTN_PROBS_COL_PROBABILITY)
       sqlite3_result_double(ctx, cur->ex.probs[c]);
     return SQLITE_OK;
   }
   const nn_token *t = &cur->ex.tokens[i];
   switch (col) {
-  case 0: sqlite3_result_int(ctx, i); break;
-  case 1: sqlite3_result_text(ctx, cur->ex.token_text[i] ? cur->ex.token_text[i] : "", -1,
-                              SQLITE_TRANSIENT);
+  case ATTN_WEIGHTS_COL_POSITION: sqlite3_result_int(ctx, i); break;
+  case ATTN_WEIGHTS_COL_TOKEN:
+    sqlite3_result_text(ctx, cur->ex.token_text[i] ? cur->ex.token_text[i] : "", -1,
+                        SQLITE_TRANSIENT);
     break;
-  case 2: sqlite3_result_double(ctx, cur->ex.weights[i]); break;
-  case 3:
+  case ATTN_WEIGHTS_COL_WEIGHT: sqlite3_result_double(ctx, cur->ex.weights[i]); break;
+  case ATTN_WEIGHTS_COL_START:
     if (t->start >= 0) sqlite3_result_int(ctx, t->start);
     break;
-  case 4:
+  case ATTN_WEIGHTS_COL_END:
     if (t->start >= 0) sqlite3_result_int(ctx, t->end);
     break;
   default: break;
@@ -253,14 +244,17 @@ static int attn_explain_rowid(sqlite3_vtab_cursor *base, sqlite_int64 *rowid) {
   return SQLITE_OK;
 }
 
-#define ATTN_EXPLAIN_MODULE(connect)                                                           \
-  {                                                                                             \
-    0, NULL, connect, attn_explain_best_index, attn_vtab_disconnect, NULL, attn_explain_open, \
-        attn_explain_close, attn_explain_filter, attn_explain_next, attn_explain_eof,           \
-        attn_explain_column, attn_explain_rowid, NULL, NULL, NULL, NULL, NULL, NULL, NULL,     \
-        NULL, NULL, NULL, NULL                                                                   \
-  }
-
-const sqlite3_module attn_probs_module = ATTN_EXPLAIN_MODULE(attn_probs_connect);
-const sqlite3_module attn_weights_module = ATTN_EXPLAIN_MODULE(attn_weights_connect);
-
+const sqlite3_module attn_explain_module = {
+    .iVersion = 0,
+    .xCreate = NULL, /* eponymous only */
+    .xConnect = attn_explain_connect,
+    .xBestIndex = attn_explain_best_index,
+    .xDisconnect = attn_vtab_disconnect,
+    .xOpen = attn_vtab_open,
+    .xClose = attn_explain_close,
+    .xFilter = attn_explain_filter,
+    .xNext = attn_explain_next,
+    .xEof = attn_explain_eof,
+    .xColumn = attn_explain_column,
+    .xRowid = attn_explain_rowid,
+};

@@ -31,11 +31,6 @@
 #define VECTORS_MAX_DIM ATTN_VECTORS_MAX_DIM
 #define VECTORS_MAX_LINE (1 << 20) /* bytes, refused as soon as a line is longer */
 
-typedef struct vec_vtab {
-  sqlite3_vtab base;
-  sqlite3 *db;
-} vec_vtab;
-
 typedef struct vec_cursor {
   sqlite3_vtab_cursor base;
   attn_interrupt interrupt; /* skipped lines check for sqlite3_interrupt */
@@ -52,21 +47,19 @@ typedef struct vec_cursor {
   locale_t c_locale; /* numbers are read with '.' whatever the host's locale */
 } vec_cursor;
 
+/* Columns; the argument is the hidden column at the end. */
+enum { ATTN_VECTORS_COL_WORD, ATTN_VECTORS_COL_VECTOR, ATTN_VECTORS_COL_ARG_PATH };
+static const char attn_vectors_schema[] = "CREATE TABLE x(word TEXT, vector BLOB, arg_path HIDDEN)";
+
 static int vec_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
                        sqlite3_vtab **out, char **errmsg) {
-  int rc = attn_vtab_connect(db, "CREATE TABLE x(word TEXT, vector BLOB, arg_path HIDDEN)",
-                             sizeof(vec_vtab), SQLITE_VTAB_DIRECTONLY, out); /* reads a file */
-  if (rc == SQLITE_OK) ((vec_vtab *)*out)->db = db;
-  return rc;
+  return attn_vtab_connect(db, attn_vectors_schema, SQLITE_VTAB_DIRECTONLY, /* reads a file */
+                           aux, 0, sizeof(vec_cursor), out);
 }
 
 static int vec_best_index(sqlite3_vtab *vtab, sqlite3_index_info *info) {
-  return attn_vtab_best_index(vtab, info, 2, 1, 1,
+  return attn_vtab_best_index(vtab, info, ATTN_VECTORS_COL_ARG_PATH, 1, 1,
                               "attn_vectors_load: expected 1 argument: attn_vectors_load(path)");
-}
-
-static int vec_open(sqlite3_vtab *vtab, sqlite3_vtab_cursor **out) {
-  return attn_vtab_cursor_new(sizeof(vec_cursor), out);
 }
 
 static void vec_reset(vec_cursor *cur) {
@@ -94,9 +87,9 @@ static int vec_close(sqlite3_vtab_cursor *base) {
 }
 
 static int vec_fail(vec_cursor *cur, char *msg) {
-  attn_vtab_error(cur->base.pVtab, msg ? msg : sqlite3_mprintf("attn_vectors_load: out of memory"));
   cur->eof = 1;
-  return msg ? SQLITE_ERROR : SQLITE_NOMEM;
+  return attn_vtab_fail(cur->base.pVtab, msg ? SQLITE_ERROR : SQLITE_NOMEM, msg,
+                        "attn_vectors_load");
 }
 
 static int is_blank(char c) { return c == ' ' || c == '\t'; }
@@ -241,7 +234,7 @@ static int vec_filter(sqlite3_vtab_cursor *base, int idx_num, const char *idx_st
   if (!cur->path) return vec_fail(cur, NULL);
   if (!cur->c_locale) cur->c_locale = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0);
   if (!cur->c_locale) return vec_fail(cur, NULL);
-  cur->interrupt.db = ((vec_vtab *)base->pVtab)->db;
+  cur->interrupt.db = attn_conn_db(((attn_vtab *)base->pVtab)->conn);
   /* Regular files only: a FIFO would block (opened without O_NONBLOCK, and read), a device such
    * as /dev/zero never ends, a directory is no text. Opened without blocking, then checked. */
   int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
@@ -274,9 +267,9 @@ static int vec_eof(sqlite3_vtab_cursor *base) {
 
 static int vec_column(sqlite3_vtab_cursor *base, sqlite3_context *ctx, int col) {
   vec_cursor *cur = (vec_cursor *)base;
-  if (col == 0) {
+  if (col == ATTN_VECTORS_COL_WORD) {
     sqlite3_result_text(ctx, cur->word, cur->word_len, SQLITE_TRANSIENT);
-  } else if (col == 1) {
+  } else if (col == ATTN_VECTORS_COL_VECTOR) {
     /* little-endian float32 (the engine's and safetensors' byte order) */
     unsigned char *blob = sqlite3_malloc64((sqlite3_uint64)cur->dim * 4);
     if (!blob) return SQLITE_NOMEM;
@@ -289,7 +282,7 @@ static int vec_column(sqlite3_vtab_cursor *base, sqlite3_context *ctx, int col) 
       blob[4 * k + 3] = (unsigned char)(bits >> 24);
     }
     sqlite3_result_blob(ctx, blob, cur->dim * 4, sqlite3_free);
-  } else if (col == 2) {
+  } else if (col == ATTN_VECTORS_COL_ARG_PATH) {
     sqlite3_result_text(ctx, cur->path, -1, SQLITE_TRANSIENT);
   }
   return SQLITE_OK;
@@ -302,10 +295,11 @@ static int vec_rowid(sqlite3_vtab_cursor *base, sqlite_int64 *rowid) {
 
 const sqlite3_module attn_vectors_module = {
     .iVersion = 0,
+    .xCreate = NULL, /* eponymous only */
     .xConnect = vec_connect,
     .xBestIndex = vec_best_index,
     .xDisconnect = attn_vtab_disconnect,
-    .xOpen = vec_open,
+    .xOpen = attn_vtab_open,
     .xClose = vec_close,
     .xFilter = vec_filter,
     .xNext = vec_next,

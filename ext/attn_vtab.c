@@ -6,6 +6,16 @@
 
 #include "attn_ext.h"
 
+static void attn_vtab_error(sqlite3_vtab *vtab, char *msg /* sqlite3_malloc'd, taken */) {
+  sqlite3_free(vtab->zErrMsg);
+  vtab->zErrMsg = msg;
+}
+
+int attn_vtab_fail(sqlite3_vtab *vtab, int rc, char *msg, const char *fn) {
+  attn_vtab_error(vtab, msg ? msg : sqlite3_mprintf("%s: out of memory", fn));
+  return rc;
+}
+
 int attn_create_function(sqlite3 *db, attn_conn *conn, const char *name, int nargs, int flags,
                          void (*func)(sqlite3_context *, int, sqlite3_value **)) {
   attn_conn_ref(conn); /* released by SQLite through attn_conn_unref, also on failure */
@@ -43,15 +53,18 @@ void attn_json_string(sqlite3_str *out, const char *s, int len) {
   sqlite3_str_appendchar(out, 1, '"');
 }
 
-int attn_vtab_connect(sqlite3 *db, const char *schema, size_t size, int config,
-                      sqlite3_vtab **out) {
+int attn_vtab_connect(sqlite3 *db, const char *schema, int config, void *conn, int mode,
+                      size_t cursor_size, sqlite3_vtab **out) {
   int rc = sqlite3_declare_vtab(db, schema);
   if (rc != SQLITE_OK) return rc;
-  sqlite3_vtab *vtab = sqlite3_malloc64(size);
+  attn_vtab *vtab = sqlite3_malloc64(sizeof *vtab);
   if (!vtab) return SQLITE_NOMEM;
-  memset(vtab, 0, size);
+  memset(vtab, 0, sizeof *vtab);
+  vtab->conn = conn;
+  vtab->mode = mode;
+  vtab->cursor_size = cursor_size;
   sqlite3_vtab_config(db, config);
-  *out = vtab;
+  *out = &vtab->base;
   return SQLITE_OK;
 }
 
@@ -60,7 +73,8 @@ int attn_vtab_disconnect(sqlite3_vtab *vtab) {
   return SQLITE_OK;
 }
 
-int attn_vtab_cursor_new(size_t size, sqlite3_vtab_cursor **out) {
+int attn_vtab_open(sqlite3_vtab *vtab, sqlite3_vtab_cursor **out) {
+  size_t size = ((attn_vtab *)vtab)->cursor_size;
   sqlite3_vtab_cursor *cur = sqlite3_malloc64(size);
   if (!cur) return SQLITE_NOMEM;
   memset(cur, 0, size);
@@ -101,10 +115,6 @@ int attn_vtab_best_index(sqlite3_vtab *vtab, sqlite3_index_info *info, int first
   return SQLITE_OK;
 }
 
-void attn_vtab_error(sqlite3_vtab *vtab, char *msg) {
-  sqlite3_free(vtab->zErrMsg);
-  vtab->zErrMsg = msg;
-}
 
 
 int attn_name_value(const char *fn, sqlite3_value *v, const char **name, char **errmsg) {

@@ -43,16 +43,16 @@ static const attn_registration attn_functions[] = {
     {"attn_import", 2, SQLITE_DIRECTONLY, attn_import_func, NULL},           /* attn_deploy.c */
     {"attn_predict", 2, SQLITE_INNOCUOUS, attn_predict_func, NULL},          /* attn_predict.c */
     {"attn_predict", 1, SQLITE_INNOCUOUS, attn_predict_func, NULL},          /* attn_predict.c */
-    {"attn_probs", -1, 0, NULL, &attn_probs_module},                         /* attn_predict.c */
-    {"attn_weights", -1, 0, NULL, &attn_weights_module},                     /* attn_predict.c */
+    {"attn_probs", -1, 0, NULL, &attn_explain_module},                       /* attn_predict.c */
+    {"attn_weights", -1, 0, NULL, &attn_explain_module},                     /* attn_predict.c */
     {"attn_cache_limit", 0, SQLITE_DIRECTONLY, attn_cache_limit_func, NULL}, /* attn_conn.c */
     {"attn_cache_limit", 1, SQLITE_DIRECTONLY, attn_cache_limit_func, NULL}, /* attn_conn.c */
     {"attn_classify", -1, 0, NULL, &attn_classify_module},                   /* attn_classify.c */
     {"attn_train", -1, 0, NULL, &attn_train_module},                         /* attn_train.c */
     {"attn_fit", 2, SQLITE_DIRECTONLY, attn_fit_func, NULL},                 /* attn_train.c */
     {"attn_fit", 3, SQLITE_DIRECTONLY, attn_fit_func, NULL},                 /* attn_train.c */
-    {"attn_evaluate", -1, 0, NULL, &attn_evaluate_module},                   /* attn_evaluate.c */
-    {"attn_confusion", -1, 0, NULL, &attn_confusion_module},                 /* attn_evaluate.c */
+    {"attn_evaluate", -1, 0, NULL, &attn_eval_module},                       /* attn_evaluate.c */
+    {"attn_confusion", -1, 0, NULL, &attn_eval_module},                      /* attn_evaluate.c */
     {"attn_heatmap", 2, SQLITE_INNOCUOUS, attn_heatmap_func, NULL},          /* attn_heatmap.c */
     {"attn_heatmap_query", 2, SQLITE_DIRECTONLY, attn_heatmap_query_func, NULL},
     {"attn_curves", 1, SQLITE_INNOCUOUS, attn_curves_func, NULL},            /* attn_curves.c */
