@@ -15,20 +15,14 @@
  * The query: one read-only statement, columns text and label (labels compared as text; a NULL
  * text or label is an error naming the row). The classes are the union of the model's labels
  * and the labels found in the query, sorted by their bytes as sklearn sorts them; predicted
- * labels are always the model's. Prediction is batched across the cores (attn_classify.c).
+ * labels are always the model's. Prediction is batched across the cores (attn_classify_texts, attn_infer.c).
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "attn_ext.h"
 
-enum { ATTN_EVALUATE = 0, ATTN_CONFUSION = 1 };
-
-typedef struct attn_eval_vtab {
-  sqlite3_vtab base;
-  attn_conn *conn;
-  int mode;
-} attn_eval_vtab;
+enum { ATTN_EVALUATE = 0, ATTN_CONFUSION = 1 }; /* the mode: which of the two names was called */
 
 /* A nonzero cell of the confusion matrix: key = actual << 32 | predicted (class ids). */
 typedef struct attn_eval_cell {
@@ -50,42 +44,45 @@ typedef struct attn_eval_cursor {
   int64_t nrows, row;
 } attn_eval_cursor;
 
+/* Columns of attn_evaluate and of attn_confusion; the arguments are the hidden columns at the
+ * end. */
+enum {
+  ATTN_EVALUATE_COL_LABEL,
+  ATTN_EVALUATE_COL_PRECISION,
+  ATTN_EVALUATE_COL_RECALL,
+  ATTN_EVALUATE_COL_F1,
+  ATTN_EVALUATE_COL_SUPPORT,
+  ATTN_EVALUATE_COL_ARG_NAME,
+  ATTN_EVALUATE_COL_ARG_QUERY
+};
+static const char attn_evaluate_schema[] =
+    "CREATE TABLE x(label TEXT, precision REAL, recall REAL, f1 REAL, support INTEGER, "
+    "arg_name HIDDEN, arg_query HIDDEN)";
+enum {
+  ATTN_CONFUSION_COL_ACTUAL,
+  ATTN_CONFUSION_COL_PREDICTED,
+  ATTN_CONFUSION_COL_COUNT,
+  ATTN_CONFUSION_COL_ARG_NAME,
+  ATTN_CONFUSION_COL_ARG_QUERY
+};
+static const char attn_confusion_schema[] =
+    "CREATE TABLE x(actual TEXT, predicted TEXT, count INTEGER, arg_name HIDDEN, arg_query HIDDEN)";
+
+/* One module under two names: argv[0] is the name it was called by. Direct-only: it runs a query
+ * given as text. */
 static int attn_eval_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
-                             sqlite3_vtab **out, char **errmsg, int mode) {
-  int rc = attn_vtab_connect(
-      db, mode == ATTN_EVALUATE
-              ? "CREATE TABLE x(label TEXT, precision REAL, recall REAL, f1 REAL, "
-                "support INTEGER, arg_name HIDDEN, arg_query HIDDEN)"
-              : "CREATE TABLE x(actual TEXT, predicted TEXT, count INTEGER, arg_name HIDDEN, "
-                "arg_query HIDDEN)",
-      sizeof(attn_eval_vtab), SQLITE_VTAB_DIRECTONLY, out); /* it runs a query as text */
-  if (rc != SQLITE_OK) return rc;
-  attn_eval_vtab *vtab = (attn_eval_vtab *)*out;
-  vtab->conn = aux;
-  vtab->mode = mode;
-  return SQLITE_OK;
-}
-
-static int attn_evaluate_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
-                                 sqlite3_vtab **out, char **errmsg) {
-  return attn_eval_connect(db, aux, argc, argv, out, errmsg, ATTN_EVALUATE);
-}
-
-static int attn_confusion_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
-                                  sqlite3_vtab **out, char **errmsg) {
-  return attn_eval_connect(db, aux, argc, argv, out, errmsg, ATTN_CONFUSION);
+                             sqlite3_vtab **out, char **errmsg) {
+  int mode = strcmp(argv[0], "attn_evaluate") == 0 ? ATTN_EVALUATE : ATTN_CONFUSION;
+  return attn_vtab_connect(db, mode == ATTN_EVALUATE ? attn_evaluate_schema : attn_confusion_schema,
+                           SQLITE_VTAB_DIRECTONLY, aux, mode, sizeof(attn_eval_cursor), out);
 }
 
 static int attn_eval_best_index(sqlite3_vtab *base, sqlite3_index_info *info) {
-  if (((attn_eval_vtab *)base)->mode == ATTN_EVALUATE)
-    return attn_vtab_best_index(base, info, 5, 2, 2,
+  if (((attn_vtab *)base)->mode == ATTN_EVALUATE)
+    return attn_vtab_best_index(base, info, ATTN_EVALUATE_COL_ARG_NAME, 2, 2,
                                 "attn_evaluate: expected 2 arguments: attn_evaluate(name, query)");
-  return attn_vtab_best_index(base, info, 3, 2, 2,
+  return attn_vtab_best_index(base, info, ATTN_CONFUSION_COL_ARG_NAME, 2, 2,
                               "attn_confusion: expected 2 arguments: attn_confusion(name, query)");
-}
-
-static int attn_eval_open(sqlite3_vtab *vtab, sqlite3_vtab_cursor **out) {
-  return attn_vtab_cursor_new(sizeof(attn_eval_cursor), out);
 }
 
 static void attn_eval_reset(attn_eval_cursor *cur) {
@@ -203,13 +200,12 @@ static int attn_eval_order_cmp(const void *a, const void *b) {
 static int attn_eval_filter(sqlite3_vtab_cursor *base, int idx_num, const char *idx_str, int argc,
                             sqlite3_value **argv) {
   attn_eval_cursor *cur = (attn_eval_cursor *)base;
-  attn_eval_vtab *vtab = (attn_eval_vtab *)base->pVtab;
+  attn_vtab *vtab = (attn_vtab *)base->pVtab;
   const char *fn = vtab->mode == ATTN_EVALUATE ? "attn_evaluate" : "attn_confusion";
   char *msg = NULL;
   attn_model *model = NULL;
   sqlite3_stmt *stmt = NULL;
   attn_rows rows;
-  attn_workers workers = {0, NULL};
   attn_eval_counts ec;
   attn_eval_order *order = NULL;
   attn_interrupt interrupt = {attn_conn_db(vtab->conn), NULL, 0};
@@ -218,13 +214,9 @@ static int attn_eval_filter(sqlite3_vtab_cursor *base, int idx_num, const char *
   memset(&rows, 0, sizeof rows);
   memset(&ec, 0, sizeof ec);
   attn_eval_reset(cur);
-  const char *name = argc > 0 ? (const char *)sqlite3_value_text(argv[0]) : NULL;
-  if (!name || !*name) {
-    msg = sqlite3_mprintf("%s: the model name must be a non-empty text, got %s", fn,
-                          name ? "''" : "NULL");
-    rc = SQLITE_ERROR;
-    goto done;
-  }
+  const char *name = NULL;
+  rc = attn_name_value(fn, argc > 0 ? argv[0] : NULL, &name, &msg);
+  if (rc != SQLITE_OK) goto done;
   rc = attn_model_acquire(vtab->conn, fn, name, &model, &msg);
   if (rc != SQLITE_OK) goto done;
   rc = attn_prepare_query(attn_conn_db(vtab->conn), fn,
@@ -255,7 +247,7 @@ static int attn_eval_filter(sqlite3_vtab_cursor *base, int idx_num, const char *
     ec.K++;
   }
   int query_done = 0;
-  int chunk = 1024 * attn_workers_threads();
+  int chunk = ATTN_CHUNK_ROWS;
   while (!query_done) {
     attn_conn_query_begin(vtab->conn, fn);
     rc = attn_rows_read(&rows, stmt, ATTN_ROWS_TEXT_LABEL, chunk, &query_done, fn, &msg);
@@ -270,8 +262,8 @@ static int attn_eval_filter(sqlite3_vtab_cursor *base, int idx_num, const char *
         goto done;
       }
     }
-    rc = attn_classify_texts_ws(model, &workers, rows.texts, rows.lens, rows.n, pred, NULL, fn,
-                                &msg);
+    rc = attn_classify_texts(vtab->conn, model, rows.texts, rows.lens, rows.n, pred, NULL, fn,
+                             &msg);
     if (rc != SQLITE_OK) goto done;
     if (attn_interrupted(&interrupt, 1)) {
       msg = sqlite3_mprintf("%s: interrupted", fn);
@@ -351,7 +343,6 @@ done:
   sqlite3_finalize(stmt);
   attn_interrupt_end(&interrupt);
   attn_rows_free(&rows);
-  attn_workers_free(&workers);
   attn_model_release(model);
   for (int k = 0; ec.labels && k < ec.K; k++) sqlite3_free(ec.labels[k]);
   sqlite3_free(ec.labels);
@@ -365,7 +356,7 @@ done:
   sqlite3_free(sorted_counts);
   if (rc != SQLITE_OK) {
     attn_eval_reset(cur);
-    attn_vtab_error(base->pVtab, msg ? msg : sqlite3_mprintf("%s: out of memory", fn));
+    return attn_vtab_fail(base->pVtab, rc, msg, fn);
   }
   return rc;
 }
@@ -396,26 +387,30 @@ static int64_t attn_eval_count(const attn_eval_cursor *cur, int a, int p) {
 
 static int attn_eval_column(sqlite3_vtab_cursor *base, sqlite3_context *ctx, int col) {
   attn_eval_cursor *cur = (attn_eval_cursor *)base;
-  attn_eval_vtab *vtab = (attn_eval_vtab *)base->pVtab;
+  attn_vtab *vtab = (attn_vtab *)base->pVtab;
   int K = cur->K;
   if (vtab->mode == ATTN_EVALUATE) {
     int i = (int)cur->row;
     const nn_class_metrics *m = &cur->metrics[i];
     switch (col) {
-    case 0: sqlite3_result_text(ctx, i < K ? cur->labels[i] : "overall", -1, SQLITE_TRANSIENT); break;
-    case 1: sqlite3_result_double(ctx, m->precision); break;
-    case 2: sqlite3_result_double(ctx, m->recall); break;
-    case 3: sqlite3_result_double(ctx, m->f1); break;
-    case 4: sqlite3_result_int64(ctx, m->support); break;
+    case ATTN_EVALUATE_COL_LABEL:
+      sqlite3_result_text(ctx, i < K ? cur->labels[i] : "overall", -1, SQLITE_TRANSIENT);
+      break;
+    case ATTN_EVALUATE_COL_PRECISION: sqlite3_result_double(ctx, m->precision); break;
+    case ATTN_EVALUATE_COL_RECALL: sqlite3_result_double(ctx, m->recall); break;
+    case ATTN_EVALUATE_COL_F1: sqlite3_result_double(ctx, m->f1); break;
+    case ATTN_EVALUATE_COL_SUPPORT: sqlite3_result_int64(ctx, m->support); break;
     default: break;
     }
     return SQLITE_OK;
   }
   int a = (int)(cur->row / cur->C), p = cur->model_ranks[cur->row % cur->C];
   switch (col) {
-  case 0: sqlite3_result_text(ctx, cur->labels[a], -1, SQLITE_TRANSIENT); break;
-  case 1: sqlite3_result_text(ctx, cur->labels[p], -1, SQLITE_TRANSIENT); break;
-  case 2: sqlite3_result_int64(ctx, attn_eval_count(cur, a, p)); break;
+  case ATTN_CONFUSION_COL_ACTUAL: sqlite3_result_text(ctx, cur->labels[a], -1, SQLITE_TRANSIENT); break;
+  case ATTN_CONFUSION_COL_PREDICTED:
+    sqlite3_result_text(ctx, cur->labels[p], -1, SQLITE_TRANSIENT);
+    break;
+  case ATTN_CONFUSION_COL_COUNT: sqlite3_result_int64(ctx, attn_eval_count(cur, a, p)); break;
   default: break;
   }
   return SQLITE_OK;
@@ -426,20 +421,17 @@ static int attn_eval_rowid(sqlite3_vtab_cursor *base, sqlite_int64 *rowid) {
   return SQLITE_OK;
 }
 
-#define ATTN_EVAL_MODULE(connect)                                                    \
-  {                                                                                  \
-    .iVersion = 0, .xCreate = NULL, .xConnect = connect,                             \
-    .xBestIndex = attn_eval_best_index, .xDisconnect = attn_vtab_disconnect,         \
-    .xOpen = attn_eval_open, .xClose = attn_eval_close, .xFilter = attn_eval_filter, \
-    .xNext = attn_eval_next, .xEof = attn_eval_eof, .xColumn = attn_eval_column,     \
-    .xRowid = attn_eval_rowid                                                        \
-  }
-
-static const sqlite3_module attn_evaluate_module = ATTN_EVAL_MODULE(attn_evaluate_connect);
-static const sqlite3_module attn_confusion_module = ATTN_EVAL_MODULE(attn_confusion_connect);
-
-int attn_evaluate_register(sqlite3 *db, attn_conn *conn) {
-  int rc = attn_create_module(db, conn, "attn_evaluate", &attn_evaluate_module);
-  if (rc == SQLITE_OK) rc = attn_create_module(db, conn, "attn_confusion", &attn_confusion_module);
-  return rc;
-}
+const sqlite3_module attn_eval_module = {
+    .iVersion = 0,
+    .xCreate = NULL, /* eponymous only */
+    .xConnect = attn_eval_connect,
+    .xBestIndex = attn_eval_best_index,
+    .xDisconnect = attn_vtab_disconnect,
+    .xOpen = attn_vtab_open,
+    .xClose = attn_eval_close,
+    .xFilter = attn_eval_filter,
+    .xNext = attn_eval_next,
+    .xEof = attn_eval_eof,
+    .xColumn = attn_eval_column,
+    .xRowid = attn_eval_rowid,
+};

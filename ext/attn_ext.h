@@ -1,10 +1,15 @@
-/* attn_ext.h -- what the files of the attnext SQLite extension share.
+/* attn_ext.h -- the one header of the attnext SQLite extension: the core every SQL feature uses,
+ * in sections that each name their file (attn_conn.c, attn_store.c, attn_query.c, attn_infer.c,
+ * attn_options.c, attn_vtab.c, attn_svg.c), then the entry points that the registration table
+ * of attnext.c names. A feature file (attn_train.c, attn_predict.c, attn_classify.c,
+ * attn_evaluate.c, attn_deploy.c, attn_heatmap.c, attn_curves.c, attn_matrix.c, attn_vectors.c)
+ * includes only this header, calls only the core and exports only its entry points.
  *
  * Every SQL function and table-valued function of the extension gets the same per-connection
  * state (attn_conn) as its user data / module client data. It owns the model cache: a model is
  * parsed once per connection and (name, version), and the name -> deployed version resolution is
  * redone whenever the database may have changed (a new deployment, a new version or a deleted
- * row is seen by the next statement of every connection). See attn_store.c.
+ * row is seen by the next statement of every connection). See attn_conn.c.
  *
  * A function serving SQL looks a model up with attn_model_get (scalar functions: the model stays
  * valid until the call returns; with name_arg >= 0 the lookup is remembered for the rest of the
@@ -17,6 +22,7 @@
 #include <stdint.h>
 
 #include "nn.h"
+#include "pool.h"
 
 #ifndef ATTN_EXT_NO_INIT3
 SQLITE_EXTENSION_INIT3
@@ -37,7 +43,7 @@ typedef struct attn_model {
   struct attn_model *next;
 } attn_model;
 
-/* ------------------------------------------------------------------ per-connection state */
+/* ----------------------------------------------------------- per-connection state (attn_conn.c) */
 
 /* Create the state of connection db (refs = 1, held by the caller until it registered). */
 attn_conn *attn_conn_create(sqlite3 *db);
@@ -50,7 +56,7 @@ sqlite3 *attn_conn_db(attn_conn *conn);
  * writes made by functions that the query calls. attn_conn_check_write returns SQLITE_OK, or
  * SQLITE_ERROR with *errmsg "fn: cannot write the model store from inside the query of ...".
  * Inside a dqlite node it also refuses a write that would commit outside Raft: in autocommit
- * mode, unless a statement that writes and returns no rows is running (see attn_store.c). */
+ * mode, unless a statement that writes and returns no rows is running (see attn_conn.c). */
 void attn_conn_query_begin(attn_conn *conn, const char *fn);
 void attn_conn_query_end(attn_conn *conn);
 int attn_conn_check_write(attn_conn *conn, const char *fn, char **errmsg);
@@ -61,15 +67,14 @@ int attn_conn_check_write(attn_conn *conn, const char *fn, char **errmsg);
 void attn_conn_set_pending_error(attn_conn *conn, char *msg);
 /* The connection's inference workspace (scalar functions run one at a time per connection). */
 nn_workspace *attn_conn_workspace(attn_conn *conn, char **errmsg);
+/* The connection's thread pool for batched inference (one thread per core, the caller
+ * included) and one workspace per pool thread, created on first use and kept until the
+ * connection closes. One statement step runs at a time per connection and nn_pool_run returns
+ * before the caller goes on, so the cursors of a statement share them. SQLITE_NOMEM (*errmsg
+ * may stay NULL) when they cannot be made. */
+int attn_conn_pool(attn_conn *conn, nn_pool **pool, nn_workspace ***ws, char **errmsg);
 
-/* Register a scalar SQL function whose user data is conn (takes a reference for it). */
-int attn_create_function(sqlite3 *db, attn_conn *conn, const char *name, int nargs, int flags,
-                         void (*func)(sqlite3_context *, int, sqlite3_value **));
-/* Register an eponymous virtual table (table-valued function) whose client data is conn. */
-int attn_create_module(sqlite3 *db, attn_conn *conn, const char *name,
-                       const sqlite3_module *module);
-
-/* ------------------------------------------------------------------ models (attn_store.c) */
+/* ------------------------------------------------------------------ models (attn_conn.c) */
 
 /* The deployed version of model `name` (NULL: the default model, the most recently deployed one
  * in the database) for a call of SQL function `fn`. With name_arg >= 0, argv[name_arg] holds the
@@ -85,15 +90,6 @@ int attn_model_acquire(attn_conn *conn, const char *fn, const char *name, attn_m
                        char **errmsg);
 void attn_model_release(attn_model *model);
 
-/* Store a model as a new version of `name` and deploy it, with its training log rows
- * (log may be NULL / nlog 0), all in one transaction that honours the connection's busy timeout
- * (see attn_store.c: which connection and transaction): on error the database is unchanged.
- * metrics_json may be NULL. *version_out gets the new version. Errors name fn, e.g.
- *   attn_train: cannot save the model: database is locked (another connection held ...) */
-int attn_store_save(attn_conn *conn, const char *fn, const char *name, const nn_model *model,
-                    const char *metrics_json, const nn_epoch_stats *log, int nlog,
-                    int64_t *version_out, char **errmsg);
-
 /* Check the model store before trusting it: each of attn_models and attn_training_log is absent
  * or an ordinary rowid table of main (no view, no virtual table) with the columns of
  * sql/schema.sql, none generated, and exactly its PRIMARY KEY. SQLITE_OK (*models_exist, may be
@@ -106,8 +102,6 @@ int attn_store_check(sqlite3 *db, const char *fn, int *models_exist, char **errm
  * the store (attn_store_check, remembered while the database is unchanged). */
 int attn_store_read_begin(attn_conn *conn, const char *fn, int *models_exist, char **errmsg);
 void attn_store_read_end(attn_conn *conn);
-/* Register attn_cache_limit (the byte bound of the model cache). */
-int attn_cache_register(sqlite3 *db, attn_conn *conn);
 
 /* Interrupt checks for long loops: attn_interrupted steps a tiny statement every `every` calls,
  * which fails with SQLITE_INTERRUPT once sqlite3_interrupt was called on the connection (SQLite
@@ -122,49 +116,34 @@ void attn_interrupt_end(attn_interrupt *it);
 /* The same as an engine nn_interrupt_fn (ctx: an attn_interrupt), checking on every call. */
 int attn_interrupt_check(void *it);
 
+/* Forget the remembered name -> deployed model answers (after a write of the store). */
+void attn_conn_forget_deployed(attn_conn *conn);
+
+/* ------------------------------------------------------------------ store writes (attn_store.c) */
+
 /* Create the model store tables (sql/schema.sql) when they are missing, then attn_store_check. */
 int attn_store_ensure_schema(sqlite3 *db, const char *fn, char **errmsg);
+/* Store a model as a new version of `name` and deploy it, with its training log rows
+ * (log may be NULL / nlog 0), all in one transaction that honours the connection's busy timeout
+ * (see attn_store.c: which connection and transaction): on error the database is unchanged.
+ * metrics_json may be NULL. *version_out gets the new version. Errors name fn, e.g.
+ *   attn_train: cannot save the model: database is locked (another connection held ...) */
+int attn_store_save(attn_conn *conn, const char *fn, const char *name, const nn_model *model,
+                    const char *metrics_json, const nn_epoch_stats *log, int nlog,
+                    int64_t *version_out, char **errmsg);
 
-/* Register attn_deploy and attn_import. */
-int attn_store_register(sqlite3 *db, attn_conn *conn);
+/* Step one statement with bound values; SQLITE_OK, or its error with *errmsg
+ * "fn: cannot <what>: <SQLite's message>". */
+int attn_exec_step(sqlite3_stmt *stmt, sqlite3 *db, const char *fn, const char *what,
+                   char **errmsg);
 
-/* ------------------------------------------------------------------ inference (attn_predict.c) */
+/* -------------------------------------------------------------- queries and rows (attn_query.c) */
 
-/* One text through the model: tokens, probabilities and attention. Buffers are reused. */
-typedef struct attn_explain {
-  int n;                 /* tokens used (after max_len truncation), >= 1 */
-  nn_token *tokens;      /* (n) ids and byte spans in the text (-1 when none) */
-  int *ids;              /* (n) */
-  float *probs;          /* (C) softmax of the logits */
-  float *weights;        /* (n) attention weights, sum 1 */
-  /* cleaned token strings, from the tokenizer (NULL when unavailable) */
-  char **token_text;     /* (n) NUL-terminated */
-  int cap_tokens, cap_classes;
-} attn_explain;
-
-/* Run `text` through the model (workspace ws) and fill ex; want_tokens also fills token_text.
- * Returns SQLITE_OK, or an error code with *errmsg "fn: ...". */
-int attn_explain_text(attn_explain *ex, attn_model *model, nn_workspace *ws, const char *text,
-                      int len, int want_tokens, const char *fn, char **errmsg);
-void attn_explain_free(attn_explain *ex);
-
-int attn_predict_register(sqlite3 *db, attn_conn *conn);
-
-/* ------------------------------------------------------------------ batched inference (attn_classify.c) */
-
-/* Workspaces of the threads of batched inference, kept across chunks. */
-typedef struct attn_workers {
-  int n;
-  nn_workspace **ws;
-} attn_workers;
-int attn_workers_threads(void); /* threads used: the online cores */
-void attn_workers_free(attn_workers *w);
-
-/* Predict class ids and their probabilities for n texts, split across the cores, in batches.
- * workers may be NULL (temporary workspaces). prob may be NULL. A NULL text gives pred -1. */
-int attn_classify_texts_ws(attn_model *model, attn_workers *workers, const char *const *texts,
-                           const int *lens, int n, int *pred /*(n)*/, float *prob /*(n)*/,
-                           const char *fn, char **errmsg);
+/* Prepare one read-only statement with no tail and at least min_cols columns for function fn;
+ * errors such as "attn_train: the query must be a single read-only SELECT". */
+int attn_prepare_query(sqlite3 *db, const char *fn, const char *sql, int min_cols,
+                       const char *cols /* e.g. "(text, label)" */, sqlite3_stmt **out,
+                       char **errmsg);
 
 /* Rows of a query, copied: (id, text) or (text, label), read in chunks. */
 enum { ATTN_ROWS_ID_TEXT = 0, ATTN_ROWS_TEXT_LABEL = 1 };
@@ -191,39 +170,66 @@ typedef struct attn_rows {
 int attn_rows_read(attn_rows *r, sqlite3_stmt *stmt, int mode, int max_rows, int *done,
                    const char *fn, char **errmsg);
 void attn_rows_free(attn_rows *r);
+/* One sqlite3_step of the user's query stmt for function fn; the functions that write the model
+ * store refuse to run inside it (attn_conn_query_begin: its query must be read-only). */
+int attn_query_step(attn_conn *conn, sqlite3_stmt *stmt, const char *fn);
 
-int attn_classify_register(sqlite3 *db, attn_conn *conn);
+/* ------------------------------------------------------------------ inference (attn_infer.c) */
 
-/* ------------------------------------------------------------------ progress line (attn_progress.c) */
+/* One text through the model: tokens, probabilities and attention. Buffers are reused. */
+typedef struct attn_explain {
+  int n;                 /* tokens used (after max_len truncation), >= 1 */
+  nn_token *tokens;      /* (n) ids and byte spans in the text (-1 when none) */
+  int *ids;              /* (n) */
+  float *probs;          /* (C) softmax of the logits */
+  float *weights;        /* (n) attention weights, sum 1 */
+  /* cleaned token strings, from the tokenizer (NULL when unavailable) */
+  char **token_text;     /* (n) NUL-terminated */
+  int cap_tokens, cap_classes;
+} attn_explain;
 
-/* A line on standard error within a training epoch: batches done, loss, rows/s, time left;
- * drawn with \r at most 10 times a second, cleared at the end. Off unless stderr is a terminal. */
-typedef struct attn_progress {
-  int enabled;
-  int epoch, epochs;
-  double start, last_draw;
-  int drawn;
-} attn_progress;
+/* Run `text` through the model (workspace ws) and fill ex; want_tokens also fills token_text.
+ * Returns SQLITE_OK, or an error code with *errmsg "fn: ...". */
+int attn_explain_text(attn_explain *ex, attn_model *model, nn_workspace *ws, const char *text,
+                      int len, int want_tokens, const char *fn, char **errmsg);
+void attn_explain_free(attn_explain *ex);
 
-void attn_progress_begin(attn_progress *p, int want, int epoch, int epochs);
-void attn_progress_update(attn_progress *p, int batches_done, int batches_total, double loss,
-                          double rows_per_second);
-void attn_progress_clear(attn_progress *p);
+/* Predict class ids and their probabilities for n texts on the connection's thread pool, in
+ * batches (attn_infer.c). prob may be NULL. A NULL text gives pred -1. Errors: SQLite code,
+ * *errmsg "fn: ...". */
+int attn_classify_texts(attn_conn *conn, attn_model *model, const char *const *texts,
+                        const int *lens, int n, int *pred /*(n)*/, float *prob /*(n)*/,
+                        const char *fn, char **errmsg);
+/* Rows a batched function reads from its query at a time: 1024 per core. */
+#define ATTN_CHUNK_ROWS (1024 * nn_cpu_count())
 
-/* ------------------------------------------------------------------ other registrations */
+/* ------------------------------------------------------------ training options (attn_options.c) */
 
-int attn_train_register(sqlite3 *db, attn_conn *conn);
-int attn_evaluate_register(sqlite3 *db, attn_conn *conn);
-/* SVG visualisations (ext/attn_viz.c). */
-int attn_viz_register(sqlite3 *db, attn_conn *conn);
+/* attn_train's options "embeddings" (a table of (word, vector)) and "freeze_embeddings". */
+typedef struct attn_embeddings {
+  char *table; /* sqlite3_malloc'd; NULL: no pretrained vectors */
+  int freeze;
+  int dim;     /* of the table's vectors */
+} attn_embeddings;
+/* Parse attn_train's options JSON into cfg (nn_config_parse_json) after taking the two keys out
+ * into *emb; with a table and no "embed_dim", embed_dim becomes the table's dimension, and a
+ * different embed_dim is an error. Errors: SQLite code, *errmsg "fn: ...". */
+int attn_train_options(sqlite3 *db, const char *fn, const char *options, nn_config *cfg,
+                       attn_embeddings *emb, char **errmsg);
+/* After nn_trainer_create: set the vocabulary's rows from the table, and freeze. */
+int attn_embeddings_apply(sqlite3 *db, const char *fn, nn_trainer *tr, const attn_embeddings *emb,
+                          char **errmsg);
+void attn_embeddings_free(attn_embeddings *emb);
 
-/* ------------------------------------------------------------------ helpers (attnext.c) */
+/* ------------------------------------------------------- vtab plumbing and errors (attn_vtab.c) */
 
-/* Prepare one read-only statement with no tail and at least min_cols columns for function fn;
- * errors such as "attn_train: the query must be a single read-only SELECT". */
-int attn_prepare_query(sqlite3 *db, const char *fn, const char *sql, int min_cols,
-                       const char *cols /* e.g. "(text, label)" */, sqlite3_stmt **out,
-                       char **errmsg);
+/* Register a scalar SQL function whose user data is conn (takes a reference for it). */
+int attn_create_function(sqlite3 *db, attn_conn *conn, const char *name, int nargs, int flags,
+                         void (*func)(sqlite3_context *, int, sqlite3_value **));
+/* Register an eponymous virtual table (table-valued function) whose client data is conn. */
+int attn_create_module(sqlite3 *db, attn_conn *conn, const char *name,
+                       const sqlite3_module *module);
+
 /* A JSON string literal of s (len bytes), appended to a sqlite3_str. */
 void attn_json_string(sqlite3_str *out, const char *s, int len);
 /* xBestIndex of a table-valued function whose argument (hidden) columns are first_arg ..
@@ -231,18 +237,101 @@ void attn_json_string(sqlite3_str *out, const char *s, int len);
  * xFilter gets the given arguments in column order; idxNum is the bit mask of those given. */
 int attn_vtab_best_index(sqlite3_vtab *vtab, sqlite3_index_info *info, int first_arg, int nargs,
                          int nrequired, const char *usage);
-/* xConnect's common part: declare the table `schema`, allocate the module's vtab struct (size
- * bytes, zeroed, its sqlite3_vtab first) into *out, and mark it `config`: SQLITE_VTAB_INNOCUOUS,
- * or SQLITE_VTAB_DIRECTONLY for a function that runs a query given as text (at top level
- * direct-only functions such as writefile and load_extension are allowed; from a view or trigger
- * of an untrusted schema that would get around SQLite's protections) or touches files. */
-int attn_vtab_connect(sqlite3 *db, const char *schema, size_t size, int config,
-                      sqlite3_vtab **out);
-/* xDisconnect of a vtab struct that owns nothing but itself. */
+/* The virtual table of every table-valued function: the connection's state (the module's
+ * client data), the mode of a module registered under two names (from xConnect's argv[0], the
+ * name it was called by), and the size of its cursor struct (for attn_vtab_open). */
+typedef struct attn_vtab {
+  sqlite3_vtab base;
+  attn_conn *conn;
+  int mode;
+  size_t cursor_size;
+} attn_vtab;
+/* xConnect's common part: declare the table `schema`, allocate the attn_vtab into *out, and mark
+ * it `config`: SQLITE_VTAB_INNOCUOUS, or SQLITE_VTAB_DIRECTONLY for a function that runs a query
+ * given as text (at top level direct-only functions such as writefile and load_extension are
+ * allowed; from a view or trigger of an untrusted schema that would get around SQLite's
+ * protections) or touches files. */
+int attn_vtab_connect(sqlite3 *db, const char *schema, int config, void *conn, int mode,
+                      size_t cursor_size, sqlite3_vtab **out);
+/* xDisconnect: frees the attn_vtab. */
 int attn_vtab_disconnect(sqlite3_vtab *vtab);
-/* xOpen's common part: a zeroed cursor struct of size bytes (its sqlite3_vtab_cursor first). */
-int attn_vtab_cursor_new(size_t size, sqlite3_vtab_cursor **out);
-/* Set a vtab's error message (replacing one there). */
-void attn_vtab_error(sqlite3_vtab *vtab, char *msg /* sqlite3_malloc'd, taken */);
+/* xOpen: a zeroed cursor struct of the vtab's cursor_size (its sqlite3_vtab_cursor first). */
+int attn_vtab_open(sqlite3_vtab *vtab, sqlite3_vtab_cursor **out);
+/* Whether argument k (0: the first) was given, from the idxNum attn_vtab_best_index chose. */
+#define attn_arg_given(idx_num, k) (((idx_num) >> (k)) & 1)
+/* A cursor's call failed with rc: make msg (sqlite3_malloc'd, taken; NULL: "fn: out of memory")
+ * the vtab's error message, replacing one there, and return rc. */
+int attn_vtab_fail(sqlite3_vtab *vtab, int rc, char *msg, const char *fn);
+/* The model name argument v (NULL: not given) of SQL function fn: a non-empty text. SQLITE_OK
+ * with *name (owned by v), else SQLITE_ERROR with *errmsg
+ *   fn: the model name must be a non-empty text, got NULL     (or got '')
+ * or SQLITE_NOMEM (*errmsg untouched) when the value could not be read as text. */
+int attn_name_value(const char *fn, sqlite3_value *v, const char **name, char **errmsg);
+/* Make a scalar function's result the error msg (sqlite3_malloc'd, taken; NULL: "fn: out of
+ * memory"), with rc as its code unless rc is SQLITE_ERROR. */
+void attn_result_error(sqlite3_context *ctx, int rc, char *msg, const char *fn);
+
+/* ------------------------------------------------------------------ SVG writer (attn_svg.c) */
+
+/* Every SVG the extension writes is a complete, well-formed XML document: text is valid UTF-8
+ * (invalid bytes and characters XML forbids become U+FFFD), & < > " ' are escaped, labels are cut
+ * to a number of characters with an ellipsis, and the picture's size is bounded by its caller. */
+
+/* Append s (len bytes, any bytes) as XML character data / attribute text, at most max_chars
+ * characters (code points; longer: the first max_chars - 1 and an ellipsis). Returns the number
+ * of characters written. */
+int attn_svg_text(sqlite3_str *out, const char *s, int len, int max_chars);
+/* Columns of a monospace font that what attn_svg_text writes takes (wide characters: 2). */
+int attn_svg_text_columns(const char *s, int len, int max_chars);
+/* Bytes of the first max_chars characters of s (len bytes), for cutting a string before
+ * formatting it; invalid bytes count as one character each. */
+int attn_svg_prefix_bytes(const char *s, int len, int max_chars);
+/* Width in pixels of n columns of the monospace font at font size `size`. */
+double attn_svg_mono_width(int n, double size);
+
+/* Colour of t in [0, 1] on the extension's sequential scale (white -> dark red) as "#rrggbb";
+ * out must hold 8 bytes. attn_svg_ink: the text colour readable on it. */
+void attn_svg_color(char *out, double t);
+const char *attn_svg_ink(double t);
+
+/* <?xml ...?><svg ...> with a white background and <title> (title_len bytes; -1: strlen). */
+void attn_svg_begin(sqlite3_str *out, int width, int height, const char *title, int title_len);
+/* A horizontal colour bar from lo to hi with its caption at (x, y), width w. */
+void attn_svg_legend(sqlite3_str *out, double x, double y, double w, double lo, double hi,
+                     const char *caption);
+/* Close the document and make it the function's result (or an out-of-memory error). */
+void attn_svg_result(sqlite3_context *ctx, sqlite3_str *out);
+
+/* Dimensions of a word vector, at most: attn_vectors_load's lines and attn_matrix's vectors. */
+#define ATTN_VECTORS_MAX_DIM 4096
+
+/* ------------------------------------------------------------- entry points (attnext.c's table) */
+
+/* Each feature file exports only what attnext.c registers. */
+/* attn_conn.c */
+void attn_cache_limit_func(sqlite3_context *ctx, int argc, sqlite3_value **argv);
+/* attn_deploy.c */
+void attn_deploy_func(sqlite3_context *ctx, int argc, sqlite3_value **argv);
+void attn_import_func(sqlite3_context *ctx, int argc, sqlite3_value **argv);
+/* attn_predict.c */
+void attn_predict_func(sqlite3_context *ctx, int argc, sqlite3_value **argv);
+extern const sqlite3_module attn_explain_module; /* attn_probs, attn_weights */
+/* attn_classify.c */
+extern const sqlite3_module attn_classify_module;
+/* attn_train.c */
+extern const sqlite3_module attn_train_module;
+void attn_fit_func(sqlite3_context *ctx, int argc, sqlite3_value **argv);
+/* attn_evaluate.c */
+extern const sqlite3_module attn_eval_module; /* attn_evaluate, attn_confusion */
+/* attn_heatmap.c */
+void attn_heatmap_func(sqlite3_context *ctx, int argc, sqlite3_value **argv);
+void attn_heatmap_query_func(sqlite3_context *ctx, int argc, sqlite3_value **argv);
+/* attn_curves.c */
+void attn_curves_func(sqlite3_context *ctx, int argc, sqlite3_value **argv);
+/* attn_matrix.c */
+extern const sqlite3_module attn_matrix_module;
+void attn_matrix_svg_func(sqlite3_context *ctx, int argc, sqlite3_value **argv);
+/* attn_vectors.c */
+extern const sqlite3_module attn_vectors_module;
 
 #endif

@@ -27,7 +27,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "attn_viz.h"
+#include "attn_ext.h"
 
 #define MATRIX_MAX_TOKENS 512
 #define MATRIX_SVG_MAX_TOKENS 80
@@ -320,38 +320,39 @@ static int mx_compute(attn_mx *m, attn_conn *conn, const char *fn, sqlite3_value
 
 /* ------------------------------------------------------------------ attn_matrix (table) */
 
-#define MATRIX_FIRST_ARG 5
-
-typedef struct mx_vtab {
-  sqlite3_vtab base;
-  attn_conn *conn;
-} mx_vtab;
-
 typedef struct mx_cursor {
   sqlite3_vtab_cursor base;
   attn_mx m;
   sqlite3_int64 row, nrows;
 } mx_cursor;
 
+/* Columns; the arguments are the hidden columns at the end. */
+enum {
+  ATTN_MATRIX_COL_QUERY_POSITION,
+  ATTN_MATRIX_COL_QUERY_TOKEN,
+  ATTN_MATRIX_COL_KEY_POSITION,
+  ATTN_MATRIX_COL_KEY_TOKEN,
+  ATTN_MATRIX_COL_WEIGHT,
+  ATTN_MATRIX_COL_ARG_QUERY_TEXT,
+  ATTN_MATRIX_COL_ARG_KEY_TEXT,
+  ATTN_MATRIX_COL_ARG_VECTORS,
+  ATTN_MATRIX_COL_ARG_KIND
+};
+static const char attn_matrix_schema[] =
+    "CREATE TABLE x(query_position INTEGER, query_token TEXT, key_position INTEGER, "
+    "key_token TEXT, weight REAL, arg_query_text HIDDEN, arg_key_text HIDDEN, "
+    "arg_vectors HIDDEN, arg_kind HIDDEN)";
+
 static int mx_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
                       sqlite3_vtab **out, char **errmsg) {
-  int rc = attn_vtab_connect(db, "CREATE TABLE x(query_position INTEGER, query_token TEXT, "
-                                 "key_position INTEGER, key_token TEXT, weight REAL, "
-                                 "arg_query_text HIDDEN, arg_key_text HIDDEN, arg_vectors HIDDEN, "
-                                 "arg_kind HIDDEN)",
-                             sizeof(mx_vtab), SQLITE_VTAB_DIRECTONLY, out);
-  if (rc == SQLITE_OK) ((mx_vtab *)*out)->conn = aux;
-  return rc;
+  return attn_vtab_connect(db, attn_matrix_schema, SQLITE_VTAB_DIRECTONLY, aux, 0,
+                           sizeof(mx_cursor), out);
 }
 
 static int mx_best_index(sqlite3_vtab *vtab, sqlite3_index_info *info) {
-  return attn_vtab_best_index(vtab, info, MATRIX_FIRST_ARG, 4, 3,
+  return attn_vtab_best_index(vtab, info, ATTN_MATRIX_COL_ARG_QUERY_TEXT, 4, 3,
                               "attn_matrix: expected 3 or 4 arguments: attn_matrix(query_text, "
                               "key_text, vectors[, kind])");
-}
-
-static int mx_open(sqlite3_vtab *vtab, sqlite3_vtab_cursor **out) {
-  return attn_vtab_cursor_new(sizeof(mx_cursor), out);
 }
 
 static int mx_close(sqlite3_vtab_cursor *base) {
@@ -364,17 +365,17 @@ static int mx_close(sqlite3_vtab_cursor *base) {
 static int mx_filter(sqlite3_vtab_cursor *base, int idx_num, const char *idx_str, int argc,
                      sqlite3_value **argv) {
   mx_cursor *cur = (mx_cursor *)base;
-  mx_vtab *vtab = (mx_vtab *)base->pVtab;
+  attn_vtab *vtab = (attn_vtab *)base->pVtab;
   char *msg = NULL;
+  int kind = attn_arg_given(idx_num, ATTN_MATRIX_COL_ARG_KIND - ATTN_MATRIX_COL_ARG_QUERY_TEXT);
   mx_free(&cur->m);
   cur->row = cur->nrows = 0;
   int rc = mx_compute(&cur->m, vtab->conn, "attn_matrix", argc > 0 ? argv[0] : NULL,
                       argc > 1 ? argv[1] : NULL, argc > 2 ? argv[2] : NULL,
-                      (idx_num & 8) && argc > 3 ? argv[3] : NULL, MATRIX_MAX_TOKENS, &msg);
+                      kind && argc > 3 ? argv[3] : NULL, MATRIX_MAX_TOKENS, &msg);
   if (rc != SQLITE_OK) {
     mx_free(&cur->m);
-    attn_vtab_error(base->pVtab, msg ? msg : sqlite3_mprintf("attn_matrix: out of memory"));
-    return rc;
+    return attn_vtab_fail(base->pVtab, rc, msg, "attn_matrix");
   }
   cur->nrows = (sqlite3_int64)cur->m.q.n * cur->m.k.n;
   return SQLITE_OK;
@@ -395,11 +396,15 @@ static int mx_column(sqlite3_vtab_cursor *base, sqlite3_context *ctx, int col) {
   int nk = cur->m.k.n, i = (int)(cur->row / nk), j = (int)(cur->row % nk);
   const mx_token *q = &cur->m.q.tokens[i], *k = &cur->m.k.tokens[j];
   switch (col) {
-  case 0: sqlite3_result_int(ctx, i); break;
-  case 1: sqlite3_result_text(ctx, cur->m.q.text + q->start, q->len, SQLITE_TRANSIENT); break;
-  case 2: sqlite3_result_int(ctx, j); break;
-  case 3: sqlite3_result_text(ctx, cur->m.k.text + k->start, k->len, SQLITE_TRANSIENT); break;
-  case 4: sqlite3_result_double(ctx, cur->m.weight[cur->row]); break;
+  case ATTN_MATRIX_COL_QUERY_POSITION: sqlite3_result_int(ctx, i); break;
+  case ATTN_MATRIX_COL_QUERY_TOKEN:
+    sqlite3_result_text(ctx, cur->m.q.text + q->start, q->len, SQLITE_TRANSIENT);
+    break;
+  case ATTN_MATRIX_COL_KEY_POSITION: sqlite3_result_int(ctx, j); break;
+  case ATTN_MATRIX_COL_KEY_TOKEN:
+    sqlite3_result_text(ctx, cur->m.k.text + k->start, k->len, SQLITE_TRANSIENT);
+    break;
+  case ATTN_MATRIX_COL_WEIGHT: sqlite3_result_double(ctx, cur->m.weight[cur->row]); break;
   default: break;
   }
   return SQLITE_OK;
@@ -410,12 +415,13 @@ static int mx_rowid(sqlite3_vtab_cursor *base, sqlite_int64 *rowid) {
   return SQLITE_OK;
 }
 
-static const sqlite3_module attn_matrix_module = {
+const sqlite3_module attn_matrix_module = {
     .iVersion = 0,
+    .xCreate = NULL, /* eponymous only */
     .xConnect = mx_connect,
     .xBestIndex = mx_best_index,
     .xDisconnect = attn_vtab_disconnect,
-    .xOpen = mx_open,
+    .xOpen = attn_vtab_open,
     .xClose = mx_close,
     .xFilter = mx_filter,
     .xNext = mx_next,
@@ -431,7 +437,7 @@ static void mx_label(sqlite3_str *out, const mx_side *side, int i) {
   attn_svg_text(out, side->text + t->start, t->len, MATRIX_LABEL_CHARS);
 }
 
-static void attn_matrix_svg_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+void attn_matrix_svg_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   const char *fn = "attn_matrix_svg";
   attn_mx m;
   char *msg = NULL;
@@ -525,13 +531,3 @@ static void attn_matrix_svg_func(sqlite3_context *ctx, int argc, sqlite3_value *
   attn_svg_result(ctx, out);
 }
 
-int attn_matrix_register(sqlite3 *db, attn_conn *conn) {
-  int rc = attn_create_module(db, conn, "attn_matrix", &attn_matrix_module);
-  if (rc == SQLITE_OK)
-    rc = attn_create_function(db, conn, "attn_matrix_svg", 3, SQLITE_DIRECTONLY,
-                              attn_matrix_svg_func);
-  if (rc == SQLITE_OK)
-    rc = attn_create_function(db, conn, "attn_matrix_svg", 4, SQLITE_DIRECTONLY,
-                              attn_matrix_svg_func);
-  return rc;
-}

@@ -20,130 +20,18 @@
 
 #include "attn_ext.h"
 
-/* ------------------------------------------------------------------ explain one text */
-
-static int attn_explain_reserve(attn_explain *ex, int T, int C) {
-  if (T > ex->cap_tokens) {
-    nn_token *tokens = sqlite3_realloc64(ex->tokens, (sqlite3_uint64)T * sizeof *tokens);
-    if (tokens) ex->tokens = tokens;
-    int *ids = sqlite3_realloc64(ex->ids, (sqlite3_uint64)T * sizeof *ids);
-    if (ids) ex->ids = ids;
-    float *weights = sqlite3_realloc64(ex->weights, (sqlite3_uint64)T * sizeof *weights);
-    if (weights) ex->weights = weights;
-    char **text = sqlite3_realloc64(ex->token_text, (sqlite3_uint64)T * sizeof *text);
-    if (text) {
-      for (int i = ex->cap_tokens; i < T; i++) text[i] = NULL;
-      ex->token_text = text;
-    }
-    if (!tokens || !ids || !weights || !text) return SQLITE_NOMEM;
-    ex->cap_tokens = T;
-  }
-  if (C > ex->cap_classes) {
-    float *probs = sqlite3_realloc64(ex->probs, (sqlite3_uint64)C * sizeof *probs);
-    if (!probs) return SQLITE_NOMEM;
-    ex->probs = probs;
-    ex->cap_classes = C;
-  }
-  return SQLITE_OK;
-}
-
-void attn_explain_free(attn_explain *ex) {
-  for (int i = 0; ex->token_text && i < ex->cap_tokens; i++) sqlite3_free(ex->token_text[i]);
-  sqlite3_free(ex->token_text);
-  sqlite3_free(ex->tokens);
-  sqlite3_free(ex->ids);
-  sqlite3_free(ex->weights);
-  sqlite3_free(ex->probs);
-  memset(ex, 0, sizeof *ex);
-}
-
-typedef struct attn_token_collect {
-  attn_explain *ex;
-  int count, max, nomem;
-} attn_token_collect;
-
-static void attn_collect_token(void *ctx, const char *tok, int tok_len, int start, int end) {
-  attn_token_collect *tc = ctx;
-  if (tc->count >= tc->max) {
-    tc->count++;
-    return;
-  }
-  char *copy = sqlite3_malloc64((sqlite3_uint64)tok_len + 1);
-  if (!copy) {
-    tc->nomem = 1;
-  } else {
-    memcpy(copy, tok, (size_t)tok_len);
-    copy[tok_len] = 0;
-  }
-  sqlite3_free(tc->ex->token_text[tc->count]);
-  tc->ex->token_text[tc->count++] = copy;
-}
-
-int attn_explain_text(attn_explain *ex, attn_model *model, nn_workspace *ws, const char *text,
-                      int len, int want_tokens, const char *fn, char **errmsg) {
-  nn_model *nn = model->nn;
-  const nn_config *cfg = nn_model_config(nn);
-  int C = nn_model_num_classes(nn), T = cfg->max_len > 0 ? cfg->max_len : 1;
-  char err[NN_ERR_LEN] = "";
-  if (attn_explain_reserve(ex, T, C) != SQLITE_OK) {
-    *errmsg = sqlite3_mprintf("%s: out of memory", fn);
-    return SQLITE_NOMEM;
-  }
-  int n = nn_text_encode(ex->tokens, text ? text : "", text ? len : 0, cfg, nn_model_vocab(nn));
-  if (n < 1) n = 1, ex->tokens[0].id = NN_UNK, ex->tokens[0].start = ex->tokens[0].end = -1;
-  if (n > T) n = T;
-  ex->n = n;
-  for (int i = 0; i < n; i++) ex->ids[i] = ex->tokens[i].id;
-  nn_batch batch = {ex->ids, &ex->n, NULL, 1, n};
-  int st = nn_model_forward(nn, ws, &batch, 0, NULL, ex->probs, ex->weights, err);
-  if (st != NN_OK) {
-    *errmsg = sqlite3_mprintf("%s: %s", fn, err);
-    return st == NN_NOMEM ? SQLITE_NOMEM : SQLITE_ERROR;
-  }
-  nn_softmax_rows(ex->probs, ex->probs, 1, C);
-  if (want_tokens) {
-    attn_token_collect tc = {ex, 0, n, 0};
-    nn_text_tokenize(text ? text : "", text ? len : 0, cfg, attn_collect_token, &tc);
-    if (tc.nomem) {
-      *errmsg = sqlite3_mprintf("%s: out of memory", fn);
-      return SQLITE_NOMEM;
-    }
-    /* Tokens the tokenizer did not give (a text with no tokens: one <UNK>): the vocabulary's. */
-    for (int i = tc.count < n ? tc.count : n; i < n; i++) {
-      int tl = 0;
-      const char *t = nn_vocab_token(nn_model_vocab(nn), ex->ids[i], &tl);
-      sqlite3_free(ex->token_text[i]);
-      ex->token_text[i] = t ? sqlite3_mprintf("%.*s", tl, t) : sqlite3_mprintf("");
-      if (!ex->token_text[i]) {
-        *errmsg = sqlite3_mprintf("%s: out of memory", fn);
-        return SQLITE_NOMEM;
-      }
-    }
-  }
-  return SQLITE_OK;
-}
-
 /* ------------------------------------------------------------------ attn_predict */
 
 #define ATTN_STACK_TOKENS 256
 #define ATTN_STACK_CLASSES 64
 
-static void attn_predict_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+void attn_predict_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   const char *fn = "attn_predict";
   const char *name = NULL;
   char *msg = NULL, err[NN_ERR_LEN];
   attn_model *model = NULL;
   int rc;
-  if (argc == 2) {
-    name = (const char *)sqlite3_value_text(argv[0]);
-    if (!name || !*name) {
-      sqlite3_result_error(ctx, sqlite3_value_type(argv[0]) == SQLITE_NULL
-                                    ? "attn_predict: the model name must be a non-empty text, got NULL"
-                                    : "attn_predict: the model name must be a non-empty text, got ''",
-                           -1);
-      return;
-    }
-  }
+  if (argc == 2 && (rc = attn_name_value(fn, argv[0], &name, &msg)) != SQLITE_OK) goto error;
   rc = attn_model_get(ctx, fn, name, argc == 2 ? 0 : -1, &model, &msg);
   if (rc != SQLITE_OK) goto error;
   sqlite3_value *value = argv[argc - 1];
@@ -194,20 +82,12 @@ static void attn_predict_func(sqlite3_context *ctx, int argc, sqlite3_value **ar
   sqlite3_result_text(ctx, nn_model_label(nn, best), -1, SQLITE_TRANSIENT);
   return;
 error:
-  sqlite3_result_error(ctx, msg ? msg : "attn_predict: out of memory", -1);
-  if (rc != SQLITE_ERROR) sqlite3_result_error_code(ctx, rc);
-  sqlite3_free(msg);
+  attn_result_error(ctx, rc, msg, fn);
 }
 
 /* ------------------------------------------------------------------ attn_probs, attn_weights */
 
-enum { ATTN_PROBS = 0, ATTN_WEIGHTS = 1 };
-
-typedef struct attn_explain_vtab {
-  sqlite3_vtab base;
-  attn_conn *conn;
-  int mode;
-} attn_explain_vtab;
+enum { ATTN_PROBS = 0, ATTN_WEIGHTS = 1 }; /* the mode: which of the two names was called */
 
 typedef struct attn_explain_cursor {
   sqlite3_vtab_cursor base;
@@ -217,45 +97,42 @@ typedef struct attn_explain_cursor {
   int nrows, row;
 } attn_explain_cursor;
 
-#define ATTN_PROBS_FIRST_ARG 2
-#define ATTN_WEIGHTS_FIRST_ARG 5
+/* Columns of attn_probs and of attn_weights; the arguments are the hidden columns at the end. */
+enum {
+  ATTN_PROBS_COL_LABEL,
+  ATTN_PROBS_COL_PROBABILITY,
+  ATTN_PROBS_COL_ARG_NAME,
+  ATTN_PROBS_COL_ARG_TEXT
+};
+static const char attn_probs_schema[] =
+    "CREATE TABLE x(label TEXT, probability REAL, arg_name HIDDEN, arg_text HIDDEN)";
+enum {
+  ATTN_WEIGHTS_COL_POSITION,
+  ATTN_WEIGHTS_COL_TOKEN,
+  ATTN_WEIGHTS_COL_WEIGHT,
+  ATTN_WEIGHTS_COL_START,
+  ATTN_WEIGHTS_COL_END,
+  ATTN_WEIGHTS_COL_ARG_NAME,
+  ATTN_WEIGHTS_COL_ARG_TEXT
+};
+static const char attn_weights_schema[] =
+    "CREATE TABLE x(position INTEGER, token TEXT, weight REAL, start INTEGER, \"end\" INTEGER, "
+    "arg_name HIDDEN, arg_text HIDDEN)";
 
+/* One module under two names: argv[0] is the name it was called by. */
 static int attn_explain_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
-                                sqlite3_vtab **out, char **errmsg, int mode) {
-  int rc = attn_vtab_connect(
-      db, mode == ATTN_PROBS
-              ? "CREATE TABLE x(label TEXT, probability REAL, arg_name HIDDEN, arg_text HIDDEN)"
-              : "CREATE TABLE x(position INTEGER, token TEXT, weight REAL, start INTEGER, "
-                "\"end\" INTEGER, arg_name HIDDEN, arg_text HIDDEN)",
-      sizeof(attn_explain_vtab), SQLITE_VTAB_INNOCUOUS, out);
-  if (rc != SQLITE_OK) return rc;
-  attn_explain_vtab *vtab = (attn_explain_vtab *)*out;
-  vtab->conn = aux;
-  vtab->mode = mode;
-  return SQLITE_OK;
-}
-
-static int attn_probs_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
-                              sqlite3_vtab **out, char **errmsg) {
-  return attn_explain_connect(db, aux, argc, argv, out, errmsg, ATTN_PROBS);
-}
-
-static int attn_weights_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
                                 sqlite3_vtab **out, char **errmsg) {
-  return attn_explain_connect(db, aux, argc, argv, out, errmsg, ATTN_WEIGHTS);
+  int mode = strcmp(argv[0], "attn_probs") == 0 ? ATTN_PROBS : ATTN_WEIGHTS;
+  return attn_vtab_connect(db, mode == ATTN_PROBS ? attn_probs_schema : attn_weights_schema,
+                           SQLITE_VTAB_INNOCUOUS, aux, mode, sizeof(attn_explain_cursor), out);
 }
 
 static int attn_explain_best_index(sqlite3_vtab *base, sqlite3_index_info *info) {
-  attn_explain_vtab *vtab = (attn_explain_vtab *)base;
-  if (vtab->mode == ATTN_PROBS)
-    return attn_vtab_best_index(base, info, ATTN_PROBS_FIRST_ARG, 2, 2,
+  if (((attn_vtab *)base)->mode == ATTN_PROBS)
+    return attn_vtab_best_index(base, info, ATTN_PROBS_COL_ARG_NAME, 2, 2,
                                 "attn_probs: expected 2 arguments: attn_probs(name, text)");
-  return attn_vtab_best_index(base, info, ATTN_WEIGHTS_FIRST_ARG, 2, 2,
+  return attn_vtab_best_index(base, info, ATTN_WEIGHTS_COL_ARG_NAME, 2, 2,
                               "attn_weights: expected 2 arguments: attn_weights(name, text)");
-}
-
-static int attn_explain_open(sqlite3_vtab *vtab, sqlite3_vtab_cursor **out) {
-  return attn_vtab_cursor_new(sizeof(attn_explain_cursor), out);
 }
 
 static int attn_explain_close(sqlite3_vtab_cursor *base) {
@@ -270,20 +147,16 @@ static int attn_explain_close(sqlite3_vtab_cursor *base) {
 static int attn_explain_filter(sqlite3_vtab_cursor *base, int idx_num, const char *idx_str,
                                int argc, sqlite3_value **argv) {
   attn_explain_cursor *cur = (attn_explain_cursor *)base;
-  attn_explain_vtab *vtab = (attn_explain_vtab *)base->pVtab;
+  attn_vtab *vtab = (attn_vtab *)base->pVtab;
   const char *fn = vtab->mode == ATTN_PROBS ? "attn_probs" : "attn_weights";
   char *msg = NULL;
   int rc;
   cur->nrows = cur->row = 0;
   attn_model_release(cur->model);
   cur->model = NULL;
-  const char *name = argc > 0 ? (const char *)sqlite3_value_text(argv[0]) : NULL;
-  if (!name || !*name) {
-    msg = sqlite3_mprintf("%s: the model name must be a non-empty text, got %s", fn,
-                          name ? "''" : "NULL");
-    rc = SQLITE_ERROR;
-    goto done;
-  }
+  const char *name = NULL;
+  rc = attn_name_value(fn, argc > 0 ? argv[0] : NULL, &name, &msg);
+  if (rc != SQLITE_OK) goto done;
   rc = attn_model_acquire(vtab->conn, fn, name, &cur->model, &msg);
   if (rc != SQLITE_OK) goto done;
   if (argc < 2 || sqlite3_value_type(argv[1]) == SQLITE_NULL) goto done; /* no rows */
@@ -320,8 +193,7 @@ static int attn_explain_filter(sqlite3_vtab_cursor *base, int idx_num, const cha
   }
 done:
   if (rc != SQLITE_OK) {
-    attn_vtab_error(base->pVtab, msg ? msg : sqlite3_mprintf("%s: out of memory", fn));
-    return rc;
+    return attn_vtab_fail(base->pVtab, rc, msg, fn);
   }
   return SQLITE_OK;
 }
@@ -338,27 +210,28 @@ static int attn_explain_eof(sqlite3_vtab_cursor *base) {
 
 static int attn_explain_column(sqlite3_vtab_cursor *base, sqlite3_context *ctx, int col) {
   attn_explain_cursor *cur = (attn_explain_cursor *)base;
-  attn_explain_vtab *vtab = (attn_explain_vtab *)base->pVtab;
+  attn_vtab *vtab = (attn_vtab *)base->pVtab;
   int i = cur->row;
   if (vtab->mode == ATTN_PROBS) {
     int c = cur->order[i];
-    if (col == 0)
+    if (col == ATTN_PROBS_COL_LABEL)
       sqlite3_result_text(ctx, nn_model_label(cur->model->nn, c), -1, SQLITE_TRANSIENT);
-    else if (col == 1)
+    else if (col == ATTN_PROBS_COL_PROBABILITY)
       sqlite3_result_double(ctx, cur->ex.probs[c]);
     return SQLITE_OK;
   }
   const nn_token *t = &cur->ex.tokens[i];
   switch (col) {
-  case 0: sqlite3_result_int(ctx, i); break;
-  case 1: sqlite3_result_text(ctx, cur->ex.token_text[i] ? cur->ex.token_text[i] : "", -1,
-                              SQLITE_TRANSIENT);
+  case ATTN_WEIGHTS_COL_POSITION: sqlite3_result_int(ctx, i); break;
+  case ATTN_WEIGHTS_COL_TOKEN:
+    sqlite3_result_text(ctx, cur->ex.token_text[i] ? cur->ex.token_text[i] : "", -1,
+                        SQLITE_TRANSIENT);
     break;
-  case 2: sqlite3_result_double(ctx, cur->ex.weights[i]); break;
-  case 3:
+  case ATTN_WEIGHTS_COL_WEIGHT: sqlite3_result_double(ctx, cur->ex.weights[i]); break;
+  case ATTN_WEIGHTS_COL_START:
     if (t->start >= 0) sqlite3_result_int(ctx, t->start);
     break;
-  case 4:
+  case ATTN_WEIGHTS_COL_END:
     if (t->start >= 0) sqlite3_result_int(ctx, t->end);
     break;
   default: break;
@@ -371,26 +244,17 @@ static int attn_explain_rowid(sqlite3_vtab_cursor *base, sqlite_int64 *rowid) {
   return SQLITE_OK;
 }
 
-#define ATTN_EXPLAIN_MODULE(connect)                                                           \
-  {                                                                                             \
-    0, NULL, connect, attn_explain_best_index, attn_vtab_disconnect, NULL, attn_explain_open, \
-        attn_explain_close, attn_explain_filter, attn_explain_next, attn_explain_eof,           \
-        attn_explain_column, attn_explain_rowid, NULL, NULL, NULL, NULL, NULL, NULL, NULL,     \
-        NULL, NULL, NULL, NULL                                                                   \
-  }
-
-static const sqlite3_module attn_probs_module = ATTN_EXPLAIN_MODULE(attn_probs_connect);
-static const sqlite3_module attn_weights_module = ATTN_EXPLAIN_MODULE(attn_weights_connect);
-
-int attn_predict_register(sqlite3 *db, attn_conn *conn) {
-  /* Innocuous but not deterministic: the answer follows the deployed version, so it must not
-   * be allowed in indexes, CHECK constraints or generated columns. */
-  int flags = SQLITE_INNOCUOUS;
-  int rc = attn_create_function(db, conn, "attn_predict", 2, flags, attn_predict_func);
-  if (rc == SQLITE_OK)
-    rc = attn_create_function(db, conn, "attn_predict", 1, flags, attn_predict_func);
-  if (rc == SQLITE_OK) rc = attn_create_module(db, conn, "attn_probs", &attn_probs_module);
-  if (rc == SQLITE_OK) rc = attn_create_module(db, conn, "attn_weights", &attn_weights_module);
-  if (rc == SQLITE_OK) rc = attn_cache_register(db, conn); /* the cache these functions fill */
-  return rc;
-}
+const sqlite3_module attn_explain_module = {
+    .iVersion = 0,
+    .xCreate = NULL, /* eponymous only */
+    .xConnect = attn_explain_connect,
+    .xBestIndex = attn_explain_best_index,
+    .xDisconnect = attn_vtab_disconnect,
+    .xOpen = attn_vtab_open,
+    .xClose = attn_explain_close,
+    .xFilter = attn_explain_filter,
+    .xNext = attn_explain_next,
+    .xEof = attn_explain_eof,
+    .xColumn = attn_explain_column,
+    .xRowid = attn_explain_rowid,
+};

@@ -9,7 +9,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "attn_viz.h"
+#include "attn_ext.h"
 #include "utf8.h"
 
 /* One character of s[0..len) (len >= 1): its length in bytes (>= 1) and its code point in *cp,

@@ -14,7 +14,7 @@
  * memory first; no statement of ours is open on the database while the epochs run. Options: a
  * JSON object (nn_config keys), plus "embeddings": the name of a table of (word, vector)
  * pretrained vectors that initialise the embedding rows of the words they share with the
- * vocabulary, and "freeze_embeddings" (true: the embedding is not trained) -- see attn_vectors.c.
+ * vocabulary, and "freeze_embeddings" (true: the embedding is not trained) -- see attn_options.c.
  * An error, or sqlite3_interrupt (Ctrl-C in the shell; noticed after every batch by stepping a
  * tiny statement, which fails with SQLITE_INTERRUPT once the connection is interrupted), leaves
  * the database as it was.
@@ -30,11 +30,69 @@
  * `text` written in a query resolves to the caller's column, not to the function's own).
  */
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "attn_ext.h"
-#include "attn_viz.h" /* attn_train_options: the "embeddings" options (attn_vectors.c) */
+
+/* ------------------------------------------------------------------ the progress line */
+
+/* A line on standard error within a training epoch:
+ *   epoch 3/20  [########------------]  61/143 batches  loss 0.8123  9120 rows/s  0:04 left
+ * drawn with a carriage return (at most 10 times a second) only when standard error is a
+ * terminal and the option "progress" is true, and cleared before the epoch's row is returned,
+ * so the shell's output stays clean. */
+typedef struct attn_progress {
+  int enabled;
+  int epoch, epochs;
+  double start, last_draw;
+  int drawn;
+} attn_progress;
+static double attn_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void attn_progress_begin(attn_progress *p, int want, int epoch, int epochs) {
+  memset(p, 0, sizeof *p);
+  p->enabled = want && isatty(STDERR_FILENO);
+  p->epoch = epoch;
+  p->epochs = epochs;
+  p->start = attn_now();
+}
+
+static void attn_progress_update(attn_progress *p, int batches_done, int batches_total, double loss,
+                          double rows_per_second) {
+  if (!p->enabled || batches_total <= 0) return;
+  double now = attn_now();
+  if (p->drawn && now - p->last_draw < 0.1 && batches_done < batches_total) return;
+  p->last_draw = now;
+  char bar[21];
+  int filled = (int)(20.0 * batches_done / batches_total);
+  if (filled > 20) filled = 20;
+  for (int i = 0; i < 20; i++) bar[i] = i < filled ? '#' : '-';
+  bar[20] = 0;
+  double elapsed = now - p->start;
+  double left = batches_done > 0 ? elapsed * (batches_total - batches_done) / batches_done : 0;
+  int secs = (int)(left + 0.5);
+  fprintf(stderr, "\r\033[Kepoch %d/%d  [%s]  %d/%d batches  loss %.4f  %.0f rows/s  %d:%02d left",
+          p->epoch, p->epochs, bar, batches_done, batches_total, loss, rows_per_second, secs / 60,
+          secs % 60);
+  fflush(stderr);
+  p->drawn = 1;
+}
+
+static void attn_progress_clear(attn_progress *p) {
+  if (p->drawn) {
+    fputs("\r\033[K", stderr);
+    fflush(stderr);
+  }
+  p->drawn = 0;
+}
 
 /* ------------------------------------------------------------------ one training run */
 
@@ -97,13 +155,8 @@ static int attn_training_start(attn_training *t, attn_conn *conn, const char *fn
   t->conn = conn;
   t->fn = fn;
   if ((rc = attn_conn_check_write(conn, fn, msg)) != SQLITE_OK) goto done;
-  const char *name = name_arg ? (const char *)sqlite3_value_text(name_arg) : NULL;
-  if (!name || !*name) {
-    *msg = sqlite3_mprintf("%s: the model name must be a non-empty text, got %s", fn,
-                           name ? "''" : "NULL");
-    rc = SQLITE_ERROR;
-    goto done;
-  }
+  const char *name = NULL;
+  if ((rc = attn_name_value(fn, name_arg, &name, msg)) != SQLITE_OK) goto done;
   t->name = sqlite3_mprintf("%s", name);
   if (!t->name) {
     rc = SQLITE_NOMEM;
@@ -245,13 +298,6 @@ static int attn_training_finish(attn_training *t, char **msg) {
 
 /* ------------------------------------------------------------------ attn_train */
 
-#define ATTN_TRAIN_FIRST_ARG 8 /* name, query, options follow the 8 result columns */
-
-typedef struct attn_train_vtab {
-  sqlite3_vtab base;
-  attn_conn *conn;
-} attn_train_vtab;
-
 typedef struct attn_train_cursor {
   sqlite3_vtab_cursor base;
   attn_training run;
@@ -260,25 +306,35 @@ typedef struct attn_train_cursor {
   int eof;
 } attn_train_cursor;
 
+/* Columns: one row per epoch; the arguments are the hidden columns at the end. */
+enum {
+  ATTN_TRAIN_COL_EPOCH,
+  ATTN_TRAIN_COL_TRAIN_LOSS,
+  ATTN_TRAIN_COL_VAL_LOSS,
+  ATTN_TRAIN_COL_VAL_ACCURACY,
+  ATTN_TRAIN_COL_VAL_F1,
+  ATTN_TRAIN_COL_LR,
+  ATTN_TRAIN_COL_SECONDS,
+  ATTN_TRAIN_COL_BEST,
+  ATTN_TRAIN_COL_ARG_NAME,
+  ATTN_TRAIN_COL_ARG_QUERY,
+  ATTN_TRAIN_COL_ARG_OPTIONS
+};
+static const char attn_train_schema[] =
+    "CREATE TABLE x(epoch INTEGER, train_loss REAL, val_loss REAL, val_accuracy REAL, "
+    "val_f1 REAL, lr REAL, seconds REAL, best INTEGER, arg_name HIDDEN, arg_query HIDDEN, "
+    "arg_options HIDDEN)";
+
 static int attn_train_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
                               sqlite3_vtab **out, char **errmsg) {
-  int rc = attn_vtab_connect(db,
-                             "CREATE TABLE x(epoch INTEGER, train_loss REAL, val_loss REAL, "
-                             "val_accuracy REAL, val_f1 REAL, lr REAL, seconds REAL, "
-                             "best INTEGER, arg_name HIDDEN, arg_query HIDDEN, arg_options HIDDEN)",
-                             sizeof(attn_train_vtab), SQLITE_VTAB_DIRECTONLY, out);
-  if (rc == SQLITE_OK) ((attn_train_vtab *)*out)->conn = aux;
-  return rc;
+  return attn_vtab_connect(db, attn_train_schema, SQLITE_VTAB_DIRECTONLY, aux, 0,
+                           sizeof(attn_train_cursor), out);
 }
 
 static int attn_train_best_index(sqlite3_vtab *vtab, sqlite3_index_info *info) {
   return attn_vtab_best_index(
-      vtab, info, ATTN_TRAIN_FIRST_ARG, 3, 2,
+      vtab, info, ATTN_TRAIN_COL_ARG_NAME, 3, 2,
       "attn_train: expected 2 or 3 arguments: attn_train(name, query[, options])");
-}
-
-static int attn_train_open(sqlite3_vtab *vtab, sqlite3_vtab_cursor **out) {
-  return attn_vtab_cursor_new(sizeof(attn_train_cursor), out);
 }
 
 /* The statement ends before the last epoch was read (a client that steps once and resets, a
@@ -335,14 +391,13 @@ static int attn_train_step(attn_train_cursor *cur) {
   }
   cur->eof = 1;
   if (rc == SQLITE_DONE) return SQLITE_OK;
-  attn_vtab_error(cur->base.pVtab, msg ? msg : sqlite3_mprintf("attn_train: out of memory"));
-  return rc;
+  return attn_vtab_fail(cur->base.pVtab, rc, msg, "attn_train");
 }
 
 static int attn_train_filter(sqlite3_vtab_cursor *base, int idx_num, const char *idx_str,
                              int argc, sqlite3_value **argv) {
   attn_train_cursor *cur = (attn_train_cursor *)base;
-  attn_train_vtab *vtab = (attn_train_vtab *)base->pVtab;
+  attn_vtab *vtab = (attn_vtab *)base->pVtab;
   char *msg = NULL;
   if (cur->started) { /* run again (a join): the previous run ends as at xClose */
     attn_train_finish_on_close(cur);
@@ -350,12 +405,12 @@ static int attn_train_filter(sqlite3_vtab_cursor *base, int idx_num, const char 
   }
   cur->started = 1;
   cur->eof = 1;
+  int options = attn_arg_given(idx_num, ATTN_TRAIN_COL_ARG_OPTIONS - ATTN_TRAIN_COL_ARG_NAME);
   int rc = attn_training_start(&cur->run, vtab->conn, "attn_train", argc > 0 ? argv[0] : NULL,
-                               argc > 1 ? argv[1] : NULL,
-                               (idx_num & 4) && argc > 2 ? argv[2] : NULL, &msg);
+                               argc > 1 ? argv[1] : NULL, options && argc > 2 ? argv[2] : NULL,
+                               &msg);
   if (rc != SQLITE_OK) {
-    attn_vtab_error(base->pVtab, msg ? msg : sqlite3_mprintf("attn_train: out of memory"));
-    return rc;
+    return attn_vtab_fail(base->pVtab, rc, msg, "attn_train");
   }
   return attn_train_step(cur);
 }
@@ -371,14 +426,14 @@ static int attn_train_eof(sqlite3_vtab_cursor *base) {
 static int attn_train_column(sqlite3_vtab_cursor *base, sqlite3_context *ctx, int col) {
   const nn_epoch_stats *s = &((attn_train_cursor *)base)->row;
   switch (col) {
-  case 0: sqlite3_result_int(ctx, s->epoch); break;
-  case 1: sqlite3_result_double(ctx, s->train_loss); break;
-  case 2: sqlite3_result_double(ctx, s->val_loss); break;
-  case 3: sqlite3_result_double(ctx, s->val_accuracy); break;
-  case 4: sqlite3_result_double(ctx, s->val_f1); break;
-  case 5: sqlite3_result_double(ctx, s->lr); break;
-  case 6: sqlite3_result_double(ctx, s->seconds); break;
-  case 7: sqlite3_result_int(ctx, s->best); break;
+  case ATTN_TRAIN_COL_EPOCH: sqlite3_result_int(ctx, s->epoch); break;
+  case ATTN_TRAIN_COL_TRAIN_LOSS: sqlite3_result_double(ctx, s->train_loss); break;
+  case ATTN_TRAIN_COL_VAL_LOSS: sqlite3_result_double(ctx, s->val_loss); break;
+  case ATTN_TRAIN_COL_VAL_ACCURACY: sqlite3_result_double(ctx, s->val_accuracy); break;
+  case ATTN_TRAIN_COL_VAL_F1: sqlite3_result_double(ctx, s->val_f1); break;
+  case ATTN_TRAIN_COL_LR: sqlite3_result_double(ctx, s->lr); break;
+  case ATTN_TRAIN_COL_SECONDS: sqlite3_result_double(ctx, s->seconds); break;
+  case ATTN_TRAIN_COL_BEST: sqlite3_result_int(ctx, s->best); break;
   default: break; /* hidden argument columns: NULL */
   }
   return SQLITE_OK;
@@ -389,13 +444,13 @@ static int attn_train_rowid(sqlite3_vtab_cursor *base, sqlite_int64 *rowid) {
   return SQLITE_OK;
 }
 
-static const sqlite3_module attn_train_module = {
+const sqlite3_module attn_train_module = {
     .iVersion = 0,
     .xCreate = NULL, /* eponymous only: no CREATE VIRTUAL TABLE */
     .xConnect = attn_train_connect,
     .xBestIndex = attn_train_best_index,
     .xDisconnect = attn_vtab_disconnect,
-    .xOpen = attn_train_open,
+    .xOpen = attn_vtab_open,
     .xClose = attn_train_close,
     .xFilter = attn_train_filter,
     .xNext = attn_train_next,
@@ -409,7 +464,7 @@ static const sqlite3_module attn_train_module = {
 /* attn_fit(name, query [, options]) -> text: train to the end, save, and return a JSON object:
  * name, version, epochs (run), then the trainer's summary of the kept epoch (best_epoch,
  * val_loss, val_accuracy, val_f1, train_rows, val_rows, epochs_run, seconds, ...). */
-static void attn_fit_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+void attn_fit_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   attn_training t;
   char *msg = NULL;
   int rc = attn_training_start(&t, sqlite3_user_data(ctx), "attn_fit", argv[0], argv[1],
@@ -437,9 +492,3 @@ static void attn_fit_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) 
   attn_training_free(&t);
 }
 
-int attn_train_register(sqlite3 *db, attn_conn *conn) {
-  int rc = attn_create_module(db, conn, "attn_train", &attn_train_module);
-  for (int nargs = 2; rc == SQLITE_OK && nargs <= 3; nargs++)
-    rc = attn_create_function(db, conn, "attn_fit", nargs, SQLITE_DIRECTONLY, attn_fit_func);
-  return rc;
-}

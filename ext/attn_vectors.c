@@ -14,10 +14,7 @@
  * CREATE TABLE ... AS SELECT fails as a whole.)
  * Reading a file is a capability: the function is direct-only (never from a trigger or a view).
  *
- * Also here: attn_train's options "embeddings" (the name of such a table) and
- * "freeze_embeddings" (attn_train_options, attn_embeddings_apply). Words are matched exactly
- * against the vocabulary; rows they set start as the vectors, the others keep the N(0, 1)
- * initialisation; without "embed_dim" the embedding takes the vectors' dimension.
+ * Such a table is what attn_train's option "embeddings" names (attn_options.c).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -29,15 +26,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "attn_viz.h"
+#include "attn_ext.h"
 
 #define VECTORS_MAX_DIM ATTN_VECTORS_MAX_DIM
 #define VECTORS_MAX_LINE (1 << 20) /* bytes, refused as soon as a line is longer */
-
-typedef struct vec_vtab {
-  sqlite3_vtab base;
-  sqlite3 *db;
-} vec_vtab;
 
 typedef struct vec_cursor {
   sqlite3_vtab_cursor base;
@@ -55,21 +47,19 @@ typedef struct vec_cursor {
   locale_t c_locale; /* numbers are read with '.' whatever the host's locale */
 } vec_cursor;
 
+/* Columns; the argument is the hidden column at the end. */
+enum { ATTN_VECTORS_COL_WORD, ATTN_VECTORS_COL_VECTOR, ATTN_VECTORS_COL_ARG_PATH };
+static const char attn_vectors_schema[] = "CREATE TABLE x(word TEXT, vector BLOB, arg_path HIDDEN)";
+
 static int vec_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
                        sqlite3_vtab **out, char **errmsg) {
-  int rc = attn_vtab_connect(db, "CREATE TABLE x(word TEXT, vector BLOB, arg_path HIDDEN)",
-                             sizeof(vec_vtab), SQLITE_VTAB_DIRECTONLY, out); /* reads a file */
-  if (rc == SQLITE_OK) ((vec_vtab *)*out)->db = db;
-  return rc;
+  return attn_vtab_connect(db, attn_vectors_schema, SQLITE_VTAB_DIRECTONLY, /* reads a file */
+                           aux, 0, sizeof(vec_cursor), out);
 }
 
 static int vec_best_index(sqlite3_vtab *vtab, sqlite3_index_info *info) {
-  return attn_vtab_best_index(vtab, info, 2, 1, 1,
+  return attn_vtab_best_index(vtab, info, ATTN_VECTORS_COL_ARG_PATH, 1, 1,
                               "attn_vectors_load: expected 1 argument: attn_vectors_load(path)");
-}
-
-static int vec_open(sqlite3_vtab *vtab, sqlite3_vtab_cursor **out) {
-  return attn_vtab_cursor_new(sizeof(vec_cursor), out);
 }
 
 static void vec_reset(vec_cursor *cur) {
@@ -97,9 +87,9 @@ static int vec_close(sqlite3_vtab_cursor *base) {
 }
 
 static int vec_fail(vec_cursor *cur, char *msg) {
-  attn_vtab_error(cur->base.pVtab, msg ? msg : sqlite3_mprintf("attn_vectors_load: out of memory"));
   cur->eof = 1;
-  return msg ? SQLITE_ERROR : SQLITE_NOMEM;
+  return attn_vtab_fail(cur->base.pVtab, msg ? SQLITE_ERROR : SQLITE_NOMEM, msg,
+                        "attn_vectors_load");
 }
 
 static int is_blank(char c) { return c == ' ' || c == '\t'; }
@@ -244,7 +234,7 @@ static int vec_filter(sqlite3_vtab_cursor *base, int idx_num, const char *idx_st
   if (!cur->path) return vec_fail(cur, NULL);
   if (!cur->c_locale) cur->c_locale = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0);
   if (!cur->c_locale) return vec_fail(cur, NULL);
-  cur->interrupt.db = ((vec_vtab *)base->pVtab)->db;
+  cur->interrupt.db = attn_conn_db(((attn_vtab *)base->pVtab)->conn);
   /* Regular files only: a FIFO would block (opened without O_NONBLOCK, and read), a device such
    * as /dev/zero never ends, a directory is no text. Opened without blocking, then checked. */
   int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
@@ -277,9 +267,9 @@ static int vec_eof(sqlite3_vtab_cursor *base) {
 
 static int vec_column(sqlite3_vtab_cursor *base, sqlite3_context *ctx, int col) {
   vec_cursor *cur = (vec_cursor *)base;
-  if (col == 0) {
+  if (col == ATTN_VECTORS_COL_WORD) {
     sqlite3_result_text(ctx, cur->word, cur->word_len, SQLITE_TRANSIENT);
-  } else if (col == 1) {
+  } else if (col == ATTN_VECTORS_COL_VECTOR) {
     /* little-endian float32 (the engine's and safetensors' byte order) */
     unsigned char *blob = sqlite3_malloc64((sqlite3_uint64)cur->dim * 4);
     if (!blob) return SQLITE_NOMEM;
@@ -292,7 +282,7 @@ static int vec_column(sqlite3_vtab_cursor *base, sqlite3_context *ctx, int col) 
       blob[4 * k + 3] = (unsigned char)(bits >> 24);
     }
     sqlite3_result_blob(ctx, blob, cur->dim * 4, sqlite3_free);
-  } else if (col == 2) {
+  } else if (col == ATTN_VECTORS_COL_ARG_PATH) {
     sqlite3_result_text(ctx, cur->path, -1, SQLITE_TRANSIENT);
   }
   return SQLITE_OK;
@@ -303,12 +293,13 @@ static int vec_rowid(sqlite3_vtab_cursor *base, sqlite_int64 *rowid) {
   return SQLITE_OK;
 }
 
-static const sqlite3_module attn_vectors_module = {
+const sqlite3_module attn_vectors_module = {
     .iVersion = 0,
+    .xCreate = NULL, /* eponymous only */
     .xConnect = vec_connect,
     .xBestIndex = vec_best_index,
     .xDisconnect = attn_vtab_disconnect,
-    .xOpen = vec_open,
+    .xOpen = attn_vtab_open,
     .xClose = vec_close,
     .xFilter = vec_filter,
     .xNext = vec_next,
@@ -316,233 +307,3 @@ static const sqlite3_module attn_vectors_module = {
     .xColumn = vec_column,
     .xRowid = vec_rowid,
 };
-
-int attn_vectors_register(sqlite3 *db, attn_conn *conn) {
-  return attn_create_module(db, conn, "attn_vectors_load", &attn_vectors_module);
-}
-
-/* ------------------------------------------------------------------ attn_train's "embeddings" */
-
-void attn_embeddings_free(attn_embeddings *emb) {
-  sqlite3_free(emb->table);
-  memset(emb, 0, sizeof *emb);
-}
-
-/* The dimension of the table's vectors, from its first row with a vector. */
-static int embeddings_dim(sqlite3 *db, const char *fn, attn_embeddings *emb, char **errmsg) {
-  sqlite3_stmt *stmt = NULL;
-  char *sql = sqlite3_mprintf("SELECT length(vector), typeof(vector) FROM \"%w\" "
-                              "WHERE vector IS NOT NULL LIMIT 1", emb->table);
-  if (!sql) return SQLITE_NOMEM;
-  int rc = sqlite3_prepare_v2(db, sql, -1, &stmt, NULL);
-  sqlite3_free(sql);
-  if (rc != SQLITE_OK) {
-    *errmsg = sqlite3_mprintf("%s: option \"embeddings\": cannot read table '%s' (columns word, "
-                              "vector): %s", fn, emb->table, sqlite3_errmsg(db));
-    return SQLITE_ERROR;
-  }
-  rc = sqlite3_step(stmt);
-  if (rc != SQLITE_ROW) {
-    *errmsg = rc == SQLITE_DONE
-                  ? sqlite3_mprintf("%s: option \"embeddings\": table '%s' has no vectors", fn,
-                                    emb->table)
-                  : sqlite3_mprintf("%s: option \"embeddings\": cannot read table '%s': %s", fn,
-                                    emb->table, sqlite3_errmsg(db));
-    sqlite3_finalize(stmt);
-    return SQLITE_ERROR;
-  }
-  sqlite3_int64 bytes = sqlite3_column_int64(stmt, 0);
-  int blob = strcmp((const char *)sqlite3_column_text(stmt, 1), "blob") == 0;
-  sqlite3_finalize(stmt);
-  if (!blob || bytes <= 0 || bytes % 4 != 0 || bytes / 4 > VECTORS_MAX_DIM) {
-    *errmsg = sqlite3_mprintf("%s: option \"embeddings\": the vectors of table '%s' must be BLOBs "
-                              "of 1 to %d float32 (as attn_vectors_load makes them)", fn,
-                              emb->table, VECTORS_MAX_DIM);
-    return SQLITE_ERROR;
-  }
-  emb->dim = (int)(bytes / 4);
-  return SQLITE_OK;
-}
-
-int attn_train_options(sqlite3 *db, const char *fn, const char *options, nn_config *cfg,
-                       attn_embeddings *emb, char **errmsg) {
-  sqlite3_stmt *stmt = NULL;
-  char *rest = NULL, err[NN_ERR_LEN] = "";
-  int rc = SQLITE_OK, has_embed_dim = 0;
-  memset(emb, 0, sizeof *emb);
-  /* Take the two keys out with SQLite's JSON functions; anything that is not a JSON object is
-   * left to nn_config_parse_json, which says what is wrong with it. */
-  rc = sqlite3_prepare_v2(
-      db,
-      "SELECT CASE WHEN json_valid(?1) AND json_type(?1) = 'object' THEN 1 ELSE 0 END, "
-      "CASE WHEN json_valid(?1) AND json_type(?1) = 'object' THEN "
-      "  json_array(json_type(?1, '$.embeddings'), json_extract(?1, '$.embeddings'), "
-      "             json_type(?1, '$.freeze_embeddings'), json_type(?1, '$.embed_dim'), "
-      "             json_remove(?1, '$.embeddings', '$.freeze_embeddings')) END",
-      -1, &stmt, NULL);
-  if (rc != SQLITE_OK) {
-    *errmsg = sqlite3_mprintf("%s: cannot read the options: %s", fn, sqlite3_errmsg(db));
-    return rc;
-  }
-  sqlite3_bind_text(stmt, 1, options, -1, SQLITE_STATIC);
-  if (sqlite3_step(stmt) == SQLITE_ROW && sqlite3_column_int(stmt, 0)) {
-    sqlite3_stmt *parts = NULL;
-    const char *arr = (const char *)sqlite3_column_text(stmt, 1);
-    rc = sqlite3_prepare_v2(db, "SELECT json_extract(?1, '$[0]'), json_extract(?1, '$[1]'), "
-                                "json_extract(?1, '$[2]'), json_extract(?1, '$[3]'), "
-                                "json_extract(?1, '$[4]'), json_type(?1, '$[1]')",
-                            -1, &parts, NULL);
-    if (rc == SQLITE_OK) {
-      sqlite3_bind_text(parts, 1, arr, -1, SQLITE_STATIC);
-      rc = sqlite3_step(parts) == SQLITE_ROW ? SQLITE_OK : SQLITE_ERROR;
-    }
-    if (rc != SQLITE_OK) {
-      *errmsg = sqlite3_mprintf("%s: cannot read the options: %s", fn, sqlite3_errmsg(db));
-      sqlite3_finalize(parts);
-      sqlite3_finalize(stmt);
-      return SQLITE_ERROR;
-    }
-    const char *etype = (const char *)sqlite3_column_text(parts, 0);
-    const char *ftype = (const char *)sqlite3_column_text(parts, 2);
-    has_embed_dim = sqlite3_column_type(parts, 3) != SQLITE_NULL;
-    if (etype || ftype) {
-      if (etype && strcmp(etype, "null") != 0) {
-        const char *table = (const char *)sqlite3_column_text(parts, 1);
-        if (strcmp(etype, "text") != 0 || !table || !*table) {
-          *errmsg = sqlite3_mprintf("%s: option \"embeddings\" must be the name of a table of "
-                                    "(word, vector), got %s", fn,
-                                    sqlite3_column_text(parts, 1) ? (const char *)
-                                    sqlite3_column_text(parts, 1) : "\"\"");
-          rc = SQLITE_ERROR;
-        } else {
-          emb->table = sqlite3_mprintf("%s", table);
-          if (!emb->table) rc = SQLITE_NOMEM;
-        }
-      }
-      if (rc == SQLITE_OK && ftype) {
-        /* true / false, or 1 / 0 as nn_config takes booleans */
-        sqlite3_stmt *raw = NULL;
-        sqlite3_prepare_v2(db, "SELECT json_extract(?1, '$.freeze_embeddings')", -1, &raw, NULL);
-        sqlite3_bind_text(raw, 1, options, -1, SQLITE_STATIC);
-        int have = raw && sqlite3_step(raw) == SQLITE_ROW;
-        sqlite3_int64 iv = have && strcmp(ftype, "integer") == 0 ? sqlite3_column_int64(raw, 0) : -1;
-        if (strcmp(ftype, "true") == 0 || strcmp(ftype, "false") == 0) {
-          emb->freeze = strcmp(ftype, "true") == 0;
-        } else if (iv == 0 || iv == 1) {
-          emb->freeze = (int)iv;
-        } else {
-          const char *v = have ? (const char *)sqlite3_column_text(raw, 0) : NULL;
-          *errmsg = sqlite3_mprintf("%s: option \"freeze_embeddings\" must be true or false, "
-                                    "got %s", fn, v ? v : "null");
-          rc = SQLITE_ERROR;
-        }
-        sqlite3_finalize(raw);
-      }
-      if (rc == SQLITE_OK) {
-        rest = sqlite3_mprintf("%s", (const char *)sqlite3_column_text(parts, 4));
-        if (!rest) rc = SQLITE_NOMEM;
-      }
-    }
-    sqlite3_finalize(parts);
-  }
-  sqlite3_finalize(stmt);
-  if (rc != SQLITE_OK) goto fail;
-  if (nn_config_parse_json(cfg, rest ? rest : options, err) != NN_OK) {
-    *errmsg = sqlite3_mprintf("%s: %s", fn, err);
-    rc = SQLITE_ERROR;
-    goto fail;
-  }
-  sqlite3_free(rest);
-  rest = NULL;
-  if (emb->table) {
-    rc = embeddings_dim(db, fn, emb, errmsg);
-    if (rc != SQLITE_OK) goto fail;
-    if (!has_embed_dim) {
-      cfg->embed_dim = emb->dim;
-    } else if (cfg->embed_dim != emb->dim) {
-      *errmsg = sqlite3_mprintf("%s: option \"embeddings\": table '%s' has %d-dimensional "
-                                "vectors, but embed_dim is %d (leave embed_dim out to use %d)",
-                                fn, emb->table, emb->dim, cfg->embed_dim, emb->dim);
-      rc = SQLITE_ERROR;
-      goto fail;
-    }
-  }
-  return SQLITE_OK;
-fail:
-  sqlite3_free(rest);
-  attn_embeddings_free(emb);
-  return rc;
-}
-
-int attn_embeddings_apply(sqlite3 *db, const char *fn, nn_trainer *tr, const attn_embeddings *emb,
-                          char **errmsg) {
-  char err[NN_ERR_LEN] = "";
-  float *vector = NULL;
-  sqlite3_stmt *stmt = NULL;
-  int rc = SQLITE_OK, found;
-  if (emb->freeze && nn_trainer_freeze_embeddings(tr, 1, err) != NN_OK) {
-    *errmsg = sqlite3_mprintf("%s: %s", fn, err);
-    return SQLITE_ERROR;
-  }
-  if (!emb->table) return SQLITE_OK;
-  char *sql = sqlite3_mprintf("SELECT word, vector FROM \"%w\"", emb->table);
-  vector = sqlite3_malloc64((sqlite3_uint64)emb->dim * sizeof *vector);
-  if (!sql || !vector) {
-    rc = SQLITE_NOMEM;
-    goto done;
-  }
-  if (sqlite3_prepare_v2(db, sql, -1, &stmt, NULL) != SQLITE_OK) {
-    *errmsg = sqlite3_mprintf("%s: option \"embeddings\": cannot read table '%s': %s", fn,
-                              emb->table, sqlite3_errmsg(db));
-    rc = SQLITE_ERROR;
-    goto done;
-  }
-  sqlite3_int64 row = 0;
-  while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
-    row++;
-    if (sqlite3_column_type(stmt, 0) == SQLITE_NULL || sqlite3_column_type(stmt, 1) == SQLITE_NULL)
-      continue;
-    const char *word = (const char *)sqlite3_column_text(stmt, 0);
-    int len = sqlite3_column_bytes(stmt, 0);
-    const unsigned char *blob = sqlite3_column_blob(stmt, 1);
-    int bytes = sqlite3_column_bytes(stmt, 1);
-    if (sqlite3_column_type(stmt, 1) != SQLITE_BLOB || bytes != 4 * emb->dim) {
-      *errmsg = sqlite3_mprintf("%s: option \"embeddings\": the vector of '%.*s' (row %lld of "
-                                "'%s') must be a BLOB of %d float32, got %d bytes", fn,
-                                len > 60 ? 60 : len, word, (long long)row, emb->table, emb->dim,
-                                bytes);
-      rc = SQLITE_ERROR;
-      goto done;
-    }
-    for (int k = 0; k < emb->dim; k++) {
-      uint32_t bits = (uint32_t)blob[4 * k] | (uint32_t)blob[4 * k + 1] << 8 |
-                      (uint32_t)blob[4 * k + 2] << 16 | (uint32_t)blob[4 * k + 3] << 24;
-      memcpy(&vector[k], &bits, 4);
-      if (!isfinite(vector[k])) {
-        *errmsg = sqlite3_mprintf("%s: option \"embeddings\": the vector of '%.*s' in '%s' has "
-                                  "a value that is not a finite number", fn,
-                                  len > 60 ? 60 : len, word, emb->table);
-        rc = SQLITE_ERROR;
-        goto done;
-      }
-    }
-    int st = nn_trainer_set_embedding(tr, word, len, vector, emb->dim, &found, err);
-    if (st != NN_OK) {
-      *errmsg = sqlite3_mprintf("%s: %s", fn, err);
-      rc = st == NN_NOMEM ? SQLITE_NOMEM : SQLITE_ERROR;
-      goto done;
-    }
-  }
-  if (rc != SQLITE_DONE) {
-    *errmsg = sqlite3_mprintf("%s: option \"embeddings\": cannot read table '%s': %s", fn,
-                              emb->table, sqlite3_errmsg(db));
-    rc = SQLITE_ERROR;
-    goto done;
-  }
-  rc = SQLITE_OK;
-done:
-  sqlite3_finalize(stmt);
-  sqlite3_free(sql);
-  sqlite3_free(vector);
-  return rc;
-}

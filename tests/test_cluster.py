@@ -291,7 +291,7 @@ def main():
     if not os.path.exists(NODE):
         skip("no %s: make builds it where libdqlite-dev is installed (sh tests/deps.sh)"
              % os.path.join(BUILD, "attnext-node"))
-    guard = True  # the dqlite write guard of ext/attn_store.c (attn_conn_check_write)
+    guard = True  # the dqlite write guard of ext/attn_conn.c (attn_conn_check_write)
     root = tempfile.mkdtemp(prefix="attn-cluster-")
     c = Cluster(root)
     t_start = time.monotonic()

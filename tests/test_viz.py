@@ -1,5 +1,5 @@
-"""test_viz.py -- the pictures and word-vector functions of attnext (ext/attn_viz.c, attn_svg.c,
-attn_matrix.c, attn_vectors.c), through Debian's Python sqlite3 module.
+"""test_viz.py -- the pictures and word-vector functions of attnext (ext/attn_heatmap.c,
+attn_curves.c, attn_svg.c, attn_matrix.c, attn_vectors.c), through Debian's Python sqlite3 module.
 
 Checks, each printing what it compared:
   - attn_heatmap / attn_heatmap_query: every SVG parses as XML (xml.etree), its title holds the

@@ -1,0 +1,791 @@
+/* attn_conn.c -- the core every SQL function of the extension uses: the per-connection state
+ * (attn_conn), the model cache and the reads of the model store (checking its tables, resolving
+ * a name to its deployed model), interrupt probes for long loops, and the SQL function
+ * attn_cache_limit, which bounds the cache.
+ *
+ *   SELECT attn_cache_limit();            -- bytes of parsed models a connection keeps
+ *   SELECT attn_cache_limit(64 << 20);    -- keep at most 64 MiB -> 67108864
+ *
+ * Writing the store: attn_store.c.
+ *
+ * Cache. A model row is parsed once per connection (nn_model_load) and kept, keyed by name,
+ * version and the row's identity (rowid, created_at, size: a row deleted and written again under
+ * the same version is a different model). Which version of a name is deployed is looked up with
+ * a query, and the answer is remembered while a "database unchanged" stamp holds: the pager's
+ * data version (SQLITE_FCNTL_DATA_VERSION: changes on every commit, of this or any other
+ * connection, as seen by the current read transaction) plus this connection's change count
+ * (sqlite3_total_changes64: writes of its own). Outside a read transaction the data version may
+ * be stale, and inside a write transaction a ROLLBACK changes neither number, so there the query
+ * runs every time. Scalar functions with a constant name also keep the model with
+ * sqlite3_set_auxdata for the rest of the statement, so a row costs tokenize + forward only.
+ * (Verified: tests/sql/versions.sql and tests/test_python_sqlite.py, two connections.)
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attn_ext.h"
+
+#define ATTN_MEMO_MAX 8  /* remembered name -> deployed model answers */
+/* Bytes of parsed models the cache of one connection keeps (attn_cache_limit changes it). */
+#define ATTN_CACHE_DEFAULT_BYTES ((int64_t)256 << 20)
+
+struct attn_conn {
+  sqlite3 *db;
+  int refs;
+  attn_model *models; /* the cache, most recently used first; each holds one reference */
+  /* name -> deployed model answers, valid while the stamp is unchanged; each holds a ref */
+  int memo_valid;
+  int64_t memo_data_version, memo_changes;
+  int nmemo;
+  char *memo_name[ATTN_MEMO_MAX];
+  attn_model *memo_model[ATTN_MEMO_MAX];
+  attn_model *memo_default;
+  int64_t cache_limit;    /* bytes (attn_model_cost) the cache may keep; the model in use stays */
+  nn_workspace *ws;
+  nn_pool *pool;          /* batched inference (attn_conn_pool), created on first use */
+  nn_workspace **pool_ws; /* one per pool thread */
+  int store_depth;        /* > 0 while the store tables are read (attn_store_read_begin) */
+  int checked;            /* the store's schema passed attn_store_check at this stamp: */
+  int checked_exists;     /* ... and attn_models exists */
+  char *checked_fingerprint; /* the store's CREATE statements when it last passed the check */
+  int64_t checked_data_version, checked_changes;
+  int query_depth;        /* > 0 while a function's query is stepped (attn_conn_query_begin) */
+  const char *query_fn;   /* the function whose query it is (outermost) */
+  char *pending_error;    /* a save that failed where no statement could report it */
+};
+
+/* ------------------------------------------------------------------ models */
+
+static void attn_model_free(attn_model *m) {
+  if (!m) return;
+  nn_model_free(m->nn);
+  sqlite3_free(m->name);
+  sqlite3_free(m->created_at);
+  sqlite3_free(m);
+}
+
+void attn_model_release(attn_model *m) {
+  if (m && --m->refs == 0) attn_model_free(m);
+}
+
+static void attn_model_release_void(void *m) { attn_model_release((attn_model *)m); }
+
+/* ------------------------------------------------------------------ connection state */
+
+void attn_conn_forget_deployed(attn_conn *conn) {
+  for (int i = 0; i < conn->nmemo; i++) {
+    sqlite3_free(conn->memo_name[i]);
+    attn_model_release(conn->memo_model[i]);
+  }
+  conn->nmemo = 0;
+  attn_model_release(conn->memo_default);
+  conn->memo_default = NULL;
+  conn->memo_valid = 0;
+}
+
+attn_conn *attn_conn_create(sqlite3 *db) {
+  attn_conn *conn = sqlite3_malloc64(sizeof *conn);
+  if (!conn) return NULL;
+  memset(conn, 0, sizeof *conn);
+  conn->db = db;
+  conn->refs = 1;
+  conn->cache_limit = ATTN_CACHE_DEFAULT_BYTES;
+  return conn;
+}
+
+void attn_conn_ref(attn_conn *conn) { conn->refs++; }
+
+void attn_conn_unref(void *p) {
+  attn_conn *conn = p;
+  if (!conn || --conn->refs > 0) return;
+  attn_conn_forget_deployed(conn);
+  while (conn->models) {
+    attn_model *m = conn->models;
+    conn->models = m->next;
+    m->stale = 1;
+    attn_model_release(m);
+  }
+  nn_workspace_free(conn->ws);
+  for (int t = 0; conn->pool_ws && t < nn_pool_threads(conn->pool); t++)
+    nn_workspace_free(conn->pool_ws[t]);
+  sqlite3_free(conn->pool_ws);
+  nn_pool_free(conn->pool);
+  sqlite3_free(conn->checked_fingerprint);
+  sqlite3_free(conn->pending_error);
+  sqlite3_free(conn);
+}
+
+sqlite3 *attn_conn_db(attn_conn *conn) { return conn->db; }
+
+void attn_conn_query_begin(attn_conn *conn, const char *fn) {
+  if (conn->query_depth++ == 0) conn->query_fn = fn;
+}
+
+void attn_conn_query_end(attn_conn *conn) {
+  if (conn->query_depth > 0 && --conn->query_depth == 0) conn->query_fn = NULL;
+}
+
+void attn_conn_set_pending_error(attn_conn *conn, char *msg) {
+  sqlite3_free(conn->pending_error);
+  conn->pending_error = msg;
+}
+
+/* Inside a dqlite node (Raft-replicated SQLite; its VFS is named "dqlite-N"), a transaction is
+ * replicated only when it commits inside a statement step that dqlite runs for an EXEC request
+ * (dqlite then polls its VFS for the new WAL frames and sends them through Raft) or at an
+ * explicit COMMIT, which is such a step. A SELECT in autocommit mode whose function writes
+ * commits in the middle of the statement: for a QUERY request dqlite never polls, the frames stay
+ * on that node only (lost at failover), and the node's next write aborts the process (dqlite
+ * 1.11, vfs.c: assertion "wal->n_tx == 0"). INSERT ... RETURNING commits after its first step:
+ * the same. So inside dqlite a model write is allowed only in an explicit transaction, or when a
+ * statement that writes and returns no rows (INSERT INTO t SELECT ..., CREATE TABLE t AS SELECT
+ * ..., UPDATE) is running and no SELECT is: that statement runs in a single step, and dqlite
+ * refuses it as a QUERY (no result columns). */
+static int attn_in_dqlite(sqlite3 *db) {
+  sqlite3_vfs *vfs = NULL;
+  if (sqlite3_file_control(db, "main", SQLITE_FCNTL_VFS_POINTER, &vfs) != SQLITE_OK || !vfs ||
+      !vfs->zName)
+    return 0;
+  return strncmp(vfs->zName, "dqlite-", 7) == 0;
+}
+
+static int attn_dqlite_write_replicated(sqlite3 *db) {
+  int writer = 0;
+  if (!sqlite3_get_autocommit(db)) return 1;
+  for (sqlite3_stmt *s = sqlite3_next_stmt(db, NULL); s; s = sqlite3_next_stmt(db, s)) {
+    if (!sqlite3_stmt_busy(s)) continue;
+    if (sqlite3_column_count(s) > 0) return 0; /* a SELECT or a RETURNING is running */
+    if (!sqlite3_stmt_readonly(s)) writer = 1;
+  }
+  return writer;
+}
+
+int attn_conn_check_write(attn_conn *conn, const char *fn, char **errmsg) {
+  if (conn->pending_error) {
+    *errmsg = sqlite3_mprintf("%s: not run, to report that an earlier training of this "
+                              "connection was lost: %s; run this call again", fn,
+                              conn->pending_error);
+    sqlite3_free(conn->pending_error);
+    conn->pending_error = NULL;
+    return SQLITE_ERROR;
+  }
+  if (conn->query_depth > 0) {
+    *errmsg = sqlite3_mprintf("%s: cannot write the model store from inside the query of %s "
+                              "(its query must be read-only)",
+                              fn, conn->query_fn ? conn->query_fn : "another function");
+    return SQLITE_ERROR;
+  }
+  if (attn_in_dqlite(conn->db) && !attn_dqlite_write_replicated(conn->db)) {
+    *errmsg = sqlite3_mprintf(
+        "%s: inside dqlite this write would commit outside Raft (not replicated): run it in an "
+        "explicit transaction (BEGIN; SELECT ...; COMMIT -- the dqlite shell does) or inside a "
+        "statement that writes (INSERT INTO t SELECT ...)",
+        fn);
+    return SQLITE_ERROR;
+  }
+  return SQLITE_OK;
+}
+
+nn_workspace *attn_conn_workspace(attn_conn *conn, char **errmsg) {
+  if (!conn->ws) {
+    char err[NN_ERR_LEN] = "";
+    if (nn_workspace_create(&conn->ws, err) != NN_OK) {
+      *errmsg = sqlite3_mprintf("%s", err);
+      conn->ws = NULL;
+      return NULL;
+    }
+  }
+  return conn->ws;
+}
+
+int attn_conn_pool(attn_conn *conn, nn_pool **pool, nn_workspace ***ws, char **errmsg) {
+  char err[NN_ERR_LEN] = "";
+  if (!conn->pool && nn_pool_create(&conn->pool, 0, err) != NN_OK) {
+    conn->pool = NULL;
+    *errmsg = sqlite3_mprintf("%s", err);
+    return SQLITE_NOMEM;
+  }
+  int threads = nn_pool_threads(conn->pool);
+  if (!conn->pool_ws) {
+    conn->pool_ws = sqlite3_malloc64(sizeof *conn->pool_ws * (sqlite3_uint64)threads);
+    if (!conn->pool_ws) return SQLITE_NOMEM;
+    memset(conn->pool_ws, 0, sizeof *conn->pool_ws * (size_t)threads);
+  }
+  for (int t = 0; t < threads; t++) {
+    if (!conn->pool_ws[t] && nn_workspace_create(&conn->pool_ws[t], err) != NN_OK) {
+      conn->pool_ws[t] = NULL;
+      *errmsg = sqlite3_mprintf("%s", err);
+      return SQLITE_NOMEM;
+    }
+  }
+  *pool = conn->pool;
+  *ws = conn->pool_ws;
+  return SQLITE_OK;
+}
+
+/* The "database unchanged" stamp; 0 when it cannot be trusted. Only in a read transaction:
+ * with none open the data version may be stale, and in a write transaction a ROLLBACK (TO)
+ * could undo writes without changing either number. */
+static int attn_stamp(sqlite3 *db, int64_t *data_version, int64_t *changes) {
+  int v = 0;
+  if (sqlite3_txn_state(db, "main") != SQLITE_TXN_READ) return 0;
+  if (sqlite3_file_control(db, "main", SQLITE_FCNTL_DATA_VERSION, &v) != SQLITE_OK) return 0;
+  *data_version = (unsigned)v;
+  *changes = sqlite3_total_changes64(db);
+  return 1;
+}
+
+/* Drop a cache entry (it lives on while referenced). */
+static void attn_cache_drop(attn_conn *conn, attn_model *m) {
+  for (attn_model **p = &conn->models; *p; p = &(*p)->next) {
+    if (*p == m) {
+      *p = m->next;
+      m->next = NULL;
+      m->stale = 1;
+      attn_model_release(m);
+      return;
+    }
+  }
+}
+
+/* Bytes model m takes, as the cache counts them (every byte bound of the cache goes through
+ * here): what the engine says the parsed model holds in host and device memory (parameters,
+ * inference tables, vocabulary, labels), which the load prepared in full. */
+static int64_t attn_model_cost(const attn_model *m) {
+  size_t bytes = nn_model_memory(m->nn) + nn_model_device_memory(m->nn);
+  return bytes > 0 ? (int64_t)bytes : 1;
+}
+
+/* Forget the remembered answers that point at m (their references released). */
+static void attn_memo_forget(attn_conn *conn, attn_model *m) {
+  if (conn->memo_default == m) {
+    attn_model_release(m);
+    conn->memo_default = NULL;
+  }
+  for (int i = 0; i < conn->nmemo;) {
+    if (conn->memo_model[i] != m) {
+      i++;
+      continue;
+    }
+    sqlite3_free(conn->memo_name[i]);
+    attn_model_release(m);
+    conn->nmemo--;
+    conn->memo_name[i] = conn->memo_name[conn->nmemo];
+    conn->memo_model[i] = conn->memo_model[conn->nmemo];
+  }
+}
+
+/* Move m to the front of the cache (most recently used). */
+static void attn_cache_touch(attn_conn *conn, attn_model *m) {
+  for (attn_model **p = &conn->models; *p; p = &(*p)->next) {
+    if (*p == m) {
+      *p = m->next;
+      m->next = conn->models;
+      conn->models = m;
+      return;
+    }
+  }
+}
+
+/* Keep the most recently used models whose costs add up to at most conn->cache_limit bytes, and
+ * always the first (the one in use, however large); drop the others, least recently used first
+ * (a model still referenced by a cursor or a statement lives on until released). */
+static void attn_cache_trim(attn_conn *conn) {
+  int64_t total = 0;
+  attn_model *m = conn->models, *next;
+  for (int first = 1; m; m = next, first = 0) {
+    next = m->next;
+    int64_t cost = attn_model_cost(m);
+    if (!first && cost > conn->cache_limit - total) {
+      attn_memo_forget(conn, m);
+      attn_cache_drop(conn, m);
+      continue;
+    }
+    total += cost;
+  }
+}
+
+/* attn_cache_limit() -> bytes; attn_cache_limit(bytes) -> bytes: the most bytes of parsed models
+ * this connection keeps between calls (default 256 MB); setting it evicts at once. */
+void attn_cache_limit_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  attn_conn *conn = sqlite3_user_data(ctx);
+  if (argc == 1) {
+    if (sqlite3_value_numeric_type(argv[0]) != SQLITE_INTEGER || sqlite3_value_int64(argv[0]) < 0) {
+      char *msg = sqlite3_mprintf("attn_cache_limit: the limit must be an integer number of bytes "
+                                  ">= 0, got '%s'",
+                                  sqlite3_value_type(argv[0]) == SQLITE_NULL
+                                      ? "NULL" : (const char *)sqlite3_value_text(argv[0]));
+      sqlite3_result_error(ctx, msg ? msg : "attn_cache_limit: out of memory", -1);
+      sqlite3_free(msg);
+      return;
+    }
+    conn->cache_limit = sqlite3_value_int64(argv[0]);
+    attn_cache_trim(conn);
+  }
+  sqlite3_result_int64(ctx, conn->cache_limit);
+}
+
+
+/* ------------------------------------------------------------------ checking the store */
+
+/* The columns the extension reads or writes; pk: position in the PRIMARY KEY (0: not in it). */
+typedef struct attn_store_column {
+  const char *name;
+  int pk;
+} attn_store_column;
+
+static const attn_store_column attn_models_columns[] = {
+    {"name", 1},   {"version", 2}, {"created_at", 0}, {"deployed", 0}, {"deployed_seq", 0},
+    {"config", 0}, {"labels", 0},  {"metrics", 0},    {"weights", 0},  {NULL, 0}};
+static const attn_store_column attn_log_columns[] = {
+    {"name", 1},       {"version", 2},  {"epoch", 3},        {"train_loss", 0}, {"val_loss", 0},
+    {"val_accuracy", 0}, {"val_f1", 0}, {"lr", 0},           {"seconds", 0},    {NULL, 0}};
+
+/* One table of the store: absent (*exists = 0), or an ordinary rowid table of main (not a view,
+ * not a virtual table) with the expected columns, none of them generated, and exactly the
+ * expected PRIMARY KEY -- anything else is refused: reading a view, a virtual table or a
+ * generated column runs code the database chose (possibly our own functions again), and a table
+ * without the key would let two rows claim the same version. */
+static int attn_store_check_table(sqlite3 *db, const char *fn, const char *table,
+                                  const attn_store_column *cols, int *exists, char **errmsg) {
+  sqlite3_stmt *stmt = NULL;
+  const char *problem = NULL;
+  char *detail = NULL;
+  int rc = sqlite3_prepare_v2(db,
+                              "SELECT type, rootpage, sql LIKE 'CREATE VIRTUAL%' "
+                              "FROM main.sqlite_schema WHERE type IN ('table', 'view') "
+                              "AND name = ?1 COLLATE NOCASE",
+                              -1, &stmt, NULL);
+  *exists = 0;
+  if (rc == SQLITE_OK) {
+    sqlite3_bind_text(stmt, 1, table, -1, SQLITE_STATIC);
+    rc = sqlite3_step(stmt);
+  }
+  if (rc == SQLITE_DONE) {
+    sqlite3_finalize(stmt);
+    return SQLITE_OK;
+  }
+  if (rc != SQLITE_ROW) {
+    *errmsg = sqlite3_mprintf("%s: cannot read the schema of %s: %s", fn, table,
+                              sqlite3_errmsg(db));
+    sqlite3_finalize(stmt);
+    return rc == SQLITE_OK ? SQLITE_ERROR : rc;
+  }
+  *exists = 1;
+  const char *type = (const char *)sqlite3_column_text(stmt, 0);
+  if (!type || strcmp(type, "table") != 0)
+    problem = "is a view";
+  else if (sqlite3_column_int(stmt, 2) || sqlite3_column_int64(stmt, 1) <= 0)
+    problem = "is a virtual table";
+  sqlite3_finalize(stmt);
+  stmt = NULL;
+  /* a rowid table (the lookups read rowid), whose rowid no column hides */
+  if (!problem && sqlite3_table_column_metadata(db, "main", table, "_rowid_", NULL, NULL, NULL,
+                                                NULL, NULL) != SQLITE_OK)
+    problem = "is a WITHOUT ROWID table";
+  if (!problem) {
+    rc = sqlite3_prepare_v2(db,
+                            "SELECT name, pk, hidden FROM pragma_table_xinfo(?1, 'main')", -1,
+                            &stmt, NULL);
+    if (rc != SQLITE_OK) {
+      *errmsg = sqlite3_mprintf("%s: cannot read the schema of %s: %s", fn, table,
+                                sqlite3_errmsg(db));
+      return rc;
+    }
+    sqlite3_bind_text(stmt, 1, table, -1, SQLITE_STATIC);
+    unsigned found = 0;
+    int npk = 0, nexpected_pk = 0;
+    while (!problem && (rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+      const char *col = (const char *)sqlite3_column_text(stmt, 0);
+      int pk = sqlite3_column_int(stmt, 1), hidden = sqlite3_column_int(stmt, 2);
+      if (!col) continue;
+      if (hidden != 0) {
+        problem = "has a generated column";
+        detail = sqlite3_mprintf("%s", col);
+        break;
+      }
+      if (!sqlite3_stricmp(col, "rowid") || !sqlite3_stricmp(col, "oid") ||
+          !sqlite3_stricmp(col, "_rowid_")) {
+        problem = "has a column that hides the rowid";
+        detail = sqlite3_mprintf("%s", col);
+        break;
+      }
+      if (pk) npk++;
+      int k = 0;
+      for (; cols[k].name && sqlite3_stricmp(cols[k].name, col) != 0; k++) {}
+      if (!cols[k].name) {
+        if (pk) problem = "has a PRIMARY KEY other than the expected one";
+        continue; /* a column of the user's own: ignored */
+      }
+      found |= 1u << k;
+      if (pk != cols[k].pk) problem = "has a PRIMARY KEY other than the expected one";
+    }
+    if (!problem && rc != SQLITE_ROW && rc != SQLITE_DONE) {
+      *errmsg = sqlite3_mprintf("%s: cannot read the schema of %s: %s", fn, table,
+                                sqlite3_errmsg(db));
+      sqlite3_finalize(stmt);
+      return rc;
+    }
+    sqlite3_finalize(stmt);
+    stmt = NULL;
+    for (int k = 0; !problem && cols[k].name; k++) {
+      if (cols[k].pk) nexpected_pk++;
+      if (!(found & (1u << k))) {
+        problem = "lacks a column";
+        detail = sqlite3_mprintf("%s", cols[k].name);
+      }
+    }
+    if (!problem && npk != nexpected_pk) problem = "has a PRIMARY KEY other than the expected one";
+  }
+  if (!problem) return SQLITE_OK;
+  const char *key = cols == attn_models_columns ? "PRIMARY KEY(name, version)"
+                                                : "PRIMARY KEY(name, version, epoch)";
+  *errmsg = sqlite3_mprintf("%s: %s %s%s%s%s, not a model store table this extension wrote "
+                            "(expected an ordinary table with the columns of sql/schema.sql and "
+                            "%s)",
+                            fn, table, problem, detail ? " '" : "", detail ? detail : "",
+                            detail ? "'" : "", key);
+  sqlite3_free(detail);
+  return SQLITE_ERROR;
+}
+
+int attn_store_check(sqlite3 *db, const char *fn, int *models_exist, char **errmsg) {
+  int exists = 0, log_exists = 0;
+  int rc = attn_store_check_table(db, fn, "attn_models", attn_models_columns, &exists, errmsg);
+  if (rc == SQLITE_OK)
+    rc = attn_store_check_table(db, fn, "attn_training_log", attn_log_columns, &log_exists,
+                                errmsg);
+  if (models_exist) *models_exist = exists;
+  return rc;
+}
+
+/* The definitions of the store's tables as sqlite_schema holds them ("" when neither exists):
+ * a table is a function of its CREATE statement, so equal text means an equal check. NULL when
+ * it cannot be read (out of memory, ...). sqlite3_malloc'd. */
+static char *attn_store_fingerprint(sqlite3 *db) {
+  sqlite3_stmt *stmt = NULL;
+  sqlite3_str *fp = sqlite3_str_new(db);
+  int rc = sqlite3_prepare_v2(db,
+                              "SELECT type, name, sql FROM main.sqlite_schema "
+                              "WHERE name LIKE 'attn_models' OR name LIKE 'attn_training_log'",
+                              -1, &stmt, NULL);
+  while (rc == SQLITE_OK && (rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+    for (int i = 0; i < 3; i++) {
+      const char *text = (const char *)sqlite3_column_text(stmt, i);
+      sqlite3_str_appendall(fp, text ? text : "");
+      sqlite3_str_appendchar(fp, 1, '\n');
+    }
+    rc = SQLITE_OK;
+  }
+  sqlite3_finalize(stmt);
+  char *out = sqlite3_str_finish(fp);
+  if (rc != SQLITE_DONE) {
+    sqlite3_free(out);
+    return NULL;
+  }
+  return out ? out : sqlite3_mprintf("");
+}
+
+int attn_store_read_begin(attn_conn *conn, const char *fn, int *models_exist, char **errmsg) {
+  if (conn->store_depth > 0) {
+    *errmsg = sqlite3_mprintf("%s: the model store was read again while it was being read (a "
+                              "view, trigger or generated column of this database calls attnext)",
+                              fn);
+    return SQLITE_ERROR;
+  }
+  /* The check is remembered while the database is unchanged (the stamp: in a read transaction),
+   * else while the tables' definitions are the same text. */
+  int64_t data_version = 0, changes = 0;
+  int stamped = attn_stamp(conn->db, &data_version, &changes);
+  if (!(stamped && conn->checked && conn->checked_data_version == data_version &&
+        conn->checked_changes == changes)) {
+    conn->checked = 0;
+    conn->store_depth++; /* the check reads the schema: refuse a call back meanwhile too */
+    char *fp = attn_store_fingerprint(conn->db);
+    int rc = SQLITE_OK;
+    if (!fp || !conn->checked_fingerprint || strcmp(fp, conn->checked_fingerprint) != 0) {
+      sqlite3_free(conn->checked_fingerprint);
+      conn->checked_fingerprint = NULL;
+      rc = attn_store_check(conn->db, fn, &conn->checked_exists, errmsg);
+      if (rc == SQLITE_OK) {
+        conn->checked_fingerprint = fp;
+        fp = NULL;
+      }
+    }
+    sqlite3_free(fp);
+    conn->store_depth--;
+    if (rc != SQLITE_OK) return rc;
+    if (stamped) {
+      conn->checked = 1;
+      conn->checked_data_version = data_version;
+      conn->checked_changes = changes;
+    }
+  }
+  if (models_exist) *models_exist = conn->checked_exists;
+  conn->store_depth++;
+  return SQLITE_OK;
+}
+
+void attn_store_read_end(attn_conn *conn) {
+  if (conn->store_depth > 0) conn->store_depth--;
+}
+
+/* Find or load the model in row `rowid`. On success *out is borrowed from the cache. */
+static int attn_cache_load(attn_conn *conn, const char *fn, const char *name, int64_t version,
+                           int64_t rowid, const char *created_at, int64_t nbytes,
+                           attn_model **out, char **errmsg) {
+  sqlite3 *db = conn->db;
+  for (attn_model **p = &conn->models; *p; p = &(*p)->next) {
+    attn_model *m = *p;
+    if (m->version != version || strcmp(m->name, name) != 0) continue;
+    if (m->rowid == rowid && m->nbytes == nbytes && strcmp(m->created_at, created_at) == 0) {
+      *p = m->next; /* move to the front */
+      m->next = conn->models;
+      conn->models = m;
+      *out = m;
+      return SQLITE_OK;
+    }
+    attn_cache_drop(conn, m); /* same version, another row: the old one is gone */
+    break;
+  }
+  sqlite3_stmt *stmt = NULL;
+  char err[NN_ERR_LEN] = "";
+  attn_model *m = NULL;
+  int rc = sqlite3_prepare_v2(db, "SELECT weights FROM main.attn_models WHERE rowid = ?1", -1,
+                              &stmt, NULL);
+  if (rc == SQLITE_OK) {
+    sqlite3_bind_int64(stmt, 1, rowid);
+    rc = sqlite3_step(stmt);
+  }
+  if (rc != SQLITE_ROW) {
+    *errmsg = sqlite3_mprintf("%s: cannot read model '%s' version %lld: %s", fn, name,
+                              (long long)version, rc == SQLITE_DONE ? "row gone" : sqlite3_errmsg(db));
+    rc = rc == SQLITE_DONE ? SQLITE_ERROR : rc;
+    goto done;
+  }
+  m = sqlite3_malloc64(sizeof *m);
+  if (!m) {
+    rc = SQLITE_NOMEM;
+    goto done;
+  }
+  memset(m, 0, sizeof *m);
+  m->name = sqlite3_mprintf("%s", name);
+  m->created_at = sqlite3_mprintf("%s", created_at);
+  if (!m->name || !m->created_at) {
+    rc = SQLITE_NOMEM;
+    goto done;
+  }
+  const unsigned char *blob = sqlite3_column_blob(stmt, 0);
+  size_t len = (size_t)sqlite3_column_bytes(stmt, 0);
+  if (!blob) len = 0;
+  static const unsigned char empty[1] = {0};
+  attn_interrupt interrupt = {db, NULL, 0};
+  int st = nn_model_load_ex(&m->nn, blob ? blob : empty, len, attn_interrupt_check, &interrupt,
+                            err);
+  attn_interrupt_end(&interrupt);
+  if (st != NN_OK) {
+    m->nn = NULL;
+    *errmsg = st == NN_INTERRUPTED
+                  ? sqlite3_mprintf("%s: interrupted", fn)
+                  : sqlite3_mprintf("%s: model '%s' version %lld cannot be loaded: %s", fn, name,
+                                    (long long)version, err);
+    rc = st == NN_INTERRUPTED ? SQLITE_INTERRUPT : st == NN_NOMEM ? SQLITE_NOMEM : SQLITE_ERROR;
+    goto done;
+  }
+  m->version = version;
+  m->rowid = rowid;
+  m->nbytes = nbytes;
+  m->refs = 1;
+  m->next = conn->models;
+  conn->models = m;
+  attn_cache_trim(conn);
+  *out = m;
+  m = NULL;
+  rc = SQLITE_OK;
+done:
+  sqlite3_finalize(stmt);
+  attn_model_free(m);
+  if (rc == SQLITE_NOMEM && !*errmsg) *errmsg = sqlite3_mprintf("%s: out of memory", fn);
+  return rc;
+}
+
+static int attn_resolve_read(attn_conn *conn, const char *fn, const char *name, int stamped,
+                             int64_t data_version, int64_t changes, attn_model **out,
+                             char **errmsg);
+
+/* name -> the deployed model (name NULL: the default model). *out is borrowed from the cache.
+ * Known limit: a row's weights rewritten in place by UPDATE with the same size, rowid, version
+ * and created_at are not noticed by a connection that has parsed them; add a version instead
+ * (attn_import), which is what attn_train and attn_import do. */
+static int attn_resolve(attn_conn *conn, const char *fn, const char *name, attn_model **out,
+                        char **errmsg) {
+  sqlite3 *db = conn->db;
+  int64_t data_version = 0, changes = 0;
+  int stamped = attn_stamp(db, &data_version, &changes);
+  *errmsg = NULL;
+  if (stamped && conn->memo_valid && conn->memo_data_version == data_version &&
+      conn->memo_changes == changes) {
+    if (!name && conn->memo_default) {
+      *out = conn->memo_default;
+      attn_cache_touch(conn, *out);
+      return SQLITE_OK;
+    }
+    for (int i = 0; name && i < conn->nmemo; i++) {
+      if (strcmp(conn->memo_name[i], name) == 0) {
+        *out = conn->memo_model[i];
+        attn_cache_touch(conn, *out);
+        return SQLITE_OK;
+      }
+    }
+  } else {
+    attn_conn_forget_deployed(conn);
+  }
+
+  int exists = 0;
+  int rc = attn_store_read_begin(conn, fn, &exists, errmsg);
+  if (rc != SQLITE_OK) return rc;
+  if (!exists) {
+    attn_store_read_end(conn);
+    *errmsg = name ? sqlite3_mprintf("%s: no model named '%s'", fn, name)
+                   : sqlite3_mprintf("%s: no deployed model in this database", fn);
+    return SQLITE_ERROR;
+  }
+  rc = attn_resolve_read(conn, fn, name, stamped, data_version, changes, out, errmsg);
+  attn_store_read_end(conn);
+  return rc;
+}
+
+/* attn_resolve's reading part, inside attn_store_read_begin .. end. */
+static int attn_resolve_read(attn_conn *conn, const char *fn, const char *name, int stamped,
+                             int64_t data_version, int64_t changes, attn_model **out,
+                             char **errmsg) {
+  sqlite3 *db = conn->db;
+  sqlite3_stmt *stmt = NULL;
+  int rc;
+  if (name)
+    rc = sqlite3_prepare_v2(db,
+                            "SELECT rowid, version, created_at, length(weights), name "
+                            "FROM main.attn_models WHERE name = ?1 AND deployed = 1 "
+                            "ORDER BY version DESC LIMIT 1",
+                            -1, &stmt, NULL);
+  else
+    rc = sqlite3_prepare_v2(db,
+                            "SELECT rowid, version, created_at, length(weights), name "
+                            "FROM main.attn_models WHERE deployed = 1 "
+                            "ORDER BY deployed_seq DESC, rowid DESC LIMIT 1",
+                            -1, &stmt, NULL);
+  if (rc != SQLITE_OK) {
+    *errmsg = sqlite3_mprintf("%s: cannot read attn_models: %s", fn, sqlite3_errmsg(db));
+    sqlite3_finalize(stmt);
+    return rc;
+  }
+  if (name) sqlite3_bind_text(stmt, 1, name, -1, SQLITE_STATIC);
+  rc = sqlite3_step(stmt);
+  if (rc == SQLITE_DONE) {
+    sqlite3_finalize(stmt);
+    if (!name) {
+      *errmsg = sqlite3_mprintf("%s: no deployed model in this database", fn);
+      return SQLITE_ERROR;
+    }
+    /* No deployed version: does the name exist at all? */
+    int exists = 0;
+    if (sqlite3_prepare_v2(db, "SELECT 1 FROM main.attn_models WHERE name = ?1", -1, &stmt,
+                           NULL) == SQLITE_OK) {
+      sqlite3_bind_text(stmt, 1, name, -1, SQLITE_STATIC);
+      exists = sqlite3_step(stmt) == SQLITE_ROW;
+    }
+    sqlite3_finalize(stmt);
+    *errmsg = exists ? sqlite3_mprintf("%s: model '%s' has no deployed version", fn, name)
+                     : sqlite3_mprintf("%s: no model named '%s'", fn, name);
+    return SQLITE_ERROR;
+  }
+  if (rc != SQLITE_ROW) {
+    *errmsg = sqlite3_mprintf("%s: cannot read attn_models: %s", fn, sqlite3_errmsg(db));
+    sqlite3_finalize(stmt);
+    return rc;
+  }
+  int64_t rowid = sqlite3_column_int64(stmt, 0), version = sqlite3_column_int64(stmt, 1);
+  const char *created = (const char *)sqlite3_column_text(stmt, 2);
+  int64_t nbytes = sqlite3_column_int64(stmt, 3);
+  const char *row_name = (const char *)sqlite3_column_text(stmt, 4);
+  attn_model *m = NULL;
+  rc = attn_cache_load(conn, fn, row_name ? row_name : "", version, rowid, created ? created : "",
+                       nbytes, &m, errmsg);
+  sqlite3_finalize(stmt);
+  if (rc != SQLITE_OK) return rc;
+
+  /* Remember the answer while the stamp holds. */
+  if (stamped) {
+    if (!conn->memo_valid) {
+      conn->memo_valid = 1;
+      conn->memo_data_version = data_version;
+      conn->memo_changes = changes;
+    }
+    if (!name) {
+      m->refs++;
+      conn->memo_default = m;
+    } else if (conn->nmemo < ATTN_MEMO_MAX) {
+      char *copy = sqlite3_mprintf("%s", name);
+      if (copy) {
+        m->refs++;
+        conn->memo_name[conn->nmemo] = copy;
+        conn->memo_model[conn->nmemo++] = m;
+      }
+    }
+  }
+  *out = m;
+  return SQLITE_OK;
+}
+
+int attn_model_get(sqlite3_context *ctx, const char *fn, const char *name, int name_arg,
+                   attn_model **out, char **errmsg) {
+  attn_conn *conn = sqlite3_user_data(ctx);
+  *errmsg = NULL;
+  if (name_arg >= 0) {
+    attn_model *m = sqlite3_get_auxdata(ctx, name_arg);
+    if (m) {
+      *out = m;
+      return SQLITE_OK;
+    }
+  }
+  attn_model *m = NULL;
+  int rc = attn_resolve(conn, fn, name, &m, errmsg);
+  if (rc != SQLITE_OK) return rc;
+  if (name_arg >= 0) {
+    m->refs++; /* released by SQLite (at once if it cannot keep it); the cache still holds m */
+    sqlite3_set_auxdata(ctx, name_arg, m, attn_model_release_void);
+  }
+  *out = m;
+  return SQLITE_OK;
+}
+
+int attn_model_acquire(attn_conn *conn, const char *fn, const char *name, attn_model **out,
+                       char **errmsg) {
+  attn_model *m = NULL;
+  int rc = attn_resolve(conn, fn, name, &m, errmsg);
+  if (rc != SQLITE_OK) return rc;
+  m->refs++;
+  *out = m;
+  return SQLITE_OK;
+}
+
+/* ------------------------------------------------------------------ interrupts */
+
+int attn_interrupted(attn_interrupt *it, unsigned every) {
+  if (every > 1 && ++it->ticks % every != 0) return 0;
+  if (!it->probe && sqlite3_prepare_v2(it->db, "SELECT 1", -1, &it->probe, NULL) != SQLITE_OK) {
+    it->probe = NULL;
+    return sqlite3_errcode(it->db) == SQLITE_INTERRUPT;
+  }
+  int rc = sqlite3_step(it->probe);
+  sqlite3_reset(it->probe);
+  return rc == SQLITE_INTERRUPT;
+}
+
+int attn_interrupt_check(void *it) { return attn_interrupted(it, 1); }
+
+void attn_interrupt_end(attn_interrupt *it) {
+  sqlite3_finalize(it->probe);
+  it->probe = NULL;
+}

@@ -1,0 +1,312 @@
+/* attn_curves.c -- the training curves of a model version as an SVG picture: the SQL function
+ * attn_curves.
+ *
+ *   SELECT writefile('curves.svg', attn_curves('news'));      -- the deployed version
+ *   SELECT writefile('curves.svg', attn_curves('news', 2));   -- version 2
+ *   -- train and validation loss, validation accuracy and F1 per epoch (attn_training_log),
+ *   -- learning-rate drops marked, the best epoch circled
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attn_ext.h"
+
+/* ------------------------------------------------------------------ training curves */
+
+typedef struct curve_point {
+  double epoch, train_loss, val_loss, val_accuracy, val_f1, lr;
+} curve_point;
+
+/* Round numbers for an axis from lo to hi: first tick, step, count. */
+static void nice_ticks(double lo, double hi, double *first, double *step, int *count) {
+  double range = hi - lo;
+  if (!(range > 0)) range = fabs(hi) > 0 ? fabs(hi) : 1;
+  double raw = range / 5, mag = pow(10, floor(log10(raw))), f = raw / mag;
+  double s = (f < 1.5 ? 1 : f < 3 ? 2 : f < 7 ? 5 : 10) * mag;
+  *first = ceil(lo / s - 1e-9) * s;
+  *step = s;
+  *count = (int)floor((hi - *first) / s + 1e-9) + 1;
+  if (*count < 1) *count = 1;
+  if (*count > 12) *count = 12;
+}
+
+typedef struct panel {
+  double x, y, w, h;        /* plot area */
+  double x0, x1, y0, y1;    /* data range */
+} panel;
+
+static double px(const panel *p, double v) { return p->x + (v - p->x0) / (p->x1 - p->x0) * p->w; }
+static double py(const panel *p, double v) { return p->y + p->h - (v - p->y0) / (p->y1 - p->y0) * p->h; }
+
+static void draw_axes(sqlite3_str *out, const panel *p, const char *title, const char *ylabel) {
+  double first, step;
+  int count;
+  sqlite3_str_appendf(out, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" "
+                           "fill=\"#fafafa\" stroke=\"#888888\"/>\n", p->x, p->y, p->w, p->h);
+  nice_ticks(p->y0, p->y1, &first, &step, &count);
+  for (int i = 0; i < count; i++) {
+    double v = first + i * step, yy = py(p, v);
+    if (yy < p->y - 0.5 || yy > p->y + p->h + 0.5) continue;
+    sqlite3_str_appendf(out, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" "
+                             "stroke=\"#e0e0e0\"/><text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" "
+                             "text-anchor=\"end\" fill=\"#333333\">%g</text>\n",
+                        p->x, p->x + p->w, yy, yy, p->x - 5, yy + 4, fabs(v) < step * 1e-6 ? 0.0 : v);
+  }
+  nice_ticks(p->x0, p->x1, &first, &step, &count);
+  if (step < 1) step = 1, first = ceil(p->x0), count = (int)(p->x1 - first) + 1;
+  for (int i = 0; i < count && i < 30; i++) {
+    double v = first + i * step, xx = px(p, v);
+    if (xx < p->x - 0.5 || xx > p->x + p->w + 0.5) continue;
+    sqlite3_str_appendf(out, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" "
+                             "stroke=\"#888888\"/><text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" "
+                             "text-anchor=\"middle\" fill=\"#333333\">%g</text>\n",
+                        xx, xx, p->y + p->h, p->y + p->h + 4, xx, p->y + p->h + 16, v);
+  }
+  sqlite3_str_appendf(out, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\" text-anchor=\"middle\" "
+                           "fill=\"#333333\">epoch</text>\n", p->x + p->w / 2, p->y + p->h + 32);
+  sqlite3_str_appendf(out, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"13\" font-weight=\"bold\" "
+                           "fill=\"#1a1a1a\">%s</text>\n", p->x, p->y - 8, title);
+  sqlite3_str_appendf(out, "<text transform=\"translate(%.1f %.1f) rotate(-90)\" font-size=\"12\" "
+                           "text-anchor=\"middle\" fill=\"#333333\">%s</text>\n",
+                      p->x - 44, p->y + p->h / 2, ylabel);
+}
+
+/* A polyline (segments broken at missing values) with dots; field: offset into curve_point. */
+static void draw_series(sqlite3_str *out, const panel *p, const curve_point *pts, int n,
+                        size_t field, const char *color, const char *dash) {
+  int open = 0;
+  for (int i = 0; i < n; i++) {
+    double v = *(const double *)((const char *)&pts[i] + field);
+    if (!isfinite(v)) {
+      if (open) sqlite3_str_appendall(out, "\"/>\n");
+      open = 0;
+      continue;
+    }
+    if (!open)
+      sqlite3_str_appendf(out, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\"%s%s%s "
+                               "points=\"", color, dash ? " stroke-dasharray=\"" : "",
+                          dash ? dash : "", dash ? "\"" : "");
+    sqlite3_str_appendf(out, "%s%.1f,%.1f", open ? " " : "", px(p, pts[i].epoch), py(p, v));
+    open = 1;
+  }
+  if (open) sqlite3_str_appendall(out, "\"/>\n");
+  if (n <= 60)
+    for (int i = 0; i < n; i++) {
+      double v = *(const double *)((const char *)&pts[i] + field);
+      if (isfinite(v))
+        sqlite3_str_appendf(out, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"2.5\" fill=\"%s\"/>\n",
+                            px(p, pts[i].epoch), py(p, v), color);
+    }
+}
+
+static void legend_entry(sqlite3_str *out, double x, double y, const char *color, const char *dash,
+                         const char *text) {
+  sqlite3_str_appendf(out, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
+                           "stroke-width=\"2\"%s%s%s/><text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" "
+                           "fill=\"#333333\">%s</text>\n",
+                      x, x + 20, y, y, color, dash ? " stroke-dasharray=\"" : "", dash ? dash : "",
+                      dash ? "\"" : "", x + 25, y + 4, text);
+}
+
+static void range_of(const curve_point *pts, int n, size_t f1, size_t f2, double *lo, double *hi) {
+  *lo = INFINITY, *hi = -INFINITY;
+  for (int i = 0; i < n; i++) {
+    double a = *(const double *)((const char *)&pts[i] + f1);
+    double b = *(const double *)((const char *)&pts[i] + f2);
+    if (isfinite(a)) *lo = fmin(*lo, a), *hi = fmax(*hi, a);
+    if (isfinite(b)) *lo = fmin(*lo, b), *hi = fmax(*hi, b);
+  }
+  if (!isfinite(*lo)) *lo = 0, *hi = 1;
+  if (*hi - *lo < 1e-9) *lo -= 0.5, *hi += 0.5;
+}
+
+/* A value of the log to draw, NaN (left out) when it is NULL, not a number, or so large that the
+ * axes' arithmetic would overflow (a log this extension wrote never comes near). */
+#define CURVES_MAX_ABS 1e15
+static double column_or_nan(sqlite3_stmt *stmt, int col) {
+  int type = sqlite3_column_type(stmt, col);
+  if (type != SQLITE_INTEGER && type != SQLITE_FLOAT) return NAN;
+  double v = sqlite3_column_double(stmt, col);
+  return isfinite(v) && fabs(v) <= CURVES_MAX_ABS ? v : NAN;
+}
+
+#define CURVES_MAX_EPOCHS 100000
+
+/* attn_curves(model [, version]) -> SVG */
+void attn_curves_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  const char *fn = "attn_curves";
+  attn_conn *conn = sqlite3_user_data(ctx);
+  sqlite3 *db = attn_conn_db(conn);
+  sqlite3_stmt *stmt = NULL;
+  curve_point *pts = NULL;
+  char *msg = NULL;
+  int rc = SQLITE_ERROR, n = 0, cap = 0, reading = 0, exists = 0;
+  const char *name = NULL;
+  if ((rc = attn_name_value(fn, argv[0], &name, &msg)) != SQLITE_OK) goto error;
+  /* the store's tables are checked, and a view calling us back is refused */
+  rc = attn_store_read_begin(conn, fn, &exists, &msg);
+  if (rc != SQLITE_OK) goto error;
+  reading = 1;
+  rc = SQLITE_ERROR;
+  if (!exists) {
+    msg = sqlite3_mprintf("%s: no model named '%s' (this database has no model store)", fn, name);
+    goto error;
+  }
+  sqlite3_int64 version;
+  if (argc > 1 && sqlite3_value_type(argv[1]) != SQLITE_NULL) {
+    if (sqlite3_value_numeric_type(argv[1]) != SQLITE_INTEGER) {
+      msg = sqlite3_mprintf("%s: the version must be an integer, got '%s'", fn,
+                            sqlite3_value_text(argv[1]));
+      goto error;
+    }
+    version = sqlite3_value_int64(argv[1]);
+    if (sqlite3_prepare_v2(db, "SELECT 1 FROM main.attn_models WHERE name = ?1 AND version = ?2",
+                           -1, &stmt, NULL) != SQLITE_OK) {
+      msg = sqlite3_mprintf("%s: no model named '%s' (this database has no model store)", fn, name);
+      goto error;
+    }
+    sqlite3_bind_text(stmt, 1, name, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(stmt, 2, version);
+    if (sqlite3_step(stmt) != SQLITE_ROW) {
+      msg = sqlite3_mprintf("%s: model '%s' has no version %lld", fn, name, (long long)version);
+      goto error;
+    }
+  } else {
+    if (sqlite3_prepare_v2(db, "SELECT version FROM main.attn_models WHERE name = ?1 "
+                               "ORDER BY deployed DESC, version DESC LIMIT 1",
+                           -1, &stmt, NULL) != SQLITE_OK) {
+      msg = sqlite3_mprintf("%s: no model named '%s' (this database has no model store)", fn, name);
+      goto error;
+    }
+    sqlite3_bind_text(stmt, 1, name, -1, SQLITE_STATIC);
+    if (sqlite3_step(stmt) != SQLITE_ROW) {
+      msg = sqlite3_mprintf("%s: no model named '%s'", fn, name);
+      goto error;
+    }
+    version = sqlite3_column_int64(stmt, 0);
+  }
+  sqlite3_finalize(stmt);
+  stmt = NULL;
+  if (sqlite3_prepare_v2(db, "SELECT epoch, train_loss, val_loss, val_accuracy, val_f1, lr "
+                             "FROM main.attn_training_log WHERE name = ?1 AND version = ?2 "
+                             "ORDER BY epoch",
+                         -1, &stmt, NULL) != SQLITE_OK) {
+    msg = sqlite3_mprintf("%s: cannot read attn_training_log: %s", fn, sqlite3_errmsg(db));
+    goto error;
+  }
+  sqlite3_bind_text(stmt, 1, name, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(stmt, 2, version);
+  while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+    if (n == CURVES_MAX_EPOCHS) break;
+    if (n == cap) {
+      cap = cap ? 2 * cap : 64;
+      curve_point *p = sqlite3_realloc64(pts, (sqlite3_uint64)cap * sizeof *p);
+      if (!p) {
+        rc = SQLITE_NOMEM;
+        goto error;
+      }
+      pts = p;
+    }
+    curve_point *p = &pts[n++];
+    p->epoch = column_or_nan(stmt, 0);
+    p->train_loss = column_or_nan(stmt, 1);
+    p->val_loss = column_or_nan(stmt, 2);
+    p->val_accuracy = column_or_nan(stmt, 3);
+    p->val_f1 = column_or_nan(stmt, 4);
+    p->lr = column_or_nan(stmt, 5);
+    if (!isfinite(p->epoch)) n--;
+  }
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+    msg = sqlite3_mprintf("%s: cannot read attn_training_log: %s", fn, sqlite3_errmsg(db));
+    rc = SQLITE_ERROR;
+    goto error;
+  }
+  sqlite3_finalize(stmt);
+  stmt = NULL;
+  attn_store_read_end(conn);
+  reading = 0;
+  if (n == 0) {
+    msg = sqlite3_mprintf("%s: model '%s' version %lld has no training log (imported?)", fn, name,
+                          (long long)version);
+    rc = SQLITE_ERROR;
+    goto error;
+  }
+
+  const int W = 960, H = 400;
+  panel loss = {80, 70, 340, 250, pts[0].epoch, pts[n - 1].epoch, 0, 1};
+  panel metric = {560, 70, 340, 250, pts[0].epoch, pts[n - 1].epoch, 0, 1};
+  if (loss.x1 - loss.x0 < 1) loss.x0 -= 0.5, loss.x1 += 0.5, metric.x0 = loss.x0, metric.x1 = loss.x1;
+  double lo, hi;
+  range_of(pts, n, offsetof(curve_point, train_loss), offsetof(curve_point, val_loss), &lo, &hi);
+  double pad = (hi - lo) * 0.06;
+  loss.y0 = lo - pad < 0 && lo >= 0 ? 0 : lo - pad;
+  loss.y1 = hi + pad;
+  range_of(pts, n, offsetof(curve_point, val_accuracy), offsetof(curve_point, val_f1), &lo, &hi);
+  pad = (hi - lo) * 0.06;
+  metric.y0 = lo - pad;
+  metric.y1 = hi + pad > 1 && hi <= 1 ? 1 : hi + pad;
+
+  sqlite3_str *out = sqlite3_str_new(NULL);
+  char *title = sqlite3_mprintf("Training of model %s version %lld", name, (long long)version);
+  attn_svg_begin(out, W, H, title, title ? -1 : 0);
+  sqlite3_free(title);
+  sqlite3_str_appendf(out, "<text x=\"20\" y=\"30\" font-size=\"18\" font-weight=\"bold\" "
+                           "fill=\"#1a1a1a\">Training of model ");
+  attn_svg_text(out, name, (int)strlen(name), 40);
+  sqlite3_str_appendf(out, " version %lld (%d epoch%s)</text>\n", (long long)version, n,
+                      n == 1 ? "" : "s");
+  draw_axes(out, &loss, "Loss", "cross-entropy");
+  draw_axes(out, &metric, "Validation", "accuracy / F1");
+
+  /* learning-rate drops: a dashed line at the first epoch with the lower rate */
+  int drops = 0;
+  for (int i = 1; i < n; i++) {
+    if (!(isfinite(pts[i].lr) && isfinite(pts[i - 1].lr) && pts[i].lr < pts[i - 1].lr)) continue;
+    const panel *ps[2] = {&loss, &metric};
+    for (int k = 0; k < 2; k++) {
+      double xx = px(ps[k], pts[i].epoch);
+      sqlite3_str_appendf(out, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" "
+                               "stroke=\"#7b3294\" stroke-width=\"1.2\" stroke-dasharray=\"5,3\"/>"
+                               "<text x=\"%.1f\" y=\"%.1f\" font-size=\"10\" fill=\"#7b3294\" "
+                               "text-anchor=\"%s\">lr %g</text>\n",
+                          xx, xx, ps[k]->y, ps[k]->y + ps[k]->h,
+                          xx > ps[k]->x + ps[k]->w - 60 ? xx - 3 : xx + 3,
+                          ps[k]->y + 12 + 11 * (drops % 3),
+                          xx > ps[k]->x + ps[k]->w - 60 ? "end" : "start", pts[i].lr);
+    }
+    drops++;
+  }
+  draw_series(out, &loss, pts, n, offsetof(curve_point, train_loss), "#1f77b4", NULL);
+  draw_series(out, &loss, pts, n, offsetof(curve_point, val_loss), "#d62728", NULL);
+  draw_series(out, &metric, pts, n, offsetof(curve_point, val_accuracy), "#2ca02c", NULL);
+  draw_series(out, &metric, pts, n, offsetof(curve_point, val_f1), "#ff7f0e", "6,3");
+  /* the best epoch: lowest validation loss (the weights that were kept) */
+  int best = -1;
+  for (int i = 0; i < n; i++)
+    if (isfinite(pts[i].val_loss) && (best < 0 || pts[i].val_loss < pts[best].val_loss)) best = i;
+  if (best >= 0)
+    sqlite3_str_appendf(out, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"6\" fill=\"none\" "
+                             "stroke=\"#d62728\" stroke-width=\"1.5\"/>\n",
+                        px(&loss, pts[best].epoch), py(&loss, pts[best].val_loss));
+  double ly = H - 22;
+  legend_entry(out, 80, ly, "#1f77b4", NULL, "train loss");
+  legend_entry(out, 180, ly, "#d62728", NULL, "validation loss");
+  if (best >= 0)
+    sqlite3_str_appendf(out, "<circle cx=\"310\" cy=\"%.1f\" r=\"6\" fill=\"none\" "
+                             "stroke=\"#d62728\" stroke-width=\"1.5\"/><text x=\"322\" y=\"%.1f\" "
+                             "font-size=\"11\" fill=\"#333333\">best (epoch %g)</text>\n",
+                        ly, ly + 4, pts[best].epoch);
+  legend_entry(out, 560, ly, "#2ca02c", NULL, "accuracy");
+  legend_entry(out, 650, ly, "#ff7f0e", "6,3", "weighted F1");
+  legend_entry(out, 770, ly, "#7b3294", "5,3", "learning-rate drop");
+  sqlite3_free(pts);
+  attn_svg_result(ctx, out);
+  return;
+error:
+  sqlite3_finalize(stmt);
+  if (reading) attn_store_read_end(conn);
+  sqlite3_free(pts);
+  attn_result_error(ctx, rc == SQLITE_ROW || rc == SQLITE_DONE || rc == SQLITE_OK ? SQLITE_ERROR : rc, msg,
+            fn);
+}

@@ -1,0 +1,129 @@
+/* attn_deploy.c -- the SQL functions attn_deploy and attn_import: which version of a model
+ * predicts, and a model brought in from a safetensors file.
+ *
+ *   SELECT attn_deploy('news', 2);        -- version 2 of 'news' predicts from now on -> 2
+ *   SELECT attn_import('news', readfile('news.safetensors'));   -- new version, deployed -> 3
+ */
+#include <stdint.h>
+#include <string.h>
+
+#include "attn_ext.h"
+
+/* attn_deploy(name, version) -> version: make that version the one that predicts. */
+void attn_deploy_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  attn_conn *conn = sqlite3_user_data(ctx);
+  sqlite3 *db = attn_conn_db(conn);
+  const char *fn = "attn_deploy";
+  const char *name = NULL;
+  char *msg = NULL;
+  sqlite3_stmt *stmt = NULL;
+  int rc;
+  if ((rc = attn_name_value(fn, argv[0], &name, &msg)) != SQLITE_OK) goto done;
+  if ((rc = attn_conn_check_write(conn, fn, &msg)) != SQLITE_OK) goto done;
+  int exists = 0;
+  if ((rc = attn_store_check(db, fn, &exists, &msg)) != SQLITE_OK) goto done; /* issue 17 */
+  if (sqlite3_value_numeric_type(argv[1]) != SQLITE_INTEGER) {
+    msg = sqlite3_value_type(argv[1]) == SQLITE_NULL
+              ? sqlite3_mprintf("%s: the version must be an integer, got NULL", fn)
+              : sqlite3_mprintf("%s: the version must be an integer, got '%s'", fn,
+                                (const char *)sqlite3_value_text(argv[1]));
+    rc = SQLITE_ERROR;
+    goto done;
+  }
+  int64_t version = sqlite3_value_int64(argv[1]);
+  if (!exists) {
+    msg = sqlite3_mprintf("%s: no model named '%s'", fn, name);
+    rc = SQLITE_ERROR;
+    goto done;
+  }
+  rc = sqlite3_prepare_v2(db,
+                          "SELECT max(version = ?2), count(*) FROM main.attn_models "
+                          "WHERE name = ?1",
+                          -1, &stmt, NULL);
+  if (rc != SQLITE_OK) {
+    msg = sqlite3_mprintf("%s: %s", fn, sqlite3_errmsg(db));
+    rc = SQLITE_ERROR;
+    goto done;
+  }
+  sqlite3_bind_text(stmt, 1, name, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(stmt, 2, version);
+  if (sqlite3_step(stmt) != SQLITE_ROW) {
+    msg = sqlite3_mprintf("%s: %s", fn, sqlite3_errmsg(db));
+    rc = SQLITE_ERROR;
+    goto done;
+  }
+  int found = sqlite3_column_int(stmt, 0), count = sqlite3_column_int(stmt, 1);
+  sqlite3_finalize(stmt);
+  stmt = NULL;
+  if (count == 0) {
+    msg = sqlite3_mprintf("%s: no model named '%s'", fn, name);
+    rc = SQLITE_ERROR;
+    goto done;
+  }
+  if (!found) {
+    msg = sqlite3_mprintf("%s: model '%s' has no version %lld", fn, name, (long long)version);
+    rc = SQLITE_ERROR;
+    goto done;
+  }
+  /* One UPDATE: atomic on its own, and allowed inside a statement that writes. */
+  rc = sqlite3_prepare_v2(db,
+                          "UPDATE main.attn_models SET deployed = (version = ?2), "
+                          "deployed_seq = CASE WHEN version = ?2 THEN (SELECT coalesce(max("
+                          "deployed_seq), 0) + 1 FROM main.attn_models) ELSE deployed_seq END "
+                          "WHERE name = ?1",
+                          -1, &stmt, NULL);
+  if (rc == SQLITE_OK) {
+    sqlite3_bind_text(stmt, 1, name, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(stmt, 2, version);
+    rc = attn_exec_step(stmt, db, fn, "deploy", &msg);
+  } else {
+    msg = sqlite3_mprintf("%s: %s", fn, sqlite3_errmsg(db));
+  }
+  if (rc == SQLITE_OK) sqlite3_result_int64(ctx, version);
+done:
+  sqlite3_finalize(stmt);
+  attn_conn_forget_deployed(conn);
+  if (rc != SQLITE_OK) attn_result_error(ctx, rc, msg, fn);
+  else sqlite3_free(msg);
+}
+
+/* attn_import(name, blob) -> version: validate a safetensors BLOB, store it as a new version
+ * of `name` and deploy it. */
+void attn_import_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  attn_conn *conn = sqlite3_user_data(ctx);
+  const char *fn = "attn_import";
+  const char *name = NULL;
+  char err[NN_ERR_LEN] = "", *msg = NULL;
+  nn_model *model = NULL;
+  int64_t version = 0;
+  int rc;
+  if ((rc = attn_name_value(fn, argv[0], &name, &msg)) != SQLITE_OK) goto done;
+  if ((rc = attn_conn_check_write(conn, fn, &msg)) != SQLITE_OK) goto done;
+  if (sqlite3_value_type(argv[1]) != SQLITE_BLOB) {
+    static const char *types[] = {"", "an integer", "a real", "text", "a BLOB", "NULL"};
+    msg = sqlite3_mprintf("%s: the weights must be a BLOB (a safetensors file), got %s", fn,
+                          types[sqlite3_value_type(argv[1])]);
+    rc = SQLITE_ERROR;
+    goto done;
+  }
+  const unsigned char *blob = sqlite3_value_blob(argv[1]);
+  static const unsigned char empty[1] = {0};
+  size_t len = (size_t)sqlite3_value_bytes(argv[1]);
+  attn_interrupt interrupt = {attn_conn_db(conn), NULL, 0};
+  int st = nn_model_load_ex(&model, blob ? blob : empty, blob ? len : 0, attn_interrupt_check,
+                            &interrupt, err);
+  attn_interrupt_end(&interrupt);
+  if (st != NN_OK) {
+    model = NULL;
+    msg = sqlite3_mprintf("%s: %s", fn, err);
+    rc = st == NN_INTERRUPTED ? SQLITE_INTERRUPT : st == NN_NOMEM ? SQLITE_NOMEM : SQLITE_ERROR;
+    goto done;
+  }
+  rc = attn_store_save(conn, fn, name, model, NULL, NULL, 0, &version, &msg);
+  if (rc == SQLITE_OK) sqlite3_result_int64(ctx, version);
+done:
+  nn_model_free(model);
+  if (rc != SQLITE_OK) attn_result_error(ctx, rc, msg, fn);
+  else sqlite3_free(msg);
+}
+

@@ -1,0 +1,348 @@
+/* attn_heatmap.c -- attention over the words of texts as an SVG picture: the SQL functions
+ * attn_heatmap (one text) and attn_heatmap_query (one row per text of a query).
+ *
+ *   SELECT writefile('heatmap.svg', attn_heatmap('news', 'Hawks striker scores twice in final'));
+ *   -- one text: its tokens coloured by attention weight, a legend, and the predicted label and
+ *   -- its probability in the title
+ *   SELECT writefile('rows.svg', attn_heatmap_query('news', 'SELECT title FROM headlines LIMIT 8'));
+ *   -- one row per text of the query's first column (at most 100 rows; NULL texts are skipped)
+ *
+ * Tokens are shown as they appear in the text (the byte span the tokenizer reports), falling back
+ * to the cleaned token (e.g. <UNK> for a text with no token); a dashed box marks a token that is
+ * not in the model's vocabulary. The colour scale runs from 0 to the largest weight shown.
+ * The query of attn_heatmap_query must be one read-only statement (as attn_classify's).
+ * Sizes are bounded: tokens cut to 24 characters, at most 200 tokens per text and 4000 in all.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attn_ext.h"
+
+#define HM_MAX_ROWS 100         /* texts of attn_heatmap_query */
+#define HM_MAX_TOKENS_ROW 200   /* tokens drawn per text */
+#define HM_MAX_TOKENS_ALL 4000  /* tokens drawn per picture */
+#define HM_TOKEN_CHARS 24       /* characters of a token label */
+#define HM_WIDTH 960            /* picture width at most */
+#define HM_MARGIN 20
+#define HM_FONT 14.0
+#define HM_BOX_H 26
+#define HM_LINE_H 46            /* box + weight line + gap */
+
+/* ------------------------------------------------------------------ heatmap data */
+
+typedef struct hm_token {
+  char *text; /* sqlite3_malloc'd, len bytes, any bytes */
+  int len;
+  float weight;
+  int unk; /* not in the vocabulary */
+} hm_token;
+
+typedef struct hm_row {
+  hm_token *tokens;
+  int n;      /* tokens drawn */
+  int total;  /* tokens the model read */
+  int label;  /* predicted class */
+  double probability;
+} hm_row;
+
+typedef struct hm_data {
+  hm_row *rows;
+  int n, cap;
+  int tokens_drawn;
+} hm_data;
+
+static void hm_free(hm_data *d) {
+  for (int r = 0; r < d->n; r++) {
+    for (int i = 0; i < d->rows[r].n; i++) sqlite3_free(d->rows[r].tokens[i].text);
+    sqlite3_free(d->rows[r].tokens);
+  }
+  sqlite3_free(d->rows);
+  memset(d, 0, sizeof *d);
+}
+
+/* Run one text through the model and keep what the picture needs. */
+static int hm_add_text(hm_data *d, attn_model *model, nn_workspace *ws, attn_explain *ex,
+                       const char *text, int len, const char *fn, char **errmsg) {
+  int rc = attn_explain_text(ex, model, ws, text, len, 1, fn, errmsg);
+  if (rc != SQLITE_OK) return rc;
+  if (d->n == d->cap) {
+    int cap = d->cap ? 2 * d->cap : 8;
+    hm_row *rows = sqlite3_realloc64(d->rows, (sqlite3_uint64)cap * sizeof *rows);
+    if (!rows) goto oom;
+    d->rows = rows;
+    d->cap = cap;
+  }
+  hm_row *row = &d->rows[d->n];
+  memset(row, 0, sizeof *row);
+  int C = nn_model_num_classes(model->nn), best = 0;
+  for (int c = 1; c < C; c++)
+    if (ex->probs[c] > ex->probs[best]) best = c;
+  row->label = best;
+  row->probability = ex->probs[best];
+  row->total = ex->n;
+  int n = ex->n < HM_MAX_TOKENS_ROW ? ex->n : HM_MAX_TOKENS_ROW;
+  if (n > HM_MAX_TOKENS_ALL - d->tokens_drawn) n = HM_MAX_TOKENS_ALL - d->tokens_drawn;
+  if (n < 0) n = 0;
+  d->n++; /* the row is owned by d from here (freed by hm_free) */
+  row->tokens = sqlite3_malloc64((sqlite3_uint64)(n > 0 ? n : 1) * sizeof *row->tokens);
+  if (!row->tokens) goto oom;
+  for (int i = 0; i < n; i++) {
+    const nn_token *t = &ex->tokens[i];
+    const char *s;
+    int slen;
+    if (t->start >= 0 && t->end > t->start && t->end <= len) {
+      s = text + t->start, slen = t->end - t->start;
+    } else {
+      s = ex->token_text[i] ? ex->token_text[i] : "", slen = (int)strlen(s);
+    }
+    hm_token *tok = &row->tokens[i];
+    tok->text = sqlite3_malloc64((sqlite3_uint64)slen + 1);
+    if (!tok->text) goto oom;
+    memcpy(tok->text, s, (size_t)slen);
+    tok->text[slen] = 0;
+    tok->len = slen;
+    tok->weight = ex->weights[i];
+    tok->unk = ex->tokens[i].id == NN_UNK;
+    row->n++;
+  }
+  d->tokens_drawn += row->n;
+  return SQLITE_OK;
+oom:
+  *errmsg = sqlite3_mprintf("%s: out of memory", fn);
+  return SQLITE_NOMEM;
+}
+
+/* ------------------------------------------------------------------ heatmap drawing */
+
+static double hm_box_width(const hm_token *t) {
+  int chars = attn_svg_text_columns(t->text, t->len, HM_TOKEN_CHARS);
+  double w = attn_svg_mono_width(chars, HM_FONT) + 12;
+  return w < 34 ? 34 : w; /* room for the weight below */
+}
+
+/* Draw the rows; single: one text, its label in the title. more: rows were left out. */
+static void hm_draw(sqlite3_context *ctx, const hm_data *d, attn_model *model, int single,
+                    int more) {
+  nn_model *nn = model->nn;
+  double max_weight = 0;
+  int any_unk = 0;
+  for (int r = 0; r < d->n; r++)
+    for (int i = 0; i < d->rows[r].n; i++) {
+      if (d->rows[r].tokens[i].weight > max_weight) max_weight = d->rows[r].tokens[i].weight;
+      any_unk |= d->rows[r].tokens[i].unk;
+    }
+  if (!(max_weight > 0)) max_weight = 1;
+
+  /* body first (its height decides the document's), then the frame */
+  sqlite3_str *body = sqlite3_str_new(NULL);
+  double y = HM_MARGIN, right = 0, limit = HM_WIDTH - HM_MARGIN;
+  const char *title_fmt;
+  char *title;
+  if (single && d->n == 1) {
+    const char *label = nn_model_label(nn, d->rows[0].label);
+    const char *l = label ? label : "?";
+    int keep = attn_svg_prefix_bytes(l, (int)strlen(l), 40);
+    title = sqlite3_mprintf("%.*s%s (p = %.3f)", keep, l, l[keep] ? "\xe2\x80\xa6" : "",
+                            d->rows[0].probability);
+    title_fmt = "predicted";
+  } else {
+    title = sqlite3_mprintf("Attention over %d text%s", d->n, d->n == 1 ? "" : "s");
+    title_fmt = NULL;
+  }
+  /* title: "predicted: <label> (p = 0.934)" */
+  sqlite3_str_appendf(body, "<text x=\"%d\" y=\"%.1f\" font-size=\"18\" font-weight=\"bold\" "
+                            "fill=\"#1a1a1a\">", HM_MARGIN, y + 16);
+  if (title_fmt) sqlite3_str_appendf(body, "%s: ", title_fmt);
+  int title_chars = title ? attn_svg_text(body, title, (int)strlen(title), 60) : 0;
+  sqlite3_str_appendall(body, "</text>\n");
+  sqlite3_str_appendf(body, "<text x=\"%d\" y=\"%.1f\" font-size=\"12\" fill=\"#555555\">model ",
+                      HM_MARGIN, y + 36);
+  attn_svg_text(body, model->name, (int)strlen(model->name), 40);
+  sqlite3_str_appendf(body, " version %lld; %s attention, %s", (long long)model->version,
+                      nn_attention_name(nn_model_config(nn)->attention),
+                      nn_cell_name(nn_model_config(nn)->cell));
+  if (more) sqlite3_str_appendf(body, "; the first %d rows of the query", d->n);
+  if (d->tokens_drawn >= HM_MAX_TOKENS_ALL) sqlite3_str_appendall(body, "; tokens cut");
+  sqlite3_str_appendall(body, "</text>\n");
+  y += 52;
+  /* room for the title: bold DejaVu Sans averages about 0.65 em a character */
+  right = 480;
+  if (title_chars) {
+    double title_right = HM_MARGIN + (title_chars + (title_fmt ? 11 : 0)) * 18 * 0.65;
+    if (title_right > right) right = title_right;
+  }
+
+  for (int r = 0; r < d->n; r++) {
+    const hm_row *row = &d->rows[r];
+    if (!single || d->n > 1) {
+      const char *label = nn_model_label(nn, row->label);
+      sqlite3_str_appendf(body, "<text x=\"%d\" y=\"%.1f\" font-size=\"12\" fill=\"#333333\">"
+                                "%d. ", HM_MARGIN, y + 12, r + 1);
+      attn_svg_text(body, label ? label : "?", label ? (int)strlen(label) : 1, 40);
+      sqlite3_str_appendf(body, " (p = %.3f)", row->probability);
+      if (row->n < row->total) sqlite3_str_appendf(body, "; %d of %d tokens", row->n, row->total);
+      sqlite3_str_appendall(body, "</text>\n");
+      y += 18;
+    }
+    double x = HM_MARGIN;
+    for (int i = 0; i < row->n; i++) {
+      const hm_token *t = &row->tokens[i];
+      double w = hm_box_width(t);
+      if (x + w > limit && x > HM_MARGIN) {
+        x = HM_MARGIN;
+        y += HM_LINE_H;
+      }
+      double v = t->weight / max_weight;
+      char fill[8];
+      attn_svg_color(fill, v);
+      sqlite3_str_appendf(body, "<g><title>");
+      attn_svg_text(body, t->text, t->len, 200);
+      sqlite3_str_appendf(body, ": %.4f</title>", (double)t->weight);
+      sqlite3_str_appendf(body,
+                          "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%d\" rx=\"3\" "
+                          "fill=\"%s\" stroke=\"%s\" stroke-width=\"1\"%s/>",
+                          x, y, w, HM_BOX_H, fill, t->unk ? "#555555" : "#bbbbbb",
+                          t->unk ? " stroke-dasharray=\"3,2\"" : "");
+      sqlite3_str_appendf(body,
+                          "<text x=\"%.1f\" y=\"%.1f\" font-family=\"DejaVu Sans Mono, monospace\" "
+                          "font-size=\"%.0f\" text-anchor=\"middle\" fill=\"%s\">",
+                          x + w / 2, y + 18, HM_FONT, attn_svg_ink(v));
+      attn_svg_text(body, t->text, t->len, HM_TOKEN_CHARS);
+      sqlite3_str_appendf(body,
+                          "</text><text x=\"%.1f\" y=\"%.1f\" font-size=\"10\" "
+                          "text-anchor=\"middle\" fill=\"#666666\">%.3f</text></g>\n",
+                          x + w / 2, y + HM_BOX_H + 12, (double)t->weight);
+      x += w + 4;
+      if (x > right) right = x;
+    }
+    y += HM_LINE_H + 4;
+  }
+  attn_svg_legend(body, HM_MARGIN, y, 240, 0, max_weight, "attention weight");
+  if (any_unk)
+    sqlite3_str_appendf(body,
+                        "<rect x=\"%d\" y=\"%.1f\" width=\"22\" height=\"12\" fill=\"none\" "
+                        "stroke=\"#555555\" stroke-dasharray=\"3,2\"/><text x=\"%d\" y=\"%.1f\" "
+                        "font-size=\"11\" fill=\"#333333\">not in the vocabulary (&lt;UNK&gt;)"
+                        "</text>\n",
+                        HM_MARGIN + 270, y - 1, HM_MARGIN + 298, y + 9);
+  y += 30 + HM_MARGIN;
+  int width = (int)ceil(right + HM_MARGIN);
+  if (width > HM_WIDTH) width = HM_WIDTH;
+  int height = (int)ceil(y);
+
+  int rc = sqlite3_str_errcode(body);
+  int blen = sqlite3_str_length(body);
+  char *btext = sqlite3_str_finish(body);
+  if (rc != SQLITE_OK || !btext) {
+    sqlite3_free(btext);
+    sqlite3_free(title);
+    sqlite3_result_error_nomem(ctx);
+    return;
+  }
+  sqlite3_str *out = sqlite3_str_new(NULL);
+  char *full = title_fmt ? sqlite3_mprintf("%s: %s", title_fmt, title ? title : "") : NULL;
+  const char *doc_title = full ? full : title;
+  attn_svg_begin(out, width, height, doc_title, doc_title ? (int)strlen(doc_title) : 0);
+  sqlite3_str_append(out, btext, blen);
+  sqlite3_free(btext);
+  sqlite3_free(title);
+  sqlite3_free(full);
+  attn_svg_result(ctx, out);
+}
+
+/* What both heatmap functions hold during a call. */
+typedef struct hm_call {
+  attn_model *model; /* valid until the call returns (attn_model_get) */
+  nn_workspace *ws;  /* the connection's */
+  attn_explain ex;
+  hm_data d;
+} hm_call;
+
+/* Look up the model named by argv[0] and the workspace; hm_end frees the rest (also on error). */
+static int hm_begin(sqlite3_context *ctx, sqlite3_value **argv, const char *fn, hm_call *c,
+                    char **msg) {
+  const char *name = NULL;
+  memset(c, 0, sizeof *c);
+  int rc = attn_name_value(fn, argv[0], &name, msg);
+  if (rc != SQLITE_OK) return rc;
+  rc = attn_model_get(ctx, fn, name, 0, &c->model, msg);
+  if (rc != SQLITE_OK) return rc;
+  c->ws = attn_conn_workspace(sqlite3_user_data(ctx), msg);
+  return c->ws ? SQLITE_OK : SQLITE_NOMEM;
+}
+
+static void hm_end(hm_call *c) {
+  attn_explain_free(&c->ex);
+  hm_free(&c->d);
+}
+
+/* attn_heatmap(model, text) -> SVG */
+void attn_heatmap_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  const char *fn = "attn_heatmap";
+  char *msg = NULL;
+  hm_call c;
+  int rc = hm_begin(ctx, argv, fn, &c, &msg);
+  if (rc != SQLITE_OK) goto error;
+  if (sqlite3_value_type(argv[1]) == SQLITE_NULL) {
+    sqlite3_result_null(ctx);
+    return;
+  }
+  const char *text = (const char *)sqlite3_value_text(argv[1]);
+  int len = sqlite3_value_bytes(argv[1]);
+  rc = hm_add_text(&c.d, c.model, c.ws, &c.ex, text, len, fn, &msg);
+  attn_explain_free(&c.ex);
+  if (rc != SQLITE_OK) goto error;
+  hm_draw(ctx, &c.d, c.model, 1, 0);
+  hm_end(&c);
+  return;
+error:
+  hm_end(&c);
+  attn_result_error(ctx, rc, msg, fn);
+}
+
+/* attn_heatmap_query(model, query) -> SVG with a row per text of the query's first column */
+void attn_heatmap_query_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  const char *fn = "attn_heatmap_query";
+  char *msg = NULL;
+  sqlite3_stmt *stmt = NULL;
+  hm_call c;
+  int rc = hm_begin(ctx, argv, fn, &c, &msg);
+  if (rc != SQLITE_OK) goto error;
+  rc = attn_prepare_query(sqlite3_context_db_handle(ctx), fn,
+                          (const char *)sqlite3_value_text(argv[1]), 1, "(text)", &stmt, &msg);
+  if (rc != SQLITE_OK) goto error;
+  int more = 0;
+  while ((rc = attn_query_step(sqlite3_user_data(ctx), stmt, fn)) == SQLITE_ROW) {
+    if (c.d.n == HM_MAX_ROWS) {
+      more = 1;
+      break;
+    }
+    if (sqlite3_column_type(stmt, 0) == SQLITE_NULL) continue;
+    const char *text = (const char *)sqlite3_column_text(stmt, 0);
+    int len = sqlite3_column_bytes(stmt, 0);
+    rc = hm_add_text(&c.d, c.model, c.ws, &c.ex, text, len, fn, &msg);
+    if (rc != SQLITE_OK) goto error;
+  }
+  if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
+    msg = sqlite3_mprintf("%s: the query failed: %s", fn,
+                          sqlite3_errmsg(sqlite3_context_db_handle(ctx)));
+    goto error;
+  }
+  sqlite3_finalize(stmt);
+  stmt = NULL;
+  attn_explain_free(&c.ex);
+  if (c.d.n == 0) {
+    msg = sqlite3_mprintf("%s: the query returned no text (no rows, or only NULLs)", fn);
+    rc = SQLITE_ERROR;
+    goto error;
+  }
+  hm_draw(ctx, &c.d, c.model, 0, more);
+  hm_end(&c);
+  return;
+error:
+  sqlite3_finalize(stmt);
+  hm_end(&c);
+  attn_result_error(ctx, rc == SQLITE_OK || rc == SQLITE_ROW || rc == SQLITE_DONE ? SQLITE_ERROR : rc,
+                    msg, fn);
+}

@@ -1,0 +1,248 @@
+/* attn_infer.c -- inference for the SQL functions: one text through the model with its tokens,
+ * probabilities and attention (attn_explain_text: attn_probs, attn_weights, the heatmaps), and
+ * many texts at once (attn_classify_texts: attn_classify, attn_evaluate, attn_confusion).
+ *
+ * Batched prediction runs on the connection's thread pool (engine/pool.c, created on first use,
+ * see attn_conn_pool): the texts are split into one share per pool thread (at least ATTN_BATCH
+ * texts a share); each thread encodes its share and runs it through the model in batches of
+ * ATTN_BATCH texts with its own workspace (the model is shared read-only). A NULL text gives
+ * class -1. Results are per text: they do not depend on how texts are grouped.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attn_ext.h"
+
+#define ATTN_BATCH 256      /* texts per forward pass */
+#define ATTN_MAX_THREADS 64 /* threads of a pool at most (nn_pool_create) */
+
+/* ------------------------------------------------------------------ explain one text */
+
+static int attn_explain_reserve(attn_explain *ex, int T, int C) {
+  if (T > ex->cap_tokens) {
+    nn_token *tokens = sqlite3_realloc64(ex->tokens, (sqlite3_uint64)T * sizeof *tokens);
+    if (tokens) ex->tokens = tokens;
+    int *ids = sqlite3_realloc64(ex->ids, (sqlite3_uint64)T * sizeof *ids);
+    if (ids) ex->ids = ids;
+    float *weights = sqlite3_realloc64(ex->weights, (sqlite3_uint64)T * sizeof *weights);
+    if (weights) ex->weights = weights;
+    char **text = sqlite3_realloc64(ex->token_text, (sqlite3_uint64)T * sizeof *text);
+    if (text) {
+      for (int i = ex->cap_tokens; i < T; i++) text[i] = NULL;
+      ex->token_text = text;
+    }
+    if (!tokens || !ids || !weights || !text) return SQLITE_NOMEM;
+    ex->cap_tokens = T;
+  }
+  if (C > ex->cap_classes) {
+    float *probs = sqlite3_realloc64(ex->probs, (sqlite3_uint64)C * sizeof *probs);
+    if (!probs) return SQLITE_NOMEM;
+    ex->probs = probs;
+    ex->cap_classes = C;
+  }
+  return SQLITE_OK;
+}
+
+void attn_explain_free(attn_explain *ex) {
+  for (int i = 0; ex->token_text && i < ex->cap_tokens; i++) sqlite3_free(ex->token_text[i]);
+  sqlite3_free(ex->token_text);
+  sqlite3_free(ex->tokens);
+  sqlite3_free(ex->ids);
+  sqlite3_free(ex->weights);
+  sqlite3_free(ex->probs);
+  memset(ex, 0, sizeof *ex);
+}
+
+typedef struct attn_token_collect {
+  attn_explain *ex;
+  int count, max, nomem;
+} attn_token_collect;
+
+static void attn_collect_token(void *ctx, const char *tok, int tok_len, int start, int end) {
+  attn_token_collect *tc = ctx;
+  if (tc->count >= tc->max) {
+    tc->count++;
+    return;
+  }
+  char *copy = sqlite3_malloc64((sqlite3_uint64)tok_len + 1);
+  if (!copy) {
+    tc->nomem = 1;
+  } else {
+    memcpy(copy, tok, (size_t)tok_len);
+    copy[tok_len] = 0;
+  }
+  sqlite3_free(tc->ex->token_text[tc->count]);
+  tc->ex->token_text[tc->count++] = copy;
+}
+
+int attn_explain_text(attn_explain *ex, attn_model *model, nn_workspace *ws, const char *text,
+                      int len, int want_tokens, const char *fn, char **errmsg) {
+  nn_model *nn = model->nn;
+  const nn_config *cfg = nn_model_config(nn);
+  int C = nn_model_num_classes(nn), T = cfg->max_len > 0 ? cfg->max_len : 1;
+  char err[NN_ERR_LEN] = "";
+  if (attn_explain_reserve(ex, T, C) != SQLITE_OK) {
+    *errmsg = sqlite3_mprintf("%s: out of memory", fn);
+    return SQLITE_NOMEM;
+  }
+  int n = nn_text_encode(ex->tokens, text ? text : "", text ? len : 0, cfg, nn_model_vocab(nn));
+  if (n < 1) n = 1, ex->tokens[0].id = NN_UNK, ex->tokens[0].start = ex->tokens[0].end = -1;
+  if (n > T) n = T;
+  ex->n = n;
+  for (int i = 0; i < n; i++) ex->ids[i] = ex->tokens[i].id;
+  nn_batch batch = {ex->ids, &ex->n, NULL, 1, n};
+  int st = nn_model_forward(nn, ws, &batch, 0, NULL, ex->probs, ex->weights, err);
+  if (st != NN_OK) {
+    *errmsg = sqlite3_mprintf("%s: %s", fn, err);
+    return st == NN_NOMEM ? SQLITE_NOMEM : SQLITE_ERROR;
+  }
+  nn_softmax_rows(ex->probs, ex->probs, 1, C);
+  if (want_tokens) {
+    attn_token_collect tc = {ex, 0, n, 0};
+    nn_text_tokenize(text ? text : "", text ? len : 0, cfg, attn_collect_token, &tc);
+    if (tc.nomem) {
+      *errmsg = sqlite3_mprintf("%s: out of memory", fn);
+      return SQLITE_NOMEM;
+    }
+    /* Tokens the tokenizer did not give (a text with no tokens: one <UNK>): the vocabulary's. */
+    for (int i = tc.count < n ? tc.count : n; i < n; i++) {
+      int tl = 0;
+      const char *t = nn_vocab_token(nn_model_vocab(nn), ex->ids[i], &tl);
+      sqlite3_free(ex->token_text[i]);
+      ex->token_text[i] = t ? sqlite3_mprintf("%.*s", tl, t) : sqlite3_mprintf("");
+      if (!ex->token_text[i]) {
+        *errmsg = sqlite3_mprintf("%s: out of memory", fn);
+        return SQLITE_NOMEM;
+      }
+    }
+  }
+  return SQLITE_OK;
+}
+
+/* ------------------------------------------------------------------ batched prediction on the pool */
+
+/* One task's share of the rows: [begin, end), with the workspace of the pool thread running it. */
+typedef struct attn_classify_job {
+  nn_model *nn;
+  nn_workspace *ws;
+  int begin, end;
+  int status;
+  char err[NN_ERR_LEN];
+} attn_classify_job;
+
+/* What nn_pool_run hands every task: the texts, the results and one job per task. */
+typedef struct attn_classify_batch {
+  const char *const *texts;
+  const int *lens;
+  int *pred;
+  float *prob;
+  attn_classify_job *jobs;
+} attn_classify_batch;
+
+static void attn_classify_run(attn_classify_job *job, const attn_classify_batch *all) {
+  nn_model *nn = job->nn;
+  const nn_config *cfg = nn_model_config(nn);
+  int T = cfg->max_len > 0 ? cfg->max_len : 1, C = nn_model_num_classes(nn);
+  nn_token *tokens = malloc(sizeof *tokens * (size_t)T);
+  int *ids = malloc(sizeof *ids * (size_t)ATTN_BATCH * T);
+  int *lengths = malloc(sizeof *lengths * ATTN_BATCH);
+  int *rows = malloc(sizeof *rows * ATTN_BATCH);
+  int *ids_row = malloc(sizeof *ids_row * (size_t)ATTN_BATCH * T);
+  float *logits = malloc(sizeof *logits * (size_t)ATTN_BATCH * C);
+  job->status = NN_OK;
+  if (!tokens || !ids || !lengths || !rows || !ids_row || !logits) {
+    job->status = NN_NOMEM;
+    snprintf(job->err, NN_ERR_LEN, "out of memory");
+    goto done;
+  }
+  for (int i = job->begin; i < job->end && job->status == NN_OK;) {
+    /* Encode up to ATTN_BATCH non-NULL texts; ids_row keeps each text's ids at stride T. */
+    int B = 0, Tmax = 1;
+    for (; i < job->end && B < ATTN_BATCH; i++) {
+      if (!all->texts[i]) {
+        all->pred[i] = -1;
+        if (all->prob) all->prob[i] = 0;
+        continue;
+      }
+      int n = nn_text_encode(tokens, all->texts[i], all->lens[i], cfg, nn_model_vocab(nn));
+      if (n < 1) n = 1, tokens[0].id = NN_UNK;
+      if (n > T) n = T;
+      for (int t = 0; t < n; t++) ids_row[(size_t)B * T + t] = tokens[t].id;
+      lengths[B] = n;
+      rows[B] = i;
+      if (n > Tmax) Tmax = n;
+      B++;
+    }
+    if (B == 0) continue;
+    /* Pack to (B, Tmax). */
+    for (int b = 0; b < B; b++) {
+      memcpy(ids + (size_t)b * Tmax, ids_row + (size_t)b * T, sizeof *ids * (size_t)lengths[b]);
+      for (int t = lengths[b]; t < Tmax; t++) ids[(size_t)b * Tmax + t] = NN_PAD;
+    }
+    nn_batch batch = {ids, lengths, NULL, B, Tmax};
+    job->status = nn_model_forward(nn, job->ws, &batch, 0, NULL, logits, NULL, job->err);
+    if (job->status != NN_OK) break;
+    for (int b = 0; b < B; b++) {
+      const float *z = logits + (size_t)b * C;
+      int best = 0;
+      for (int c = 1; c < C; c++)
+        if (z[c] > z[best]) best = c;
+      all->pred[rows[b]] = best;
+      if (all->prob) { /* softmax probability of the best class */
+        double sum = 0;
+        for (int c = 0; c < C; c++) sum += exp((double)z[c] - z[best]);
+        all->prob[rows[b]] = (float)(1.0 / sum);
+      }
+    }
+  }
+done:
+  free(tokens);
+  free(ids);
+  free(lengths);
+  free(rows);
+  free(ids_row);
+  free(logits);
+}
+
+static void attn_classify_task(void *ctx, int task) {
+  attn_classify_batch *all = ctx;
+  attn_classify_run(&all->jobs[task], all);
+}
+
+
+int attn_classify_texts(attn_conn *conn, attn_model *model, const char *const *texts,
+                        const int *lens, int n, int *pred, float *prob, const char *fn,
+                        char **errmsg) {
+  nn_pool *pool = NULL;
+  nn_workspace **ws = NULL;
+  if (n <= 0) return SQLITE_OK;
+  int rc = attn_conn_pool(conn, &pool, &ws, errmsg);
+  if (rc != SQLITE_OK) {
+    if (rc == SQLITE_NOMEM && !*errmsg) *errmsg = sqlite3_mprintf("%s: out of memory", fn);
+    return rc;
+  }
+  int threads = nn_pool_threads(pool);
+  int per = (n + threads - 1) / threads;
+  if (per < ATTN_BATCH) per = ATTN_BATCH; /* small inputs: fewer tasks */
+  int tasks = (n + per - 1) / per;        /* <= threads: one task per pool thread */
+  attn_classify_job jobs[ATTN_MAX_THREADS];
+  for (int t = 0; t < tasks; t++) {
+    attn_classify_job *job = &jobs[t];
+    memset(job, 0, sizeof *job);
+    job->nn = model->nn;
+    job->ws = ws[t];
+    job->begin = t * per;
+    job->end = (t + 1) * per < n ? (t + 1) * per : n;
+  }
+  attn_classify_batch all = {texts, lens, pred, prob, jobs};
+  nn_pool_run(pool, attn_classify_task, &all, tasks);
+  for (int t = 0; t < tasks; t++) {
+    if (jobs[t].status != NN_OK) {
+      *errmsg = sqlite3_mprintf("%s: %s", fn, jobs[t].err);
+      return jobs[t].status == NN_NOMEM ? SQLITE_NOMEM : SQLITE_ERROR;
+    }
+  }
+  return SQLITE_OK;
+}

@@ -1,0 +1,242 @@
+/* attn_options.c -- attn_train's and attn_fit's options: the JSON object of nn_config keys, plus
+ * "embeddings" (the name of a table of (word, vector) rows, e.g. one attn_vectors_load filled)
+ * and "freeze_embeddings" (attn_train_options, attn_embeddings_apply). Words are matched exactly
+ * against the vocabulary; rows they set start as the vectors, the others keep the N(0, 1)
+ * initialisation; without "embed_dim" the embedding takes the vectors' dimension.
+ *
+ *   SELECT * FROM attn_train('news', 'SELECT title, category FROM headlines',
+ *                            '{"embeddings":"glove","freeze_embeddings":true,"epochs":5}');
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attn_ext.h"
+
+#define VECTORS_MAX_DIM ATTN_VECTORS_MAX_DIM
+
+/* ------------------------------------------------------------------ attn_train's "embeddings" */
+
+void attn_embeddings_free(attn_embeddings *emb) {
+  sqlite3_free(emb->table);
+  memset(emb, 0, sizeof *emb);
+}
+
+/* The dimension of the table's vectors, from its first row with a vector. */
+static int embeddings_dim(sqlite3 *db, const char *fn, attn_embeddings *emb, char **errmsg) {
+  sqlite3_stmt *stmt = NULL;
+  char *sql = sqlite3_mprintf("SELECT length(vector), typeof(vector) FROM \"%w\" "
+                              "WHERE vector IS NOT NULL LIMIT 1", emb->table);
+  if (!sql) return SQLITE_NOMEM;
+  int rc = sqlite3_prepare_v2(db, sql, -1, &stmt, NULL);
+  sqlite3_free(sql);
+  if (rc != SQLITE_OK) {
+    *errmsg = sqlite3_mprintf("%s: option \"embeddings\": cannot read table '%s' (columns word, "
+                              "vector): %s", fn, emb->table, sqlite3_errmsg(db));
+    return SQLITE_ERROR;
+  }
+  rc = sqlite3_step(stmt);
+  if (rc != SQLITE_ROW) {
+    *errmsg = rc == SQLITE_DONE
+                  ? sqlite3_mprintf("%s: option \"embeddings\": table '%s' has no vectors", fn,
+                                    emb->table)
+                  : sqlite3_mprintf("%s: option \"embeddings\": cannot read table '%s': %s", fn,
+                                    emb->table, sqlite3_errmsg(db));
+    sqlite3_finalize(stmt);
+    return SQLITE_ERROR;
+  }
+  sqlite3_int64 bytes = sqlite3_column_int64(stmt, 0);
+  int blob = strcmp((const char *)sqlite3_column_text(stmt, 1), "blob") == 0;
+  sqlite3_finalize(stmt);
+  if (!blob || bytes <= 0 || bytes % 4 != 0 || bytes / 4 > VECTORS_MAX_DIM) {
+    *errmsg = sqlite3_mprintf("%s: option \"embeddings\": the vectors of table '%s' must be BLOBs "
+                              "of 1 to %d float32 (as attn_vectors_load makes them)", fn,
+                              emb->table, VECTORS_MAX_DIM);
+    return SQLITE_ERROR;
+  }
+  emb->dim = (int)(bytes / 4);
+  return SQLITE_OK;
+}
+
+int attn_train_options(sqlite3 *db, const char *fn, const char *options, nn_config *cfg,
+                       attn_embeddings *emb, char **errmsg) {
+  sqlite3_stmt *stmt = NULL;
+  char *rest = NULL, err[NN_ERR_LEN] = "";
+  int rc = SQLITE_OK, has_embed_dim = 0;
+  memset(emb, 0, sizeof *emb);
+  /* Take the two keys out with SQLite's JSON functions; anything that is not a JSON object is
+   * left to nn_config_parse_json, which says what is wrong with it. */
+  rc = sqlite3_prepare_v2(
+      db,
+      "SELECT CASE WHEN json_valid(?1) AND json_type(?1) = 'object' THEN 1 ELSE 0 END, "
+      "CASE WHEN json_valid(?1) AND json_type(?1) = 'object' THEN "
+      "  json_array(json_type(?1, '$.embeddings'), json_extract(?1, '$.embeddings'), "
+      "             json_type(?1, '$.freeze_embeddings'), json_type(?1, '$.embed_dim'), "
+      "             json_remove(?1, '$.embeddings', '$.freeze_embeddings')) END",
+      -1, &stmt, NULL);
+  if (rc != SQLITE_OK) {
+    *errmsg = sqlite3_mprintf("%s: cannot read the options: %s", fn, sqlite3_errmsg(db));
+    return rc;
+  }
+  sqlite3_bind_text(stmt, 1, options, -1, SQLITE_STATIC);
+  if (sqlite3_step(stmt) == SQLITE_ROW && sqlite3_column_int(stmt, 0)) {
+    sqlite3_stmt *parts = NULL;
+    const char *arr = (const char *)sqlite3_column_text(stmt, 1);
+    rc = sqlite3_prepare_v2(db, "SELECT json_extract(?1, '$[0]'), json_extract(?1, '$[1]'), "
+                                "json_extract(?1, '$[2]'), json_extract(?1, '$[3]'), "
+                                "json_extract(?1, '$[4]'), json_type(?1, '$[1]')",
+                            -1, &parts, NULL);
+    if (rc == SQLITE_OK) {
+      sqlite3_bind_text(parts, 1, arr, -1, SQLITE_STATIC);
+      rc = sqlite3_step(parts) == SQLITE_ROW ? SQLITE_OK : SQLITE_ERROR;
+    }
+    if (rc != SQLITE_OK) {
+      *errmsg = sqlite3_mprintf("%s: cannot read the options: %s", fn, sqlite3_errmsg(db));
+      sqlite3_finalize(parts);
+      sqlite3_finalize(stmt);
+      return SQLITE_ERROR;
+    }
+    const char *etype = (const char *)sqlite3_column_text(parts, 0);
+    const char *ftype = (const char *)sqlite3_column_text(parts, 2);
+    has_embed_dim = sqlite3_column_type(parts, 3) != SQLITE_NULL;
+    if (etype || ftype) {
+      if (etype && strcmp(etype, "null") != 0) {
+        const char *table = (const char *)sqlite3_column_text(parts, 1);
+        if (strcmp(etype, "text") != 0 || !table || !*table) {
+          *errmsg = sqlite3_mprintf("%s: option \"embeddings\" must be the name of a table of "
+                                    "(word, vector), got %s", fn,
+                                    sqlite3_column_text(parts, 1) ? (const char *)
+                                    sqlite3_column_text(parts, 1) : "\"\"");
+          rc = SQLITE_ERROR;
+        } else {
+          emb->table = sqlite3_mprintf("%s", table);
+          if (!emb->table) rc = SQLITE_NOMEM;
+        }
+      }
+      if (rc == SQLITE_OK && ftype) {
+        /* true / false, or 1 / 0 as nn_config takes booleans */
+        sqlite3_stmt *raw = NULL;
+        sqlite3_prepare_v2(db, "SELECT json_extract(?1, '$.freeze_embeddings')", -1, &raw, NULL);
+        sqlite3_bind_text(raw, 1, options, -1, SQLITE_STATIC);
+        int have = raw && sqlite3_step(raw) == SQLITE_ROW;
+        sqlite3_int64 iv = have && strcmp(ftype, "integer") == 0 ? sqlite3_column_int64(raw, 0) : -1;
+        if (strcmp(ftype, "true") == 0 || strcmp(ftype, "false") == 0) {
+          emb->freeze = strcmp(ftype, "true") == 0;
+        } else if (iv == 0 || iv == 1) {
+          emb->freeze = (int)iv;
+        } else {
+          const char *v = have ? (const char *)sqlite3_column_text(raw, 0) : NULL;
+          *errmsg = sqlite3_mprintf("%s: option \"freeze_embeddings\" must be true or false, "
+                                    "got %s", fn, v ? v : "null");
+          rc = SQLITE_ERROR;
+        }
+        sqlite3_finalize(raw);
+      }
+      if (rc == SQLITE_OK) {
+        rest = sqlite3_mprintf("%s", (const char *)sqlite3_column_text(parts, 4));
+        if (!rest) rc = SQLITE_NOMEM;
+      }
+    }
+    sqlite3_finalize(parts);
+  }
+  sqlite3_finalize(stmt);
+  if (rc != SQLITE_OK) goto fail;
+  if (nn_config_parse_json(cfg, rest ? rest : options, err) != NN_OK) {
+    *errmsg = sqlite3_mprintf("%s: %s", fn, err);
+    rc = SQLITE_ERROR;
+    goto fail;
+  }
+  sqlite3_free(rest);
+  rest = NULL;
+  if (emb->table) {
+    rc = embeddings_dim(db, fn, emb, errmsg);
+    if (rc != SQLITE_OK) goto fail;
+    if (!has_embed_dim) {
+      cfg->embed_dim = emb->dim;
+    } else if (cfg->embed_dim != emb->dim) {
+      *errmsg = sqlite3_mprintf("%s: option \"embeddings\": table '%s' has %d-dimensional "
+                                "vectors, but embed_dim is %d (leave embed_dim out to use %d)",
+                                fn, emb->table, emb->dim, cfg->embed_dim, emb->dim);
+      rc = SQLITE_ERROR;
+      goto fail;
+    }
+  }
+  return SQLITE_OK;
+fail:
+  sqlite3_free(rest);
+  attn_embeddings_free(emb);
+  return rc;
+}
+
+int attn_embeddings_apply(sqlite3 *db, const char *fn, nn_trainer *tr, const attn_embeddings *emb,
+                          char **errmsg) {
+  char err[NN_ERR_LEN] = "";
+  float *vector = NULL;
+  sqlite3_stmt *stmt = NULL;
+  int rc = SQLITE_OK, found;
+  if (emb->freeze && nn_trainer_freeze_embeddings(tr, 1, err) != NN_OK) {
+    *errmsg = sqlite3_mprintf("%s: %s", fn, err);
+    return SQLITE_ERROR;
+  }
+  if (!emb->table) return SQLITE_OK;
+  char *sql = sqlite3_mprintf("SELECT word, vector FROM \"%w\"", emb->table);
+  vector = sqlite3_malloc64((sqlite3_uint64)emb->dim * sizeof *vector);
+  if (!sql || !vector) {
+    rc = SQLITE_NOMEM;
+    goto done;
+  }
+  if (sqlite3_prepare_v2(db, sql, -1, &stmt, NULL) != SQLITE_OK) {
+    *errmsg = sqlite3_mprintf("%s: option \"embeddings\": cannot read table '%s': %s", fn,
+                              emb->table, sqlite3_errmsg(db));
+    rc = SQLITE_ERROR;
+    goto done;
+  }
+  sqlite3_int64 row = 0;
+  while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+    row++;
+    if (sqlite3_column_type(stmt, 0) == SQLITE_NULL || sqlite3_column_type(stmt, 1) == SQLITE_NULL)
+      continue;
+    const char *word = (const char *)sqlite3_column_text(stmt, 0);
+    int len = sqlite3_column_bytes(stmt, 0);
+    const unsigned char *blob = sqlite3_column_blob(stmt, 1);
+    int bytes = sqlite3_column_bytes(stmt, 1);
+    if (sqlite3_column_type(stmt, 1) != SQLITE_BLOB || bytes != 4 * emb->dim) {
+      *errmsg = sqlite3_mprintf("%s: option \"embeddings\": the vector of '%.*s' (row %lld of "
+                                "'%s') must be a BLOB of %d float32, got %d bytes", fn,
+                                len > 60 ? 60 : len, word, (long long)row, emb->table, emb->dim,
+                                bytes);
+      rc = SQLITE_ERROR;
+      goto done;
+    }
+    for (int k = 0; k < emb->dim; k++) {
+      uint32_t bits = (uint32_t)blob[4 * k] | (uint32_t)blob[4 * k + 1] << 8 |
+                      (uint32_t)blob[4 * k + 2] << 16 | (uint32_t)blob[4 * k + 3] << 24;
+      memcpy(&vector[k], &bits, 4);
+      if (!isfinite(vector[k])) {
+        *errmsg = sqlite3_mprintf("%s: option \"embeddings\": the vector of '%.*s' in '%s' has "
+                                  "a value that is not a finite number", fn,
+                                  len > 60 ? 60 : len, word, emb->table);
+        rc = SQLITE_ERROR;
+        goto done;
+      }
+    }
+    int st = nn_trainer_set_embedding(tr, word, len, vector, emb->dim, &found, err);
+    if (st != NN_OK) {
+      *errmsg = sqlite3_mprintf("%s: %s", fn, err);
+      rc = st == NN_NOMEM ? SQLITE_NOMEM : SQLITE_ERROR;
+      goto done;
+    }
+  }
+  if (rc != SQLITE_DONE) {
+    *errmsg = sqlite3_mprintf("%s: option \"embeddings\": cannot read table '%s': %s", fn,
+                              emb->table, sqlite3_errmsg(db));
+    rc = SQLITE_ERROR;
+    goto done;
+  }
+  rc = SQLITE_OK;
+done:
+  sqlite3_finalize(stmt);
+  sqlite3_free(sql);
+  sqlite3_free(vector);
+  return rc;
+}

@@ -1,0 +1,143 @@
+/* attn_vtab.c -- plumbing every SQL feature of the extension shares: registering a function or
+ * a table-valued function with the connection's state, the common parts of a virtual table
+ * (xConnect, xBestIndex, xOpen, xDisconnect), one place that formats errors, the model name
+ * argument check, and JSON strings. Registers nothing itself (attnext.c does). */
+#include <string.h>
+
+#include "attn_ext.h"
+
+static void attn_vtab_error(sqlite3_vtab *vtab, char *msg /* sqlite3_malloc'd, taken */) {
+  sqlite3_free(vtab->zErrMsg);
+  vtab->zErrMsg = msg;
+}
+
+int attn_vtab_fail(sqlite3_vtab *vtab, int rc, char *msg, const char *fn) {
+  attn_vtab_error(vtab, msg ? msg : sqlite3_mprintf("%s: out of memory", fn));
+  return rc;
+}
+
+int attn_create_function(sqlite3 *db, attn_conn *conn, const char *name, int nargs, int flags,
+                         void (*func)(sqlite3_context *, int, sqlite3_value **)) {
+  attn_conn_ref(conn); /* released by SQLite through attn_conn_unref, also on failure */
+  return sqlite3_create_function_v2(db, name, nargs, SQLITE_UTF8 | flags, conn, func, NULL, NULL,
+                                    attn_conn_unref);
+}
+
+int attn_create_module(sqlite3 *db, attn_conn *conn, const char *name,
+                       const sqlite3_module *module) {
+  attn_conn_ref(conn); /* released by SQLite through attn_conn_unref, also on failure */
+  return sqlite3_create_module_v2(db, name, module, conn, attn_conn_unref);
+}
+
+void attn_json_string(sqlite3_str *out, const char *s, int len) {
+  static const char hex[] = "0123456789abcdef";
+  sqlite3_str_appendchar(out, 1, '"');
+  for (int i = 0; i < len; i++) {
+    unsigned char c = (unsigned char)s[i];
+    if (c == '"' || c == '\\') {
+      sqlite3_str_appendchar(out, 1, '\\');
+      sqlite3_str_appendchar(out, 1, (char)c);
+    } else if (c == '\n') {
+      sqlite3_str_appendall(out, "\\n");
+    } else if (c == '\t') {
+      sqlite3_str_appendall(out, "\\t");
+    } else if (c == '\r') {
+      sqlite3_str_appendall(out, "\\r");
+    } else if (c < 0x20) {
+      char esc[7] = {'\\', 'u', '0', '0', hex[c >> 4], hex[c & 15], 0};
+      sqlite3_str_appendall(out, esc);
+    } else {
+      sqlite3_str_appendchar(out, 1, (char)c);
+    }
+  }
+  sqlite3_str_appendchar(out, 1, '"');
+}
+
+int attn_vtab_connect(sqlite3 *db, const char *schema, int config, void *conn, int mode,
+                      size_t cursor_size, sqlite3_vtab **out) {
+  int rc = sqlite3_declare_vtab(db, schema);
+  if (rc != SQLITE_OK) return rc;
+  attn_vtab *vtab = sqlite3_malloc64(sizeof *vtab);
+  if (!vtab) return SQLITE_NOMEM;
+  memset(vtab, 0, sizeof *vtab);
+  vtab->conn = conn;
+  vtab->mode = mode;
+  vtab->cursor_size = cursor_size;
+  sqlite3_vtab_config(db, config);
+  *out = &vtab->base;
+  return SQLITE_OK;
+}
+
+int attn_vtab_disconnect(sqlite3_vtab *vtab) {
+  sqlite3_free(vtab);
+  return SQLITE_OK;
+}
+
+int attn_vtab_open(sqlite3_vtab *vtab, sqlite3_vtab_cursor **out) {
+  size_t size = ((attn_vtab *)vtab)->cursor_size;
+  sqlite3_vtab_cursor *cur = sqlite3_malloc64(size);
+  if (!cur) return SQLITE_NOMEM;
+  memset(cur, 0, size);
+  *out = cur;
+  return SQLITE_OK;
+}
+
+int attn_vtab_best_index(sqlite3_vtab *vtab, sqlite3_index_info *info, int first_arg, int nargs,
+                         int nrequired, const char *usage) {
+  int idx[16], unusable = 0, mask = 0, n = 0;
+  for (int a = 0; a < nargs; a++) idx[a] = -1;
+  for (int i = 0; i < info->nConstraint; i++) {
+    const struct sqlite3_index_constraint *c = &info->aConstraint[i];
+    int a = c->iColumn - first_arg;
+    if (a < 0 || a >= nargs || c->op != SQLITE_INDEX_CONSTRAINT_EQ) continue;
+    if (!c->usable)
+      unusable |= 1 << a;
+    else
+      idx[a] = i;
+  }
+  for (int a = 0; a < nargs; a++) {
+    if (idx[a] < 0) continue;
+    info->aConstraintUsage[idx[a]].argvIndex = ++n;
+    info->aConstraintUsage[idx[a]].omit = 1;
+    mask |= 1 << a;
+  }
+  /* An argument that is there but not usable in this plan: ask for another plan. */
+  if (unusable & ~mask) return SQLITE_CONSTRAINT;
+  for (int a = 0; a < nrequired; a++) {
+    if (!(mask & (1 << a))) {
+      attn_vtab_error(vtab, sqlite3_mprintf("%s", usage));
+      return SQLITE_ERROR;
+    }
+  }
+  info->idxNum = mask;
+  info->estimatedCost = 10;
+  info->estimatedRows = 100;
+  return SQLITE_OK;
+}
+
+
+
+int attn_name_value(const char *fn, sqlite3_value *v, const char **name, char **errmsg) {
+  const char *s = v ? (const char *)sqlite3_value_text(v) : NULL;
+  *name = NULL;
+  if (s && *s) {
+    *name = s;
+    return SQLITE_OK;
+  }
+  if (!s && v && sqlite3_value_type(v) != SQLITE_NULL) return SQLITE_NOMEM; /* text conversion */
+  *errmsg = sqlite3_mprintf("%s: the model name must be a non-empty text, got %s", fn,
+                            s ? "''" : "NULL");
+  return *errmsg ? SQLITE_ERROR : SQLITE_NOMEM;
+}
+
+void attn_result_error(sqlite3_context *ctx, int rc, char *msg, const char *fn) {
+  if (msg) {
+    sqlite3_result_error(ctx, msg, -1);
+  } else {
+    char buf[96];
+    sqlite3_snprintf(sizeof buf, buf, "%s: out of memory", fn);
+    sqlite3_result_error(ctx, buf, -1);
+  }
+  if (rc != SQLITE_ERROR) sqlite3_result_error_code(ctx, rc);
+  sqlite3_free(msg);
+}
