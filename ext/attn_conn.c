@@ -161,6 +161,17 @@ static int attn_dqlite_write_replicated(sqlite3 *db) {
   return writer;
 }
 
+/* PRAGMA query_only of the connection (1: no writes allowed). */
+static int attn_query_only(sqlite3 *db) {
+  sqlite3_stmt *stmt = NULL;
+  int on = 0;
+  if (sqlite3_prepare_v2(db, "PRAGMA query_only", -1, &stmt, NULL) == SQLITE_OK &&
+      sqlite3_step(stmt) == SQLITE_ROW)
+    on = sqlite3_column_int(stmt, 0);
+  sqlite3_finalize(stmt);
+  return on;
+}
+
 int attn_conn_check_write(attn_conn *conn, const char *fn, char **errmsg) {
   if (conn->pending_error) {
     *errmsg = sqlite3_mprintf("%s: not run, to report that an earlier training of this "
@@ -169,6 +180,12 @@ int attn_conn_check_write(attn_conn *conn, const char *fn, char **errmsg) {
     sqlite3_free(conn->pending_error);
     conn->pending_error = NULL;
     return SQLITE_ERROR;
+  }
+  /* A database that cannot be written fails here, not after a whole training. */
+  if (sqlite3_db_readonly(conn->db, "main") == 1 || attn_query_only(conn->db)) {
+    *errmsg = sqlite3_mprintf("%s: the database is read-only (opened read-only or immutable, or "
+                              "PRAGMA query_only): a model cannot be saved in it", fn);
+    return SQLITE_READONLY;
   }
   if (conn->query_depth > 0) {
     *errmsg = sqlite3_mprintf("%s: cannot write the model store from inside the query of %s "

@@ -399,9 +399,20 @@ static int attn_train_filter(sqlite3_vtab_cursor *base, int idx_num, const char 
   attn_train_cursor *cur = (attn_train_cursor *)base;
   attn_vtab *vtab = (attn_vtab *)base->pVtab;
   char *msg = NULL;
-  if (cur->started) { /* run again (a join): the previous run ends as at xClose */
+  if (cur->started) {
+    /* Asked to run again: attn_train on the inner side of a join is filtered once per outer row,
+     * and each run would train and save another version. The run that started ends as at xClose
+     * (finished and saved); the statement then stops with an error saying how to train once. */
     attn_train_finish_on_close(cur);
     attn_training_free(&cur->run);
+    cur->eof = 1;
+    return attn_vtab_fail(
+        base->pVtab, SQLITE_ERROR,
+        sqlite3_mprintf("attn_train: the statement runs the training again for another row of a "
+                        "join (each run would save a new version); the first run finished and was "
+                        "saved. Train in a statement of its own, or join its rows from a "
+                        "materialized CTE: WITH t AS MATERIALIZED (SELECT * FROM attn_train(...))"),
+        "attn_train");
   }
   cur->started = 1;
   cur->eof = 1;

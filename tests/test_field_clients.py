@@ -337,5 +337,33 @@ check(R.error_of(db, "SELECT attn_import('other', ?)", (blob,)) is None,
       "  another name still saves")
 db.close()
 
+# ------------------------------------------------------------------ a join runs the training once
+# attn_train on the inner side of a join is filtered again for every outer row; each run would
+# train and save another version. The first run is saved, the second filter is an error saying
+# how to train once; a materialized CTE trains once and joins its rows.
+db = database("wal")
+db.execute("CREATE TABLE outer3(x)")
+db.executemany("INSERT INTO outer3 VALUES(?)", [(1,), (2,), (3,)])
+err = error_of(lambda: db.execute("SELECT o.x, e.epoch FROM outer3 o LEFT JOIN attn_train(?, ?, ?) e "
+                                  "ON e.epoch = o.x", ("joined", QUERY, OPTS)).fetchall())
+check(err is not None and err.startswith("attn_train: the statement runs the training again for "
+                                         "another row of a join")
+      and versions(db, "joined") == [(1, EPOCHS)],
+      f"a join that filters attn_train again: one version saved, then '{err}'")
+rows = db.execute("WITH t AS MATERIALIZED (SELECT * FROM attn_train(?, ?, ?)) SELECT o.x, t.epoch "
+                  "FROM outer3 o LEFT JOIN t ON t.epoch = o.x ORDER BY o.x",
+                  ("cte", QUERY, OPTS)).fetchall()
+check(rows == [(1, 1), (2, 2), (3, 3)] and versions(db, "cte") == [(1, EPOCHS)],
+      f"  a materialized CTE trains once and joins: {rows}, versions {versions(db, 'cte')}")
+# a read-only connection is refused before any training
+db.execute("PRAGMA query_only = 1")
+start = time.monotonic()
+err = error_of(lambda: db.execute(TRAIN, ("ro", QUERY, SLOW)).fetchall())
+took = time.monotonic() - start
+db.execute("PRAGMA query_only = 0")
+check(err is not None and err.startswith("attn_train: the database is read-only") and took < 2,
+      f"a read-only connection fails before training ({took:.2f}s): '{err}'")
+db.close()
+
 shutil.rmtree(tmp, ignore_errors=True)
 R.finish("test_field_clients")
