@@ -135,21 +135,21 @@ static int mx_source_get(mx_source *src, const char *w, int len, const float **v
                               sqlite3_errmsg(sqlite3_db_handle(stmt)));
     return -1;
   }
-  int bytes = sqlite3_column_type(stmt, 0) == SQLITE_BLOB ? sqlite3_column_bytes(stmt, 0) : 0;
+  int is_blob = sqlite3_column_int(stmt, 2);
+  sqlite3_int64 bytes = is_blob ? sqlite3_column_int64(stmt, 1) : 0;
   if (bytes > 4 * ATTN_VECTORS_MAX_DIM) { /* as attn_vectors_load: refused before it is read */
-    *errmsg = sqlite3_mprintf("%s: the vector of '%.*s' in '%s' has %d dimensions, at most %d "
-                              "are supported", fn, len, w, src->name, bytes / 4,
+    *errmsg = sqlite3_mprintf("%s: the vector of '%.*s' in '%s' has %lld dimensions, at most %d "
+                              "are supported", fn, len, w, src->name, (long long)(bytes / 4),
                               ATTN_VECTORS_MAX_DIM);
     return -1;
   }
-  if (sqlite3_column_type(stmt, 0) != SQLITE_BLOB || bytes <= 0 || bytes % 4 != 0) {
+  if (!is_blob || bytes <= 0 || bytes % 4 != 0 || sqlite3_column_bytes(stmt, 0) != bytes) {
     *errmsg = sqlite3_mprintf("%s: the vector of '%.*s' in '%s' must be a BLOB of float32 (a "
-                              "multiple of 4 bytes), got %d bytes of type %s", fn, len, w,
-                              src->name, bytes,
-                              sqlite3_column_type(stmt, 0) == SQLITE_BLOB ? "BLOB" : "non-BLOB");
+                              "multiple of 4 bytes), got %lld bytes of type %s", fn, len, w,
+                              src->name, (long long)bytes, is_blob ? "BLOB" : "non-BLOB");
     return -1;
   }
-  *dim = bytes / 4;
+  *dim = (int)(bytes / 4);
   *blob = sqlite3_column_blob(stmt, 0);
   return 1;
 }
@@ -269,7 +269,12 @@ static int mx_compute(attn_mx *m, attn_conn *conn, const char *fn, sqlite3_value
     nn_model_tensor(src.model->nn, 0, &info); /* embeddings.weight (V, E) */
     src.emb = nn_model_weights(src.model->nn) + info.offset;
   } else {
-    char *sql = sqlite3_mprintf("SELECT vector FROM \"%w\" WHERE word = ?1 LIMIT 1", table);
+    /* The size and type first (length() of a BLOB reads no content): a crafted table's huge
+     * vector is refused without being read. */
+    char *sql = sqlite3_mprintf("SELECT CASE WHEN typeof(vector) = 'blob' AND length(vector) <= %d "
+                                "THEN vector END, length(vector), typeof(vector) = 'blob' "
+                                "FROM \"%w\" WHERE word = ?1 LIMIT 1",
+                                4 * ATTN_VECTORS_MAX_DIM, table);
     if (!sql) return SQLITE_NOMEM;
     rc = sqlite3_prepare_v2(db, sql, -1, &src.stmt, NULL);
     sqlite3_free(sql);

@@ -14,6 +14,7 @@ import os
 import resource
 import shlex
 import shutil
+import sqlite3
 import struct
 import subprocess
 import sys
@@ -138,6 +139,35 @@ check(err is not None and "interrupted" in err and secs < full / 2 + 0.05,
       f"interrupted after {full / 10:.2f} s: stopped after {secs:.2f} s (< {full / 2 + 0.05:.2f} s, "
       f"half the uninterrupted time; {err!r})")
 db.close()
+
+# ---------------------------------------------------------------- attn_matrix: a huge vector
+# A crafted vectors table with a 256 MB vector: refused from its length, never read (was: the
+# whole BLOB read into memory, then refused).
+huge_path = os.path.join(tmp, "huge.db")
+hdb = sqlite3.connect(huge_path)
+hdb.execute("CREATE TABLE v(word, vector)")
+hdb.execute("INSERT INTO v VALUES('a', zeroblob(256000000))")
+hdb.commit()
+hdb.close()
+CHILD = r"""
+import resource, sqlite3, sys
+db = sqlite3.connect(sys.argv[1])
+db.enable_load_extension(True)
+db.load_extension(sys.argv[2])
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+try:
+    db.execute("SELECT count(*) FROM attn_matrix('a', 'a', 'v')").fetchall()
+    err = None
+except sqlite3.Error as e:
+    err = str(e)
+print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) // 1024, err)
+"""
+p = subprocess.run([sys.executable, "-c", CHILD, huge_path, R.extension_path()],
+                   capture_output=True, text=True, timeout=120)
+grew, _, err = p.stdout.strip().partition(" ")
+check(p.returncode == 0 and err.startswith("attn_matrix: the vector of 'a' in 'v' has 64000000 "
+                                           "dimensions") and int(grew) < 16,
+      f"attn_matrix with a 256 MB vector: refused, peak grew by {grew} MB: {err or p.stderr[-200:]}")
 
 shutil.rmtree(tmp)
 R.finish("test_hostile_files")
