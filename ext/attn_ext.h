@@ -200,6 +200,11 @@ void attn_explain_free(attn_explain *ex);
 int attn_classify_texts(attn_conn *conn, attn_model *model, const char *const *texts,
                         const int *lens, int n, int *pred /*(n)*/, float *prob /*(n)*/,
                         const char *fn, char **errmsg);
+/* The same with every class's probability: probs (n, C) gets the softmax of each row's logits
+ * (a NULL text: a row of zeros and pred -1). attn_metrics' probabilities. */
+int attn_classify_probs(attn_conn *conn, attn_model *model, const char *const *texts,
+                        const int *lens, int n, int *pred /*(n)*/, float *probs /*(n, C)*/,
+                        const char *fn, char **errmsg);
 /* Rows a batched function reads from its query at a time: 1024 per core. */
 #define ATTN_CHUNK_ROWS (1024 * nn_cpu_count())
 
@@ -333,5 +338,7 @@ extern const sqlite3_module attn_matrix_module;
 void attn_matrix_svg_func(sqlite3_context *ctx, int argc, sqlite3_value **argv);
 /* attn_vectors.c */
 extern const sqlite3_module attn_vectors_module;
+/* attn_metrics.c */
+extern const sqlite3_module attn_metrics_module;
 
 #endif
