@@ -140,6 +140,7 @@ int attn_training_options(attn_training *t, const char *options, char **msg) {
     const char *ftype = (const char *)sqlite3_column_text(stmt, 0);
     const char *vtype = (const char *)sqlite3_column_text(stmt, 2);
     const char *vtext = (const char *)sqlite3_column_text(stmt, 3);
+    int present = ftype || vtype; /* the keys, null or not: take them out */
     if (ftype && strcmp(ftype, "null") == 0) ftype = NULL; /* null: not given */
     if (vtype && strcmp(vtype, "null") == 0) vtype = NULL;
     rc = SQLITE_OK;
@@ -161,12 +162,15 @@ int attn_training_options(attn_training *t, const char *options, char **msg) {
       *msg = sqlite3_mprintf("%s: option \"from_version\" needs \"from\" (the name of the model "
                              "to start from)", fn);
       rc = SQLITE_ERROR;
-    } else if (ftype) {
-      from = sqlite3_mprintf("%s", (const char *)sqlite3_column_text(stmt, 1));
+    } else if (present) {
       rest = sqlite3_mprintf("%s", (const char *)sqlite3_column_text(stmt, 4));
-      has_version = vtype != NULL;
-      from_version = sqlite3_column_int64(stmt, 3);
-      if (!from || !rest) rc = SQLITE_NOMEM;
+      if (!rest) rc = SQLITE_NOMEM;
+      if (ftype) {
+        from = sqlite3_mprintf("%s", (const char *)sqlite3_column_text(stmt, 1));
+        has_version = vtype != NULL;
+        from_version = sqlite3_column_int64(stmt, 3);
+        if (!from) rc = SQLITE_NOMEM;
+      }
     }
   } else {
     rc = rc == SQLITE_DONE ? SQLITE_OK : SQLITE_ERROR;
