@@ -787,6 +787,55 @@ int attn_model_acquire(attn_conn *conn, const char *fn, const char *name, attn_m
   return SQLITE_OK;
 }
 
+int attn_model_acquire_version(attn_conn *conn, const char *fn, const char *name,
+                               int64_t version, attn_model **out, char **errmsg) {
+  sqlite3 *db = conn->db;
+  sqlite3_stmt *stmt = NULL;
+  attn_model *m = NULL;
+  int exists = 0;
+  *errmsg = NULL;
+  int rc = attn_store_read_begin(conn, fn, &exists, errmsg);
+  if (rc != SQLITE_OK) return rc;
+  if (!exists) {
+    *errmsg = sqlite3_mprintf("%s: no model named '%s'", fn, name);
+    rc = SQLITE_ERROR;
+    goto done;
+  }
+  rc = sqlite3_prepare_v2(db,
+                          "SELECT rowid, created_at, length(weights), version = ?2 "
+                          "FROM main.attn_models WHERE name = ?1 ORDER BY version = ?2 DESC "
+                          "LIMIT 1",
+                          -1, &stmt, NULL);
+  if (rc == SQLITE_OK) {
+    sqlite3_bind_text(stmt, 1, name, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(stmt, 2, version);
+    rc = sqlite3_step(stmt);
+  }
+  if (rc == SQLITE_DONE || (rc == SQLITE_ROW && !sqlite3_column_int(stmt, 3))) {
+    *errmsg = rc == SQLITE_DONE ? sqlite3_mprintf("%s: no model named '%s'", fn, name)
+                                : sqlite3_mprintf("%s: model '%s' has no version %lld", fn, name,
+                                                  (long long)version);
+    rc = SQLITE_ERROR;
+    goto done;
+  }
+  if (rc != SQLITE_ROW) {
+    *errmsg = sqlite3_mprintf("%s: cannot read attn_models: %s", fn, sqlite3_errmsg(db));
+    rc = SQLITE_ERROR;
+    goto done;
+  }
+  const char *created = (const char *)sqlite3_column_text(stmt, 1);
+  rc = attn_cache_load(conn, fn, name, version, sqlite3_column_int64(stmt, 0),
+                       created ? created : "", sqlite3_column_int64(stmt, 2), &m, errmsg);
+  if (rc == SQLITE_OK) {
+    m->refs++;
+    *out = m;
+  }
+done:
+  sqlite3_finalize(stmt);
+  attn_store_read_end(conn);
+  return rc;
+}
+
 /* ------------------------------------------------------------------ interrupts */
 
 int attn_interrupted(attn_interrupt *it, unsigned every) {

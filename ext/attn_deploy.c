@@ -2,6 +2,8 @@
  * predicts, and a model brought in from a safetensors file.
  *
  *   SELECT attn_deploy('news', 2);        -- version 2 of 'news' predicts from now on -> 2
+ *   SELECT attn_deploy('news', 'best');   -- the version of highest validation F1 -> its version
+ *   SELECT attn_deploy('news', 'previous'); -- the one deployed before the current (rollback)
  *   SELECT attn_import('news', readfile('news.safetensors'));   -- new version, deployed -> 3
  */
 #include <stdint.h>
@@ -9,7 +11,45 @@
 
 #include "attn_ext.h"
 
-/* attn_deploy(name, version) -> version: make that version the one that predicts. */
+/* The version that attn_deploy(name, 'best') or (name, 'previous') means, into *version.
+ *   best:     the highest "val_f1" of the metrics JSON (ties: the latest version); versions
+ *             without it (imported: metrics NULL) are not candidates.
+ *   previous: the largest deployed_seq among the versions not deployed now that were ever
+ *             deployed (deployed_seq > 0). Twice in a row goes back and forth between two.
+ * SQLITE_ERROR with *msg when there is none. */
+static int attn_deploy_resolve(sqlite3 *db, const char *fn, const char *name, int best,
+                               int64_t *version, char **msg) {
+  sqlite3_stmt *stmt = NULL;
+  const char *sql =
+      best ? "SELECT version FROM main.attn_models WHERE name = ?1 AND json_valid(metrics) "
+             "AND json_type(metrics, '$.val_f1') IN ('integer', 'real') "
+             "ORDER BY json_extract(metrics, '$.val_f1') DESC, version DESC LIMIT 1"
+           : "SELECT version FROM main.attn_models WHERE name = ?1 AND deployed = 0 "
+             "AND deployed_seq > 0 ORDER BY deployed_seq DESC, version DESC LIMIT 1";
+  int rc = sqlite3_prepare_v2(db, sql, -1, &stmt, NULL);
+  if (rc == SQLITE_OK) {
+    sqlite3_bind_text(stmt, 1, name, -1, SQLITE_STATIC);
+    rc = sqlite3_step(stmt);
+  }
+  if (rc == SQLITE_ROW) {
+    *version = sqlite3_column_int64(stmt, 0);
+    rc = SQLITE_OK;
+  } else if (rc == SQLITE_DONE) {
+    *msg = best ? sqlite3_mprintf("%s: model '%s' has no version with a validation F1 in its "
+                                  "metrics (imported versions have none)",
+                                  fn, name)
+                : sqlite3_mprintf("%s: model '%s' has no previously deployed version", fn, name);
+    rc = SQLITE_ERROR;
+  } else {
+    *msg = sqlite3_mprintf("%s: %s", fn, sqlite3_errmsg(db));
+    rc = SQLITE_ERROR;
+  }
+  sqlite3_finalize(stmt);
+  return rc;
+}
+
+/* attn_deploy(name, version) -> version: make that version the one that predicts; version is
+ * an integer, 'best' or 'previous' (attn_deploy_resolve). */
 void attn_deploy_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   attn_conn *conn = sqlite3_user_data(ctx);
   sqlite3 *db = attn_conn_db(conn);
@@ -22,15 +62,19 @@ void attn_deploy_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   if ((rc = attn_conn_check_write(conn, fn, &msg)) != SQLITE_OK) goto done;
   int exists = 0;
   if ((rc = attn_store_check(db, fn, &exists, &msg)) != SQLITE_OK) goto done; /* issue 17 */
-  if (sqlite3_value_numeric_type(argv[1]) != SQLITE_INTEGER) {
+  const char *word = sqlite3_value_type(argv[1]) == SQLITE_TEXT
+                         ? (const char *)sqlite3_value_text(argv[1]) : NULL;
+  int best = word && strcmp(word, "best") == 0, previous = word && strcmp(word, "previous") == 0;
+  if (!best && !previous && sqlite3_value_numeric_type(argv[1]) != SQLITE_INTEGER) {
     msg = sqlite3_value_type(argv[1]) == SQLITE_NULL
-              ? sqlite3_mprintf("%s: the version must be an integer, got NULL", fn)
-              : sqlite3_mprintf("%s: the version must be an integer, got '%s'", fn,
-                                (const char *)sqlite3_value_text(argv[1]));
+              ? sqlite3_mprintf("%s: the version must be an integer, 'best' or 'previous', got "
+                                "NULL", fn)
+              : sqlite3_mprintf("%s: the version must be an integer, 'best' or 'previous', got "
+                                "'%s'", fn, (const char *)sqlite3_value_text(argv[1]));
     rc = SQLITE_ERROR;
     goto done;
   }
-  int64_t version = sqlite3_value_int64(argv[1]);
+  int64_t version = best || previous ? 0 : sqlite3_value_int64(argv[1]);
   if (!exists) {
     msg = sqlite3_mprintf("%s: no model named '%s'", fn, name);
     rc = SQLITE_ERROR;
@@ -60,7 +104,10 @@ void attn_deploy_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     rc = SQLITE_ERROR;
     goto done;
   }
-  if (!found) {
+  if ((best || previous) &&
+      (rc = attn_deploy_resolve(db, fn, name, best, &version, &msg)) != SQLITE_OK)
+    goto done;
+  if (!found && !best && !previous) {
     msg = sqlite3_mprintf("%s: model '%s' has no version %lld", fn, name, (long long)version);
     rc = SQLITE_ERROR;
     goto done;

@@ -1,9 +1,9 @@
 /* attn_ext.h -- the one header of the attnext SQLite extension: the core every SQL feature uses,
  * in sections that each name their file (attn_conn.c, attn_store.c, attn_query.c, attn_infer.c,
- * attn_options.c, attn_vtab.c, attn_svg.c), then the entry points that the registration table
- * of attnext.c names. A feature file (attn_train.c, attn_predict.c, attn_classify.c,
- * attn_evaluate.c, attn_deploy.c, attn_heatmap.c, attn_curves.c, attn_matrix.c, attn_vectors.c)
- * includes only this header, calls only the core and exports only its entry points.
+ * attn_options.c, attn_training.c, attn_vtab.c, attn_svg.c), then the entry points that the
+ * registration table of attnext.c names. A feature file (attn_train.c, attn_tune.c,
+ * attn_predict.c, attn_classify.c, attn_evaluate.c, attn_metrics.c, attn_deploy.c,
+ * attn_heatmap.c, attn_curves.c, attn_matrix.c, attn_vectors.c) includes only this header, calls only the core and exports only its entry points.
  *
  * Every SQL function and table-valued function of the extension gets the same per-connection
  * state (attn_conn) as its user data / module client data. It owns the model cache: a model is
@@ -89,6 +89,10 @@ int attn_model_get(sqlite3_context *ctx, const char *fn, const char *name, int n
 int attn_model_acquire(attn_conn *conn, const char *fn, const char *name, attn_model **out,
                        char **errmsg);
 void attn_model_release(attn_model *model);
+/* Version `version` of `name`, deployed or not (a warm start's base), held as attn_model_acquire
+ * holds it. Errors: "fn: no model named 'x'", "fn: model 'x' has no version 7". */
+int attn_model_acquire_version(attn_conn *conn, const char *fn, const char *name,
+                               int64_t version, attn_model **out, char **errmsg);
 
 /* Check the model store before trusting it: each of attn_models and attn_training_log is absent
  * or an ordinary rowid table of main (no view, no virtual table) with the columns of
@@ -200,6 +204,11 @@ void attn_explain_free(attn_explain *ex);
 int attn_classify_texts(attn_conn *conn, attn_model *model, const char *const *texts,
                         const int *lens, int n, int *pred /*(n)*/, float *prob /*(n)*/,
                         const char *fn, char **errmsg);
+/* The same with every class's probability: probs (n, C) gets the softmax of each row's logits
+ * (a NULL text: a row of zeros and pred -1). attn_metrics' probabilities. */
+int attn_classify_probs(attn_conn *conn, attn_model *model, const char *const *texts,
+                        const int *lens, int n, int *pred /*(n)*/, float *probs /*(n, C)*/,
+                        const char *fn, char **errmsg);
 /* Rows a batched function reads from its query at a time: 1024 per core. */
 #define ATTN_CHUNK_ROWS (1024 * nn_cpu_count())
 
@@ -220,6 +229,64 @@ int attn_train_options(sqlite3 *db, const char *fn, const char *options, nn_conf
 int attn_embeddings_apply(sqlite3 *db, const char *fn, nn_trainer *tr, const attn_embeddings *emb,
                           char **errmsg);
 void attn_embeddings_free(attn_embeddings *emb);
+
+/* ---------------------------------------------------- one training run (attn_training.c) */
+
+/* The progress line of an epoch on standard error (a terminal only, option "progress"). */
+typedef struct attn_progress {
+  int enabled;
+  int epoch, epochs;
+  double start, last_draw;
+  int drawn;
+} attn_progress;
+
+/* One training run of attn_train, attn_fit or a trial of attn_tune. */
+typedef struct attn_training {
+  attn_conn *conn;
+  const char *fn;       /* "attn_train", "attn_fit", "attn_tune" */
+  nn_config cfg;
+  nn_trainer *trainer;  /* NULL once saved or stopped */
+  char *name;
+  nn_epoch_stats *log;
+  int nlog, cap_log;
+  int stopped;          /* interrupted or failed: nothing more to run, nothing to save */
+  int saved;            /* the model is in the store, as `version` */
+  int64_t version;
+  char *metrics;        /* the trainer's summary (JSON object, malloc'd) */
+  sqlite3_stmt *probe;  /* "SELECT 1": fails with SQLITE_INTERRUPT after sqlite3_interrupt */
+  attn_progress progress;
+  attn_rows data;       /* the training data, kept while the trainer lives */
+  attn_embeddings emb;  /* options "embeddings", "freeze_embeddings" until the trainer exists */
+  attn_model *base;     /* option "from": the warm start's model until the trainer exists */
+  int keep;             /* attn_tune: at the end keep the model in `model` instead of saving */
+  nn_model *model;      /* with keep: the trained model (owned) */
+} attn_training;
+
+/* attn_train / attn_fit: attn_training_begin's checks, the options (attn_training_options), the
+ * rows of the query and the trainer (attn_training_create). name, query, options: the SQL
+ * arguments (options may be NULL). On error *msg is set ("fn: ..."). */
+int attn_training_start(attn_training *t, attn_conn *conn, const char *fn,
+                        sqlite3_value *name_arg, sqlite3_value *query_arg,
+                        sqlite3_value *options_arg, char **msg);
+/* Clear t, check that the store may be written and the name, read every row of the query. */
+int attn_training_begin(attn_training *t, attn_conn *conn, const char *fn,
+                        sqlite3_value *name_arg, sqlite3_value *query_arg, char **msg);
+/* Options JSON (NULL: none) into t->cfg, t->emb and t->base. "from" (a model name) with
+ * optional "from_version" makes a warm start: the config starts as the base model's, options
+ * that would change its architecture or vocabulary are refused (nn_config_check_warm_start),
+ * "embeddings" is refused. Errors "fn: option \"from\": no model named 'x'", ... */
+int attn_training_options(attn_training *t, const char *options, char **msg);
+/* The trainer of t->cfg over t->data (nn_trainer_create_from when t->base is set). */
+int attn_training_create(attn_training *t, char **msg);
+/* Run the next epoch (its statistics in *row); after the last, save the model (or keep it).
+ * SQLITE_ROW when an epoch ran, SQLITE_DONE when there was none left, else an error. */
+int attn_training_epoch(attn_training *t, nn_epoch_stats *row, char **msg);
+/* Run every epoch left and save (or keep). SQLITE_OK or an error with *msg. */
+int attn_training_finish(attn_training *t, char **msg);
+/* Free what one run made (trainer, log, metrics, kept model, options), keeping the name, the
+ * rows and the probe for the next run of attn_tune. */
+void attn_training_reset(attn_training *t);
+void attn_training_free(attn_training *t);
 
 /* ------------------------------------------------------- vtab plumbing and errors (attn_vtab.c) */
 
@@ -333,5 +400,9 @@ extern const sqlite3_module attn_matrix_module;
 void attn_matrix_svg_func(sqlite3_context *ctx, int argc, sqlite3_value **argv);
 /* attn_vectors.c */
 extern const sqlite3_module attn_vectors_module;
+/* attn_metrics.c */
+extern const sqlite3_module attn_metrics_module;
+/* attn_tune.c */
+extern const sqlite3_module attn_tune_module;
 
 #endif

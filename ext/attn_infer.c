@@ -138,6 +138,7 @@ typedef struct attn_classify_batch {
   const int *lens;
   int *pred;
   float *prob;
+  float *probs; /* (n, C) every class's probability, or NULL */
   attn_classify_job *jobs;
 } attn_classify_batch;
 
@@ -164,6 +165,7 @@ static void attn_classify_run(attn_classify_job *job, const attn_classify_batch 
       if (!all->texts[i]) {
         all->pred[i] = -1;
         if (all->prob) all->prob[i] = 0;
+        if (all->probs) memset(all->probs + (size_t)i * C, 0, sizeof *all->probs * (size_t)C);
         continue;
       }
       int n = nn_text_encode(tokens, all->texts[i], all->lens[i], cfg, nn_model_vocab(nn));
@@ -195,6 +197,7 @@ static void attn_classify_run(attn_classify_job *job, const attn_classify_batch 
         for (int c = 0; c < C; c++) sum += exp((double)z[c] - z[best]);
         all->prob[rows[b]] = (float)(1.0 / sum);
       }
+      if (all->probs) nn_softmax_rows(all->probs + (size_t)rows[b] * C, z, 1, C);
     }
   }
 done:
@@ -212,9 +215,9 @@ static void attn_classify_task(void *ctx, int task) {
 }
 
 
-int attn_classify_texts(attn_conn *conn, attn_model *model, const char *const *texts,
-                        const int *lens, int n, int *pred, float *prob, const char *fn,
-                        char **errmsg) {
+static int attn_classify_batched(attn_conn *conn, attn_model *model, const char *const *texts,
+                                 const int *lens, int n, int *pred, float *prob, float *probs,
+                                 const char *fn, char **errmsg) {
   nn_pool *pool = NULL;
   nn_workspace **ws = NULL;
   if (n <= 0) return SQLITE_OK;
@@ -236,7 +239,7 @@ int attn_classify_texts(attn_conn *conn, attn_model *model, const char *const *t
     job->begin = t * per;
     job->end = (t + 1) * per < n ? (t + 1) * per : n;
   }
-  attn_classify_batch all = {texts, lens, pred, prob, jobs};
+  attn_classify_batch all = {texts, lens, pred, prob, probs, jobs};
   nn_pool_run(pool, attn_classify_task, &all, tasks);
   for (int t = 0; t < tasks; t++) {
     if (jobs[t].status != NN_OK) {
@@ -245,4 +248,16 @@ int attn_classify_texts(attn_conn *conn, attn_model *model, const char *const *t
     }
   }
   return SQLITE_OK;
+}
+
+int attn_classify_texts(attn_conn *conn, attn_model *model, const char *const *texts,
+                        const int *lens, int n, int *pred, float *prob, const char *fn,
+                        char **errmsg) {
+  return attn_classify_batched(conn, model, texts, lens, n, pred, prob, NULL, fn, errmsg);
+}
+
+int attn_classify_probs(attn_conn *conn, attn_model *model, const char *const *texts,
+                        const int *lens, int n, int *pred, float *probs, const char *fn,
+                        char **errmsg) {
+  return attn_classify_batched(conn, model, texts, lens, n, pred, NULL, probs, fn, errmsg);
 }

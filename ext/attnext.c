@@ -61,6 +61,8 @@ static const attn_registration attn_functions[] = {
     {"attn_matrix_svg", 3, SQLITE_DIRECTONLY, attn_matrix_svg_func, NULL},   /* attn_matrix.c */
     {"attn_matrix_svg", 4, SQLITE_DIRECTONLY, attn_matrix_svg_func, NULL},   /* attn_matrix.c */
     {"attn_vectors_load", -1, 0, NULL, &attn_vectors_module},                /* attn_vectors.c */
+    {"attn_metrics", -1, 0, NULL, &attn_metrics_module},                     /* attn_metrics.c */
+    {"attn_tune", -1, 0, NULL, &attn_tune_module},                           /* attn_tune.c */
 };
 
 #ifdef _WIN32

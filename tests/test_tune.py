@@ -1,0 +1,160 @@
+"""test_tune.py -- attn_tune (ext/attn_tune.c), the grid search, through Debian's Python sqlite3.
+
+Checks, each printing what it compared:
+  - a 2x2 grid gives 4 trials in itertools.product order, 4 new versions of the name (after the
+    one that was there), each version's stored config holding its trial's values, the same
+    split for every trial (train_rows / val_rows, the options' seed), and the best by the
+    default monitor (lowest val_loss) deployed and marked chosen; with "monitor":"val_f1" the
+    highest val_f1 is chosen;
+  - an interrupt (sqlite3_interrupt from another thread) stops it and leaves the store as it
+    was;
+  - errors naming the function and the key: a grid value that is not an array, an empty grid,
+    an empty array, over 256 trials, a key that is not an option, a bad value, a monitor with an
+    unknown figure, a grid that is not an object; none of them stores anything.
+Run from the repository root: /usr/bin/python3 tests/test_tune.py
+"""
+import itertools
+import json
+import os
+import sqlite3
+import sys
+import threading
+import time
+
+failures = 0
+
+
+def check(cond, what):
+    global failures
+    print(("ok   " if cond else "FAIL ") + what)
+    if not cond:
+        failures += 1
+    return cond
+
+
+def reexec_with_preload():
+    """Under make test-asan: restart with $ATTNEXT_PRELOAD (libasan) in LD_PRELOAD."""
+    pre = os.environ.get("ATTNEXT_PRELOAD")
+    if pre and pre not in os.environ.get("LD_PRELOAD", ""):
+        env = dict(os.environ)
+        env["LD_PRELOAD"] = pre + (":" + env["LD_PRELOAD"] if env.get("LD_PRELOAD") else "")
+        opts = env.get("ASAN_OPTIONS", "")
+        env["ASAN_OPTIONS"] = (opts + ":" if opts else "") + "detect_leaks=0"
+        os.execve(sys.executable, [sys.executable] + sys.argv, env)
+
+
+def connect(path):
+    db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    db.enable_load_extension(True)
+    db.load_extension(os.path.abspath(os.environ.get("ATTNEXT", "attnext")))
+    return db
+
+
+def error_of(db, sql, args=()):
+    try:
+        db.execute(sql, args).fetchall()
+    except sqlite3.Error as e:
+        return str(e)
+    return None
+
+
+WORDS = {"sports": ["match", "goal", "cup", "coach"], "business": ["shares", "profit", "bank"],
+         "tech": ["chip", "software", "phone"]}
+
+
+def main():
+    reexec_with_preload()
+    db = connect(":memory:")
+    db.execute("CREATE TABLE docs(text TEXT, label TEXT)")
+    rows = []
+    for i in range(240):
+        label = list(WORDS)[i % 3]
+        ws = WORDS[label]
+        rows.append((f"{ws[i % len(ws)]} news {ws[(i // 3) % len(ws)]} today {i % 7}", label))
+    db.executemany("INSERT INTO docs VALUES (?, ?)", rows)
+    opts = '{"epochs":3,"embed_dim":8,"fc_hidden":8,"seed":9,"progress":false}'
+    db.execute("SELECT attn_fit('news', 'SELECT text, label FROM docs', ?)", (opts,)).fetchone()
+
+    grid = {"hidden": [4, 8], "lr": [0.001, 0.01]}
+    cur = db.execute("SELECT * FROM attn_tune('news', 'SELECT text, label FROM docs', ?, ?)",
+                     (json.dumps(grid), opts))
+    cols = [d[0] for d in cur.description]
+    out = [dict(zip(cols, r)) for r in cur.fetchall()]
+    check(cols == ["trial", "config", "best_epoch", "val_loss", "val_accuracy", "val_f1",
+                   "seconds", "chosen", "version"], f"columns {cols}")
+    want = [dict(zip(grid, v)) for v in itertools.product(*grid.values())]
+    check([json.loads(r["config"]) for r in out] == want,
+          f"4 trials in product order: {[r['config'] for r in out]}")
+    check(sorted(r["version"] for r in out) == [2, 3, 4, 5],
+          f"4 new versions after version 1: {[r['version'] for r in out]}")
+    stored = {v: (json.loads(c), json.loads(m)) for v, c, m in db.execute(
+        "SELECT version, config, metrics FROM attn_models WHERE name = 'news' AND version > 1")}
+    check(all(all(stored[r["version"]][0][k] == v for k, v in json.loads(r["config"]).items())
+              and stored[r["version"]][0]["epochs"] == 3 for r in out),
+          "each version's stored config has its trial's values and the options' epochs")
+    check(all(abs(stored[r["version"]][1]["val_loss"] - r["val_loss"]) < 1e-12 and
+              stored[r["version"]][1]["best_epoch"] == r["best_epoch"] for r in out),
+          "each row's figures are its version's metrics")
+    splits = {(m["train_rows"], m["val_rows"]) for _, m in stored.values()}
+    check(len(splits) == 1, f"the same split for every trial: {splits}")
+    best = min(out, key=lambda r: r["val_loss"])
+    deployed = db.execute("SELECT version FROM attn_models WHERE name = 'news' AND deployed"
+                          ).fetchone()[0]
+    check([r["chosen"] for r in out].count(1) == 1 and best["chosen"] == 1 and
+          deployed == best["version"],
+          f"the lowest val_loss ({best['val_loss']:.4f}, trial {best['trial']}) is chosen and "
+          f"deployed (version {deployed})")
+
+    out = db.execute("SELECT trial, val_f1, chosen, version FROM attn_tune('f1', "
+                     "'SELECT text, label FROM docs', '{\"hidden\":[4,8],\"lr\":[0.001,0.01]}', "
+                     "'{\"epochs\":3,\"embed_dim\":8,\"fc_hidden\":8,\"monitor\":\"val_f1\","
+                     "\"progress\":false}')").fetchall()
+    top = max(r[1] for r in out)
+    chosen = [r for r in out if r[2]]
+    first_top = next(r for r in out if r[1] == top)
+    check(len(chosen) == 1 and chosen[0] == first_top and db.execute(
+        "SELECT version FROM attn_models WHERE name = 'f1' AND deployed").fetchone()[0] == chosen[0][3],
+          f"monitor val_f1: the highest val_f1 ({top:.3f}, first of equals: trial {first_top[0]}) "
+          f"chosen and deployed")
+
+    # interrupt: the store stays as it was
+    before = db.execute("SELECT count(*), sum(deployed * version) FROM attn_models").fetchone()
+    big = '{"epochs":200,"embed_dim":8,"fc_hidden":8,"patience":1000,"progress":false}'
+    timer = threading.Timer(0.5, db.interrupt)
+    start = time.time()
+    timer.start()
+    e = error_of(db, "SELECT * FROM attn_tune('news', 'SELECT text, label FROM docs', "
+                     "'{\"hidden\":[4,8,16],\"lr\":[0.001,0.01]}', ?)", (big,))
+    timer.cancel()
+    after = db.execute("SELECT count(*), sum(deployed * version) FROM attn_models").fetchone()
+    check(e == "attn_tune: interrupted" and after == before,
+          f"interrupted after {time.time() - start:.2f} s: {e}; store {before} -> {after}")
+
+    errors = [
+        ('{"hidden":4}', None, 'attn_tune: grid key "hidden" must be an array of option values, got 4'),
+        ("{}", None, "attn_tune: the grid is empty"),
+        ('{"hidden":[]}', None, 'attn_tune: grid key "hidden" is an empty array'),
+        (json.dumps({"hidden": list(range(1, 18)), "lr": [0.001 * i for i in range(1, 17)]}), None,
+         "attn_tune: the grid has more than 256 trials"),
+        ('{"hiddn":[4]}', None, 'attn_tune: unknown option "hiddn"'),
+        ('{"hidden":[4,0]}', None, 'attn_tune: option "hidden" must be an integer from 1 to 4096'),
+        ('{"hidden":[4]}', '{"monitor":"val_auc"}', 'attn_tune: option "monitor" must be'),
+        ('[1,2]', None, "attn_tune: the grid must be a JSON object of option -> array of values"),
+        ("not json", None, "attn_tune: the grid must be a JSON object of option -> array of values"),
+    ]
+    before = db.execute("SELECT count(*) FROM attn_models").fetchone()[0]
+    for g, o, want in errors:
+        e = error_of(db, "SELECT * FROM attn_tune('news', 'SELECT text, label FROM docs', ?, ?)", (g, o))
+        check(e is not None and e.startswith(want), f"grid {g[:40]}, options {o}: {e}")
+    e = error_of(db, "SELECT * FROM attn_tune('news', 'SELECT text, label FROM docs')")
+    check(e == "attn_tune: expected 3 or 4 arguments: attn_tune(name, query, grid[, options])",
+          f"two arguments: {e}")
+    check(db.execute("SELECT count(*) FROM attn_models").fetchone()[0] == before,
+          "no error stored anything")
+
+    print("FAILED: %d check(s)" % failures if failures else "all attn_tune checks passed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
