@@ -297,6 +297,11 @@ int attn_create_function(sqlite3 *db, attn_conn *conn, const char *name, int nar
 int attn_create_module(sqlite3 *db, attn_conn *conn, const char *name,
                        const sqlite3_module *module);
 
+/* Word vectors as BLOBs: n float32 in little-endian byte order (the engine's and safetensors'),
+ * whatever the host's order (attn_vectors_load writes them, attn_train's "embeddings" and
+ * attn_matrix read them). */
+void attn_floats_from_le(float *out /*(n)*/, const unsigned char *blob /*(4 n)*/, int n);
+void attn_floats_to_le(unsigned char *out /*(4 n)*/, const float *in /*(n)*/, int n);
 /* A JSON string literal of s (len bytes), appended to a sqlite3_str. */
 void attn_json_string(sqlite3_str *out, const char *s, int len);
 /* xBestIndex of a table-valued function whose argument (hidden) columns are first_arg ..

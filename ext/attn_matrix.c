@@ -209,11 +209,7 @@ static int mx_lookup(attn_mx *m, mx_side *side, mx_source *src, attn_interrupt *
       if (vec) {
         memcpy(dst, vec, (size_t)d * sizeof *dst);
       } else {
-        for (int c = 0; c < d; c++) { /* little-endian float32 */
-          uint32_t bits = (uint32_t)blob[4 * c] | (uint32_t)blob[4 * c + 1] << 8 |
-                          (uint32_t)blob[4 * c + 2] << 16 | (uint32_t)blob[4 * c + 3] << 24;
-          memcpy(&dst[c], &bits, 4);
-        }
+        attn_floats_from_le(dst, blob, d);
       }
       for (int c = 0; c < d; c++) {
         if (!isfinite(dst[c])) {

@@ -208,10 +208,8 @@ int attn_embeddings_apply(sqlite3 *db, const char *fn, nn_trainer *tr, const att
       rc = SQLITE_ERROR;
       goto done;
     }
+    attn_floats_from_le(vector, blob, emb->dim);
     for (int k = 0; k < emb->dim; k++) {
-      uint32_t bits = (uint32_t)blob[4 * k] | (uint32_t)blob[4 * k + 1] << 8 |
-                      (uint32_t)blob[4 * k + 2] << 16 | (uint32_t)blob[4 * k + 3] << 24;
-      memcpy(&vector[k], &bits, 4);
       if (!isfinite(vector[k])) {
         *errmsg = sqlite3_mprintf("%s: option \"embeddings\": the vector of '%.*s' in '%s' has "
                                   "a value that is not a finite number", fn,

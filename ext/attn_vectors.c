@@ -270,17 +270,9 @@ static int vec_column(sqlite3_vtab_cursor *base, sqlite3_context *ctx, int col) 
   if (col == ATTN_VECTORS_COL_WORD) {
     sqlite3_result_text(ctx, cur->word, cur->word_len, SQLITE_TRANSIENT);
   } else if (col == ATTN_VECTORS_COL_VECTOR) {
-    /* little-endian float32 (the engine's and safetensors' byte order) */
     unsigned char *blob = sqlite3_malloc64((sqlite3_uint64)cur->dim * 4);
     if (!blob) return SQLITE_NOMEM;
-    for (int k = 0; k < cur->dim; k++) {
-      uint32_t bits;
-      memcpy(&bits, &cur->vector[k], 4);
-      blob[4 * k] = (unsigned char)bits;
-      blob[4 * k + 1] = (unsigned char)(bits >> 8);
-      blob[4 * k + 2] = (unsigned char)(bits >> 16);
-      blob[4 * k + 3] = (unsigned char)(bits >> 24);
-    }
+    attn_floats_to_le(blob, cur->vector, cur->dim);
     sqlite3_result_blob(ctx, blob, cur->dim * 4, sqlite3_free);
   } else if (col == ATTN_VECTORS_COL_ARG_PATH) {
     sqlite3_result_text(ctx, cur->path, -1, SQLITE_TRANSIENT);

@@ -1,7 +1,8 @@
 /* attn_vtab.c -- plumbing every SQL feature of the extension shares: registering a function or
  * a table-valued function with the connection's state, the common parts of a virtual table
  * (xConnect, xBestIndex, xOpen, xDisconnect), one place that formats errors, the model name
- * argument check, and JSON strings. Registers nothing itself (attnext.c does). */
+ * argument check, JSON strings and float32 BLOBs. Registers nothing itself (attnext.c does). */
+#include <stdint.h>
 #include <string.h>
 
 #include "attn_ext.h"
@@ -140,4 +141,23 @@ void attn_result_error(sqlite3_context *ctx, int rc, char *msg, const char *fn) 
   }
   if (rc != SQLITE_ERROR) sqlite3_result_error_code(ctx, rc);
   sqlite3_free(msg);
+}
+
+void attn_floats_from_le(float *out, const unsigned char *blob, int n) {
+  for (int k = 0; k < n; k++) {
+    uint32_t bits = (uint32_t)blob[4 * k] | (uint32_t)blob[4 * k + 1] << 8 |
+                    (uint32_t)blob[4 * k + 2] << 16 | (uint32_t)blob[4 * k + 3] << 24;
+    memcpy(&out[k], &bits, 4);
+  }
+}
+
+void attn_floats_to_le(unsigned char *out, const float *in, int n) {
+  for (int k = 0; k < n; k++) {
+    uint32_t bits;
+    memcpy(&bits, &in[k], 4);
+    out[4 * k] = (unsigned char)bits;
+    out[4 * k + 1] = (unsigned char)(bits >> 8);
+    out[4 * k + 2] = (unsigned char)(bits >> 16);
+    out[4 * k + 3] = (unsigned char)(bits >> 24);
+  }
 }
