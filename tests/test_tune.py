@@ -119,7 +119,8 @@ def main():
 
     # interrupt: the store stays as it was
     before = db.execute("SELECT count(*), sum(deployed * version) FROM attn_models").fetchone()
-    big = '{"epochs":200,"embed_dim":8,"fc_hidden":8,"patience":1000,"progress":false}'
+    # long enough that the interrupt at 0.5 s always lands during training (6 trials of 3000 epochs)
+    big = '{"epochs":3000,"embed_dim":8,"fc_hidden":8,"patience":100000,"progress":false}'
     timer = threading.Timer(0.5, db.interrupt)
     start = time.time()
     timer.start()
