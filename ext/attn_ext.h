@@ -186,6 +186,13 @@ typedef struct attn_explain {
   /* cleaned token strings, from the tokenizer (NULL when unavailable) */
   char **token_text;     /* (n) NUL-terminated */
   int cap_tokens, cap_classes;
+  /* attn_explain_occlusion: the predicted class and each token's leave-one-out occlusion */
+  int pred;
+  float *occlusion;      /* (n) */
+  int *loo_ids, *loo_lengths; /* scratch of the leave-one-out batch */
+  float *loo_logits;
+  size_t cap_loo_ids;
+  int cap_loo_rows, cap_loo_classes;
 } attn_explain;
 
 /* Run `text` through the model (workspace ws) and fill ex; want_tokens also fills token_text.
@@ -193,6 +200,15 @@ typedef struct attn_explain {
 int attn_explain_text(attn_explain *ex, attn_model *model, nn_workspace *ws, const char *text,
                       int len, int want_tokens, const char *fn, char **errmsg);
 void attn_explain_free(attn_explain *ex);
+/* After attn_explain_text: ex->pred = the predicted class (the most probable, the first of ties)
+ * and ex->occlusion[i] = probs[pred] - p(pred | the token ids without position i), a one-token
+ * text left empty reading as one <UNK> (as nn_text_encode gives an empty text). The n
+ * leave-one-out sequences go through the model in one batched forward pass (in passes of at most
+ * ATTN_LOO_TOKENS tokens for long texts, checking `it` (may be NULL) for an interrupt between
+ * them). Errors: SQLite code, *errmsg "fn: ...". */
+#define ATTN_LOO_TOKENS 65536
+int attn_explain_occlusion(attn_explain *ex, attn_model *model, nn_workspace *ws,
+                           attn_interrupt *it, const char *fn, char **errmsg);
 
 /* Predict class ids and their probabilities for n texts on the connection's thread pool, in
  * batches (attn_infer.c). prob may be NULL. A NULL text gives pred -1. Errors: SQLite code,
@@ -316,6 +332,8 @@ void attn_import_func(sqlite3_context *ctx, int argc, sqlite3_value **argv);
 /* attn_predict.c */
 void attn_predict_func(sqlite3_context *ctx, int argc, sqlite3_value **argv);
 extern const sqlite3_module attn_explain_module; /* attn_probs, attn_weights */
+/* attn_explain.c */
+extern const sqlite3_module attn_explain_occlusion_module; /* attn_explain */
 /* attn_classify.c */
 extern const sqlite3_module attn_classify_module;
 /* attn_train.c */

@@ -52,6 +52,10 @@ void attn_explain_free(attn_explain *ex) {
   sqlite3_free(ex->ids);
   sqlite3_free(ex->weights);
   sqlite3_free(ex->probs);
+  sqlite3_free(ex->occlusion);
+  sqlite3_free(ex->loo_ids);
+  sqlite3_free(ex->loo_lengths);
+  sqlite3_free(ex->loo_logits);
   memset(ex, 0, sizeof *ex);
 }
 
@@ -119,6 +123,70 @@ int attn_explain_text(attn_explain *ex, attn_model *model, nn_workspace *ws, con
     }
   }
   return SQLITE_OK;
+}
+
+/* ------------------------------------------------------------------ leave-one-out occlusion */
+
+int attn_explain_occlusion(attn_explain *ex, attn_model *model, nn_workspace *ws,
+                           attn_interrupt *it, const char *fn, char **errmsg) {
+  nn_model *nn = model->nn;
+  int n = ex->n, C = nn_model_num_classes(nn);
+  int T = n > 1 ? n - 1 : 1;                 /* tokens of every leave-one-out sequence */
+  int rows = ATTN_LOO_TOKENS / T;            /* sequences per pass */
+  if (rows < 1) rows = 1;
+  if (rows > n) rows = n;
+  char err[NN_ERR_LEN] = "";
+  ex->pred = 0;
+  for (int c = 1; c < C; c++)
+    if (ex->probs[c] > ex->probs[ex->pred]) ex->pred = c;
+  if (ex->cap_tokens > ex->cap_loo_rows || C > ex->cap_loo_classes) {
+    int cap = ex->cap_tokens;
+    float *occlusion = sqlite3_realloc64(ex->occlusion, (sqlite3_uint64)cap * sizeof *occlusion);
+    if (occlusion) ex->occlusion = occlusion;
+    int *lengths = sqlite3_realloc64(ex->loo_lengths, (sqlite3_uint64)cap * sizeof *lengths);
+    if (lengths) ex->loo_lengths = lengths;
+    float *logits = sqlite3_realloc64(ex->loo_logits, (sqlite3_uint64)cap * C * sizeof *logits);
+    if (logits) ex->loo_logits = logits;
+    if (!occlusion || !lengths || !logits) goto oom;
+    ex->cap_loo_rows = cap;
+    ex->cap_loo_classes = C;
+  }
+  if ((size_t)rows * T > ex->cap_loo_ids) {
+    int *ids = sqlite3_realloc64(ex->loo_ids, (sqlite3_uint64)rows * T * sizeof *ids);
+    if (!ids) goto oom;
+    ex->loo_ids = ids;
+    ex->cap_loo_ids = (size_t)rows * T;
+  }
+  for (int first = 0; first < n; first += rows) {
+    int B = n - first < rows ? n - first : rows;
+    if (first > 0 && it && attn_interrupted(it, 1)) {
+      *errmsg = sqlite3_mprintf("%s: interrupted", fn);
+      return SQLITE_INTERRUPT;
+    }
+    for (int b = 0; b < B; b++) { /* row b: the ids without position first + b */
+      int skip = first + b, *row = ex->loo_ids + (size_t)b * T;
+      if (n == 1) {
+        row[0] = NN_UNK;
+      } else {
+        memcpy(row, ex->ids, sizeof *row * (size_t)skip);
+        memcpy(row + skip, ex->ids + skip + 1, sizeof *row * (size_t)(n - 1 - skip));
+      }
+      ex->loo_lengths[b] = T;
+    }
+    nn_batch batch = {ex->loo_ids, ex->loo_lengths, NULL, B, T};
+    int st = nn_model_forward(nn, ws, &batch, 0, NULL, ex->loo_logits, NULL, err);
+    if (st != NN_OK) {
+      *errmsg = sqlite3_mprintf("%s: %s", fn, err);
+      return st == NN_NOMEM ? SQLITE_NOMEM : SQLITE_ERROR;
+    }
+    nn_softmax_rows(ex->loo_logits, ex->loo_logits, B, C);
+    for (int b = 0; b < B; b++)
+      ex->occlusion[first + b] = ex->probs[ex->pred] - ex->loo_logits[(size_t)b * C + ex->pred];
+  }
+  return SQLITE_OK;
+oom:
+  *errmsg = sqlite3_mprintf("%s: out of memory", fn);
+  return SQLITE_NOMEM;
 }
 
 /* ------------------------------------------------------------------ batched prediction on the pool */

@@ -45,6 +45,7 @@ static const attn_registration attn_functions[] = {
     {"attn_predict", 1, SQLITE_INNOCUOUS, attn_predict_func, NULL},          /* attn_predict.c */
     {"attn_probs", -1, 0, NULL, &attn_explain_module},                       /* attn_predict.c */
     {"attn_weights", -1, 0, NULL, &attn_explain_module},                     /* attn_predict.c */
+    {"attn_explain", -1, 0, NULL, &attn_explain_occlusion_module},           /* attn_explain.c */
     {"attn_cache_limit", 0, SQLITE_DIRECTONLY, attn_cache_limit_func, NULL}, /* attn_conn.c */
     {"attn_cache_limit", 1, SQLITE_DIRECTONLY, attn_cache_limit_func, NULL}, /* attn_conn.c */
     {"attn_classify", -1, 0, NULL, &attn_classify_module},                   /* attn_classify.c */
