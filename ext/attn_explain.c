@@ -10,8 +10,10 @@
  *   SELECT t.rowid, e.* FROM test AS t, attn_explain('news', t.title) AS e;  -- over a table
  *
  * Leave-one-out runs on the preprocessed tokens (after max_len truncation): a one-token text left
- * empty reads as one <UNK>, as the tokenizer reads an empty text. The text's n leave-one-out
- * sequences go through the model in one batched forward pass (attn_explain_occlusion, attn_infer.c).
+ * empty reads as one <UNK>, as the tokenizer reads an empty text. The text and its n leave-one-out
+ * sequences go through the model in one batched forward pass (attn_explain_occlusion,
+ * attn_infer.c): the attention column comes from that pass, equal to attn_weights' to float
+ * rounding (one-row and batched products add in different orders).
  * A NULL text gives no rows.
  */
 #include <string.h>
@@ -83,9 +85,7 @@ static int attn_explain_filter(sqlite3_vtab_cursor *base, int idx_num, const cha
     rc = SQLITE_NOMEM;
     goto done;
   }
-  rc = attn_explain_text(&cur->ex, cur->model, ws, text, len, 1, fn, &msg);
-  if (rc != SQLITE_OK) goto done;
-  rc = attn_explain_occlusion(&cur->ex, cur->model, ws, &cur->interrupt, fn, &msg);
+  rc = attn_explain_occlusion(&cur->ex, cur->model, ws, &cur->interrupt, text, len, fn, &msg);
   if (rc != SQLITE_OK) goto done;
   cur->nrows = cur->ex.n;
 done:

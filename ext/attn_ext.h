@@ -190,7 +190,7 @@ typedef struct attn_explain {
   int pred;
   float *occlusion;      /* (n) */
   int *loo_ids, *loo_lengths; /* scratch of the leave-one-out batch */
-  float *loo_logits;
+  float *loo_logits, *loo_attn;
   size_t cap_loo_ids;
   int cap_loo_rows, cap_loo_classes;
 } attn_explain;
@@ -200,15 +200,17 @@ typedef struct attn_explain {
 int attn_explain_text(attn_explain *ex, attn_model *model, nn_workspace *ws, const char *text,
                       int len, int want_tokens, const char *fn, char **errmsg);
 void attn_explain_free(attn_explain *ex);
-/* After attn_explain_text: ex->pred = the predicted class (the most probable, the first of ties)
- * and ex->occlusion[i] = probs[pred] - p(pred | the token ids without position i), a one-token
- * text left empty reading as one <UNK> (as nn_text_encode gives an empty text). The n
- * leave-one-out sequences go through the model in one batched forward pass (in passes of at most
- * ATTN_LOO_TOKENS tokens for long texts, checking `it` (may be NULL) for an interrupt between
- * them). Errors: SQLite code, *errmsg "fn: ...". */
+/* attn_explain_text (tokens wanted) with each token's leave-one-out occlusion: ex->pred = the
+ * predicted class (the most probable, the first of ties) and ex->occlusion[i] = probs[pred] -
+ * p(pred | the token ids without position i), a one-token text left empty reading as one <UNK>
+ * (as nn_text_encode reads an empty text). The text and its n leave-one-out sequences go through
+ * the model in one batched forward pass (passes of at most ATTN_LOO_TOKENS tokens for long texts,
+ * checking `it` (may be NULL) for an interrupt between them). Errors: SQLite code, *errmsg
+ * "fn: ...". */
 #define ATTN_LOO_TOKENS 65536
 int attn_explain_occlusion(attn_explain *ex, attn_model *model, nn_workspace *ws,
-                           attn_interrupt *it, const char *fn, char **errmsg);
+                           attn_interrupt *it, const char *text, int len, const char *fn,
+                           char **errmsg);
 
 /* Predict class ids and their probabilities for n texts on the connection's thread pool, in
  * batches (attn_infer.c). prob may be NULL. A NULL text gives pred -1. Errors: SQLite code,

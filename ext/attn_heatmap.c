@@ -71,10 +71,9 @@ static void hm_free(hm_data *d) {
 static int hm_add_text(hm_data *d, attn_model *model, nn_workspace *ws, attn_explain *ex,
                        attn_interrupt *it, const char *text, int len, const char *fn,
                        char **errmsg) {
-  int rc = attn_explain_text(ex, model, ws, text, len, 1, fn, errmsg);
+  int rc = d->occlusion ? attn_explain_occlusion(ex, model, ws, it, text, len, fn, errmsg)
+                        : attn_explain_text(ex, model, ws, text, len, 1, fn, errmsg);
   if (rc != SQLITE_OK) return rc;
-  if (d->occlusion && (rc = attn_explain_occlusion(ex, model, ws, it, fn, errmsg)) != SQLITE_OK)
-    return rc;
   if (d->n == d->cap) {
     int cap = d->cap ? 2 * d->cap : 8;
     hm_row *rows = sqlite3_realloc64(d->rows, (sqlite3_uint64)cap * sizeof *rows);
