@@ -12,6 +12,7 @@ Checks, each printing what it compared:
   - token, position, start and end equal attn_weights' row for row, attention to 1e-6 (it comes
     from the batched pass);
   - a model with max_len 300 and a text of 300 tokens (the leave-one-out batch in two passes);
+    max_len 4096 (the bound): 4,096 rows, and sqlite3_interrupt stops it between passes;
   - hostile texts: empty, NULL, 1 MB, invalid UTF-8, control characters: rows or no rows, no
     crash; errors name the function (argument count, unknown model, empty name).
 Run from the repository root: /usr/bin/python3 tests/test_explain.py
@@ -172,6 +173,30 @@ def test_long(db):
     print(f"ok   300-token text: 300 rows, occlusion max |diff| {worst:.2e} at 8 positions")
 
 
+def test_max_len(db):
+    """max_len 4096 (the option's bound): a 5,000-token text gives 4,096 rows in 257 passes, and
+    sqlite3_interrupt stops it between passes."""
+    import threading
+    import time
+    db.execute("SELECT count(*) FROM attn_train('m_4096', 'SELECT title, category FROM train', ?)",
+               ('{"max_len":4096,"embed_dim":8,"hidden":16,"fc_hidden":8,"epochs":1,'
+                '"progress":false}',))
+    words = [r[0] for r in db.execute("SELECT title FROM train LIMIT 2000")]
+    text = " ".join(words)
+    t0 = time.time()
+    n, nulls = db.execute("SELECT count(*), sum(occlusion IS NULL) FROM attn_explain('m_4096', ?)",
+                          (text,)).fetchone()
+    took = time.time() - t0
+    check(n == 4096 and nulls == 0, f"max_len 4096: {n} rows (4,096 expected), no NULL occlusion")
+    print(f"ok   max_len 4096: {n} rows in {took:.2f} s")
+    timer = threading.Timer(min(0.1, took / 4), db.interrupt)
+    timer.start()
+    e = error_of(db, "SELECT count(*) FROM attn_explain('m_4096', ?)", (text,))
+    timer.join()
+    check(e is not None and "interrupt" in e, f"max_len 4096: sqlite3_interrupt stops it: {e!r}")
+    print(f"ok   max_len 4096: interrupted: {e!r}")
+
+
 def test_hostile(db):
     cases = {
         "empty": "",
@@ -226,6 +251,7 @@ def main():
             texts = [r[0] for r in rows[::10]]
         test_occlusion(db, texts)
         test_long(db)
+        test_max_len(db)
         test_hostile(db)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
