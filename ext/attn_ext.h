@@ -1,9 +1,10 @@
 /* attn_ext.h -- the one header of the attnext SQLite extension: the core every SQL feature uses,
  * in sections that each name their file (attn_conn.c, attn_store.c, attn_query.c, attn_infer.c,
  * attn_options.c, attn_vtab.c, attn_svg.c), then the entry points that the registration table
- * of attnext.c names. A feature file (attn_train.c, attn_predict.c, attn_explain.c, attn_classify.c,
- * attn_evaluate.c, attn_deploy.c, attn_heatmap.c, attn_curves.c, attn_matrix.c, attn_vectors.c)
- * includes only this header, calls only the core and exports only its entry points.
+ * of attnext.c names. A feature file (attn_train.c, attn_predict.c, attn_explain.c,
+ * attn_classify.c, attn_evaluate.c, attn_deploy.c, attn_heatmap.c, attn_curves.c, attn_matrix.c,
+ * attn_vectors.c) includes only this header, calls only the core and exports only its entry
+ * points.
  *
  * Every SQL function and table-valued function of the extension gets the same per-connection
  * state (attn_conn) as its user data / module client data. It owns the model cache: a model is

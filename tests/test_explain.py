@@ -169,7 +169,8 @@ def test_long(db):
     for i in (0, 1, 150, 216, 217, 218, 298, 299):
         want = p[0][1] - probs(db, "m_long", " ".join(tokens[:i] + tokens[i + 1:]))[p[0][0]]
         worst = max(worst, abs(rows[i][2] - want))
-    check(worst <= 1e-5, f"300-token text: occlusions at both passes' edges, max |diff| {worst:.2e}")
+    check(worst <= 1e-5,
+          f"300-token text: occlusions at both passes' edges, max |diff| {worst:.2e}")
     print(f"ok   300-token text: 300 rows, occlusion max |diff| {worst:.2e} at 8 positions")
 
 
@@ -205,9 +206,10 @@ def test_hostile(db):
         "markup": "<b>&amp; tennis</b> \"final\"",
     }
     for what, text in cases.items():
-        rows = db.execute("SELECT count(*), sum(occlusion IS NULL) FROM attn_explain('m_linear', ?)",
-                          (text,)).fetchone()
-        check(rows[0] >= 1 and rows[1] == 0, f"hostile {what}: {rows[0]} rows, occlusion never NULL")
+        rows = db.execute("SELECT count(*), sum(occlusion IS NULL) "
+                          "FROM attn_explain('m_linear', ?)", (text,)).fetchone()
+        check(rows[0] >= 1 and rows[1] == 0,
+              f"hostile {what}: {rows[0]} rows, occlusion never NULL")
     bad = b"\xff\xfe tennis \xc3\x28 final \xed\xa0\x80"
     rows = db.execute("SELECT count(*) FROM attn_explain('m_linear', CAST(? AS TEXT))",
                       (bad,)).fetchone()

@@ -58,10 +58,12 @@ def main():
                 rows = rows[:args.limit]
             db.execute(f"CREATE TABLE {table}(title TEXT, category TEXT)")
             db.executemany(f"INSERT INTO {table} VALUES (?, ?)", rows)
-        db.execute("SELECT count(*) FROM attn_train('bench', 'SELECT title, category FROM train', ?)",
+        db.execute("SELECT count(*) FROM attn_train('bench', "
+                   "'SELECT title, category FROM train', ?)",
                    (json.dumps({"attention": args.attention, "progress": False}),)).fetchall()
         n = db.execute("SELECT count(*) FROM test").fetchone()[0]
-        tokens = db.execute("SELECT count(*) FROM test, attn_weights('bench', test.title)").fetchone()[0]
+        tokens = db.execute("SELECT count(*) FROM test, "
+                            "attn_weights('bench', test.title)").fetchone()[0]
         queries = {
             "attn_explain": "SELECT count(*), sum(e.occlusion) FROM test, "
                             "attn_explain('bench', test.title) AS e",
