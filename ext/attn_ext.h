@@ -2,8 +2,9 @@
  * in sections that each name their file (attn_conn.c, attn_store.c, attn_query.c, attn_infer.c,
  * attn_options.c, attn_training.c, attn_vtab.c, attn_svg.c), then the entry points that the
  * registration table of attnext.c names. A feature file (attn_train.c, attn_tune.c,
- * attn_predict.c, attn_classify.c, attn_evaluate.c, attn_metrics.c, attn_deploy.c,
- * attn_heatmap.c, attn_curves.c, attn_matrix.c, attn_vectors.c) includes only this header, calls only the core and exports only its entry points.
+ * attn_predict.c, attn_explain.c, attn_classify.c, attn_evaluate.c, attn_metrics.c,
+ * attn_deploy.c, attn_heatmap.c, attn_curves.c, attn_matrix.c, attn_vectors.c) includes only
+ * this header, calls only the core and exports only its entry points.
  *
  * Every SQL function and table-valued function of the extension gets the same per-connection
  * state (attn_conn) as its user data / module client data. It owns the model cache: a model is
@@ -190,6 +191,13 @@ typedef struct attn_explain {
   /* cleaned token strings, from the tokenizer (NULL when unavailable) */
   char **token_text;     /* (n) NUL-terminated */
   int cap_tokens, cap_classes;
+  /* attn_explain_occlusion: the predicted class and each token's leave-one-out occlusion */
+  int pred;
+  float *occlusion;      /* (n) */
+  int *loo_ids, *loo_lengths; /* scratch of the leave-one-out batch */
+  float *loo_logits, *loo_attn;
+  size_t cap_loo_ids;
+  int cap_loo_rows, cap_loo_classes;
 } attn_explain;
 
 /* Run `text` through the model (workspace ws) and fill ex; want_tokens also fills token_text.
@@ -197,6 +205,17 @@ typedef struct attn_explain {
 int attn_explain_text(attn_explain *ex, attn_model *model, nn_workspace *ws, const char *text,
                       int len, int want_tokens, const char *fn, char **errmsg);
 void attn_explain_free(attn_explain *ex);
+/* attn_explain_text (tokens wanted) with each token's leave-one-out occlusion: ex->pred = the
+ * predicted class (the most probable, the first of ties) and ex->occlusion[i] = probs[pred] -
+ * p(pred | the token ids without position i), a one-token text left empty reading as one <UNK>
+ * (as nn_text_encode reads an empty text). The text and its n leave-one-out sequences go through
+ * the model in one batched forward pass (passes of at most ATTN_LOO_TOKENS tokens for long texts,
+ * checking `it` (may be NULL) for an interrupt between them). Errors: SQLite code, *errmsg
+ * "fn: ...". */
+#define ATTN_LOO_TOKENS 65536
+int attn_explain_occlusion(attn_explain *ex, attn_model *model, nn_workspace *ws,
+                           attn_interrupt *it, const char *text, int len, const char *fn,
+                           char **errmsg);
 
 /* Predict class ids and their probabilities for n texts on the connection's thread pool, in
  * batches (attn_infer.c). prob may be NULL. A NULL text gives pred -1. Errors: SQLite code,
@@ -388,6 +407,8 @@ void attn_import_func(sqlite3_context *ctx, int argc, sqlite3_value **argv);
 /* attn_predict.c */
 void attn_predict_func(sqlite3_context *ctx, int argc, sqlite3_value **argv);
 extern const sqlite3_module attn_explain_module; /* attn_probs, attn_weights */
+/* attn_explain.c */
+extern const sqlite3_module attn_explain_occlusion_module; /* attn_explain */
 /* attn_classify.c */
 extern const sqlite3_module attn_classify_module;
 /* attn_train.c */

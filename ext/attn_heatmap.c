@@ -1,15 +1,20 @@
-/* attn_heatmap.c -- attention over the words of texts as an SVG picture: the SQL functions
- * attn_heatmap (one text) and attn_heatmap_query (one row per text of a query).
+/* attn_heatmap.c -- attention (or occlusion) over the words of texts as an SVG picture: the SQL
+ * functions attn_heatmap (one text) and attn_heatmap_query (one row per text of a query).
  *
  *   SELECT writefile('heatmap.svg', attn_heatmap('news', 'Hawks striker scores twice in final'));
  *   -- one text: its tokens coloured by attention weight, a legend, and the predicted label and
  *   -- its probability in the title
  *   SELECT writefile('rows.svg', attn_heatmap_query('news', 'SELECT title FROM headlines LIMIT 8'));
  *   -- one row per text of the query's first column (at most 100 rows; NULL texts are skipped)
+ *   SELECT writefile('occ.svg', attn_heatmap('news', 'Hawks striker scores twice', 'occlusion'));
+ *   -- the same picture with each token's leave-one-out occlusion (attn_explain) instead of its
+ *   -- attention weight, on a diverging scale centred on 0 (red: the predicted class's
+ *   -- probability drops without the token; blue: it rises); 'attention' is the default
  *
  * Tokens are shown as they appear in the text (the byte span the tokenizer reports), falling back
  * to the cleaned token (e.g. <UNK> for a text with no token); a dashed box marks a token that is
- * not in the model's vocabulary. The colour scale runs from 0 to the largest weight shown.
+ * not in the model's vocabulary. The colour scale runs from 0 to the largest weight shown
+ * (occlusion: from -m to m, m the largest |occlusion| shown).
  * The query of attn_heatmap_query must be one read-only statement (as attn_classify's).
  * Sizes are bounded: tokens cut to 24 characters, at most 200 tokens per text and 4000 in all.
  */
@@ -50,6 +55,7 @@ typedef struct hm_data {
   hm_row *rows;
   int n, cap;
   int tokens_drawn;
+  int occlusion; /* the third argument: 0 'attention' (weight: attention), 1 'occlusion' */
 } hm_data;
 
 static void hm_free(hm_data *d) {
@@ -63,8 +69,10 @@ static void hm_free(hm_data *d) {
 
 /* Run one text through the model and keep what the picture needs. */
 static int hm_add_text(hm_data *d, attn_model *model, nn_workspace *ws, attn_explain *ex,
-                       const char *text, int len, const char *fn, char **errmsg) {
-  int rc = attn_explain_text(ex, model, ws, text, len, 1, fn, errmsg);
+                       attn_interrupt *it, const char *text, int len, const char *fn,
+                       char **errmsg) {
+  int rc = d->occlusion ? attn_explain_occlusion(ex, model, ws, it, text, len, fn, errmsg)
+                        : attn_explain_text(ex, model, ws, text, len, 1, fn, errmsg);
   if (rc != SQLITE_OK) return rc;
   if (d->n == d->cap) {
     int cap = d->cap ? 2 * d->cap : 8;
@@ -102,7 +110,7 @@ static int hm_add_text(hm_data *d, attn_model *model, nn_workspace *ws, attn_exp
     memcpy(tok->text, s, (size_t)slen);
     tok->text[slen] = 0;
     tok->len = slen;
-    tok->weight = ex->weights[i];
+    tok->weight = d->occlusion ? ex->occlusion[i] : ex->weights[i];
     tok->unk = ex->tokens[i].id == NN_UNK;
     row->n++;
   }
@@ -114,6 +122,47 @@ oom:
 }
 
 /* ------------------------------------------------------------------ heatmap drawing */
+
+/* Colour of t in [-1, 1] on the occlusion pictures' diverging scale (ColorBrewer RdBu: blue,
+ * white at 0, red) as "#rrggbb" (out: 8 bytes). */
+static void hm_diverging_color(char *out, double t) {
+  static const int scale[9][3] = {{33, 102, 172},  {67, 147, 195},  {146, 197, 222},
+                                  {209, 229, 240}, {255, 255, 255}, {253, 219, 199},
+                                  {244, 165, 130}, {214, 96, 77},   {178, 24, 43}};
+  if (!(t >= -1)) t = -1; /* NaN too */
+  if (t > 1) t = 1;
+  double x = (t + 1) * 4;
+  int i = (int)x;
+  if (i > 7) i = 7;
+  double f = x - i;
+  sqlite3_snprintf(8, out, "#%02x%02x%02x",
+                   (int)lround(scale[i][0] + f * (scale[i + 1][0] - scale[i][0])),
+                   (int)lround(scale[i][1] + f * (scale[i + 1][1] - scale[i][1])),
+                   (int)lround(scale[i][2] + f * (scale[i + 1][2] - scale[i][2])));
+}
+
+/* The diverging scale's legend: a colour bar from -m to m with 0 in its middle, at (x, y). */
+static void hm_diverging_legend(sqlite3_str *out, double x, double y, double w, double m) {
+  sqlite3_str_appendall(out, "<defs><linearGradient id=\"attn-diverging\" x1=\"0\" x2=\"1\" "
+                             "y1=\"0\" y2=\"0\">");
+  for (int i = 0; i <= 8; i++) {
+    char c[8];
+    hm_diverging_color(c, i / 4.0 - 1);
+    sqlite3_str_appendf(out, "<stop offset=\"%.3f\" stop-color=\"%s\"/>", i / 8.0, c);
+  }
+  sqlite3_str_appendall(out, "</linearGradient></defs>\n");
+  sqlite3_str_appendf(out,
+                      "<g font-size=\"11\" fill=\"#333333\">"
+                      "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"10\" "
+                      "fill=\"url(#attn-diverging)\" stroke=\"#999999\" stroke-width=\"0.5\"/>"
+                      "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"start\">%.3f</text>"
+                      "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">0</text>"
+                      "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%.3f</text>"
+                      "<text x=\"%.1f\" y=\"%.1f\">occlusion: drop of p(predicted) without the "
+                      "token (blue: it rises)</text></g>\n",
+                      x, y, w, x, y + 23, -m, x + w / 2, y + 23, x + w, y + 23, m, x,
+                      y + 37);
+}
 
 static double hm_box_width(const hm_token *t) {
   int chars = attn_svg_text_columns(t->text, t->len, HM_TOKEN_CHARS);
@@ -129,7 +178,9 @@ static void hm_draw(sqlite3_context *ctx, const hm_data *d, attn_model *model, i
   int any_unk = 0;
   for (int r = 0; r < d->n; r++)
     for (int i = 0; i < d->rows[r].n; i++) {
-      if (d->rows[r].tokens[i].weight > max_weight) max_weight = d->rows[r].tokens[i].weight;
+      double v = d->rows[r].tokens[i].weight;
+      if (d->occlusion) v = fabs(v); /* the diverging scale's half-width */
+      if (v > max_weight) max_weight = v;
       any_unk |= d->rows[r].tokens[i].unk;
     }
   if (!(max_weight > 0)) max_weight = 1;
@@ -147,7 +198,8 @@ static void hm_draw(sqlite3_context *ctx, const hm_data *d, attn_model *model, i
                             d->rows[0].probability);
     title_fmt = "predicted";
   } else {
-    title = sqlite3_mprintf("Attention over %d text%s", d->n, d->n == 1 ? "" : "s");
+    title = sqlite3_mprintf("%s over %d text%s", d->occlusion ? "Occlusion" : "Attention", d->n,
+                            d->n == 1 ? "" : "s");
     title_fmt = NULL;
   }
   /* title: "predicted: <label> (p = 0.934)" */
@@ -162,6 +214,7 @@ static void hm_draw(sqlite3_context *ctx, const hm_data *d, attn_model *model, i
   sqlite3_str_appendf(body, " version %lld; %s attention, %s", (long long)model->version,
                       nn_attention_name(nn_model_config(nn)->attention),
                       nn_cell_name(nn_model_config(nn)->cell));
+  if (d->occlusion) sqlite3_str_appendall(body, "; leave-one-out occlusion");
   if (more) sqlite3_str_appendf(body, "; the first %d rows of the query", d->n);
   if (d->tokens_drawn >= HM_MAX_TOKENS_ALL) sqlite3_str_appendall(body, "; tokens cut");
   sqlite3_str_appendall(body, "</text>\n");
@@ -195,7 +248,10 @@ static void hm_draw(sqlite3_context *ctx, const hm_data *d, attn_model *model, i
       }
       double v = t->weight / max_weight;
       char fill[8];
-      attn_svg_color(fill, v);
+      if (d->occlusion)
+        hm_diverging_color(fill, v);
+      else
+        attn_svg_color(fill, v);
       sqlite3_str_appendf(body, "<g><title>");
       attn_svg_text(body, t->text, t->len, 200);
       sqlite3_str_appendf(body, ": %.4f</title>", (double)t->weight);
@@ -207,7 +263,8 @@ static void hm_draw(sqlite3_context *ctx, const hm_data *d, attn_model *model, i
       sqlite3_str_appendf(body,
                           "<text x=\"%.1f\" y=\"%.1f\" font-family=\"DejaVu Sans Mono, monospace\" "
                           "font-size=\"%.0f\" text-anchor=\"middle\" fill=\"%s\">",
-                          x + w / 2, y + 18, HM_FONT, attn_svg_ink(v));
+                          x + w / 2, y + 18, HM_FONT,
+                          d->occlusion ? (fabs(v) > 0.6 ? "#ffffff" : "#1a1a1a") : attn_svg_ink(v));
       attn_svg_text(body, t->text, t->len, HM_TOKEN_CHARS);
       sqlite3_str_appendf(body,
                           "</text><text x=\"%.1f\" y=\"%.1f\" font-size=\"10\" "
@@ -218,7 +275,10 @@ static void hm_draw(sqlite3_context *ctx, const hm_data *d, attn_model *model, i
     }
     y += HM_LINE_H + 4;
   }
-  attn_svg_legend(body, HM_MARGIN, y, 240, 0, max_weight, "attention weight");
+  if (d->occlusion)
+    hm_diverging_legend(body, HM_MARGIN, y, 240, max_weight);
+  else
+    attn_svg_legend(body, HM_MARGIN, y, 240, 0, max_weight, "attention weight");
   if (any_unk)
     sqlite3_str_appendf(body,
                         "<rect x=\"%d\" y=\"%.1f\" width=\"22\" height=\"12\" fill=\"none\" "
@@ -226,7 +286,7 @@ static void hm_draw(sqlite3_context *ctx, const hm_data *d, attn_model *model, i
                         "font-size=\"11\" fill=\"#333333\">not in the vocabulary (&lt;UNK&gt;)"
                         "</text>\n",
                         HM_MARGIN + 270, y - 1, HM_MARGIN + 298, y + 9);
-  y += 30 + HM_MARGIN;
+  y += (d->occlusion ? 44 : 30) + HM_MARGIN;
   int width = (int)ceil(right + HM_MARGIN);
   if (width > HM_WIDTH) width = HM_WIDTH;
   int height = (int)ceil(y);
@@ -257,13 +317,30 @@ typedef struct hm_call {
   nn_workspace *ws;  /* the connection's */
   attn_explain ex;
   hm_data d;
+  attn_interrupt interrupt; /* between the passes of a long text's occlusion */
 } hm_call;
 
-/* Look up the model named by argv[0] and the workspace; hm_end frees the rest (also on error). */
-static int hm_begin(sqlite3_context *ctx, sqlite3_value **argv, const char *fn, hm_call *c,
-                    char **msg) {
+/* Look up the model named by argv[0] and the workspace, read the measure argv[2] (when argc is
+ * 3); hm_end frees the rest (also on error). */
+static int hm_begin(sqlite3_context *ctx, int argc, sqlite3_value **argv, const char *fn,
+                    hm_call *c, char **msg) {
   const char *name = NULL;
   memset(c, 0, sizeof *c);
+  c->interrupt.db = sqlite3_context_db_handle(ctx);
+  if (argc == 3) {
+    const char *m = (const char *)sqlite3_value_text(argv[2]);
+    if (m && strcmp(m, "occlusion") == 0) {
+      c->d.occlusion = 1;
+    } else if (!m || strcmp(m, "attention") != 0) {
+      if (!m && sqlite3_value_type(argv[2]) != SQLITE_NULL) return SQLITE_NOMEM;
+      int keep = m ? attn_svg_prefix_bytes(m, sqlite3_value_bytes(argv[2]), 40) : 0;
+      *msg = m ? sqlite3_mprintf("%s: the third argument must be 'attention' or 'occlusion', "
+                                 "got '%.*s%s'", fn, keep, m, m[keep] ? "..." : "")
+               : sqlite3_mprintf("%s: the third argument must be 'attention' or 'occlusion', "
+                                 "got NULL", fn);
+      return SQLITE_ERROR;
+    }
+  }
   int rc = attn_name_value(fn, argv[0], &name, msg);
   if (rc != SQLITE_OK) return rc;
   rc = attn_model_get(ctx, fn, name, 0, &c->model, msg);
@@ -275,14 +352,15 @@ static int hm_begin(sqlite3_context *ctx, sqlite3_value **argv, const char *fn, 
 static void hm_end(hm_call *c) {
   attn_explain_free(&c->ex);
   hm_free(&c->d);
+  attn_interrupt_end(&c->interrupt);
 }
 
-/* attn_heatmap(model, text) -> SVG */
+/* attn_heatmap(model, text [, 'attention' | 'occlusion']) -> SVG */
 void attn_heatmap_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   const char *fn = "attn_heatmap";
   char *msg = NULL;
   hm_call c;
-  int rc = hm_begin(ctx, argv, fn, &c, &msg);
+  int rc = hm_begin(ctx, argc, argv, fn, &c, &msg);
   if (rc != SQLITE_OK) goto error;
   if (sqlite3_value_type(argv[1]) == SQLITE_NULL) {
     sqlite3_result_null(ctx);
@@ -290,7 +368,7 @@ void attn_heatmap_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   }
   const char *text = (const char *)sqlite3_value_text(argv[1]);
   int len = sqlite3_value_bytes(argv[1]);
-  rc = hm_add_text(&c.d, c.model, c.ws, &c.ex, text, len, fn, &msg);
+  rc = hm_add_text(&c.d, c.model, c.ws, &c.ex, &c.interrupt, text, len, fn, &msg);
   attn_explain_free(&c.ex);
   if (rc != SQLITE_OK) goto error;
   hm_draw(ctx, &c.d, c.model, 1, 0);
@@ -301,13 +379,14 @@ error:
   attn_result_error(ctx, rc, msg, fn);
 }
 
-/* attn_heatmap_query(model, query) -> SVG with a row per text of the query's first column */
+/* attn_heatmap_query(model, query [, 'attention' | 'occlusion']) -> SVG with a row per text of the
+ * query's first column */
 void attn_heatmap_query_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   const char *fn = "attn_heatmap_query";
   char *msg = NULL;
   sqlite3_stmt *stmt = NULL;
   hm_call c;
-  int rc = hm_begin(ctx, argv, fn, &c, &msg);
+  int rc = hm_begin(ctx, argc, argv, fn, &c, &msg);
   if (rc != SQLITE_OK) goto error;
   rc = attn_prepare_query(sqlite3_context_db_handle(ctx), fn,
                           (const char *)sqlite3_value_text(argv[1]), 1, "(text)", &stmt, &msg);
@@ -321,7 +400,7 @@ void attn_heatmap_query_func(sqlite3_context *ctx, int argc, sqlite3_value **arg
     if (sqlite3_column_type(stmt, 0) == SQLITE_NULL) continue;
     const char *text = (const char *)sqlite3_column_text(stmt, 0);
     int len = sqlite3_column_bytes(stmt, 0);
-    rc = hm_add_text(&c.d, c.model, c.ws, &c.ex, text, len, fn, &msg);
+    rc = hm_add_text(&c.d, c.model, c.ws, &c.ex, &c.interrupt, text, len, fn, &msg);
     if (rc != SQLITE_OK) goto error;
   }
   if (rc != SQLITE_ROW && rc != SQLITE_DONE) {

@@ -52,6 +52,11 @@ void attn_explain_free(attn_explain *ex) {
   sqlite3_free(ex->ids);
   sqlite3_free(ex->weights);
   sqlite3_free(ex->probs);
+  sqlite3_free(ex->occlusion);
+  sqlite3_free(ex->loo_ids);
+  sqlite3_free(ex->loo_lengths);
+  sqlite3_free(ex->loo_logits);
+  sqlite3_free(ex->loo_attn);
   memset(ex, 0, sizeof *ex);
 }
 
@@ -77,12 +82,12 @@ static void attn_collect_token(void *ctx, const char *tok, int tok_len, int star
   tc->ex->token_text[tc->count++] = copy;
 }
 
-int attn_explain_text(attn_explain *ex, attn_model *model, nn_workspace *ws, const char *text,
-                      int len, int want_tokens, const char *fn, char **errmsg) {
-  nn_model *nn = model->nn;
+/* Preprocess and encode text into ex->tokens / ex->ids (ex->n >= 1: an empty text is one <UNK>,
+ * at most max_len). */
+static int attn_explain_encode(attn_explain *ex, nn_model *nn, const char *text, int len,
+                               const char *fn, char **errmsg) {
   const nn_config *cfg = nn_model_config(nn);
   int C = nn_model_num_classes(nn), T = cfg->max_len > 0 ? cfg->max_len : 1;
-  char err[NN_ERR_LEN] = "";
   if (attn_explain_reserve(ex, T, C) != SQLITE_OK) {
     *errmsg = sqlite3_mprintf("%s: out of memory", fn);
     return SQLITE_NOMEM;
@@ -92,31 +97,138 @@ int attn_explain_text(attn_explain *ex, attn_model *model, nn_workspace *ws, con
   if (n > T) n = T;
   ex->n = n;
   for (int i = 0; i < n; i++) ex->ids[i] = ex->tokens[i].id;
-  nn_batch batch = {ex->ids, &ex->n, NULL, 1, n};
+  return SQLITE_OK;
+}
+
+/* The cleaned token strings of ex's tokens into ex->token_text. */
+static int attn_explain_token_texts(attn_explain *ex, nn_model *nn, const char *text, int len,
+                                    const char *fn, char **errmsg) {
+  int n = ex->n;
+  attn_token_collect tc = {ex, 0, n, 0};
+  nn_text_tokenize(text ? text : "", text ? len : 0, nn_model_config(nn), attn_collect_token, &tc);
+  if (tc.nomem) {
+    *errmsg = sqlite3_mprintf("%s: out of memory", fn);
+    return SQLITE_NOMEM;
+  }
+  /* Tokens the tokenizer did not give (a text with no tokens: one <UNK>): the vocabulary's. */
+  for (int i = tc.count < n ? tc.count : n; i < n; i++) {
+    int tl = 0;
+    const char *t = nn_vocab_token(nn_model_vocab(nn), ex->ids[i], &tl);
+    sqlite3_free(ex->token_text[i]);
+    ex->token_text[i] = t ? sqlite3_mprintf("%.*s", tl, t) : sqlite3_mprintf("");
+    if (!ex->token_text[i]) {
+      *errmsg = sqlite3_mprintf("%s: out of memory", fn);
+      return SQLITE_NOMEM;
+    }
+  }
+  return SQLITE_OK;
+}
+
+int attn_explain_text(attn_explain *ex, attn_model *model, nn_workspace *ws, const char *text,
+                      int len, int want_tokens, const char *fn, char **errmsg) {
+  nn_model *nn = model->nn;
+  char err[NN_ERR_LEN] = "";
+  int rc = attn_explain_encode(ex, nn, text, len, fn, errmsg);
+  if (rc != SQLITE_OK) return rc;
+  nn_batch batch = {ex->ids, &ex->n, NULL, 1, ex->n};
   int st = nn_model_forward(nn, ws, &batch, 0, NULL, ex->probs, ex->weights, err);
   if (st != NN_OK) {
     *errmsg = sqlite3_mprintf("%s: %s", fn, err);
     return st == NN_NOMEM ? SQLITE_NOMEM : SQLITE_ERROR;
   }
-  nn_softmax_rows(ex->probs, ex->probs, 1, C);
-  if (want_tokens) {
-    attn_token_collect tc = {ex, 0, n, 0};
-    nn_text_tokenize(text ? text : "", text ? len : 0, cfg, attn_collect_token, &tc);
-    if (tc.nomem) {
-      *errmsg = sqlite3_mprintf("%s: out of memory", fn);
-      return SQLITE_NOMEM;
+  nn_softmax_rows(ex->probs, ex->probs, 1, nn_model_num_classes(nn));
+  return want_tokens ? attn_explain_token_texts(ex, nn, text, len, fn, errmsg) : SQLITE_OK;
+}
+
+/* ------------------------------------------------------------------ leave-one-out occlusion */
+
+/* Grow the leave-one-out scratch to rows sequences of T tokens (n <= cap_tokens rows of
+ * results) with C classes. */
+static int attn_loo_reserve(attn_explain *ex, int rows, int T, int C) {
+  if (ex->cap_tokens + 1 > ex->cap_loo_rows || C > ex->cap_loo_classes) {
+    int cap = ex->cap_tokens + 1; /* the full sequence and one per token */
+    float *occlusion = sqlite3_realloc64(ex->occlusion, (sqlite3_uint64)cap * sizeof *occlusion);
+    if (occlusion) ex->occlusion = occlusion;
+    int *lengths = sqlite3_realloc64(ex->loo_lengths, (sqlite3_uint64)cap * sizeof *lengths);
+    if (lengths) ex->loo_lengths = lengths;
+    float *logits = sqlite3_realloc64(ex->loo_logits, (sqlite3_uint64)cap * C * sizeof *logits);
+    if (logits) ex->loo_logits = logits;
+    if (!occlusion || !lengths || !logits) return SQLITE_NOMEM;
+    ex->cap_loo_rows = cap;
+    ex->cap_loo_classes = C;
+  }
+  if ((size_t)rows * T > ex->cap_loo_ids) {
+    int *ids = sqlite3_realloc64(ex->loo_ids, (sqlite3_uint64)rows * T * sizeof *ids);
+    if (ids) ex->loo_ids = ids;
+    float *attn = sqlite3_realloc64(ex->loo_attn, (sqlite3_uint64)rows * T * sizeof *attn);
+    if (attn) ex->loo_attn = attn;
+    if (!ids || !attn) return SQLITE_NOMEM;
+    ex->cap_loo_ids = (size_t)rows * T;
+  }
+  return SQLITE_OK;
+}
+
+int attn_explain_occlusion(attn_explain *ex, attn_model *model, nn_workspace *ws,
+                           attn_interrupt *it, const char *text, int len, const char *fn,
+                           char **errmsg) {
+  nn_model *nn = model->nn;
+  int C = nn_model_num_classes(nn);
+  char err[NN_ERR_LEN] = "";
+  int rc = attn_explain_encode(ex, nn, text, len, fn, errmsg);
+  if (rc == SQLITE_OK) rc = attn_explain_token_texts(ex, nn, text, len, fn, errmsg);
+  if (rc != SQLITE_OK) return rc;
+  /* Sequence 0: the text; sequence 1 + i: the text without token i (one <UNK> when that leaves
+   * nothing), n - 1 tokens padded to the batch's T = n. */
+  int n = ex->n, T = n, total = n + 1;
+  int rows = ATTN_LOO_TOKENS / T; /* sequences per pass */
+  if (rows < 2) rows = 2;
+  if (rows > total) rows = total;
+  if (attn_loo_reserve(ex, rows, T, C) != SQLITE_OK) {
+    *errmsg = sqlite3_mprintf("%s: out of memory", fn);
+    return SQLITE_NOMEM;
+  }
+  for (int first = 0; first < total; first += rows) {
+    int B = total - first < rows ? total - first : rows;
+    if (first > 0 && it && attn_interrupted(it, 1)) {
+      *errmsg = sqlite3_mprintf("%s: interrupted", fn);
+      return SQLITE_INTERRUPT;
     }
-    /* Tokens the tokenizer did not give (a text with no tokens: one <UNK>): the vocabulary's. */
-    for (int i = tc.count < n ? tc.count : n; i < n; i++) {
-      int tl = 0;
-      const char *t = nn_vocab_token(nn_model_vocab(nn), ex->ids[i], &tl);
-      sqlite3_free(ex->token_text[i]);
-      ex->token_text[i] = t ? sqlite3_mprintf("%.*s", tl, t) : sqlite3_mprintf("");
-      if (!ex->token_text[i]) {
-        *errmsg = sqlite3_mprintf("%s: out of memory", fn);
-        return SQLITE_NOMEM;
+    for (int b = 0; b < B; b++) {
+      int seq = first + b, *row = ex->loo_ids + (size_t)b * T;
+      if (seq == 0) {
+        memcpy(row, ex->ids, sizeof *row * (size_t)n);
+        ex->loo_lengths[b] = n;
+      } else if (n == 1) {
+        row[0] = NN_UNK;
+        ex->loo_lengths[b] = 1;
+      } else {
+        int skip = seq - 1;
+        memcpy(row, ex->ids, sizeof *row * (size_t)skip);
+        memcpy(row + skip, ex->ids + skip + 1, sizeof *row * (size_t)(n - 1 - skip));
+        row[n - 1] = NN_PAD;
+        ex->loo_lengths[b] = n - 1;
       }
     }
+    nn_batch batch = {ex->loo_ids, ex->loo_lengths, NULL, B, T};
+    int st = nn_model_forward(nn, ws, &batch, 0, NULL, ex->loo_logits,
+                              first == 0 ? ex->loo_attn : NULL, err);
+    if (st != NN_OK) {
+      *errmsg = sqlite3_mprintf("%s: %s", fn, err);
+      return st == NN_NOMEM ? SQLITE_NOMEM : SQLITE_ERROR;
+    }
+    nn_softmax_rows(ex->loo_logits, ex->loo_logits, B, C);
+    int b0 = 0;
+    if (first == 0) { /* the text itself: its probabilities, prediction and attention */
+      memcpy(ex->probs, ex->loo_logits, sizeof *ex->probs * (size_t)C);
+      memcpy(ex->weights, ex->loo_attn, sizeof *ex->weights * (size_t)n);
+      ex->pred = 0;
+      for (int c = 1; c < C; c++)
+        if (ex->probs[c] > ex->probs[ex->pred]) ex->pred = c;
+      b0 = 1;
+    }
+    for (int b = b0; b < B; b++)
+      ex->occlusion[first + b - 1] =
+          ex->probs[ex->pred] - ex->loo_logits[(size_t)b * C + ex->pred];
   }
   return SQLITE_OK;
 }

@@ -45,6 +45,7 @@ static const attn_registration attn_functions[] = {
     {"attn_predict", 1, SQLITE_INNOCUOUS, attn_predict_func, NULL},          /* attn_predict.c */
     {"attn_probs", -1, 0, NULL, &attn_explain_module},                       /* attn_predict.c */
     {"attn_weights", -1, 0, NULL, &attn_explain_module},                     /* attn_predict.c */
+    {"attn_explain", -1, 0, NULL, &attn_explain_occlusion_module},           /* attn_explain.c */
     {"attn_cache_limit", 0, SQLITE_DIRECTONLY, attn_cache_limit_func, NULL}, /* attn_conn.c */
     {"attn_cache_limit", 1, SQLITE_DIRECTONLY, attn_cache_limit_func, NULL}, /* attn_conn.c */
     {"attn_classify", -1, 0, NULL, &attn_classify_module},                   /* attn_classify.c */
@@ -55,6 +56,8 @@ static const attn_registration attn_functions[] = {
     {"attn_confusion", -1, 0, NULL, &attn_eval_module},                      /* attn_evaluate.c */
     {"attn_heatmap", 2, SQLITE_INNOCUOUS, attn_heatmap_func, NULL},          /* attn_heatmap.c */
     {"attn_heatmap_query", 2, SQLITE_DIRECTONLY, attn_heatmap_query_func, NULL},
+    {"attn_heatmap", 3, SQLITE_INNOCUOUS, attn_heatmap_func, NULL},          /* attn_heatmap.c */
+    {"attn_heatmap_query", 3, SQLITE_DIRECTONLY, attn_heatmap_query_func, NULL},
     {"attn_curves", 1, SQLITE_INNOCUOUS, attn_curves_func, NULL},            /* attn_curves.c */
     {"attn_curves", 2, SQLITE_INNOCUOUS, attn_curves_func, NULL},            /* attn_curves.c */
     {"attn_matrix", -1, 0, NULL, &attn_matrix_module},                       /* attn_matrix.c */

@@ -17,7 +17,11 @@ Checks, each printing what it compared:
   - attn_train's "embeddings" / "freeze_embeddings" options: rows found in the table start as
     the vectors, a frozen embedding stays bit-identical through training, dimension errors;
   - every SVG is rendered to PNG with rsvg-convert (librsvg2-bin), and the PNG (decoded here with
-    zlib) has the SVG's size and is not blank.
+    zlib) has the SVG's size and is not blank;
+  - attn_heatmap / attn_heatmap_query with 'occlusion': attn_explain's occlusion drawn for every
+    token, red above 0 and blue below, the largest |occlusion| at the end of a legend that runs
+    blue .. white at 0 .. red; 'attention' is the default picture byte for byte; a bad third
+    argument is an error naming the function.
 Run from the repository root: /usr/bin/python3 tests/test_viz.py
 """
 import math
@@ -207,6 +211,68 @@ def test_heatmap(db, tmp):
     root = render(svg, "heatmap_empty", tmp)
     if root is not None:
         check("<UNK>" in texts_of(root), "heatmap: a text with no token shows <UNK> (escaped)")
+
+
+def test_heatmap_occlusion(db, tmp):
+    """attn_heatmap(..., 'occlusion'): attn_explain's occlusion on a diverging scale centred on 0."""
+    text = "Glenwood Hawks striker Okafor scores twice in cup final"
+    plain = db.execute("SELECT attn_heatmap('news', ?)", (text,)).fetchone()[0]
+    same = db.execute("SELECT attn_heatmap('news', ?, 'attention')", (text,)).fetchone()[0]
+    check(plain == same, "heatmap: 'attention' gives the default picture byte for byte")
+    svg = db.execute("SELECT attn_heatmap('news', ?, 'occlusion')", (text,)).fetchone()[0]
+    root = render(svg, "heatmap_occlusion", tmp)
+    if root is None:
+        return
+    rows = db.execute("SELECT token, occlusion, start, \"end\" FROM attn_explain('news', ?)",
+                      (text,)).fetchall()
+    drawn = texts_of(root)
+    missing = [r for r in rows if text[r[2]:r[3]] not in drawn or f"{r[1]:.3f}" not in drawn]
+    check(not missing, f"heatmap occlusion: all {len(rows)} tokens drawn with attn_explain's "
+                       f"occlusion (missing {missing})")
+    fills = {}
+    for g in root.iter(SVG + "g"):
+        rect, t = g.find(SVG + "rect"), g.findall(SVG + "text")
+        if rect is not None and t:
+            fills["".join(t[0].itertext())] = rect.get("fill")
+    m = max(abs(r[1]) for r in rows)
+    for r in rows:
+        fill = fills.get(text[r[2]:r[3]], "#000000")
+        red, blue = int(fill[1:3], 16), int(fill[5:7], 16)
+        if abs(r[1]) >= m - 1e-9:
+            want = "#b2182b" if r[1] > 0 else "#2166ac"
+            check(fill == want, f"heatmap occlusion: the largest |occlusion| {r[1]:.3f} "
+                                f"({text[r[2]:r[3]]!r}) is the end of the scale {want}, got {fill}")
+        elif abs(r[1]) > 0.02 * m:
+            check((red > blue) == (r[1] > 0), f"heatmap occlusion: {text[r[2]:r[3]]!r} "
+                  f"({r[1]:+.3f}) is {'red' if r[1] > 0 else 'blue'}: {fill}")
+    stops = [s.get("stop-color") for s in root.iter(SVG + "stop")]
+    check(len(stops) == 9 and stops[4] == "#ffffff" and stops[0] == "#2166ac"
+          and stops[8] == "#b2182b", f"heatmap occlusion: legend blue .. white at 0 .. red: {stops}")
+    check(f"{-m:.3f}" in drawn and "0" in drawn and f"{m:.3f}" in drawn,
+          f"heatmap occlusion: legend from {-m:.3f} through 0 to {m:.3f}")
+    check(any("occlusion" in t for t in drawn), "heatmap occlusion: the legend says occlusion")
+    svg = db.execute("SELECT attn_heatmap_query('news', 'SELECT title FROM headlines LIMIT 5', "
+                     "'occlusion')").fetchone()[0]
+    root = render(svg, "heatmap_query_occlusion", tmp)
+    if root is not None:
+        check(any(t.startswith("Occlusion over 5 texts") for t in texts_of(root)),
+              "heatmap_query occlusion: titled 'Occlusion over 5 texts'")
+    svg = db.execute("SELECT attn_heatmap('news', '', 'occlusion')").fetchone()[0]
+    render(svg, "heatmap_occlusion_empty", tmp)
+    hostile = "<b>&amp;</b> " + "x" * 5000 + " \U0001F600 caf\u00e9 " + "tennis " * 3000
+    svg = db.execute("SELECT attn_heatmap('news', ?, 'occlusion')", (hostile,)).fetchone()[0]
+    render(svg, "heatmap_occlusion_hostile", tmp)
+    for sql, want in {
+        "SELECT attn_heatmap('news', 'x', 'gradient')":
+            "attn_heatmap: the third argument must be 'attention' or 'occlusion', got 'gradient'",
+        "SELECT attn_heatmap('news', 'x', NULL)":
+            "attn_heatmap: the third argument must be 'attention' or 'occlusion', got NULL",
+        "SELECT attn_heatmap_query('news', 'SELECT 1', 'Occlusion')":
+            "attn_heatmap_query: the third argument must be 'attention' or 'occlusion', got "
+            "'Occlusion'",
+    }.items():
+        e = error_of(db, sql)
+        check(e == want, f"heatmap: {sql}: {e!r}")
 
 
 def test_hostile(db, tmp):
@@ -578,6 +644,7 @@ def main():
         log = train_news(db)
         test_heatmap(db, tmp)
         test_heatmap_query(db, tmp)
+        test_heatmap_occlusion(db, tmp)
         test_curves(db, tmp, log)
         test_vectors(db, tmp)
         test_hostile(db, tmp)

@@ -5,6 +5,9 @@
 .load ./attnext
 SELECT writefile('sql/img/heatmap.svg',
                  attn_heatmap('news', 'Glenwood Hawks striker Okafor scores twice in cup final'));
+SELECT writefile('sql/img/heatmap_occlusion.svg',
+                 attn_heatmap('news', 'Glenwood Hawks striker Okafor scores twice in cup final',
+                              'occlusion'));
 SELECT writefile('sql/img/heatmap_rows.svg',
                  attn_heatmap_query('news', 'SELECT title FROM new_headlines WHERE rowid IN (1, 11, 21, 31, 5, 15)'));
 SELECT writefile('sql/img/curves.svg', attn_curves('news'));
