@@ -1,5 +1,7 @@
-"""reliability.py -- helpers shared by the reliability tests (tests/test_hostile*.py,
-tests/test_faults*.py, tests/test_concurrency*.py); not a test itself.
+"""reliability.py -- helpers shared by the Python tests (check, connect, error_of, the ASan
+re-exec, ...): the reliability tests (tests/test_hostile*.py, test_faults*.py,
+test_concurrency*.py, test_field_*.py) and test_metrics_sql, test_warm_start, test_explain,
+test_tune; not a test itself.
 
 The extension is loaded from $ATTNEXT (default ./attnext, as sqlite3_load_extension takes it).
 Under `make test-asan` the extension is built with AddressSanitizer: $ATTNEXT_PRELOAD names

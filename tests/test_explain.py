@@ -25,42 +25,13 @@ import sqlite3
 import sys
 import tempfile
 
-failures = 0
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import reliability as R  # noqa: E402  (check, connect, error_of, the ASan re-exec)
+
+check, connect, error_of = R.check, R.connect, R.error_of
+reexec_with_preload = R.reexec_with_preload
+
 compared = 0
-
-
-def check(cond, what):
-    global failures
-    if not cond:
-        print("FAIL " + what)
-        failures += 1
-    return cond
-
-
-def reexec_with_preload():
-    """Under make test-asan: restart with $ATTNEXT_PRELOAD (libasan) in LD_PRELOAD."""
-    pre = os.environ.get("ATTNEXT_PRELOAD")
-    if pre and pre not in os.environ.get("LD_PRELOAD", ""):
-        env = dict(os.environ)
-        env["LD_PRELOAD"] = pre + (":" + env["LD_PRELOAD"] if env.get("LD_PRELOAD") else "")
-        opts = env.get("ASAN_OPTIONS", "")
-        env["ASAN_OPTIONS"] = (opts + ":" if opts else "") + "detect_leaks=0"
-        os.execve(sys.executable, [sys.executable] + sys.argv, env)
-
-
-def connect(path):
-    db = sqlite3.connect(path, isolation_level=None)
-    db.enable_load_extension(True)
-    db.load_extension(os.path.abspath(os.environ.get("ATTNEXT", "attnext")))
-    return db
-
-
-def error_of(db, sql, args=()):
-    try:
-        db.execute(sql, args).fetchall()
-    except sqlite3.Error as e:
-        return str(e)
-    return None
 
 
 def read_csv(path, limit=None):
@@ -257,8 +228,8 @@ def main():
         test_hostile(db)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    print(f"{compared} occlusions compared; {failures} failures")
-    return 1 if failures else 0
+    print(f"{compared} occlusions compared; {R.failures} failures")
+    return 1 if R.failures else 0
 
 
 if __name__ == "__main__":

@@ -20,41 +20,11 @@ import sqlite3
 import struct
 import sys
 
-failures = 0
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import reliability as R  # noqa: E402  (check, connect, error_of, the ASan re-exec)
 
-
-def check(cond, what):
-    global failures
-    print(("ok   " if cond else "FAIL ") + what)
-    if not cond:
-        failures += 1
-    return cond
-
-
-def reexec_with_preload():
-    """Under make test-asan: restart with $ATTNEXT_PRELOAD (libasan) in LD_PRELOAD."""
-    pre = os.environ.get("ATTNEXT_PRELOAD")
-    if pre and pre not in os.environ.get("LD_PRELOAD", ""):
-        env = dict(os.environ)
-        env["LD_PRELOAD"] = pre + (":" + env["LD_PRELOAD"] if env.get("LD_PRELOAD") else "")
-        opts = env.get("ASAN_OPTIONS", "")
-        env["ASAN_OPTIONS"] = (opts + ":" if opts else "") + "detect_leaks=0"
-        os.execve(sys.executable, [sys.executable] + sys.argv, env)
-
-
-def connect(path):
-    db = sqlite3.connect(path, isolation_level=None)
-    db.enable_load_extension(True)
-    db.load_extension(os.path.abspath(os.environ.get("ATTNEXT", "attnext")))
-    return db
-
-
-def error_of(db, sql, args=()):
-    try:
-        db.execute(sql, args).fetchall()
-    except sqlite3.Error as e:
-        return str(e)
-    return None
+check, connect, error_of = R.check, R.connect, R.error_of
+reexec_with_preload = R.reexec_with_preload
 
 
 def metadata(db, name, version):
@@ -165,8 +135,8 @@ def main():
     check(db.execute("SELECT count(*) FROM attn_models").fetchone()[0] == before,
           "no error stored anything")
 
-    print("FAILED: %d check(s)" % failures if failures else "all warm start checks passed")
-    return 1 if failures else 0
+    print("FAILED: %d check(s)" % R.failures if R.failures else "all warm start checks passed")
+    return 1 if R.failures else 0
 
 
 if __name__ == "__main__":
