@@ -12,26 +12,16 @@ alternating, --runs times each, and prints the best and median texts/s of each a
     /usr/bin/python3 tests/bench/explain_bench.py [--runs 5] [--attention linear]
 """
 import argparse
-import csv
 import json
 import os
-import platform
 import sqlite3
 import statistics
 import sys
 import tempfile
 import time
 
-
-def cpu_name():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from lesson_text import cpu_model, data_dir, read_csv  # noqa: E402
 
 
 def main():
@@ -40,7 +30,7 @@ def main():
     ap.add_argument("--attention", default="linear")
     ap.add_argument("--limit", type=int, default=0, help="test titles (0: all 7,600)")
     args = ap.parse_args()
-    data = os.environ.get("ATTNEXT_DATA") or os.path.join("data", "ag_news")
+    data = data_dir()
     train_csv = os.path.join(data, "ag_news_train_10k.csv")
     test_csv = os.path.join(data, "ag_news_test.csv")
     if not (os.path.exists(train_csv) and os.path.exists(test_csv)):
@@ -52,8 +42,7 @@ def main():
         db.enable_load_extension(True)
         db.load_extension(ext)
         for table, path in (("train", train_csv), ("test", test_csv)):
-            with open(path, newline="", encoding="utf-8") as f:
-                rows = list(csv.reader(f))[1:]
+            rows = list(zip(*read_csv(path)))
             if table == "test" and args.limit:
                 rows = rows[:args.limit]
             db.execute(f"CREATE TABLE {table}(title TEXT, category TEXT)")
@@ -78,7 +67,7 @@ def main():
                 t0 = time.perf_counter()
                 db.execute(q).fetchall()
                 times[k].append(time.perf_counter() - t0)
-    out = {"cpu": cpu_name(), "attention": args.attention, "texts": n,
+    out = {"cpu": cpu_model(), "attention": args.attention, "texts": n,
            "tokens_per_text": round(tokens / n, 2), "runs": args.runs}
     for k, ts in times.items():
         out[k + "_texts_per_s_best"] = round(n / min(ts))

@@ -20,6 +20,7 @@ precision_recall_fscore_support(average="weighted")).
 """
 import csv
 import os
+import platform
 import random
 import re
 from collections import Counter
@@ -161,6 +162,18 @@ def weighted_metrics(y_true, y_pred, num_classes):
     w = support / support.sum()
     return (float(tp.sum() / support.sum()), float((prec * w).sum()), float((rec * w).sum()),
             float((f1 * w).sum()))
+
+
+def cpu_model():
+    """The CPU's model name (/proc/cpuinfo), for the machine line of a benchmark's results."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
 
 
 def data_dir():

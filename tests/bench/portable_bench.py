@@ -18,7 +18,6 @@ tests/bench/portable_results.json.
 import argparse
 import json
 import os
-import platform
 import resource
 import shutil
 import sqlite3
@@ -30,7 +29,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from lesson_text import read_csv  # noqa: E402
+from lesson_text import cpu_model, read_csv  # noqa: E402
 
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
 DATA = os.path.normpath(os.path.join(ROOT, "..", "shared", "data"))
@@ -68,17 +67,6 @@ def child(args):
     print(json.dumps({"version": version, "epoch_seconds": epochs[1:] or epochs,
                       "epoch_cpu_seconds": train_cpu, "predict_cpu_seconds": predict_cpu,
                       "predict_seconds": predict, "rows": rows, "test_f1": f1[0] if f1 else None}))
-
-
-def cpu_model():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def main():
