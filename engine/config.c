@@ -59,6 +59,9 @@ static const config_option config_options[] = {
     OPT_I(hidden, 1, NN_MAX_HIDDEN),
     OPT_I(fc_hidden, 0, 4096),
     OPT_F(dropout, 0.0, 1.0, 0, 1),
+    OPT_I(ensemble, 1, NN_MAX_MEMBERS),
+    OPT_F(embed_dropout, 0.0, 1.0, 0, 1),
+    OPT_F(word_dropout, 0.0, 1.0, 0, 1),
     OPT_I(epochs, 1, 100000),
     OPT_I(batch_size, 1, 65536),
     OPT_F(lr, 0.0, 10.0, 1, 0),
@@ -74,10 +77,12 @@ static const config_option config_options[] = {
     OPT_B(progress),
     OPT_B(lower),
     OPT_B(stopwords),
+    OPT_B(drop_parentheses),
     OPT_B(char_level),
     OPT_B(unicode),
     OPT_I(max_len, 1, 4096),
     OPT_I(vocab_size, 3, NN_MAX_VOCAB),
+    OPT_I(min_count, 1, 1000000000),
 };
 #define NUM_OPTIONS (sizeof config_options / sizeof config_options[0])
 
@@ -113,10 +118,12 @@ void nn_config_default(nn_config *cfg) {
   memset(cfg, 0, sizeof *cfg);
   cfg->lower = 1;
   cfg->stopwords = 1;
+  cfg->drop_parentheses = 1;
   cfg->char_level = 0;
   cfg->unicode = 0;
   cfg->max_len = 64;
   cfg->vocab_size = 5000;
+  cfg->min_count = 1;
   cfg->cell = NN_CELL_RNN;
   cfg->layers = 1;
   cfg->bidirectional = 0;
@@ -125,6 +132,7 @@ void nn_config_default(nn_config *cfg) {
   cfg->hidden = 128;
   cfg->fc_hidden = 100;
   cfg->dropout = 0.1f;
+  cfg->ensemble = 1;
   cfg->epochs = 20;
   cfg->batch_size = 64;
   cfg->lr = 1e-3f;
@@ -168,7 +176,7 @@ uint64_t nn_config_param_count(const nn_config *cfg, uint64_t num_classes) {
     P = F;
   }
   n += num_classes * P + num_classes;
-  return n;
+  return n * (uint64_t)(cfg->ensemble > 1 ? cfg->ensemble : 1); /* an ensemble: K networks */
 }
 
 /* ------------------------------------------------------------------------------- messages */
@@ -274,11 +282,11 @@ static int check_size(const nn_config *cfg, char *err) {
   if (total <= NN_MAX_PARAMS) return NN_OK;
   /* blame the option whose smallest value shrinks the model the most */
   static const char *const culprits[] = {"vocab_size", "embed_dim", "hidden", "layers",
-                                         "fc_hidden"};
+                                         "fc_hidden", "ensemble"};
   const char *name = culprits[0];
   uint64_t best = total;
   int value = 0;
-  for (int i = 0; i < 5; i++) {
+  for (int i = 0; i < 6; i++) {
     nn_config c = *cfg;
     int *field = NULL;
     int small = 1;
@@ -546,8 +554,8 @@ static void value_text(char *out, size_t n, const config_option *o, const nn_con
 /* The keys that fix the network's shape or what its vocabulary means: a warm start keeps the
  * base model's. */
 static const char *const architecture_keys[] = {
-    "cell", "layers", "bidirectional", "attention", "embed_dim", "hidden", "fc_hidden",
-    "vocab_size", "lower", "stopwords", "char_level", "unicode"};
+    "cell", "layers", "bidirectional", "attention", "embed_dim", "hidden", "fc_hidden", "ensemble",
+    "vocab_size", "lower", "stopwords", "drop_parentheses", "char_level", "unicode"};
 
 int nn_config_check_warm_start(const nn_config *cfg, const nn_config *base, char *err) {
   for (size_t k = 0; k < sizeof architecture_keys / sizeof *architecture_keys; k++)

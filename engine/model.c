@@ -14,6 +14,7 @@
  * dlogits permuted on the host and uploaded. For the CPU backend the copies are the buffers
  * themselves (no copying). The public accessors hand out host mirrors of the parameters and
  * gradients (params_state in model.h says which side is newer). */
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,7 +39,7 @@ static size_t add_tensor(nn_model *m, size_t *offset, const char *name, int64_t 
    * a table that would still overflow keeps its last slot and is refused there */
   int i = m->ntensors < NN_MAX_TENSORS ? m->ntensors : NN_MAX_TENSORS - 1;
   m->ntensors++;
-  nn_tensor_info *t = &m->tensors[i];
+  nn_tensor_info *t = &m->tensors[i]; /* m->tensors holds NN_MAX_TENSORS entries */
   snprintf(m->tensor_names[i], sizeof m->tensor_names[i], "%s", name);
   t->name = m->tensor_names[i];
   t->ndim = cols ? 2 : 1;
@@ -50,81 +51,154 @@ static size_t add_tensor(nn_model *m, size_t *offset, const char *name, int64_t 
   return t->offset;
 }
 
-/* Fill the table in PyTorch's state_dict order; returns the parameter count. */
-static size_t build_tensor_table(nn_model *m) {
-  size_t off = 0;
+/* One network's tensors in PyTorch's state_dict order, named prefix + PyTorch's name, with net's
+ * offsets set: part 1 is the embedding table, part 2 everything after it. */
+static void add_network(nn_model *m, nn_model *net, size_t *off, const char *prefix, int part) {
   char name[48];
-  int GH = m->G * m->H;
-  m->ntensors = 0;
-  m->emb = add_tensor(m, &off, "embeddings.weight", m->V, m->E);
-  for (int l = 0; l < m->L; l++) {
-    int in = l == 0 ? m->E : m->D;
-    for (int d = 0; d < m->dirs; d++) {
+  int GH = net->G * net->H;
+#define ADD(fmt, ...) \
+  (snprintf(name, sizeof name, "%s" fmt, prefix, __VA_ARGS__), name)
+  if (part == 1) {
+    net->emb = add_tensor(m, off, ADD("%s", "embeddings.weight"), net->V, net->E);
+    return;
+  }
+  for (int l = 0; l < net->L; l++) {
+    int in = l == 0 ? net->E : net->D;
+    for (int d = 0; d < net->dirs; d++) {
       const char *sfx = d ? "_reverse" : "";
-      nn_rnn_params *p = &m->rnn[l][d];
-      snprintf(name, sizeof name, "rnn.weight_ih_l%d%s", l, sfx);
-      p->w_ih = add_tensor(m, &off, name, GH, in);
-      snprintf(name, sizeof name, "rnn.weight_hh_l%d%s", l, sfx);
-      p->w_hh = add_tensor(m, &off, name, GH, m->H);
-      snprintf(name, sizeof name, "rnn.bias_ih_l%d%s", l, sfx);
-      p->b_ih = add_tensor(m, &off, name, GH, 0);
-      snprintf(name, sizeof name, "rnn.bias_hh_l%d%s", l, sfx);
-      p->b_hh = add_tensor(m, &off, name, GH, 0);
+      nn_rnn_params *p = &net->rnn[l][d];
+      p->w_ih = add_tensor(m, off, ADD("rnn.weight_ih_l%d%s", l, sfx), GH, in);
+      p->w_hh = add_tensor(m, off, ADD("rnn.weight_hh_l%d%s", l, sfx), GH, net->H);
+      p->b_ih = add_tensor(m, off, ADD("rnn.bias_ih_l%d%s", l, sfx), GH, 0);
+      p->b_hh = add_tensor(m, off, ADD("rnn.bias_hh_l%d%s", l, sfx), GH, 0);
     }
   }
-  switch (m->cfg.attention) {
+  int D = net->D;
+  switch (net->cfg.attention) {
   case NN_ATTN_LINEAR:
-    m->attn_w = add_tensor(m, &off, "attn.weight", 1, m->D);
-    m->attn_b = add_tensor(m, &off, "attn.bias", 1, 0);
+    net->attn_w = add_tensor(m, off, ADD("%s", "attn.weight"), 1, D);
+    net->attn_b = add_tensor(m, off, ADD("%s", "attn.bias"), 1, 0);
     break;
   case NN_ATTN_ADDITIVE:
-    m->attn_w = add_tensor(m, &off, "attn.proj.weight", m->D, m->D);
-    m->attn_b = add_tensor(m, &off, "attn.proj.bias", m->D, 0);
-    m->attn_v = add_tensor(m, &off, "attn.v.weight", 1, m->D);
+    net->attn_w = add_tensor(m, off, ADD("%s", "attn.proj.weight"), D, D);
+    net->attn_b = add_tensor(m, off, ADD("%s", "attn.proj.bias"), D, 0);
+    net->attn_v = add_tensor(m, off, ADD("%s", "attn.v.weight"), 1, D);
     break;
   case NN_ATTN_SELF:
-    m->attn_q_w = add_tensor(m, &off, "attn.query.weight", m->D, m->D);
-    m->attn_q_b = add_tensor(m, &off, "attn.query.bias", m->D, 0);
-    m->attn_k_w = add_tensor(m, &off, "attn.key.weight", m->D, m->D);
-    m->attn_k_b = add_tensor(m, &off, "attn.key.bias", m->D, 0);
-    m->attn_v_w = add_tensor(m, &off, "attn.value.weight", m->D, m->D);
-    m->attn_v_b = add_tensor(m, &off, "attn.value.bias", m->D, 0);
+    net->attn_q_w = add_tensor(m, off, ADD("%s", "attn.query.weight"), D, D);
+    net->attn_q_b = add_tensor(m, off, ADD("%s", "attn.query.bias"), D, 0);
+    net->attn_k_w = add_tensor(m, off, ADD("%s", "attn.key.weight"), D, D);
+    net->attn_k_b = add_tensor(m, off, ADD("%s", "attn.key.bias"), D, 0);
+    net->attn_v_w = add_tensor(m, off, ADD("%s", "attn.value.weight"), D, D);
+    net->attn_v_b = add_tensor(m, off, ADD("%s", "attn.value.bias"), D, 0);
     break;
   case NN_ATTN_DOT: /* no parameters */
     break;
   }
-  if (m->F > 0) {
-    m->fc1_w = add_tensor(m, &off, "fc1.weight", m->F, m->D);
-    m->fc1_b = add_tensor(m, &off, "fc1.bias", m->F, 0);
+  if (net->F > 0) {
+    net->fc1_w = add_tensor(m, off, ADD("%s", "fc1.weight"), net->F, D);
+    net->fc1_b = add_tensor(m, off, ADD("%s", "fc1.bias"), net->F, 0);
   }
-  m->fc2_w = add_tensor(m, &off, "fc2.weight", m->C, m->F > 0 ? m->F : m->D);
-  m->fc2_b = add_tensor(m, &off, "fc2.bias", m->C, 0);
+  net->fc2_w = add_tensor(m, off, ADD("%s", "fc2.weight"), net->C, net->F > 0 ? net->F : D);
+  net->fc2_b = add_tensor(m, off, ADD("%s", "fc2.bias"), net->C, 0);
+#undef ADD
+}
+
+/* The name prefix of member k's tensors: "" for a single network, "members.k." (PyTorch's
+ * nn.ModuleList named members) in an ensemble. */
+static void member_prefix(char *out, size_t n, const nn_model *m, int k) {
+  if (m->K > 1) snprintf(out, n, "members.%d.", k & 7); /* k < NN_MAX_MEMBERS */
+  else out[0] = 0;
+}
+
+/* Fill the table (single network: PyTorch's state_dict order; an ensemble: every member's
+ * embedding table, then each member's other tensors, see model.h); returns the parameter
+ * count. */
+static size_t build_tensor_table(nn_model *m) {
+  size_t off = 0;
+  char prefix[20];
+  m->ntensors = 0;
+  for (int part = 1; part <= 2; part++)
+    for (int k = 0; k < m->K; k++) {
+      member_prefix(prefix, sizeof prefix, m, k);
+      add_network(m, m->K > 1 ? m->member[k] : m, &off, prefix, part);
+    }
+  if (m->K > 1) { /* the owner's own views are member 0's */
+    const nn_model *first = m->member[0];
+    m->emb = first->emb;
+    memcpy(m->rnn, first->rnn, sizeof m->rnn);
+    m->attn_w = first->attn_w, m->attn_b = first->attn_b, m->attn_v = first->attn_v;
+    m->attn_q_w = first->attn_q_w, m->attn_q_b = first->attn_q_b;
+    m->attn_k_w = first->attn_k_w, m->attn_k_b = first->attn_k_b;
+    m->attn_v_w = first->attn_v_w, m->attn_v_b = first->attn_v_b;
+    m->fc1_w = first->fc1_w, m->fc1_b = first->fc1_b;
+    m->fc2_w = first->fc2_w, m->fc2_b = first->fc2_b;
+  }
   return off;
 }
 
+/* The seed of member k's initialisation: the model's seed for member 0 (so that a one-member
+ * model is initialised as before ensembles existed), then seed + k. */
+static uint64_t member_seed(uint64_t seed, int k) { return seed + (uint64_t)k; }
+
 /* PyTorch defaults: Embedding N(0,1) with the padding row zero; RNN/GRU/LSTM U(-1/sqrt(H),
- * 1/sqrt(H)) for every tensor; Linear weight and bias U(-1/sqrt(in), 1/sqrt(in)). */
+ * 1/sqrt(H)) for every tensor; Linear weight and bias U(-1/sqrt(in), 1/sqrt(in)). Each member
+ * draws from its own stream, its embedding first, then its tensors in state_dict order (as a
+ * single network seeded with member_seed would). */
 static void init_params(nn_model *m, float *p, uint64_t seed) {
-  nn_rng rng;
-  nn_rng_seed(&rng, seed);
-  for (int i = 0; i < m->ntensors; i++) {
-    const nn_tensor_info *t = &m->tensors[i];
-    float *x = p + t->offset;
-    if (i == 0) { /* embeddings.weight */
-      for (size_t k = 0; k < t->size; k++) x[k] = nn_rng_normal(&rng);
-      memset(x + (size_t)NN_PAD * m->E, 0, sizeof(float) * m->E);
-      continue;
+  char prefix[20];
+  for (int k = 0; k < m->K; k++) {
+    nn_rng rng;
+    nn_rng_seed(&rng, member_seed(seed, k));
+    member_prefix(prefix, sizeof prefix, m, k);
+    size_t plen = strlen(prefix);
+    const nn_tensor_info *prev = NULL; /* member k's previous tensor */
+    for (int i = 0; i < m->ntensors; i++) {
+      const nn_tensor_info *t = &m->tensors[i];
+      if (strncmp(t->name, prefix, plen) != 0) continue;
+      const char *name = t->name + plen;
+      float *x = p + t->offset;
+      if (strcmp(name, "embeddings.weight") == 0) {
+        for (size_t j = 0; j < t->size; j++) x[j] = nn_rng_normal(&rng);
+        memset(x + (size_t)NN_PAD * m->E, 0, sizeof(float) * m->E);
+        prev = t;
+        continue;
+      }
+      double fan_in;
+      if (strncmp(name, "rnn.", 4) == 0) fan_in = m->H;
+      else {
+        /* a Linear's bias shares the bound of its weight, the member's tensor just before it */
+        const nn_tensor_info *w = t->ndim == 2 || !prev ? t : prev;
+        fan_in = (double)w->shape[1];
+      }
+      float bound = (float)(1.0 / sqrt(fan_in));
+      for (size_t j = 0; j < t->size; j++) x[j] = (2.0f * nn_rng_uniform(&rng) - 1.0f) * bound;
+      prev = t;
     }
-    double fan_in;
-    if (strncmp(t->name, "rnn.", 4) == 0) fan_in = m->H;
-    else {
-      /* a Linear's bias shares the bound of its weight, the tensor just before it */
-      const nn_tensor_info *w = t->ndim == 2 ? t : &m->tensors[i - 1];
-      fan_in = (double)w->shape[1];
-    }
-    float bound = (float)(1.0 / sqrt(fan_in));
-    for (size_t k = 0; k < t->size; k++) x[k] = (2.0f * nn_rng_uniform(&rng) - 1.0f) * bound;
   }
+}
+
+/* A view of one network of m (an ensemble's member, see model.h): m's sizes, config, backend,
+ * vocabulary and labels (not owned), no tensor table or tables of its own yet. */
+static nn_model *make_view(const nn_model *m) {
+  nn_model *v = malloc(sizeof *v);
+  if (!v) return NULL;
+  *v = *m;
+  v->tensors = NULL;
+  v->tensor_names = NULL;
+  v->ntensors = 0;
+  v->K = 1;
+  memset(v->member, 0, sizeof v->member);
+  v->owner = m;
+  v->params = v->grads = v->host_params = v->host_grads = NULL;
+  v->params_state = NN_PARAMS_SYNCED; /* the owner keeps the state */
+  memset(v->fold, 0, sizeof v->fold);
+  memset(v->step1, 0, sizeof v->step1);
+  v->transposed = NULL;
+  memset(v->w_hh_t, 0, sizeof v->w_hh_t);
+  v->head_buf = NULL;
+  v->head_w = v->head_b = NULL;
+  return v;
 }
 
 static int model_create(nn_model **out, const nn_config *cfg, nn_vocab *vocab,
@@ -149,6 +223,7 @@ static int model_create(nn_model **out, const nn_config *cfg, nn_vocab *vocab,
   }
   nn_model *m = calloc(1, sizeof *m);
   if (!m) goto nomem;
+  m->K = 1;
   m->cfg = *cfg;
   m->vocab = vocab;
   vocab = NULL;
@@ -181,6 +256,17 @@ static int model_create(nn_model **out, const nn_config *cfg, nn_vocab *vocab,
     memcpy(m->labels[c], labels[c], n + 1);
     m->label_lens[c] = (int)n;
   }
+  m->K = cfg->ensemble > 1 ? cfg->ensemble : 1;
+  if (m->K > NN_MAX_MEMBERS) {
+    snprintf(err, NN_ERR_LEN, "ensemble must be at most %d networks", NN_MAX_MEMBERS);
+    nn_model_free(m);
+    return NN_ERROR;
+  }
+  m->tensors = malloc(NN_MAX_TENSORS * sizeof *m->tensors);
+  m->tensor_names = malloc(NN_MAX_TENSORS * sizeof *m->tensor_names);
+  if (!m->tensors || !m->tensor_names) goto nomem;
+  for (int k = 0; k < m->K && m->K > 1; k++)
+    if (!(m->member[k] = make_view(m))) goto nomem;
   m->nparams = build_tensor_table(m);
   if (m->ntensors > NN_MAX_TENSORS) {
     snprintf(err, NN_ERR_LEN, "model has %d tensors, at most %d are supported", m->ntensors,
@@ -193,6 +279,10 @@ static int model_create(nn_model **out, const nn_config *cfg, nn_vocab *vocab,
   if (on_device(m)) { /* drawn on the host, then uploaded */
     m->host_params = calloc(m->nparams, sizeof(float));
     if (!m->host_params) goto nomem;
+    for (int k = 0; k < m->K && m->K > 1; k++) { /* the views read the backend's copy */
+      m->member[k]->params = m->params;
+      m->member[k]->host_params = m->host_params;
+    }
     if (init) init_params(m, m->host_params, seed);
     m->params_state = NN_PARAMS_HOST_NEWER;
     rc = nn_model_sync(m, err);
@@ -203,6 +293,8 @@ static int model_create(nn_model **out, const nn_config *cfg, nn_vocab *vocab,
     m->params_state = NN_PARAMS_SYNCED;
   } else {
     m->host_params = m->params;
+    for (int k = 0; k < m->K && m->K > 1; k++)
+      m->member[k]->params = m->member[k]->host_params = m->params;
     if (init) init_params(m, m->params, seed); /* else zero: the backend's alloc zeroes */
   }
   *out = m;
@@ -224,8 +316,21 @@ int nn_model_create_uninit(nn_model **out, const nn_config *cfg, nn_vocab *vocab
   return model_create(out, cfg, vocab, labels, num_classes, 0, 0, err);
 }
 
+/* A view frees only its inference tables (model_infer.c); the owner the rest. */
+static void view_free(nn_model *v) {
+  if (!v) return;
+  nn_model_drop_inference(v);
+  free(v);
+}
+
 void nn_model_free(nn_model *m) {
   if (!m) return;
+  if (m->owner) { /* a view is freed with its owner */
+    return;
+  }
+  for (int k = 0; k < NN_MAX_MEMBERS; k++) view_free(m->member[k]);
+  free(m->tensors);
+  free(m->tensor_names);
   nn_vocab_free(m->vocab);
   if (m->labels)
     for (int c = 0; c < m->C; c++) free(m->labels[c]);
@@ -309,18 +414,29 @@ float *nn_model_params(nn_model *m) {
 
 
 /* Bytes of one side of the model: host (device = 0) or a device backend's memory (device = 1). */
+/* The inference tables of one network (model_infer.c) added to *host and *backend. */
+static void table_bytes(const nn_model *m, size_t *host, size_t *backend) {
+  size_t GH = (size_t)m->G * m->H, f = sizeof(float);
+  for (int d = 0; d < 2; d++)
+    *backend += (size_t)m->V * GH * f * ((m->fold[d] ? 1 : 0) + (m->step1[d] ? 1 : 0));
+  if (m->head_buf) *backend += (nn_aligned_floats((size_t)m->C * m->D) + (size_t)m->C) * f;
+  if (m->transposed) *host += (size_t)m->L * m->dirs * nn_aligned_floats((size_t)m->H * GH) * f;
+}
+
 static size_t model_bytes(const nn_model *m, int device) {
   int dev = m->be && m->be->device_memory;
   size_t host = sizeof *m + nn_vocab_memory(m->vocab), backend = 0, f = sizeof(float);
+  host += (m->tensors ? NN_MAX_TENSORS * (sizeof *m->tensors + sizeof *m->tensor_names) : 0);
   for (int c = 0; m->labels && c < m->C; c++)
     host += sizeof(char *) + sizeof(int) + (m->labels[c] ? (size_t)m->label_lens[c] + 1 : 0);
   backend += m->nparams * f * (m->params ? 1 : 0) + m->nparams * f * (m->grads ? 1 : 0);
   if (dev) host += m->nparams * f * ((m->host_params ? 1 : 0) + (m->host_grads ? 1 : 0));
-  size_t GH = (size_t)m->G * m->H;
-  for (int d = 0; d < 2; d++)
-    backend += (size_t)m->V * GH * f * ((m->fold[d] ? 1 : 0) + (m->step1[d] ? 1 : 0));
-  if (m->head_buf) backend += (nn_aligned_floats((size_t)m->C * m->D) + (size_t)m->C) * f;
-  if (m->transposed) host += (size_t)m->L * m->dirs * nn_aligned_floats((size_t)m->H * GH) * f;
+  table_bytes(m, &host, &backend);
+  for (int k = 0; k < NN_MAX_MEMBERS; k++)
+    if (m->member[k]) {
+      host += sizeof *m->member[k];
+      table_bytes(m->member[k], &host, &backend);
+    }
   if (!dev) return device ? 0 : host + backend;
   return device ? backend : host;
 }
@@ -374,6 +490,8 @@ int nn_workspace_create(nn_workspace **out, char *err) {
 
 void nn_workspace_free(nn_workspace *ws) {
   if (!ws) return;
+  for (int k = 0; k < NN_MAX_MEMBERS; k++) nn_workspace_free(ws->member_ws[k]);
+  free(ws->ens_buf);
   ws->be->free(ws->buf);
   if (ws->dibuf) ws->be->free(ws->dibuf);
   if (ws->be->error) ws->be->error(NULL, 0); /* nothing to report from freeing */
@@ -403,6 +521,7 @@ static void carve_all(nn_workspace *ws, const nn_model *m, carver *cv) {
    * used in turn, and one set of per-direction activations for all layers (its reverse input
    * sized for the wider of E and D). */
   ws->x0 = carve(cv, !train && m->fold[0] ? 0 : P * m->E);
+  ws->emb_mask = train && m->cfg.embed_dropout > 0.0f ? carve(cv, P * m->E) : NULL;
   size_t widest = D > (size_t)m->E ? D : (size_t)m->E;
   for (int l = 0; l < m->L; l++) {
     ws->y[l] = train || l < 2 ? carve(cv, P * D) : ws->y[l - 2];
@@ -594,6 +713,8 @@ int nn_workspace_prepare(nn_workspace *ws, const nn_model *m, const nn_batch *ba
     ws->row_sample = dp; /* followed by lens and off */
     size_t hneed = (size_t)B * (m->C > (int)FD ? (size_t)m->C : FD);
     if ((size_t)P > hneed) hneed = (size_t)P;
+    if (training && m->cfg.embed_dropout > 0.0f && (size_t)P * m->E > hneed)
+      hneed = (size_t)P * m->E; /* the embedding dropout mask is drawn on the host */
     if (hneed > ws->hcap) {
       float *h = realloc(ws->hbuf, hneed * sizeof(float));
       if (!h) goto nomem;
@@ -676,6 +797,64 @@ static void head_backward(const nn_model *m, nn_workspace *ws) {
 
 /* ---------------------------------------------------------------- the whole model */
 
+nn_model *nn_model_member(const nn_model *m, int k) {
+  return (nn_model *)(m->K > 1 ? m->member[k] : m);
+}
+
+nn_workspace *nn_workspace_member(nn_workspace *ws, int k) {
+  if (k <= 0) return ws;
+  if (!ws->member_ws[k]) {
+    char err[NN_ERR_LEN];
+    if (nn_workspace_create(&ws->member_ws[k], err) != NN_OK) return NULL;
+  }
+  return ws->member_ws[k];
+}
+
+/* Inference of an ensemble: each member's forward on its own workspace, the softmax
+ * probabilities averaged (logits = their log, so that softmax(logits) gives the average back)
+ * and the attention averaged. Members run one after another, member 0 first, so the result is
+ * the same for any number of threads. */
+static int ensemble_forward(nn_model *m, nn_workspace *ws, const nn_batch *batch, float *logits,
+                            float *attn, char *err) {
+  int rc = nn_model_sync(m, err);
+  if (rc != NN_OK) return rc;
+  size_t BC = (size_t)batch->B * m->C, BT = attn ? (size_t)batch->B * batch->T : 0;
+  size_t need = 2 * BC + 2 * BT;
+  if (need > ws->ens_cap) {
+    float *p = realloc(ws->ens_buf, need * sizeof *p);
+    if (!p) {
+      snprintf(err, NN_ERR_LEN, "out of memory for a batch of %d rows", batch->B);
+      return NN_NOMEM;
+    }
+    ws->ens_buf = p;
+    ws->ens_cap = need;
+  }
+  float *probs = ws->ens_buf, *member_logits = probs + BC, *sum_attn = member_logits + BC;
+  float *member_attn = sum_attn + BT;
+  memset(probs, 0, BC * sizeof *probs);
+  if (attn) memset(sum_attn, 0, BT * sizeof *sum_attn);
+  for (int k = 0; k < m->K; k++) {
+    nn_workspace *wk = nn_workspace_member(ws, k);
+    if (!wk) {
+      snprintf(err, NN_ERR_LEN, "out of memory creating a workspace");
+      return NN_NOMEM;
+    }
+    rc = nn_model_forward(m->member[k], wk, batch, 0, NULL, member_logits,
+                          attn ? member_attn : NULL, err);
+    if (rc != NN_OK) return rc;
+    nn_softmax_rows(member_logits, member_logits, batch->B, m->C);
+    for (size_t i = 0; i < BC; i++) probs[i] += member_logits[i];
+    for (size_t i = 0; i < BT; i++) sum_attn[i] += member_attn[i];
+  }
+  float inv = 1.0f / (float)m->K;
+  for (size_t i = 0; i < BC; i++) {
+    float p = probs[i] * inv;
+    logits[i] = logf(p > FLT_MIN ? p : FLT_MIN); /* a probability that underflowed: ~-87 */
+  }
+  for (size_t i = 0; i < BT; i++) attn[i] = sum_attn[i] * inv;
+  return NN_OK;
+}
+
 static int forward_batch(nn_model *m, nn_workspace *ws, const nn_batch *batch, int training,
                          nn_rng *rng, float *logits, float *attn, char *err);
 
@@ -698,6 +877,13 @@ static size_t workspace_bytes(const nn_model *m, size_t P, int B, int T, int tra
  * for it fails cleanly (cudaMalloc), as tests/test_cuda.c checks. */
 int nn_model_forward(nn_model *m, nn_workspace *ws, const nn_batch *batch, int training,
                      nn_rng *rng, float *logits, float *attn, char *err) {
+  if (m->K > 1) {
+    if (training) {
+      snprintf(err, NN_ERR_LEN, "an ensemble trains through its members (nn_model_member)");
+      return NN_ERROR;
+    }
+    return ensemble_forward(m, ws, batch, logits, attn, err);
+  }
   ws->row_base = 0;
   int B = batch->B, T = batch->T;
   if (training || m->be->device_memory || B <= 1 || T < 1 || !batch->tokens || !batch->lengths)
@@ -726,7 +912,7 @@ int nn_model_forward(nn_model *m, nn_workspace *ws, const nn_batch *batch, int t
 
 static int forward_batch(nn_model *m, nn_workspace *ws, const nn_batch *batch, int training,
                          nn_rng *rng, float *logits, float *attn, char *err) {
-  if (training && m->cfg.dropout > 0.0f && !rng) {
+  if (training && (m->cfg.dropout > 0.0f || m->cfg.embed_dropout > 0.0f) && !rng) {
     snprintf(err, NN_ERR_LEN, "training forward with dropout needs a random generator");
     return NN_ERROR;
   }
@@ -737,6 +923,14 @@ static int forward_batch(nn_model *m, nn_workspace *ws, const nn_batch *batch, i
   const nn_backend *be = m->be;
   if (training || !m->fold[0]) /* a folded first layer needs no embeddings */
     be->embedding_forward(ws->x0, m->params + m->emb, ws->ids, ws->P, m->E); /* (P, E) */
+  if (ws->emb_mask) { /* embed_dropout: inverted dropout on x0, in place (drawn first) */
+    float keep = 1.0f - m->cfg.embed_dropout;
+    size_t n = (size_t)ws->P * m->E;
+    float *mask = be->device_memory ? ws->hbuf : ws->emb_mask;
+    nn_rng_dropout_mask(rng, mask, n, keep, 1.0f / keep);
+    if (be->device_memory) be->upload(ws->emb_mask, mask, n * sizeof(float));
+    be->mul(ws->x0, ws->x0, ws->emb_mask, n);
+  }
   nn_recurrent_forward(m, ws);                                             /* (P, D) */
   nn_attention_forward(m, ws);                                             /* (B, D) */
   head_forward(m, ws, rng);                                                /* (B, C) */
@@ -768,6 +962,10 @@ static int forward_batch(nn_model *m, nn_workspace *ws, const nn_batch *batch, i
 
 int nn_model_backward_into(const nn_model *m, nn_workspace *ws, const nn_batch *batch,
                            const float *dlogits, float *grads, char *err) {
+  if (m->K > 1) {
+    snprintf(err, NN_ERR_LEN, "an ensemble trains through its members (nn_model_member)");
+    return NN_ERROR;
+  }
   if (!ws->training || ws->B != batch->B || ws->T != batch->T) {
     snprintf(err, NN_ERR_LEN, "backward needs a training forward of the same batch first");
     return NN_ERROR;
@@ -781,6 +979,7 @@ int nn_model_backward_into(const nn_model *m, nn_workspace *ws, const nn_batch *
   head_backward(m, ws);          /* -> d_ctx (B, D) */
   nn_attention_backward(m, ws);  /* -> d_y (P, D) of the last layer */
   nn_recurrent_backward(m, ws);  /* -> d_x (P, E) */
+  if (ws->emb_mask) be->mul(ws->d_x, ws->d_x, ws->emb_mask, (size_t)ws->P * m->E);
   be->embedding_backward(grads + m->emb, ws->d_x, ws->ids, ws->P, m->E, NN_PAD);
   return nn_backend_check(be, "backward", err);
 }

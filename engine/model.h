@@ -17,8 +17,11 @@
 #include "nn.h"
 
 #define NN_MAX_LAYERS 8
-/* embedding + 4 per layer and direction + at most 6 for attention (self) + fc1 + fc2 */
-#define NN_MAX_TENSORS (1 + 4 * 2 * NN_MAX_LAYERS + 6 + 2 + 2)
+#define NN_MAX_MEMBERS 8 /* the "ensemble" option's bound (config.c) */
+/* one network: embedding + 4 per layer and direction + at most 6 for attention (self) + fc1 +
+ * fc2; an ensemble has one set per member */
+#define NN_NET_TENSORS (1 + 4 * 2 * NN_MAX_LAYERS + 6 + 2 + 2)
+#define NN_MAX_TENSORS (NN_MAX_MEMBERS * NN_NET_TENSORS)
 #define NN_MAX_HIDDEN 4096 /* the options' bound on hidden (config.c); sizes backend_cpu.c's zero row */
 
 typedef struct nn_rnn_params { /* offsets (in floats) into params / grads */
@@ -41,9 +44,19 @@ struct nn_model {
    * copies, kept in step by params_state (see model.c). */
   float *host_params, *host_grads;
   int params_state; /* NN_PARAMS_SYNCED | NN_PARAMS_DEVICE_NEWER | NN_PARAMS_HOST_NEWER */
-  nn_tensor_info tensors[NN_MAX_TENSORS];
-  char tensor_names[NN_MAX_TENSORS][48];
+  nn_tensor_info *tensors;   /* (NN_MAX_TENSORS), the model's; NULL in a member view */
+  char (*tensor_names)[48];
   int ntensors;
+  /* An ensemble (cfg.ensemble = K > 1) is K networks of the same shape in one parameter
+   * buffer: every member's embedding table first (members.0.embeddings.weight, ...), then each
+   * member's other tensors. member[k] is a view of network k: an nn_model whose offsets below
+   * are member k's, sharing the owner's params, vocabulary and labels, owning only its
+   * inference tables; the owner's own offsets are member 0's. Inference averages the members'
+   * probabilities (and attention); training runs each member on its own loss (train.c).
+   * K = 1: no views, member[] NULL. */
+  int K;
+  struct nn_model *member[NN_MAX_MEMBERS];
+  const struct nn_model *owner; /* a view: the ensemble it belongs to; NULL otherwise */
   /* named views (offsets) */
   size_t emb;
   nn_rnn_params rnn[NN_MAX_LAYERS][2];
@@ -80,6 +93,11 @@ typedef struct nn_rnn_acts {
 } nn_rnn_acts;
 
 struct nn_workspace {
+  /* an ensemble's forward runs member k on member_ws[k] (created on first use) and averages
+   * in ens_buf (host memory, grown on demand) */
+  struct nn_workspace *member_ws[NN_MAX_MEMBERS];
+  float *ens_buf;
+  size_t ens_cap; /* floats */
   float *buf;  /* one arena for all float activations of the current batch */
   size_t cap;  /* floats */
   int *ibuf;   /* one arena for the index arrays */
@@ -100,6 +118,7 @@ struct nn_workspace {
   size_t emb_cap;
   /* activations */
   float *x0;                              /* (P, E) embeddings */
+  float *emb_mask;                        /* (P, E) embed_dropout mask, NULL when none */
   float *y[NN_MAX_LAYERS];                /* (P, D) layer outputs, position order */
   nn_rnn_acts acts[NN_MAX_LAYERS][2];
   float *scores, *alpha;                  /* (P) */
@@ -137,6 +156,13 @@ static inline size_t nn_aligned_floats(size_t n) { return (n + 15) & ~(size_t)15
 /* Inference splits a batch into row ranges whose workspace (float arena + index arrays) stays
  * within this many bytes; a single row runs whatever its size (at most max_len tokens). */
 #define NN_INFER_WORKSPACE_MAX ((size_t)64 * 1024 * 1024)
+
+/* Member k of an ensemble (a view, see struct nn_model), or the model itself when it is a single
+ * network (k = 0). */
+nn_model *nn_model_member(const nn_model *m, int k);
+/* The workspace member k of an ensemble runs on: ws itself for a single network, else the
+ * member's own, created on first use (NULL when out of memory). */
+nn_workspace *nn_workspace_member(nn_workspace *ws, int k);
 
 /* Gates per cell: rnn 1, gru 3, lstm 4. */
 int nn_cell_gates(nn_cell cell);

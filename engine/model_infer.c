@@ -14,6 +14,8 @@
 static int on_device(const nn_model *m) { return m->be->device_memory; }
 
 void nn_model_drop_inference(nn_model *m) {
+  for (int k = 0; k < NN_MAX_MEMBERS; k++)
+    if (m->member[k]) nn_model_drop_inference(m->member[k]);
   for (int d = 0; d < 2; d++) {
     m->be->free(m->fold[d]);
     m->fold[d] = NULL;
@@ -128,6 +130,16 @@ int nn_model_prepare_inference(nn_model *m, char *err) {
   if (rc != NN_OK) return rc;
   if (on_device(m) && m->params_state == NN_PARAMS_HOST_NEWER) /* uploaded: the weights are */
     m->params_state = NN_PARAMS_SYNCED;                           /* final, the copies equal */
+  if (m->K > 1) { /* an ensemble: each member's tables (the members run the forwards) */
+    for (int k = 0; k < m->K; k++) {
+      rc = nn_model_prepare_inference(m->member[k], err);
+      if (rc != NN_OK) {
+        nn_model_drop_inference(m);
+        return rc;
+      }
+    }
+    return NN_OK;
+  }
   const nn_backend *be = m->be;
   int GH = m->G * m->H, E = m->E;
   if (prepare_transposed(m) != NN_OK || prepare_head(m) != NN_OK) {
@@ -178,5 +190,7 @@ int nn_model_prepare_inference(nn_model *m, char *err) {
 }
 
 double nn_model_table_budget(const nn_model *m) {
-  return NN_INFER_TABLES_FACTOR * (double)m->nparams * sizeof(float) + NN_INFER_TABLES_SLACK;
+  /* a member's share of the ensemble's parameters */
+  double n = m->owner ? (double)m->owner->nparams / m->owner->K : (double)m->nparams;
+  return NN_INFER_TABLES_FACTOR * n * sizeof(float) + NN_INFER_TABLES_SLACK;
 }

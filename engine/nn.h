@@ -65,10 +65,12 @@ typedef struct nn_config {
   /* text */
   int lower;        /* lower-case ASCII letters (default 1) */
   int stopwords;    /* drop the 179 NLTK English stop words (default 1) */
+  int drop_parentheses; /* drop text in parentheses, as the lesson (lesson: 1) */
   int char_level;   /* character tokens instead of words (default 0) */
   int unicode;      /* keep non-ASCII letters (UTF-8 sequences) as token characters (default 0) */
   int max_len;      /* truncate to this many tokens (default 64) */
   int vocab_size;   /* most frequent tokens kept, <PAD> and <UNK> included (default 5000) */
+  int min_count;    /* tokens seen fewer times in the training split are <UNK> (lesson: 1) */
   /* network */
   nn_cell cell;           /* "rnn" (default) | "gru" | "lstm" */
   int layers;             /* default 1 */
@@ -78,6 +80,9 @@ typedef struct nn_config {
   int hidden;             /* RNN hidden size per direction, default 128 */
   int fc_hidden;          /* fc1 width, default 100; 0 = no fc1 */
   float dropout;          /* default 0.1, in [0, 1) */
+  int ensemble;           /* networks averaged (1 = one network, the lesson); 1..8 */
+  float embed_dropout;    /* training: inverted dropout on the embedded tokens (P, E), [0, 1) */
+  float word_dropout;     /* training: each token replaced by <UNK> with this probability */
   /* training */
   int epochs;             /* default 20 */
   int batch_size;         /* default 64 */
@@ -111,6 +116,7 @@ int nn_config_validate(const nn_config *cfg, char *err);
 /* A warm start (nn_trainer_create_from) keeps the base model's architecture and vocabulary:
  * NN_ERROR naming the first option of cfg that differs from base on them (cell, layers,
  * bidirectional, attention, embed_dim, hidden, fc_hidden, vocab_size, lower, stopwords,
+ * drop_parentheses,
  * char_level, unicode), e.g.
  *   option "hidden" cannot change when training from a model: the base model has 128, got 64
  * Every other option (epochs, lr, dropout, monitor, max_len, seed, device, ...) may change. */
@@ -147,7 +153,8 @@ char *nn_text_clean(const char *text, int len, const nn_config *cfg);
 typedef struct nn_vocab nn_vocab; /* token string <-> id; id 0 "<PAD>", id 1 "<UNK>" */
 
 /* Build from training texts: the cfg->vocab_size - 2 most frequent tokens, ties broken by
- * first occurrence (as Python's Counter.most_common), after <PAD> and <UNK>. */
+ * first occurrence (as Python's Counter.most_common), after <PAD> and <UNK>; tokens seen fewer
+ * than cfg->min_count times are left out. */
 int nn_vocab_build(nn_vocab **out, const char *const *texts, const int *lens, int n,
                    const nn_config *cfg, char *err);
 /* From an explicit id-ordered list (tokens[0] = "<PAD>", tokens[1] = "<UNK>"); used by load. */

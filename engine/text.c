@@ -17,7 +17,8 @@
  *     sees one (\w = [A-Za-z0-9_] and every non-ASCII letter or digit, engine/unicode_tables.c),
  *     ending at a boundary, the earliest word of NLTK's list winning ("don" before "don't"),
  *     together with the white space (\s, Unicode included) that follows it;
- *   - "(" removes everything up to the next ")" when there is one after it;
+ *   - "(" removes everything up to the next ")" when there is one after it (unless
+ *     cfg->drop_parentheses is 0: then "(" and ")" are separators like other punctuation);
  *   - removed text is transparent: "ab(x)cd" gives the one token "abcd" (span from a to d);
  *   - a token is a maximal run of letters: [A-Za-z0-9] (lower-cased when cfg->lower), and in
  *     unicode mode also every valid UTF-8 sequence of a non-ASCII letter or digit (kept as is);
@@ -29,7 +30,7 @@
  * as Python's surrogateescape characters (separators); tests/test_text_reference.py checks this.
  *
  * Vocabulary: <PAD> = 0, <UNK> = 1, then the vocab_size - 2 most frequent tokens, ties by first
- * occurrence (Counter.most_common). Lookup is an open-addressing hash table with a keyed hash
+ * occurrence (Counter.most_common), less those seen fewer than min_count times. Lookup is an open-addressing hash table with a keyed hash
  * (SipHash-1-3, a secret key per table): crafted tokens cannot make it quadratic.
  * Difference from the lesson, on purpose: a text with no tokens counts no "" token in the
  * vocabulary (the lesson's "".split(" ") counts one) and encodes as one <UNK> (also at char level).
@@ -54,7 +55,7 @@ enum {
 };
 
 typedef struct text_mode {
-  int lower, stopwords, char_level, unicode;
+  int lower, stopwords, drop_parentheses, char_level, unicode;
 } text_mode;
 
 typedef struct text_char {
@@ -204,11 +205,13 @@ static void scanner_init(scanner *sc, const nn_config *cfg, scan_fn fn, void *ct
   if (cfg) {
     sc->mode.lower = cfg->lower;
     sc->mode.stopwords = cfg->stopwords;
+    sc->mode.drop_parentheses = cfg->drop_parentheses;
     sc->mode.char_level = cfg->char_level;
     sc->mode.unicode = cfg->unicode;
   } else { /* nn_config_default's text options */
     sc->mode.lower = 1;
     sc->mode.stopwords = 1;
+    sc->mode.drop_parentheses = 1;
   }
   sc->fn = fn;
   sc->ctx = ctx;
@@ -295,7 +298,7 @@ static void scan(scanner *sc, const char *text, int len) {
   int last_close = close_at ? (int)(close_at - s) : -1;
   int pos = 0, prev_word = 0; /* prev_word: the character before pos (original) is \w */
   while (pos < len && !sc->stop) {
-    if (s[pos] == '(' && pos < last_close) { /* \([^)]*\) */
+    if (s[pos] == '(' && pos < last_close && sc->mode.drop_parentheses) { /* \([^)]*\) */
       const unsigned char *close = memchr(s + pos + 1, ')', (size_t)(last_close - pos));
       pos = (int)(close - s) + 1;
       prev_word = 0;
@@ -740,6 +743,8 @@ int nn_vocab_build_ex(nn_vocab **out, const char *const *texts, const int *lens,
    * entries were created in that order, and their arena offsets grow with it). */
   if (c.n > 1) qsort(c.entries, (size_t)c.n, sizeof *c.entries, by_count_then_first);
   int keep = c.n < cfg->vocab_size - 2 ? c.n : cfg->vocab_size - 2;
+  /* min_count: the entries are sorted by count, so the rare ones are a suffix */
+  while (keep > 0 && c.entries[keep - 1].count < (int64_t)cfg->min_count) keep--;
   list = malloc(sizeof *list * ((size_t)keep + 2));
   list_lens = malloc(sizeof *list_lens * ((size_t)keep + 2));
   if (!list || !list_lens) goto done;

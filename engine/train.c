@@ -160,6 +160,7 @@ static int trainer_create(nn_trainer **out, const nn_model *base, const nn_confi
   status = nn_workspace_create(&tr->ws, err);
   if (status != NN_OK) goto fail;
   tr->be = tr->model->be;
+  tr->K = tr->model->K;
   tr->param_count = nn_model_param_count(tr->model);
   tr->shards = B / SHARD_ROWS < 1 ? 1 : B / SHARD_ROWS > MAX_SHARDS ? MAX_SHARDS : B / SHARD_ROWS;
   if (tr->be->device_memory) tr->shards = 1;
@@ -184,7 +185,7 @@ static int trainer_create(nn_trainer **out, const nn_model *base, const nn_confi
   if (tr->sparse_embedding) {
     nn_tensor_info emb;
     nn_model_tensor(tr->model, 0, &emb); /* embeddings.weight, first in state_dict order */
-    tr->emb_size = emb.size;
+    tr->emb_size = emb.size * (size_t)tr->K; /* an ensemble: all members' tables come first */
     for (int s = 0; s < tr->shards; s++) {
       tr->stamp[s] = calloc((size_t)emb.shape[0], sizeof(unsigned));
       if (!tr->stamp[s]) goto oom;
@@ -211,8 +212,9 @@ static int trainer_create(nn_trainer **out, const nn_model *base, const nn_confi
   tr->tokens = malloc((size_t)batch_rows * longest * sizeof *tr->tokens);
   tr->lengths = malloc((size_t)batch_rows * sizeof *tr->lengths);
   tr->labels = malloc((size_t)batch_rows * sizeof *tr->labels);
-  tr->logits = malloc((size_t)batch_rows * C * sizeof *tr->logits);
-  tr->dlogits = malloc((size_t)batch_rows * C * sizeof *tr->dlogits);
+  tr->batch_rows = batch_rows;
+  tr->logits = malloc((size_t)tr->K * batch_rows * C * sizeof *tr->logits); /* per member */
+  tr->dlogits = malloc((size_t)tr->K * batch_rows * C * sizeof *tr->dlogits);
   tr->true_positive = malloc((size_t)C * sizeof *tr->true_positive);
   tr->predicted = malloc((size_t)C * sizeof *tr->predicted);
   tr->support = malloc((size_t)C * sizeof *tr->support);
@@ -226,6 +228,7 @@ static int trainer_create(nn_trainer **out, const nn_model *base, const nn_confi
 
   nn_rng_seed(&tr->shuffle_rng, cfg->seed ^ SEED_SHUFFLE);
   nn_rng_seed(&tr->dropout_rng, cfg->seed ^ SEED_DROPOUT);
+  nn_rng_seed(&tr->word_rng, cfg->seed ^ SEED_WORD_DROPOUT);
   tr->lr = nn_decimal_double(cfg->lr);
   tr->lr_factor = nn_decimal_double(cfg->lr_factor);
   tr->plateau_best = INFINITY;
@@ -250,8 +253,11 @@ done:
 
 /* ---------------------------------------------------------------- epochs */
 
-/* Fill the batch buffers from rows[0..count): tokens (count, T) with T the longest row. */
-static nn_batch make_batch(nn_trainer *tr, const int *rows, int count) {
+/* Fill the batch buffers from rows[0..count): tokens (count, T) with T the longest row. A
+ * training batch with word_dropout p replaces each token by <UNK> with probability p, drawn
+ * from the trainer's own stream in row-major order (so any thread count gives the same
+ * batch); validation batches are never changed. */
+static nn_batch make_batch(nn_trainer *tr, const int *rows, int count, int training) {
   int T = 1;
   for (int b = 0; b < count; b++)
     if (tr->row_length[rows[b]] > T) T = tr->row_length[rows[b]];
@@ -260,6 +266,9 @@ static nn_batch make_batch(nn_trainer *tr, const int *rows, int count) {
     int *dst = tr->tokens + (size_t)b * T;
     memcpy(dst, tr->token_ids + tr->token_start[row], (size_t)len * sizeof *dst);
     memset(dst + len, 0, (size_t)(T - len) * sizeof *dst); /* <PAD>; never read */
+    if (training && tr->cfg.word_dropout > 0.0f)
+      for (int t = 0; t < len; t++)
+        if (nn_rng_uniform(&tr->word_rng) < tr->cfg.word_dropout) dst[t] = NN_UNK;
     tr->lengths[b] = len;
     tr->labels[b] = tr->row_class[row];
   }
@@ -319,20 +328,40 @@ static int list_touched_rows(nn_trainer *tr, int s) {
   return NN_OK;
 }
 
-static void backward_task(void *ctx, int s) {
+/* A training shard in one go, for each member of the model (one for a single network): forward,
+ * its part of the batch's loss (normalised by the whole batch's weight sum, so its dlogits are
+ * those of nn_cross_entropy over the batch), backward into the shard's gradient buffer (each
+ * member's own region of it). One hand-off per batch. */
+static void train_task(void *ctx, int s) {
   nn_trainer *tr = ctx;
-  int first, count;
+  int first, count, C = tr->C;
   shard_rows(s, tr->shards, tr->current.B, &first, &count);
   /* the embedding rows of the buffer are zero already (zero_touched_rows); the rest is small */
   size_t skip = tr->sparse_embedding ? tr->emb_size : 0;
   tr->be->zero(tr->shard_grads[s] + skip, tr->param_count - skip);
   tr->nrows[s] = 0;
+  tr->shard_loss[s] = 0.0;
   tr->shard_status[s] = NN_OK;
   if (count == 0) return;
   nn_batch b = shard_batch(&tr->current, first, count);
-  tr->shard_status[s] =
-      nn_model_backward_into(tr->model, tr->shard_ws[s], &b, tr->dlogits + (size_t)first * tr->C,
-                             tr->shard_grads[s], tr->shard_err[s]);
+  for (int k = 0; k < tr->K && tr->shard_status[s] == NN_OK; k++) {
+    nn_model *net = nn_model_member(tr->model, k);
+    nn_workspace *ws = nn_workspace_member(tr->shard_ws[s], k);
+    size_t at = ((size_t)k * tr->batch_rows + (size_t)first) * C;
+    if (!ws) {
+      tr->shard_status[s] = NN_NOMEM;
+      snprintf(tr->shard_err[s], NN_ERR_LEN, "out of memory creating a workspace");
+      return;
+    }
+    tr->shard_status[s] = nn_model_forward(net, ws, &b, 1, &tr->shard_rng[s], tr->logits + at,
+                                           NULL, tr->shard_err[s]);
+    if (tr->shard_status[s] != NN_OK) return;
+    tr->shard_loss[s] += nn_cross_entropy_part(tr->dlogits + at, tr->logits + at,
+                                               tr->current.labels + first, tr->class_weights,
+                                               count, C, tr->current_wsum);
+    tr->shard_status[s] = nn_model_backward_into(net, ws, &b, tr->dlogits + at,
+                                                 tr->shard_grads[s], tr->shard_err[s]);
+  }
   if (tr->shard_status[s] == NN_OK && tr->sparse_embedding &&
       list_touched_rows(tr, s) != NN_OK) {
     tr->shard_status[s] = NN_NOMEM;
@@ -340,33 +369,18 @@ static void backward_task(void *ctx, int s) {
   }
 }
 
-/* A training shard in one go: forward, its part of the batch's loss (normalised by the whole
- * batch's weight sum, so its dlogits are those of nn_cross_entropy over the batch), backward.
- * One hand-off per batch instead of two. */
-static void train_task(void *ctx, int s) {
-  nn_trainer *tr = ctx;
-  int first, count;
-  forward_task(ctx, s);
-  tr->shard_loss[s] = 0.0;
-  if (tr->shard_status[s] != NN_OK) return;
-  shard_rows(s, tr->shards, tr->current.B, &first, &count);
-  if (count > 0)
-    tr->shard_loss[s] = nn_cross_entropy_part(
-        tr->dlogits + (size_t)first * tr->C, tr->logits + (size_t)first * tr->C,
-        tr->current.labels + first, tr->class_weights, count, tr->C, tr->current_wsum);
-  backward_task(ctx, s);
-}
-
 /* After Adam: zero the embedding rows the batch wrote (buffer 0 got every shard's rows). */
 static void zero_touched_rows(nn_trainer *tr) {
   if (!tr->sparse_embedding) return;
   int E = tr->model->E;
+  size_t table = tr->emb_size / (size_t)tr->K; /* one member's V x E */
   for (int s = 0; s < tr->shards; s++)
-    for (int i = 0; i < tr->nrows[s]; i++) {
-      size_t at = (size_t)tr->rows[s][i] * E;
-      memset(tr->shard_grads[s] + at, 0, (size_t)E * sizeof(float));
-      if (s > 0) memset(tr->shard_grads[0] + at, 0, (size_t)E * sizeof(float));
-    }
+    for (int i = 0; i < tr->nrows[s]; i++)
+      for (int k = 0; k < tr->K; k++) {
+        size_t at = (size_t)k * table + (size_t)tr->rows[s][i] * E;
+        memset(tr->shard_grads[s] + at, 0, (size_t)E * sizeof(float));
+        if (s > 0) memset(tr->shard_grads[0] + at, 0, (size_t)E * sizeof(float));
+      }
 }
 
 static int shard_errors(nn_trainer *tr, char *err) {
@@ -408,13 +422,14 @@ static void update_task(void *ctx, int task) {
     const float *h = tr->shard_grads[s];
     for (size_t i = dense_lo; i < hi; i++) g[i] += h[i];
     if (!tr->sparse_embedding || lo >= emb) continue;
-    size_t E = (size_t)tr->model->E;
-    for (int r = 0; r < tr->nrows[s]; r++) {
-      size_t a = (size_t)tr->rows[s][r] * E, b = a + E;
-      if (a < lo) a = lo;
-      if (b > hi) b = hi;
-      for (size_t i = a; i < b; i++) g[i] += h[i];
-    }
+    size_t E = (size_t)tr->model->E, table = emb / (size_t)tr->K;
+    for (int k = 0; k < tr->K; k++) /* each member's table (one for a single network) */
+      for (int r = 0; r < tr->nrows[s]; r++) {
+        size_t a = (size_t)k * table + (size_t)tr->rows[s][r] * E, b = a + E;
+        if (a < lo) a = lo;
+        if (b > hi) b = hi;
+        for (size_t i = a; i < b; i++) g[i] += h[i];
+      }
   }
   if (tr->freeze_embeddings) { /* a zero gradient from the first step: Adam never moves it */
     size_t end = tr->emb_size < hi ? tr->emb_size : hi;
@@ -438,12 +453,13 @@ static int sharded_train_step(nn_trainer *tr, const nn_batch *batch, float *loss
   if (status != NN_OK) return status;
   double sum = 0.0;
   for (int s = 0; s < tr->shards; s++) sum += tr->shard_loss[s];
-  *loss = (float)(sum / tr->current_wsum);
+  *loss = (float)(sum / tr->current_wsum / tr->K); /* an ensemble: its members' mean */
   if (tr->be->device_memory) { /* the backend sums, in shard order, and steps */
     for (int s = 1; s < tr->shards; s++)
       tr->be->axpy(tr->shard_grads[0], tr->shard_grads[s], tr->param_count);
-    if (tr->freeze_embeddings) tr->be->zero(tr->model->grads, tr->emb_size ? tr->emb_size
-                                                                           : (size_t)tr->model->V * tr->model->E);
+    if (tr->freeze_embeddings) /* every member's table: they come first */
+      tr->be->zero(tr->model->grads, tr->emb_size ? tr->emb_size
+                                                  : (size_t)tr->K * tr->model->V * tr->model->E);
     status = nn_backend_check(tr->be, "summing gradients", err);
     if (status != NN_OK) return status;
     return nn_adam_step_on(&tr->adam, tr->be, nn_model_train_params(tr->model),
@@ -466,7 +482,7 @@ static int validate(nn_trainer *tr, double *loss, double *accuracy, double *f1, 
   int k = 0;
   for (int first = 0; first < tr->n_val; first += B, k++) {
     int count = tr->n_val - first < B ? tr->n_val - first : B;
-    nn_batch batch = make_batch(tr, tr->val_rows + first, count);
+    nn_batch batch = make_batch(tr, tr->val_rows + first, count, 0);
     int status = sharded_forward(tr, &batch, 0, err);
     if (status != NN_OK) return status;
     float batch_loss =
@@ -550,7 +566,7 @@ int nn_trainer_epoch(nn_trainer *tr, nn_epoch_stats *stats, nn_progress_fn fn, v
   for (int k = 0; k < batches; k++) {
     int first = tr->batch_perm[k] * B;
     int count = n_train - first < B ? n_train - first : B;
-    nn_batch batch = make_batch(tr, tr->order + first, count);
+    nn_batch batch = make_batch(tr, tr->order + first, count, 1);
     float loss = 0.0f;
     status = sharded_train_step(tr, &batch, &loss, err);
     if (status != NN_OK) return status;
@@ -681,10 +697,11 @@ int nn_trainer_set_embedding(nn_trainer *tr, const char *word, int len, const fl
       return NN_NOMEM;
     }
   }
-  nn_tensor_info emb;
-  nn_model_tensor(tr->model, 0, &emb); /* embeddings.weight (V, E) */
-  float *row = nn_model_params(tr->model) + emb.offset + (size_t)id * dim;
-  memcpy(row, vector, (size_t)dim * sizeof *row);
+  float *params = nn_model_params(tr->model);
+  for (int k = 0; k < tr->K; k++) { /* every member's embeddings.weight (V, E) */
+    float *row = params + nn_model_member(tr->model, k)->emb + (size_t)id * dim;
+    memcpy(row, vector, (size_t)dim * sizeof *row);
+  }
   if (!tr->pretrained[id]) tr->pretrained_words++;
   tr->pretrained[id] = 1;
   *found = 1;

@@ -17,12 +17,15 @@
 #define SEED_SPLIT 0x53504c4954000001ull   /* "SPLIT" */
 #define SEED_SHUFFLE 0x5348554646000002ull /* "SHUFF" */
 #define SEED_DROPOUT 0x44524f5000000003ull /* "DROP" */
+#define SEED_WORD_DROPOUT 0x574f524400000004ull /* "WORD" */
 
 struct nn_trainer {
   nn_config cfg;
   nn_model *model; /* NULL once taken */
   const nn_backend *be; /* the model's: gradients and Adam's moments live in its memory */
   nn_workspace *ws;
+  int K;          /* networks trained: the model's members (1: a single network) */
+  int batch_rows; /* the largest batch: the stride of each member's logits */
   nn_adam adam;
   int C;                /* classes */
   int n, n_train, n_val; /* rows */
@@ -47,12 +50,12 @@ struct nn_trainer {
   int *tokens;       /* (B, T) with T <= the longest row */
   int *lengths;      /* (B) */
   int *labels;       /* (B) */
-  float *logits;     /* (B, C) */
-  float *dlogits;    /* (B, C) */
+  float *logits;     /* (K, B, C): each member's block; validation uses the first (B, C) */
+  float *dlogits;    /* (K, B, C) */
   int64_t *true_positive, *predicted, *support; /* (C) each */
   float *best_params;                           /* (param_count) */
 
-  nn_rng shuffle_rng, dropout_rng;
+  nn_rng shuffle_rng, dropout_rng, word_rng;
 
   /* Data parallelism: each batch is cut into `shards` contiguous pieces, a number set by the
    * batch size alone (not by the core count), run on the pool; shard s writes gradients to
