@@ -217,6 +217,10 @@ int attn_explain_occlusion(attn_explain *ex, attn_model *model, nn_workspace *ws
                            attn_interrupt *it, const char *text, int len, const char *fn,
                            char **errmsg);
 
+/* The predicted class of one row of logits (C): the most probable, the first of ties, with its
+ * softmax probability in *prob. attn_predict's and attn_classify's label and probability (so
+ * that a min_probability threshold decides alike in both). */
+int attn_top_class(const float *logits /*(C)*/, int C, float *prob);
 /* Predict class ids and their probabilities for n texts on the connection's thread pool, in
  * batches (attn_infer.c). prob may be NULL. A NULL text gives pred -1. Errors: SQLite code,
  * *errmsg "fn: ...". */
@@ -358,6 +362,13 @@ int attn_vtab_fail(sqlite3_vtab *vtab, int rc, char *msg, const char *fn);
  *   fn: the model name must be a non-empty text, got NULL     (or got '')
  * or SQLITE_NOMEM (*errmsg untouched) when the value could not be read as text. */
 int attn_name_value(const char *fn, sqlite3_value *v, const char **name, char **errmsg);
+/* A probability threshold argument v of SQL function fn, named `arg` in errors (attn_predict's
+ * and attn_classify's min_probability): a number (or a text that reads as one) from 0 to 1.
+ * SQLITE_OK with *out, else SQLITE_ERROR with *errmsg
+ *   attn_predict: min_probability must be a number from 0 to 1, got 'high'  (or got 1.5, NULL)
+ * (SQLITE_NOMEM when the message cannot be made). */
+int attn_probability_value(const char *fn, const char *arg, sqlite3_value *v, double *out,
+                           char **errmsg);
 /* Make a scalar function's result the error msg (sqlite3_malloc'd, taken; NULL: "fn: out of
  * memory"), with rc as its code unless rc is SQLITE_ERROR. */
 void attn_result_error(sqlite3_context *ctx, int rc, char *msg, const char *fn);

@@ -43,6 +43,8 @@ static const attn_registration attn_functions[] = {
     {"attn_import", 2, SQLITE_DIRECTONLY, attn_import_func, NULL},           /* attn_deploy.c */
     {"attn_predict", 2, SQLITE_INNOCUOUS, attn_predict_func, NULL},          /* attn_predict.c */
     {"attn_predict", 1, SQLITE_INNOCUOUS, attn_predict_func, NULL},          /* attn_predict.c */
+    {"attn_predict", 3, SQLITE_INNOCUOUS, attn_predict_func, NULL},          /* attn_predict.c */
+    {"attn_predict", 4, SQLITE_INNOCUOUS, attn_predict_func, NULL},          /* attn_predict.c */
     {"attn_probs", -1, 0, NULL, &attn_explain_module},                       /* attn_predict.c */
     {"attn_weights", -1, 0, NULL, &attn_explain_module},                     /* attn_predict.c */
     {"attn_explain", -1, 0, NULL, &attn_explain_occlusion_module},           /* attn_explain.c */
