@@ -336,6 +336,34 @@ typedef struct nn_evaluation {
 int nn_metrics_evaluate(nn_evaluation *out, const int *y_true /*(N)*/, const float *probs /*(N, C)*/,
                         int64_t N, int C, nn_interrupt_fn stop, void *stop_ctx, char *err);
 
+/* ---------------------------------------------------------------- curves (curve.c) */
+
+/* A point of one class's ROC / precision-recall curve: at `threshold` (the class is predicted
+ * when its probability >= threshold), tp rows of the class and fp rows of other classes are
+ * predicted it. */
+typedef struct nn_curve_point {
+  double threshold;
+  int64_t tp, fp;
+} nn_curve_point;
+
+/* The curve of class c against the rest from y_true (N class ids) and probs (N, C), as
+ * scikit-learn 1.2's _binary_clf_curve(y_true == c, probs[:, c]) (the points of roc_curve with
+ * drop_intermediate=False, less its first (0, 0), and of precision_recall_curve, less its last
+ * (1, 0), in reverse): one point per distinct probability, descending, with the cumulative
+ * counts. points (N) is the work space and the result: *npoints (<= N) points, *positives the
+ * rows of class c (the last point's tp; its fp: the other rows). NN_ERROR naming the row for a
+ * probability that is not finite. */
+int nn_curve_class(nn_curve_point *points /*(N)*/, int64_t *npoints, int64_t *positives,
+                   const float *probs /*(N, C)*/, const int *y_true /*(N)*/, int64_t N, int C,
+                   int c, char *err);
+/* tp and fp at any threshold t (rows scoring >= t) from the n points of nn_curve_class. */
+void nn_curve_at(const nn_curve_point *points, int64_t n, double t, int64_t *tp, int64_t *fp);
+/* Areas, as sklearn's roc_auc_score(y_true == c, probs[:, c]) and
+ * average_precision_score(...) (sum over thresholds of (R_k - R_k-1) P_k); NaN when the class
+ * has no rows (or, for the AUC, every row). */
+double nn_curve_roc_auc(const nn_curve_point *points, int64_t n);
+double nn_curve_average_precision(const nn_curve_point *points, int64_t n);
+
 /* ---------------------------------------------------------------- training (train.c) */
 
 typedef struct nn_epoch_stats {
