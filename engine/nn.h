@@ -247,6 +247,15 @@ void nn_workspace_free(nn_workspace *ws);
 int nn_model_forward(nn_model *model, nn_workspace *ws, const nn_batch *batch, int training,
                      nn_rng *rng, float *logits, float *attn, char *err);
 
+/* Inference (training=0) that also gives each row's attention-pooled representation, the
+ * context vector that attention pooling makes of the recurrent outputs and fc1 (or fc2) reads:
+ *   pooled: (B, nn_model_pooled_dim) out, in the caller's row order
+ * logits as nn_model_forward. (attn_embed.) */
+int nn_model_forward_pooled(nn_model *model, nn_workspace *ws, const nn_batch *batch,
+                            float *logits, float *pooled, char *err);
+/* Width of the pooled representation: hidden x directions (the recurrent output's). */
+int nn_model_pooled_dim(const nn_model *model);
+
 /* Backward pass after nn_model_forward(training=1) on the same batch and workspace.
  * dlogits: (B, C). Parameter gradients ACCUMULATE (+=) into nn_model_grads (allocated on first
  * use; zero them with nn_model_zero_grads). */

@@ -3,8 +3,8 @@
  * attn_options.c, attn_training.c, attn_vtab.c, attn_svg.c), then the entry points that the
  * registration table of attnext.c names. A feature file (attn_train.c, attn_tune.c,
  * attn_predict.c, attn_explain.c, attn_classify.c, attn_evaluate.c, attn_metrics.c,
- * attn_deploy.c, attn_heatmap.c, attn_curves.c, attn_curve.c, attn_matrix.c, attn_vectors.c)
- * includes only this header, calls only the core and exports only its entry points.
+ * attn_deploy.c, attn_heatmap.c, attn_curves.c, attn_curve.c, attn_embed.c, attn_matrix.c,
+ * attn_vectors.c) includes only this header, calls only the core and exports only its entry points.
  *
  * Every SQL function and table-valued function of the extension gets the same per-connection
  * state (attn_conn) as its user data / module client data. It owns the model cache: a model is
@@ -441,6 +441,8 @@ extern const sqlite3_module attn_vectors_module;
 extern const sqlite3_module attn_metrics_module;
 /* attn_tune.c */
 extern const sqlite3_module attn_tune_module;
+/* attn_embed.c */
+void attn_embed_func(sqlite3_context *ctx, int argc, sqlite3_value **argv);
 /* attn_curve.c */
 extern const sqlite3_module attn_curve_module;
 void attn_curve_svg_func(sqlite3_context *ctx, int argc, sqlite3_value **argv);

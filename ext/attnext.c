@@ -68,6 +68,7 @@ static const attn_registration attn_functions[] = {
     {"attn_vectors_load", -1, 0, NULL, &attn_vectors_module},                /* attn_vectors.c */
     {"attn_metrics", -1, 0, NULL, &attn_metrics_module},                     /* attn_metrics.c */
     {"attn_tune", -1, 0, NULL, &attn_tune_module},                           /* attn_tune.c */
+    {"attn_embed", 2, SQLITE_INNOCUOUS, attn_embed_func, NULL},              /* attn_embed.c */
     {"attn_curve", -1, 0, NULL, &attn_curve_module},                         /* attn_curve.c */
     {"attn_curve_svg", 2, SQLITE_DIRECTONLY, attn_curve_svg_func, NULL},     /* attn_curve.c */
 };
