@@ -65,6 +65,7 @@ static const attn_registration attn_functions[] = {
     {"attn_matrix", -1, 0, NULL, &attn_matrix_module},                       /* attn_matrix.c */
     {"attn_matrix_svg", 3, SQLITE_DIRECTONLY, attn_matrix_svg_func, NULL},   /* attn_matrix.c */
     {"attn_matrix_svg", 4, SQLITE_DIRECTONLY, attn_matrix_svg_func, NULL},   /* attn_matrix.c */
+    {"attn_matrix_svg", 5, SQLITE_DIRECTONLY, attn_matrix_svg_func, NULL},   /* attn_matrix.c */
     {"attn_vectors_load", -1, 0, NULL, &attn_vectors_module},                /* attn_vectors.c */
     {"attn_metrics", -1, 0, NULL, &attn_metrics_module},                     /* attn_metrics.c */
     {"attn_tune", -1, 0, NULL, &attn_tune_module},                           /* attn_tune.c */
