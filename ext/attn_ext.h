@@ -218,7 +218,7 @@ int attn_explain_occlusion(attn_explain *ex, attn_model *model, nn_workspace *ws
                            char **errmsg);
 
 /* The predicted class of one row of logits (C): the most probable, the first of ties, with its
- * softmax probability in *prob. attn_predict's and attn_classify's label and probability (so
+ * softmax probability in *prob (prob may be NULL: not computed). attn_predict's and attn_classify's label and probability (so
  * that a min_probability threshold decides alike in both). */
 int attn_top_class(const float *logits /*(C)*/, int C, float *prob);
 /* Predict class ids and their probabilities for n texts on the connection's thread pool, in

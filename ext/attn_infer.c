@@ -237,6 +237,7 @@ int attn_top_class(const float *logits, int C, float *prob) {
   int best = 0;
   for (int c = 1; c < C; c++)
     if (logits[c] > logits[best]) best = c;
+  if (!prob) return best;
   double sum = 0; /* softmax of the best class, in double: 1 / sum_c exp(z_c - z_best) */
   for (int c = 0; c < C; c++) sum += exp((double)logits[c] - logits[best]);
   *prob = (float)(1.0 / sum);
@@ -310,9 +311,7 @@ static void attn_classify_run(attn_classify_job *job, const attn_classify_batch 
     if (job->status != NN_OK) break;
     for (int b = 0; b < B; b++) {
       const float *z = logits + (size_t)b * C;
-      float top;
-      all->pred[rows[b]] = attn_top_class(z, C, &top);
-      if (all->prob) all->prob[rows[b]] = top;
+      all->pred[rows[b]] = attn_top_class(z, C, all->prob ? all->prob + rows[b] : NULL);
       if (all->probs) nn_softmax_rows(all->probs + (size_t)rows[b] * C, z, 1, C);
     }
   }

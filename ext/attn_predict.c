@@ -85,8 +85,8 @@ void attn_predict_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     rc = SQLITE_ERROR;
     goto error;
   }
-  float top;
-  int best = attn_top_class(logits, C, &top);
+  float top = 1;
+  int best = attn_top_class(logits, C, argc >= 3 ? &top : NULL); /* no exp() without a threshold */
   sqlite3_free(heap);
   if (argc >= 3 && (double)top < min_probability) {
     if (argc == 4) sqlite3_result_value(ctx, argv[3]);
