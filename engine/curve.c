@@ -32,8 +32,9 @@ int nn_curve_class(nn_curve_point *points, int64_t *npoints, int64_t *positives,
   for (int64_t i = 0; i < N; i++) {
     float p = probs[(size_t)i * C + c];
     if (!isfinite(p)) { /* a total order is needed to sort; softmax gives none of these */
-      snprintf(err, NN_ERR_LEN, "curve: probability %g of row %lld, class %d is not a finite "
-               "number", (double)p, (long long)i + 1, c);
+      snprintf(err, NN_ERR_LEN, "the model's probability of class %d for row %lld is %s, not a "
+               "finite number (its weights overflow)", c, (long long)i + 1,
+               isnan(p) ? "NaN" : p > 0 ? "Inf" : "-Inf");
       return NN_ERROR;
     }
     int positive = y_true[i] == c;

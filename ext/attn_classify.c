@@ -177,7 +177,7 @@ static int attn_classify_column(sqlite3_vtab_cursor *base, sqlite3_context *ctx,
   case ATTN_CLASSIFY_COL_ID: sqlite3_result_value(ctx, cur->rows.keys[i]); break;
   case ATTN_CLASSIFY_COL_LABEL:
     if (c < 0) break; /* a NULL text */
-    if (cur->thresholded && (double)cur->prob[i] < cur->min_probability) {
+    if (cur->thresholded && !((double)cur->prob[i] >= cur->min_probability)) { /* NaN too */
       if (cur->fallback) sqlite3_result_value(ctx, cur->fallback);
       break;
     }

@@ -54,8 +54,9 @@ void attn_embed_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   nn_token stack_tokens[ATTN_STACK_TOKENS], *tokens = stack_tokens;
   int stack_ids[ATTN_STACK_TOKENS], *ids = stack_ids;
   size_t floats = (size_t)C + 2 * (size_t)D; /* logits, pooled, little-endian bytes */
-  heap = sqlite3_malloc64((T > ATTN_STACK_TOKENS ? (sqlite3_uint64)T * (sizeof *tokens + sizeof *ids)
-                                                 : 0) + floats * sizeof(float));
+  sqlite3_uint64 token_bytes =
+      T > ATTN_STACK_TOKENS ? (sqlite3_uint64)T * (sizeof *tokens + sizeof *ids) : 0;
+  heap = sqlite3_malloc64(token_bytes + floats * sizeof(float));
   if (!heap) {
     rc = SQLITE_NOMEM;
     goto error;

@@ -88,7 +88,7 @@ void attn_predict_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   float top = 1;
   int best = attn_top_class(logits, C, argc >= 3 ? &top : NULL); /* no exp() without a threshold */
   sqlite3_free(heap);
-  if (argc >= 3 && (double)top < min_probability) {
+  if (argc >= 3 && !((double)top >= min_probability)) { /* NaN (a broken model): abstain */
     if (argc == 4) sqlite3_result_value(ctx, argv[3]);
     else sqlite3_result_null(ctx);
     return;

@@ -281,6 +281,19 @@ def main():
         check(got == want, f"error: {got}")
     got = error_of(db, "SELECT * FROM attn_curve('m')")
     check(got is not None and got.startswith("attn_curve: expected 2 or 3 arguments"), f"{got}")
+    # a model whose logits overflow (finite weights of 3e38): NaN probabilities, an error
+    from attn_reference import st_load, st_save
+    tensors, meta = st_load(db.execute("SELECT weights FROM attn_models WHERE name = 'm'")
+                            .fetchone()[0])
+    tensors = {k: v.copy() for k, v in tensors.items()}
+    tensors["fc2.weight"][:] = 3e38
+    tensors["fc2.weight"][0] = -3e38
+    db.execute("SELECT attn_import('overflow', ?)", (st_save(tensors, meta),))
+    for fn in ("SELECT * FROM attn_curve", "SELECT attn_curve_svg"):
+        got = error_of(db, fn + "('overflow', 'SELECT text, label FROM test')")
+        check(got is not None and got.endswith("for row 1 is NaN, not a finite number (its weights "
+                                                        "overflow)"),
+              f"overflowing model: {got}")
     # direct-only: not from a view or a trigger
     db.execute("CREATE VIEW v AS SELECT * FROM attn_curve('m', 'SELECT text, label FROM test')")
     got = error_of(db, "SELECT * FROM v")

@@ -125,6 +125,21 @@ def main():
                        "WHERE arg_fallback = 'u'")
     check(msg is not None and msg.startswith("attn_classify: fallback needs min_probability"),
           f"a fallback without a threshold: {msg}")
+    # a model whose logits overflow (finite weights of 3e38, which attn_import accepts): its
+    # probabilities are NaN; a thresholded prediction abstains rather than guess
+    from attn_reference import st_load, st_save
+    tensors, meta = st_load(db.execute("SELECT weights FROM attn_models WHERE name = 'm'")
+                            .fetchone()[0])
+    tensors = {k: v.copy() for k, v in tensors.items()}
+    tensors["fc2.weight"][:] = 3e38
+    tensors["fc2.weight"][0] = -3e38
+    db.execute("SELECT attn_import('overflow', ?)", (st_save(tensors, meta),))
+    got = db.execute("SELECT attn_predict('overflow', 'goal match', 0), "
+                     "attn_predict('overflow', 'goal match', 0.5, 'unknown')").fetchone()
+    got2 = db.execute("SELECT label, probability FROM attn_classify('overflow', "
+                      "'SELECT 1, ''goal match''', 0, 'unknown')").fetchone()
+    check(got == (None, "unknown") and got2 == ("unknown", None),
+          f"NaN probabilities (overflowing weights): abstains at any threshold: {got}, {got2}")
     R.finish("test_thresholds")
 
 
