@@ -2,7 +2,7 @@
 -- the shell: the columns, one row per distinct probability of each class (descending), the
 -- counts adding up, the last row of each class predicting every row, given thresholds, the
 -- picture and the errors. Values that depend on rounding are checked as properties
--- (tests/test_curve.py compares the rows with scikit-learn).
+-- (tests/test_curve_sql.py compares the rows with scikit-learn).
 .load ./attnext
 .headers on
 .nullvalue NULL

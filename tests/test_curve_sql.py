@@ -1,4 +1,4 @@
-"""test_curve.py -- attn_curve and attn_curve_svg (ext/attn_curve.c, engine/curve.c) against
+"""test_curve_sql.py -- attn_curve and attn_curve_svg (ext/attn_curve.c, engine/curve.c) against
 scikit-learn's roc_curve, precision_recall_curve, roc_auc_score and average_precision_score,
 end to end through Debian's Python sqlite3 module (tests/test_curve.c compares engine/curve.c
 with sklearn bit for bit on fixed probabilities).
@@ -14,7 +14,7 @@ exactly, with the counts of rows scoring >= the threshold and f1 = 2 tp / (2 tp 
 Then: given thresholds, a class with no rows (recall NULL where sklearn warns), every row of
 one class, all rows tied, 2 classes, the AUC and average precision of attn_curve_svg's legend,
 errors and the direct-only flag. Skipped (77) without python3-sklearn (tests/deps.sh installs
-it). Run from the repository root: /usr/bin/python3 tests/test_curve.py
+it). Run from the repository root: /usr/bin/python3 tests/test_curve_sql.py
 """
 import os
 import random
@@ -298,7 +298,7 @@ def main():
     db.execute("CREATE VIEW v AS SELECT * FROM attn_curve('m', 'SELECT text, label FROM test')")
     got = error_of(db, "SELECT * FROM v")
     check(got is not None and "unsafe use of" in got, f"from a view: {got}")
-    R.finish("test_curve")
+    R.finish("test_curve_sql")
 
 
 if __name__ == "__main__":
