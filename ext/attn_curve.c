@@ -168,6 +168,11 @@ static int curve_thresholds(const char *fn, sqlite3_value *v, double **out, int 
   const char *text = (const char *)sqlite3_value_text(v);
   int len = sqlite3_value_bytes(v);
   if (!text) return SQLITE_NOMEM;
+  if (len > CURVE_MAX_THRESHOLDS * 64) { /* not parsed: the parser's memory grows with it */
+    *msg = sqlite3_mprintf("%s: thresholds must hold 1 to %d numbers, got a text of %d bytes",
+                           fn, CURVE_MAX_THRESHOLDS, len);
+    return SQLITE_ERROR;
+  }
   int st = nn_json_parse(&doc, text, (size_t)len, err);
   if (st == NN_NOMEM) return SQLITE_NOMEM;
   if (st != NN_OK || doc->type != NN_JSON_ARRAY) {

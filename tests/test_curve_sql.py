@@ -260,6 +260,8 @@ def main():
          "attn_curve: thresholds must be a number from 0 to 1 or a JSON array of them, got NULL"),
         ("SELECT * FROM attn_curve('m', ?, ?)", (q, b"\x00"),
          "attn_curve: thresholds must be a number from 0 to 1 or a JSON array of them, got a BLOB"),
+        ("SELECT * FROM attn_curve('m', ?, ?)", (q, "[" + " " * 10 ** 7 + "0.5]"),
+         "attn_curve: thresholds must hold 1 to 10000 numbers, got a text of 10000005 bytes"),
         ("SELECT * FROM attn_curve('m', ?, '[1e999]')", (q,),
          "attn_curve: thresholds must be a number from 0 to 1 or a JSON array of them, got Inf "
          "(item 1)"),
