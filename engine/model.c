@@ -910,6 +910,46 @@ int nn_model_forward(nn_model *m, nn_workspace *ws, const nn_batch *batch, int t
   return rc;
 }
 
+/* The attention context of the batch just run (ws->ctx, sorted order) into pooled (B, D) in the
+ * caller's row order. */
+static int copy_pooled(const nn_model *m, nn_workspace *ws, float *pooled, char *err) {
+  size_t D = (size_t)m->D;
+  for (int j = 0; j < ws->B; j++) {
+    float *dst = pooled + (size_t)ws->order[j] * D;
+    if (m->be->device_memory) m->be->download(dst, ws->ctx + (size_t)j * D, D * sizeof(float));
+    else memcpy(dst, ws->ctx + (size_t)j * D, D * sizeof(float));
+  }
+  return nn_backend_check(m->be, "forward", err);
+}
+
+int nn_model_forward_pooled(nn_model *m, nn_workspace *ws, const nn_batch *batch, float *logits,
+                            float *pooled, char *err) {
+  ws->row_base = 0;
+  int B = batch->B, T = batch->T, rc = NN_OK;
+  if (m->be->device_memory || B <= 1 || T < 1 || !batch->tokens || !batch->lengths) {
+    rc = forward_batch(m, ws, batch, 0, NULL, logits, NULL, err);
+    return rc == NN_OK ? copy_pooled(m, ws, pooled, err) : rc;
+  }
+  /* row ranges whose workspace fits NN_INFER_WORKSPACE_MAX, as nn_model_forward */
+  for (int b0 = 0, b1; b0 < B && rc == NN_OK; b0 = b1) {
+    size_t rows_P = 0;
+    for (b1 = b0; b1 < B; b1++) {
+      int len = batch->lengths[b1];
+      size_t next = rows_P + (len >= 1 && len <= T ? (size_t)len : 1);
+      if (b1 > b0 && workspace_bytes(m, next, b1 - b0 + 1, T, 0) > NN_INFER_WORKSPACE_MAX) break;
+      rows_P = next;
+    }
+    nn_batch part = {batch->tokens + (size_t)b0 * T, batch->lengths + b0, NULL, b1 - b0, T};
+    ws->row_base = b0;
+    rc = forward_batch(m, ws, &part, 0, NULL, logits + (size_t)b0 * m->C, NULL, err);
+    if (rc == NN_OK) rc = copy_pooled(m, ws, pooled + (size_t)b0 * m->D, err);
+  }
+  ws->row_base = 0;
+  return rc;
+}
+
+int nn_model_pooled_dim(const nn_model *m) { return m->D; }
+
 static int forward_batch(nn_model *m, nn_workspace *ws, const nn_batch *batch, int training,
                          nn_rng *rng, float *logits, float *attn, char *err) {
   if (training && (m->cfg.dropout > 0.0f || m->cfg.embed_dropout > 0.0f) && !rng) {

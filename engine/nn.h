@@ -254,6 +254,15 @@ void nn_workspace_free(nn_workspace *ws);
 int nn_model_forward(nn_model *model, nn_workspace *ws, const nn_batch *batch, int training,
                      nn_rng *rng, float *logits, float *attn, char *err);
 
+/* Inference (training=0) that also gives each row's attention-pooled representation, the
+ * context vector that attention pooling makes of the recurrent outputs and fc1 (or fc2) reads:
+ *   pooled: (B, nn_model_pooled_dim) out, in the caller's row order
+ * logits as nn_model_forward. (attn_embed.) */
+int nn_model_forward_pooled(nn_model *model, nn_workspace *ws, const nn_batch *batch,
+                            float *logits, float *pooled, char *err);
+/* Width of the pooled representation: hidden x directions (the recurrent output's). */
+int nn_model_pooled_dim(const nn_model *model);
+
 /* Backward pass after nn_model_forward(training=1) on the same batch and workspace.
  * dlogits: (B, C). Parameter gradients ACCUMULATE (+=) into nn_model_grads (allocated on first
  * use; zero them with nn_model_zero_grads). */
@@ -342,6 +351,34 @@ typedef struct nn_evaluation {
  * probability that is negative or not finite), naming the row. */
 int nn_metrics_evaluate(nn_evaluation *out, const int *y_true /*(N)*/, const float *probs /*(N, C)*/,
                         int64_t N, int C, nn_interrupt_fn stop, void *stop_ctx, char *err);
+
+/* ---------------------------------------------------------------- curves (curve.c) */
+
+/* A point of one class's ROC / precision-recall curve: at `threshold` (the class is predicted
+ * when its probability >= threshold), tp rows of the class and fp rows of other classes are
+ * predicted it. */
+typedef struct nn_curve_point {
+  double threshold;
+  int64_t tp, fp;
+} nn_curve_point;
+
+/* The curve of class c against the rest from y_true (N class ids) and probs (N, C), as
+ * scikit-learn 1.2's _binary_clf_curve(y_true == c, probs[:, c]) (the points of roc_curve with
+ * drop_intermediate=False, less its first (0, 0), and of precision_recall_curve, less its last
+ * (1, 0), in reverse): one point per distinct probability, descending, with the cumulative
+ * counts. points (N) is the work space and the result: *npoints (<= N) points, *positives the
+ * rows of class c (the last point's tp; its fp: the other rows). NN_ERROR naming the row for a
+ * probability that is not finite. */
+int nn_curve_class(nn_curve_point *points /*(N)*/, int64_t *npoints, int64_t *positives,
+                   const float *probs /*(N, C)*/, const int *y_true /*(N)*/, int64_t N, int C,
+                   int c, char *err);
+/* tp and fp at any threshold t (rows scoring >= t) from the n points of nn_curve_class. */
+void nn_curve_at(const nn_curve_point *points, int64_t n, double t, int64_t *tp, int64_t *fp);
+/* Areas, as sklearn's roc_auc_score(y_true == c, probs[:, c]) and
+ * average_precision_score(...) (sum over thresholds of (R_k - R_k-1) P_k); NaN when the class
+ * has no rows (or, for the AUC, every row). */
+double nn_curve_roc_auc(const nn_curve_point *points, int64_t n);
+double nn_curve_average_precision(const nn_curve_point *points, int64_t n);
 
 /* ---------------------------------------------------------------- training (train.c) */
 

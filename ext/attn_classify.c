@@ -3,10 +3,14 @@
  *
  *   SELECT * FROM attn_classify('news', 'SELECT id, title FROM headlines');
  *   --  id | label | probability       in the query's order; id is the query's first column
+ *   SELECT * FROM attn_classify('news', 'SELECT id, title FROM headlines', 0.8, 'unknown');
+ *   --  a label whose probability is below 0.8 reads 'unknown' (NULL without the 4th argument)
  *
  * The query (one read-only statement, columns id and text) is read in chunks of ATTN_CHUNK_ROWS
  * rows, each classified by attn_classify_texts (attn_infer.c: the connection's thread pool).
- * A NULL text gives a NULL label and probability.
+ * A NULL text gives a NULL label and probability. With min_probability (a number from 0 to 1,
+ * as attn_predict's), a row whose probability is below it gets the fallback value (NULL when
+ * none is given) as its label; its probability is still reported.
  */
 #include <string.h>
 
@@ -21,6 +25,9 @@ typedef struct attn_classify_cursor {
   float *prob;
   int cap, i, query_done;
   sqlite3_int64 rowid;
+  int thresholded;        /* min_probability given */
+  double min_probability;
+  sqlite3_value *fallback; /* its copy, or NULL */
 } attn_classify_cursor;
 
 /* Columns; the arguments are the hidden columns at the end. */
@@ -29,10 +36,13 @@ enum {
   ATTN_CLASSIFY_COL_LABEL,
   ATTN_CLASSIFY_COL_PROBABILITY,
   ATTN_CLASSIFY_COL_ARG_NAME,
-  ATTN_CLASSIFY_COL_ARG_QUERY
+  ATTN_CLASSIFY_COL_ARG_QUERY,
+  ATTN_CLASSIFY_COL_ARG_MIN_PROBABILITY,
+  ATTN_CLASSIFY_COL_ARG_FALLBACK
 };
 static const char attn_classify_schema[] =
-    "CREATE TABLE x(id, label TEXT, probability REAL, arg_name HIDDEN, arg_query HIDDEN)";
+    "CREATE TABLE x(id, label TEXT, probability REAL, arg_name HIDDEN, arg_query HIDDEN, "
+    "arg_min_probability HIDDEN, arg_fallback HIDDEN)";
 
 static int attn_classify_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
                                  sqlite3_vtab **out, char **errmsg) {
@@ -41,8 +51,9 @@ static int attn_classify_connect(sqlite3 *db, void *aux, int argc, const char *c
 }
 
 static int attn_classify_best_index(sqlite3_vtab *vtab, sqlite3_index_info *info) {
-  return attn_vtab_best_index(vtab, info, ATTN_CLASSIFY_COL_ARG_NAME, 2, 2,
-                              "attn_classify: expected 2 arguments: attn_classify(name, query)");
+  return attn_vtab_best_index(vtab, info, ATTN_CLASSIFY_COL_ARG_NAME, 4, 2,
+                              "attn_classify: expected 2 to 4 arguments: attn_classify(name, "
+                              "query[, min_probability[, fallback]])");
 }
 
 static void attn_classify_reset(attn_classify_cursor *cur) {
@@ -53,6 +64,9 @@ static void attn_classify_reset(attn_classify_cursor *cur) {
   attn_rows_free(&cur->rows);
   cur->i = 0;
   cur->query_done = 1;
+  sqlite3_value_free(cur->fallback);
+  cur->fallback = NULL;
+  cur->thresholded = 0;
 }
 
 static int attn_classify_close(sqlite3_vtab_cursor *base) {
@@ -99,6 +113,26 @@ static int attn_classify_filter(sqlite3_vtab_cursor *base, int idx_num, const ch
   const char *name = NULL;
   rc = attn_name_value(fn, argc > 0 ? argv[0] : NULL, &name, &msg);
   if (rc != SQLITE_OK) goto done;
+  /* argv: the arguments given, in column order (idx_num: which; attn_vtab_best_index) */
+  int k = 2;
+  if (attn_arg_given(idx_num, 2)) {
+    rc = attn_probability_value(fn, "min_probability", argv[k++], &cur->min_probability, &msg);
+    if (rc != SQLITE_OK) goto done;
+    cur->thresholded = 1;
+  }
+  if (attn_arg_given(idx_num, 3)) {
+    if (!cur->thresholded) { /* only through a named hidden column: arg_fallback = ... */
+      msg = sqlite3_mprintf("%s: fallback needs min_probability: attn_classify(name, query, "
+                            "min_probability, fallback)", fn);
+      rc = SQLITE_ERROR;
+      goto done;
+    }
+    cur->fallback = sqlite3_value_dup(argv[k++]);
+    if (!cur->fallback) {
+      rc = SQLITE_NOMEM;
+      goto done;
+    }
+  }
   rc = attn_model_acquire(vtab->conn, fn, name, &cur->model, &msg);
   if (rc != SQLITE_OK) goto done;
   rc = attn_prepare_query(attn_conn_db(vtab->conn), fn,
@@ -142,7 +176,12 @@ static int attn_classify_column(sqlite3_vtab_cursor *base, sqlite3_context *ctx,
   switch (col) {
   case ATTN_CLASSIFY_COL_ID: sqlite3_result_value(ctx, cur->rows.keys[i]); break;
   case ATTN_CLASSIFY_COL_LABEL:
-    if (c >= 0) sqlite3_result_text(ctx, nn_model_label(cur->model->nn, c), -1, SQLITE_TRANSIENT);
+    if (c < 0) break; /* a NULL text */
+    if (cur->thresholded && !((double)cur->prob[i] >= cur->min_probability)) { /* NaN too */
+      if (cur->fallback) sqlite3_result_value(ctx, cur->fallback);
+      break;
+    }
+    sqlite3_result_text(ctx, nn_model_label(cur->model->nn, c), -1, SQLITE_TRANSIENT);
     break;
   case ATTN_CLASSIFY_COL_PROBABILITY:
     if (c >= 0) sqlite3_result_double(ctx, cur->prob[i]);

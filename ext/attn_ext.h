@@ -3,8 +3,8 @@
  * attn_options.c, attn_training.c, attn_vtab.c, attn_svg.c), then the entry points that the
  * registration table of attnext.c names. A feature file (attn_train.c, attn_tune.c,
  * attn_predict.c, attn_explain.c, attn_classify.c, attn_evaluate.c, attn_metrics.c,
- * attn_deploy.c, attn_heatmap.c, attn_curves.c, attn_matrix.c, attn_vectors.c) includes only
- * this header, calls only the core and exports only its entry points.
+ * attn_deploy.c, attn_heatmap.c, attn_curves.c, attn_curve.c, attn_embed.c, attn_matrix.c,
+ * attn_vectors.c) includes only this header, calls only the core and exports only its entry points.
  *
  * Every SQL function and table-valued function of the extension gets the same per-connection
  * state (attn_conn) as its user data / module client data. It owns the model cache: a model is
@@ -217,6 +217,10 @@ int attn_explain_occlusion(attn_explain *ex, attn_model *model, nn_workspace *ws
                            attn_interrupt *it, const char *text, int len, const char *fn,
                            char **errmsg);
 
+/* The predicted class of one row of logits (C): the most probable, the first of ties, with its
+ * softmax probability in *prob (prob may be NULL: not computed). attn_predict's and attn_classify's label and probability (so
+ * that a min_probability threshold decides alike in both). */
+int attn_top_class(const float *logits /*(C)*/, int C, float *prob);
 /* Predict class ids and their probabilities for n texts on the connection's thread pool, in
  * batches (attn_infer.c). prob may be NULL. A NULL text gives pred -1. Errors: SQLite code,
  * *errmsg "fn: ...". */
@@ -358,6 +362,13 @@ int attn_vtab_fail(sqlite3_vtab *vtab, int rc, char *msg, const char *fn);
  *   fn: the model name must be a non-empty text, got NULL     (or got '')
  * or SQLITE_NOMEM (*errmsg untouched) when the value could not be read as text. */
 int attn_name_value(const char *fn, sqlite3_value *v, const char **name, char **errmsg);
+/* A probability threshold argument v of SQL function fn, named `arg` in errors (attn_predict's
+ * and attn_classify's min_probability): a number (or a text that reads as one) from 0 to 1.
+ * SQLITE_OK with *out, else SQLITE_ERROR with *errmsg
+ *   attn_predict: min_probability must be a number from 0 to 1, got 'high'  (or got 1.5, NULL)
+ * (SQLITE_NOMEM when the message cannot be made). */
+int attn_probability_value(const char *fn, const char *arg, sqlite3_value *v, double *out,
+                           char **errmsg);
 /* Make a scalar function's result the error msg (sqlite3_malloc'd, taken; NULL: "fn: out of
  * memory"), with rc as its code unless rc is SQLITE_ERROR. */
 void attn_result_error(sqlite3_context *ctx, int rc, char *msg, const char *fn);
@@ -430,5 +441,10 @@ extern const sqlite3_module attn_vectors_module;
 extern const sqlite3_module attn_metrics_module;
 /* attn_tune.c */
 extern const sqlite3_module attn_tune_module;
+/* attn_embed.c */
+void attn_embed_func(sqlite3_context *ctx, int argc, sqlite3_value **argv);
+/* attn_curve.c */
+extern const sqlite3_module attn_curve_module;
+void attn_curve_svg_func(sqlite3_context *ctx, int argc, sqlite3_value **argv);
 
 #endif

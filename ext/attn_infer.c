@@ -233,6 +233,17 @@ int attn_explain_occlusion(attn_explain *ex, attn_model *model, nn_workspace *ws
   return SQLITE_OK;
 }
 
+int attn_top_class(const float *logits, int C, float *prob) {
+  int best = 0;
+  for (int c = 1; c < C; c++)
+    if (logits[c] > logits[best]) best = c;
+  if (!prob) return best;
+  double sum = 0; /* softmax of the best class, in double: 1 / sum_c exp(z_c - z_best) */
+  for (int c = 0; c < C; c++) sum += exp((double)logits[c] - logits[best]);
+  *prob = (float)(1.0 / sum);
+  return best;
+}
+
 /* ------------------------------------------------------------------ batched prediction on the pool */
 
 /* One task's share of the rows: [begin, end), with the workspace of the pool thread running it. */
@@ -300,15 +311,7 @@ static void attn_classify_run(attn_classify_job *job, const attn_classify_batch 
     if (job->status != NN_OK) break;
     for (int b = 0; b < B; b++) {
       const float *z = logits + (size_t)b * C;
-      int best = 0;
-      for (int c = 1; c < C; c++)
-        if (z[c] > z[best]) best = c;
-      all->pred[rows[b]] = best;
-      if (all->prob) { /* softmax probability of the best class */
-        double sum = 0;
-        for (int c = 0; c < C; c++) sum += exp((double)z[c] - z[best]);
-        all->prob[rows[b]] = (float)(1.0 / sum);
-      }
+      all->pred[rows[b]] = attn_top_class(z, C, all->prob ? all->prob + rows[b] : NULL);
       if (all->probs) nn_softmax_rows(all->probs + (size_t)rows[b] * C, z, 1, C);
     }
   }

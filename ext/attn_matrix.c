@@ -7,6 +7,8 @@
  *   --  query_position | query_token | key_position | key_token | weight
  *   SELECT writefile('matrix.svg',
  *                    attn_matrix_svg('the cat sat on the mat', 'a dog lay on a rug', 'glove'));
+ *   SELECT * FROM attn_matrix('the cat sat', 'a dog lay', 'glove', 'trainable', 7);
+ *   SELECT * FROM attn_matrix('the cat sat', 'a dog lay', 'glove', 'additive', 7);
  *
  * Texts are split on white space (Python's str.split(): no other cleaning, stop words kept);
  * positions are 0-based. Each token's vector is looked up in the table named by `vectors`
@@ -15,14 +17,25 @@
  * Instead of a table, vectors = 'model:<name>' takes the word vectors a trained model learned:
  * the rows of its embeddings.weight (deployed version), looked up in its vocabulary the same way
  * (so stop words and words it never saw are zero vectors).
- * kind 'dot' (the default, the only one for now): scaled dot-product attention,
- *   weight(i, j) = softmax_j(q_i . k_j / sqrt(d))
- * so the weights of each query token sum to 1 over the key tokens (a zero-vector query token
- * attends uniformly). The attention layers of attnext's models pool one sequence (linear and
- * additive score each position alone; self attention reads its own sequence), so they have no
- * sentence-to-sentence form to offer here. At most 512 tokens per text (80 for the SVG). Both
- * functions read the table named by an argument, so they are direct-only (not usable in
- * triggers or views).
+ * The three kinds of the lesson, with q_i the word vector of query token i and k_j that of key
+ * token j (d numbers each), each row of weights a softmax over the key tokens (sum 1):
+ *   'dot' (the default): scaled dot-product, weight(i, j) = softmax_j(q_i . k_j / sqrt(d));
+ *   'trainable': query, key and value Linear(d, d) layers (weight and bias), randomly
+ *     initialised: weight(i, j) = softmax_j((Wq q_i + bq) . (Wk k_j + bk) / sqrt(d)), values
+ *     Wv k_j + bv;
+ *   'additive' (Bahdanau): weight(i, j) = softmax_j(v . tanh(W q_i + U k_j)), W and U (d, d),
+ *     v (d), no biases.
+ * The layers of 'trainable' and 'additive' are drawn from `seed` (default 1234) as PyTorch
+ * initialises a Linear, U(-1/sqrt(d), 1/sqrt(d)), with the engine's generator (engine/rng.c,
+ * nn_rng_uniform) in the order Wq, bq, Wk, bk, Wv, bv (W, U, v), each row-major (tensor (out,
+ * in)): tests/gen_matrix_fixtures.py draws the same numbers in Python and computes the weights
+ * with PyTorch. The column context is query token i's attention output sum_j weight(i, j)
+ * value_j (value_j = k_j, or Wv k_j + bv for 'trainable'), computed when asked for. A
+ * zero-vector query token attends uniformly under 'dot'. The attention layers of attnext's
+ * models pool one sequence, so they have no sentence-to-sentence form to offer here. At most
+ * 512 tokens per text (80 for the SVG), and 1024 dimensions for 'trainable' and 'additive'
+ * (their d x d layers). Both functions read the table named by an argument, so they are
+ * direct-only (not usable in triggers or views).
  */
 #include <math.h>
 #include <string.h>
@@ -32,6 +45,11 @@
 #define MATRIX_MAX_TOKENS 512
 #define MATRIX_SVG_MAX_TOKENS 80
 #define MATRIX_LABEL_CHARS 16
+#define MATRIX_MAX_DIM_LAYERS 1024 /* d of 'trainable' and 'additive': d x d layers */
+#define MATRIX_DEFAULT_SEED 1234
+
+enum { MX_DOT, MX_TRAINABLE, MX_ADDITIVE };
+static const char *const mx_kind_names[3] = {"dot", "trainable", "additive"};
 
 typedef struct mx_token {
   int start, len; /* bytes of the text */
@@ -49,7 +67,14 @@ typedef struct mx_side {
 typedef struct attn_mx {
   mx_side q, k;
   int dim;
+  int kind;       /* MX_DOT, MX_TRAINABLE, MX_ADDITIVE */
+  uint64_t seed;
   double *weight; /* (q.n, k.n) */
+  /* the context column, made when first asked for */
+  double *values;  /* (k.n, d) value vectors of the key tokens */
+  double *context; /* (q.n, d) */
+  unsigned char *context_done; /* (q.n) */
+  float *layers;   /* 'trainable': Wv, bv, kept for the values */
 } attn_mx;
 
 static void mx_free(attn_mx *m) {
@@ -60,6 +85,10 @@ static void mx_free(attn_mx *m) {
     sqlite3_free(sides[s]->vectors);
   }
   sqlite3_free(m->weight);
+  sqlite3_free(m->values);
+  sqlite3_free(m->context);
+  sqlite3_free(m->context_done);
+  sqlite3_free(m->layers);
   memset(m, 0, sizeof *m);
 }
 
@@ -224,10 +253,149 @@ static int mx_lookup(attn_mx *m, mx_side *side, mx_source *src, attn_interrupt *
   return SQLITE_OK;
 }
 
+/* The layers of 'trainable' (Wq, bq, Wk, bk, Wv, bv) or 'additive' (W, U, v) into one buffer:
+ * each value (2 u - 1) / sqrt(d) in float with u = nn_rng_uniform, as PyTorch's Linear and the
+ * engine's init_params (engine/model.c) draw them. */
+static float *mx_draw_layers(int kind, int d, uint64_t seed, size_t *count) {
+  size_t dd = (size_t)d * d;
+  *count = kind == MX_TRAINABLE ? 3 * (dd + d) : 2 * dd + d;
+  float *p = sqlite3_malloc64(*count * sizeof *p);
+  if (!p) return NULL;
+  nn_rng rng;
+  nn_rng_seed(&rng, seed);
+  float bound = (float)(1.0 / sqrt((double)d));
+  for (size_t i = 0; i < *count; i++) p[i] = (2.0f * nn_rng_uniform(&rng) - 1.0f) * bound;
+  return p;
+}
+
+/* out (n, d) = x (n, d) W^T + b (W (d, d) row-major, b (d) or NULL), in double. */
+static int mx_linear(double *out, const float *x, int n, const float *W, const float *b, int d,
+                     attn_interrupt *interrupt) {
+  for (int i = 0; i < n; i++) {
+    if (interrupt && attn_interrupted(interrupt, 1)) return SQLITE_INTERRUPT; /* d x d */
+    const float *xi = x + (size_t)i * d;
+    for (int r = 0; r < d; r++) {
+      const float *w = W + (size_t)r * d;
+      double acc = b ? (double)b[r] : 0.0;
+      for (int c = 0; c < d; c++) acc += (double)w[c] * xi[c];
+      out[(size_t)i * d + r] = acc;
+    }
+  }
+  return SQLITE_OK;
+}
+
+/* Each row of m->weight (scores so far) made a softmax. */
+static void mx_softmax_rows(attn_mx *m) {
+  int nq = m->q.n, nk = m->k.n;
+  for (int i = 0; i < nq; i++) {
+    double *row = m->weight + (size_t)i * nk, top = -INFINITY, sum = 0;
+    for (int j = 0; j < nk; j++)
+      if (row[j] > top) top = row[j];
+    for (int j = 0; j < nk; j++) sum += row[j] = exp(row[j] - top);
+    for (int j = 0; j < nk; j++) row[j] /= sum;
+  }
+}
+
+/* The weights of m->kind from the looked-up vectors. */
+static int mx_weights(attn_mx *m, attn_interrupt *interrupt, const char *fn, char **errmsg) {
+  int d = m->dim > 0 ? m->dim : 1, nq = m->q.n, nk = m->k.n;
+  double *pq = NULL, *pk = NULL;
+  int rc = SQLITE_OK;
+  m->weight = sqlite3_malloc64((sqlite3_uint64)(nq ? nq : 1) * (nk ? nk : 1) * sizeof(double));
+  if (!m->weight) return SQLITE_NOMEM;
+  if (m->kind != MX_DOT) {
+    size_t count;
+    m->layers = mx_draw_layers(m->kind, d, m->seed, &count);
+    pq = sqlite3_malloc64((sqlite3_uint64)(nq ? nq : 1) * d * sizeof *pq);
+    pk = sqlite3_malloc64((sqlite3_uint64)(nk ? nk : 1) * d * sizeof *pk);
+    if (!m->layers || !pq || !pk) {
+      rc = SQLITE_NOMEM;
+      goto done;
+    }
+    size_t dd = (size_t)d * d;
+    const float *L = m->layers;
+    /* trainable: Wq, bq, Wk, bk (Wv, bv later); additive: W q_i, U k_j (v after them) */
+    const float *Wq = L, *bq = m->kind == MX_TRAINABLE ? L + dd : NULL;
+    const float *Wk = m->kind == MX_TRAINABLE ? L + dd + d : L + dd;
+    const float *bk = m->kind == MX_TRAINABLE ? L + 2 * dd + d : NULL;
+    rc = mx_linear(pq, m->q.vectors, nq, Wq, bq, d, interrupt);
+    if (rc == SQLITE_OK) rc = mx_linear(pk, m->k.vectors, nk, Wk, bk, d, interrupt);
+    if (rc != SQLITE_OK) goto done;
+  }
+  double scale = 1.0 / sqrt((double)d);
+  const float *v = m->kind == MX_ADDITIVE ? m->layers + 2 * (size_t)d * d : NULL;
+  for (int i = 0; i < nq; i++) {
+    if (attn_interrupted(interrupt, 1)) { /* a row is up to 512 x 4096 multiply-adds */
+      rc = SQLITE_INTERRUPT;
+      goto done;
+    }
+    double *row = m->weight + (size_t)i * nk;
+    for (int j = 0; j < nk; j++) {
+      double score = 0;
+      if (m->kind == MX_DOT) {
+        const float *q = m->q.vectors + (size_t)i * d, *k = m->k.vectors + (size_t)j * d;
+        for (int c = 0; c < d; c++) score += (double)q[c] * k[c];
+        score *= scale;
+      } else if (m->kind == MX_TRAINABLE) {
+        const double *q = pq + (size_t)i * d, *k = pk + (size_t)j * d;
+        for (int c = 0; c < d; c++) score += q[c] * k[c];
+        score *= scale;
+      } else { /* additive: v . tanh(W q_i + U k_j) */
+        const double *q = pq + (size_t)i * d, *k = pk + (size_t)j * d;
+        for (int c = 0; c < d; c++) score += (double)v[c] * tanh(q[c] + k[c]);
+      }
+      row[j] = score;
+    }
+  }
+  mx_softmax_rows(m);
+done:
+  sqlite3_free(pq);
+  sqlite3_free(pk);
+  if (rc == SQLITE_INTERRUPT) *errmsg = sqlite3_mprintf("%s: interrupted", fn);
+  return rc;
+}
+
+/* The context of query token i: sum_j weight(i, j) value_j into m->context (made on first use;
+ * the values of 'trainable' are Wv k_j + bv). */
+static int mx_context(attn_mx *m, int i) {
+  int d = m->dim > 0 ? m->dim : 1, nq = m->q.n, nk = m->k.n;
+  if (!m->context) {
+    m->context = sqlite3_malloc64((sqlite3_uint64)(nq ? nq : 1) * d * sizeof *m->context);
+    m->context_done = sqlite3_malloc64((sqlite3_uint64)(nq ? nq : 1));
+    m->values = sqlite3_malloc64((sqlite3_uint64)(nk ? nk : 1) * d * sizeof *m->values);
+    if (!m->context || !m->context_done || !m->values) {
+      sqlite3_free(m->context);
+      sqlite3_free(m->context_done);
+      sqlite3_free(m->values);
+      m->context = NULL, m->context_done = NULL, m->values = NULL;
+      return SQLITE_NOMEM;
+    }
+    memset(m->context_done, 0, (size_t)(nq ? nq : 1));
+    if (m->kind == MX_TRAINABLE) {
+      size_t dd = (size_t)d * d;
+      const float *Wv = m->layers + 2 * (dd + d), *bv = Wv + dd;
+      mx_linear(m->values, m->k.vectors, nk, Wv, bv, d, NULL);
+    } else {
+      for (size_t x = 0; x < (size_t)nk * d; x++) m->values[x] = m->k.vectors[x];
+    }
+  }
+  if (!m->context_done[i]) {
+    double *out = m->context + (size_t)i * d;
+    for (int c = 0; c < d; c++) out[c] = 0;
+    for (int j = 0; j < nk; j++) {
+      double w = m->weight[(size_t)i * nk + j];
+      const double *val = m->values + (size_t)j * d;
+      for (int c = 0; c < d; c++) out[c] += w * val[c];
+    }
+    m->context_done[i] = 1;
+  }
+  return SQLITE_OK;
+}
+
 /* Split, look up and compute the weights. */
 static int mx_compute(attn_mx *m, attn_conn *conn, const char *fn, sqlite3_value *qv,
-                      sqlite3_value *kv, sqlite3_value *tv, sqlite3_value *kindv, int max_tokens,
-                      char **errmsg) {
+                      sqlite3_value *kv, sqlite3_value *tv, sqlite3_value *kindv,
+                      sqlite3_value *seedv, int max_tokens, char **errmsg) {
   sqlite3 *db = attn_conn_db(conn);
   mx_source src;
   int rc;
@@ -245,10 +413,32 @@ static int mx_compute(attn_mx *m, attn_conn *conn, const char *fn, sqlite3_value
   src.name = table;
   const char *kind = kindv && sqlite3_value_type(kindv) != SQLITE_NULL
                          ? (const char *)sqlite3_value_text(kindv) : "dot";
-  if (!kind || sqlite3_stricmp(kind, "dot") != 0) {
-    *errmsg = sqlite3_mprintf("%s: kind must be 'dot' (scaled dot-product), got '%s'", fn,
-                              kind ? kind : "");
+  m->kind = -1;
+  for (int k = 0; kind && k < 3; k++)
+    if (sqlite3_stricmp(kind, mx_kind_names[k]) == 0) m->kind = k;
+  if (m->kind < 0) {
+    int len = kind ? (int)strlen(kind) : 0, cut = attn_svg_prefix_bytes(kind, len, 40);
+    *errmsg = sqlite3_mprintf("%s: kind must be 'dot' (scaled dot-product), 'trainable' (query, "
+                              "key and value layers) or 'additive', got '%.*s%s'", fn, cut,
+                              kind ? kind : "", cut < len ? "..." : "");
     return SQLITE_ERROR;
+  }
+  m->seed = MATRIX_DEFAULT_SEED;
+  if (seedv) {
+    int type = sqlite3_value_numeric_type(seedv);
+    if (type != SQLITE_INTEGER || sqlite3_value_int64(seedv) < 0) {
+      const char *t = type == SQLITE_NULL ? "NULL" : type == SQLITE_BLOB ? "a BLOB" : NULL;
+      const char *v = t ? NULL : (const char *)sqlite3_value_text(seedv);
+      int len = v ? sqlite3_value_bytes(seedv) : 0, cut = attn_svg_prefix_bytes(v, len, 40);
+      const char *quote = type == SQLITE_TEXT ? "'" : ""; /* numbers as numbers */
+      *errmsg = t ? sqlite3_mprintf("%s: seed must be an integer from 0 to 2^63 - 1, got %s",
+                                    fn, t)
+                  : sqlite3_mprintf("%s: seed must be an integer from 0 to 2^63 - 1, got "
+                                    "%s%.*s%s%s", fn, quote, cut, v ? v : "",
+                                    cut < len ? "..." : "", quote);
+      return *errmsg ? SQLITE_ERROR : SQLITE_NOMEM;
+    }
+    m->seed = (uint64_t)sqlite3_value_int64(seedv);
   }
   const char *qt = (const char *)sqlite3_value_text(qv);
   int ql = sqlite3_value_bytes(qv);
@@ -290,33 +480,16 @@ static int mx_compute(attn_mx *m, attn_conn *conn, const char *fn, sqlite3_value
     attn_interrupt_end(&interrupt);
     return rc;
   }
-  int d = m->dim > 0 ? m->dim : 1, nq = m->q.n, nk = m->k.n;
-  m->weight = sqlite3_malloc64((sqlite3_uint64)(nq ? nq : 1) * (nk ? nk : 1) * sizeof(double));
-  if (!m->weight) {
+  if (m->kind != MX_DOT && m->dim > MATRIX_MAX_DIM_LAYERS) {
     attn_interrupt_end(&interrupt);
-    return SQLITE_NOMEM;
+    *errmsg = sqlite3_mprintf("%s: kind '%s' draws d x d layers: vectors of at most %d "
+                              "dimensions, got %d", fn, mx_kind_names[m->kind],
+                              MATRIX_MAX_DIM_LAYERS, m->dim);
+    return SQLITE_ERROR;
   }
-  double scale = 1.0 / sqrt((double)d);
-  for (int i = 0; i < nq; i++) {
-    if (attn_interrupted(&interrupt, 1)) { /* a row is up to 512 x 4096 multiply-adds */
-      attn_interrupt_end(&interrupt);
-      *errmsg = sqlite3_mprintf("%s: interrupted", fn);
-      return SQLITE_INTERRUPT;
-    }
-    double *row = m->weight + (size_t)i * nk, top = -INFINITY, sum = 0;
-    const float *q = m->q.vectors + (size_t)i * d;
-    for (int j = 0; j < nk; j++) {
-      const float *k = m->k.vectors + (size_t)j * d;
-      double dot = 0;
-      for (int c = 0; c < d; c++) dot += (double)q[c] * k[c];
-      row[j] = dot * scale;
-      if (row[j] > top) top = row[j];
-    }
-    for (int j = 0; j < nk; j++) sum += row[j] = exp(row[j] - top);
-    for (int j = 0; j < nk; j++) row[j] /= sum;
-  }
+  rc = mx_weights(m, &interrupt, fn, errmsg);
   attn_interrupt_end(&interrupt);
-  return SQLITE_OK;
+  return rc;
 }
 
 /* ------------------------------------------------------------------ attn_matrix (table) */
@@ -334,15 +507,17 @@ enum {
   ATTN_MATRIX_COL_KEY_POSITION,
   ATTN_MATRIX_COL_KEY_TOKEN,
   ATTN_MATRIX_COL_WEIGHT,
+  ATTN_MATRIX_COL_CONTEXT,
   ATTN_MATRIX_COL_ARG_QUERY_TEXT,
   ATTN_MATRIX_COL_ARG_KEY_TEXT,
   ATTN_MATRIX_COL_ARG_VECTORS,
-  ATTN_MATRIX_COL_ARG_KIND
+  ATTN_MATRIX_COL_ARG_KIND,
+  ATTN_MATRIX_COL_ARG_SEED
 };
 static const char attn_matrix_schema[] =
     "CREATE TABLE x(query_position INTEGER, query_token TEXT, key_position INTEGER, "
-    "key_token TEXT, weight REAL, arg_query_text HIDDEN, arg_key_text HIDDEN, "
-    "arg_vectors HIDDEN, arg_kind HIDDEN)";
+    "key_token TEXT, weight REAL, context BLOB, arg_query_text HIDDEN, arg_key_text HIDDEN, "
+    "arg_vectors HIDDEN, arg_kind HIDDEN, arg_seed HIDDEN)";
 
 static int mx_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
                       sqlite3_vtab **out, char **errmsg) {
@@ -351,9 +526,9 @@ static int mx_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
 }
 
 static int mx_best_index(sqlite3_vtab *vtab, sqlite3_index_info *info) {
-  return attn_vtab_best_index(vtab, info, ATTN_MATRIX_COL_ARG_QUERY_TEXT, 4, 3,
-                              "attn_matrix: expected 3 or 4 arguments: attn_matrix(query_text, "
-                              "key_text, vectors[, kind])");
+  return attn_vtab_best_index(vtab, info, ATTN_MATRIX_COL_ARG_QUERY_TEXT, 5, 3,
+                              "attn_matrix: expected 3 to 5 arguments: attn_matrix(query_text, "
+                              "key_text, vectors[, kind[, seed]])");
 }
 
 static int mx_close(sqlite3_vtab_cursor *base) {
@@ -368,12 +543,15 @@ static int mx_filter(sqlite3_vtab_cursor *base, int idx_num, const char *idx_str
   mx_cursor *cur = (mx_cursor *)base;
   attn_vtab *vtab = (attn_vtab *)base->pVtab;
   char *msg = NULL;
+  /* argv: the arguments given, in column order (attn_vtab_best_index) */
   int kind = attn_arg_given(idx_num, ATTN_MATRIX_COL_ARG_KIND - ATTN_MATRIX_COL_ARG_QUERY_TEXT);
+  int seed = attn_arg_given(idx_num, ATTN_MATRIX_COL_ARG_SEED - ATTN_MATRIX_COL_ARG_QUERY_TEXT);
   mx_free(&cur->m);
   cur->row = cur->nrows = 0;
   int rc = mx_compute(&cur->m, vtab->conn, "attn_matrix", argc > 0 ? argv[0] : NULL,
                       argc > 1 ? argv[1] : NULL, argc > 2 ? argv[2] : NULL,
-                      kind && argc > 3 ? argv[3] : NULL, MATRIX_MAX_TOKENS, &msg);
+                      kind && argc > 3 ? argv[3] : NULL,
+                      seed && argc > 3 + kind ? argv[3 + kind] : NULL, MATRIX_MAX_TOKENS, &msg);
   if (rc != SQLITE_OK) {
     mx_free(&cur->m);
     return attn_vtab_fail(base->pVtab, rc, msg, "attn_matrix");
@@ -406,6 +584,22 @@ static int mx_column(sqlite3_vtab_cursor *base, sqlite3_context *ctx, int col) {
     sqlite3_result_text(ctx, cur->m.k.text + k->start, k->len, SQLITE_TRANSIENT);
     break;
   case ATTN_MATRIX_COL_WEIGHT: sqlite3_result_double(ctx, cur->m.weight[cur->row]); break;
+  case ATTN_MATRIX_COL_CONTEXT: { /* float32, little-endian, as attn_embed */
+    int d = cur->m.dim > 0 ? cur->m.dim : 1;
+    if (mx_context(&cur->m, i) != SQLITE_OK) return SQLITE_NOMEM;
+    unsigned char *blob = sqlite3_malloc64(4 * (sqlite3_uint64)d);
+    float *f = sqlite3_malloc64(sizeof *f * (sqlite3_uint64)d);
+    if (!blob || !f) {
+      sqlite3_free(blob);
+      sqlite3_free(f);
+      return SQLITE_NOMEM;
+    }
+    for (int c = 0; c < d; c++) f[c] = (float)cur->m.context[(size_t)i * d + c];
+    attn_floats_to_le(blob, f, d);
+    sqlite3_free(f);
+    sqlite3_result_blob64(ctx, blob, 4 * (sqlite3_uint64)d, sqlite3_free);
+    break;
+  }
   default: break;
   }
   return SQLITE_OK;
@@ -444,7 +638,8 @@ void attn_matrix_svg_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) 
   char *msg = NULL;
   memset(&m, 0, sizeof m);
   int rc = mx_compute(&m, sqlite3_user_data(ctx), fn, argv[0], argv[1], argv[2],
-                      argc > 3 ? argv[3] : NULL, MATRIX_SVG_MAX_TOKENS, &msg);
+                      argc > 3 ? argv[3] : NULL, argc > 4 ? argv[4] : NULL,
+                      MATRIX_SVG_MAX_TOKENS, &msg);
   if (rc != SQLITE_OK) {
     if (msg) {
       sqlite3_result_error(ctx, msg, -1);
@@ -482,12 +677,28 @@ void attn_matrix_svg_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) 
   int height = (int)ceil(top + gh + 80);
 
   sqlite3_str *out = sqlite3_str_new(NULL);
-  attn_svg_begin(out, width, height, "Scaled dot-product attention", -1);
+  char *title = m.kind == MX_DOT ? sqlite3_mprintf("Scaled dot-product attention")
+                : m.kind == MX_TRAINABLE
+                    ? sqlite3_mprintf("Trainable attention (query, key, value layers, seed %llu)",
+                                      (unsigned long long)m.seed)
+                    : sqlite3_mprintf("Additive attention (seed %llu)", (unsigned long long)m.seed);
+  attn_svg_begin(out, width, height, title, title ? -1 : 0);
   sqlite3_str_appendf(out, "<text x=\"20\" y=\"28\" font-size=\"17\" font-weight=\"bold\" "
-                           "fill=\"#1a1a1a\">Scaled dot-product attention</text>\n"
-                           "<text x=\"20\" y=\"48\" font-size=\"12\" fill=\"#555555\">rows: query "
-                           "tokens; columns: key tokens; softmax of q.k/sqrt(%d) over each row"
-                           "</text>\n", m.dim > 0 ? m.dim : 1);
+                           "fill=\"#1a1a1a\">%s</text>\n", title ? title : "");
+  sqlite3_free(title);
+  int dd = m.dim > 0 ? m.dim : 1;
+  if (m.kind == MX_DOT)
+    sqlite3_str_appendf(out, "<text x=\"20\" y=\"48\" font-size=\"12\" fill=\"#555555\">rows: "
+                             "query tokens; columns: key tokens; softmax of q.k/sqrt(%d) over "
+                             "each row</text>\n", dd);
+  else if (m.kind == MX_TRAINABLE)
+    sqlite3_str_appendf(out, "<text x=\"20\" y=\"48\" font-size=\"12\" fill=\"#555555\">rows: "
+                             "query tokens; columns: key tokens; softmax of (Wq q + bq).(Wk k + "
+                             "bk)/sqrt(%d) over each row</text>\n", dd);
+  else
+    sqlite3_str_appendall(out, "<text x=\"20\" y=\"48\" font-size=\"12\" fill=\"#555555\">rows: "
+                               "query tokens; columns: key tokens; softmax of v.tanh(W q + U k) "
+                               "over each row</text>\n");
   const char *mono = "font-family=\"DejaVu Sans Mono, monospace\"";
   for (int j = 0; j < nk; j++) {
     double x = left + cell * (j + 0.5), y = top - 6;

@@ -4,6 +4,8 @@
  *   SELECT attn_predict('news', title) FROM headlines;     -- label of the deployed 'news'
  *   SELECT attn_predict(title) FROM headlines;             -- the default model (most recently
  *                                                          -- deployed one in the database)
+ *   SELECT attn_predict('news', title, 0.8) FROM headlines;             -- NULL below 0.8
+ *   SELECT attn_predict('news', title, 0.8, 'unknown') FROM headlines;  -- 'unknown' below 0.8
  *   SELECT * FROM attn_probs('news', 'Final tennis tournament starts next week');
  *   --  label | probability                  all classes, most probable first
  *   SELECT * FROM attn_weights('news', 'Final tennis tournament starts next week');
@@ -13,7 +15,10 @@
  *
  * attn_predict costs tokenize + forward per row: the model is looked up once per statement
  * (attn_model_get keeps it as auxdata of the constant name argument) and the connection's
- * workspace is reused. A NULL text gives NULL.
+ * workspace is reused. A NULL text gives NULL. With min_probability (a number from 0 to 1), a
+ * prediction whose probability (the softmax of the top class, as attn_classify reports it:
+ * attn_top_class) is below it gives NULL, or the fallback value given as the fourth argument,
+ * returned as it is (any type).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -31,10 +36,15 @@ void attn_predict_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   char *msg = NULL, err[NN_ERR_LEN];
   attn_model *model = NULL;
   int rc;
-  if (argc == 2 && (rc = attn_name_value(fn, argv[0], &name, &msg)) != SQLITE_OK) goto error;
-  rc = attn_model_get(ctx, fn, name, argc == 2 ? 0 : -1, &model, &msg);
+  double min_probability = 0;
+  /* argc: 1 (text), 2 (name, text), 3 (+ min_probability), 4 (+ fallback) */
+  if (argc >= 2 && (rc = attn_name_value(fn, argv[0], &name, &msg)) != SQLITE_OK) goto error;
+  if (argc >= 3 && (rc = attn_probability_value(fn, "min_probability", argv[2], &min_probability,
+                                                &msg)) != SQLITE_OK)
+    goto error;
+  rc = attn_model_get(ctx, fn, name, argc >= 2 ? 0 : -1, &model, &msg);
   if (rc != SQLITE_OK) goto error;
-  sqlite3_value *value = argv[argc - 1];
+  sqlite3_value *value = argv[argc == 1 ? 0 : 1];
   if (sqlite3_value_type(value) == SQLITE_NULL) {
     sqlite3_result_null(ctx);
     return;
@@ -75,10 +85,14 @@ void attn_predict_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     rc = SQLITE_ERROR;
     goto error;
   }
-  int best = 0;
-  for (int c = 1; c < C; c++)
-    if (logits[c] > logits[best]) best = c;
+  float top = 1;
+  int best = attn_top_class(logits, C, argc >= 3 ? &top : NULL); /* no exp() without a threshold */
   sqlite3_free(heap);
+  if (argc >= 3 && !((double)top >= min_probability)) { /* NaN (a broken model): abstain */
+    if (argc == 4) sqlite3_result_value(ctx, argv[3]);
+    else sqlite3_result_null(ctx);
+    return;
+  }
   sqlite3_result_text(ctx, nn_model_label(nn, best), -1, SQLITE_TRANSIENT);
   return;
 error:

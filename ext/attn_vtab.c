@@ -131,6 +131,29 @@ int attn_name_value(const char *fn, sqlite3_value *v, const char **name, char **
   return *errmsg ? SQLITE_ERROR : SQLITE_NOMEM;
 }
 
+int attn_probability_value(const char *fn, const char *arg, sqlite3_value *v, double *out,
+                           char **errmsg) {
+  int type = v ? sqlite3_value_numeric_type(v) : SQLITE_NULL; /* '0.5' reads as 0.5 */
+  if (type == SQLITE_INTEGER || type == SQLITE_FLOAT) {
+    double x = sqlite3_value_double(v);
+    if (x >= 0 && x <= 1) { /* false for NaN */
+      *out = x;
+      return SQLITE_OK;
+    }
+    *errmsg = sqlite3_mprintf("%s: %s must be a number from 0 to 1, got %g", fn, arg, x);
+  } else if (type == SQLITE_TEXT) {
+    const char *s = (const char *)sqlite3_value_text(v);
+    int len = sqlite3_value_bytes(v);
+    *errmsg = sqlite3_mprintf("%s: %s must be a number from 0 to 1, got '%.*s%s'", fn, arg,
+                              attn_svg_prefix_bytes(s, len, 40), s ? s : "",
+                              attn_svg_prefix_bytes(s, len, 40) < len ? "..." : "");
+  } else {
+    *errmsg = sqlite3_mprintf("%s: %s must be a number from 0 to 1, got %s", fn, arg,
+                              type == SQLITE_NULL ? "NULL" : "a BLOB");
+  }
+  return *errmsg ? SQLITE_ERROR : SQLITE_NOMEM;
+}
+
 void attn_result_error(sqlite3_context *ctx, int rc, char *msg, const char *fn) {
   if (msg) {
     sqlite3_result_error(ctx, msg, -1);

@@ -43,6 +43,8 @@ static const attn_registration attn_functions[] = {
     {"attn_import", 2, SQLITE_DIRECTONLY, attn_import_func, NULL},           /* attn_deploy.c */
     {"attn_predict", 2, SQLITE_INNOCUOUS, attn_predict_func, NULL},          /* attn_predict.c */
     {"attn_predict", 1, SQLITE_INNOCUOUS, attn_predict_func, NULL},          /* attn_predict.c */
+    {"attn_predict", 3, SQLITE_INNOCUOUS, attn_predict_func, NULL},          /* attn_predict.c */
+    {"attn_predict", 4, SQLITE_INNOCUOUS, attn_predict_func, NULL},          /* attn_predict.c */
     {"attn_probs", -1, 0, NULL, &attn_explain_module},                       /* attn_predict.c */
     {"attn_weights", -1, 0, NULL, &attn_explain_module},                     /* attn_predict.c */
     {"attn_explain", -1, 0, NULL, &attn_explain_occlusion_module},           /* attn_explain.c */
@@ -63,9 +65,13 @@ static const attn_registration attn_functions[] = {
     {"attn_matrix", -1, 0, NULL, &attn_matrix_module},                       /* attn_matrix.c */
     {"attn_matrix_svg", 3, SQLITE_DIRECTONLY, attn_matrix_svg_func, NULL},   /* attn_matrix.c */
     {"attn_matrix_svg", 4, SQLITE_DIRECTONLY, attn_matrix_svg_func, NULL},   /* attn_matrix.c */
+    {"attn_matrix_svg", 5, SQLITE_DIRECTONLY, attn_matrix_svg_func, NULL},   /* attn_matrix.c */
     {"attn_vectors_load", -1, 0, NULL, &attn_vectors_module},                /* attn_vectors.c */
     {"attn_metrics", -1, 0, NULL, &attn_metrics_module},                     /* attn_metrics.c */
     {"attn_tune", -1, 0, NULL, &attn_tune_module},                           /* attn_tune.c */
+    {"attn_embed", 2, SQLITE_INNOCUOUS, attn_embed_func, NULL},              /* attn_embed.c */
+    {"attn_curve", -1, 0, NULL, &attn_curve_module},                         /* attn_curve.c */
+    {"attn_curve_svg", 2, SQLITE_DIRECTONLY, attn_curve_svg_func, NULL},     /* attn_curve.c */
 };
 
 #ifdef _WIN32

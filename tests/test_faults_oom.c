@@ -12,7 +12,8 @@
  *   - after the database is closed, oom_live is back to where it started: the
  *     extension freed every sqlite3_malloc'd byte also on the error paths.
  * Scenarios: loading the extension, attn_train, attn_import, attn_deploy, attn_predict,
- * attn_probs, attn_weights, attn_classify, attn_evaluate, attn_confusion.
+ * attn_probs, attn_weights, attn_classify, attn_evaluate, attn_confusion, the thresholds of
+ * attn_predict and attn_classify, attn_embed, attn_curve, attn_curve_svg, attn_matrix's kinds.
  * The engine allocates with malloc (not seen here); its leaks are found by ASan's leak checker
  * under `make test-asan`. */
 #include <sqlite3.h>
@@ -292,6 +293,16 @@ int main(void) {
       {"attn_classify", "SELECT * FROM attn_classify('m', 'SELECT id, text FROM docs')", 1, 0},
       {"attn_evaluate", "SELECT * FROM attn_evaluate('m', 'SELECT text, label FROM docs')", 1, 0},
       {"attn_confusion", "SELECT * FROM attn_confusion('m', 'SELECT text, label || id % 2 FROM docs')", 1, 0},
+      {"attn_predict threshold", "SELECT attn_predict('m', text, 0.5, 'u') FROM docs", 1, 0},
+      {"attn_classify threshold",
+       "SELECT * FROM attn_classify('m', 'SELECT id, text FROM docs', 0.5, 'u')", 1, 0},
+      {"attn_embed", "SELECT attn_embed('m', text) FROM docs", 1, 0},
+      {"attn_curve thresholds",
+       "SELECT * FROM attn_curve('m', 'SELECT text, label FROM docs', '[0.2, 0.5]')", 1, 0},
+      {"attn_curve_svg", "SELECT attn_curve_svg('m', 'SELECT text, label FROM docs')", 1, 0},
+      {"attn_matrix trainable",
+       "SELECT *, length(context) FROM attn_matrix('goal match', 'the team', 'model:m', "
+       "'trainable', 3)", 1, 0},
   };
   for (size_t k = 0; k < sizeof scenarios / sizeof scenarios[0]; k++) {
     const scenario *s = &scenarios[k];

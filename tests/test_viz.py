@@ -510,12 +510,14 @@ def test_matrix(db, tmp):
     check(rows4 == rows, "matrix: kind 'dot' is the default")
     for sql, want in [
         ("SELECT * FROM attn_matrix('a', 'b', 'glove', 'cosine')",
-         "attn_matrix: kind must be 'dot' (scaled dot-product), got 'cosine'"),
+         "attn_matrix: kind must be 'dot' (scaled dot-product), 'trainable' (query, key and "
+         "value layers) or 'additive', got 'cosine'"),
         ("SELECT * FROM attn_matrix('a', 'b', 'nosuch')",
          "attn_matrix: cannot read the vectors table 'nosuch' (columns word, vector): "
          "no such table: nosuch"),
         ("SELECT * FROM attn_matrix('a', 'b')",
-         "attn_matrix: expected 3 or 4 arguments: attn_matrix(query_text, key_text, vectors[, kind])"),
+         "attn_matrix: expected 3 to 5 arguments: attn_matrix(query_text, key_text, vectors[, "
+         "kind[, seed]])"),
         ("SELECT * FROM attn_matrix(NULL, 'b', 'glove')",
          "attn_matrix: the query and key texts must not be NULL"),
     ]:

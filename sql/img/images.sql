@@ -11,3 +11,5 @@ SELECT writefile('sql/img/heatmap_occlusion.svg',
 SELECT writefile('sql/img/heatmap_rows.svg',
                  attn_heatmap_query('news', 'SELECT title FROM new_headlines WHERE rowid IN (1, 11, 21, 31, 5, 15)'));
 SELECT writefile('sql/img/curves.svg', attn_curves('news'));
+SELECT writefile('sql/img/curve.svg',
+                 attn_curve_svg('news', 'SELECT title, category FROM test_headlines'));
