@@ -815,11 +815,12 @@ nn_workspace *nn_workspace_member(nn_workspace *ws, int k) {
  * and the attention averaged. Members run one after another, member 0 first, so the result is
  * the same for any number of threads. */
 static int ensemble_forward(nn_model *m, nn_workspace *ws, const nn_batch *batch, float *logits,
-                            float *attn, char *err) {
+                            float *attn, float *pooled, char *err) {
   int rc = nn_model_sync(m, err);
   if (rc != NN_OK) return rc;
   size_t BC = (size_t)batch->B * m->C, BT = attn ? (size_t)batch->B * batch->T : 0;
-  size_t need = 2 * BC + 2 * BT;
+  size_t BD = pooled ? (size_t)batch->B * m->D : 0;
+  size_t need = 2 * BC + 2 * BT + BD;
   if (need > ws->ens_cap) {
     float *p = realloc(ws->ens_buf, need * sizeof *p);
     if (!p) {
@@ -830,7 +831,7 @@ static int ensemble_forward(nn_model *m, nn_workspace *ws, const nn_batch *batch
     ws->ens_cap = need;
   }
   float *probs = ws->ens_buf, *member_logits = probs + BC, *sum_attn = member_logits + BC;
-  float *member_attn = sum_attn + BT;
+  float *member_attn = sum_attn + BT, *member_pooled = member_attn + BT;
   memset(probs, 0, BC * sizeof *probs);
   if (attn) memset(sum_attn, 0, BT * sizeof *sum_attn);
   for (int k = 0; k < m->K; k++) {
@@ -839,8 +840,15 @@ static int ensemble_forward(nn_model *m, nn_workspace *ws, const nn_batch *batch
       snprintf(err, NN_ERR_LEN, "out of memory creating a workspace");
       return NN_NOMEM;
     }
-    rc = nn_model_forward(m->member[k], wk, batch, 0, NULL, member_logits,
-                          attn ? member_attn : NULL, err);
+    if (pooled) { /* member k's context is columns [k D, (k+1) D) of each row */
+      rc = nn_model_forward_pooled(m->member[k], wk, batch, member_logits, member_pooled, err);
+      for (int b = 0; rc == NN_OK && b < batch->B; b++)
+        memcpy(pooled + ((size_t)b * m->K + k) * m->D, member_pooled + (size_t)b * m->D,
+               (size_t)m->D * sizeof *pooled);
+    } else {
+      rc = nn_model_forward(m->member[k], wk, batch, 0, NULL, member_logits,
+                            attn ? member_attn : NULL, err);
+    }
     if (rc != NN_OK) return rc;
     nn_softmax_rows(member_logits, member_logits, batch->B, m->C);
     for (size_t i = 0; i < BC; i++) probs[i] += member_logits[i];
@@ -882,7 +890,7 @@ int nn_model_forward(nn_model *m, nn_workspace *ws, const nn_batch *batch, int t
       snprintf(err, NN_ERR_LEN, "an ensemble trains through its members (nn_model_member)");
       return NN_ERROR;
     }
-    return ensemble_forward(m, ws, batch, logits, attn, err);
+    return ensemble_forward(m, ws, batch, logits, attn, NULL, err);
   }
   ws->row_base = 0;
   int B = batch->B, T = batch->T;
@@ -924,6 +932,7 @@ static int copy_pooled(const nn_model *m, nn_workspace *ws, float *pooled, char 
 
 int nn_model_forward_pooled(nn_model *m, nn_workspace *ws, const nn_batch *batch, float *logits,
                             float *pooled, char *err) {
+  if (m->K > 1) return ensemble_forward(m, ws, batch, logits, NULL, pooled, err);
   ws->row_base = 0;
   int B = batch->B, T = batch->T, rc = NN_OK;
   if (m->be->device_memory || B <= 1 || T < 1 || !batch->tokens || !batch->lengths) {
@@ -948,7 +957,7 @@ int nn_model_forward_pooled(nn_model *m, nn_workspace *ws, const nn_batch *batch
   return rc;
 }
 
-int nn_model_pooled_dim(const nn_model *m) { return m->D; }
+int nn_model_pooled_dim(const nn_model *m) { return m->K * m->D; } /* members side by side */
 
 static int forward_batch(nn_model *m, nn_workspace *ws, const nn_batch *batch, int training,
                          nn_rng *rng, float *logits, float *attn, char *err) {

@@ -256,7 +256,8 @@ int nn_model_forward(nn_model *model, nn_workspace *ws, const nn_batch *batch, i
 
 /* Inference (training=0) that also gives each row's attention-pooled representation, the
  * context vector that attention pooling makes of the recurrent outputs and fc1 (or fc2) reads:
- *   pooled: (B, nn_model_pooled_dim) out, in the caller's row order
+ *   pooled: (B, nn_model_pooled_dim) out, in the caller's row order; an ensemble's members'
+ *           contexts side by side (member k in columns [k D, (k+1) D))
  * logits as nn_model_forward. (attn_embed.) */
 int nn_model_forward_pooled(nn_model *model, nn_workspace *ws, const nn_batch *batch,
                             float *logits, float *pooled, char *err);
