@@ -27,7 +27,8 @@ typedef enum {
   OPT_CELL,      /* the enums: int, one of a list of names (enum_names) */
   OPT_ATTENTION,
   OPT_DEVICE,
-  OPT_MONITOR
+  OPT_MONITOR,
+  OPT_RECIPE
 } opt_kind;
 
 typedef struct config_option {
@@ -46,11 +47,13 @@ typedef struct config_option {
 #define OPT_E(f, kind) {#f, kind, offsetof(nn_config, f), 0, 0, 0, 0, 0, 0}
 #define SEED_MAX ((int64_t)1 << 53)
 _Static_assert(sizeof(nn_cell) == sizeof(int) && sizeof(nn_attention) == sizeof(int) &&
-                   sizeof(nn_device) == sizeof(int) && sizeof(nn_monitor) == sizeof(int),
+                   sizeof(nn_device) == sizeof(int) && sizeof(nn_monitor) == sizeof(int) &&
+                   sizeof(nn_recipe) == sizeof(int),
                "config.c reads the enum fields as int");
 
 /* In the order nn_config_to_json writes them. */
 static const config_option config_options[] = {
+    OPT_E(recipe, OPT_RECIPE), /* parsed first, whatever its place (nn_config_parse_json) */
     OPT_E(cell, OPT_CELL),
     OPT_I(layers, 1, NN_MAX_LAYERS),
     OPT_B(bidirectional),
@@ -90,6 +93,7 @@ static const char *const cell_names[] = {"rnn", "gru", "lstm"};
 static const char *const attention_names[] = {"linear", "additive", "self", "dot"};
 static const char *const device_names[] = {"auto", "cpu", "cuda"};
 static const char *const monitor_names[] = {"val_loss", "val_f1", "val_accuracy"};
+static const char *const recipe_names[] = {"default", "lesson"};
 #define COUNT(a) ((int)(sizeof a / sizeof a[0]))
 
 /* The names of an enum option's values, in enum order; *count of them. */
@@ -99,6 +103,7 @@ static const char *const *enum_names(opt_kind kind, int *count) {
   case OPT_ATTENTION: *count = COUNT(attention_names); return attention_names;
   case OPT_DEVICE: *count = COUNT(device_names); return device_names;
   case OPT_MONITOR: *count = COUNT(monitor_names); return monitor_names;
+  case OPT_RECIPE: *count = COUNT(recipe_names); return recipe_names;
   default: *count = 0; return NULL;
   }
 }
@@ -113,9 +118,11 @@ const char *nn_cell_name(nn_cell cell) { return enum_name(OPT_CELL, (int)cell); 
 const char *nn_attention_name(nn_attention attn) { return enum_name(OPT_ATTENTION, (int)attn); }
 const char *nn_device_name(nn_device device) { return enum_name(OPT_DEVICE, (int)device); }
 const char *nn_monitor_name(nn_monitor monitor) { return enum_name(OPT_MONITOR, (int)monitor); }
+const char *nn_recipe_name(nn_recipe recipe) { return enum_name(OPT_RECIPE, (int)recipe); }
 
-void nn_config_default(nn_config *cfg) {
+void nn_config_lesson(nn_config *cfg) {
   memset(cfg, 0, sizeof *cfg);
+  cfg->recipe = NN_RECIPE_LESSON;
   cfg->lower = 1;
   cfg->stopwords = 1;
   cfg->drop_parentheses = 1;
@@ -132,10 +139,12 @@ void nn_config_default(nn_config *cfg) {
   cfg->hidden = 128;
   cfg->fc_hidden = 100;
   cfg->dropout = 0.1f;
+  cfg->embed_dropout = 0.0f;
+  cfg->word_dropout = 0.0f;
   cfg->ensemble = 1;
-  cfg->epochs = 20;
+  cfg->epochs = 50;
   cfg->batch_size = 64;
-  cfg->lr = 1e-3f;
+  cfg->lr = 1e-4f;
   cfg->val_fraction = 0.15f;
   cfg->class_weights = 1;
   cfg->patience = 10;
@@ -146,6 +155,19 @@ void nn_config_default(nn_config *cfg) {
   cfg->threads = 0;
   cfg->device = NN_DEVICE_AUTO;
   cfg->progress = 1;
+}
+
+void nn_config_default(nn_config *cfg) {
+  nn_config_lesson(cfg);
+  cfg->recipe = NN_RECIPE_DEFAULT;
+  cfg->epochs = 20;
+  cfg->lr = 1e-3f;
+}
+
+/* The recipe a config starts from (the "recipe" option). */
+static void config_recipe(nn_config *cfg, nn_recipe recipe) {
+  if (recipe == NN_RECIPE_LESSON) nn_config_lesson(cfg);
+  else nn_config_default(cfg);
 }
 
 /* ------------------------------------------------------------------------------- size */
@@ -195,7 +217,8 @@ static void range_text(char *out, size_t n, const config_option *o) {
   case OPT_CELL:
   case OPT_ATTENTION:
   case OPT_DEVICE:
-  case OPT_MONITOR: { /* "a", "b" or "c" */
+  case OPT_MONITOR:
+  case OPT_RECIPE: { /* "a", "b" or "c" */
     int count;
     const char *const *names = enum_names(o->kind, &count);
     size_t used = 0;
@@ -344,7 +367,8 @@ int nn_config_validate(const nn_config *cfg, char *err) {
     case OPT_CELL:
     case OPT_ATTENTION:
     case OPT_DEVICE:
-    case OPT_MONITOR: {
+    case OPT_MONITOR:
+    case OPT_RECIPE: {
       int x, count; /* the enums are int-sized */
       memcpy(&x, field, sizeof x);
       enum_names(o->kind, &count);
@@ -423,7 +447,8 @@ static int parse_option(nn_config *cfg, const config_option *o, const nn_json *v
   case OPT_CELL:
   case OPT_ATTENTION:
   case OPT_DEVICE:
-  case OPT_MONITOR: {
+  case OPT_MONITOR:
+  case OPT_RECIPE: {
     int count;
     const char *const *names = enum_names(o->kind, &count);
     if (v->type != NN_JSON_STRING) return option_error(err, o, got);
@@ -459,8 +484,15 @@ int nn_config_parse_json(nn_config *cfg, const char *json, char *err) {
   }
   nn_config c = *cfg;
   rc = NN_OK;
+  /* "recipe" first, wherever it stands: it replaces every field, the other keys then apply */
+  const nn_json *recipe = nn_json_get(doc, "recipe");
+  if (recipe) {
+    rc = parse_option(&c, &config_options[0], recipe, json, err);
+    if (rc == NN_OK) config_recipe(&c, c.recipe);
+  }
   for (size_t m = 0; m < doc->count && rc == NN_OK; m++) {
     const nn_json *member = &doc->items[m];
+    if (member == recipe) continue;
     const config_option *o = NULL;
     for (size_t i = 0; i < NUM_OPTIONS; i++)
       if (member->key_len == strlen(config_options[i].name) &&
@@ -514,7 +546,8 @@ char *nn_config_to_json(const nn_config *cfg) {
     case OPT_CELL:
     case OPT_ATTENTION:
     case OPT_DEVICE:
-    case OPT_MONITOR: {
+    case OPT_MONITOR:
+    case OPT_RECIPE: {
       int x;
       memcpy(&x, field, sizeof x);
       nn_strbuf_printf(&sb, "\"%s\"", enum_name(o->kind, x));

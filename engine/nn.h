@@ -54,6 +54,9 @@ typedef enum {
   NN_MONITOR_VAL_F1 = 1,
   NN_MONITOR_VAL_ACCURACY = 2
 } nn_monitor;
+/* The recipe an options object starts from: the defaults (chosen for accuracy, README.md
+ * "Training options") or the Made-With-ML lesson's recipe exactly. */
+typedef enum { NN_RECIPE_DEFAULT = 0, NN_RECIPE_LESSON = 1 } nn_recipe;
 
 #define NN_PAD 0 /* token id of <PAD> */
 #define NN_UNK 1 /* token id of <UNK> */
@@ -62,6 +65,7 @@ typedef enum {
 
 /* Every option of attn_train. Field names are the JSON option keys. */
 typedef struct nn_config {
+  nn_recipe recipe; /* what the other fields started from ("default" | "lesson") */
   /* text */
   int lower;        /* lower-case ASCII letters (default 1) */
   int stopwords;    /* drop the 179 NLTK English stop words (default 1) */
@@ -101,7 +105,14 @@ typedef struct nn_config {
   int progress;           /* draw a progress line on a terminal (default 1); used by ext/ */
 } nn_config;
 
+/* The default recipe (recipe "default"). */
 void nn_config_default(nn_config *cfg);
+/* The Made-With-ML "Attention" lesson's recipe (recipe "lesson"): rnn 128, embedding 100, fc1
+ * 100, dropout 0.1, vocabulary 5000, the lesson's preprocessing, Adam lr 1e-4 for 50 epochs,
+ * ReduceLROnPlateau(0.1, 3), early stopping patience 10 on the validation loss, class weights.
+ * Also what a weights file's config starts from (nn_model_load): a file that leaves an option
+ * out means the lesson's value, whatever the defaults become. */
+void nn_config_lesson(nn_config *cfg);
 
 /* Parse a JSON object of options over the current values of *cfg (call nn_config_default
  * first). Unknown keys, wrong types and out-of-range values are errors naming the key, e.g.
@@ -128,7 +139,8 @@ char *nn_config_to_json(const nn_config *cfg);
 const char *nn_cell_name(nn_cell cell);           /* "rnn" | "gru" | "lstm" */
 const char *nn_attention_name(nn_attention attn); /* "linear" | "additive" | "self" | "dot" */
 const char *nn_device_name(nn_device device);     /* "auto" | "cpu" | "cuda" */
-const char *nn_monitor_name(nn_monitor monitor);  /* "val_loss" | "val_f1" | "val_accuracy" */
+const char *nn_monitor_name(nn_monitor monitor);
+const char *nn_recipe_name(nn_recipe recipe);  /* "val_loss" | "val_f1" | "val_accuracy" */
 
 /* ---------------------------------------------------------------- text and vocabulary (text.c) */
 

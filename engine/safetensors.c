@@ -627,7 +627,7 @@ int nn_model_load_ex(nn_model **out, const unsigned char *blob, size_t len, nn_i
 
   if ((rc = load_format_version(&f, err)) != NN_OK) goto done;
   nn_config cfg;
-  nn_config_default(&cfg);
+  nn_config_lesson(&cfg); /* a key the file leaves out has the lesson's value (nn.h) */
   const char *config = nn_st_meta(&f, "config");
   if (!config) LOAD_FAIL(NN_ERROR, "weights: __metadata__ has no \"config\"");
   if ((rc = nn_config_parse_json(&cfg, config, sub)) != NN_OK ||

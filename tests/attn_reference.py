@@ -7,6 +7,12 @@ lesson's classifier, generalised as README.md, Architecture (the model and its t
     (layers, bidirectional, packed so padding is never read) -> attention pooling
     (linear | additive | self | dot, padded positions masked) -> fc1 -> dropout -> fc2 -> logits (B, C)
 
+with, in training only, embed_dropout (inverted dropout on the embedded tokens) and
+word_dropout (tokens replaced by <UNK> before the embedding; word_dropout() below). An ensemble
+("ensemble": K > 1) is K such networks (EnsembleClassifier, state_dict names members.k.*): its
+prediction averages the members' softmax probabilities (logits = their log) and its attention
+averages theirs; in training each member learns from its own loss, summed.
+
 Its state_dict names are the contract of the weight format (embeddings.weight, rnn.weight_ih_l0,
 attn.weight, fc1.weight, ...). Used by tests/gen_fixtures.py (golden fixtures for
 tests/test_golden.c), tests/test_interop.py and the benchmark. Run with Debian's /usr/bin/python3.
@@ -26,11 +32,11 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-# The lesson's defaults (README.md, Training options); nn_config_default in engine/config.c
-# has the same.
+# The lesson's network (README.md, Training options: recipe "lesson"; nn_config_lesson in
+# engine/config.c has the same).
 DEFAULTS = {"cell": "rnn", "layers": 1, "bidirectional": False, "attention": "linear",
             "embed_dim": 100, "hidden": 128, "fc_hidden": 100, "dropout": 0.1,
-            "vocab_size": 5000, "num_classes": 4}
+            "embed_dropout": 0.0, "ensemble": 1, "vocab_size": 5000, "num_classes": 4}
 
 
 class Additive(nn.Module):
@@ -65,6 +71,7 @@ class AttnClassifier(nn.Module):
         V, E, H = c["vocab_size"], c["embed_dim"], c["hidden"]
         Fh, C, bi = c["fc_hidden"], c["num_classes"], bool(c["bidirectional"])
         self.embeddings = nn.Embedding(V, E, padding_idx=0)
+        self.embed_dropout = nn.Dropout(c["embed_dropout"])
         cell = {"rnn": nn.RNN, "gru": nn.GRU, "lstm": nn.LSTM}[c["cell"]]
         self.rnn = cell(E, H, num_layers=c["layers"], batch_first=True, bidirectional=bi)
         D = H * (2 if bi else 1)
@@ -91,7 +98,7 @@ class AttnClassifier(nn.Module):
     def forward(self, tokens, lengths):
         """tokens (B, T) long, lengths (B) long (1..T) -> logits (B, C), attention (B, T)."""
         B, T = tokens.shape
-        emb = self.embeddings(tokens)  # (B, T, E)
+        emb = self.embed_dropout(self.embeddings(tokens))  # (B, T, E); dropout in training only
         packed = nn.utils.rnn.pack_padded_sequence(emb, lengths.cpu(), batch_first=True,
                                                    enforce_sorted=False)
         out, _ = self.rnn(packed)
@@ -123,6 +130,42 @@ class AttnClassifier(nn.Module):
         return self.fc2(z), a
 
 
+class EnsembleClassifier(nn.Module):
+    """K AttnClassifiers of one cfg ("ensemble": K): members.0, members.1, ... Inference:
+    logits = log(mean_k softmax(logits_k)), attention = mean_k attention_k. training_losses
+    gives each member's own loss (their sum is what the engine minimises)."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        c = dict(DEFAULTS)
+        c.update(cfg)
+        self.cfg = c
+        one = dict(c, ensemble=1)
+        self.members = nn.ModuleList(AttnClassifier(one) for _ in range(c["ensemble"]))
+
+    def forward(self, tokens, lengths):
+        outs = [m(tokens, lengths) for m in self.members]
+        probs = torch.stack([F.softmax(lo, dim=1) for lo, _ in outs]).mean(0)
+        attn = torch.stack([a for _, a in outs]).mean(0)
+        return torch.log(probs), attn
+
+    def training_losses(self, tokens, lengths, labels, loss_fn):
+        return [loss_fn(m(tokens, lengths)[0], labels) for m in self.members]
+
+
+def classifier(cfg):
+    """AttnClassifier, or EnsembleClassifier when cfg says "ensemble" > 1."""
+    return EnsembleClassifier(cfg) if cfg.get("ensemble", 1) > 1 else AttnClassifier(cfg)
+
+
+def word_dropout(tokens, lengths, p, generator=None):
+    """word_dropout in training: each real token replaced by <UNK> (1) with probability p."""
+    B, T = tokens.shape
+    real = torch.arange(T)[None, :] < lengths[:, None]
+    drop = (torch.rand(B, T, generator=generator) < p) & real
+    return tokens.masked_fill(drop, 1)
+
+
 def engine_config(cfg):
     """The config JSON object the engine reads (nn_config keys) for a reference cfg dict."""
     c = dict(DEFAULTS)
@@ -131,6 +174,10 @@ def engine_config(cfg):
             "dropout", "vocab_size"]
     out = {k: c[k] for k in keys}
     out["bidirectional"] = bool(out["bidirectional"])
+    if c.get("ensemble", 1) > 1:
+        out["ensemble"] = c["ensemble"]
+    if c.get("embed_dropout", 0.0):
+        out["embed_dropout"] = c["embed_dropout"]
     return out
 
 
@@ -198,7 +245,7 @@ def from_engine_file(blob):
     vocab, labels = json.loads(meta["vocab"]), json.loads(meta["labels"])
     cfg = {k: config[k] for k in DEFAULTS if k in config}
     cfg.update(vocab_size=len(vocab), num_classes=len(labels))
-    model = AttnClassifier(cfg)
+    model = classifier(cfg)
     model.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in tensors.items()},
                           strict=True)
     return model, vocab, labels, config

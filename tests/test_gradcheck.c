@@ -19,10 +19,10 @@ static const int labels[B] = {2, 0, 1, 2, 0};
 static const float class_weights[C] = {0.5f, 1.0f, 2.0f};
 
 static nn_model *make_model(nn_cell cell, int bi, nn_attention attn, int layers, int fc,
-                            float dropout) {
+                            float dropout, float embed_dropout) {
   char err[NN_ERR_LEN];
   nn_config cfg;
-  nn_config_default(&cfg);
+  nn_config_lesson(&cfg);
   cfg.cell = cell;
   cfg.bidirectional = bi;
   cfg.attention = attn;
@@ -31,6 +31,7 @@ static nn_model *make_model(nn_cell cell, int bi, nn_attention attn, int layers,
   cfg.hidden = 4;
   cfg.fc_hidden = fc;
   cfg.dropout = dropout;
+  cfg.embed_dropout = embed_dropout;
   const char *toks[V];
   char names[V][8];
   int lens[V];
@@ -109,11 +110,12 @@ static void check_cross_entropy(void) {
 }
 
 static void check_variant(nn_cell cell, int bi, nn_attention attn, int layers, int fc,
-                          float dropout) {
-  char name[96], err[NN_ERR_LEN];
-  snprintf(name, sizeof name, "%s %s %s layers=%d fc=%d dropout=%.1f", nn_cell_name(cell),
-           bi ? "bi" : "uni", nn_attention_name(attn), layers, fc, dropout);
-  nn_model *m = make_model(cell, bi, attn, layers, fc, dropout);
+                          float dropout, float embed_dropout) {
+  char name[112], err[NN_ERR_LEN];
+  snprintf(name, sizeof name, "%s %s %s layers=%d fc=%d dropout=%.1f embed_dropout=%.1f",
+           nn_cell_name(cell), bi ? "bi" : "uni", nn_attention_name(attn), layers, fc, dropout,
+           embed_dropout);
+  nn_model *m = make_model(cell, bi, attn, layers, fc, dropout, embed_dropout);
   CHECK(m != NULL, "%s: model created", name);
   if (!m) return;
   nn_workspace *ws = NULL;
@@ -182,7 +184,7 @@ static void check_variant(nn_cell cell, int bi, nn_attention attn, int layers, i
   CHECK(pad_norm == 0.0f, "%s: <PAD> embedding row gradient is %g, want 0", name, pad_norm);
 
   /* padding content is never read: garbage beyond each length gives the same logits */
-  if (dropout == 0.0f) {
+  if (dropout == 0.0f && embed_dropout == 0.0f) {
     float logits2[B * C], attn1[B * T], attn2[B * T];
     nn_model_forward(m, ws, &batch, 0, NULL, logits, attn1, err);
     int tokens2[B * T];
@@ -229,15 +231,19 @@ int main(void) {
   const nn_attention attns[] = {NN_ATTN_LINEAR, NN_ATTN_ADDITIVE, NN_ATTN_SELF, NN_ATTN_DOT};
   for (int c = 0; c < 3; c++)
     for (int bi = 0; bi < 2; bi++)
-      for (int a = 0; a < 4; a++) check_variant(cells[c], bi, attns[a], 1, 3, 0.0f);
-  check_variant(NN_CELL_GRU, 1, NN_ATTN_LINEAR, 2, 3, 0.0f);
-  check_variant(NN_CELL_LSTM, 1, NN_ATTN_LINEAR, 3, 3, 0.0f);
-  check_variant(NN_CELL_LSTM, 1, NN_ATTN_SELF, 2, 3, 0.0f);
-  check_variant(NN_CELL_RNN, 0, NN_ATTN_LINEAR, 2, 3, 0.0f);
-  check_variant(NN_CELL_LSTM, 0, NN_ATTN_ADDITIVE, 1, 0, 0.0f);
-  check_variant(NN_CELL_GRU, 1, NN_ATTN_SELF, 1, 3, 0.3f);
-  check_variant(NN_CELL_RNN, 1, NN_ATTN_ADDITIVE, 1, 0, 0.5f);
-  check_variant(NN_CELL_GRU, 1, NN_ATTN_DOT, 2, 0, 0.3f);
-  check_variant(NN_CELL_LSTM, 0, NN_ATTN_DOT, 3, 3, 0.0f);
+      for (int a = 0; a < 4; a++) check_variant(cells[c], bi, attns[a], 1, 3, 0.0f, 0.0f);
+  check_variant(NN_CELL_GRU, 1, NN_ATTN_LINEAR, 2, 3, 0.0f, 0.0f);
+  check_variant(NN_CELL_LSTM, 1, NN_ATTN_LINEAR, 3, 3, 0.0f, 0.0f);
+  check_variant(NN_CELL_LSTM, 1, NN_ATTN_SELF, 2, 3, 0.0f, 0.0f);
+  check_variant(NN_CELL_RNN, 0, NN_ATTN_LINEAR, 2, 3, 0.0f, 0.0f);
+  check_variant(NN_CELL_LSTM, 0, NN_ATTN_ADDITIVE, 1, 0, 0.0f, 0.0f);
+  check_variant(NN_CELL_GRU, 1, NN_ATTN_SELF, 1, 3, 0.3f, 0.0f);
+  check_variant(NN_CELL_RNN, 1, NN_ATTN_ADDITIVE, 1, 0, 0.5f, 0.0f);
+  check_variant(NN_CELL_GRU, 1, NN_ATTN_DOT, 2, 0, 0.3f, 0.0f);
+  check_variant(NN_CELL_LSTM, 0, NN_ATTN_DOT, 3, 3, 0.0f, 0.0f);
+  /* embed_dropout: the mask on the embedded tokens, alone and with fc dropout */
+  check_variant(NN_CELL_GRU, 1, NN_ATTN_LINEAR, 1, 3, 0.0f, 0.4f);
+  check_variant(NN_CELL_LSTM, 0, NN_ATTN_ADDITIVE, 2, 0, 0.3f, 0.5f);
+  check_variant(NN_CELL_RNN, 1, NN_ATTN_SELF, 1, 3, 0.5f, 0.3f);
   return check_finish("test_gradcheck");
 }
