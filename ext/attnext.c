@@ -68,11 +68,44 @@ static const attn_registration attn_functions[] = {
     {"attn_tune", -1, 0, NULL, &attn_tune_module},                           /* attn_tune.c */
 };
 
+/* The oldest SQLite attnext runs on: 3.38.0, for the JSON functions built in (attn_train's
+ * options, attn_tune's grid) and the newest routine it calls (sqlite3_total_changes64, 3.37;
+ * sqlite3_txn_state, 3.34). An older SQLite hands over a shorter routine table: a call past its
+ * end jumped to garbage (sqlcipher 3.4.1, SQLite 3.15.2, died in attn_predict), so the entry
+ * point refuses such a host before anything else touches the table. */
+#define ATTN_SQLITE_MIN 3038000
+#define ATTN_SQLITE_MIN_TEXT "3.38.0"
+
+/* NULL when the host SQLite can run attnext, else the reason (sqlite3_mprintf'd). Only routines
+ * that every SQLite 3 has are called here. */
+static char *attn_host_unsupported(sqlite3 *db) {
+  if (sqlite3_libversion_number() < ATTN_SQLITE_MIN)
+    return sqlite3_mprintf("attnext: needs SQLite %s or later, this is SQLite %s; load it into "
+                           "a newer SQLite",
+                           ATTN_SQLITE_MIN_TEXT, sqlite3_libversion());
+  sqlite3_stmt *stmt = NULL;
+  int rc = sqlite3_prepare_v2(db, "SELECT json_valid('{}')", -1, &stmt, NULL);
+  sqlite3_finalize(stmt);
+  if (rc != SQLITE_OK)
+    return sqlite3_mprintf("attnext: needs SQLite's JSON functions, which this SQLite %s was "
+                           "built without (SQLITE_OMIT_JSON): %s",
+                           sqlite3_libversion(), sqlite3_errmsg(db));
+  return NULL;
+}
+
 #ifdef _WIN32
 __declspec(dllexport)
 #endif
 int sqlite3_attnext_init(sqlite3 *db, char **pzErrMsg, const sqlite3_api_routines *pApi) {
   SQLITE_EXTENSION_INIT2(pApi);
+  char *unsupported = attn_host_unsupported(db);
+  if (unsupported) {
+    if (pzErrMsg)
+      *pzErrMsg = unsupported;
+    else
+      sqlite3_free(unsupported);
+    return SQLITE_ERROR;
+  }
   attn_conn *conn = attn_conn_create(db);
   if (!conn) return SQLITE_NOMEM;
   int rc = SQLITE_OK;
