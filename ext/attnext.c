@@ -50,8 +50,8 @@ static const attn_registration attn_functions[] = {
     {"attn_cache_limit", 1, SQLITE_DIRECTONLY, attn_cache_limit_func, NULL}, /* attn_conn.c */
     {"attn_classify", -1, 0, NULL, &attn_classify_module},                   /* attn_classify.c */
     {"attn_train", -1, 0, NULL, &attn_train_module},                         /* attn_train.c */
-    {"attn_fit", 2, SQLITE_DIRECTONLY, attn_fit_func, NULL},                 /* attn_train.c */
-    {"attn_fit", 3, SQLITE_DIRECTONLY, attn_fit_func, NULL},                 /* attn_train.c */
+    {"attn_fit", 2, SQLITE_DIRECTONLY | SQLITE_RESULT_SUBTYPE, attn_fit_func, NULL}, /* JSON */
+    {"attn_fit", 3, SQLITE_DIRECTONLY | SQLITE_RESULT_SUBTYPE, attn_fit_func, NULL}, /* JSON */
     {"attn_evaluate", -1, 0, NULL, &attn_eval_module},                       /* attn_evaluate.c */
     {"attn_confusion", -1, 0, NULL, &attn_eval_module},                      /* attn_evaluate.c */
     {"attn_heatmap", 2, SQLITE_INNOCUOUS, attn_heatmap_func, NULL},          /* attn_heatmap.c */
