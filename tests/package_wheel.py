@@ -11,6 +11,7 @@ was installed into (not a test by itself), in a scratch directory holding packag
 - Ctrl-C: SIGINT sent to a Python process in attn_fit (sqlite3 and APSW) or iterating attn_train
   stops it within seconds with "interrupted", and no model is saved.
 """
+import gc
 import os
 import signal
 import sqlite3
@@ -104,6 +105,33 @@ def check_clients():
               and "built without extension loading" in str(e), "no extension loading: %s" % e)
 
 
+def check_not_kept_alive():
+    """load() registers the connection for Ctrl-C, but a dropped connection is still freed
+    (closed, its transaction rolled back) as without attnext: by Python's cyclic garbage
+    collector (a sqlite3.Connection refers to itself), once the watcher has let go of it (1 s)."""
+    db = os.path.abspath("alive.db")
+    if os.path.exists(db):
+        os.remove(db)
+    writer = sqlite3.connect(db, isolation_level=None)
+    attnext.load(writer)
+    writer.execute("BEGIN IMMEDIATE")
+    writer.execute("CREATE TABLE t(x)")
+    del writer  # holds the write lock until it is freed
+    other = sqlite3.connect(db, timeout=0)
+    deadline, got = time.monotonic() + 5, None
+    while time.monotonic() < deadline:
+        gc.collect()
+        try:
+            other.execute("BEGIN IMMEDIATE")
+            other.execute("ROLLBACK")
+            got = time.monotonic() - (deadline - 5)
+            break
+        except sqlite3.OperationalError:
+            time.sleep(0.05)
+    check(got is not None, "a dropped connection is freed (its lock released after %s s)"
+          % ("%.2f" % got if got is not None else "more than 5"))
+
+
 CHILD = r'''
 import os, sys, sqlite3, time
 import attnext
@@ -182,6 +210,7 @@ check(attnext.loadable_path().startswith(os.path.join(sys.prefix, "lib")), "load
 check_roundtrip()
 if mode == "all":
     check_clients()
+    check_not_kept_alive()
     for kind in ("fit", "train", "apsw"):
         check_ctrl_c(kind)
 print("package_wheel.py %s: %d failed" % (mode, failures))

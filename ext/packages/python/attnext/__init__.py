@@ -89,6 +89,17 @@ def load(conn, ctrl_c=True):
     return conn
 
 
+def _self_refs():
+    """How many references an open sqlite3.Connection holds to itself (its statement cache
+    calls it back: 2 in CPython 3.11), measured on one that nothing else refers to."""
+    import sqlite3
+    holder = [sqlite3.connect(":memory:")]
+    holder[0].execute("SELECT 1").fetchall()
+    n = sys.getrefcount(holder[0]) - 2  # the list, getrefcount's argument
+    holder[0].close()
+    return n
+
+
 class _CtrlC:
     """The one SIGINT watcher of the process: the C-level signal handler of Python writes the
     signal number to the wakeup fd at once, even while the main thread is inside SQLite; the
@@ -105,6 +116,7 @@ class _CtrlC:
         # every byte passed on
         self.previous = signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
         self.interrupted_at = 0.0
+        self.self_refs = _self_refs()
         # Python's own SIGINT handler, when it is the default one, is wrapped (see _on_sigint)
         if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
             signal.signal(signal.SIGINT, _on_sigint)
@@ -122,7 +134,8 @@ class _CtrlC:
     def live(self):
         """The registered connections; drops the closed and (sqlite3.Connection, which cannot
         be weakly referenced) those nothing else refers to, so that they are freed (and
-        closed) as they would have been without attnext."""
+        closed, their transaction rolled back) as they would have been without attnext, within
+        the watcher's second."""
         out = []
         with self.lock:
             for key in list(self.conns):
@@ -134,8 +147,9 @@ class _CtrlC:
                         continue
                 else:
                     del entry
-                    # references left: self.conns and getrefcount's argument
-                    if sys.getrefcount(self.conns[key]) <= 2:
+                    # references beyond self.conns, getrefcount's argument and the ones a
+                    # connection holds to itself: none means the program has dropped it
+                    if sys.getrefcount(self.conns[key]) - 2 <= self.self_refs:
                         del self.conns[key]
                         continue
                     conn = self.conns[key]
@@ -178,7 +192,7 @@ def _on_sigint(signum, frame):
     interrupted", already says what happened."""
     if frame is None and _ctrl_c is not None and time.monotonic() - _ctrl_c.interrupted_at < 5:
         return
-    raise KeyboardInterrupt
+    signal.default_int_handler(signum, frame)
 
 
 _ctrl_c = None
