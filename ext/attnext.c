@@ -76,21 +76,28 @@ static const attn_registration attn_functions[] = {
 #define ATTN_SQLITE_MIN 3038000
 #define ATTN_SQLITE_MIN_TEXT "3.38.0"
 
-/* NULL when the host SQLite can run attnext, else the reason (sqlite3_mprintf'd). Only routines
- * that every SQLite 3 has are called here. */
-static char *attn_host_unsupported(sqlite3 *db) {
-  if (sqlite3_libversion_number() < ATTN_SQLITE_MIN)
-    return sqlite3_mprintf("attnext: needs SQLite %s or later, this is SQLite %s; load it into "
+/* SQLITE_OK when the host SQLite can run attnext, else an error code and the reason in *msg
+ * (sqlite3_mprintf'd; NULL when out of memory). Only routines that every SQLite 3 has are
+ * called here. */
+static int attn_host_check(sqlite3 *db, char **msg) {
+  *msg = NULL;
+  if (sqlite3_libversion_number() < ATTN_SQLITE_MIN) {
+    *msg = sqlite3_mprintf("attnext: needs SQLite %s or later, this is SQLite %s; load it into "
                            "a newer SQLite",
                            ATTN_SQLITE_MIN_TEXT, sqlite3_libversion());
+    return SQLITE_ERROR;
+  }
   sqlite3_stmt *stmt = NULL;
   int rc = sqlite3_prepare_v2(db, "SELECT json_valid('{}')", -1, &stmt, NULL);
   sqlite3_finalize(stmt);
-  if (rc != SQLITE_OK)
-    return sqlite3_mprintf("attnext: needs SQLite's JSON functions, which this SQLite %s was "
+  if (rc == SQLITE_NOMEM) return SQLITE_NOMEM;
+  if (rc != SQLITE_OK) {
+    *msg = sqlite3_mprintf("attnext: needs SQLite's JSON functions, which this SQLite %s was "
                            "built without (SQLITE_OMIT_JSON): %s",
                            sqlite3_libversion(), sqlite3_errmsg(db));
-  return NULL;
+    return SQLITE_ERROR;
+  }
+  return SQLITE_OK;
 }
 
 #ifdef _WIN32
@@ -98,13 +105,14 @@ __declspec(dllexport)
 #endif
 int sqlite3_attnext_init(sqlite3 *db, char **pzErrMsg, const sqlite3_api_routines *pApi) {
   SQLITE_EXTENSION_INIT2(pApi);
-  char *unsupported = attn_host_unsupported(db);
-  if (unsupported) {
+  char *unsupported = NULL;
+  int host = attn_host_check(db, &unsupported);
+  if (host != SQLITE_OK) {
     if (pzErrMsg)
       *pzErrMsg = unsupported;
     else
       sqlite3_free(unsupported);
-    return SQLITE_ERROR;
+    return host;
   }
   attn_conn *conn = attn_conn_create(db);
   if (!conn) return SQLITE_NOMEM;
