@@ -11,8 +11,9 @@ Ctrl-C. While a statement runs, Python's sqlite3 holds the main thread inside SQ
 own SIGINT handler waits for it to return, so a training went on to its end and was saved, and
 KeyboardInterrupt came only then. load() (or interrupt_on_ctrl_c(conn)) has a thread watch for
 SIGINT (through signal.set_wakeup_fd, which any other wakeup fd is passed on to) and call
-conn.interrupt(): the running statement stops with "interrupted", attn_train, attn_fit and
-attn_tune save nothing, and Python's KeyboardInterrupt follows as usual.
+conn.interrupt(): the running statement fails with "attn_fit: interrupted" (attn_train,
+attn_fit and attn_tune save nothing), and KeyboardInterrupt follows at the next line of Python
+that runs -- unless that error is what ends the program, which then reports it alone.
 
 The wheel carries attnext.so (and attnext_cuda.so when it was built with nvcc), and the OpenBLAS
 it links, renamed, beside it in attnext.libs/ (found through the library's $ORIGIN RUNPATH): it
@@ -124,12 +125,14 @@ class _CtrlC:
         self.thread.start()
 
     def add(self, conn):
+        import sqlite3
         try:
-            ref = weakref.ref(conn)
+            entry = weakref.ref(conn)
         except TypeError:  # sqlite3.Connection (CPython) has no weak references
-            ref = None
+            # held until dropped (sqlite3.Connection: its self references known) or closed
+            entry = (conn, self.self_refs if type(conn) is sqlite3.Connection else -1)
         with self.lock:
-            self.conns[id(conn)] = ref or conn
+            self.conns[id(conn)] = entry
 
     def live(self):
         """The registered connections; drops the closed and (sqlite3.Connection, which cannot
@@ -146,13 +149,13 @@ class _CtrlC:
                         del self.conns[key]
                         continue
                 else:
+                    conn, self_refs = entry
                     del entry
-                    # references beyond self.conns, getrefcount's argument and the ones a
-                    # connection holds to itself: none means the program has dropped it
-                    if sys.getrefcount(self.conns[key]) - 2 <= self.self_refs:
+                    # references beyond the entry, `conn`, getrefcount's argument and the
+                    # ones a connection holds to itself: none means the program dropped it
+                    if sys.getrefcount(conn) - 3 <= self_refs:
                         del self.conns[key]
                         continue
-                    conn = self.conns[key]
                 out.append(conn)
                 conn = entry = None
         return out
@@ -179,8 +182,9 @@ class _CtrlC:
                 for conn in self.live():
                     try:
                         conn.interrupt()
-                    except Exception:  # closed meanwhile
-                        pass
+                    except Exception:  # closed: let go of it
+                        with self.lock:
+                            self.conns.pop(id(conn), None)
                 conn = None
 
 
@@ -201,8 +205,9 @@ _ctrl_c_lock = threading.Lock()
 
 def interrupt_on_ctrl_c(conn):
     """Make Ctrl-C (SIGINT) interrupt whatever statement runs on conn (anything with
-    interrupt(): sqlite3.Connection, apsw.Connection; a sqlite_utils.Database's .conn): an
-    attnext training stops and saves nothing, and Python raises KeyboardInterrupt as usual.
+    interrupt(): sqlite3.Connection, apsw.Connection; a sqlite_utils.Database's .conn): the
+    statement fails with "... interrupted", an attnext training saving nothing, and
+    KeyboardInterrupt follows at the next line of Python that runs.
     The first call must come from the main thread (Python's signal.set_wakeup_fd); returns
     False where it cannot (another thread first), True otherwise."""
     global _ctrl_c
