@@ -192,8 +192,8 @@ def check_ctrl_c(kind):
         out, _ = child.communicate()
         took = None
     print("  | " + "\n  | ".join((first + "\n" + out.strip()).splitlines()[-6:]))
-    check(took is not None and took < 5, "%s: Ctrl-C stopped the training in %s s"
-          % (kind, "%.2f" % took if took is not None else "no time (still running after 15)"))
+    check(took is not None and took < 5, "%s: Ctrl-C stopped the training %s"
+          % (kind, "in %.2f s" % took if took is not None else "-- not: still running after 15 s"))
     check("interrupted" in out or "KeyboardInterrupt" in out,
           "%s: the process reports the interruption" % kind)
     check("finished" not in out, "%s: the statement did not run to its end" % kind)
