@@ -166,16 +166,19 @@ clean:
 
 # ---------------------------------------------------------------- packages (issue 12)
 #   make deb     build/dist/attnext_<version>_amd64.deb (dpkg-deb; installs into LIBDIR)
-#   make wheel   build/dist/attnext-<version>-py3-none-linux_x86_64.whl (attnext.load(conn))
+#   make wheel   build/dist/attnext-<version>-py3-none-manylinux_2_X_x86_64.whl
+#                (attnext.load(conn); build/dist/attnext.whl.name names it)
 #   make npm     build/dist/attnext-<version>.tgz (require("attnext").load(db))
-# Each carries the portable attnext.so, and attnext_cuda.so when nvcc built it; none bundles
-# OpenBLAS (Debian's libopenblas0-pthread). Sources: ext/packages/; tests/test_packages.sh.
+# Each carries the portable attnext.so, and attnext_cuda.so when nvcc built it. The deb depends
+# on Debian's OpenBLAS (libopenblas0-pthread); the wheel and the npm package bundle it, renamed,
+# beside attnext.so (ext/packages/bundle_libs.py, patchelf). Sources: ext/packages/;
+# tests/test_package_*.sh.
 VERSION := $(shell sed -n 's/^\#define NN_VERSION "\(.*\)"/\1/p' engine/version.c)
 DIST    := $(BUILD)/dist
 PKG_LIBS := attnext.so $(CUDA_SO)
 PKG_DOCS := README.md LICENSE
 DEB      := $(DIST)/attnext_$(VERSION)_amd64.deb
-WHEEL    := $(DIST)/attnext-$(VERSION)-py3-none-linux_x86_64.whl
+WHEEL    := $(DIST)/attnext.whl.name
 NPM_TGZ  := $(DIST)/attnext-$(VERSION).tgz
 .PHONY: deb wheel npm packages
 deb: $(DEB)
@@ -184,9 +187,9 @@ npm: $(NPM_TGZ)
 packages: deb wheel npm
 $(DEB): $(PKG_LIBS) $(PKG_DOCS) $(wildcard ext/packages/debian/*)
 	sh ext/packages/debian/build.sh $(VERSION) $(DIST) $(LIBDIR) $(PKG_LIBS)
-$(WHEEL): $(PKG_LIBS) $(PKG_DOCS) $(wildcard ext/packages/python/*.py ext/packages/python/attnext/*)
+$(WHEEL): $(PKG_LIBS) $(PKG_DOCS) ext/packages/bundle_libs.py $(wildcard ext/packages/python/*.py ext/packages/python/attnext/*)
 	$(PYTHON) ext/packages/python/build_wheel.py $(VERSION) $(DIST) $(PKG_LIBS)
-$(NPM_TGZ): $(PKG_LIBS) $(PKG_DOCS) $(wildcard ext/packages/node/*)
+$(NPM_TGZ): $(PKG_LIBS) $(PKG_DOCS) ext/packages/bundle_libs.py $(wildcard ext/packages/node/*)
 	sh ext/packages/node/build.sh $(VERSION) $(DIST) $(PKG_LIBS)
 
 # ---------------------------------------------------------------- reliability (issue 6)

@@ -325,6 +325,13 @@ int attn_create_module(sqlite3 *db, attn_conn *conn, const char *name,
  * attn_matrix read them). */
 void attn_floats_from_le(float *out /*(n)*/, const unsigned char *blob /*(4 n)*/, int n);
 void attn_floats_to_le(unsigned char *out /*(4 n)*/, const float *in /*(n)*/, int n);
+/* The subtype SQLite's JSON functions give JSON text ('J'): json_object('r', attn_fit(...))
+ * then nests the object instead of quoting it as a string. Functions that set it are registered
+ * with SQLITE_RESULT_SUBTYPE (3.45+; older SQLite ignores the flag). */
+#define ATTN_JSON_SUBTYPE 74
+#ifndef SQLITE_RESULT_SUBTYPE
+#define SQLITE_RESULT_SUBTYPE 0x001000000
+#endif
 /* A JSON string literal of s (len bytes), appended to a sqlite3_str. */
 void attn_json_string(sqlite3_str *out, const char *s, int len);
 /* xBestIndex of a table-valued function whose argument (hidden) columns are first_arg ..

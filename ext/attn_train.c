@@ -234,9 +234,10 @@ void attn_fit_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     else
       sqlite3_str_appendchar(s, 1, '}');
     char *json = sqlite3_str_finish(s);
-    if (json)
+    if (json) {
       sqlite3_result_text(ctx, json, -1, sqlite3_free);
-    else
+      sqlite3_result_subtype(ctx, ATTN_JSON_SUBTYPE); /* json_object() nests it as an object */
+    } else
       sqlite3_result_error_nomem(ctx);
   } else {
     sqlite3_result_error(ctx, msg ? msg : "attn_fit: out of memory", -1);

@@ -444,7 +444,10 @@ static int attn_tune_column(sqlite3_vtab_cursor *base, sqlite3_context *ctx, int
   const attn_tune_trial *trial = &cur->trials[cur->row];
   switch (col) {
   case ATTN_TUNE_COL_TRIAL: sqlite3_result_int(ctx, cur->row + 1); break;
-  case ATTN_TUNE_COL_CONFIG: sqlite3_result_text(ctx, trial->config, -1, SQLITE_TRANSIENT); break;
+  case ATTN_TUNE_COL_CONFIG:
+    sqlite3_result_text(ctx, trial->config, -1, SQLITE_TRANSIENT);
+    sqlite3_result_subtype(ctx, ATTN_JSON_SUBTYPE);
+    break;
   case ATTN_TUNE_COL_BEST_EPOCH: sqlite3_result_int(ctx, trial->best_epoch); break;
   case ATTN_TUNE_COL_VAL_LOSS: attn_tune_result_double(ctx, trial->val_loss); break;
   case ATTN_TUNE_COL_VAL_ACCURACY: attn_tune_result_double(ctx, trial->val_accuracy); break;

@@ -52,8 +52,8 @@ static const attn_registration attn_functions[] = {
     {"attn_cache_limit", 1, SQLITE_DIRECTONLY, attn_cache_limit_func, NULL}, /* attn_conn.c */
     {"attn_classify", -1, 0, NULL, &attn_classify_module},                   /* attn_classify.c */
     {"attn_train", -1, 0, NULL, &attn_train_module},                         /* attn_train.c */
-    {"attn_fit", 2, SQLITE_DIRECTONLY, attn_fit_func, NULL},                 /* attn_train.c */
-    {"attn_fit", 3, SQLITE_DIRECTONLY, attn_fit_func, NULL},                 /* attn_train.c */
+    {"attn_fit", 2, SQLITE_DIRECTONLY | SQLITE_RESULT_SUBTYPE, attn_fit_func, NULL}, /* JSON */
+    {"attn_fit", 3, SQLITE_DIRECTONLY | SQLITE_RESULT_SUBTYPE, attn_fit_func, NULL}, /* JSON */
     {"attn_evaluate", -1, 0, NULL, &attn_eval_module},                       /* attn_evaluate.c */
     {"attn_confusion", -1, 0, NULL, &attn_eval_module},                      /* attn_evaluate.c */
     {"attn_heatmap", 2, SQLITE_INNOCUOUS, attn_heatmap_func, NULL},          /* attn_heatmap.c */
@@ -74,11 +74,52 @@ static const attn_registration attn_functions[] = {
     {"attn_curve_svg", 2, SQLITE_DIRECTONLY, attn_curve_svg_func, NULL},     /* attn_curve.c */
 };
 
+/* The oldest SQLite attnext runs on: 3.38.0, for the JSON functions built in (attn_train's
+ * options, attn_tune's grid) and the newest routine it calls (sqlite3_total_changes64, 3.37;
+ * sqlite3_txn_state, 3.34). An older SQLite hands over a shorter routine table: a call past its
+ * end jumped to garbage (sqlcipher 3.4.1, SQLite 3.15.2, died in attn_predict), so the entry
+ * point refuses such a host before anything else touches the table. */
+#define ATTN_SQLITE_MIN 3038000
+#define ATTN_SQLITE_MIN_TEXT "3.38.0"
+
+/* SQLITE_OK when the host SQLite can run attnext, else an error code and the reason in *msg
+ * (sqlite3_mprintf'd; NULL when out of memory). Only routines that every SQLite 3 has are
+ * called here. */
+static int attn_host_check(sqlite3 *db, char **msg) {
+  *msg = NULL;
+  if (sqlite3_libversion_number() < ATTN_SQLITE_MIN) {
+    *msg = sqlite3_mprintf("attnext: needs SQLite %s or later, this is SQLite %s; load it into "
+                           "a newer SQLite",
+                           ATTN_SQLITE_MIN_TEXT, sqlite3_libversion());
+    return SQLITE_ERROR;
+  }
+  sqlite3_stmt *stmt = NULL;
+  int rc = sqlite3_prepare_v2(db, "SELECT json_valid('{}')", -1, &stmt, NULL);
+  sqlite3_finalize(stmt);
+  if (rc == SQLITE_NOMEM) return SQLITE_NOMEM;
+  if (rc != SQLITE_OK) {
+    *msg = sqlite3_mprintf("attnext: needs SQLite's JSON functions, which this SQLite %s was "
+                           "built without (SQLITE_OMIT_JSON): %s",
+                           sqlite3_libversion(), sqlite3_errmsg(db));
+    return SQLITE_ERROR;
+  }
+  return SQLITE_OK;
+}
+
 #ifdef _WIN32
 __declspec(dllexport)
 #endif
 int sqlite3_attnext_init(sqlite3 *db, char **pzErrMsg, const sqlite3_api_routines *pApi) {
   SQLITE_EXTENSION_INIT2(pApi);
+  char *unsupported = NULL;
+  int host = attn_host_check(db, &unsupported);
+  if (host != SQLITE_OK) {
+    if (pzErrMsg)
+      *pzErrMsg = unsupported;
+    else
+      sqlite3_free(unsupported);
+    return host;
+  }
   attn_conn *conn = attn_conn_create(db);
   if (!conn) return SQLITE_NOMEM;
   int rc = SQLITE_OK;

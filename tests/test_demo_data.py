@@ -1,7 +1,7 @@
 """test_demo_data.py -- checks the bundled demo data (data/headlines.csv, data/new_headlines.csv).
 
 - both files are exactly what data/make_headlines.py generates (no hand edits, no drift);
-- their shape is AG News': header `title,category`, CRLF line endings, ASCII, RFC 4180 quoting
+- their shape is AG News': header `title,category`, LF line ends (no CR anywhere), ASCII, RFC 4180 quoting
   that Python's csv module and the sqlite3 shell's `.import --csv` read back to the same rows;
 - at least 400 rows, the four AG News categories, balanced, no duplicate titles, and no new
   headline also in headlines.csv;
@@ -38,9 +38,12 @@ check(gen.returncode == 0, "data/make_headlines.py --check: " + gen.stdout.strip
 files = {}
 for name in ["data/headlines.csv", "data/new_headlines.csv"]:
     raw = open(name, "rb").read()
-    lines = raw.split(b"\r\n")
-    check(raw.endswith(b"\r\n") and b"\n" not in raw.replace(b"\r\n", b""),
-          "%s: every line ends with CRLF (%d lines)" % (name, len(lines) - 1))
+    lines = raw.split(b"\n")
+    check(raw.endswith(b"\n") and b"\r" not in raw,
+          "%s: every line ends with LF, no CR (%d lines)" % (name, len(lines) - 1))
+    # a reader that splits on "\n" gets clean labels (with CRLF it got "World\r")
+    naive = {line.rsplit(",", 1)[1] for line in raw.decode("ascii").split("\n")[1:] if line}
+    check(naive <= CATEGORIES, "%s: split on \\n and ',', the labels are %s" % (name, sorted(naive)))
     check(all(b < 128 for b in raw), "%s: ASCII only" % name)
     rows = rows_of(name)
     check(rows[0] == ["title", "category"], "%s: header %r" % (name, rows[0]))

@@ -1,7 +1,7 @@
 #!/bin/sh
 # test_package_deb.sh -- the Debian package (make deb: build/dist/attnext_<version>_amd64.deb)
 # holds the extension where `.load attnext` finds it, the README, the license, and depends on
-# Debian's OpenBLAS and libsqlite3. Unpacked with dpkg-deb -x into a temporary root, it loads
+# Debian's OpenBLAS and libsqlite3; lintian reports no error. Unpacked with dpkg-deb -x into a temporary root, it loads
 # from there and round-trips train/predict (tests/package_roundtrip.sql). As root it is also
 # installed with dpkg -i, loaded by its bare name (`.load attnext`), and removed again (an
 # attnext.so already in the library directory, e.g. from make install, is put back).
@@ -19,6 +19,17 @@ trap 'rm -rf "$tmp"' EXIT
 fail=0
 ok() { echo "ok $*"; }
 bad() { echo "FAIL $*"; fail=1; }
+# lintian: no error (it found 7 before: no SONAME, unstripped, attnext_cuda.so's RUNPATH
+# /usr/local/cuda/lib64, no changelog, a bogus Maintainer); warnings are shown, not failed
+if command -v lintian >/dev/null 2>&1; then
+  lintian --allow-root --fail-on none "$deb" > "$tmp/lintian.log" 2>&1
+  sed 's/^/  lintian: /' "$tmp/lintian.log"
+  errors=$(grep -c '^E:' "$tmp/lintian.log")
+  [ "$errors" = 0 ] && ok "lintian: no errors ($(grep -c '^W:' "$tmp/lintian.log") warnings)" ||
+    bad "lintian: $errors errors"
+else
+  bad "lintian not found (tests/deps.sh installs it)"
+fi
 depends=$(dpkg-deb -f "$deb" Depends)
 echo "$deb: Depends: $depends"
 case $depends in *libopenblas0-pthread*libsqlite3-0*) ok "depends on OpenBLAS and libsqlite3" ;;

