@@ -152,6 +152,17 @@ void nn_adam_step(nn_adam *adam, float *params, const float *grads) {
               k.one_minus_beta2, k.bc2_sqrt, k.eps, k.neg_step_size);
 }
 
+void nn_adam_step_lazy(nn_adam *adam, float *params, const float *grads, size_t tables,
+                       size_t table, int E, const int *rows, int nrows) {
+  nn_adam_step_scalars k = nn_adam_step_begin(adam);
+  for (size_t t = 0; t + table <= tables && table > 0; t += table)
+    for (int i = 0; i < nrows; i++) {
+      size_t at = t + (size_t)rows[i] * E;
+      nn_adam_step_range(adam, &k, params, grads, at, at + (size_t)E);
+    }
+  nn_adam_step_range(adam, &k, params, grads, tables, adam->n);
+}
+
 /* ---------------------------------------------------------------- on a backend */
 
 int nn_adam_init_on(nn_adam *adam, const nn_backend *be, size_t nparams, float lr, char *err) {
@@ -183,6 +194,29 @@ int nn_adam_step_on(nn_adam *adam, const nn_backend *be, float *params, const fl
   nn_adam_step_scalars k = nn_adam_step_begin(adam);
   be->adam_step(params, adam->m, adam->v, grads, adam->n, k.beta1, k.one_minus_beta1, k.beta2,
                 k.one_minus_beta2, k.bc2_sqrt, k.eps, k.neg_step_size);
+  return nn_backend_check(be, "Adam step", err);
+}
+
+int nn_adam_step_lazy_on(nn_adam *adam, const nn_backend *be, float *params, const float *grads,
+                         size_t tables, size_t table, int E, const int *rows, int nrows,
+                         char *err) {
+  if (!be->device_memory) {
+    nn_adam_step_lazy(adam, params, grads, tables, table, E, rows, nrows);
+    return NN_OK;
+  }
+  nn_adam_step_scalars k = nn_adam_step_begin(adam);
+  /* one launch per row and table: the batch's few hundred rows */
+  for (size_t t = 0; t + table <= tables && table > 0; t += table)
+    for (int i = 0; i < nrows; i++) {
+      size_t at = t + (size_t)rows[i] * E;
+      be->adam_step(params + at, adam->m + at, adam->v + at, grads + at, (size_t)E, k.beta1,
+                    k.one_minus_beta1, k.beta2, k.one_minus_beta2, k.bc2_sqrt, k.eps,
+                    k.neg_step_size);
+    }
+  if (adam->n > tables)
+    be->adam_step(params + tables, adam->m + tables, adam->v + tables, grads + tables,
+                  adam->n - tables, k.beta1, k.one_minus_beta1, k.beta2, k.one_minus_beta2,
+                  k.bc2_sqrt, k.eps, k.neg_step_size);
   return nn_backend_check(be, "Adam step", err);
 }
 

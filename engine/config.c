@@ -28,7 +28,8 @@ typedef enum {
   OPT_ATTENTION,
   OPT_DEVICE,
   OPT_MONITOR,
-  OPT_RECIPE
+  OPT_RECIPE,
+  OPT_SCHEDULE
 } opt_kind;
 
 typedef struct config_option {
@@ -48,7 +49,7 @@ typedef struct config_option {
 #define SEED_MAX ((int64_t)1 << 53)
 _Static_assert(sizeof(nn_cell) == sizeof(int) && sizeof(nn_attention) == sizeof(int) &&
                    sizeof(nn_device) == sizeof(int) && sizeof(nn_monitor) == sizeof(int) &&
-                   sizeof(nn_recipe) == sizeof(int),
+                   sizeof(nn_recipe) == sizeof(int) && sizeof(nn_lr_schedule) == sizeof(int),
                "config.c reads the enum fields as int");
 
 /* In the order nn_config_to_json writes them. */
@@ -70,7 +71,9 @@ static const config_option config_options[] = {
     OPT_F(lr, 0.0, 10.0, 1, 0),
     OPT_F(val_fraction, 0.0, 0.9, 1, 0),
     OPT_B(class_weights),
+    OPT_B(lazy_adam),
     OPT_I(patience, 1, 100000),
+    OPT_E(lr_schedule, OPT_SCHEDULE),
     OPT_I(lr_patience, 0, 100000),
     OPT_F(lr_factor, 0.0, 1.0, 1, 1),
     OPT_E(monitor, OPT_MONITOR),
@@ -94,6 +97,7 @@ static const char *const attention_names[] = {"linear", "additive", "self", "dot
 static const char *const device_names[] = {"auto", "cpu", "cuda"};
 static const char *const monitor_names[] = {"val_loss", "val_f1", "val_accuracy"};
 static const char *const recipe_names[] = {"default", "lesson"};
+static const char *const schedule_names[] = {"plateau", "cosine"};
 #define COUNT(a) ((int)(sizeof a / sizeof a[0]))
 
 /* The names of an enum option's values, in enum order; *count of them. */
@@ -104,6 +108,7 @@ static const char *const *enum_names(opt_kind kind, int *count) {
   case OPT_DEVICE: *count = COUNT(device_names); return device_names;
   case OPT_MONITOR: *count = COUNT(monitor_names); return monitor_names;
   case OPT_RECIPE: *count = COUNT(recipe_names); return recipe_names;
+  case OPT_SCHEDULE: *count = COUNT(schedule_names); return schedule_names;
   default: *count = 0; return NULL;
   }
 }
@@ -119,6 +124,9 @@ const char *nn_attention_name(nn_attention attn) { return enum_name(OPT_ATTENTIO
 const char *nn_device_name(nn_device device) { return enum_name(OPT_DEVICE, (int)device); }
 const char *nn_monitor_name(nn_monitor monitor) { return enum_name(OPT_MONITOR, (int)monitor); }
 const char *nn_recipe_name(nn_recipe recipe) { return enum_name(OPT_RECIPE, (int)recipe); }
+const char *nn_lr_schedule_name(nn_lr_schedule schedule) {
+  return enum_name(OPT_SCHEDULE, (int)schedule);
+}
 
 void nn_config_lesson(nn_config *cfg) {
   memset(cfg, 0, sizeof *cfg);
@@ -218,7 +226,8 @@ static void range_text(char *out, size_t n, const config_option *o) {
   case OPT_ATTENTION:
   case OPT_DEVICE:
   case OPT_MONITOR:
-  case OPT_RECIPE: { /* "a", "b" or "c" */
+  case OPT_RECIPE:
+  case OPT_SCHEDULE: { /* "a", "b" or "c" */
     int count;
     const char *const *names = enum_names(o->kind, &count);
     size_t used = 0;
@@ -368,7 +377,8 @@ int nn_config_validate(const nn_config *cfg, char *err) {
     case OPT_ATTENTION:
     case OPT_DEVICE:
     case OPT_MONITOR:
-    case OPT_RECIPE: {
+    case OPT_RECIPE:
+  case OPT_SCHEDULE: {
       int x, count; /* the enums are int-sized */
       memcpy(&x, field, sizeof x);
       enum_names(o->kind, &count);
@@ -448,7 +458,8 @@ static int parse_option(nn_config *cfg, const config_option *o, const nn_json *v
   case OPT_ATTENTION:
   case OPT_DEVICE:
   case OPT_MONITOR:
-  case OPT_RECIPE: {
+  case OPT_RECIPE:
+  case OPT_SCHEDULE: {
     int count;
     const char *const *names = enum_names(o->kind, &count);
     if (v->type != NN_JSON_STRING) return option_error(err, o, got);
@@ -547,7 +558,8 @@ char *nn_config_to_json(const nn_config *cfg) {
     case OPT_ATTENTION:
     case OPT_DEVICE:
     case OPT_MONITOR:
-    case OPT_RECIPE: {
+    case OPT_RECIPE:
+  case OPT_SCHEDULE: {
       int x;
       memcpy(&x, field, sizeof x);
       nn_strbuf_printf(&sb, "\"%s\"", enum_name(o->kind, x));

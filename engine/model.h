@@ -211,6 +211,10 @@ void nn_adam_step_range(nn_adam *adam, const nn_adam_step_scalars *k, float *par
 int nn_adam_step_on(nn_adam *adam, const nn_backend *be, float *params, const float *grads,
                     char *err);
 void nn_adam_free_on(nn_adam *adam, const nn_backend *be);
+/* nn_adam_step_lazy with the moments in a backend's memory. */
+int nn_adam_step_lazy_on(nn_adam *adam, const nn_backend *be, float *params, const float *grads,
+                         size_t tables, size_t table, int E, const int *rows, int nrows,
+                         char *err);
 
 /* nn_cross_entropy in parts, so shards of a batch can each take theirs: the batch's weight sum
  * (the normaliser), then per shard the unnormalised loss sum_b w[y_b] * nll_b with dlogits

@@ -57,6 +57,9 @@ typedef enum {
 /* The recipe an options object starts from: the defaults (chosen for accuracy, README.md
  * "Training options") or the Made-With-ML lesson's recipe exactly. */
 typedef enum { NN_RECIPE_DEFAULT = 0, NN_RECIPE_LESSON = 1 } nn_recipe;
+/* The learning rate over a training: ReduceLROnPlateau on the validation loss (the lesson), or
+ * a cosine from lr down to 0 over the epochs' batches. */
+typedef enum { NN_SCHEDULE_PLATEAU = 0, NN_SCHEDULE_COSINE = 1 } nn_lr_schedule;
 
 #define NN_PAD 0 /* token id of <PAD> */
 #define NN_UNK 1 /* token id of <UNK> */
@@ -93,7 +96,10 @@ typedef struct nn_config {
   float lr;               /* default 1e-3 */
   float val_fraction;     /* default 0.15, in (0, 0.9] */
   int class_weights;      /* weight classes by 1/count (default 1) */
+  int lazy_adam;          /* Adam moves an embedding row (and its moments) only in the steps
+                             whose batch holds its token; everything else as Adam (lesson: 0) */
   int patience;           /* early stopping: epochs without a better monitored figure (10) */
+  nn_lr_schedule lr_schedule; /* "plateau" (the lesson) | "cosine" */
   int lr_patience;        /* ReduceLROnPlateau patience (default 3) */
   float lr_factor;        /* ReduceLROnPlateau factor (default 0.1) */
   nn_monitor monitor;     /* "val_loss" (default) | "val_f1" | "val_accuracy": picks the best
@@ -140,7 +146,8 @@ const char *nn_cell_name(nn_cell cell);           /* "rnn" | "gru" | "lstm" */
 const char *nn_attention_name(nn_attention attn); /* "linear" | "additive" | "self" | "dot" */
 const char *nn_device_name(nn_device device);     /* "auto" | "cpu" | "cuda" */
 const char *nn_monitor_name(nn_monitor monitor);
-const char *nn_recipe_name(nn_recipe recipe);  /* "val_loss" | "val_f1" | "val_accuracy" */
+const char *nn_recipe_name(nn_recipe recipe);
+const char *nn_lr_schedule_name(nn_lr_schedule schedule);  /* "val_loss" | "val_f1" | "val_accuracy" */
 
 /* ---------------------------------------------------------------- text and vocabulary (text.c) */
 
@@ -304,6 +311,14 @@ typedef struct nn_adam {
 } nn_adam;
 
 int nn_adam_init(nn_adam *adam, size_t nparams, float lr, char *err);
+/* One step of lazy Adam (the "lazy_adam" option): parameters [0, tables) are `count` embedding
+ * tables of `table` floats each, rows of E floats; only the rows listed (ids, the same in every
+ * table) take the Adam update (parameters and moments), every other row keeps its values; the
+ * parameters from `tables` on take the dense update. The update of a row is bit for bit
+ * nn_adam_step's, so a lazy step equals a dense step on the listed rows and no step elsewhere.
+ * Host memory (nn_adam_step_lazy_on in model.h for a backend's). */
+void nn_adam_step_lazy(nn_adam *adam, float *params, const float *grads, size_t tables,
+                       size_t table, int E, const int *rows, int nrows);
 void nn_adam_free(nn_adam *adam);
 /* One step of torch.optim.Adam over the flat buffers. */
 void nn_adam_step(nn_adam *adam, float *params, const float *grads);

@@ -181,6 +181,16 @@ static int trainer_create(nn_trainer **out, const nn_model *base, const nn_confi
   }
   status = nn_adam_init_on(&tr->adam, tr->be, tr->param_count, cfg->lr, err);
   if (status != NN_OK) goto fail;
+  {
+    nn_tensor_info first;
+    nn_model_tensor(tr->model, 0, &first); /* member 0's embeddings.weight (V, E) */
+    tr->emb_tables = first.size * (size_t)tr->K;
+    if (cfg->lazy_adam) {
+      tr->lazy_rows = malloc(((size_t)first.shape[0] + 1) * sizeof *tr->lazy_rows);
+      tr->lazy_stamp = calloc((size_t)first.shape[0] + 1, sizeof *tr->lazy_stamp);
+      if (!tr->lazy_rows || !tr->lazy_stamp) goto oom;
+    }
+  }
   tr->sparse_embedding = !tr->be->device_memory;
   if (tr->sparse_embedding) {
     nn_tensor_info emb;
@@ -407,6 +417,24 @@ static int sharded_forward(nn_trainer *tr, const nn_batch *batch, int training, 
   return shard_errors(tr, err);
 }
 
+/* lazy_adam: the distinct token ids of the batch (its embedding rows), in first-seen order. */
+static void list_batch_rows(nn_trainer *tr, const nn_batch *batch) {
+  if (++tr->lazy_no == 0) { /* the stamps wrapped: start them again */
+    memset(tr->lazy_stamp, 0, (tr->emb_tables / tr->K / tr->model->E) * sizeof *tr->lazy_stamp);
+    tr->lazy_no = 1;
+  }
+  int n = 0;
+  for (int b = 0; b < batch->B; b++)
+    for (int t = 0; t < batch->lengths[b]; t++) {
+      int id = batch->tokens[(size_t)b * batch->T + t];
+      if (tr->lazy_stamp[id] != tr->lazy_no) {
+        tr->lazy_stamp[id] = tr->lazy_no;
+        tr->lazy_rows[n++] = id;
+      }
+    }
+  tr->nlazy = n;
+}
+
 /* One thread's slice [lo, hi) of the parameters after backward (host memory): the shards'
  * gradients summed in shard order (dense after the embedding, the touched embedding rows
  * within it), frozen embeddings zeroed, and the Adam step. All element-wise, so the split
@@ -435,7 +463,19 @@ static void update_task(void *ctx, int task) {
     size_t end = tr->emb_size < hi ? tr->emb_size : hi;
     for (size_t i = lo; i < end; i++) g[i] = 0.0f;
   }
-  nn_adam_step_range(&tr->adam, &tr->step, tr->step_params, g, lo, hi);
+  size_t dense_from = lo;
+  if (tr->cfg.lazy_adam && lo < tr->emb_tables) { /* the tables: the batch's rows only */
+    size_t E = (size_t)tr->model->E, table = tr->emb_tables / (size_t)tr->K;
+    for (int k = 0; k < tr->K; k++)
+      for (int r = 0; r < tr->nlazy; r++) {
+        size_t a = (size_t)k * table + (size_t)tr->lazy_rows[r] * E, b = a + E;
+        if (a < lo) a = lo;
+        if (b > hi) b = hi;
+        if (a < b) nn_adam_step_range(&tr->adam, &tr->step, tr->step_params, g, a, b);
+      }
+    dense_from = tr->emb_tables < hi ? tr->emb_tables : hi;
+  }
+  nn_adam_step_range(&tr->adam, &tr->step, tr->step_params, g, dense_from, hi);
 }
 
 /* One training batch: forward, loss and backward on the shards, then the gradients summed
@@ -462,9 +502,16 @@ static int sharded_train_step(nn_trainer *tr, const nn_batch *batch, float *loss
                                                   : (size_t)tr->K * tr->model->V * tr->model->E);
     status = nn_backend_check(tr->be, "summing gradients", err);
     if (status != NN_OK) return status;
+    if (tr->cfg.lazy_adam) {
+      list_batch_rows(tr, batch);
+      return nn_adam_step_lazy_on(&tr->adam, tr->be, nn_model_train_params(tr->model),
+                                  tr->model->grads, tr->emb_tables, tr->emb_tables / tr->K,
+                                  tr->model->E, tr->lazy_rows, tr->nlazy, err);
+    }
     return nn_adam_step_on(&tr->adam, tr->be, nn_model_train_params(tr->model),
                            tr->model->grads, err);
   }
+  if (tr->cfg.lazy_adam) list_batch_rows(tr, batch);
   tr->step_params = nn_model_train_params(tr->model);
   tr->step = nn_adam_step_begin(&tr->adam);
   nn_pool_run(tr->pool, update_task, tr, nn_pool_threads(tr->pool));
@@ -523,6 +570,15 @@ static void plateau_step(nn_trainer *tr, double val_loss) {
   }
 }
 
+/* lr_schedule "cosine": the learning rate of batch k of this epoch, from lr at the first batch
+ * of the training down to 0 after the last of cfg->epochs epochs:
+ *   lr * (1 + cos(pi * step / steps)) / 2,  step = epochs run * batches + k
+ * (PyTorch: LambdaLR with that factor, stepped after every optimizer step). */
+static double cosine_lr(const nn_trainer *tr, int k, int batches) {
+  double step = (double)tr->epochs_run * batches + k, steps = (double)tr->cfg.epochs * batches;
+  return nn_decimal_double(tr->cfg.lr) * 0.5 * (1.0 + cos(3.14159265358979323846 * step / steps));
+}
+
 /* The figure cfg->monitor names, as a score where lower is better: the validation loss, or minus
  * the validation F1 / accuracy (so the best epoch is the one with the highest). */
 static double monitored_score(const nn_config *cfg, const nn_epoch_stats *s) {
@@ -561,12 +617,15 @@ int nn_trainer_epoch(nn_trainer *tr, nn_epoch_stats *stats, nn_progress_fn fn, v
   nn_train_shuffle(tr->batch_perm, batches, &tr->shuffle_rng);
 
   tr->adam.lr = (float)tr->lr;
+  int cosine = tr->cfg.lr_schedule == NN_SCHEDULE_COSINE;
+  double epoch_lr = cosine ? cosine_lr(tr, 0, batches) : tr->lr;
   double train_loss = 0;
   int rows_done = 0, status;
   for (int k = 0; k < batches; k++) {
     int first = tr->batch_perm[k] * B;
     int count = n_train - first < B ? n_train - first : B;
     nn_batch batch = make_batch(tr, tr->order + first, count, 1);
+    if (cosine) tr->adam.lr = (float)cosine_lr(tr, k, batches);
     float loss = 0.0f;
     status = sharded_train_step(tr, &batch, &loss, err);
     if (status != NN_OK) return status;
@@ -587,7 +646,7 @@ int nn_trainer_epoch(nn_trainer *tr, nn_epoch_stats *stats, nn_progress_fn fn, v
   if (status != NN_OK) return status;
   s.epoch = tr->epochs_run + 1;
   s.train_loss = train_loss;
-  s.lr = tr->lr;
+  s.lr = epoch_lr; /* cosine: the epoch's first batch's */
   double score = monitored_score(&tr->cfg, &s);
   s.best = score < tr->best_score; /* strictly better; NaN never is */
 
@@ -599,7 +658,7 @@ int nn_trainer_epoch(nn_trainer *tr, nn_epoch_stats *stats, nn_progress_fn fn, v
   } else {
     tr->bad_epochs++;
   }
-  plateau_step(tr, s.val_loss);
+  if (!cosine) plateau_step(tr, s.val_loss);
   tr->epochs_run++;
   if (tr->bad_epochs >= tr->cfg.patience) tr->done = 1;
   s.seconds = now_seconds() - start;
@@ -752,5 +811,7 @@ void nn_trainer_free(nn_trainer *tr) {
   free(tr->predicted);
   free(tr->support);
   free(tr->best_params);
+  free(tr->lazy_rows);
+  free(tr->lazy_stamp);
   free(tr);
 }

@@ -75,6 +75,11 @@ struct nn_trainer {
   int *rows[MAX_SHARDS], nrows[MAX_SHARDS], rows_cap[MAX_SHARDS];
   unsigned *stamp[MAX_SHARDS];     /* (V) batch number that last listed each row */
   unsigned batch_no;
+  /* lazy_adam: the distinct tokens of the batch (the embedding rows Adam updates), listed from
+   * the batch's tokens with lazy_stamp (V) */
+  int *lazy_rows, nlazy;
+  unsigned *lazy_stamp, lazy_no;
+  size_t emb_tables; /* the K embedding tables, first in the buffers: K x V x E floats */
   double current_wsum;             /* the batch's class-weight sum: the loss normaliser */
   double shard_loss[MAX_SHARDS];   /* each shard's unnormalised loss */
   float *step_params;              /* the update pass of the batch (update_task) */
