@@ -10,7 +10,9 @@
  *
  * Cache. A model row is parsed once per connection (nn_model_load) and kept, keyed by name,
  * version and the row's identity (rowid, created_at, size: a row deleted and written again under
- * the same version is a different model). Which version of a name is deployed is looked up with
+ * the same version is a different model; attnext gives every row it writes a random rowid,
+ * attn_store.c, so a save rolled back and done again with other weights of the same size in the
+ * same millisecond is told apart too). Which version of a name is deployed is looked up with
  * a query, and the answer is remembered while a "database unchanged" stamp holds: the pager's
  * data version (SQLITE_FCNTL_DATA_VERSION: changes on every commit, of this or any other
  * connection, as seen by the current read transaction) plus this connection's change count
@@ -53,6 +55,7 @@ struct attn_conn {
   int query_depth;        /* > 0 while a function's query is stepped (attn_conn_query_begin) */
   const char *query_fn;   /* the function whose query it is (outermost) */
   char *pending_error;    /* a save that failed where no statement could report it */
+  int behind;             /* a save went through a second connection (attn_conn_set_behind) */
 };
 
 /* ------------------------------------------------------------------ models */
@@ -251,6 +254,21 @@ static int attn_stamp(sqlite3 *db, int64_t *data_version, int64_t *changes) {
   *data_version = (unsigned)v;
   *changes = sqlite3_total_changes64(db);
   return 1;
+}
+
+void attn_conn_set_behind(attn_conn *conn) {
+  conn->behind = sqlite3_txn_state(conn->db, "main") != SQLITE_TXN_NONE;
+}
+
+const char *attn_conn_behind_hint(attn_conn *conn) {
+  if (conn->behind && sqlite3_txn_state(conn->db, "main") == SQLITE_TXN_NONE) conn->behind = 0;
+  return conn->behind
+             ? "; this connection cannot see the latest save yet: a statement of this connection "
+               "is still reading (e.g. a cursor not fetched to the end) and another connection "
+               "wrote since it began, so in WAL mode this connection could not write and the "
+               "model was saved through a second connection; finish or reset that statement "
+               "first (e.g. fetchall() the cursor), or use another connection"
+             : "";
 }
 
 /* Drop a cache entry (it lives on while referenced). */
@@ -664,8 +682,10 @@ static int attn_resolve(attn_conn *conn, const char *fn, const char *name, attn_
   if (rc != SQLITE_OK) return rc;
   if (!exists) {
     attn_store_read_end(conn);
-    *errmsg = name ? sqlite3_mprintf("%s: no model named '%s'", fn, name)
-                   : sqlite3_mprintf("%s: no deployed model in this database", fn);
+    *errmsg = name ? sqlite3_mprintf("%s: no model named '%s'%s", fn, name,
+                                     attn_conn_behind_hint(conn))
+                   : sqlite3_mprintf("%s: no deployed model in this database%s", fn,
+                                     attn_conn_behind_hint(conn));
     return SQLITE_ERROR;
   }
   rc = attn_resolve_read(conn, fn, name, stamped, data_version, changes, out, errmsg);
@@ -702,7 +722,8 @@ static int attn_resolve_read(attn_conn *conn, const char *fn, const char *name, 
   if (rc == SQLITE_DONE) {
     sqlite3_finalize(stmt);
     if (!name) {
-      *errmsg = sqlite3_mprintf("%s: no deployed model in this database", fn);
+      *errmsg = sqlite3_mprintf("%s: no deployed model in this database%s", fn,
+                                attn_conn_behind_hint(conn));
       return SQLITE_ERROR;
     }
     /* No deployed version: does the name exist at all? */
@@ -713,8 +734,10 @@ static int attn_resolve_read(attn_conn *conn, const char *fn, const char *name, 
       exists = sqlite3_step(stmt) == SQLITE_ROW;
     }
     sqlite3_finalize(stmt);
-    *errmsg = exists ? sqlite3_mprintf("%s: model '%s' has no deployed version", fn, name)
-                     : sqlite3_mprintf("%s: no model named '%s'", fn, name);
+    *errmsg = exists ? sqlite3_mprintf("%s: model '%s' has no deployed version%s", fn, name,
+                                       attn_conn_behind_hint(conn))
+                     : sqlite3_mprintf("%s: no model named '%s'%s", fn, name,
+                                       attn_conn_behind_hint(conn));
     return SQLITE_ERROR;
   }
   if (rc != SQLITE_ROW) {
@@ -797,7 +820,7 @@ int attn_model_acquire_version(attn_conn *conn, const char *fn, const char *name
   int rc = attn_store_read_begin(conn, fn, &exists, errmsg);
   if (rc != SQLITE_OK) return rc;
   if (!exists) {
-    *errmsg = sqlite3_mprintf("%s: no model named '%s'", fn, name);
+    *errmsg = sqlite3_mprintf("%s: no model named '%s'%s", fn, name, attn_conn_behind_hint(conn));
     rc = SQLITE_ERROR;
     goto done;
   }
@@ -812,9 +835,11 @@ int attn_model_acquire_version(attn_conn *conn, const char *fn, const char *name
     rc = sqlite3_step(stmt);
   }
   if (rc == SQLITE_DONE || (rc == SQLITE_ROW && !sqlite3_column_int(stmt, 3))) {
-    *errmsg = rc == SQLITE_DONE ? sqlite3_mprintf("%s: no model named '%s'", fn, name)
-                                : sqlite3_mprintf("%s: model '%s' has no version %lld", fn, name,
-                                                  (long long)version);
+    *errmsg = rc == SQLITE_DONE ? sqlite3_mprintf("%s: no model named '%s'%s", fn, name,
+                                                  attn_conn_behind_hint(conn))
+                                : sqlite3_mprintf("%s: model '%s' has no version %lld%s", fn,
+                                                  name, (long long)version,
+                                                  attn_conn_behind_hint(conn));
     rc = SQLITE_ERROR;
     goto done;
   }

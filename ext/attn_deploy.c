@@ -31,7 +31,14 @@ static int attn_deploy_resolve(sqlite3 *db, const char *fn, const char *name, in
     sqlite3_bind_text(stmt, 1, name, -1, SQLITE_STATIC);
     rc = sqlite3_step(stmt);
   }
-  if (rc == SQLITE_ROW) {
+  if (rc == SQLITE_ROW && sqlite3_column_type(stmt, 0) != SQLITE_INTEGER) {
+    /* a store edited by hand: a version such as 1.5 or 'v1' names no row attn_deploy can set */
+    const char *v = (const char *)sqlite3_column_text(stmt, 0);
+    *msg = sqlite3_mprintf("%s: model '%s' has a version that is not an integer in attn_models "
+                           "(%s, the one '%s' would deploy): fix or delete that row", fn, name,
+                           v ? v : "NULL", best ? "best" : "previous");
+    rc = SQLITE_ERROR;
+  } else if (rc == SQLITE_ROW) {
     *version = sqlite3_column_int64(stmt, 0);
     rc = SQLITE_OK;
   } else if (rc == SQLITE_DONE) {
@@ -76,7 +83,7 @@ void attn_deploy_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   }
   int64_t version = best || previous ? 0 : sqlite3_value_int64(argv[1]);
   if (!exists) {
-    msg = sqlite3_mprintf("%s: no model named '%s'", fn, name);
+    msg = sqlite3_mprintf("%s: no model named '%s'%s", fn, name, attn_conn_behind_hint(conn));
     rc = SQLITE_ERROR;
     goto done;
   }
@@ -100,7 +107,7 @@ void attn_deploy_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   sqlite3_finalize(stmt);
   stmt = NULL;
   if (count == 0) {
-    msg = sqlite3_mprintf("%s: no model named '%s'", fn, name);
+    msg = sqlite3_mprintf("%s: no model named '%s'%s", fn, name, attn_conn_behind_hint(conn));
     rc = SQLITE_ERROR;
     goto done;
   }
@@ -108,7 +115,8 @@ void attn_deploy_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
       (rc = attn_deploy_resolve(db, fn, name, best, &version, &msg)) != SQLITE_OK)
     goto done;
   if (!found && !best && !previous) {
-    msg = sqlite3_mprintf("%s: model '%s' has no version %lld", fn, name, (long long)version);
+    msg = sqlite3_mprintf("%s: model '%s' has no version %lld%s", fn, name, (long long)version,
+                          attn_conn_behind_hint(conn));
     rc = SQLITE_ERROR;
     goto done;
   }
@@ -122,7 +130,21 @@ void attn_deploy_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   if (rc == SQLITE_OK) {
     sqlite3_bind_text(stmt, 1, name, -1, SQLITE_STATIC);
     sqlite3_bind_int64(stmt, 2, version);
-    rc = attn_exec_step(stmt, db, fn, "deploy", &msg);
+    rc = sqlite3_step(stmt);
+    if (rc == SQLITE_DONE) {
+      rc = SQLITE_OK;
+    } else if (sqlite3_extended_errcode(db) == SQLITE_BUSY_SNAPSHOT) {
+      /* WAL: a statement of this connection reads a snapshot another connection's commit made
+       * out of date; it cannot become a write until that statement ends */
+      msg = sqlite3_mprintf("%s: cannot deploy: a statement of this connection is still "
+                            "reading (e.g. a cursor not fetched to the end) and another "
+                            "connection wrote since it began, so in WAL mode this connection "
+                            "cannot write until it ends; finish or reset that statement first "
+                            "(e.g. fetchall() the cursor), or deploy from another connection",
+                            fn);
+    } else {
+      msg = sqlite3_mprintf("%s: cannot deploy: %s", fn, sqlite3_errmsg(db));
+    }
   } else {
     msg = sqlite3_mprintf("%s: %s", fn, sqlite3_errmsg(db));
   }

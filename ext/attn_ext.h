@@ -123,16 +123,35 @@ int attn_interrupt_check(void *it);
 
 /* Forget the remembered name -> deployed model answers (after a write of the store). */
 void attn_conn_forget_deployed(attn_conn *conn);
+/* A save went through a second connection because a statement of this one reads an
+ * out-of-date WAL snapshot (attn_store.c): until that statement ends, this connection cannot see
+ * the saved version nor write. attn_conn_behind_hint returns the explanation to append to an
+ * error of this connection that may come from it ("; this connection cannot see ...: finish
+ * ..."), or "" (and forgets the state once no read transaction is open). */
+void attn_conn_set_behind(attn_conn *conn);
+const char *attn_conn_behind_hint(attn_conn *conn);
 
 /* ------------------------------------------------------------------ store writes (attn_store.c) */
 
 /* Create the model store tables (sql/schema.sql) when they are missing, then attn_store_check. */
 int attn_store_ensure_schema(sqlite3 *db, const char *fn, char **errmsg);
-/* Store a model as a new version of `name` and deploy it, with its training log rows
- * (log may be NULL / nlog 0), all in one transaction that honours the connection's busy timeout
- * (see attn_store.c: which connection and transaction): on error the database is unchanged.
- * metrics_json may be NULL. *version_out gets the new version. Errors name fn, e.g.
+/* One version that a save writes. */
+typedef struct attn_store_item {
+  const nn_model *model;
+  const char *metrics;        /* JSON object, or NULL (imported) */
+  const nn_epoch_stats *log;  /* its training log, (nlog) rows; may be NULL / 0 */
+  int nlog;
+  int deploy;                 /* 1: this version becomes the deployed one of the name */
+  int64_t version;            /* out: the version it was stored as (0 on error) */
+} attn_store_item;
+/* Store n models as the next versions of `name`, in their order, with their log rows, the one
+ * with deploy set deployed (others never deployed: deployed_seq 0), all in one transaction that
+ * honours the connection's busy timeout (see attn_store.c: which connection and transaction):
+ * on error the database is unchanged. Errors name fn, e.g.
  *   attn_train: cannot save the model: database is locked (another connection held ...) */
+int attn_store_save_items(attn_conn *conn, const char *fn, const char *name,
+                          attn_store_item *items, int n, char **errmsg);
+/* attn_store_save_items of one model, deployed. *version_out gets the new version. */
 int attn_store_save(attn_conn *conn, const char *fn, const char *name, const nn_model *model,
                     const char *metrics_json, const nn_epoch_stats *log, int nlog,
                     int64_t *version_out, char **errmsg);

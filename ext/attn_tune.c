@@ -15,9 +15,11 @@
  * value fails at once. Training runs through the core's attn_training (ext/attn_training.c), the
  * code of attn_train and attn_fit; a trial keeps its trained model in memory (not its trainer:
  * one trainer at a time) and nothing is written until every trial has trained: an error or an
- * interrupt while training leaves the store as it was. Then the trials are saved, each in its own
- * transaction (attn_store_save), the best last, so that it is the deployed version; the versions
- * are in trial order apart from the best, and the `version` column says which is which.
+ * interrupt while training leaves the store as it was. Then every trial is saved, in trial order,
+ * and the best deployed, all in one transaction (attn_store_save_items): an error, an interrupt, a
+ * full disk or a kill -9 during the save leaves the store as it was; the trials not chosen are
+ * never deployed (deployed_seq 0), so that attn_deploy(name, 'previous') afterwards goes back to
+ * the version deployed before the tune.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -327,6 +329,7 @@ static int attn_tune_filter(sqlite3_vtab_cursor *base, int idx_num, const char *
   char *msg = NULL;
   attn_training t;
   attn_tune_key *keys = NULL;
+  attn_store_item *items = NULL;
   int nkeys = 0, ntrials = 0, rc;
   memset(&t, 0, sizeof t);
   attn_tune_reset(cur);
@@ -399,21 +402,30 @@ static int attn_tune_filter(sqlite3_vtab_cursor *base, int idx_num, const char *
     rc = SQLITE_INTERRUPT;
     goto done;
   }
-  /* Save: every trial in order, the chosen one last (deployed). */
-  for (int pass = 0; pass < 2; pass++) {
-    for (int i = 0; i < ntrials; i++) {
-      attn_tune_trial *trial = &cur->trials[i];
-      if ((i == cur->chosen) != (pass == 1)) continue;
-      rc = attn_store_save(vtab->conn, fn, t.name, trial->model, trial->metrics, trial->log,
-                           trial->nlog, &trial->version, &msg);
-      if (rc != SQLITE_OK) goto done;
-      nn_model_free(trial->model);
-      trial->model = NULL;
-    }
+  /* Save: every trial in trial order and the deployment of the chosen one in one transaction
+   * (all or nothing); the trials not chosen are never deployed. */
+  items = sqlite3_malloc64(sizeof *items * (sqlite3_uint64)ntrials);
+  if (!items) {
+    rc = SQLITE_NOMEM;
+    goto done;
+  }
+  for (int i = 0; i < ntrials; i++) {
+    attn_tune_trial *trial = &cur->trials[i];
+    attn_store_item item = {trial->model, trial->metrics, trial->log, trial->nlog,
+                            i == cur->chosen, 0};
+    items[i] = item;
+  }
+  rc = attn_store_save_items(vtab->conn, fn, t.name, items, ntrials, &msg);
+  if (rc != SQLITE_OK) goto done;
+  for (int i = 0; i < ntrials; i++) {
+    cur->trials[i].version = items[i].version;
+    nn_model_free(cur->trials[i].model);
+    cur->trials[i].model = NULL;
   }
   rc = SQLITE_OK;
 done:
   attn_tune_keys_free(keys, nkeys);
+  sqlite3_free(items);
   attn_training_free(&t);
   if (rc != SQLITE_OK) {
     attn_tune_reset(cur);
