@@ -244,13 +244,28 @@ int attn_conn_pool(attn_conn *conn, nn_pool **pool, nn_workspace ***ws, char **e
   return SQLITE_OK;
 }
 
-/* The "database unchanged" stamp; 0 when it cannot be trusted. Only in a read transaction:
- * with none open the data version may be stale, and in a write transaction a ROLLBACK (TO)
- * could undo writes without changing either number. */
+/* The "database unchanged" stamp; 0 when it cannot be trusted. The pager's data version is
+ * that of the current read transaction: with none open (a statement such as SELECT
+ * attn_predict('news', 'some text') reads no table) one is opened for a moment by stepping
+ * PRAGMA data_version, so that a statement's lookup is remembered across statements and costs
+ * the same however many versions the store holds. Not in a write transaction: there a ROLLBACK
+ * (TO) could undo writes without changing either number. */
 static int attn_stamp(sqlite3 *db, int64_t *data_version, int64_t *changes) {
-  int v = 0;
-  if (sqlite3_txn_state(db, "main") != SQLITE_TXN_READ) return 0;
-  if (sqlite3_file_control(db, "main", SQLITE_FCNTL_DATA_VERSION, &v) != SQLITE_OK) return 0;
+  int v = 0, state = sqlite3_txn_state(db, "main");
+  if (state == SQLITE_TXN_NONE) {
+    sqlite3_stmt *open = NULL;
+    int rc = sqlite3_prepare_v2(db, "PRAGMA main.data_version", -1, &open, NULL);
+    if (rc == SQLITE_OK) rc = sqlite3_step(open) == SQLITE_ROW ? SQLITE_OK : SQLITE_ERROR;
+    /* the data version as of the read transaction just begun (kept while none is open) */
+    if (rc == SQLITE_OK &&
+        sqlite3_file_control(db, "main", SQLITE_FCNTL_DATA_VERSION, &v) != SQLITE_OK)
+      rc = SQLITE_ERROR;
+    sqlite3_finalize(open);
+    if (rc != SQLITE_OK) return 0;
+  } else if (state != SQLITE_TXN_READ ||
+             sqlite3_file_control(db, "main", SQLITE_FCNTL_DATA_VERSION, &v) != SQLITE_OK) {
+    return 0;
+  }
   *data_version = (unsigned)v;
   *changes = sqlite3_total_changes64(db);
   return 1;
@@ -522,17 +537,29 @@ static char *attn_store_fingerprint(sqlite3 *db) {
   return out ? out : sqlite3_mprintf("");
 }
 
+static int attn_store_read_begin_at(attn_conn *conn, const char *fn, int *models_exist,
+                                    int stamped, int64_t data_version, int64_t changes,
+                                    char **errmsg);
+
 int attn_store_read_begin(attn_conn *conn, const char *fn, int *models_exist, char **errmsg) {
+  int64_t data_version = 0, changes = 0;
+  int stamped = conn->store_depth > 0 ? 0 : attn_stamp(conn->db, &data_version, &changes);
+  return attn_store_read_begin_at(conn, fn, models_exist, stamped, data_version, changes,
+                                  errmsg);
+}
+
+/* attn_store_read_begin with the stamp of now (stamped 0: none) already taken. */
+static int attn_store_read_begin_at(attn_conn *conn, const char *fn, int *models_exist,
+                                    int stamped, int64_t data_version, int64_t changes,
+                                    char **errmsg) {
   if (conn->store_depth > 0) {
     *errmsg = sqlite3_mprintf("%s: the model store was read again while it was being read (a "
                               "view, trigger or generated column of this database calls attnext)",
                               fn);
     return SQLITE_ERROR;
   }
-  /* The check is remembered while the database is unchanged (the stamp: in a read transaction),
-   * else while the tables' definitions are the same text. */
-  int64_t data_version = 0, changes = 0;
-  int stamped = attn_stamp(conn->db, &data_version, &changes);
+  /* The check is remembered while the database is unchanged (the stamp), else while the
+   * tables' definitions are the same text. */
   if (!(stamped && conn->checked && conn->checked_data_version == data_version &&
         conn->checked_changes == changes)) {
     conn->checked = 0;
@@ -678,7 +705,7 @@ static int attn_resolve(attn_conn *conn, const char *fn, const char *name, attn_
   }
 
   int exists = 0;
-  int rc = attn_store_read_begin(conn, fn, &exists, errmsg);
+  int rc = attn_store_read_begin_at(conn, fn, &exists, stamped, data_version, changes, errmsg);
   if (rc != SQLITE_OK) return rc;
   if (!exists) {
     attn_store_read_end(conn);
@@ -704,7 +731,9 @@ static int attn_resolve_read(attn_conn *conn, const char *fn, const char *name, 
     rc = sqlite3_prepare_v2(db,
                             "SELECT rowid, version, created_at, length(weights), name "
                             "FROM main.attn_models WHERE name = ?1 AND deployed = 1 "
-                            "ORDER BY version DESC LIMIT 1",
+                            /* +version: the index of deployed rows (schema.sql), not the
+                             * primary key's order through every version of the name */
+                            "ORDER BY +version DESC LIMIT 1",
                             -1, &stmt, NULL);
   else
     rc = sqlite3_prepare_v2(db,

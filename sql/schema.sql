@@ -15,6 +15,10 @@ CREATE TABLE IF NOT EXISTS attn_models(
   weights BLOB NOT NULL,          -- safetensors file (README.md, Weights format)
   PRIMARY KEY(name, version)
 );
+-- One entry per deployed row: finding the deployed version of a name, or the default model,
+-- reads it and not the other versions (a tune stores up to 256 a run).
+CREATE INDEX IF NOT EXISTS attn_models_deployed ON attn_models(name, deployed_seq)
+  WHERE deployed = 1;
 CREATE TABLE IF NOT EXISTS attn_training_log(
   name TEXT NOT NULL,
   version INTEGER NOT NULL,

@@ -53,7 +53,7 @@ def connect(path):
 def snapshot(db):
     """Every row of the model store (weights as bytes), or None when the tables do not exist."""
     names = [r[0] for r in db.execute(
-        "SELECT name FROM sqlite_schema WHERE name LIKE 'attn%' ORDER BY name")]
+        "SELECT name FROM sqlite_schema WHERE type = 'table' AND name LIKE 'attn%' ORDER BY name")]
     return {n: db.execute(f"SELECT * FROM {n} ORDER BY 1, 2, 3").fetchall() for n in names}
 
 
