@@ -27,7 +27,8 @@ typedef enum {
   OPT_CELL,      /* the enums: int, one of a list of names (enum_names) */
   OPT_ATTENTION,
   OPT_DEVICE,
-  OPT_MONITOR
+  OPT_MONITOR,
+  OPT_VALIDATION
 } opt_kind;
 
 typedef struct config_option {
@@ -46,7 +47,8 @@ typedef struct config_option {
 #define OPT_E(f, kind) {#f, kind, offsetof(nn_config, f), 0, 0, 0, 0, 0, 0}
 #define SEED_MAX ((int64_t)1 << 53)
 _Static_assert(sizeof(nn_cell) == sizeof(int) && sizeof(nn_attention) == sizeof(int) &&
-                   sizeof(nn_device) == sizeof(int) && sizeof(nn_monitor) == sizeof(int),
+                   sizeof(nn_device) == sizeof(int) && sizeof(nn_monitor) == sizeof(int) &&
+                   sizeof(nn_validation) == sizeof(int),
                "config.c reads the enum fields as int");
 
 /* In the order nn_config_to_json writes them. */
@@ -78,6 +80,7 @@ static const config_option config_options[] = {
     OPT_B(unicode),
     OPT_I(max_len, 1, 4096),
     OPT_I(vocab_size, 3, NN_MAX_VOCAB),
+    OPT_E(validation, OPT_VALIDATION),
 };
 #define NUM_OPTIONS (sizeof config_options / sizeof config_options[0])
 
@@ -85,6 +88,7 @@ static const char *const cell_names[] = {"rnn", "gru", "lstm"};
 static const char *const attention_names[] = {"linear", "additive", "self", "dot"};
 static const char *const device_names[] = {"auto", "cpu", "cuda"};
 static const char *const monitor_names[] = {"val_loss", "val_f1", "val_accuracy"};
+static const char *const validation_names[] = {"random", "last", "none", "query"};
 #define COUNT(a) ((int)(sizeof a / sizeof a[0]))
 
 /* The names of an enum option's values, in enum order; *count of them. */
@@ -94,6 +98,7 @@ static const char *const *enum_names(opt_kind kind, int *count) {
   case OPT_ATTENTION: *count = COUNT(attention_names); return attention_names;
   case OPT_DEVICE: *count = COUNT(device_names); return device_names;
   case OPT_MONITOR: *count = COUNT(monitor_names); return monitor_names;
+  case OPT_VALIDATION: *count = COUNT(validation_names); return validation_names;
   default: *count = 0; return NULL;
   }
 }
@@ -108,6 +113,7 @@ const char *nn_cell_name(nn_cell cell) { return enum_name(OPT_CELL, (int)cell); 
 const char *nn_attention_name(nn_attention attn) { return enum_name(OPT_ATTENTION, (int)attn); }
 const char *nn_device_name(nn_device device) { return enum_name(OPT_DEVICE, (int)device); }
 const char *nn_monitor_name(nn_monitor monitor) { return enum_name(OPT_MONITOR, (int)monitor); }
+const char *nn_validation_name(nn_validation v) { return enum_name(OPT_VALIDATION, (int)v); }
 
 void nn_config_default(nn_config *cfg) {
   memset(cfg, 0, sizeof *cfg);
@@ -138,6 +144,8 @@ void nn_config_default(nn_config *cfg) {
   cfg->threads = 0;
   cfg->device = NN_DEVICE_AUTO;
   cfg->progress = 1;
+  cfg->validation = NN_VALIDATION_RANDOM;
+  cfg->validation_rows = 0;
 }
 
 /* ------------------------------------------------------------------------------- size */
@@ -187,7 +195,8 @@ static void range_text(char *out, size_t n, const config_option *o) {
   case OPT_CELL:
   case OPT_ATTENTION:
   case OPT_DEVICE:
-  case OPT_MONITOR: { /* "a", "b" or "c" */
+  case OPT_MONITOR:
+  case OPT_VALIDATION: { /* "a", "b" or "c" */
     int count;
     const char *const *names = enum_names(o->kind, &count);
     size_t used = 0;
@@ -336,7 +345,8 @@ int nn_config_validate(const nn_config *cfg, char *err) {
     case OPT_CELL:
     case OPT_ATTENTION:
     case OPT_DEVICE:
-    case OPT_MONITOR: {
+    case OPT_MONITOR:
+    case OPT_VALIDATION: {
       int x, count; /* the enums are int-sized */
       memcpy(&x, field, sizeof x);
       enum_names(o->kind, &count);
@@ -415,7 +425,8 @@ static int parse_option(nn_config *cfg, const config_option *o, const nn_json *v
   case OPT_CELL:
   case OPT_ATTENTION:
   case OPT_DEVICE:
-  case OPT_MONITOR: {
+  case OPT_MONITOR:
+  case OPT_VALIDATION: {
     int count;
     const char *const *names = enum_names(o->kind, &count);
     if (v->type != NN_JSON_STRING) return option_error(err, o, got);
@@ -506,7 +517,8 @@ char *nn_config_to_json(const nn_config *cfg) {
     case OPT_CELL:
     case OPT_ATTENTION:
     case OPT_DEVICE:
-    case OPT_MONITOR: {
+    case OPT_MONITOR:
+    case OPT_VALIDATION: {
       int x;
       memcpy(&x, field, sizeof x);
       nn_strbuf_printf(&sb, "\"%s\"", enum_name(o->kind, x));
