@@ -207,6 +207,12 @@ int attn_conn_check_write(attn_conn *conn, const char *fn, char **errmsg) {
   return SQLITE_OK;
 }
 
+int attn_conn_may_write(attn_conn *conn) {
+  return sqlite3_db_readonly(conn->db, "main") == 0 && !attn_query_only(conn->db) &&
+         conn->query_depth == 0 &&
+         !(attn_in_dqlite(conn->db) && !attn_dqlite_write_replicated(conn->db));
+}
+
 nn_workspace *attn_conn_workspace(attn_conn *conn, char **errmsg) {
   if (!conn->ws) {
     char err[NN_ERR_LEN] = "";
@@ -391,6 +397,14 @@ static const attn_store_column attn_models_columns[] = {
 static const attn_store_column attn_log_columns[] = {
     {"name", 1},       {"version", 2},  {"epoch", 3},        {"train_loss", 0}, {"val_loss", 0},
     {"val_accuracy", 0}, {"val_f1", 0}, {"lr", 0},           {"seconds", 0},    {NULL, 0}};
+static const attn_store_column attn_versions_columns[] = {
+    {"name", 1}, {"last_version", 0}, {NULL, 0}};
+static const attn_store_column attn_lineage_columns[] = {
+    {"name", 1},          {"version", 2},         {"function", 0},   {"query", 0},
+    {"rows", 0},          {"rows_sha256", 0},     {"validation_query", 0},
+    {"validation_rows", 0}, {"validation_sha256", 0}, {"options", 0}, {"from_name", 0},
+    {"from_version", 0},  {"attnext", 0},         {"backend", 0},    {"started_at", 0},
+    {"ended_at", 0},      {NULL, 0}};
 
 /* One table of the store: absent (*exists = 0), or an ordinary rowid table of main (not a view,
  * not a virtual table) with the expected columns, none of them generated, and exactly the
@@ -489,8 +503,15 @@ static int attn_store_check_table(sqlite3 *db, const char *fn, const char *table
     if (!problem && npk != nexpected_pk) problem = "has a PRIMARY KEY other than the expected one";
   }
   if (!problem) return SQLITE_OK;
-  const char *key = cols == attn_models_columns ? "PRIMARY KEY(name, version)"
-                                                : "PRIMARY KEY(name, version, epoch)";
+  /* the expected key, e.g. "PRIMARY KEY(name, version)" */
+  char key[96] = "PRIMARY KEY(";
+  for (int pos = 1; pos <= 3; pos++)
+    for (int k = 0; cols[k].name; k++)
+      if (cols[k].pk == pos) {
+        if (pos > 1) strcat(key, ", ");
+        strcat(key, cols[k].name);
+      }
+  strcat(key, ")");
   *errmsg = sqlite3_mprintf("%s: %s %s%s%s%s, not a model store table this extension wrote "
                             "(expected an ordinary table with the columns of sql/schema.sql and "
                             "%s)",
@@ -501,11 +522,15 @@ static int attn_store_check_table(sqlite3 *db, const char *fn, const char *table
 }
 
 int attn_store_check(sqlite3 *db, const char *fn, int *models_exist, char **errmsg) {
-  int exists = 0, log_exists = 0;
+  int exists = 0, log_exists = 0, other = 0;
   int rc = attn_store_check_table(db, fn, "attn_models", attn_models_columns, &exists, errmsg);
   if (rc == SQLITE_OK)
     rc = attn_store_check_table(db, fn, "attn_training_log", attn_log_columns, &log_exists,
                                 errmsg);
+  if (rc == SQLITE_OK)
+    rc = attn_store_check_table(db, fn, "attn_versions", attn_versions_columns, &other, errmsg);
+  if (rc == SQLITE_OK)
+    rc = attn_store_check_table(db, fn, "attn_lineage", attn_lineage_columns, &other, errmsg);
   if (models_exist) *models_exist = exists;
   return rc;
 }
@@ -518,7 +543,8 @@ static char *attn_store_fingerprint(sqlite3 *db) {
   sqlite3_str *fp = sqlite3_str_new(db);
   int rc = sqlite3_prepare_v2(db,
                               "SELECT type, name, sql FROM main.sqlite_schema "
-                              "WHERE name LIKE 'attn_models' OR name LIKE 'attn_training_log'",
+                              "WHERE name LIKE 'attn_models' OR name LIKE 'attn_training_log' "
+                              "OR name LIKE 'attn_versions' OR name LIKE 'attn_lineage'",
                               -1, &stmt, NULL);
   while (rc == SQLITE_OK && (rc = sqlite3_step(stmt)) == SQLITE_ROW) {
     for (int i = 0; i < 3; i++) {

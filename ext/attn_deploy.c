@@ -166,6 +166,8 @@ void attn_import_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   nn_model *model = NULL;
   int64_t version = 0;
   int rc;
+  char started_at[32];
+  attn_utc_now(started_at);
   if ((rc = attn_name_value(fn, argv[0], &name, &msg)) != SQLITE_OK) goto done;
   if ((rc = attn_conn_check_write(conn, fn, &msg)) != SQLITE_OK) goto done;
   if (sqlite3_value_type(argv[1]) != SQLITE_BLOB) {
@@ -188,7 +190,13 @@ void attn_import_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     rc = st == NN_INTERRUPTED ? SQLITE_INTERRUPT : st == NN_NOMEM ? SQLITE_NOMEM : SQLITE_ERROR;
     goto done;
   }
-  rc = attn_store_save(conn, fn, name, model, NULL, NULL, 0, &version, &msg);
+  char ended_at[32];
+  attn_utc_now(ended_at);
+  attn_lineage_info lineage = {"attn_import", NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+                               started_at, ended_at, -1, -1, -1};
+  attn_store_item item = {model, NULL, NULL, 0, 1, &lineage, 0, 0};
+  rc = attn_store_save_items(conn, fn, name, &item, 1, &msg);
+  version = item.version;
   if (rc == SQLITE_OK) sqlite3_result_int64(ctx, version);
 done:
   nn_model_free(model);

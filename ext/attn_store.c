@@ -90,6 +90,89 @@ static int store_int_query(sqlite3 *db, const char *fn, const char *sql, const c
   return rc;
 }
 
+/* Does table `table` of main exist? */
+static int attn_table_exists(sqlite3 *db, const char *table) {
+  return sqlite3_table_column_metadata(db, "main", table, NULL, NULL, NULL, NULL, NULL, NULL) ==
+         SQLITE_OK;
+}
+
+/* The largest version `name` ever had: the largest number among its rows of attn_models and
+ * attn_training_log (a log whose model row was deleted included) and its
+ * attn_versions.last_version (a version deleted with its log included). Values that are not
+ * numbers (a store edited by hand) are not versions; a REAL counts as its integer part. Tables
+ * that do not exist count as empty. SQLITE_OK with *top (0: none), or an error with *errmsg
+ * "fn: cannot save the model: ..." (no next version: a number at the largest integer). */
+static int attn_store_top_version(sqlite3 *db, const char *fn, const char *name, int count,
+                                  int64_t *top, char **errmsg) {
+  static const char *const parts[] = {
+      "attn_models", "SELECT max(version) AS v FROM main.attn_models WHERE name = ?1 AND "
+                     "typeof(version) IN ('integer', 'real')",
+      "attn_training_log", "SELECT max(version) FROM main.attn_training_log WHERE name = ?1 AND "
+                           "typeof(version) IN ('integer', 'real')",
+      "attn_versions", "SELECT max(last_version) FROM main.attn_versions WHERE name = ?1 AND "
+                       "typeof(last_version) IN ('integer', 'real')"};
+  sqlite3_str *sql = sqlite3_str_new(db);
+  sqlite3_stmt *stmt = NULL;
+  int n = 0, rc;
+  *top = 0;
+  sqlite3_str_appendall(sql, "SELECT max(v) FROM (");
+  for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i += 2) {
+    if (!attn_table_exists(db, parts[i])) continue;
+    if (n++) sqlite3_str_appendall(sql, " UNION ALL ");
+    sqlite3_str_appendall(sql, parts[i + 1]);
+  }
+  sqlite3_str_appendall(sql, ")");
+  char *text = sqlite3_str_finish(sql);
+  if (!text) return SQLITE_NOMEM;
+  if (n == 0) {
+    sqlite3_free(text);
+    return SQLITE_OK;
+  }
+  rc = sqlite3_prepare_v2(db, text, -1, &stmt, NULL);
+  sqlite3_free(text);
+  if (rc == SQLITE_OK) {
+    sqlite3_bind_text(stmt, 1, name, -1, SQLITE_STATIC);
+    rc = sqlite3_step(stmt) == SQLITE_ROW ? SQLITE_OK : sqlite3_errcode(db);
+  }
+  if (rc != SQLITE_OK) {
+    *errmsg = sqlite3_mprintf("%s: cannot save the model: %s", fn, sqlite3_errmsg(db));
+    sqlite3_finalize(stmt);
+    return rc;
+  }
+  int type = sqlite3_column_type(stmt, 0);
+  double real = sqlite3_column_double(stmt, 0);
+  int64_t integer = sqlite3_column_int64(stmt, 0);
+  sqlite3_finalize(stmt);
+  /* the next `count` versions must be integers: past 2^63 - 1 there are none */
+  if ((type == SQLITE_FLOAT && real >= 9223372036854775807.0 - count) ||
+      (type == SQLITE_INTEGER && integer > INT64_MAX - count)) {
+    char number[40];
+    if (type == SQLITE_FLOAT)
+      sqlite3_snprintf(sizeof number, number, "%g", real);
+    else
+      sqlite3_snprintf(sizeof number, number, "%lld", (long long)integer);
+    *errmsg = sqlite3_mprintf("%s: cannot save the model: '%s' already has version %s (the "
+                              "largest of attn_models, attn_training_log and attn_versions), too "
+                              "close to the largest integer for %d more; delete or renumber its "
+                              "rows there", fn, name, number, count);
+    return SQLITE_ERROR;
+  }
+  if (type == SQLITE_INTEGER)
+    *top = integer > 0 ? integer : 0;
+  else if (type == SQLITE_FLOAT)
+    *top = real > 0 ? (int64_t)real : 0;
+  return SQLITE_OK;
+}
+
+int attn_store_check_save(attn_conn *conn, const char *fn, const char *name, int count,
+                          char **errmsg) {
+  int64_t top = 0;
+  int rc = attn_store_check(attn_conn_db(conn), fn, NULL, errmsg);
+  if (rc == SQLITE_OK) rc = attn_store_top_version(attn_conn_db(conn), fn, name, count, &top,
+                                                   errmsg);
+  return rc;
+}
+
 /* A rowid for a new row of attn_models: random, so that a row written again under the same name
  * and version (a save rolled back and done again, a version deleted and imported again) never
  * has the rowid of the row it replaces, whatever the millisecond and the size: the model cache
@@ -161,6 +244,8 @@ static int attn_store_insert(sqlite3 *db, const char *fn, const char *name,
     rc = attn_exec_step(log, db, fn, "save the training log", errmsg);
   }
   sqlite3_reset(log);
+  if (rc == SQLITE_OK && item->lineage)
+    rc = attn_lineage_write(db, fn, name, version, item->lineage, errmsg);
 done:
   free(blob);
   free(config);
@@ -187,26 +272,40 @@ static int attn_store_write(sqlite3 *db, const char *fn, const char *name,
       sqlite3_prepare_v2(db, "DELETE FROM main.attn_training_log WHERE 0", -1, guard, NULL) !=
           SQLITE_OK)
     *guard = NULL;
-  rc = store_int_query(db, fn, "SELECT coalesce(max(version), 0) FROM main.attn_models "
-                               "WHERE name = ?1", name, &top, errmsg);
+  /* Past every number the name ever had, in the store or its log: a version is never given
+   * twice (a deleted latest version, a log left by a lost run). */
+  rc = attn_store_top_version(db, fn, name, n, &top, errmsg);
   if (rc == SQLITE_OK)
     rc = store_int_query(db, fn, "SELECT coalesce(max(deployed_seq), 0) FROM main.attn_models "
                                  "WHERE ?1 IS NOT NULL", name, &seq, errmsg);
   if (rc != SQLITE_OK) return rc;
-  /* A version (or deployed_seq) at the largest integer leaves no next one: say so rather than
-   * failing on the primary key (max + 1 overflows to a REAL, read back as the same integer). */
-  if (top > INT64_MAX - n || seq >= INT64_MAX) {
-    *errmsg = top > INT64_MAX - n
-                  ? sqlite3_mprintf("%s: cannot save the model: '%s' already has version %lld, "
-                                    "too close to the largest integer for %d more; delete or "
-                                    "renumber its rows in attn_models", fn, name,
-                                    (long long)top, n)
-                  : sqlite3_mprintf("%s: cannot save the model: attn_models.deployed_seq has "
-                                    "reached the largest integer (%lld); renumber that column",
-                                    fn, (long long)INT64_MAX);
+  /* A deployed_seq at the largest integer leaves no next one: say so rather than failing on
+   * the primary key (max + 1 overflows to a REAL, read back as the same integer). */
+  if (seq >= INT64_MAX) {
+    *errmsg = sqlite3_mprintf("%s: cannot save the model: attn_models.deployed_seq has "
+                              "reached the largest integer (%lld); renumber that column",
+                              fn, (long long)INT64_MAX);
     return SQLITE_ERROR;
   }
-  *first_out = top + 1;
+  int64_t first = top + 1;
+  if (n == 1 && items[0].reserved > 0) {
+    /* the version reserved when its epochs began to be logged live (attn_store_live_begin):
+     * its log rows are written again in full below */
+    first = items[0].reserved;
+    sqlite3_stmt *clear = NULL;
+    rc = sqlite3_prepare_v2(db, "DELETE FROM main.attn_training_log WHERE name = ?1 AND "
+                                "version = ?2", -1, &clear, NULL);
+    if (rc == SQLITE_OK) {
+      sqlite3_bind_text(clear, 1, name, -1, SQLITE_STATIC);
+      sqlite3_bind_int64(clear, 2, first);
+      rc = attn_exec_step(clear, db, fn, "save the training log", errmsg);
+    } else {
+      *errmsg = sqlite3_mprintf("%s: cannot save the model: %s", fn, sqlite3_errmsg(db));
+    }
+    sqlite3_finalize(clear);
+    if (rc != SQLITE_OK) return rc;
+  }
+  *first_out = first;
   if (deploy) {
     rc = sqlite3_prepare_v2(db,
                             "UPDATE main.attn_models SET deployed = 0 "
@@ -237,11 +336,28 @@ static int attn_store_write(sqlite3 *db, const char *fn, const char *name,
   if (rc != SQLITE_OK)
     *errmsg = sqlite3_mprintf("%s: cannot save the model: %s", fn, sqlite3_errmsg(db));
   for (int i = 0; rc == SQLITE_OK && i < n; i++) {
-    items[i].version = top + 1 + i;
-    rc = attn_store_insert(db, fn, name, &items[i], top + 1 + i, seq + 1, stmt, log, errmsg);
+    items[i].version = first + i;
+    rc = attn_store_insert(db, fn, name, &items[i], first + i, seq + 1, stmt, log, errmsg);
   }
   sqlite3_finalize(stmt);
   sqlite3_finalize(log);
+  stmt = NULL;
+  if (rc != SQLITE_OK) return rc;
+  /* the name's high-water mark: these numbers are never given again, even once deleted */
+  rc = sqlite3_prepare_v2(db,
+                          "INSERT INTO main.attn_versions(name, last_version) VALUES(?1, ?2) "
+                          "ON CONFLICT(name) DO UPDATE SET last_version = CASE WHEN "
+                          "typeof(last_version) IN ('integer', 'real') AND last_version > "
+                          "excluded.last_version THEN last_version ELSE excluded.last_version END",
+                          -1, &stmt, NULL);
+  if (rc == SQLITE_OK) {
+    sqlite3_bind_text(stmt, 1, name, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(stmt, 2, first + n - 1 > top ? first + n - 1 : top);
+    rc = attn_exec_step(stmt, db, fn, "save the model", errmsg);
+  } else {
+    *errmsg = sqlite3_mprintf("%s: cannot save the model: %s", fn, sqlite3_errmsg(db));
+  }
+  sqlite3_finalize(stmt);
   return rc;
 }
 
@@ -427,21 +543,40 @@ static void attn_store_undo(sqlite3 *db, int savepoint, sqlite3_stmt *guard) {
  * version restored. */
 static int attn_store_save_direct(sqlite3 *db, const char *fn, const char *name,
                                   attn_store_item *items, int n, char **errmsg) {
-  int64_t was_deployed = 0, first = 0;
+  int64_t was_deployed = 0, first = 0, had_mark = 0, mark = 0;
   int rc = attn_store_ensure_schema(db, fn, errmsg);
   if (rc == SQLITE_OK)
     rc = store_int_query(db, fn, "SELECT max(version) FROM main.attn_models "
                                  "WHERE name = ?1 AND deployed = 1",
                          name, &was_deployed, errmsg);
+  if (rc == SQLITE_OK)
+    rc = store_int_query(db, fn, "SELECT count(*) FROM main.attn_versions WHERE name = ?1",
+                         name, &had_mark, errmsg);
+  if (rc == SQLITE_OK && had_mark)
+    rc = store_int_query(db, fn, "SELECT last_version FROM main.attn_versions WHERE name = ?1",
+                         name, &mark, errmsg);
   if (rc != SQLITE_OK) return rc;
   rc = attn_store_write(db, fn, name, items, n, NULL, &first, errmsg);
   if (rc != SQLITE_OK && first > 0) {
     char *undo = sqlite3_mprintf(
         "DELETE FROM main.attn_training_log WHERE name = %Q AND version BETWEEN %lld AND %lld;"
         "DELETE FROM main.attn_models WHERE name = %Q AND version BETWEEN %lld AND %lld;"
+        "DELETE FROM main.attn_lineage WHERE name = %Q AND version BETWEEN %lld AND %lld;"
         "UPDATE main.attn_models SET deployed = 1 WHERE name = %Q AND version = %lld;",
         name, (long long)first, (long long)(first + n - 1), name, (long long)first,
-        (long long)(first + n - 1), name, (long long)was_deployed);
+        (long long)(first + n - 1), name, (long long)first, (long long)(first + n - 1), name,
+        (long long)was_deployed);
+    if (undo && had_mark) {
+      char *with = sqlite3_mprintf("%sUPDATE main.attn_versions SET last_version = %lld WHERE "
+                                   "name = %Q;", undo, (long long)mark, name);
+      sqlite3_free(undo);
+      undo = with;
+    } else if (undo) {
+      char *with = sqlite3_mprintf("%sDELETE FROM main.attn_versions WHERE name = %Q;", undo,
+                                   name);
+      sqlite3_free(undo);
+      undo = with;
+    }
     if (undo) sqlite3_exec(db, undo, NULL, NULL, NULL);
     sqlite3_free(undo);
   }
@@ -577,11 +712,173 @@ int attn_store_save_items(attn_conn *conn, const char *fn, const char *name,
   return rc;
 }
 
-int attn_store_save(attn_conn *conn, const char *fn, const char *name, const nn_model *model,
-                    const char *metrics_json, const nn_epoch_stats *log, int nlog,
-                    int64_t *version_out, char **errmsg) {
-  attn_store_item item = {model, metrics_json, log, nlog, 1, 0};
-  int rc = attn_store_save_items(conn, fn, name, &item, 1, errmsg);
-  if (rc == SQLITE_OK) *version_out = item.version;
+/* ------------------------------------------------------------------ the live training log */
+
+int attn_store_live_ok(attn_conn *conn) {
+  sqlite3 *db = attn_conn_db(conn);
+  const char *file = sqlite3_db_filename(db, "main");
+  if (!file || !*file || !sqlite3_get_autocommit(db) ||
+      sqlite3_txn_state(db, NULL) == SQLITE_TXN_WRITE || attn_writer_running(db) ||
+      !attn_store_wal(db))
+    return 0;
+  return attn_conn_may_write(conn); /* read-only, dqlite */
+}
+
+/* One short write transaction of the live log: on the connection itself when its snapshot
+ * allows (so that it stays current for the save at the end), else on a second connection.
+ * Never waits for another writer beyond the busy timeout, and a lock it cannot take is not an
+ * error: SQLITE_BUSY, nothing written, try again at the next epoch. */
+typedef int (*attn_live_fn)(sqlite3 *db, void *ctx, char **errmsg);
+
+static int attn_store_live_write(attn_conn *conn, const char *fn, attn_live_fn work, void *ctx,
+                                 char **errmsg) {
+  sqlite3 *db = attn_conn_db(conn);
+  int rc = sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+  int extended = sqlite3_extended_errcode(db);
+  if (rc == SQLITE_OK) {
+    rc = work(db, ctx, errmsg);
+    if (rc == SQLITE_OK) rc = sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
+    if (rc != SQLITE_OK && !sqlite3_get_autocommit(db))
+      sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+    return rc;
+  }
+  if (!sqlite3_get_autocommit(db)) sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+  if (extended != SQLITE_BUSY_SNAPSHOT) return (rc & 0xff) == SQLITE_BUSY ? SQLITE_BUSY : rc;
+  /* this connection reads an out-of-date snapshot: a second connection */
+  const char *file = sqlite3_db_filename(db, "main");
+  sqlite3_vfs *vfs = NULL;
+  sqlite3 *side = NULL;
+  if (sqlite3_file_control(db, "main", SQLITE_FCNTL_VFS_POINTER, &vfs) != SQLITE_OK) vfs = NULL;
+  if (sqlite3_open_v2(file, &side, SQLITE_OPEN_READWRITE, vfs ? vfs->zName : NULL) != SQLITE_OK ||
+      attn_copy_settings(side, db) != SQLITE_OK) {
+    sqlite3_close(side);
+    return SQLITE_BUSY;
+  }
+  rc = sqlite3_exec(side, "BEGIN IMMEDIATE", NULL, NULL, NULL);
+  if (rc == SQLITE_OK) {
+    rc = work(side, ctx, errmsg);
+    if (rc == SQLITE_OK) rc = sqlite3_exec(side, "COMMIT", NULL, NULL, NULL);
+    if (rc != SQLITE_OK) sqlite3_exec(side, "ROLLBACK", NULL, NULL, NULL);
+    if (rc == SQLITE_OK) attn_conn_set_behind(conn);
+  } else if ((rc & 0xff) == SQLITE_BUSY) {
+    rc = SQLITE_BUSY;
+  }
+  sqlite3_close(side);
   return rc;
+}
+
+typedef struct attn_live_rows {
+  const char *fn, *name;
+  const nn_epoch_stats *log;
+  int from, to;
+  int64_t version; /* 0: reserve one (attn_store_live_begin) */
+  int64_t prev_mark; /* the name's attn_versions.last_version before, -1: no row */
+} attn_live_rows;
+
+static int attn_live_rows_write(sqlite3 *db, void *ctx, char **errmsg) {
+  attn_live_rows *r = ctx;
+  sqlite3_stmt *stmt = NULL;
+  int rc = SQLITE_OK;
+  if (r->version == 0) {
+    int64_t top = 0;
+    rc = attn_store_ensure_schema(db, r->fn, errmsg);
+    if (rc == SQLITE_OK) rc = attn_store_top_version(db, r->fn, r->name, 1, &top, errmsg);
+    if (rc != SQLITE_OK) return rc;
+    r->prev_mark = -1;
+    if (sqlite3_prepare_v2(db, "SELECT last_version FROM main.attn_versions WHERE name = ?1 AND "
+                               "typeof(last_version) = 'integer'", -1, &stmt, NULL) == SQLITE_OK) {
+      sqlite3_bind_text(stmt, 1, r->name, -1, SQLITE_STATIC);
+      if (sqlite3_step(stmt) == SQLITE_ROW) r->prev_mark = sqlite3_column_int64(stmt, 0);
+    }
+    sqlite3_finalize(stmt);
+    stmt = NULL;
+    rc = sqlite3_prepare_v2(db,
+                            "INSERT INTO main.attn_versions(name, last_version) VALUES(?1, ?2) "
+                            "ON CONFLICT(name) DO UPDATE SET last_version = excluded.last_version",
+                            -1, &stmt, NULL);
+    if (rc == SQLITE_OK) {
+      sqlite3_bind_text(stmt, 1, r->name, -1, SQLITE_STATIC);
+      sqlite3_bind_int64(stmt, 2, top + 1);
+      rc = attn_exec_step(stmt, db, r->fn, "log the epoch", errmsg);
+    }
+    sqlite3_finalize(stmt);
+    stmt = NULL;
+    if (rc != SQLITE_OK) return rc;
+    r->version = top + 1;
+  }
+  rc = sqlite3_prepare_v2(db,
+                          "INSERT OR REPLACE INTO main.attn_training_log(name, version, epoch, "
+                          "train_loss, val_loss, val_accuracy, val_f1, lr, seconds) "
+                          "VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                          -1, &stmt, NULL);
+  for (int i = r->from; rc == SQLITE_OK && i < r->to; i++) {
+    const nn_epoch_stats *e = &r->log[i];
+    sqlite3_reset(stmt);
+    sqlite3_bind_text(stmt, 1, r->name, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(stmt, 2, r->version);
+    sqlite3_bind_int(stmt, 3, e->epoch);
+    sqlite3_bind_double(stmt, 4, e->train_loss);
+    sqlite3_bind_double(stmt, 5, e->val_loss);
+    sqlite3_bind_double(stmt, 6, e->val_accuracy);
+    sqlite3_bind_double(stmt, 7, e->val_f1);
+    sqlite3_bind_double(stmt, 8, e->lr);
+    sqlite3_bind_double(stmt, 9, e->seconds);
+    rc = attn_exec_step(stmt, db, r->fn, "log the epoch", errmsg);
+  }
+  sqlite3_finalize(stmt);
+  return rc;
+}
+
+int attn_store_live_begin(attn_conn *conn, const char *fn, const char *name,
+                          const nn_epoch_stats *log, int n, int64_t *version,
+                          int64_t *prev_mark, char **errmsg) {
+  attn_live_rows r = {fn, name, log, 0, n, 0, -1};
+  int rc = attn_store_live_write(conn, fn, attn_live_rows_write, &r, errmsg);
+  attn_conn_forget_deployed(conn);
+  if (rc == SQLITE_OK) {
+    *version = r.version;
+    *prev_mark = r.prev_mark;
+  }
+  return rc;
+}
+
+int attn_store_live_log(attn_conn *conn, const char *fn, const char *name, int64_t version,
+                        const nn_epoch_stats *log, int from, int to, char **errmsg) {
+  attn_live_rows r = {fn, name, log, from, to, version, -1};
+  return attn_store_live_write(conn, fn, attn_live_rows_write, &r, errmsg);
+}
+
+void attn_store_live_abort(attn_conn *conn, const char *name, int64_t version,
+                           int64_t prev_mark) {
+  sqlite3 *db = attn_conn_db(conn), *side = NULL;
+  const char *file = sqlite3_db_filename(db, "main");
+  sqlite3_vfs *vfs = NULL;
+  if (!file || !*file) return;
+  if (sqlite3_file_control(db, "main", SQLITE_FCNTL_VFS_POINTER, &vfs) != SQLITE_OK) vfs = NULL;
+  if (sqlite3_open_v2(file, &side, SQLITE_OPEN_READWRITE, vfs ? vfs->zName : NULL) == SQLITE_OK &&
+      attn_copy_settings(side, db) == SQLITE_OK) {
+    sqlite3_busy_timeout(side, attn_busy_timeout(db));
+    /* the log rows, and the reservation as it was when no later number was taken since */
+    char *sql = prev_mark >= 0
+                    ? sqlite3_mprintf("BEGIN IMMEDIATE;"
+                                      "DELETE FROM main.attn_training_log WHERE name = %Q AND "
+                                      "version = %lld;"
+                                      "UPDATE main.attn_versions SET last_version = %lld WHERE "
+                                      "name = %Q AND last_version = %lld;"
+                                      "COMMIT;",
+                                      name, (long long)version, (long long)prev_mark, name,
+                                      (long long)version)
+                    : sqlite3_mprintf("BEGIN IMMEDIATE;"
+                                      "DELETE FROM main.attn_training_log WHERE name = %Q AND "
+                                      "version = %lld;"
+                                      "DELETE FROM main.attn_versions WHERE name = %Q AND "
+                                      "last_version = %lld;"
+                                      "COMMIT;",
+                                      name, (long long)version, name, (long long)version);
+    if (sql && sqlite3_exec(side, sql, NULL, NULL, NULL) != SQLITE_OK)
+      sqlite3_exec(side, "ROLLBACK", NULL, NULL, NULL);
+    sqlite3_free(sql);
+  }
+  sqlite3_close(side);
+  attn_conn_forget_deployed(conn);
 }

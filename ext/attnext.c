@@ -66,6 +66,7 @@ static const attn_registration attn_functions[] = {
     {"attn_vectors_load", -1, 0, NULL, &attn_vectors_module},                /* attn_vectors.c */
     {"attn_metrics", -1, 0, NULL, &attn_metrics_module},                     /* attn_metrics.c */
     {"attn_tune", -1, 0, NULL, &attn_tune_module},                           /* attn_tune.c */
+    {"attn_status", -1, 0, NULL, &attn_status_module},                       /* attn_status.c */
 };
 
 #ifdef _WIN32
