@@ -223,6 +223,10 @@ def test_validation(mode):
                                      "stopwords": False, "progress": False}),
               "SELECT text, label FROM toy")
     preds = [db.execute("SELECT attn_predict('toy', ?)", (t,)).fetchone()[0] for t, _ in TOY]
+    lrs = db.execute("SELECT DISTINCT round(lr, 9) FROM attn_training_log WHERE name = 'toy'"
+                     ).fetchall()
+    check(lrs == [(0.05,)], f"{mode}: \"none\": no validation loss, so the learning rate never "
+          f"drops: {lrs}")
     check(toy["train_rows"] == 4 and toy["val_rows"] == 0 and toy["best_epoch"] == 60 and
           toy["epochs_run"] == 60 and toy["val_loss"] is None and toy["deployed"] and
           preds == [l for _, l in TOY],
