@@ -29,7 +29,8 @@ typedef enum {
   OPT_DEVICE,
   OPT_MONITOR,
   OPT_RECIPE,
-  OPT_SCHEDULE
+  OPT_SCHEDULE,
+  OPT_VALIDATION
 } opt_kind;
 
 typedef struct config_option {
@@ -49,7 +50,8 @@ typedef struct config_option {
 #define SEED_MAX ((int64_t)1 << 53)
 _Static_assert(sizeof(nn_cell) == sizeof(int) && sizeof(nn_attention) == sizeof(int) &&
                    sizeof(nn_device) == sizeof(int) && sizeof(nn_monitor) == sizeof(int) &&
-                   sizeof(nn_recipe) == sizeof(int) && sizeof(nn_lr_schedule) == sizeof(int),
+                   sizeof(nn_recipe) == sizeof(int) && sizeof(nn_lr_schedule) == sizeof(int) &&
+                   sizeof(nn_validation) == sizeof(int),
                "config.c reads the enum fields as int");
 
 /* In the order nn_config_to_json writes them. */
@@ -89,6 +91,7 @@ static const config_option config_options[] = {
     OPT_I(max_len, 1, 4096),
     OPT_I(vocab_size, 3, NN_MAX_VOCAB),
     OPT_I(min_count, 1, 1000000000),
+    OPT_E(validation, OPT_VALIDATION),
 };
 #define NUM_OPTIONS (sizeof config_options / sizeof config_options[0])
 
@@ -98,6 +101,7 @@ static const char *const device_names[] = {"auto", "cpu", "cuda"};
 static const char *const monitor_names[] = {"val_loss", "val_f1", "val_accuracy"};
 static const char *const recipe_names[] = {"default", "lesson"};
 static const char *const schedule_names[] = {"plateau", "cosine"};
+static const char *const validation_names[] = {"random", "last", "none", "query"};
 #define COUNT(a) ((int)(sizeof a / sizeof a[0]))
 
 /* The names of an enum option's values, in enum order; *count of them. */
@@ -109,6 +113,7 @@ static const char *const *enum_names(opt_kind kind, int *count) {
   case OPT_MONITOR: *count = COUNT(monitor_names); return monitor_names;
   case OPT_RECIPE: *count = COUNT(recipe_names); return recipe_names;
   case OPT_SCHEDULE: *count = COUNT(schedule_names); return schedule_names;
+  case OPT_VALIDATION: *count = COUNT(validation_names); return validation_names;
   default: *count = 0; return NULL;
   }
 }
@@ -127,6 +132,7 @@ const char *nn_recipe_name(nn_recipe recipe) { return enum_name(OPT_RECIPE, (int
 const char *nn_lr_schedule_name(nn_lr_schedule schedule) {
   return enum_name(OPT_SCHEDULE, (int)schedule);
 }
+const char *nn_validation_name(nn_validation v) { return enum_name(OPT_VALIDATION, (int)v); }
 
 void nn_config_lesson(nn_config *cfg) {
   memset(cfg, 0, sizeof *cfg);
@@ -163,6 +169,8 @@ void nn_config_lesson(nn_config *cfg) {
   cfg->threads = 0;
   cfg->device = NN_DEVICE_AUTO;
   cfg->progress = 1;
+  cfg->validation = NN_VALIDATION_RANDOM;
+  cfg->validation_rows = 0;
 }
 
 void nn_config_default(nn_config *cfg) {
@@ -227,7 +235,8 @@ static void range_text(char *out, size_t n, const config_option *o) {
   case OPT_DEVICE:
   case OPT_MONITOR:
   case OPT_RECIPE:
-  case OPT_SCHEDULE: { /* "a", "b" or "c" */
+  case OPT_SCHEDULE:
+  case OPT_VALIDATION: { /* "a", "b" or "c" */
     int count;
     const char *const *names = enum_names(o->kind, &count);
     size_t used = 0;
@@ -378,7 +387,8 @@ int nn_config_validate(const nn_config *cfg, char *err) {
     case OPT_DEVICE:
     case OPT_MONITOR:
     case OPT_RECIPE:
-  case OPT_SCHEDULE: {
+    case OPT_SCHEDULE:
+    case OPT_VALIDATION: {
       int x, count; /* the enums are int-sized */
       memcpy(&x, field, sizeof x);
       enum_names(o->kind, &count);
@@ -459,7 +469,8 @@ static int parse_option(nn_config *cfg, const config_option *o, const nn_json *v
   case OPT_DEVICE:
   case OPT_MONITOR:
   case OPT_RECIPE:
-  case OPT_SCHEDULE: {
+  case OPT_SCHEDULE:
+  case OPT_VALIDATION: {
     int count;
     const char *const *names = enum_names(o->kind, &count);
     if (v->type != NN_JSON_STRING) return option_error(err, o, got);
@@ -559,7 +570,8 @@ char *nn_config_to_json(const nn_config *cfg) {
     case OPT_DEVICE:
     case OPT_MONITOR:
     case OPT_RECIPE:
-  case OPT_SCHEDULE: {
+    case OPT_SCHEDULE:
+    case OPT_VALIDATION: {
       int x;
       memcpy(&x, field, sizeof x);
       nn_strbuf_printf(&sb, "\"%s\"", enum_name(o->kind, x));

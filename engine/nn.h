@@ -61,6 +61,15 @@ typedef enum { NN_RECIPE_DEFAULT = 0, NN_RECIPE_LESSON = 1 } nn_recipe;
  * a cosine from lr down to 0 over the epochs' batches. */
 typedef enum { NN_SCHEDULE_PLATEAU = 0, NN_SCHEDULE_COSINE = 1 } nn_lr_schedule;
 
+/* How the rows of a training are split (option "validation"). */
+typedef enum {
+  NN_VALIDATION_RANDOM = 0, /* per label, round(val_fraction * count) rows at random (default) */
+  NN_VALIDATION_LAST = 1,   /* the last round(val_fraction * n) rows, in the order given */
+  NN_VALIDATION_NONE = 2,   /* none: every row trains, no early stopping, the last epoch kept */
+  NN_VALIDATION_QUERY = 3   /* the last cfg.validation_rows rows given (ext/: the rows of the
+                               option "validation_query", appended after the training rows) */
+} nn_validation;
+
 #define NN_PAD 0 /* token id of <PAD> */
 #define NN_UNK 1 /* token id of <UNK> */
 
@@ -109,6 +118,12 @@ typedef struct nn_config {
   int threads;            /* CPU threads, 0 = all cores (default 0) */
   nn_device device;       /* "auto" (default) | "cpu" | "cuda" */
   int progress;           /* draw a progress line on a terminal (default 1); used by ext/ */
+  nn_validation validation; /* "random" (default) | "last" | "none" | "query" */
+  int validation_rows;    /* NN_VALIDATION_QUERY: how many of the rows given, the last ones, are
+                             the validation split. Not an option (no JSON key): set by ext/ */
+  int pool_threads;       /* > 0: the trainer's threads instead of `threads` (attn_tune's trials
+                             two at a time). Not an option, not stored: results do not depend on
+                             the number of threads */
 } nn_config;
 
 /* The default recipe (recipe "default"). */
@@ -145,9 +160,10 @@ char *nn_config_to_json(const nn_config *cfg);
 const char *nn_cell_name(nn_cell cell);           /* "rnn" | "gru" | "lstm" */
 const char *nn_attention_name(nn_attention attn); /* "linear" | "additive" | "self" | "dot" */
 const char *nn_device_name(nn_device device);     /* "auto" | "cpu" | "cuda" */
-const char *nn_monitor_name(nn_monitor monitor);
-const char *nn_recipe_name(nn_recipe recipe);
-const char *nn_lr_schedule_name(nn_lr_schedule schedule);  /* "val_loss" | "val_f1" | "val_accuracy" */
+const char *nn_monitor_name(nn_monitor monitor);  /* "val_loss" | "val_f1" | "val_accuracy" */
+const char *nn_recipe_name(nn_recipe recipe);      /* "default" | "lesson" */
+const char *nn_lr_schedule_name(nn_lr_schedule schedule); /* "plateau" | "cosine" */
+const char *nn_validation_name(nn_validation v);  /* "random" | "last" | "none" | "query" */
 
 /* ---------------------------------------------------------------- text and vocabulary (text.c) */
 
@@ -469,6 +485,17 @@ int nn_trainer_take_model(nn_trainer *tr, nn_model **out, char *err);
 /* Summary of the run as a JSON object (best epoch, best val metrics, train/val sizes, ...). */
 char *nn_trainer_metrics_json(const nn_trainer *tr);
 void nn_trainer_free(nn_trainer *tr);
+/* The rows of the validation split, as indices into the rows given to nn_trainer_create
+ * (*rows valid while the trainer lives; *n 0 with "validation": "none"). */
+void nn_trainer_validation_rows(const nn_trainer *tr, const int **rows, int *n);
+/* Per-class loss weights by label (attn_train's "class_weights": {"label": weight}), replacing
+ * the automatic 1/count: the classes named get their weight (finite, > 0), the others 1. Before
+ * the first epoch. NN_ERROR naming a label that is not one of the model's. */
+int nn_trainer_set_class_weights(nn_trainer *tr, const char *const *labels, const int *lens,
+                                 const double *weights, int n, char *err);
+/* Where the trainer runs, e.g. "cpu (x86-64-v3 kernels)" or "cuda (NVIDIA H100 80GB HBM3, ...)";
+ * written into buf (len bytes), which is returned. */
+const char *nn_trainer_backend(const nn_trainer *tr, char *buf, size_t len);
 
 /* Pretrained word vectors (attn_train's "embeddings" option); call after nn_trainer_create,
  * before the first epoch. Sets the embedding row of `word` (len bytes, matched exactly against

@@ -119,13 +119,18 @@ nomem:
 
 int nn_pool_threads(const nn_pool *pool) { return pool ? pool->threads : 1; }
 
-/* The parallel phases hold the BLAS setting for their whole length (nn_blas_enter), so that the
- * GEMMs inside them do not switch it back and forth. */
+/* The parallel phases hold the BLAS setting for their whole length, so that the GEMMs inside
+ * them do not switch it back and forth. */
+void openblas_set_num_threads(int) __attribute__((weak));
+int openblas_get_num_threads(void) __attribute__((weak));
 static void pool_run(nn_pool *pool, nn_task_fn fn, void *ctx, int ntasks);
+static void blas_setting_enter(void);
+static void blas_setting_leave(void);
 void nn_pool_run(nn_pool *pool, nn_task_fn fn, void *ctx, int ntasks) {
-  nn_blas_enter();
+  int blas = openblas_set_num_threads && openblas_get_num_threads;
+  if (blas) blas_setting_enter(); /* the setting only: a phase is not one OpenBLAS call */
   pool_run(pool, fn, ctx, ntasks);
-  nn_blas_leave();
+  if (blas) blas_setting_leave();
 }
 
 static void pool_run(nn_pool *pool, nn_task_fn fn, void *ctx, int ntasks) {
@@ -174,12 +179,57 @@ void nn_pool_free(nn_pool *pool) {
 void openblas_set_num_threads(int) __attribute__((weak));
 int openblas_get_num_threads(void) __attribute__((weak));
 static pthread_mutex_t blas_lock = PTHREAD_MUTEX_INITIALIZER;
-static atomic_int blas_users;  /* nn_blas_enter calls not yet left */
+static atomic_int blas_users;  /* setting users (nn_blas_enter calls, pool runs) not yet left */
 static atomic_int blas_is_set; /* 1 while the count is ours (under blas_lock to change) */
 static int blas_saved;         /* the host's count while blas_is_set (under blas_lock) */
+static atomic_int blas_calls;  /* threads inside an OpenBLAS call (nn_blas_enter .. leave) */
+static atomic_int blas_forking; /* 1 while fork() waits for blas_calls to reach 0 */
 
-void nn_blas_enter(void) {
-  if (!openblas_set_num_threads || !openblas_get_num_threads) return;
+/* fork() beside a running training (a prefork server, Python's 'fork' start method). The child
+ * has only the thread that forked, and gets every lock as it was at that instant: a lock held by
+ * another thread stays held in the child for ever, and the child's first BLAS call hangs. Two
+ * such locks: ours (blas_lock, held a few instructions or one openblas_set_num_threads at a
+ * time), and OpenBLAS 0.3's buffer lock (blas_memory_alloc), held inside sgemm, which OpenBLAS's
+ * own fork handler does not cover. So fork waits until no thread holds ours and none of our
+ * threads is inside an OpenBLAS call (new calls wait for the fork meanwhile; a call lasts
+ * microseconds to milliseconds), and the child starts with no users and no calls: the calls
+ * that were running belong to threads the child does not have. The setting stays as it was (1
+ * while ours); the child's first nn_blas_leave puts the host's saved count back. glibc removes
+ * the handlers when the library is unloaded (dlclose), and a later load registers them again. */
+static pthread_once_t blas_fork_once = PTHREAD_ONCE_INIT;
+static void blas_fork_prepare(void) {
+  pthread_mutex_lock(&blas_lock);
+  atomic_store(&blas_forking, 1);
+  while (atomic_load(&blas_calls) > 0) sched_yield();
+}
+static void blas_fork_parent(void) {
+  atomic_store(&blas_forking, 0);
+  pthread_mutex_unlock(&blas_lock);
+}
+static void blas_fork_child(void) {
+  atomic_store(&blas_users, 0);
+  atomic_store(&blas_calls, 0);
+  atomic_store(&blas_forking, 0);
+  pthread_mutex_unlock(&blas_lock); /* held by this thread, the one that forked */
+}
+static void blas_fork_register(void) {
+  pthread_atfork(blas_fork_prepare, blas_fork_parent, blas_fork_child);
+}
+
+/* Count this thread inside an OpenBLAS call, unless a fork is under way: then wait for it (on
+ * blas_lock, which blas_fork_prepare holds until the fork is done), not counted meanwhile. */
+static void blas_call_begin(void) {
+  for (;;) {
+    atomic_fetch_add(&blas_calls, 1);
+    if (!atomic_load(&blas_forking)) return;
+    atomic_fetch_sub(&blas_calls, 1);
+    pthread_mutex_lock(&blas_lock);
+    pthread_mutex_unlock(&blas_lock);
+  }
+}
+
+/* The setting part of nn_blas_enter / leave: the count is 1 between them (nested, any threads). */
+static void blas_setting_enter(void) {
   if (atomic_fetch_add(&blas_users, 1) > 0 && atomic_load(&blas_is_set)) return;
   pthread_mutex_lock(&blas_lock);
   if (!atomic_load(&blas_is_set) && atomic_load(&blas_users) > 0) {
@@ -190,8 +240,7 @@ void nn_blas_enter(void) {
   pthread_mutex_unlock(&blas_lock);
 }
 
-void nn_blas_leave(void) {
-  if (!openblas_set_num_threads || !openblas_get_num_threads) return;
+static void blas_setting_leave(void) {
   if (atomic_fetch_sub(&blas_users, 1) != 1) return;
   pthread_mutex_lock(&blas_lock);
   if (atomic_load(&blas_users) == 0 && atomic_load(&blas_is_set)) {
@@ -199,4 +248,19 @@ void nn_blas_leave(void) {
     atomic_store(&blas_is_set, 0);
   }
   pthread_mutex_unlock(&blas_lock);
+}
+
+/* Around each OpenBLAS call (backend_cpu.c). The setting first: it may wait on blas_lock while a
+ * fork is under way, and must not be counted as a call then (the fork waits for the calls). */
+void nn_blas_enter(void) {
+  if (!openblas_set_num_threads || !openblas_get_num_threads) return;
+  pthread_once(&blas_fork_once, blas_fork_register);
+  blas_setting_enter();
+  blas_call_begin();
+}
+
+void nn_blas_leave(void) {
+  if (!openblas_set_num_threads || !openblas_get_num_threads) return;
+  atomic_fetch_sub(&blas_calls, 1);
+  blas_setting_leave();
 }

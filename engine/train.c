@@ -164,8 +164,9 @@ static int trainer_create(nn_trainer **out, const nn_model *base, const nn_confi
   tr->param_count = nn_model_param_count(tr->model);
   tr->shards = B / SHARD_ROWS < 1 ? 1 : B / SHARD_ROWS > MAX_SHARDS ? MAX_SHARDS : B / SHARD_ROWS;
   if (tr->be->device_memory) tr->shards = 1;
-  status = nn_pool_create(&tr->pool, cfg->threads < tr->shards && cfg->threads > 0
-                                         ? cfg->threads
+  int want = cfg->pool_threads > 0 ? cfg->pool_threads : cfg->threads;
+  status = nn_pool_create(&tr->pool, want < tr->shards && want > 0
+                                         ? want
                                          : (nn_cpu_count() < tr->shards ? nn_cpu_count() : tr->shards),
                           err);
   if (status != NN_OK) goto fail;
@@ -642,13 +643,17 @@ int nn_trainer_epoch(nn_trainer *tr, nn_epoch_stats *stats, nn_progress_fn fn, v
 
   nn_epoch_stats s;
   memset(&s, 0, sizeof s);
-  status = validate(tr, &s.val_loss, &s.val_accuracy, &s.val_f1, err);
-  if (status != NN_OK) return status;
+  if (tr->n_val > 0) {
+    status = validate(tr, &s.val_loss, &s.val_accuracy, &s.val_f1, err);
+    if (status != NN_OK) return status;
+  } else { /* "validation": "none": no figures; every epoch is kept, so the last one is */
+    s.val_loss = s.val_accuracy = s.val_f1 = NAN;
+  }
   s.epoch = tr->epochs_run + 1;
   s.train_loss = train_loss;
   s.lr = epoch_lr; /* cosine: the epoch's first batch's */
   double score = monitored_score(&tr->cfg, &s);
-  s.best = score < tr->best_score; /* strictly better; NaN never is */
+  s.best = tr->n_val > 0 ? score < tr->best_score : 1; /* strictly better; NaN never is */
 
   /* early stopping bookkeeping (the lesson: patience epochs without improvement) */
   if (s.best) {
@@ -658,7 +663,7 @@ int nn_trainer_epoch(nn_trainer *tr, nn_epoch_stats *stats, nn_progress_fn fn, v
   } else {
     tr->bad_epochs++;
   }
-  if (!cosine) plateau_step(tr, s.val_loss);
+  if (!cosine && tr->n_val > 0) plateau_step(tr, s.val_loss); /* no validation: lr stays */
   tr->epochs_run++;
   if (tr->bad_epochs >= tr->cfg.patience) tr->done = 1;
   s.seconds = now_seconds() - start;
@@ -814,4 +819,65 @@ void nn_trainer_free(nn_trainer *tr) {
   free(tr->lazy_rows);
   free(tr->lazy_stamp);
   free(tr);
+}
+
+/* ---------------------------------------------------------------- for ext/ */
+
+void nn_trainer_validation_rows(const nn_trainer *tr, const int **rows, int *n) {
+  *rows = tr->val_rows;
+  *n = tr->n_val;
+}
+
+int nn_trainer_set_class_weights(nn_trainer *tr, const char *const *labels, const int *lens,
+                                 const double *weights, int n, char *err) {
+  if (!tr->model || tr->epochs_run > 0) {
+    snprintf(err, NN_ERR_LEN, "class weights: only before the first epoch");
+    return NN_ERROR;
+  }
+  float *w = malloc((size_t)tr->C * sizeof *w);
+  if (!w) {
+    snprintf(err, NN_ERR_LEN, "out of memory setting %d class weights", tr->C);
+    return NN_NOMEM;
+  }
+  for (int c = 0; c < tr->C; c++) w[c] = 1.0f;
+  for (int i = 0; i < n; i++) {
+    int c = nn_model_label_lookup(tr->model, labels[i], lens[i]);
+    if (c < 0) {
+      char quoted[160], known[240] = "";
+      nn_json_quote_for_message(quoted, sizeof quoted, labels[i], (size_t)lens[i]);
+      for (int k = 0, used = 0; k < tr->C && k < 5 && used < (int)sizeof known - 1; k++) {
+        char one[64];
+        const char *name = nn_model_label(tr->model, k);
+        nn_json_quote_for_message(one, sizeof one, name, strlen(name));
+        used += snprintf(known + used, sizeof known - (size_t)used, "%s%s", k ? ", " : "", one);
+      }
+      snprintf(err, NN_ERR_LEN, "option \"class_weights\": label %s is not one of the %d labels "
+               "of the rows (%s%s)", quoted, tr->C, known, tr->C > 5 ? ", ..." : "");
+      free(w);
+      return NN_ERROR;
+    }
+    if (!isfinite(weights[i]) || !(weights[i] > 0) || weights[i] > 1e6) {
+      snprintf(err, NN_ERR_LEN, "option \"class_weights\": the weight of label \"%.*s\" must be "
+               "a number in (0, 1000000], got %g", lens[i] > 100 ? 100 : lens[i], labels[i],
+               weights[i]);
+      free(w);
+      return NN_ERROR;
+    }
+    w[c] = (float)weights[i];
+  }
+  memcpy(tr->class_weights, w, (size_t)tr->C * sizeof *w);
+  free(w);
+  return NN_OK;
+}
+
+const char *nn_trainer_backend(const nn_trainer *tr, char *buf, size_t len) {
+  char device[256] = "";
+  if (tr->be->describe) tr->be->describe(device, sizeof device);
+  if (!device[0] && strcmp(tr->be->name, "cpu") == 0)
+    snprintf(device, sizeof device, "%s kernels", nn_backend_cpu_level());
+  if (device[0])
+    snprintf(buf, len, "%s (%s)", tr->be->name, device);
+  else
+    snprintf(buf, len, "%s", tr->be->name);
+  return buf;
 }

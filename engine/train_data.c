@@ -4,6 +4,8 @@
  *             sklearn's LabelEncoder; 2 to NN_MAX_CLASSES (config.h) classes
  *   split     stratified: per class, its rows shuffled (Fisher-Yates, seeded) and
  *             round(val_fraction * count) of them to validation, keeping at least 1 in training
+ *             ("validation": "random"); or the last rows in the order given ("last", "query"),
+ *             or none ("none")
  *   vocab     from the training split's texts (in row order); every text encoded once
  *   weights   1/count per class over the training split (class_weights), else 1
  */
@@ -239,6 +241,41 @@ static int split_rows(nn_trainer *tr, const int *class_count, char *err) {
   return status;
 }
 
+/* The split of "validation": "last", "query" and "none" (nn_validation): the last rows in the
+ * order given are the validation split -- round(val_fraction * n) of them (at least 1, at most
+ * n - 1), cfg.validation_rows of them, or none. */
+static int split_rows_ordered(nn_trainer *tr, char *err) {
+  int n = tr->n, n_val = 0;
+  if (tr->cfg.validation == NN_VALIDATION_LAST) {
+    n_val = (int)round(nn_decimal_double(tr->cfg.val_fraction) * n);
+    if (n_val < 1) n_val = 1;
+    if (n_val > n - 1) n_val = n - 1;
+  } else if (tr->cfg.validation == NN_VALIDATION_QUERY) {
+    n_val = tr->cfg.validation_rows;
+  }
+  if (tr->cfg.validation != NN_VALIDATION_NONE && (n_val < 1 || n_val > n - 1)) {
+    snprintf(err, NN_ERR_LEN,
+             tr->cfg.validation == NN_VALIDATION_LAST
+                 ? "too few rows for a validation split (%d row): \"validation\": \"last\" needs "
+                   "at least 2"
+                 : "the validation split must have 1 to %d rows (all rows given less one), got "
+                   "%d",
+             tr->cfg.validation == NN_VALIDATION_LAST ? n : n - 1, n_val);
+    return NN_ERROR;
+  }
+  tr->n_val = n_val;
+  tr->n_train = n - n_val;
+  tr->train_rows = malloc((size_t)tr->n_train * sizeof *tr->train_rows);
+  tr->val_rows = malloc((size_t)(n_val ? n_val : 1) * sizeof *tr->val_rows);
+  if (!tr->train_rows || !tr->val_rows) {
+    snprintf(err, NN_ERR_LEN, "out of memory splitting %d rows", n);
+    return NN_NOMEM;
+  }
+  for (int i = 0; i < tr->n_train; i++) tr->train_rows[i] = i;
+  for (int i = 0; i < n_val; i++) tr->val_rows[i] = tr->n_train + i;
+  return NN_OK;
+}
+
 /* Vocabulary from the training texts (in row order) into *vocab -- or a copy of `fixed` when it
  * is given (a warm start) -- then every row encoded into tr->token_ids / token_start /
  * row_length. *vocab stays the caller's to free, also on error. */
@@ -324,7 +361,8 @@ int nn_train_data_prepare(nn_trainer *tr, char ***names_out, nn_vocab **vocab_ou
   if (!class_count || !train_count) goto oom;
   for (int i = 0; i < n; i++) class_count[tr->row_class[i]]++;
 
-  status = split_rows(tr, class_count, err);
+  status = tr->cfg.validation == NN_VALIDATION_RANDOM ? split_rows(tr, class_count, err)
+                                                       : split_rows_ordered(tr, err);
   if (status != NN_OK) goto done;
 
   if (!text_lens) { /* NUL-terminated texts */

@@ -10,7 +10,9 @@
  *
  * Cache. A model row is parsed once per connection (nn_model_load) and kept, keyed by name,
  * version and the row's identity (rowid, created_at, size: a row deleted and written again under
- * the same version is a different model). Which version of a name is deployed is looked up with
+ * the same version is a different model; attnext gives every row it writes a random rowid,
+ * attn_store.c, so a save rolled back and done again with other weights of the same size in the
+ * same millisecond is told apart too). Which version of a name is deployed is looked up with
  * a query, and the answer is remembered while a "database unchanged" stamp holds: the pager's
  * data version (SQLITE_FCNTL_DATA_VERSION: changes on every commit, of this or any other
  * connection, as seen by the current read transaction) plus this connection's change count
@@ -53,6 +55,7 @@ struct attn_conn {
   int query_depth;        /* > 0 while a function's query is stepped (attn_conn_query_begin) */
   const char *query_fn;   /* the function whose query it is (outermost) */
   char *pending_error;    /* a save that failed where no statement could report it */
+  int behind;             /* a save went through a second connection (attn_conn_set_behind) */
 };
 
 /* ------------------------------------------------------------------ models */
@@ -204,6 +207,12 @@ int attn_conn_check_write(attn_conn *conn, const char *fn, char **errmsg) {
   return SQLITE_OK;
 }
 
+int attn_conn_may_write(attn_conn *conn) {
+  return sqlite3_db_readonly(conn->db, "main") == 0 && !attn_query_only(conn->db) &&
+         conn->query_depth == 0 &&
+         !(attn_in_dqlite(conn->db) && !attn_dqlite_write_replicated(conn->db));
+}
+
 nn_workspace *attn_conn_workspace(attn_conn *conn, char **errmsg) {
   if (!conn->ws) {
     char err[NN_ERR_LEN] = "";
@@ -241,16 +250,46 @@ int attn_conn_pool(attn_conn *conn, nn_pool **pool, nn_workspace ***ws, char **e
   return SQLITE_OK;
 }
 
-/* The "database unchanged" stamp; 0 when it cannot be trusted. Only in a read transaction:
- * with none open the data version may be stale, and in a write transaction a ROLLBACK (TO)
- * could undo writes without changing either number. */
+/* The "database unchanged" stamp; 0 when it cannot be trusted. The pager's data version is
+ * that of the current read transaction: with none open (a statement such as SELECT
+ * attn_predict('news', 'some text') reads no table) one is opened for a moment by stepping
+ * PRAGMA data_version, so that a statement's lookup is remembered across statements and costs
+ * the same however many versions the store holds. Not in a write transaction: there a ROLLBACK
+ * (TO) could undo writes without changing either number. */
 static int attn_stamp(sqlite3 *db, int64_t *data_version, int64_t *changes) {
-  int v = 0;
-  if (sqlite3_txn_state(db, "main") != SQLITE_TXN_READ) return 0;
-  if (sqlite3_file_control(db, "main", SQLITE_FCNTL_DATA_VERSION, &v) != SQLITE_OK) return 0;
+  int v = 0, state = sqlite3_txn_state(db, "main");
+  if (state == SQLITE_TXN_NONE) {
+    sqlite3_stmt *open = NULL;
+    int rc = sqlite3_prepare_v2(db, "PRAGMA main.data_version", -1, &open, NULL);
+    if (rc == SQLITE_OK) rc = sqlite3_step(open) == SQLITE_ROW ? SQLITE_OK : SQLITE_ERROR;
+    /* the data version as of the read transaction just begun (kept while none is open) */
+    if (rc == SQLITE_OK &&
+        sqlite3_file_control(db, "main", SQLITE_FCNTL_DATA_VERSION, &v) != SQLITE_OK)
+      rc = SQLITE_ERROR;
+    sqlite3_finalize(open);
+    if (rc != SQLITE_OK) return 0;
+  } else if (state != SQLITE_TXN_READ ||
+             sqlite3_file_control(db, "main", SQLITE_FCNTL_DATA_VERSION, &v) != SQLITE_OK) {
+    return 0;
+  }
   *data_version = (unsigned)v;
   *changes = sqlite3_total_changes64(db);
   return 1;
+}
+
+void attn_conn_set_behind(attn_conn *conn) {
+  conn->behind = sqlite3_txn_state(conn->db, "main") != SQLITE_TXN_NONE;
+}
+
+const char *attn_conn_behind_hint(attn_conn *conn) {
+  if (conn->behind && sqlite3_txn_state(conn->db, "main") == SQLITE_TXN_NONE) conn->behind = 0;
+  return conn->behind
+             ? "; this connection cannot see the latest save yet: a statement of this connection "
+               "is still reading (e.g. a cursor not fetched to the end) and another connection "
+               "wrote since it began, so in WAL mode this connection could not write and the "
+               "model was saved through a second connection; finish or reset that statement "
+               "first (e.g. fetchall() the cursor), or use another connection"
+             : "";
 }
 
 /* Drop a cache entry (it lives on while referenced). */
@@ -358,6 +397,14 @@ static const attn_store_column attn_models_columns[] = {
 static const attn_store_column attn_log_columns[] = {
     {"name", 1},       {"version", 2},  {"epoch", 3},        {"train_loss", 0}, {"val_loss", 0},
     {"val_accuracy", 0}, {"val_f1", 0}, {"lr", 0},           {"seconds", 0},    {NULL, 0}};
+static const attn_store_column attn_versions_columns[] = {
+    {"name", 1}, {"last_version", 0}, {NULL, 0}};
+static const attn_store_column attn_lineage_columns[] = {
+    {"name", 1},          {"version", 2},         {"function", 0},   {"query", 0},
+    {"rows", 0},          {"rows_sha256", 0},     {"validation_query", 0},
+    {"validation_rows", 0}, {"validation_sha256", 0}, {"options", 0}, {"from_name", 0},
+    {"from_version", 0},  {"attnext", 0},         {"backend", 0},    {"started_at", 0},
+    {"ended_at", 0},      {NULL, 0}};
 
 /* One table of the store: absent (*exists = 0), or an ordinary rowid table of main (not a view,
  * not a virtual table) with the expected columns, none of them generated, and exactly the
@@ -456,8 +503,15 @@ static int attn_store_check_table(sqlite3 *db, const char *fn, const char *table
     if (!problem && npk != nexpected_pk) problem = "has a PRIMARY KEY other than the expected one";
   }
   if (!problem) return SQLITE_OK;
-  const char *key = cols == attn_models_columns ? "PRIMARY KEY(name, version)"
-                                                : "PRIMARY KEY(name, version, epoch)";
+  /* the expected key, e.g. "PRIMARY KEY(name, version)" */
+  char key[96] = "PRIMARY KEY(";
+  for (int pos = 1; pos <= 3; pos++)
+    for (int k = 0; cols[k].name; k++)
+      if (cols[k].pk == pos) {
+        if (pos > 1) strcat(key, ", ");
+        strcat(key, cols[k].name);
+      }
+  strcat(key, ")");
   *errmsg = sqlite3_mprintf("%s: %s %s%s%s%s, not a model store table this extension wrote "
                             "(expected an ordinary table with the columns of sql/schema.sql and "
                             "%s)",
@@ -468,11 +522,15 @@ static int attn_store_check_table(sqlite3 *db, const char *fn, const char *table
 }
 
 int attn_store_check(sqlite3 *db, const char *fn, int *models_exist, char **errmsg) {
-  int exists = 0, log_exists = 0;
+  int exists = 0, log_exists = 0, other = 0;
   int rc = attn_store_check_table(db, fn, "attn_models", attn_models_columns, &exists, errmsg);
   if (rc == SQLITE_OK)
     rc = attn_store_check_table(db, fn, "attn_training_log", attn_log_columns, &log_exists,
                                 errmsg);
+  if (rc == SQLITE_OK)
+    rc = attn_store_check_table(db, fn, "attn_versions", attn_versions_columns, &other, errmsg);
+  if (rc == SQLITE_OK)
+    rc = attn_store_check_table(db, fn, "attn_lineage", attn_lineage_columns, &other, errmsg);
   if (models_exist) *models_exist = exists;
   return rc;
 }
@@ -485,7 +543,8 @@ static char *attn_store_fingerprint(sqlite3 *db) {
   sqlite3_str *fp = sqlite3_str_new(db);
   int rc = sqlite3_prepare_v2(db,
                               "SELECT type, name, sql FROM main.sqlite_schema "
-                              "WHERE name LIKE 'attn_models' OR name LIKE 'attn_training_log'",
+                              "WHERE name LIKE 'attn_models' OR name LIKE 'attn_training_log' "
+                              "OR name LIKE 'attn_versions' OR name LIKE 'attn_lineage'",
                               -1, &stmt, NULL);
   while (rc == SQLITE_OK && (rc = sqlite3_step(stmt)) == SQLITE_ROW) {
     for (int i = 0; i < 3; i++) {
@@ -504,17 +563,29 @@ static char *attn_store_fingerprint(sqlite3 *db) {
   return out ? out : sqlite3_mprintf("");
 }
 
+static int attn_store_read_begin_at(attn_conn *conn, const char *fn, int *models_exist,
+                                    int stamped, int64_t data_version, int64_t changes,
+                                    char **errmsg);
+
 int attn_store_read_begin(attn_conn *conn, const char *fn, int *models_exist, char **errmsg) {
+  int64_t data_version = 0, changes = 0;
+  int stamped = conn->store_depth > 0 ? 0 : attn_stamp(conn->db, &data_version, &changes);
+  return attn_store_read_begin_at(conn, fn, models_exist, stamped, data_version, changes,
+                                  errmsg);
+}
+
+/* attn_store_read_begin with the stamp of now (stamped 0: none) already taken. */
+static int attn_store_read_begin_at(attn_conn *conn, const char *fn, int *models_exist,
+                                    int stamped, int64_t data_version, int64_t changes,
+                                    char **errmsg) {
   if (conn->store_depth > 0) {
     *errmsg = sqlite3_mprintf("%s: the model store was read again while it was being read (a "
                               "view, trigger or generated column of this database calls attnext)",
                               fn);
     return SQLITE_ERROR;
   }
-  /* The check is remembered while the database is unchanged (the stamp: in a read transaction),
-   * else while the tables' definitions are the same text. */
-  int64_t data_version = 0, changes = 0;
-  int stamped = attn_stamp(conn->db, &data_version, &changes);
+  /* The check is remembered while the database is unchanged (the stamp), else while the
+   * tables' definitions are the same text. */
   if (!(stamped && conn->checked && conn->checked_data_version == data_version &&
         conn->checked_changes == changes)) {
     conn->checked = 0;
@@ -660,12 +731,14 @@ static int attn_resolve(attn_conn *conn, const char *fn, const char *name, attn_
   }
 
   int exists = 0;
-  int rc = attn_store_read_begin(conn, fn, &exists, errmsg);
+  int rc = attn_store_read_begin_at(conn, fn, &exists, stamped, data_version, changes, errmsg);
   if (rc != SQLITE_OK) return rc;
   if (!exists) {
     attn_store_read_end(conn);
-    *errmsg = name ? sqlite3_mprintf("%s: no model named '%s'", fn, name)
-                   : sqlite3_mprintf("%s: no deployed model in this database", fn);
+    *errmsg = name ? sqlite3_mprintf("%s: no model named '%s'%s", fn, name,
+                                     attn_conn_behind_hint(conn))
+                   : sqlite3_mprintf("%s: no deployed model in this database%s", fn,
+                                     attn_conn_behind_hint(conn));
     return SQLITE_ERROR;
   }
   rc = attn_resolve_read(conn, fn, name, stamped, data_version, changes, out, errmsg);
@@ -684,7 +757,9 @@ static int attn_resolve_read(attn_conn *conn, const char *fn, const char *name, 
     rc = sqlite3_prepare_v2(db,
                             "SELECT rowid, version, created_at, length(weights), name "
                             "FROM main.attn_models WHERE name = ?1 AND deployed = 1 "
-                            "ORDER BY version DESC LIMIT 1",
+                            /* +version: the index of deployed rows (schema.sql), not the
+                             * primary key's order through every version of the name */
+                            "ORDER BY +version DESC LIMIT 1",
                             -1, &stmt, NULL);
   else
     rc = sqlite3_prepare_v2(db,
@@ -702,7 +777,8 @@ static int attn_resolve_read(attn_conn *conn, const char *fn, const char *name, 
   if (rc == SQLITE_DONE) {
     sqlite3_finalize(stmt);
     if (!name) {
-      *errmsg = sqlite3_mprintf("%s: no deployed model in this database", fn);
+      *errmsg = sqlite3_mprintf("%s: no deployed model in this database%s", fn,
+                                attn_conn_behind_hint(conn));
       return SQLITE_ERROR;
     }
     /* No deployed version: does the name exist at all? */
@@ -713,8 +789,10 @@ static int attn_resolve_read(attn_conn *conn, const char *fn, const char *name, 
       exists = sqlite3_step(stmt) == SQLITE_ROW;
     }
     sqlite3_finalize(stmt);
-    *errmsg = exists ? sqlite3_mprintf("%s: model '%s' has no deployed version", fn, name)
-                     : sqlite3_mprintf("%s: no model named '%s'", fn, name);
+    *errmsg = exists ? sqlite3_mprintf("%s: model '%s' has no deployed version%s", fn, name,
+                                       attn_conn_behind_hint(conn))
+                     : sqlite3_mprintf("%s: no model named '%s'%s", fn, name,
+                                       attn_conn_behind_hint(conn));
     return SQLITE_ERROR;
   }
   if (rc != SQLITE_ROW) {
@@ -797,7 +875,7 @@ int attn_model_acquire_version(attn_conn *conn, const char *fn, const char *name
   int rc = attn_store_read_begin(conn, fn, &exists, errmsg);
   if (rc != SQLITE_OK) return rc;
   if (!exists) {
-    *errmsg = sqlite3_mprintf("%s: no model named '%s'", fn, name);
+    *errmsg = sqlite3_mprintf("%s: no model named '%s'%s", fn, name, attn_conn_behind_hint(conn));
     rc = SQLITE_ERROR;
     goto done;
   }
@@ -812,9 +890,11 @@ int attn_model_acquire_version(attn_conn *conn, const char *fn, const char *name
     rc = sqlite3_step(stmt);
   }
   if (rc == SQLITE_DONE || (rc == SQLITE_ROW && !sqlite3_column_int(stmt, 3))) {
-    *errmsg = rc == SQLITE_DONE ? sqlite3_mprintf("%s: no model named '%s'", fn, name)
-                                : sqlite3_mprintf("%s: model '%s' has no version %lld", fn, name,
-                                                  (long long)version);
+    *errmsg = rc == SQLITE_DONE ? sqlite3_mprintf("%s: no model named '%s'%s", fn, name,
+                                                  attn_conn_behind_hint(conn))
+                                : sqlite3_mprintf("%s: model '%s' has no version %lld%s", fn,
+                                                  name, (long long)version,
+                                                  attn_conn_behind_hint(conn));
     rc = SQLITE_ERROR;
     goto done;
   }

@@ -31,7 +31,14 @@ static int attn_deploy_resolve(sqlite3 *db, const char *fn, const char *name, in
     sqlite3_bind_text(stmt, 1, name, -1, SQLITE_STATIC);
     rc = sqlite3_step(stmt);
   }
-  if (rc == SQLITE_ROW) {
+  if (rc == SQLITE_ROW && sqlite3_column_type(stmt, 0) != SQLITE_INTEGER) {
+    /* a store edited by hand: a version such as 1.5 or 'v1' names no row attn_deploy can set */
+    const char *v = (const char *)sqlite3_column_text(stmt, 0);
+    *msg = sqlite3_mprintf("%s: model '%s' has a version that is not an integer in attn_models "
+                           "(%s, the one '%s' would deploy): fix or delete that row", fn, name,
+                           v ? v : "NULL", best ? "best" : "previous");
+    rc = SQLITE_ERROR;
+  } else if (rc == SQLITE_ROW) {
     *version = sqlite3_column_int64(stmt, 0);
     rc = SQLITE_OK;
   } else if (rc == SQLITE_DONE) {
@@ -76,7 +83,7 @@ void attn_deploy_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   }
   int64_t version = best || previous ? 0 : sqlite3_value_int64(argv[1]);
   if (!exists) {
-    msg = sqlite3_mprintf("%s: no model named '%s'", fn, name);
+    msg = sqlite3_mprintf("%s: no model named '%s'%s", fn, name, attn_conn_behind_hint(conn));
     rc = SQLITE_ERROR;
     goto done;
   }
@@ -100,7 +107,7 @@ void attn_deploy_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   sqlite3_finalize(stmt);
   stmt = NULL;
   if (count == 0) {
-    msg = sqlite3_mprintf("%s: no model named '%s'", fn, name);
+    msg = sqlite3_mprintf("%s: no model named '%s'%s", fn, name, attn_conn_behind_hint(conn));
     rc = SQLITE_ERROR;
     goto done;
   }
@@ -108,7 +115,8 @@ void attn_deploy_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
       (rc = attn_deploy_resolve(db, fn, name, best, &version, &msg)) != SQLITE_OK)
     goto done;
   if (!found && !best && !previous) {
-    msg = sqlite3_mprintf("%s: model '%s' has no version %lld", fn, name, (long long)version);
+    msg = sqlite3_mprintf("%s: model '%s' has no version %lld%s", fn, name, (long long)version,
+                          attn_conn_behind_hint(conn));
     rc = SQLITE_ERROR;
     goto done;
   }
@@ -122,7 +130,21 @@ void attn_deploy_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   if (rc == SQLITE_OK) {
     sqlite3_bind_text(stmt, 1, name, -1, SQLITE_STATIC);
     sqlite3_bind_int64(stmt, 2, version);
-    rc = attn_exec_step(stmt, db, fn, "deploy", &msg);
+    rc = sqlite3_step(stmt);
+    if (rc == SQLITE_DONE) {
+      rc = SQLITE_OK;
+    } else if (sqlite3_extended_errcode(db) == SQLITE_BUSY_SNAPSHOT) {
+      /* WAL: a statement of this connection reads a snapshot another connection's commit made
+       * out of date; it cannot become a write until that statement ends */
+      msg = sqlite3_mprintf("%s: cannot deploy: a statement of this connection is still "
+                            "reading (e.g. a cursor not fetched to the end) and another "
+                            "connection wrote since it began, so in WAL mode this connection "
+                            "cannot write until it ends; finish or reset that statement first "
+                            "(e.g. fetchall() the cursor), or deploy from another connection",
+                            fn);
+    } else {
+      msg = sqlite3_mprintf("%s: cannot deploy: %s", fn, sqlite3_errmsg(db));
+    }
   } else {
     msg = sqlite3_mprintf("%s: %s", fn, sqlite3_errmsg(db));
   }
@@ -144,6 +166,8 @@ void attn_import_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   nn_model *model = NULL;
   int64_t version = 0;
   int rc;
+  char started_at[32];
+  attn_utc_now(started_at);
   if ((rc = attn_name_value(fn, argv[0], &name, &msg)) != SQLITE_OK) goto done;
   if ((rc = attn_conn_check_write(conn, fn, &msg)) != SQLITE_OK) goto done;
   if (sqlite3_value_type(argv[1]) != SQLITE_BLOB) {
@@ -166,7 +190,13 @@ void attn_import_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     rc = st == NN_INTERRUPTED ? SQLITE_INTERRUPT : st == NN_NOMEM ? SQLITE_NOMEM : SQLITE_ERROR;
     goto done;
   }
-  rc = attn_store_save(conn, fn, name, model, NULL, NULL, 0, &version, &msg);
+  char ended_at[32];
+  attn_utc_now(ended_at);
+  attn_lineage_info lineage = {"attn_import", NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+                               started_at, ended_at, -1, -1, -1};
+  attn_store_item item = {model, NULL, NULL, 0, 1, &lineage, 0, 0};
+  rc = attn_store_save_items(conn, fn, name, &item, 1, &msg);
+  version = item.version;
   if (rc == SQLITE_OK) sqlite3_result_int64(ctx, version);
 done:
   nn_model_free(model);

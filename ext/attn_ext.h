@@ -20,6 +20,7 @@
 #define ATTNEXT_ATTN_EXT_H
 
 #include <sqlite3ext.h>
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "nn.h"
@@ -30,6 +31,7 @@ SQLITE_EXTENSION_INIT3
 #endif
 
 typedef struct attn_conn attn_conn;
+typedef struct attn_status_entry attn_status_entry; /* a running training (attn_status.c) */
 
 /* A cached, parsed model row. Fields are read-only for users. */
 typedef struct attn_model {
@@ -61,6 +63,9 @@ sqlite3 *attn_conn_db(attn_conn *conn);
 void attn_conn_query_begin(attn_conn *conn, const char *fn);
 void attn_conn_query_end(attn_conn *conn);
 int attn_conn_check_write(attn_conn *conn, const char *fn, char **errmsg);
+/* Whether a write now would pass attn_conn_check_write's checks of the database (not read-only,
+ * not inside a function's query, not outside Raft in dqlite), without reporting anything. */
+int attn_conn_may_write(attn_conn *conn);
 /* A save that failed where no statement could report it (attn_train's cursor closed before its
  * last epoch finishes and saves in xClose): msg (sqlite3_malloc'd, taken; NULL clears) is
  * reported once, by the next attn_conn_check_write of the connection, which then fails:
@@ -95,8 +100,8 @@ void attn_model_release(attn_model *model);
 int attn_model_acquire_version(attn_conn *conn, const char *fn, const char *name,
                                int64_t version, attn_model **out, char **errmsg);
 
-/* Check the model store before trusting it: each of attn_models and attn_training_log is absent
- * or an ordinary rowid table of main (no view, no virtual table) with the columns of
+/* Check the model store before trusting it: each of attn_models, attn_training_log,
+ * attn_versions and attn_lineage is absent or an ordinary rowid table of main (no view, no virtual table) with the columns of
  * sql/schema.sql, none generated, and exactly its PRIMARY KEY. SQLITE_OK (*models_exist, may be
  * NULL: whether attn_models is there), else SQLITE_ERROR with *errmsg, e.g.
  *   attn_import: attn_models is a view, not a model store table this extension wrote (...)
@@ -123,19 +128,72 @@ int attn_interrupt_check(void *it);
 
 /* Forget the remembered name -> deployed model answers (after a write of the store). */
 void attn_conn_forget_deployed(attn_conn *conn);
+/* A save went through a second connection because a statement of this one reads an
+ * out-of-date WAL snapshot (attn_store.c): until that statement ends, this connection cannot see
+ * the saved version nor write. attn_conn_behind_hint returns the explanation to append to an
+ * error of this connection that may come from it ("; this connection cannot see ...: finish
+ * ..."), or "" (and forgets the state once no read transaction is open). */
+void attn_conn_set_behind(attn_conn *conn);
+const char *attn_conn_behind_hint(attn_conn *conn);
 
 /* ------------------------------------------------------------------ store writes (attn_store.c) */
 
 /* Create the model store tables (sql/schema.sql) when they are missing, then attn_store_check. */
 int attn_store_ensure_schema(sqlite3 *db, const char *fn, char **errmsg);
-/* Store a model as a new version of `name` and deploy it, with its training log rows
- * (log may be NULL / nlog 0), all in one transaction that honours the connection's busy timeout
- * (see attn_store.c: which connection and transaction): on error the database is unchanged.
- * metrics_json may be NULL. *version_out gets the new version. Errors name fn, e.g.
+/* Where a version came from (attn_lineage, README.md: The model store); NULL text: SQL NULL. */
+typedef struct attn_lineage_info {
+  const char *function;           /* "attn_train", "attn_fit", "attn_tune", "attn_import" */
+  const char *query, *rows_sha256;
+  const char *validation_query, *validation_sha256;
+  const char *options;            /* JSON object as given, or NULL */
+  const char *from_name;
+  const char *backend, *started_at, *ended_at;
+  int64_t rows, validation_rows, from_version; /* < 0: NULL */
+} attn_lineage_info;
+
+/* One version that a save writes. */
+typedef struct attn_store_item {
+  const nn_model *model;
+  const char *metrics;        /* JSON object, or NULL (imported) */
+  const nn_epoch_stats *log;  /* its training log, (nlog) rows; may be NULL / 0 */
+  int nlog;
+  int deploy;                 /* 1: this version becomes the deployed one of the name */
+  const attn_lineage_info *lineage; /* its row of attn_lineage, or NULL */
+  int64_t reserved;           /* > 0: the version attn_store_live_begin reserved for it (one item
+                                 only); its live log rows are replaced by `log` */
+  int64_t version;            /* out: the version it was stored as (0 on error) */
+} attn_store_item;
+/* Store n models as the next versions of `name`, in their order, with their log rows, the one
+ * with deploy set deployed (others never deployed: deployed_seq 0), all in one transaction that
+ * honours the connection's busy timeout (see attn_store.c: which connection and transaction):
+ * on error the database is unchanged. Errors name fn, e.g.
  *   attn_train: cannot save the model: database is locked (another connection held ...) */
-int attn_store_save(attn_conn *conn, const char *fn, const char *name, const nn_model *model,
-                    const char *metrics_json, const nn_epoch_stats *log, int nlog,
-                    int64_t *version_out, char **errmsg);
+int attn_store_save_items(attn_conn *conn, const char *fn, const char *name,
+                          attn_store_item *items, int n, char **errmsg);
+/* The live training log (attn_training.c): in WAL mode the epochs of a running training are
+ * written to attn_training_log as they finish, each write a short transaction of its own (no
+ * write lock is held across epochs; readers are never blocked), under a version reserved for
+ * the training in attn_versions. attn_store_live_ok: whether db allows it now (WAL, a file,
+ * autocommit, no statement writing, not inside dqlite). attn_store_live_begin reserves the next
+ * version and writes rows log[0 .. n); attn_store_live_log writes rows log[from .. to). Both
+ * skip (SQLITE_BUSY, nothing written) when the write lock is taken; other errors are returned.
+ * attn_store_live_abort removes the rows of a training that ends without a save and gives the
+ * version back when no later one was taken meanwhile (best effort, on a second connection,
+ * since the caller's may be interrupted). */
+int attn_store_live_ok(attn_conn *conn);
+int attn_store_live_begin(attn_conn *conn, const char *fn, const char *name,
+                          const nn_epoch_stats *log, int n, int64_t *version,
+                          int64_t *prev_mark, char **errmsg);
+int attn_store_live_log(attn_conn *conn, const char *fn, const char *name, int64_t version,
+                        const nn_epoch_stats *log, int from, int to, char **errmsg);
+void attn_store_live_abort(attn_conn *conn, const char *name, int64_t version,
+                           int64_t prev_mark);
+/* Before a training: the store's tables may be written (attn_store_check) and `name` has `count`
+ * more versions to give (a version at the largest integer has no next). SQLITE_OK or an error
+ * with *errmsg "fn: ...". Reads only. */
+int attn_store_check_save(attn_conn *conn, const char *fn, const char *name, int count,
+                          char **errmsg);
+
 
 /* Step one statement with bound values; SQLITE_OK, or its error with *errmsg
  * "fn: cannot <what>: <SQLite's message>". */
@@ -283,7 +341,40 @@ typedef struct attn_training {
   attn_model *base;     /* option "from": the warm start's model until the trainer exists */
   int keep;             /* attn_tune: at the end keep the model in `model` instead of saving */
   nn_model *model;      /* with keep: the trained model (owned) */
+  /* options of ext/ (attn_training_options) */
+  int deploy;           /* ATTN_DEPLOY_*: option "deploy" (default "if_better") */
+  int deploy_given;     /* "deploy" was in the options */
+  char *validation_query; /* option "validation_query", or NULL */
+  char *class_weights;  /* option "class_weights" as an object: its JSON, or NULL */
+  char *options_text;   /* the options as given (the lineage's) */
+  /* the rows: data (the query's), vdata (validation_query's), all: both in one list */
+  attn_rows vdata;
+  const char **all_texts, **all_labels;
+  int *all_lens, *all_label_lens;
+  int nall;
+  char *query_text;     /* the training query (lineage) */
+  char rows_sha256[65], val_sha256[65];
+  char *from_name;      /* option "from": the base's name and version (lineage) */
+  int64_t from_version;
+  char started_at[32];  /* when the run began (UTC) */
+  char backend[192];    /* where it trains */
+  attn_status_entry *status; /* attn_status's entry while the run lives */
+  /* the outcome */
+  int deployed;         /* the save deployed the new version */
+  char *deploy_reason;  /* why it was or was not deployed (sqlite3_malloc'd) */
+  int *val_rows, nval;  /* keep: the validation rows of the run (attn_tune's comparison) */
+  /* the live log (WAL): the version reserved, the name's mark before, epochs written, when */
+  int64_t live_version, live_prev_mark;
+  int live_written;
+  double live_last;
+  /* a run in a thread of its own (attn_tune's trials two at a time): it touches no connection,
+   * so no probe; it stops when *stop_flag is set, and draws no progress line */
+  atomic_int *stop_flag;
+  int quiet;
 } attn_training;
+
+/* Option "deploy": whether the version a training saves is deployed. */
+enum { ATTN_DEPLOY_IF_BETTER = 0, ATTN_DEPLOY_ALWAYS = 1, ATTN_DEPLOY_NEVER = 2 };
 
 /* attn_train / attn_fit: attn_training_begin's checks, the options (attn_training_options), the
  * rows of the query and the trainer (attn_training_create). name, query, options: the SQL
@@ -306,6 +397,22 @@ int attn_training_create(attn_training *t, char **msg);
 int attn_training_epoch(attn_training *t, nn_epoch_stats *row, char **msg);
 /* Run every epoch left and save (or keep). SQLITE_OK or an error with *msg. */
 int attn_training_finish(attn_training *t, char **msg);
+/* The rows of option "validation_query" (t->validation_query) read into t->vdata and appended
+ * to the training rows (t->all_*), their count into cfg.validation_rows; without the option,
+ * t->all_* are the training rows. SQLITE_OK or an error with *msg. */
+int attn_training_rows(attn_training *t, char **msg);
+/* Option "deploy": "if_better": whether `model` (validation rows `rows` of t's rows, n of them)
+ * beats the deployed version of t->name on them by t->cfg.monitor, both scored the same way;
+ * sets *deploy and t->deploy_reason. "always" / "never": decided at once. SQLITE_OK or an error
+ * with *msg. */
+int attn_training_decide(attn_training *t, const nn_model *model, const int *rows, int n,
+                         int *deploy, char **msg);
+/* The metrics JSON of a run with the deploy decision added ("deploy", "deployed",
+ * "deploy_reason"): sqlite3_malloc'd, NULL when out of memory. */
+char *attn_training_metrics(const attn_training *t, const char *metrics, int deployed);
+/* t's lineage (attn_lineage row) for a version saved now; options: the run's options text. */
+void attn_training_lineage(const attn_training *t, attn_lineage_info *l, const char *options,
+                           char *ended_at);
 /* Free what one run made (trainer, log, metrics, kept model, options), keeping the name, the
  * rows and the probe for the next run of attn_tune. */
 void attn_training_reset(attn_training *t);
@@ -380,6 +487,34 @@ int attn_probability_value(const char *fn, const char *arg, sqlite3_value *v, do
  * memory"), with rc as its code unless rc is SQLITE_ERROR. */
 void attn_result_error(sqlite3_context *ctx, int rc, char *msg, const char *fn);
 
+/* ------------------------------------- lineage (attn_lineage.c) and live progress (attn_status.c) */
+
+/* SHA-256 of rows (text, label) in order, as lowercase hex (out: 65 bytes): for each row the
+ * text's UTF-8 bytes and the label's, each preceded by its length as 8 bytes little-endian
+ * (README.md: The model store, with the Python that recomputes it). */
+void attn_rows_sha256(const char *const *texts, const int *lens, const char *const *labels,
+                      const int *label_lens, int n, char *out);
+/* The current UTC time as ISO 8601 with milliseconds (out: 32 bytes). */
+void attn_utc_now(char *out);
+/* "attnext 0.1.0" (out: 64 bytes). */
+void attn_version_short(char *out);
+/* Insert the attn_lineage row of (name, version), inside the caller's transaction. */
+int attn_lineage_write(sqlite3 *db, const char *fn, const char *name, int64_t version,
+                       const attn_lineage_info *l, char **errmsg);
+
+/* attn_status.c: the trainings running in this process (any connection, any database), for
+ * attn_status: each registers at its start, updates its progress and unregisters at its end.
+ * Thread-safe. */
+attn_status_entry *attn_status_register(sqlite3 *db, const char *fn, const char *name);
+void attn_status_unregister(attn_status_entry *e);
+/* phase: "reading", "training", "saving"; epochs: the most epochs; trial/trials: attn_tune's */
+void attn_status_phase(attn_status_entry *e, const char *phase, int epochs, int trial,
+                       int trials);
+void attn_status_batch(attn_status_entry *e, int batch, int batches, double loss,
+                       double rows_per_second);
+void attn_status_epoch(attn_status_entry *e, const nn_epoch_stats *s, int best_epoch,
+                       int64_t version);
+
 /* ------------------------------------------------------------------ SVG writer (attn_svg.c) */
 
 /* Every SVG the extension writes is a complete, well-formed XML document: text is valid UTF-8
@@ -453,5 +588,7 @@ void attn_embed_func(sqlite3_context *ctx, int argc, sqlite3_value **argv);
 /* attn_curve.c */
 extern const sqlite3_module attn_curve_module;
 void attn_curve_svg_func(sqlite3_context *ctx, int argc, sqlite3_value **argv);
+/* attn_status.c */
+extern const sqlite3_module attn_status_module;
 
 #endif

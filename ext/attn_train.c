@@ -59,14 +59,16 @@ enum {
   ATTN_TRAIN_COL_LR,
   ATTN_TRAIN_COL_SECONDS,
   ATTN_TRAIN_COL_BEST,
+  ATTN_TRAIN_COL_VERSION,
+  ATTN_TRAIN_COL_DEPLOYED,
   ATTN_TRAIN_COL_ARG_NAME,
   ATTN_TRAIN_COL_ARG_QUERY,
   ATTN_TRAIN_COL_ARG_OPTIONS
 };
 static const char attn_train_schema[] =
     "CREATE TABLE x(epoch INTEGER, train_loss REAL, val_loss REAL, val_accuracy REAL, "
-    "val_f1 REAL, lr REAL, seconds REAL, best INTEGER, arg_name HIDDEN, arg_query HIDDEN, "
-    "arg_options HIDDEN)";
+    "val_f1 REAL, lr REAL, seconds REAL, best INTEGER, version INTEGER, deployed INTEGER, "
+    "arg_name HIDDEN, arg_query HIDDEN, arg_options HIDDEN)";
 
 static int attn_train_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
                               sqlite3_vtab **out, char **errmsg) {
@@ -178,8 +180,18 @@ static int attn_train_eof(sqlite3_vtab_cursor *base) {
 }
 
 static int attn_train_column(sqlite3_vtab_cursor *base, sqlite3_context *ctx, int col) {
-  const nn_epoch_stats *s = &((attn_train_cursor *)base)->row;
+  const attn_train_cursor *cur = (attn_train_cursor *)base;
+  const nn_epoch_stats *s = &cur->row;
+  /* the last row is returned once the model is saved: it says as which version, and whether
+   * that version was deployed (option "deploy"); NULL on the other rows */
+  int last = cur->run.saved && s->epoch == cur->run.nlog;
   switch (col) {
+  case ATTN_TRAIN_COL_VERSION:
+    if (last) sqlite3_result_int64(ctx, cur->run.version);
+    break;
+  case ATTN_TRAIN_COL_DEPLOYED:
+    if (last) sqlite3_result_int(ctx, cur->run.deployed);
+    break;
   case ATTN_TRAIN_COL_EPOCH: sqlite3_result_int(ctx, s->epoch); break;
   case ATTN_TRAIN_COL_TRAIN_LOSS: sqlite3_result_double(ctx, s->train_loss); break;
   case ATTN_TRAIN_COL_VAL_LOSS: sqlite3_result_double(ctx, s->val_loss); break;

@@ -7,6 +7,7 @@
  *   --  warm start: version 3 of 'news' starts from the deployed version's weights
  */
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,6 +68,8 @@ static void attn_progress_clear(attn_progress *p) {
 
 /* ------------------------------------------------------------------ one training run */
 
+static void attn_training_ext_free(attn_training *t);
+
 void attn_training_free(attn_training *t) {
   attn_training_reset(t);
   sqlite3_finalize(t->probe);
@@ -74,10 +77,29 @@ void attn_training_free(attn_training *t) {
   sqlite3_free(t->name);
   t->name = NULL;
   attn_rows_free(&t->data);
+  attn_rows_free(&t->vdata);
+  sqlite3_free((void *)t->all_texts);
+  sqlite3_free((void *)t->all_labels);
+  sqlite3_free(t->all_lens);
+  sqlite3_free(t->all_label_lens);
+  t->all_texts = t->all_labels = NULL;
+  t->all_lens = t->all_label_lens = NULL;
+  t->nall = 0;
+  sqlite3_free(t->validation_query);
+  t->validation_query = NULL;
+  sqlite3_free(t->query_text);
+  t->query_text = NULL;
+  attn_status_unregister(t->status);
+  t->status = NULL;
 }
 
 void attn_training_reset(attn_training *t) {
   attn_progress_clear(&t->progress);
+  /* a run that logged epochs live and was not saved: its rows go, its version is given back */
+  if (t->live_version > 0 && !t->saved)
+    attn_store_live_abort(t->conn, t->name, t->live_version, t->live_prev_mark);
+  t->live_version = 0;
+  t->live_written = 0;
   nn_trainer_free(t->trainer);
   t->trainer = NULL;
   sqlite3_free(t->log);
@@ -90,7 +112,13 @@ void attn_training_reset(attn_training *t) {
   attn_model_release(t->base);
   t->base = NULL;
   attn_embeddings_free(&t->emb);
-  t->stopped = t->saved = 0;
+  attn_training_ext_free(t);
+  sqlite3_free(t->deploy_reason);
+  t->deploy_reason = NULL;
+  sqlite3_free(t->val_rows);
+  t->val_rows = NULL;
+  t->nval = 0;
+  t->stopped = t->saved = t->deployed = 0;
   t->version = 0;
 }
 
@@ -98,12 +126,236 @@ void attn_training_reset(attn_training *t) {
 static int attn_training_progress(void *ctx, int batches_done, int batches_total, double loss,
                                   double rows_per_second) {
   attn_training *t = ctx;
+  if (t->stop_flag && atomic_load(t->stop_flag)) return 1;
   if (t->probe) {
     sqlite3_reset(t->probe);
     if (sqlite3_step(t->probe) == SQLITE_INTERRUPT) return 1;
   }
   attn_progress_update(&t->progress, batches_done, batches_total, loss, rows_per_second);
+  attn_status_batch(t->status, batches_done, batches_total, loss, rows_per_second);
   return 0;
+}
+
+/* Free the options of ext/ that one run parsed (attn_training_ext_options). */
+static void attn_training_ext_free(attn_training *t) {
+  sqlite3_free(t->class_weights);
+  t->class_weights = NULL;
+  sqlite3_free(t->options_text);
+  t->options_text = NULL;
+  sqlite3_free(t->from_name);
+  t->from_name = NULL;
+  t->from_version = -1;
+  t->deploy = ATTN_DEPLOY_IF_BETTER;
+  t->deploy_given = 0;
+}
+
+/* The options that ext/ handles beside the engine's, taken out of `options` (a JSON object;
+ * anything else is left to the engine's parser, which says what is wrong with it) into t:
+ * "deploy", "validation_query", "class_weights" when it is an object; *rest gets the other
+ * options (sqlite3_malloc'd; NULL: options unchanged). Then the combinations that make no sense
+ * are refused, naming the keys. cfg must be parsed afterwards; attn_training_ext_check checks
+ * it against these. */
+static int attn_training_ext_options(attn_training *t, const char *options, char **rest,
+                                     char **msg) {
+  sqlite3 *db = attn_conn_db(t->conn);
+  const char *fn = t->fn;
+  sqlite3_stmt *stmt = NULL;
+  *rest = NULL;
+  int rc = sqlite3_prepare_v2(
+      db,
+      "SELECT json_type(?1, '$.deploy'), json_extract(?1, '$.deploy'), "
+      "json_type(?1, '$.validation_query'), json_extract(?1, '$.validation_query'), "
+      "json_type(?1, '$.class_weights'), json_extract(?1, '$.class_weights'), "
+      "json_remove(?1, '$.deploy', '$.validation_query', CASE WHEN json_type(?1, "
+      "'$.class_weights') = 'object' THEN '$.class_weights' ELSE '$.deploy' END) "
+      "WHERE json_valid(?1) AND json_type(?1) = 'object'",
+      -1, &stmt, NULL);
+  if (rc != SQLITE_OK) {
+    *msg = sqlite3_mprintf("%s: cannot read the options: %s", fn, sqlite3_errmsg(db));
+    return SQLITE_ERROR;
+  }
+  sqlite3_bind_text(stmt, 1, options, -1, SQLITE_STATIC);
+  rc = sqlite3_step(stmt);
+  if (rc != SQLITE_ROW) {
+    sqlite3_finalize(stmt);
+    if (rc == SQLITE_DONE) return SQLITE_OK; /* not an object: the engine's parser says so */
+    *msg = sqlite3_mprintf("%s: cannot read the options: %s", fn, sqlite3_errmsg(db));
+    return SQLITE_ERROR;
+  }
+  const char *dtype = (const char *)sqlite3_column_text(stmt, 0);
+  const char *deploy = (const char *)sqlite3_column_text(stmt, 1);
+  const char *qtype = (const char *)sqlite3_column_text(stmt, 2);
+  const char *query = (const char *)sqlite3_column_text(stmt, 3);
+  const char *wtype = (const char *)sqlite3_column_text(stmt, 4);
+  rc = SQLITE_OK;
+  if (dtype && strcmp(dtype, "null") != 0) {
+    t->deploy_given = 1;
+    if (deploy && strcmp(dtype, "text") == 0 && strcmp(deploy, "always") == 0)
+      t->deploy = ATTN_DEPLOY_ALWAYS;
+    else if (deploy && strcmp(dtype, "text") == 0 && strcmp(deploy, "never") == 0)
+      t->deploy = ATTN_DEPLOY_NEVER;
+    else if (deploy && strcmp(dtype, "text") == 0 && strcmp(deploy, "if_better") == 0)
+      t->deploy = ATTN_DEPLOY_IF_BETTER;
+    else {
+      *msg = sqlite3_mprintf("%s: option \"deploy\" must be \"always\", \"if_better\" or "
+                             "\"never\", got %s%s%s", fn, strcmp(dtype, "text") == 0 ? "\"" : "",
+                             deploy ? deploy : dtype, strcmp(dtype, "text") == 0 ? "\"" : "");
+      rc = SQLITE_ERROR;
+    }
+  }
+  if (rc == SQLITE_OK && qtype && strcmp(qtype, "null") != 0) {
+    if (strcmp(qtype, "text") != 0 || !query || !*query) {
+      *msg = sqlite3_mprintf("%s: option \"validation_query\" must be a query as text "
+                             "(SELECT text, label FROM ...), got %s", fn,
+                             query ? (*query ? query : "\"\"") : qtype);
+      rc = SQLITE_ERROR;
+    } else if (t->validation_query && strcmp(t->validation_query, query) != 0) {
+      *msg = sqlite3_mprintf("%s: option \"validation_query\" must be the same for every "
+                             "trial", fn);
+      rc = SQLITE_ERROR;
+    } else if (!t->validation_query) {
+      t->validation_query = sqlite3_mprintf("%s", query);
+      if (!t->validation_query) rc = SQLITE_NOMEM;
+    }
+  }
+  if (rc == SQLITE_OK && wtype && strcmp(wtype, "object") == 0) {
+    t->class_weights = sqlite3_mprintf("%s", (const char *)sqlite3_column_text(stmt, 5));
+    if (!t->class_weights) rc = SQLITE_NOMEM;
+  }
+  if (rc == SQLITE_OK) {
+    *rest = sqlite3_mprintf("%s", (const char *)sqlite3_column_text(stmt, 6));
+    if (!*rest) rc = SQLITE_NOMEM;
+  }
+  sqlite3_finalize(stmt);
+  return rc;
+}
+
+/* The combinations of options that cannot work, once t->cfg is parsed: errors name the keys.
+ * `options`: the options as given (which keys were given). */
+static int attn_training_ext_check(attn_training *t, const char *options, char **msg) {
+  sqlite3 *db = attn_conn_db(t->conn);
+  const char *fn = t->fn;
+  sqlite3_stmt *stmt = NULL;
+  int given[6] = {0};
+  static const char *const keys[6] = {"validation", "val_fraction", "monitor", "patience",
+                                      "lr_patience", "class_weights"};
+  if (options && sqlite3_prepare_v2(db,
+                                    "SELECT json_type(?1, '$.validation') NOT IN ('null'), "
+                                    "json_type(?1, '$.val_fraction') NOT IN ('null'), "
+                                    "json_type(?1, '$.monitor') NOT IN ('null'), "
+                                    "json_type(?1, '$.patience') NOT IN ('null'), "
+                                    "json_type(?1, '$.lr_patience') NOT IN ('null'), "
+                                    "json_type(?1, '$.class_weights') NOT IN ('null') "
+                                    "WHERE json_valid(?1) AND json_type(?1) = 'object'",
+                                    -1, &stmt, NULL) == SQLITE_OK) {
+    sqlite3_bind_text(stmt, 1, options, -1, SQLITE_STATIC);
+    if (sqlite3_step(stmt) == SQLITE_ROW)
+      for (int k = 0; k < 6; k++) given[k] = sqlite3_column_int(stmt, k);
+  }
+  sqlite3_finalize(stmt);
+  const char *mode = nn_validation_name(t->cfg.validation);
+  if (t->validation_query) {
+    if (given[0] && t->cfg.validation != NN_VALIDATION_QUERY) {
+      *msg = sqlite3_mprintf("%s: option \"validation_query\" gives the validation rows: leave "
+                             "out \"validation\" (got \"%s\")", fn, mode);
+      return SQLITE_ERROR;
+    }
+    if (given[1]) {
+      *msg = sqlite3_mprintf("%s: option \"val_fraction\" has no effect with "
+                             "\"validation_query\" (its rows are the validation split): leave it "
+                             "out", fn);
+      return SQLITE_ERROR;
+    }
+    t->cfg.validation = NN_VALIDATION_QUERY;
+    return SQLITE_OK;
+  }
+  if (t->cfg.validation == NN_VALIDATION_QUERY) {
+    *msg = sqlite3_mprintf("%s: option \"validation\": \"query\" needs \"validation_query\" "
+                           "(a query returning the validation rows: text, label)", fn);
+    return SQLITE_ERROR;
+  }
+  if (t->cfg.validation == NN_VALIDATION_NONE) {
+    for (int k = 1; k < 5; k++)
+      if (given[k]) {
+        *msg = sqlite3_mprintf("%s: option \"%s\" has no effect with \"validation\": \"none\" "
+                               "(no validation split: no early stopping, the last epoch is kept)"
+                               ": leave it out", fn, keys[k]);
+        return SQLITE_ERROR;
+      }
+    if (t->deploy == ATTN_DEPLOY_IF_BETTER && t->deploy_given) {
+      *msg = sqlite3_mprintf("%s: option \"deploy\": \"if_better\" compares on the validation "
+                             "split, and \"validation\": \"none\" has none: use \"always\" or "
+                             "\"never\"", fn);
+      return SQLITE_ERROR;
+    }
+    if (!t->deploy_given) t->deploy = ATTN_DEPLOY_ALWAYS; /* nothing to compare on */
+  }
+  return SQLITE_OK;
+}
+
+/* attn_training_ext_options's "class_weights" object applied to the trainer. */
+static int attn_training_class_weights(attn_training *t, char **msg) {
+  sqlite3 *db = attn_conn_db(t->conn);
+  sqlite3_stmt *stmt = NULL;
+  const char **labels = NULL;
+  int *lens = NULL, n = 0, rc;
+  double *weights = NULL;
+  char err[NN_ERR_LEN] = "";
+  if (!t->class_weights) return SQLITE_OK;
+  rc = sqlite3_prepare_v2(db, "SELECT key, type, value FROM json_each(?1)", -1, &stmt, NULL);
+  if (rc != SQLITE_OK) {
+    *msg = sqlite3_mprintf("%s: cannot read option \"class_weights\": %s", t->fn,
+                           sqlite3_errmsg(db));
+    return SQLITE_ERROR;
+  }
+  sqlite3_bind_text(stmt, 1, t->class_weights, -1, SQLITE_STATIC);
+  /* the object's members are copied out as the statement steps: count them first */
+  int cap = 0;
+  while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) cap++;
+  sqlite3_reset(stmt);
+  labels = sqlite3_malloc64(sizeof *labels * (sqlite3_uint64)(cap ? cap : 1));
+  lens = sqlite3_malloc64(sizeof *lens * (sqlite3_uint64)(cap ? cap : 1));
+  weights = sqlite3_malloc64(sizeof *weights * (sqlite3_uint64)(cap ? cap : 1));
+  if (!labels || !lens || !weights) {
+    rc = SQLITE_NOMEM;
+    goto done;
+  }
+  memset(labels, 0, sizeof *labels * (size_t)(cap ? cap : 1));
+  rc = SQLITE_OK;
+  while (n < cap && sqlite3_step(stmt) == SQLITE_ROW) {
+    const char *key = (const char *)sqlite3_column_text(stmt, 0);
+    const char *type = (const char *)sqlite3_column_text(stmt, 1);
+    if (!key || !type) {
+      rc = SQLITE_NOMEM;
+      goto done;
+    }
+    if (strcmp(type, "integer") != 0 && strcmp(type, "real") != 0) {
+      const char *v = (const char *)sqlite3_column_text(stmt, 2);
+      *msg = sqlite3_mprintf("%s: option \"class_weights\": the weight of label \"%s\" must be "
+                             "a number, got %s", t->fn, key, v ? v : type);
+      rc = SQLITE_ERROR;
+      goto done;
+    }
+    labels[n] = sqlite3_mprintf("%s", key);
+    if (!labels[n]) {
+      rc = SQLITE_NOMEM;
+      goto done;
+    }
+    lens[n] = (int)strlen(key);
+    weights[n++] = sqlite3_column_double(stmt, 2);
+  }
+  if (nn_trainer_set_class_weights(t->trainer, labels, lens, weights, n, err) != NN_OK) {
+    *msg = sqlite3_mprintf("%s: %s", t->fn, err);
+    rc = SQLITE_ERROR;
+  }
+done:
+  sqlite3_finalize(stmt);
+  for (int i = 0; labels && i < n; i++) sqlite3_free((void *)labels[i]);
+  sqlite3_free((void *)labels);
+  sqlite3_free(lens);
+  sqlite3_free(weights);
+  if (rc == SQLITE_NOMEM && !*msg) *msg = sqlite3_mprintf("%s: out of memory", t->fn);
+  return rc;
 }
 
 /* The options of one run (text or NULL) into t->cfg, t->emb and t->base: "from" (a model name:
@@ -116,11 +368,15 @@ int attn_training_options(attn_training *t, const char *options, char **msg) {
   sqlite3_stmt *stmt = NULL;
   int rc = SQLITE_OK, has_version = 0;
   sqlite3_int64 from_version = 0;
+  char *rest2 = NULL;
   attn_embeddings_free(&t->emb);
   attn_model_release(t->base);
   t->base = NULL;
+  attn_training_ext_free(t);
   nn_config_default(&t->cfg);
-  if (!options) return SQLITE_OK;
+  if (!options) return attn_training_ext_check(t, NULL, msg);
+  t->options_text = sqlite3_mprintf("%s", options);
+  if (!t->options_text) return SQLITE_NOMEM;
   /* Take "from" and "from_version" out with SQLite's JSON functions; anything that is not a
    * JSON object is left to attn_train_options, which says what is wrong with it. */
   rc = sqlite3_prepare_v2(db,
@@ -192,8 +448,21 @@ int attn_training_options(attn_training *t, const char *options, char **msg) {
       goto done;
     }
     t->cfg = *nn_model_config(t->base->nn);
+    /* the base's validation query is not stored: its rows are not this run's */
+    if (t->cfg.validation == NN_VALIDATION_QUERY) t->cfg.validation = NN_VALIDATION_RANDOM;
+    t->cfg.validation_rows = 0;
+    t->from_name = sqlite3_mprintf("%s", from);
+    t->from_version = t->base->version;
+    if (!t->from_name) {
+      rc = SQLITE_NOMEM;
+      goto done;
+    }
   }
-  rc = attn_train_options(db, fn, rest ? rest : options, &t->cfg, &t->emb, msg);
+  rc = attn_training_ext_options(t, rest ? rest : options, &rest2, msg);
+  if (rc != SQLITE_OK) goto done;
+  rc = attn_train_options(db, fn, rest2 ? rest2 : rest ? rest : options, &t->cfg, &t->emb, msg);
+  if (rc != SQLITE_OK) goto done;
+  rc = attn_training_ext_check(t, options, msg);
   if (rc != SQLITE_OK) goto done;
   if (t->base && t->emb.table) {
     *msg = sqlite3_mprintf("%s: option \"embeddings\" cannot be used with \"from\": the "
@@ -208,29 +477,31 @@ int attn_training_options(attn_training *t, const char *options, char **msg) {
   }
 done:
   sqlite3_free(rest);
+  sqlite3_free(rest2);
   sqlite3_free(from);
   sqlite3_free(what);
   if (rc != SQLITE_OK) {
     attn_model_release(t->base);
     t->base = NULL;
     attn_embeddings_free(&t->emb);
+    attn_training_ext_free(t);
     if (!*msg) *msg = sqlite3_mprintf("%s: out of memory", fn);
   }
   return rc;
 }
 
-/* Create the trainer of t->cfg over t->data (a warm start from t->base when set). */
+/* Create the trainer of t->cfg over t's rows (a warm start from t->base when set). */
 int attn_training_create(attn_training *t, char **msg) {
   sqlite3 *db = attn_conn_db(t->conn);
   const char *fn = t->fn;
   char err[NN_ERR_LEN] = "";
   int rc = SQLITE_OK;
   attn_interrupt interrupt = {db, NULL, 0}; /* the vocabulary of many rows takes a while */
-  int st = t->base ? nn_trainer_create_from(&t->trainer, t->base->nn, &t->cfg, t->data.texts,
-                                            t->data.lens, t->data.labels, t->data.label_lens,
-                                            t->data.n, attn_interrupt_check, &interrupt, err)
-                   : nn_trainer_create_ex(&t->trainer, &t->cfg, t->data.texts, t->data.lens,
-                                          t->data.labels, t->data.label_lens, t->data.n,
+  int st = t->base ? nn_trainer_create_from(&t->trainer, t->base->nn, &t->cfg, t->all_texts,
+                                            t->all_lens, t->all_labels, t->all_label_lens,
+                                            t->nall, attn_interrupt_check, &interrupt, err)
+                   : nn_trainer_create_ex(&t->trainer, &t->cfg, t->all_texts, t->all_lens,
+                                          t->all_labels, t->all_label_lens, t->nall,
                                           attn_interrupt_check, &interrupt, err);
   attn_interrupt_end(&interrupt);
   /* the base's weights are copied: let it go (the cache may drop it) */
@@ -245,6 +516,11 @@ int attn_training_create(attn_training *t, char **msg) {
   }
   rc = attn_embeddings_apply(db, fn, t->trainer, &t->emb, msg);
   if (rc != SQLITE_OK) goto done;
+  rc = attn_training_class_weights(t, msg);
+  if (rc != SQLITE_OK) goto done;
+  nn_trainer_backend(t->trainer, t->backend, sizeof t->backend);
+  attn_utc_now(t->started_at);
+  t->live_last = attn_now();
   if (!t->probe) {
     rc = sqlite3_prepare_v2(db, "SELECT 1", -1, &t->probe, NULL);
     if (rc != SQLITE_OK) *msg = sqlite3_mprintf("%s: %s", fn, sqlite3_errmsg(db));
@@ -266,6 +542,7 @@ int attn_training_begin(attn_training *t, attn_conn *conn, const char *fn,
   memset(t, 0, sizeof *t);
   t->conn = conn;
   t->fn = fn;
+  t->from_version = -1;
   if ((rc = attn_conn_check_write(conn, fn, msg)) != SQLITE_OK) goto done;
   const char *name = NULL;
   if ((rc = attn_name_value(fn, name_arg, &name, msg)) != SQLITE_OK) goto done;
@@ -274,9 +551,17 @@ int attn_training_begin(attn_training *t, attn_conn *conn, const char *fn,
     rc = SQLITE_NOMEM;
     goto done;
   }
-  rc = attn_prepare_query(db, fn, query_arg ? (const char *)sqlite3_value_text(query_arg) : NULL,
-                          2, "(text, label)", &stmt, msg);
+  /* what would make the save fail, checked before training rather than after it */
+  if ((rc = attn_store_check_save(conn, fn, name, 1, msg)) != SQLITE_OK) goto done;
+  const char *query = query_arg ? (const char *)sqlite3_value_text(query_arg) : NULL;
+  rc = attn_prepare_query(db, fn, query, 2, "(text, label)", &stmt, msg);
   if (rc != SQLITE_OK) goto done;
+  t->query_text = sqlite3_mprintf("%s", query);
+  if (!t->query_text) {
+    rc = SQLITE_NOMEM;
+    goto done;
+  }
+  t->status = attn_status_register(db, fn, name);
   int query_done = 0;
   attn_conn_query_begin(conn, fn);
   rc = attn_rows_read(&t->data, stmt, ATTN_ROWS_TEXT_LABEL, INT_MAX, &query_done, fn, msg);
@@ -287,12 +572,65 @@ int attn_training_begin(attn_training *t, attn_conn *conn, const char *fn,
     rc = SQLITE_ERROR;
     goto done;
   }
+  attn_rows_sha256(t->data.texts, t->data.lens, t->data.labels, t->data.label_lens, t->data.n,
+                   t->rows_sha256);
 done:
   sqlite3_finalize(stmt);
   if (rc != SQLITE_OK) {
     t->stopped = 1;
     if (!*msg) *msg = sqlite3_mprintf("%s: out of memory", fn);
   }
+  return rc;
+}
+
+int attn_training_rows(attn_training *t, char **msg) {
+  sqlite3 *db = attn_conn_db(t->conn);
+  sqlite3_stmt *stmt = NULL;
+  const char *fn = t->fn;
+  int rc = SQLITE_OK, done = 0;
+  if (t->validation_query && t->vdata.n == 0) {
+    rc = attn_prepare_query(db, fn, t->validation_query, 2, "(text, label)", &stmt, msg);
+    if (rc != SQLITE_OK) {
+      /* "attn_fit: the query ..." is about the validation query here: say so */
+      char *full = sqlite3_mprintf("%s (option \"validation_query\")", *msg);
+      sqlite3_free(*msg);
+      *msg = full;
+      return rc;
+    }
+    attn_conn_query_begin(t->conn, fn);
+    rc = attn_rows_read(&t->vdata, stmt, ATTN_ROWS_TEXT_LABEL, INT_MAX, &done, fn, msg);
+    attn_conn_query_end(t->conn);
+    sqlite3_finalize(stmt);
+    if (rc != SQLITE_OK) return rc;
+    if (t->vdata.n == 0) {
+      *msg = sqlite3_mprintf("%s: option \"validation_query\" returned no rows", fn);
+      return SQLITE_ERROR;
+    }
+    if ((int64_t)t->data.n + t->vdata.n > INT_MAX) {
+      *msg = sqlite3_mprintf("%s: too many rows", fn);
+      return SQLITE_ERROR;
+    }
+    attn_rows_sha256(t->vdata.texts, t->vdata.lens, t->vdata.labels, t->vdata.label_lens,
+                     t->vdata.n, t->val_sha256);
+  }
+  if (t->all_texts) return SQLITE_OK;
+  /* the training rows, then the validation query's: "validation": "query" takes the last ones */
+  int n = t->data.n + t->vdata.n;
+  sqlite3_uint64 cap = (sqlite3_uint64)(n ? n : 1);
+  t->all_texts = sqlite3_malloc64(sizeof *t->all_texts * cap);
+  t->all_labels = sqlite3_malloc64(sizeof *t->all_labels * cap);
+  t->all_lens = sqlite3_malloc64(sizeof *t->all_lens * cap);
+  t->all_label_lens = sqlite3_malloc64(sizeof *t->all_label_lens * cap);
+  if (!t->all_texts || !t->all_labels || !t->all_lens || !t->all_label_lens) return SQLITE_NOMEM;
+  for (int i = 0; i < n; i++) {
+    const attn_rows *r = i < t->data.n ? &t->data : &t->vdata;
+    int k = i < t->data.n ? i : i - t->data.n;
+    t->all_texts[i] = r->texts[k];
+    t->all_lens[i] = r->lens[k];
+    t->all_labels[i] = r->labels[k];
+    t->all_label_lens[i] = r->label_lens[k];
+  }
+  t->nall = n;
   return rc;
 }
 
@@ -324,23 +662,210 @@ int attn_training_start(attn_training *t, attn_conn *conn, const char *fn,
     return rc;
   }
   /* begin clears t: keep what the options made */
-  nn_config cfg = t->cfg;
-  attn_embeddings emb = t->emb;
-  attn_model *base = t->base;
+  attn_training opts = *t;
   rc = attn_training_begin(t, conn, fn, name_arg, query_arg, msg);
-  t->cfg = cfg;
-  t->emb = emb;
-  t->base = base;
+  t->cfg = opts.cfg;
+  t->emb = opts.emb;
+  t->base = opts.base;
+  t->deploy = opts.deploy;
+  t->deploy_given = opts.deploy_given;
+  t->validation_query = opts.validation_query;
+  t->class_weights = opts.class_weights;
+  t->options_text = opts.options_text;
+  t->from_name = opts.from_name;
+  t->from_version = opts.from_version;
+  if (rc == SQLITE_OK) rc = attn_training_rows(t, msg);
+  if (rc == SQLITE_OK) t->cfg.validation_rows = t->vdata.n;
+  attn_status_phase(t->status, "training", t->cfg.epochs, 0, 0);
   if (rc == SQLITE_OK) rc = attn_training_create(t, msg);
   return rc;
 }
 
-/* Training is over: store the best model and the log in one transaction, then let the trainer
- * and the training data go. With t->keep: keep the model in t->model and the data, save nothing
- * (attn_tune saves its trials at the end). */
+/* ------------------------------------------------------------------ deploy: "if_better" */
+
+/* One model's figures on the validation rows, computed the same way for the new version and the
+ * deployed one: accuracy and support-weighted F1 of the predicted labels (compared as text), and
+ * the mean cross-entropy (not class-weighted; +inf when the model lacks a row's label). */
+typedef struct attn_figures {
+  double loss, accuracy, f1;
+} attn_figures;
+
+static int attn_training_score(attn_training *t, const nn_model *model, const int *rows, int n,
+                               attn_figures *out, char **msg) {
+  const char *fn = t->fn;
+  int C = nn_model_num_classes(model), rc;
+  const char **texts = sqlite3_malloc64(sizeof *texts * (sqlite3_uint64)n);
+  int *lens = sqlite3_malloc64(sizeof *lens * (sqlite3_uint64)n);
+  int *pred = sqlite3_malloc64(sizeof *pred * (sqlite3_uint64)n);
+  int *truth = sqlite3_malloc64(sizeof *truth * (sqlite3_uint64)n);
+  float *probs = sqlite3_malloc64(sizeof *probs * (sqlite3_uint64)n * (sqlite3_uint64)C);
+  /* counts over the model's classes, then one more for labels it does not have */
+  int64_t *tp = sqlite3_malloc64(sizeof *tp * 3 * (sqlite3_uint64)(C + n));
+  if (!texts || !lens || !pred || !truth || !probs || !tp) {
+    rc = SQLITE_NOMEM;
+    goto done;
+  }
+  for (int i = 0; i < n; i++) {
+    texts[i] = t->all_texts[rows[i]];
+    lens[i] = t->all_lens[rows[i]];
+  }
+  attn_model wrapper;
+  memset(&wrapper, 0, sizeof wrapper);
+  wrapper.nn = (nn_model *)model;
+  wrapper.refs = 1;
+  rc = attn_classify_probs(t->conn, &wrapper, texts, lens, n, pred, probs, fn, msg);
+  if (rc != SQLITE_OK) goto done;
+  /* true labels as the model's class ids; labels it lacks get ids C, C + 1, ... */
+  int extra = 0;
+  double loss = 0;
+  for (int i = 0; i < n; i++) {
+    const char *label = t->all_labels[rows[i]];
+    int len = t->all_label_lens[rows[i]];
+    int c = nn_model_label_lookup(model, label, len);
+    if (c < 0) {
+      for (int j = 0; j < i && c < 0; j++) /* an unknown label seen before: its id */
+        if (truth[j] >= C && t->all_label_lens[rows[j]] == len &&
+            memcmp(t->all_labels[rows[j]], label, (size_t)len) == 0)
+          c = truth[j];
+      if (c < 0) c = C + extra++;
+    }
+    truth[i] = c;
+    double p = c < C ? probs[(size_t)i * C + c] : 0;
+    loss += p > 0 ? -log(p) : INFINITY;
+  }
+  int K = C + extra;
+  int64_t *predicted = tp + K, *support = tp + 2 * K;
+  memset(tp, 0, sizeof *tp * 3 * (size_t)K);
+  for (int i = 0; i < n; i++) {
+    predicted[pred[i]]++;
+    support[truth[i]]++;
+    tp[pred[i]] += pred[i] == truth[i];
+  }
+  nn_class_metrics weighted;
+  nn_metrics_from_counts(NULL, &weighted, &out->accuracy, tp, predicted, support, K);
+  out->f1 = weighted.f1;
+  out->loss = loss / n;
+done:
+  sqlite3_free((void *)texts);
+  sqlite3_free(lens);
+  sqlite3_free(pred);
+  sqlite3_free(truth);
+  sqlite3_free(probs);
+  sqlite3_free(tp);
+  if (rc == SQLITE_NOMEM && !*msg) *msg = sqlite3_mprintf("%s: out of memory", fn);
+  return rc;
+}
+
+/* The monitored figure of f, and whether a is strictly better than b on it. */
+static double attn_monitored(int monitor, const attn_figures *f) {
+  return monitor == NN_MONITOR_VAL_F1         ? f->f1
+         : monitor == NN_MONITOR_VAL_ACCURACY ? f->accuracy
+                                              : f->loss;
+}
+
+static int attn_figures_better(int monitor, const attn_figures *a, const attn_figures *b) {
+  double x = attn_monitored(monitor, a), y = attn_monitored(monitor, b);
+  if (isnan(x)) return 0;
+  if (isnan(y)) return 1;
+  return monitor == NN_MONITOR_VAL_LOSS ? x < y : x > y;
+}
+
+int attn_training_decide(attn_training *t, const nn_model *model, const int *rows, int n,
+                         int *deploy, char **msg) {
+  attn_model *current = NULL;
+  char *err = NULL;
+  int rc = SQLITE_OK;
+  sqlite3_free(t->deploy_reason);
+  t->deploy_reason = NULL;
+  if (t->deploy != ATTN_DEPLOY_IF_BETTER) {
+    *deploy = t->deploy == ATTN_DEPLOY_ALWAYS;
+    t->deploy_reason = sqlite3_mprintf("option \"deploy\" is \"%s\"",
+                                       *deploy ? "always" : "never");
+    return t->deploy_reason ? SQLITE_OK : SQLITE_NOMEM;
+  }
+  *deploy = 1;
+  if (attn_model_acquire(t->conn, t->fn, t->name, &current, &err) != SQLITE_OK) {
+    /* nothing deployed (or it cannot be read): the new version serves */
+    t->deploy_reason = sqlite3_mprintf("no version of '%s' was deployed%s%s", t->name,
+                                       err && !strstr(err, "no model named") &&
+                                               !strstr(err, "has no deployed version")
+                                           ? " that could be read: " : "",
+                                       err && !strstr(err, "no model named") &&
+                                               !strstr(err, "has no deployed version")
+                                           ? err : "");
+    sqlite3_free(err);
+    return t->deploy_reason ? SQLITE_OK : SQLITE_NOMEM;
+  }
+  attn_figures fresh, deployed;
+  rc = attn_training_score(t, model, rows, n, &fresh, msg);
+  if (rc == SQLITE_OK) rc = attn_training_score(t, current->nn, rows, n, &deployed, msg);
+  if (rc == SQLITE_OK) {
+    int monitor = t->cfg.monitor;
+    *deploy = attn_figures_better(monitor, &fresh, &deployed);
+    const char *figure = monitor == NN_MONITOR_VAL_F1         ? "val_f1"
+                         : monitor == NN_MONITOR_VAL_ACCURACY ? "val_accuracy"
+                                                              : "val_loss";
+    char a[32], b[32];
+    sqlite3_snprintf(sizeof a, a, "%.6g", attn_monitored(monitor, &fresh));
+    sqlite3_snprintf(sizeof b, b, "%.6g", attn_monitored(monitor, &deployed));
+    t->deploy_reason = sqlite3_mprintf(
+        "%s %s %s the deployed version %lld's %s on the same %d validation rows", figure, a,
+        *deploy ? (monitor == NN_MONITOR_VAL_LOSS ? "is lower than" : "is higher than")
+                : "does not beat",
+        (long long)current->version, b, n);
+    if (!t->deploy_reason) rc = SQLITE_NOMEM;
+  }
+  attn_model_release(current);
+  return rc;
+}
+
+char *attn_training_metrics(const attn_training *t, const char *metrics, int deployed) {
+  static const char *const names[] = {"if_better", "always", "never"};
+  sqlite3_str *s = sqlite3_str_new(NULL);
+  size_t len = metrics ? strlen(metrics) : 0;
+  if (len >= 2 && metrics[len - 1] == '}') {
+    sqlite3_str_append(s, metrics, (int)len - 1);
+    if (len > 2) sqlite3_str_appendchar(s, 1, ',');
+  } else {
+    sqlite3_str_appendchar(s, 1, '{');
+  }
+  sqlite3_str_appendf(s, "\"deploy\":\"%s\",\"deployed\":%s,\"deploy_reason\":",
+                      names[t->deploy], deployed ? "true" : "false");
+  const char *why = t->deploy_reason ? t->deploy_reason : "";
+  attn_json_string(s, why, (int)strlen(why));
+  sqlite3_str_appendchar(s, 1, '}');
+  return sqlite3_str_finish(s);
+}
+
+void attn_training_lineage(const attn_training *t, attn_lineage_info *l, const char *options,
+                           char *ended_at) {
+  attn_utc_now(ended_at);
+  memset(l, 0, sizeof *l);
+  l->function = t->fn;
+  l->query = t->query_text;
+  l->rows = t->data.n;
+  l->rows_sha256 = t->rows_sha256;
+  l->validation_query = t->validation_query;
+  l->validation_rows = t->validation_query ? t->vdata.n : -1;
+  l->validation_sha256 = t->validation_query ? t->val_sha256 : NULL;
+  l->options = options;
+  l->from_name = t->from_name;
+  l->from_version = t->from_name ? t->from_version : -1;
+  l->backend = t->backend[0] ? t->backend : NULL;
+  l->started_at = t->started_at[0] ? t->started_at : NULL;
+  l->ended_at = ended_at;
+}
+
+/* ------------------------------------------------------------------ the save */
+
+/* Training is over: decide whether the new version is deployed ("deploy"), store it with its log
+ * and lineage in one transaction, then let the trainer and the training data go. With t->keep:
+ * keep the model in t->model (and the validation rows), save nothing (attn_tune saves its trials
+ * at the end). */
 static int attn_training_save(attn_training *t, char **msg) {
   char err[NN_ERR_LEN] = "";
   nn_model *model = NULL;
+  attn_status_phase(t->status, "saving", t->cfg.epochs, 0, 0);
   int st = nn_trainer_take_model(t->trainer, &model, err);
   if (st != NN_OK) {
     *msg = sqlite3_mprintf("%s: %s", t->fn, err);
@@ -348,34 +873,91 @@ static int attn_training_save(attn_training *t, char **msg) {
     return st == NN_NOMEM ? SQLITE_NOMEM : SQLITE_ERROR;
   }
   t->metrics = nn_trainer_metrics_json(t->trainer);
+  const int *rows = NULL;
+  int nrows = 0;
+  nn_trainer_validation_rows(t->trainer, &rows, &nrows);
   if (t->keep) {
     t->model = model;
+    t->val_rows = sqlite3_malloc64(sizeof *t->val_rows * (sqlite3_uint64)(nrows ? nrows : 1));
+    if (!t->val_rows) {
+      t->stopped = 1;
+      return SQLITE_NOMEM;
+    }
+    if (nrows) memcpy(t->val_rows, rows, sizeof *rows * (size_t)nrows);
+    t->nval = nrows;
     nn_trainer_free(t->trainer);
     t->trainer = NULL;
     return SQLITE_OK;
   }
-  int rc = attn_store_save(t->conn, t->fn, t->name, model, t->metrics, t->log, t->nlog,
-                           &t->version, msg);
+  int deploy = 1;
+  int rc = attn_training_decide(t, model, rows, nrows, &deploy, msg);
+  char *metrics = rc == SQLITE_OK ? attn_training_metrics(t, t->metrics, deploy) : NULL;
+  if (rc == SQLITE_OK && !metrics) rc = SQLITE_NOMEM;
+  if (rc == SQLITE_OK) {
+    char ended_at[32];
+    attn_lineage_info lineage;
+    attn_training_lineage(t, &lineage, t->options_text, ended_at);
+    attn_store_item item = {model, metrics, t->log, t->nlog, deploy, &lineage,
+                            t->live_version, 0};
+    rc = attn_store_save_items(t->conn, t->fn, t->name, &item, 1, msg);
+    t->version = item.version;
+  }
+  if (rc == SQLITE_OK) { /* attn_fit's summary: the stored metrics, the decision included */
+    size_t len = strlen(metrics);
+    char *copy = malloc(len + 1);
+    if (copy) {
+      memcpy(copy, metrics, len + 1);
+      free(t->metrics);
+      t->metrics = copy;
+    }
+  }
+  sqlite3_free(metrics);
   nn_model_free(model);
   nn_trainer_free(t->trainer);
   t->trainer = NULL;
-  attn_rows_free(&t->data);
-  if (rc == SQLITE_OK)
+  if (rc == SQLITE_OK) {
     t->saved = 1;
-  else
+    t->deployed = deploy;
+  } else {
     t->stopped = 1;
+    if (!*msg) *msg = sqlite3_mprintf("%s: out of memory", t->fn);
+  }
   return rc;
+}
+
+/* The live log: in WAL mode, once a training has run for a second, the epochs that finished are
+ * written to attn_training_log (at most once a second, each write a short transaction of its
+ * own), so that other connections and processes can follow it; the first write reserves its
+ * version. A write that cannot take the lock now is tried again later; one that fails otherwise
+ * stops the live log (the save at the end writes every row anyway). */
+static void attn_training_live(attn_training *t) {
+  double now = attn_now();
+  char *err = NULL;
+  if (t->keep || t->live_written < 0 || now - t->live_last < 1.0 || t->nlog <= t->live_written)
+    return;
+  t->live_last = now;
+  if (!attn_store_live_ok(t->conn)) return;
+  int rc = t->live_version == 0
+               ? attn_store_live_begin(t->conn, t->fn, t->name, t->log, t->nlog,
+                                       &t->live_version, &t->live_prev_mark, &err)
+               : attn_store_live_log(t->conn, t->fn, t->name, t->live_version, t->log,
+                                     t->live_written, t->nlog, &err);
+  sqlite3_free(err);
+  if (rc == SQLITE_OK)
+    t->live_written = t->nlog;
+  else if (rc != SQLITE_BUSY)
+    t->live_written = t->live_version ? t->live_written : -1; /* not again */
 }
 
 /* Run the next epoch (its statistics in *row); after the last, save the model. Returns
  * SQLITE_ROW when an epoch ran (saved is set when it was the last), SQLITE_DONE when there was
  * no epoch left (the model is saved), else an error with *msg. */
-int attn_training_epoch(attn_training *t, nn_epoch_stats *row, char **msg) {
+static int attn_training_epoch_step(attn_training *t, nn_epoch_stats *row, char **msg) {
   char err[NN_ERR_LEN] = "";
   nn_epoch_stats stats;
   memset(&stats, 0, sizeof stats);
   if (!t->trainer) return SQLITE_DONE;
-  attn_progress_begin(&t->progress, t->cfg.progress, t->nlog + 1, t->cfg.epochs);
+  attn_progress_begin(&t->progress, t->cfg.progress && !t->quiet, t->nlog + 1, t->cfg.epochs);
   int st = nn_trainer_epoch(t->trainer, &stats, attn_training_progress, t, err);
   attn_progress_clear(&t->progress);
   if (st == NN_OK) {
@@ -392,10 +974,17 @@ int attn_training_epoch(attn_training *t, nn_epoch_stats *row, char **msg) {
     }
     t->log[t->nlog++] = stats;
     *row = stats;
+    int best = 0;
+    for (int i = 0; i < t->nlog; i++)
+      if (t->log[i].best) best = t->log[i].epoch;
     /* The last epoch: store the model before its row is returned. */
     if (nn_trainer_done(t->trainer)) {
+      attn_status_epoch(t->status, &stats, best, t->live_version);
       int rc = attn_training_save(t, msg);
       if (rc != SQLITE_OK) return rc;
+    } else {
+      attn_training_live(t);
+      attn_status_epoch(t->status, &stats, best, t->live_version);
     }
     return SQLITE_ROW;
   }
@@ -413,6 +1002,17 @@ int attn_training_epoch(attn_training *t, nn_epoch_stats *row, char **msg) {
   return rc == SQLITE_OK ? SQLITE_DONE : rc;
 }
 
+/* attn_training_epoch, then out of attn_status once the run is over (saved or stopped). */
+static int attn_training_epoch_step(attn_training *t, nn_epoch_stats *row, char **msg);
+int attn_training_epoch(attn_training *t, nn_epoch_stats *row, char **msg) {
+  int rc = attn_training_epoch_step(t, row, msg);
+  if ((t->saved || t->stopped) && !t->keep) {
+    attn_status_unregister(t->status);
+    t->status = NULL;
+  }
+  return rc;
+}
+
 /* Run every epoch left and save. SQLITE_OK or an error with *msg. */
 int attn_training_finish(attn_training *t, char **msg) {
   nn_epoch_stats row;
@@ -421,4 +1021,3 @@ int attn_training_finish(attn_training *t, char **msg) {
   }
   return rc == SQLITE_DONE ? SQLITE_OK : rc;
 }
-

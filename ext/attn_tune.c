@@ -15,19 +15,24 @@
  * value fails at once. Training runs through the core's attn_training (ext/attn_training.c), the
  * code of attn_train and attn_fit; a trial keeps its trained model in memory (not its trainer:
  * one trainer at a time) and nothing is written until every trial has trained: an error or an
- * interrupt while training leaves the store as it was. Then the trials are saved, each in its own
- * transaction (attn_store_save), the best last, so that it is the deployed version; the versions
- * are in trial order apart from the best, and the `version` column says which is which.
+ * interrupt while training leaves the store as it was. Then every trial is saved, in trial order,
+ * and the best deployed, all in one transaction (attn_store_save_items): an error, an interrupt, a
+ * full disk or a kill -9 during the save leaves the store as it was; the trials not chosen are
+ * never deployed (deployed_seq 0), so that attn_deploy(name, 'previous') afterwards goes back to
+ * the version deployed before the tune.
  */
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "attn_ext.h"
 
-/* Trials at most: the product of the grid's array lengths. */
+/* Trials at most (a grid search: the product of the grid's array lengths). */
 #define ATTN_TUNE_MAX_TRIALS 256
+/* Values of one grid key at most, in a random search. */
+#define ATTN_TUNE_MAX_VALUES 65536
 
 /* One option of the grid: its key and its values as JSON texts. */
 typedef struct attn_tune_key {
@@ -43,10 +48,15 @@ typedef struct attn_tune_trial {
   int best_epoch;
   double val_loss, val_accuracy, val_f1, seconds;
   int64_t version;
+  int deployed;
   nn_model *model;   /* NULL once saved */
   char *metrics;     /* malloc'd (nn_trainer_metrics_json) */
   nn_epoch_stats *log;
   int nlog;
+  int *val_rows, nval; /* its validation rows (the deploy decision's) */
+  char *from_name;   /* lineage: option "from", the backend, when it ran */
+  int64_t from_version;
+  char backend[192], started_at[32], ended_at[32];
 } attn_tune_trial;
 
 typedef struct attn_tune_cursor {
@@ -54,6 +64,14 @@ typedef struct attn_tune_cursor {
   attn_tune_trial *trials;
   int ntrials, chosen, row;
 } attn_tune_cursor;
+
+/* The options of the search itself (taken out of the options argument): "search" ("grid" or
+ * "random"), "trials" (a random search's count), "seconds" (no trial starts after this long),
+ * "parallel" (trials two at a time where cores allow). */
+typedef struct attn_tune_settings {
+  int random, trials, parallel;
+  double seconds;    /* 0: no limit */
+} attn_tune_settings;
 
 /* Columns; the arguments are the hidden columns at the end. */
 enum {
@@ -66,6 +84,7 @@ enum {
   ATTN_TUNE_COL_SECONDS,
   ATTN_TUNE_COL_CHOSEN,
   ATTN_TUNE_COL_VERSION,
+  ATTN_TUNE_COL_DEPLOYED,
   ATTN_TUNE_COL_ARG_NAME,
   ATTN_TUNE_COL_ARG_QUERY,
   ATTN_TUNE_COL_ARG_GRID,
@@ -74,7 +93,7 @@ enum {
 static const char attn_tune_schema[] =
     "CREATE TABLE x(trial INTEGER, config TEXT, best_epoch INTEGER, val_loss REAL, "
     "val_accuracy REAL, val_f1 REAL, seconds REAL, chosen INTEGER, version INTEGER, "
-    "arg_name HIDDEN, arg_query HIDDEN, arg_grid HIDDEN, arg_options HIDDEN)";
+    "deployed INTEGER, arg_name HIDDEN, arg_query HIDDEN, arg_grid HIDDEN, arg_options HIDDEN)";
 
 /* Direct-only: it writes the store and runs a query given as text. */
 static int attn_tune_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
@@ -96,6 +115,8 @@ static void attn_tune_trials_free(attn_tune_trial *trials, int n) {
     nn_model_free(trials[i].model);
     free(trials[i].metrics);
     sqlite3_free(trials[i].log);
+    sqlite3_free(trials[i].val_rows);
+    sqlite3_free(trials[i].from_name);
   }
   sqlite3_free(trials);
 }
@@ -122,16 +143,20 @@ static void attn_tune_keys_free(attn_tune_key *keys, int n) {
   sqlite3_free(keys);
 }
 
-/* Read the grid (a JSON object of non-empty arrays) into *keys / *nkeys and the number of trials.
- * Errors name the function and the key. */
-static int attn_tune_grid(sqlite3 *db, const char *fn, const char *grid, attn_tune_key **keys,
-                          int *nkeys, int *ntrials, char **msg) {
+/* Read the grid (a JSON object of non-empty arrays) into *keys / *nkeys and the number of its
+ * combinations (*combinations; at most ATTN_TUNE_MAX_TRIALS for a grid search, at most 2^62 for
+ * a random search, whose arrays may hold up to ATTN_TUNE_MAX_VALUES values each). Errors name
+ * the function and the key. */
+static int attn_tune_grid(sqlite3 *db, const char *fn, const char *grid, int random,
+                          attn_tune_key **keys, int *nkeys, int64_t *combinations, char **msg) {
   sqlite3_stmt *stmt = NULL;
   attn_tune_key *k = NULL;
   int n = 0, cap = 0, rc = SQLITE_OK;
-  int64_t trials = 1;
+  int64_t trials = 1, limit = random ? ((int64_t)1 << 62) : ATTN_TUNE_MAX_TRIALS;
+  int per_key = random ? ATTN_TUNE_MAX_VALUES : ATTN_TUNE_MAX_TRIALS;
   *keys = NULL;
-  *nkeys = *ntrials = 0;
+  *nkeys = 0;
+  *combinations = 0;
   if (!grid || sqlite3_prepare_v2(db, "SELECT json_valid(?1) AND json_type(?1) = 'object'", -1,
                                   &stmt, NULL) != SQLITE_OK) {
     rc = grid ? SQLITE_ERROR : SQLITE_OK;
@@ -200,7 +225,12 @@ static int attn_tune_grid(sqlite3 *db, const char *fn, const char *grid, attn_tu
       }
     }
     attn_tune_key *cur = &k[n - 1];
-    if (cur->n >= ATTN_TUNE_MAX_TRIALS) {
+    if (cur->n >= per_key) {
+      if (random) {
+        *msg = sqlite3_mprintf("%s: grid key \"%s\" has more than %d values", fn, key, per_key);
+        rc = SQLITE_ERROR;
+        break;
+      }
       trials = (int64_t)ATTN_TUNE_MAX_TRIALS + 1;
       continue; /* counted as too many below */
     }
@@ -223,11 +253,13 @@ static int attn_tune_grid(sqlite3 *db, const char *fn, const char *grid, attn_tu
                            "values, e.g. '{\"hidden\":[64,128]}'", fn);
     rc = SQLITE_ERROR;
   }
-  for (int i = 0; rc == SQLITE_OK && i < n && trials <= ATTN_TUNE_MAX_TRIALS; i++)
-    trials *= k[i].n;
-  if (rc == SQLITE_OK && trials > ATTN_TUNE_MAX_TRIALS) {
-    *msg = sqlite3_mprintf("%s: the grid has more than %d trials (the product of the lengths of "
-                           "its arrays)", fn, ATTN_TUNE_MAX_TRIALS);
+  for (int i = 0; rc == SQLITE_OK && i < n && trials <= limit; i++)
+    trials = trials > limit / k[i].n ? limit + 1 : trials * k[i].n;
+  if (rc == SQLITE_OK && trials > limit) {
+    *msg = random ? sqlite3_mprintf("%s: the grid has more than 2^62 combinations", fn)
+                  : sqlite3_mprintf("%s: the grid has more than %d trials (the product of the "
+                                    "lengths of its arrays; \"search\": \"random\" tries a "
+                                    "sample of a larger one)", fn, ATTN_TUNE_MAX_TRIALS);
     rc = SQLITE_ERROR;
   }
   if (rc != SQLITE_OK) {
@@ -237,21 +269,22 @@ static int attn_tune_grid(sqlite3 *db, const char *fn, const char *grid, attn_tu
   }
   *keys = k;
   *nkeys = n;
-  *ntrials = (int)trials;
+  *combinations = trials;
   return SQLITE_OK;
 }
 
-/* Trial t's config (JSON object of its grid values) and options (options patched with it). */
+/* The config (JSON object of its grid values) and options (options patched with it) of
+ * combination t (0-based, in itertools.product order) of the grid. */
 static int attn_tune_trial_options(sqlite3 *db, const char *fn, const attn_tune_key *keys,
-                                   int nkeys, int t, const char *options, attn_tune_trial *trial,
-                                   char **msg) {
+                                   int nkeys, int64_t t, const char *options,
+                                   attn_tune_trial *trial, char **msg) {
   sqlite3_str *s = sqlite3_str_new(db);
   sqlite3_str_appendchar(s, 1, '{');
   /* index of key k: t / (product of the lengths after k) % length of k */
   for (int k = 0; k < nkeys; k++) {
-    int after = 1;
+    int64_t after = 1;
     for (int j = k + 1; j < nkeys; j++) after *= keys[j].n;
-    int i = t / after % keys[k].n;
+    int i = (int)(t / after % keys[k].n);
     if (k) sqlite3_str_appendchar(s, 1, ',');
     attn_json_string(s, keys[k].key, (int)strlen(keys[k].key));
     sqlite3_str_appendf(s, ":%s", keys[k].values[i]);
@@ -318,15 +351,312 @@ static void attn_tune_figures(attn_tune_trial *trial, const attn_training *t) {
   sqlite3_finalize(stmt);
 }
 
+/* The options of the search (attn_tune_settings) taken out of `options`; *rest: the others
+ * (sqlite3_malloc'd, or NULL when options is NULL). Errors name the key. */
+static int attn_tune_settings_read(sqlite3 *db, const char *fn, const char *options,
+                                   attn_tune_settings *st, char **rest, char **msg) {
+  sqlite3_stmt *stmt = NULL;
+  memset(st, 0, sizeof *st);
+  st->parallel = 1;
+  *rest = NULL;
+  if (!options) return SQLITE_OK;
+  int rc = sqlite3_prepare_v2(
+      db,
+      "SELECT json_type(?1, '$.search'), json_extract(?1, '$.search'), "
+      "json_type(?1, '$.trials'), json_extract(?1, '$.trials'), "
+      "json_type(?1, '$.seconds'), json_extract(?1, '$.seconds'), "
+      "json_type(?1, '$.parallel'), json_extract(?1, '$.parallel'), "
+      "json_remove(?1, '$.search', '$.trials', '$.seconds', '$.parallel') "
+      "WHERE json_valid(?1) AND json_type(?1) = 'object'",
+      -1, &stmt, NULL);
+  if (rc != SQLITE_OK) {
+    *msg = sqlite3_mprintf("%s: cannot read the options: %s", fn, sqlite3_errmsg(db));
+    return SQLITE_ERROR;
+  }
+  sqlite3_bind_text(stmt, 1, options, -1, SQLITE_STATIC);
+  rc = sqlite3_step(stmt);
+  if (rc != SQLITE_ROW) {
+    sqlite3_finalize(stmt);
+    if (rc == SQLITE_DONE) { /* not an object: the training options' parser says so */
+      *rest = sqlite3_mprintf("%s", options);
+      return *rest ? SQLITE_OK : SQLITE_NOMEM;
+    }
+    *msg = sqlite3_mprintf("%s: cannot read the options: %s", fn, sqlite3_errmsg(db));
+    return SQLITE_ERROR;
+  }
+#define TYPE(i) ((const char *)sqlite3_column_text(stmt, i))
+#define GIVEN(i) (TYPE(i) && strcmp(TYPE(i), "null") != 0)
+  const char *v;
+  rc = SQLITE_OK;
+  if (GIVEN(0)) {
+    v = (const char *)sqlite3_column_text(stmt, 1);
+    if (strcmp(TYPE(0), "text") == 0 && strcmp(v, "random") == 0) {
+      st->random = 1;
+    } else if (!(strcmp(TYPE(0), "text") == 0 && strcmp(v, "grid") == 0)) {
+      *msg = sqlite3_mprintf("%s: option \"search\" must be \"grid\" or \"random\", got %s%s%s",
+                             fn, strcmp(TYPE(0), "text") == 0 ? "\"" : "", v ? v : TYPE(0),
+                             strcmp(TYPE(0), "text") == 0 ? "\"" : "");
+      rc = SQLITE_ERROR;
+    }
+  }
+  if (rc == SQLITE_OK && GIVEN(2)) {
+    sqlite3_int64 n = sqlite3_column_int64(stmt, 3);
+    v = (const char *)sqlite3_column_text(stmt, 3);
+    if (strcmp(TYPE(2), "integer") != 0 || n < 1 || n > ATTN_TUNE_MAX_TRIALS) {
+      *msg = sqlite3_mprintf("%s: option \"trials\" must be an integer from 1 to %d, got %s", fn,
+                             ATTN_TUNE_MAX_TRIALS, v ? v : TYPE(2));
+      rc = SQLITE_ERROR;
+    } else if (!st->random) {
+      *msg = sqlite3_mprintf("%s: option \"trials\" is the size of a random search: it needs "
+                             "\"search\": \"random\" (a grid search tries every combination)",
+                             fn);
+      rc = SQLITE_ERROR;
+    } else {
+      st->trials = (int)n;
+    }
+  }
+  if (rc == SQLITE_OK && GIVEN(4)) {
+    double x = sqlite3_column_double(stmt, 5);
+    v = (const char *)sqlite3_column_text(stmt, 5);
+    if ((strcmp(TYPE(4), "integer") != 0 && strcmp(TYPE(4), "real") != 0) || !(x > 0) ||
+        x > 1e9) {
+      *msg = sqlite3_mprintf("%s: option \"seconds\" must be a number of seconds in (0, 1e9], "
+                             "got %s", fn, v ? v : TYPE(4));
+      rc = SQLITE_ERROR;
+    } else {
+      st->seconds = x;
+    }
+  }
+  if (rc == SQLITE_OK && GIVEN(6)) {
+    if (strcmp(TYPE(6), "true") == 0 || strcmp(TYPE(6), "false") == 0) {
+      st->parallel = strcmp(TYPE(6), "true") == 0;
+    } else if (strcmp(TYPE(6), "integer") == 0 && (sqlite3_column_int64(stmt, 7) == 0 ||
+                                                   sqlite3_column_int64(stmt, 7) == 1)) {
+      st->parallel = sqlite3_column_int(stmt, 7);
+    } else {
+      v = (const char *)sqlite3_column_text(stmt, 7);
+      *msg = sqlite3_mprintf("%s: option \"parallel\" must be true or false, got %s", fn,
+                             v ? v : TYPE(6));
+      rc = SQLITE_ERROR;
+    }
+  }
+#undef GIVEN
+#undef TYPE
+  if (rc == SQLITE_OK) {
+    *rest = sqlite3_mprintf("%s", (const char *)sqlite3_column_text(stmt, 8));
+    if (!*rest) rc = SQLITE_NOMEM;
+  }
+  sqlite3_finalize(stmt);
+  return rc;
+}
+
+/* The combinations a search tries, in order: every one (grid search), or `count` distinct ones
+ * drawn at random from the seed (random search; all of them, shuffled, when there are fewer). */
+static int attn_tune_indices(int64_t combinations, const attn_tune_settings *st, uint64_t seed,
+                             int64_t **out, int *count) {
+  int n = st->random ? (st->trials ? st->trials : 10) : (int)combinations;
+  if ((int64_t)n > combinations) n = (int)combinations;
+  int64_t *idx = sqlite3_malloc64(sizeof *idx * (sqlite3_uint64)(n ? n : 1));
+  if (!idx) return SQLITE_NOMEM;
+  if (!st->random) {
+    for (int i = 0; i < n; i++) idx[i] = i;
+  } else {
+    nn_rng rng;
+    nn_rng_seed(&rng, seed ^ 0x54554e4500000004ull); /* "TUNE" */
+    uint64_t range = (uint64_t)combinations;
+    uint64_t limit = UINT64_MAX - UINT64_MAX % range; /* no modulo bias */
+    for (int i = 0; i < n;) {
+      uint64_t r;
+      do r = nn_rng_next(&rng);
+      while (r >= limit);
+      int64_t c = (int64_t)(r % range);
+      int seen = 0;
+      for (int j = 0; j < i && !seen; j++) seen = idx[j] == c;
+      if (!seen) idx[i++] = c;
+    }
+  }
+  *out = idx;
+  *count = n;
+  return SQLITE_OK;
+}
+
+/* A trial's run shares the statement's rows, name and probe (t) and owns the rest. */
+static void attn_tune_share(attn_training *tt, const attn_training *t) {
+  memset(tt, 0, sizeof *tt);
+  tt->conn = t->conn;
+  tt->fn = t->fn;
+  tt->name = t->name;
+  tt->data = t->data;
+  tt->vdata = t->vdata;
+  tt->all_texts = t->all_texts;
+  tt->all_labels = t->all_labels;
+  tt->all_lens = t->all_lens;
+  tt->all_label_lens = t->all_label_lens;
+  tt->nall = t->nall;
+  tt->query_text = t->query_text;
+  tt->validation_query = t->validation_query;
+  memcpy(tt->rows_sha256, t->rows_sha256, sizeof tt->rows_sha256);
+  memcpy(tt->val_sha256, t->val_sha256, sizeof tt->val_sha256);
+  tt->probe = t->probe;
+  tt->keep = 1;
+  tt->from_version = -1;
+}
+
+/* Trial i's run, up to its trainer (on the connection's thread: options, rows' encoding,
+ * embeddings table, class weights). */
+static int attn_tune_prepare(attn_training *tt, const attn_training *t, attn_tune_trial *trial,
+                             int i, int ntrials, int threads, char **msg) {
+  attn_tune_share(tt, t);
+  int rc = attn_training_options(tt, trial->options, msg);
+  if (rc != SQLITE_OK) return rc;
+  tt->cfg.validation_rows = t->vdata.n;
+  tt->cfg.pool_threads = threads;
+  tt->status = attn_status_register(attn_conn_db(t->conn), t->fn, t->name);
+  attn_status_phase(tt->status, "training", tt->cfg.epochs, i + 1, ntrials);
+  return attn_training_create(tt, msg);
+}
+
+/* Trial run tt is over: its results into trial, then what the run owns let go. */
+static void attn_tune_collect(attn_tune_trial *trial, attn_training *tt, double seconds) {
+  trial->seconds = seconds;
+  attn_tune_figures(trial, tt);
+  trial->model = tt->model;
+  tt->model = NULL;
+  trial->metrics = tt->metrics;
+  tt->metrics = NULL;
+  trial->log = tt->log;
+  trial->nlog = tt->nlog;
+  tt->log = NULL;
+  tt->nlog = tt->cap_log = 0;
+  trial->val_rows = tt->val_rows;
+  trial->nval = tt->nval;
+  tt->val_rows = NULL;
+  trial->from_name = tt->from_name;
+  trial->from_version = tt->from_version;
+  tt->from_name = NULL;
+  memcpy(trial->backend, tt->backend, sizeof trial->backend);
+  memcpy(trial->started_at, tt->started_at, sizeof trial->started_at);
+  attn_utc_now(trial->ended_at);
+}
+
+/* A trial run's own end: free what it owns (not what it shares with the statement). */
+static void attn_tune_release(attn_training *tt) {
+  attn_status_unregister(tt->status);
+  tt->status = NULL;
+  tt->probe = NULL;
+  attn_training_reset(tt);
+}
+
+/* The second trial of a pair, in a thread of its own. */
+typedef struct attn_tune_worker {
+  attn_training *tt;
+  int rc;
+  char *msg;
+  double seconds;
+  atomic_int done;
+} attn_tune_worker;
+
+static void *attn_tune_worker_main(void *arg) {
+  attn_tune_worker *w = arg;
+  double start = attn_tune_now();
+  w->rc = attn_training_finish(w->tt, &w->msg);
+  w->seconds = attn_tune_now() - start;
+  atomic_store(&w->done, 1);
+  return NULL;
+}
+
+/* Is the connection interrupted? */
+static int attn_tune_interrupted(sqlite3 *db) {
+  attn_interrupt interrupt = {db, NULL, 0};
+  int stop = attn_interrupted(&interrupt, 1);
+  attn_interrupt_end(&interrupt);
+  return stop;
+}
+
+/* Train trials [i, i + count) (count 1 or 2) and collect them. With two, the second trains in a
+ * thread of its own with half the cores, the first on this thread with the other half; both
+ * give what they would give one at a time (the engine's results do not depend on the number of
+ * threads). The worker touches no connection: it stops when `stop` is set, which this thread
+ * does when the connection is interrupted or its own trial fails. */
+static int attn_tune_run(attn_tune_cursor *cur, const attn_training *t, int i, int count,
+                         int ntrials, char **msg) {
+  attn_training runs[2];
+  atomic_int stop = 0;
+  attn_tune_worker worker;
+  pthread_t thread;
+  int started = 0, rc = SQLITE_OK, threads = nn_cpu_count() / 2;
+  memset(runs, 0, sizeof runs);
+  memset(&worker, 0, sizeof worker);
+  for (int k = 0; k < count && rc == SQLITE_OK; k++) {
+    rc = attn_tune_prepare(&runs[k], t, &cur->trials[i + k], i + k, ntrials,
+                           count == 2 ? (threads > 0 ? threads : 1) : 0, msg);
+  }
+  /* two at a time only on the CPU: a device runs one trainer at a time */
+  if (rc == SQLITE_OK && count == 2 &&
+      (strncmp(runs[0].backend, "cpu", 3) != 0 || strncmp(runs[1].backend, "cpu", 3) != 0)) {
+    for (int k = 0; k < 2; k++) attn_tune_release(&runs[k]);
+    rc = attn_tune_run(cur, t, i, 1, ntrials, msg);
+    return rc == SQLITE_OK ? attn_tune_run(cur, t, i + 1, 1, ntrials, msg) : rc;
+  }
+  if (rc == SQLITE_OK && count == 2) {
+    runs[1].probe = NULL;
+    runs[1].stop_flag = &stop;
+    runs[1].quiet = 1;
+    worker.tt = &runs[1];
+    if (pthread_create(&thread, NULL, attn_tune_worker_main, &worker) == 0) {
+      started = 1;
+    } else { /* no thread: one after the other */
+      runs[1].probe = t->probe;
+      runs[1].stop_flag = NULL;
+      worker.tt = NULL;
+    }
+  }
+  double start = attn_tune_now(), seconds0 = 0;
+  if (rc == SQLITE_OK) {
+    rc = attn_training_finish(&runs[0], msg);
+    seconds0 = attn_tune_now() - start;
+  }
+  if (started) {
+    /* wait for the worker, passing an interrupt of the connection on to it */
+    if (rc != SQLITE_OK) atomic_store(&stop, 1);
+    while (!atomic_load(&worker.done)) {
+      if (!atomic_load(&stop) && attn_tune_interrupted(attn_conn_db(t->conn)))
+        atomic_store(&stop, 1);
+      sqlite3_sleep(5);
+    }
+    pthread_join(thread, NULL);
+    if (rc == SQLITE_OK && worker.rc != SQLITE_OK) {
+      rc = worker.rc;
+      *msg = worker.msg;
+      worker.msg = NULL;
+    }
+  } else if (rc == SQLITE_OK && count == 2) {
+    start = attn_tune_now();
+    rc = attn_training_finish(&runs[1], msg);
+    worker.seconds = attn_tune_now() - start;
+  }
+  sqlite3_free(worker.msg);
+  if (rc == SQLITE_OK)
+    for (int k = 0; k < count; k++)
+      attn_tune_collect(&cur->trials[i + k], &runs[k], k == 0 ? seconds0 : worker.seconds);
+  for (int k = 0; k < count; k++) attn_tune_release(&runs[k]);
+  return rc;
+}
+
 static int attn_tune_filter(sqlite3_vtab_cursor *base, int idx_num, const char *idx_str,
                             int argc, sqlite3_value **argv) {
   attn_tune_cursor *cur = (attn_tune_cursor *)base;
   attn_vtab *vtab = (attn_vtab *)base->pVtab;
   sqlite3 *db = attn_conn_db(vtab->conn);
   const char *fn = "attn_tune";
-  char *msg = NULL;
+  char *msg = NULL, *train_options = NULL, *saved_reason = NULL;
   attn_training t;
   attn_tune_key *keys = NULL;
+  attn_store_item *items = NULL;
+  attn_lineage_info *lineage = NULL;
+  char **metrics = NULL;
+  int64_t *indices = NULL, combinations = 0;
+  attn_tune_settings st;
   int nkeys = 0, ntrials = 0, rc;
   memset(&t, 0, sizeof t);
   attn_tune_reset(cur);
@@ -346,16 +676,39 @@ static int attn_tune_filter(sqlite3_vtab_cursor *base, int idx_num, const char *
     options = (const char *)sqlite3_value_text(options_arg);
   }
   rc = attn_training_begin(&t, vtab->conn, fn, name_arg, query_arg, &msg);
+  /* each trial shows in attn_status while it trains (attn_tune_prepare) */
+  attn_status_unregister(t.status);
+  t.status = NULL;
+  if (rc != SQLITE_OK) goto done;
+  rc = attn_tune_settings_read(db, fn, options, &st, &train_options, &msg);
   if (rc != SQLITE_OK) goto done;
   rc = attn_tune_grid(db, fn,
                       grid_arg && sqlite3_value_type(grid_arg) == SQLITE_TEXT
                           ? (const char *)sqlite3_value_text(grid_arg) : NULL,
-                      &keys, &nkeys, &ntrials, &msg);
+                      st.random, &keys, &nkeys, &combinations, &msg);
   if (rc != SQLITE_OK) goto done;
-  /* the monitor that picks the best trial: the options' */
-  rc = attn_training_options(&t, options, &msg);
+  for (int k = 0; k < nkeys; k++)
+    if (strcmp(keys[k].key, "deploy") == 0 || strcmp(keys[k].key, "validation_query") == 0 ||
+        strcmp(keys[k].key, "search") == 0 || strcmp(keys[k].key, "trials") == 0 ||
+        strcmp(keys[k].key, "seconds") == 0 || strcmp(keys[k].key, "parallel") == 0) {
+      msg = sqlite3_mprintf("%s: grid key \"%s\" is an option of the whole search, the same for "
+                            "every trial: give it in the options, not the grid", fn, keys[k].key);
+      rc = SQLITE_ERROR;
+      goto done;
+    }
+  /* the monitor that picks the best trial, "deploy" and "validation_query": the options' */
+  rc = attn_training_options(&t, train_options, &msg);
   if (rc != SQLITE_OK) goto done;
   int monitor = t.cfg.monitor;
+  rc = attn_training_rows(&t, &msg);
+  if (rc != SQLITE_OK) goto done;
+  if (!t.probe && sqlite3_prepare_v2(db, "SELECT 1", -1, &t.probe, NULL) != SQLITE_OK) {
+    msg = sqlite3_mprintf("%s: %s", fn, sqlite3_errmsg(db));
+    rc = SQLITE_ERROR;
+    goto done;
+  }
+  rc = attn_tune_indices(combinations, &st, t.cfg.seed, &indices, &ntrials);
+  if (rc != SQLITE_OK) goto done;
   cur->trials = sqlite3_malloc64(sizeof *cur->trials * (sqlite3_uint64)ntrials);
   if (!cur->trials) {
     rc = SQLITE_NOMEM;
@@ -364,56 +717,104 @@ static int attn_tune_filter(sqlite3_vtab_cursor *base, int idx_num, const char *
   memset(cur->trials, 0, sizeof *cur->trials * (size_t)ntrials);
   cur->ntrials = ntrials;
   /* every trial's options checked before the first trains */
+  attn_training check;
   for (int i = 0; i < ntrials; i++) {
-    rc = attn_tune_trial_options(db, fn, keys, nkeys, i, options, &cur->trials[i], &msg);
-    if (rc == SQLITE_OK) rc = attn_training_options(&t, cur->trials[i].options, &msg);
+    rc = attn_tune_trial_options(db, fn, keys, nkeys, indices[i], train_options,
+                                 &cur->trials[i], &msg);
+    if (rc != SQLITE_OK) goto done;
+    attn_tune_share(&check, &t);
+    rc = attn_training_options(&check, cur->trials[i].options, &msg);
+    if (rc == SQLITE_OK && check.cfg.validation == NN_VALIDATION_NONE) {
+      msg = sqlite3_mprintf("%s: option \"validation\": \"none\" leaves no validation figure to "
+                            "choose a trial by", fn);
+      rc = SQLITE_ERROR;
+    }
+    attn_tune_release(&check);
     if (rc != SQLITE_OK) goto done;
   }
-  t.keep = 1;
-  for (int i = 0; i < ntrials; i++) {
-    attn_tune_trial *trial = &cur->trials[i];
-    double start = attn_tune_now();
-    attn_training_reset(&t);
-    rc = attn_training_options(&t, trial->options, &msg);
-    if (rc == SQLITE_OK) rc = attn_training_create(&t, &msg);
-    if (rc == SQLITE_OK) rc = attn_training_finish(&t, &msg);
+  rc = attn_store_check_save(vtab->conn, fn, t.name, ntrials, &msg);
+  if (rc != SQLITE_OK) goto done;
+  /* train: two at a time where cores allow; no trial starts once "seconds" have passed */
+  double begun = attn_tune_now();
+  int ran = 0, pairs = st.parallel && nn_cpu_count() >= 2;
+  while (ran < ntrials) {
+    if (ran > 0 && st.seconds > 0 && attn_tune_now() - begun >= st.seconds) break;
+    int count = pairs && ran + 1 < ntrials ? 2 : 1;
+    rc = attn_tune_run(cur, &t, ran, count, ntrials, &msg);
     if (rc != SQLITE_OK) goto done;
-    trial->seconds = attn_tune_now() - start;
-    attn_tune_figures(trial, &t);
-    trial->model = t.model;
-    t.model = NULL;
-    trial->metrics = t.metrics;
-    t.metrics = NULL;
-    trial->log = t.log;
-    trial->nlog = t.nlog;
-    t.log = NULL;
-    t.nlog = t.cap_log = 0;
-    if (cur->chosen < 0 || attn_tune_better(monitor, trial, &cur->trials[cur->chosen]))
-      cur->chosen = i;
+    for (int k = ran; k < ran + count; k++)
+      if (cur->chosen < 0 || attn_tune_better(monitor, &cur->trials[k], &cur->trials[cur->chosen]))
+        cur->chosen = k;
+    ran += count;
   }
-  attn_interrupt interrupt = {db, NULL, 0};
-  int interrupted = attn_interrupted(&interrupt, 1); /* the last chance before writing */
-  attn_interrupt_end(&interrupt);
-  if (interrupted) {
+  for (int i = ran; i < ntrials; i++) { /* the trials the time did not allow: no rows */
+    sqlite3_free(cur->trials[i].config);
+    sqlite3_free(cur->trials[i].options);
+  }
+  cur->ntrials = ntrials = ran;
+  if (attn_tune_interrupted(db)) { /* the last chance before writing */
     msg = sqlite3_mprintf("%s: interrupted", fn);
     rc = SQLITE_INTERRUPT;
     goto done;
   }
-  /* Save: every trial in order, the chosen one last (deployed). */
-  for (int pass = 0; pass < 2; pass++) {
-    for (int i = 0; i < ntrials; i++) {
-      attn_tune_trial *trial = &cur->trials[i];
-      if ((i == cur->chosen) != (pass == 1)) continue;
-      rc = attn_store_save(vtab->conn, fn, t.name, trial->model, trial->metrics, trial->log,
-                           trial->nlog, &trial->version, &msg);
-      if (rc != SQLITE_OK) goto done;
-      nn_model_free(trial->model);
-      trial->model = NULL;
+  /* option "deploy" for the chosen trial, against the deployed version */
+  attn_tune_trial *best = &cur->trials[cur->chosen];
+  int deploy = 1;
+  rc = attn_training_decide(&t, best->model, best->val_rows, best->nval, &deploy, &msg);
+  if (rc != SQLITE_OK) goto done;
+  /* Save: every trial in trial order and the deployment of the chosen one in one transaction
+   * (all or nothing); the trials not chosen are never deployed. */
+  items = sqlite3_malloc64(sizeof *items * (sqlite3_uint64)ntrials);
+  lineage = sqlite3_malloc64(sizeof *lineage * (sqlite3_uint64)ntrials);
+  metrics = sqlite3_malloc64(sizeof *metrics * (sqlite3_uint64)ntrials);
+  if (!items || !lineage || !metrics) {
+    rc = SQLITE_NOMEM;
+    goto done;
+  }
+  memset(metrics, 0, sizeof *metrics * (size_t)ntrials);
+  saved_reason = t.deploy_reason;
+  t.deploy_reason = NULL;
+  for (int i = 0; i < ntrials; i++) {
+    attn_tune_trial *trial = &cur->trials[i];
+    int chosen = i == cur->chosen;
+    t.deploy_reason = chosen ? saved_reason
+                             : sqlite3_mprintf("trial %d of this tune was chosen", cur->chosen + 1);
+    metrics[i] = attn_training_metrics(&t, trial->metrics, chosen && deploy);
+    if (!chosen) sqlite3_free(t.deploy_reason);
+    t.deploy_reason = NULL;
+    if (!metrics[i]) {
+      rc = SQLITE_NOMEM;
+      goto done;
     }
+    char ended[32];
+    attn_training_lineage(&t, &lineage[i], trial->options, ended);
+    lineage[i].from_name = trial->from_name;
+    lineage[i].from_version = trial->from_name ? trial->from_version : -1;
+    lineage[i].backend = trial->backend[0] ? trial->backend : NULL;
+    lineage[i].started_at = trial->started_at;
+    lineage[i].ended_at = trial->ended_at;
+    attn_store_item item = {trial->model, metrics[i], trial->log, trial->nlog, chosen && deploy,
+                            &lineage[i], 0, 0};
+    items[i] = item;
+  }
+  rc = attn_store_save_items(vtab->conn, fn, t.name, items, ntrials, &msg);
+  if (rc != SQLITE_OK) goto done;
+  for (int i = 0; i < ntrials; i++) {
+    cur->trials[i].version = items[i].version;
+    cur->trials[i].deployed = items[i].deploy;
+    nn_model_free(cur->trials[i].model);
+    cur->trials[i].model = NULL;
   }
   rc = SQLITE_OK;
 done:
   attn_tune_keys_free(keys, nkeys);
+  sqlite3_free(items);
+  sqlite3_free(lineage);
+  for (int i = 0; metrics && i < ntrials; i++) sqlite3_free(metrics[i]);
+  sqlite3_free(metrics);
+  sqlite3_free(indices);
+  sqlite3_free(train_options);
+  sqlite3_free(saved_reason);
   attn_training_free(&t);
   if (rc != SQLITE_OK) {
     attn_tune_reset(cur);
@@ -455,6 +856,7 @@ static int attn_tune_column(sqlite3_vtab_cursor *base, sqlite3_context *ctx, int
   case ATTN_TUNE_COL_SECONDS: sqlite3_result_double(ctx, trial->seconds); break;
   case ATTN_TUNE_COL_CHOSEN: sqlite3_result_int(ctx, cur->row == cur->chosen); break;
   case ATTN_TUNE_COL_VERSION: sqlite3_result_int64(ctx, trial->version); break;
+  case ATTN_TUNE_COL_DEPLOYED: sqlite3_result_int(ctx, trial->deployed); break;
   default: break;
   }
   return SQLITE_OK;

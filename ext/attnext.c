@@ -72,6 +72,7 @@ static const attn_registration attn_functions[] = {
     {"attn_embed", 2, SQLITE_INNOCUOUS, attn_embed_func, NULL},              /* attn_embed.c */
     {"attn_curve", -1, 0, NULL, &attn_curve_module},                         /* attn_curve.c */
     {"attn_curve_svg", 2, SQLITE_DIRECTONLY, attn_curve_svg_func, NULL},     /* attn_curve.c */
+    {"attn_status", -1, 0, NULL, &attn_status_module},                       /* attn_status.c */
 };
 
 /* The oldest SQLite attnext runs on: 3.38.0, for the JSON functions built in (attn_train's

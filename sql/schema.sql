@@ -15,6 +15,10 @@ CREATE TABLE IF NOT EXISTS attn_models(
   weights BLOB NOT NULL,          -- safetensors file (README.md, Weights format)
   PRIMARY KEY(name, version)
 );
+-- One entry per deployed row: finding the deployed version of a name, or the default model,
+-- reads it and not the other versions (a tune stores up to 256 a run).
+CREATE INDEX IF NOT EXISTS attn_models_deployed ON attn_models(name, deployed_seq)
+  WHERE deployed = 1;
 CREATE TABLE IF NOT EXISTS attn_training_log(
   name TEXT NOT NULL,
   version INTEGER NOT NULL,
@@ -26,4 +30,28 @@ CREATE TABLE IF NOT EXISTS attn_training_log(
   lr REAL,                        -- learning rate used during the epoch
   seconds REAL,                   -- wall time of the epoch
   PRIMARY KEY(name, version, epoch)
+);
+CREATE TABLE IF NOT EXISTS attn_versions(
+  name TEXT NOT NULL PRIMARY KEY, -- a model name
+  last_version INTEGER NOT NULL   -- the largest version it was ever given: the next save takes
+                                  -- one past it, past attn_models and attn_training_log too
+);
+CREATE TABLE IF NOT EXISTS attn_lineage(
+  name TEXT NOT NULL,
+  version INTEGER NOT NULL,
+  function TEXT,                  -- attn_train, attn_fit, attn_tune or attn_import
+  query TEXT,                     -- the training query, as given
+  rows INTEGER,                   -- rows it returned
+  rows_sha256 TEXT,               -- SHA-256 of those rows (text, label) in order (README.md)
+  validation_query TEXT,          -- option "validation_query", else NULL
+  validation_rows INTEGER,
+  validation_sha256 TEXT,
+  options TEXT,                   -- JSON object: the options as given (a tune: the trial's)
+  from_name TEXT,                 -- a warm start's base model (option "from") and version
+  from_version INTEGER,
+  attnext TEXT,                   -- the attnext version that trained it
+  backend TEXT,                   -- where it trained: cpu (...) or cuda (...)
+  started_at TEXT,                -- UTC, ISO 8601 with milliseconds
+  ended_at TEXT,
+  PRIMARY KEY(name, version)
 );

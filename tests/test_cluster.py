@@ -314,8 +314,10 @@ def main():
         c.shell("INSERT INTO headlines(title, category) VALUES " +
                 ", ".join("(%s, %s)" % (q(r["title"]), q(r["category"])) for r in rows))
         c.shell("CREATE TABLE runs(version INTEGER, epoch INTEGER, val_accuracy REAL)")
+        # "deploy": "always": every version trained here serves (the default, "if_better",
+        # could keep version 1); this test is about replication, not the deploy policy
         opts = ("json_object('cell', 'gru', 'embed_dim', 32, 'hidden', 32, 'fc_hidden', 32, "
-                "'epochs', 4, 'batch_size', 16, 'lr', 0.005, 'seed', %d)")
+                "'epochs', 4, 'batch_size', 16, 'lr', 0.005, 'deploy', 'always', 'seed', %d)")
         epochs = c.shell("SELECT epoch, val_accuracy FROM attn_train('news', "
                          "'SELECT title, category FROM headlines', %s)" % (opts % 1234))
         if len(epochs) != 4:

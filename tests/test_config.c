@@ -18,7 +18,7 @@ static int same_config(const nn_config *a, const nn_config *b, char *what, size_
   SAME(cell) SAME(layers) SAME(bidirectional) SAME(attention) SAME(embed_dim) SAME(hidden)
   SAME(fc_hidden) SAME(dropout) SAME(epochs) SAME(batch_size) SAME(lr) SAME(val_fraction)
   SAME(class_weights) SAME(patience) SAME(lr_patience) SAME(lr_factor) SAME(monitor) SAME(seed)
-  SAME(threads) SAME(device) SAME(progress)
+  SAME(threads) SAME(device) SAME(progress) SAME(validation)
 #undef SAME
   snprintf(what, n, "same");
   return 1;
@@ -103,6 +103,10 @@ static void test_defaults(void) {
         mon.monitor, mon.attention);
   mon = parse_ok("{\"monitor\":\"val_accuracy\"}");
   CHECK(mon.monitor == NN_MONITOR_VAL_ACCURACY, "monitor %d", mon.monitor);
+  CHECK(c.validation == NN_VALIDATION_RANDOM, "validation: default random (%d)", c.validation);
+  mon = parse_ok("{\"validation\":\"none\"}");
+  CHECK(mon.validation == NN_VALIDATION_NONE && strcmp(nn_validation_name(mon.validation), "none") == 0,
+        "validation \"none\" (%d)", mon.validation);
   CHECK(strcmp(nn_device_name(NN_DEVICE_AUTO), "auto") == 0 && strcmp(nn_device_name(NN_DEVICE_CPU), "cpu") == 0 &&
             strcmp(nn_device_name(NN_DEVICE_CUDA), "cuda") == 0,
         "device names");
@@ -122,7 +126,7 @@ static void test_defaults(void) {
       "\"batch_size\":64,\"lr\":0.001,\"val_fraction\":0.15,\"class_weights\":true,"
       "\"patience\":10,\"lr_patience\":3,\"lr_factor\":0.1,\"monitor\":\"val_loss\","
       "\"seed\":1234,\"threads\":0,\"device\":\"auto\",\"progress\":true,\"lower\":true,\"stopwords\":true,"
-      "\"char_level\":false,\"unicode\":false,\"max_len\":64,\"vocab_size\":5000}";
+      "\"char_level\":false,\"unicode\":false,\"max_len\":64,\"vocab_size\":5000,\"validation\":\"random\"}";
   CHECK(json && strcmp(json, want) == 0, "defaults as JSON:\n  got      %s\n  expected %s", json, want);
   free(json);
 }
@@ -232,6 +236,10 @@ static void test_errors(void) {
                "\"val_accuracy\", got \"VAL_LOSS\"");
   expect_error("{\"monitor\":1}",
                "option \"monitor\" must be \"val_loss\", \"val_f1\" or \"val_accuracy\", got 1");
+  expect_error("{\"validation\":\"first\"}", "option \"validation\" must be \"random\", \"last\", "
+               "\"none\" or \"query\", got \"first\"");
+  expect_error("{\"validation\":0}", "option \"validation\" must be \"random\", \"last\", "
+               "\"none\" or \"query\", got 0");
   expect_error("{\"device\":\"gpu\"}", "option \"device\" must be \"auto\", \"cpu\" or \"cuda\", got \"gpu\"");
   expect_error("{\"device\":\"cpu\\u0000\"}",
                "option \"device\" must be \"auto\", \"cpu\" or \"cuda\", got \"cpu\\x00\"");
@@ -333,6 +341,7 @@ static void test_round_trip(void) {
     c.cell = (nn_cell)rnd_int(0, 2), c.layers = rnd_int(1, 8), c.bidirectional = rnd_int(0, 1);
     c.attention = (nn_attention)rnd_int(0, 3), c.embed_dim = rnd_int(1, 300);
     c.monitor = (nn_monitor)rnd_int(0, 2);
+    c.validation = (nn_validation)rnd_int(0, 3);
     c.hidden = rnd_int(1, 300), c.fc_hidden = rnd_int(0, 300), c.dropout = k ? rnd_float(0, 1) : 0;
     c.epochs = rnd_int(1, 100000), c.batch_size = rnd_int(1, 65536), c.lr = rnd_float(0, 10);
     c.val_fraction = rnd_float(0, 0.9f), c.class_weights = rnd_int(0, 1);

@@ -163,7 +163,9 @@ for what, blob in blobs.items():
         if not (ok and (in_data or what.startswith("bit "))):
             bad += 1
             print(f"FAIL {what}: imported (predicts: {ok}); expected an error")
-        db.execute("DELETE FROM attn_models WHERE name = 'imp'")
+        # the version's rows everywhere (its lineage and the name's version mark too)
+        for table in ("attn_models", "attn_lineage", "attn_versions"):
+            db.execute(f"DELETE FROM {table} WHERE name = 'imp'")
     elif not err.startswith("attn_import: "):
         bad += 1
         print(f"FAIL {what}: error does not name attn_import: {err}")

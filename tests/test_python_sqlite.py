@@ -53,8 +53,8 @@ def connect(path):
 def snapshot(db):
     """Every row of the model store (weights as bytes), or None when the tables do not exist."""
     names = [r[0] for r in db.execute(
-        "SELECT name FROM sqlite_schema WHERE name LIKE 'attn%' ORDER BY name")]
-    return {n: db.execute(f"SELECT * FROM {n} ORDER BY 1, 2, 3").fetchall() for n in names}
+        "SELECT name FROM sqlite_schema WHERE type = 'table' AND name LIKE 'attn%' ORDER BY name")]
+    return {n: db.execute(f"SELECT * FROM {n} ORDER BY 1, 2").fetchall() for n in names}
 
 
 OPTS = '{"epochs":15,"hidden":16,"embed_dim":16,"fc_hidden":16,"lr":0.01,"progress":false}'

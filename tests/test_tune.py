@@ -46,12 +46,14 @@ def main():
     db.execute("SELECT attn_fit('news', 'SELECT text, label FROM docs', ?)", (opts,)).fetchone()
 
     grid = {"hidden": [4, 8], "lr": [0.001, 0.01]}
+    # "deploy": "always": the chosen trial is deployed whatever the version before it scores
+    always = json.dumps(dict(json.loads(opts), deploy="always"))
     cur = db.execute("SELECT * FROM attn_tune('news', 'SELECT text, label FROM docs', ?, ?)",
-                     (json.dumps(grid), opts))
+                     (json.dumps(grid), always))
     cols = [d[0] for d in cur.description]
     out = [dict(zip(cols, r)) for r in cur.fetchall()]
     check(cols == ["trial", "config", "best_epoch", "val_loss", "val_accuracy", "val_f1",
-                   "seconds", "chosen", "version"], f"columns {cols}")
+                   "seconds", "chosen", "version", "deployed"], f"columns {cols}")
     want = [dict(zip(grid, v)) for v in itertools.product(*grid.values())]
     check([json.loads(r["config"]) for r in out] == want,
           f"4 trials in product order: {[r['config'] for r in out]}")
@@ -71,7 +73,7 @@ def main():
     deployed = db.execute("SELECT version FROM attn_models WHERE name = 'news' AND deployed"
                           ).fetchone()[0]
     check([r["chosen"] for r in out].count(1) == 1 and best["chosen"] == 1 and
-          deployed == best["version"],
+          deployed == best["version"] and [r["deployed"] for r in out] == [r["chosen"] for r in out],
           f"the lowest val_loss ({best['val_loss']:.4f}, trial {best['trial']}) is chosen and "
           f"deployed (version {deployed})")
 

@@ -65,7 +65,8 @@ SELECT count(*) AS epochs FROM attn_train('news', 'SELECT text, lower(label) FRO
 SELECT DISTINCT attn_predict('news', text) AS conn1_rows_v3 FROM docs WHERE id <= 3 ORDER BY 1;
 SELECT label FROM attn_probs('news', 'Team wins the cup') LIMIT 1;
 .connection 0
--- a deleted row, then a different model written again under the same version number
+-- a deleted row, then a different model written again: under a new number (4), since a version
+-- number is never given twice, even once deleted (attn_versions)
 DELETE FROM attn_models WHERE name = 'news' AND version = 3;
 .connection 1
 SELECT attn_predict('news', 'Team wins the cup') AS conn1_deleted;
