@@ -220,7 +220,8 @@ static int trainer_create(nn_trainer **out, const nn_model *base, const nn_confi
   tr->sort_scratch = malloc((size_t)buffer_rows * sizeof *tr->sort_scratch);
   tr->length_count = malloc(((size_t)max_len + 2) * sizeof *tr->length_count);
   tr->batch_perm = malloc((size_t)batches * sizeof *tr->batch_perm);
-  tr->tokens = malloc((size_t)batch_rows * longest * sizeof *tr->tokens);
+  tr->member_stride = (size_t)batch_rows * longest; /* one member's copy of a batch */
+  tr->tokens = malloc((size_t)tr->K * tr->member_stride * sizeof *tr->tokens);
   tr->lengths = malloc((size_t)batch_rows * sizeof *tr->lengths);
   tr->labels = malloc((size_t)batch_rows * sizeof *tr->labels);
   tr->batch_rows = batch_rows;
@@ -267,7 +268,10 @@ done:
 /* Fill the batch buffers from rows[0..count): tokens (count, T) with T the longest row. A
  * training batch with word_dropout p replaces each token by <UNK> with probability p, drawn
  * from the trainer's own stream in row-major order (so any thread count gives the same
- * batch); validation batches are never changed. */
+ * batch); validation batches are never changed. An ensemble's members each get their own copy
+ * of a training batch (member k's at tr->tokens + k * tr->member_stride), each with its own
+ * tokens dropped, member 0's drawn first: with one member, the stream and the batch are those of
+ * a single network. */
 static nn_batch make_batch(nn_trainer *tr, const int *rows, int count, int training) {
   int T = 1;
   for (int b = 0; b < count; b++)
@@ -277,12 +281,19 @@ static nn_batch make_batch(nn_trainer *tr, const int *rows, int count, int train
     int *dst = tr->tokens + (size_t)b * T;
     memcpy(dst, tr->token_ids + tr->token_start[row], (size_t)len * sizeof *dst);
     memset(dst + len, 0, (size_t)(T - len) * sizeof *dst); /* <PAD>; never read */
-    if (training && tr->cfg.word_dropout > 0.0f)
-      for (int t = 0; t < len; t++)
-        if (nn_rng_uniform(&tr->word_rng) < tr->cfg.word_dropout) dst[t] = NN_UNK;
     tr->lengths[b] = len;
     tr->labels[b] = tr->row_class[row];
   }
+  int members = training ? tr->K : 1;
+  for (int k = 1; k < members; k++)
+    memcpy(tr->tokens + (size_t)k * tr->member_stride, tr->tokens,
+           (size_t)count * T * sizeof *tr->tokens);
+  for (int k = 0; k < members && training && tr->cfg.word_dropout > 0.0f; k++)
+    for (int b = 0; b < count; b++) {
+      int *dst = tr->tokens + (size_t)k * tr->member_stride + (size_t)b * T;
+      for (int t = 0; t < tr->lengths[b]; t++)
+        if (nn_rng_uniform(&tr->word_rng) < tr->cfg.word_dropout) dst[t] = NN_UNK;
+    }
   nn_batch batch = {tr->tokens, tr->lengths, tr->labels, count, T};
   return batch;
 }
@@ -319,20 +330,25 @@ static void forward_task(void *ctx, int s) {
 
 /* List the distinct embedding rows shard s touched in this batch (its packed token ids). */
 static int list_touched_rows(nn_trainer *tr, int s) {
-  const nn_workspace *ws = tr->shard_ws[s];
-  if (ws->P > tr->rows_cap[s]) {
-    int *r = realloc(tr->rows[s], (size_t)ws->P * sizeof *r);
+  /* each member read its own copy of the batch (word_dropout): the union of their tokens */
+  int P = 0;
+  for (int k = 0; k < tr->K; k++) P += nn_workspace_member(tr->shard_ws[s], k)->P;
+  if (P > tr->rows_cap[s]) {
+    int *r = realloc(tr->rows[s], (size_t)P * sizeof *r);
     if (!r) return NN_NOMEM;
     tr->rows[s] = r;
-    tr->rows_cap[s] = ws->P;
+    tr->rows_cap[s] = P;
   }
   unsigned *stamp = tr->stamp[s], now = tr->batch_no;
   int n = 0;
-  for (int r = 0; r < ws->P; r++) {
-    int id = ws->ids[r];
-    if (stamp[id] != now) {
-      stamp[id] = now;
-      tr->rows[s][n++] = id;
+  for (int k = 0; k < tr->K; k++) {
+    const nn_workspace *ws = nn_workspace_member(tr->shard_ws[s], k);
+    for (int r = 0; r < ws->P; r++) {
+      int id = ws->ids[r];
+      if (stamp[id] != now) {
+        stamp[id] = now;
+        tr->rows[s][n++] = id;
+      }
     }
   }
   tr->nrows[s] = n;
@@ -359,18 +375,20 @@ static void train_task(void *ctx, int s) {
     nn_model *net = nn_model_member(tr->model, k);
     nn_workspace *ws = nn_workspace_member(tr->shard_ws[s], k);
     size_t at = ((size_t)k * tr->batch_rows + (size_t)first) * C;
+    nn_batch bk = b; /* member k's own copy of the batch's tokens */
+    bk.tokens = tr->current.tokens + (size_t)k * tr->member_stride + (size_t)first * b.T;
     if (!ws) {
       tr->shard_status[s] = NN_NOMEM;
       snprintf(tr->shard_err[s], NN_ERR_LEN, "out of memory creating a workspace");
       return;
     }
-    tr->shard_status[s] = nn_model_forward(net, ws, &b, 1, &tr->shard_rng[s], tr->logits + at,
+    tr->shard_status[s] = nn_model_forward(net, ws, &bk, 1, &tr->shard_rng[s], tr->logits + at,
                                            NULL, tr->shard_err[s]);
     if (tr->shard_status[s] != NN_OK) return;
     tr->shard_loss[s] += nn_cross_entropy_part(tr->dlogits + at, tr->logits + at,
                                                tr->current.labels + first, tr->class_weights,
                                                count, C, tr->current_wsum);
-    tr->shard_status[s] = nn_model_backward_into(net, ws, &b, tr->dlogits + at,
+    tr->shard_status[s] = nn_model_backward_into(net, ws, &bk, tr->dlogits + at,
                                                  tr->shard_grads[s], tr->shard_err[s]);
   }
   if (tr->shard_status[s] == NN_OK && tr->sparse_embedding &&
@@ -425,14 +443,15 @@ static void list_batch_rows(nn_trainer *tr, const nn_batch *batch) {
     tr->lazy_no = 1;
   }
   int n = 0;
-  for (int b = 0; b < batch->B; b++)
-    for (int t = 0; t < batch->lengths[b]; t++) {
-      int id = batch->tokens[(size_t)b * batch->T + t];
-      if (tr->lazy_stamp[id] != tr->lazy_no) {
-        tr->lazy_stamp[id] = tr->lazy_no;
-        tr->lazy_rows[n++] = id;
+  for (int k = 0; k < tr->K; k++) /* every member's copy of the batch */
+    for (int b = 0; b < batch->B; b++)
+      for (int t = 0; t < batch->lengths[b]; t++) {
+        int id = batch->tokens[(size_t)k * tr->member_stride + (size_t)b * batch->T + t];
+        if (tr->lazy_stamp[id] != tr->lazy_no) {
+          tr->lazy_stamp[id] = tr->lazy_no;
+          tr->lazy_rows[n++] = id;
+        }
       }
-    }
   tr->nlazy = n;
 }
 

@@ -26,6 +26,7 @@ struct nn_trainer {
   nn_workspace *ws;
   int K;          /* networks trained: the model's members (1: a single network) */
   int batch_rows; /* the largest batch: the stride of each member's logits */
+  size_t member_stride; /* ints: the stride of each member's copy of a batch's tokens */
   nn_adam adam;
   int C;                /* classes */
   int n, n_train, n_val; /* rows */
@@ -47,7 +48,7 @@ struct nn_trainer {
   int *sort_scratch; /* (n_train) */
   int *length_count; /* (max_len + 2) counting sort */
   int *batch_perm;   /* (batches per epoch) */
-  int *tokens;       /* (B, T) with T <= the longest row */
+  int *tokens;       /* (K, B, T) with T <= the longest row: each member's copy (make_batch) */
   int *lengths;      /* (B) */
   int *labels;       /* (B) */
   float *logits;     /* (K, B, C): each member's block; validation uses the first (B, C) */

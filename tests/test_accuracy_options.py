@@ -78,7 +78,8 @@ def main():
     db.execute("CREATE TABLE rows(text, label)")
     db.executemany("INSERT INTO rows VALUES (?, ?)", make_rows(rng, 600))
     small = {"cell": "gru", "bidirectional": True, "hidden": 8, "embed_dim": 12,
-             "fc_hidden": 6, "epochs": 3, "lr": 0.01, "progress": False, "seed": 5}
+             "fc_hidden": 6, "epochs": 3, "lr": 0.01, "progress": False, "seed": 5,
+             "deploy": "always"}  # every fit under a reused name replaces the deployed version
 
     # ---- ensemble against PyTorch
     fit(db, "ens", dict(small, ensemble=3, embed_dropout=0.3, word_dropout=0.2))

@@ -63,6 +63,10 @@ CALLS = [
     ("attn_matrix", "SELECT {v} FROM attn_matrix('goal match', 'chip', 'vec')"),
     ("attn_matrix_svg", "SELECT attn_matrix_svg('goal match', 'chip', 'vec')"),
     ("attn_matrix_svg", "SELECT attn_matrix_svg('goal match', 'chip', 'vec', 'dot')"),
+    ("attn_curve", f"SELECT {{v}} FROM attn_curve('m', {TQ})"),
+    ("attn_curve_svg", f"SELECT attn_curve_svg('m', {TQ})"),
+    ("attn_embed", "SELECT attn_embed('m', 'goal match team')"),
+    ("attn_status", "SELECT {v} FROM attn_status"),
 ]
 
 with open(os.path.join(ROOT, "ext", "attnext.c")) as f:

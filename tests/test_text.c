@@ -17,6 +17,7 @@ static nn_config text_config(void) {
   memset(&cfg, 0, sizeof cfg);
   cfg.lower = 1;
   cfg.stopwords = 1;
+  cfg.drop_parentheses = 1;
   cfg.max_len = 64;
   cfg.vocab_size = 5000;
   return cfg;
@@ -128,6 +129,17 @@ static void test_options(void) {
   CHECK_CLEAN("The cat (on the mat) is here", &cfg, "the cat is here");
   cfg.lower = 0;
   CHECK_CLEAN("The cat", &cfg, "The cat");
+  /* drop_parentheses false: "(" and ")" separate like other punctuation; stop words inside and
+   * right after them are removed as anywhere (Python: preprocess() without the \(...\) line) */
+  cfg = text_config();
+  cfg.drop_parentheses = 0;
+  CHECK_CLEAN("The cat (on the mat) is here", &cfg, "cat mat");
+  CHECK_CLEAN("Wall St. Bears Claw Back Into the Black (Reuters)", &cfg,
+              "wall st bears claw back black reuters");
+  CHECK_CLEAN("ab(x)cd", &cfg, "ab x cd");
+  CHECK_CLEAN("a (b) c (e", &cfg, "b c e");
+  CHECK_CLEAN("(the)", &cfg, "");
+  CHECK_CLEAN("libfoo (development files)", &cfg, "libfoo development files");
 }
 
 static void test_unicode(void) {

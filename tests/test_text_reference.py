@@ -7,7 +7,8 @@ the Made-With-ML "Attention" lesson's own Python, run here verbatim:
   3. token spans on the AG News titles (each token's span starts and ends on its letters);
   4. 20,000 random strings (stop words, apostrophes, parentheses, "_", Unicode letters and
      white space, NUL, invalid UTF-8) in every mode: default (exactly the lesson), no lower,
-     no stop words, unicode (the lesson with ASCII-only lower() and [\\W_]+ as the filter),
+     no stop words, unicode (the lesson with ASCII-only lower() and [\\W_]+ as the filter), keep
+     parentheses (preprocess() without its \\(...\\) line),
      word spans and char-level tokens.
 It builds nothing: it runs build/tests/tool_tokenize (made by `make test`).
 """
@@ -95,14 +96,15 @@ class Tokenizer(object):
 ASCII_LOWER = {c: c + 32 for c in range(ord("A"), ord("Z") + 1)}
 
 
-def reference(text, lower=True, stopwords=True, unicode=False):
+def reference(text, lower=True, stopwords=True, unicode=False, parentheses=True):
     """preprocess() with the engine's options. unicode: lower-case ASCII only (the engine never
     case-maps non-ASCII there) and keep every Unicode letter or digit ([\\W_]+ as the filter)."""
     if lower:
         text = text.translate(ASCII_LOWER) if unicode else text.lower()
     if stopwords:
         text = re.sub(r'\b(' + r'|'.join(STOPWORDS) + r')\b\s*', '', text)
-    text = re.sub(r'\([^)]*\)', '', text)
+    if parentheses:  # drop_parentheses (the lesson)
+        text = re.sub(r'\([^)]*\)', '', text)
     text = re.sub(r"([-;;.,!?<=>])", r" \1 ", text)
     text = re.sub(r'[\W_]+' if unicode else '[^A-Za-z0-9]+', ' ', text)
     return re.sub(' +', ' ', text).strip()
@@ -279,6 +281,9 @@ def main():
         (["--no-stopwords"], {"stopwords": False}),
         (["--unicode"], {"unicode": True}),
         (["--unicode", "--no-lower"], {"unicode": True, "lower": False}),
+        (["--keep-parentheses"], {"parentheses": False}),
+        (["--keep-parentheses", "--no-stopwords", "--unicode"],
+         {"parentheses": False, "stopwords": False, "unicode": True}),
     ]
     for args, kw in modes:
         want = [reference(t, **kw).encode("utf-8") for t in texts]

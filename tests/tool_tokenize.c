@@ -7,7 +7,7 @@
  *                   TABs (nn_text_tokenize; a char-level space prints as " " -1 -1)
  *     --vocab N     the vocabulary of vocab_size N built from all lines, one token per line
  *                   in id order (<PAD>, <UNK>, ...)
- *     --no-lower --no-stopwords --char --unicode   set the nn_config text options
+ *     --no-lower --no-stopwords --char --unicode --keep-parentheses   set the nn_config text options
  * A line is everything up to "\n" (which is not part of it); any other byte, NUL included,
  * belongs to the line. */
 #ifndef _GNU_SOURCE
@@ -31,6 +31,7 @@ int main(int argc, char **argv) {
   memset(&cfg, 0, sizeof cfg);
   cfg.lower = 1;
   cfg.stopwords = 1;
+  cfg.drop_parentheses = 1;
   cfg.max_len = 64;
   cfg.vocab_size = 5000;
   int spans = 0, vocab_size = 0;
@@ -40,10 +41,11 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--no-stopwords")) cfg.stopwords = 0;
     else if (!strcmp(argv[i], "--char")) cfg.char_level = 1;
     else if (!strcmp(argv[i], "--unicode")) cfg.unicode = 1;
+    else if (!strcmp(argv[i], "--keep-parentheses")) cfg.drop_parentheses = 0;
     else if (!strcmp(argv[i], "--vocab") && i + 1 < argc) vocab_size = atoi(argv[++i]);
     else {
       fprintf(stderr, "usage: %s [--spans] [--vocab N] [--no-lower] [--no-stopwords] [--char] "
-                      "[--unicode] < lines\n", argv[0]);
+                      "[--unicode] [--keep-parentheses] < lines\n", argv[0]);
       return 2;
     }
   }
