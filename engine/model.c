@@ -574,7 +574,9 @@ static void carve_all(nn_workspace *ws, const nn_model *m, carver *cv) {
   ws->x0 = carve(cv, !train && m->fold[0] ? 0 : P * m->E);
   ws->emb_mask = train && m->cfg.embed_dropout > 0.0f ? carve(cv, P * m->E) : NULL;
   int compose = m->S > 0 && (train || !m->fold[0]); /* subwords: x0 is composed (forward_batch) */
-  ws->sub_tmp = compose && ws->Q > 0 ? carve(cv, (size_t)ws->Q * m->E) : NULL;
+  /* the gathered rows: a device backend's only (the host adds them in place) */
+  ws->sub_tmp = compose && ws->Q > 0 && m->be->device_memory ? carve(cv, (size_t)ws->Q * m->E)
+                                                             : NULL;
   ws->sub_scale = compose ? carve(cv, P * m->E) : NULL;
   size_t widest = D > (size_t)m->E ? D : (size_t)m->E;
   for (int l = 0; l < m->L; l++) {
@@ -844,8 +846,14 @@ static void subwords_forward(const nn_model *m, nn_workspace *ws) {
     for (int e = 0; e < E; e++) scale[(size_t)r * E + e] = s;
   }
   if (be->device_memory) be->upload(ws->sub_scale, scale, PE * sizeof(float));
-  if (ws->Q > 0) {
-    const float *table = m->params + m->emb; /* the member's V + S rows */
+  const float *table = m->params + m->emb; /* the member's V + S rows */
+  if (ws->Q > 0 && !be->device_memory) { /* host memory: one pass, the same sums in order */
+    for (int q = 0; q < ws->Q; q++) {
+      float *x = ws->x0 + (size_t)ws->pair_row[q] * E;
+      const float *s = table + (size_t)ws->pair_src[q] * E;
+      for (int e = 0; e < E; e++) x[e] += s[e];
+    }
+  } else if (ws->Q > 0) {
     be->gather_rows(ws->sub_tmp, E, table, E, ws->pair_src, ws->Q, E);
     be->scatter_add_rows(ws->x0, E, ws->sub_tmp, E, ws->pair_row, ws->Q, E);
   }
@@ -858,6 +866,14 @@ static void subwords_backward(const nn_model *m, nn_workspace *ws, float *grads)
   if (ws->Q == 0) return;
   const nn_backend *be = m->be;
   int E = m->E;
+  if (!be->device_memory) { /* host memory: one pass, the same sums in order */
+    for (int q = 0; q < ws->Q; q++) {
+      float *g = grads + m->emb + (size_t)ws->pair_src[q] * E;
+      const float *d = ws->d_x + (size_t)ws->pair_row[q] * E;
+      for (int e = 0; e < E; e++) g[e] += d[e];
+    }
+    return;
+  }
   be->gather_rows(ws->sub_tmp, E, ws->d_x, E, ws->pair_row, ws->Q, E);
   be->scatter_add_rows(grads + m->emb, E, ws->sub_tmp, E, ws->pair_src, ws->Q, E);
 }
