@@ -214,7 +214,11 @@ static int trainer_create(nn_trainer **out, const nn_model *base, const nn_confi
     goto fail;
   }
   tr->order = malloc((size_t)tr->n_train * sizeof *tr->order);
-  tr->sort_scratch = malloc((size_t)buffer_rows * sizeof *tr->sort_scratch);
+  /* sorts: the validation rows once, then chunks of BUCKET_BATCHES batches of the training rows */
+  size_t chunk_rows = (size_t)B * BUCKET_BATCHES < (size_t)tr->n_train ? (size_t)B * BUCKET_BATCHES
+                                                                       : (size_t)tr->n_train;
+  size_t scratch_rows = chunk_rows > (size_t)tr->n_val ? chunk_rows : (size_t)tr->n_val;
+  tr->sort_scratch = malloc((scratch_rows ? scratch_rows : 1) * sizeof *tr->sort_scratch);
   tr->length_count = malloc(((size_t)max_len + 2) * sizeof *tr->length_count);
   tr->batch_perm = malloc((size_t)batches * sizeof *tr->batch_perm);
   tr->member_stride = (size_t)batch_rows * longest; /* one member's copy of a batch */
@@ -276,7 +280,11 @@ static nn_batch make_batch(nn_trainer *tr, const int *rows, int count, int train
   for (int b = 0; b < count; b++) {
     int row = rows[b], len = tr->row_length[row];
     int *dst = tr->tokens + (size_t)b * T;
-    memcpy(dst, tr->token_ids + tr->token_start[row], (size_t)len * sizeof *dst);
+    size_t start = tr->token_block[row >> TOKEN_BLOCK_SHIFT] + tr->token_start[row];
+    if (tr->ids16)
+      for (int t = 0; t < len; t++) dst[t] = tr->ids16[start + t];
+    else
+      memcpy(dst, tr->ids32 + start, (size_t)len * sizeof *dst);
     memset(dst + len, 0, (size_t)(T - len) * sizeof *dst); /* <PAD>; never read */
     tr->lengths[b] = len;
     tr->labels[b] = tr->row_class[row];
@@ -819,8 +827,10 @@ void nn_trainer_free(nn_trainer *tr) {
   nn_pool_free(tr->pool);
   if (tr->be) nn_adam_free_on(&tr->adam, tr->be);
   else nn_adam_free(&tr->adam);
-  free(tr->token_ids);
+  free(tr->ids16);
+  free(tr->ids32);
   free(tr->token_start);
+  free(tr->token_block);
   free(tr->row_length);
   free(tr->row_class);
   free(tr->train_rows);
