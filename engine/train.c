@@ -468,13 +468,20 @@ static void list_batch_rows(nn_trainer *tr, const nn_batch *batch) {
   tr->nlazy = n;
 }
 
-/* One thread's slice [lo, hi) of the parameters after backward (host memory): the shards'
+/* The update pass in slices: a few per thread, so that a thread that a busy machine holds up
+ * leaves its share to the others (the pool's claims); the split changes no bit. */
+static int update_tasks(const nn_trainer *tr) {
+  int threads = nn_pool_threads(tr->pool);
+  return threads > 1 ? 4 * threads : 1;
+}
+
+/* One slice [lo, hi) of the parameters after backward (host memory): the shards'
  * gradients summed in shard order (dense after the embedding, the touched embedding rows
  * within it), frozen embeddings zeroed, and the Adam step. All element-wise, so the split
  * changes no bit; it puts Adam (a fifth of an epoch) on every core and saves a hand-off. */
 static void update_task(void *ctx, int task) {
   nn_trainer *tr = ctx;
-  int tasks = nn_pool_threads(tr->pool);
+  int tasks = update_tasks(tr);
   size_t n = tr->param_count, lo = n * (size_t)task / tasks, hi = n * (size_t)(task + 1) / tasks;
   float *g = tr->shard_grads[0];
   size_t emb = tr->sparse_embedding ? tr->emb_size : 0;
@@ -546,7 +553,7 @@ static int sharded_train_step(nn_trainer *tr, const nn_batch *batch, float *loss
   if (tr->cfg.lazy_adam) list_batch_rows(tr, batch);
   tr->step_params = nn_model_train_params(tr->model);
   tr->step = nn_adam_step_begin(&tr->adam);
-  nn_pool_run(tr->pool, update_task, tr, nn_pool_threads(tr->pool));
+  nn_pool_run(tr->pool, update_task, tr, update_tasks(tr));
   zero_touched_rows(tr);
   return NN_OK;
 }
