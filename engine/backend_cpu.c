@@ -3,12 +3,8 @@
  * Every reduction runs in a fixed order, so results are bit-identical from run to run. */
 #include <cblas.h>
 #include <math.h>
-#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#if defined(__unix__) || defined(__APPLE__)
-#include <sys/mman.h>
-#endif
 
 #include "backend.h"
 #include "model.h" /* NN_MAX_HIDDEN */
@@ -27,44 +23,15 @@ float tanhf(float) __attribute__((__simd__("notinbranch")));
 static const float zero_row[NN_MAX_HIDDEN];
 
 /* zeroed, 64-byte aligned: our vector kernels load 64 bytes at a time, and a load that
- * straddles two cache lines costs two. Large blocks (weights, gradients, workspaces) are mapped
- * from the system directly (zero pages, given back when freed): taken from malloc's heap, they
- * fell between the blocks a training run frees (arrays of one entry per row), and after the
- * first epoch's workspace growth that heap held ~40 bytes per training row it could not give
- * back (tests/bench/memory_bench.py). A 64-byte header before each block says which it is. */
-#define CPU_HEADER 64
-#define CPU_MAP_BYTES ((size_t)256 << 10)
+ * straddles two cache lines costs two */
 static void *cpu_alloc(size_t bytes) {
   size_t n = (bytes + 63) & ~(size_t)63;
-  if (n < bytes || n > SIZE_MAX - CPU_HEADER) return NULL;
-  if (!n) n = 64;
-  unsigned char *p;
-#if defined(__unix__) || defined(__APPLE__)
-  if (n >= CPU_MAP_BYTES) {
-    p = mmap(NULL, n + CPU_HEADER, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) return NULL;
-    memcpy(p, &n, sizeof n); /* mapped: zero already */
-    return p + CPU_HEADER;
-  }
-#endif
-  p = aligned_alloc(64, n + CPU_HEADER);
-  if (!p) return NULL;
-  memset(p, 0, n + CPU_HEADER);
-  return p + CPU_HEADER;
+  if (n < bytes) return NULL;
+  void *p = aligned_alloc(64, n ? n : 64);
+  if (p) memset(p, 0, n ? n : 64);
+  return p;
 }
-static void cpu_free(void *ptr) {
-  if (!ptr) return;
-  unsigned char *p = (unsigned char *)ptr - CPU_HEADER;
-  size_t n;
-  memcpy(&n, p, sizeof n);
-#if defined(__unix__) || defined(__APPLE__)
-  if (n >= CPU_MAP_BYTES) {
-    munmap(p, n + CPU_HEADER);
-    return;
-  }
-#endif
-  free(p);
-}
+static void cpu_free(void *ptr) { free(ptr); }
 static void cpu_copy(void *dst, const void *src, size_t bytes) {
   if (bytes) memcpy(dst, src, bytes);
 }
