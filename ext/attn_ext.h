@@ -514,6 +514,19 @@ void attn_status_batch(attn_status_entry *e, int batch, int batches, double loss
                        double rows_per_second);
 void attn_status_epoch(attn_status_entry *e, const nn_epoch_stats *s, int best_epoch,
                        int64_t version);
+/* The progress of the runs training on connection db now (a node's job reads its own private
+ * connection's: attn_job_runner.c), oldest first, at most max of them; returns how many. Each
+ * view holds the run's last ATTN_STATUS_VIEW_LOG epochs (log[i] is epoch first_epoch + i + 1);
+ * a figure not known yet is NaN (train_loss) or negative (val_*). */
+#define ATTN_STATUS_VIEW_LOG 64
+typedef struct attn_status_view {
+  const char *phase; /* static text */
+  int trial, trials, epoch, epochs, batch, batches, best_epoch;
+  double train_loss, val_loss, val_accuracy, val_f1;
+  int first_epoch, nlog;
+  nn_epoch_stats log[ATTN_STATUS_VIEW_LOG];
+} attn_status_view;
+int attn_status_of(sqlite3 *db, attn_status_view *out, int max);
 
 /* ------------------------------------------------------------------ SVG writer (attn_svg.c) */
 
