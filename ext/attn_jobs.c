@@ -738,8 +738,8 @@ void attn_job_commit_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) 
     rc = sqlite3_prepare_v2(db,
                             "UPDATE main.attn_job_runs SET state = 'done', phase = NULL, "
                             "finished_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), version = ?2, "
-                            "deployed = ?3, result = ?4, error = NULL, epoch = ?5, batch = NULL, "
-                            "batches = NULL WHERE job = ?1",
+                            "deployed = ?3, result = ?4, error = NULL, epoch = ?5, epochs = ?5, "
+                            "batch = NULL, batches = NULL WHERE job = ?1",
                             -1, &stmt, NULL);
   if (rc == SQLITE_OK) {
     sqlite3_bind_int64(stmt, 1, job);
