@@ -1058,8 +1058,9 @@ void attn_jobs_stop(void) {
   pthread_cond_broadcast(&runner.wake);
   pthread_mutex_unlock(&runner.lock);
   pthread_join(runner.manager, NULL);
+  /* still "started": a statement that comes before the node stops must not train on its event
+   * loop; attn_job_submit refuses it (the node is stopping) */
   pthread_mutex_lock(&runner.lock);
-  atomic_store(&runner.started, 0);
   for (int i = 0; i < runner.ndatabases; i++) free(runner.databases[i]);
   free(runner.databases);
   runner.databases = NULL;

@@ -674,6 +674,29 @@ def main():
               "chosen and deployed" % (done["seconds"], ", ".join(t.split("|")[0] for t in stored),
                                        chosen[0][0], done["version"]))
 
+        # 3e'. errors: a bad option fails in the statement (no job), an empty query in the job
+        w = c.wire(c.leader())
+        n_jobs = w.query("SELECT count(*) AS n FROM attn_jobs")
+        w.exec("BEGIN")  # an EXEC: dqlite 1.11 carries the message of an error there
+        try:
+            w.exec("SELECT attn_fit('bad', 'SELECT title, category FROM headlines', "
+                   "'{\"hiddn\":8}')")
+            fail("a bad option was not refused in the statement")
+        except DqliteError as e:
+            refused = str(e).split(" (code")[0]
+            if 'attn_fit: unknown option "hiddn"' not in refused:
+                fail("a bad option: %s" % refused)
+        w.exec("ROLLBACK")
+        if w.query("SELECT count(*) AS n FROM attn_jobs") != n_jobs:
+            fail("a refused statement recorded a job")
+        w.close()
+        j = submit(c, "SELECT attn_fit('none', 'SELECT title, category FROM headlines WHERE 0')")
+        row, _ = wait_job(c, j, ("failed", "done"), 30)
+        if row["state"] != "failed" or row["error"] != "attn_fit: the query returned no rows":
+            fail("a job whose query returns no rows: %r" % row)
+        print("a bad option fails in the statement (%s); an empty query fails the job: %s"
+              % (refused, row["error"]))
+
         # 3f. "deploy": "if_better" against a deployment made while the job ran: not deployed
         c.shell("SELECT attn_fit('cas', 'SELECT title, category FROM headlines', "
                 "json_object('epochs', 1, 'embed_dim', 16, 'hidden', 16, 'fc_hidden', 16))")
