@@ -16,10 +16,12 @@ bit, and a restarted node catches up.
      answers meanwhile, and the model is the same on all three nodes (leadership handed to each
      in turn, its bytes read there); attn_cancel stops a job; a job whose leader hands leadership
      over mid-training finishes on the old leader and commits through the new one; kill -9 of a
-     follower running a job: the leader marks it failed, no model anywhere
+     follower running a job: the leader marks it failed, no model anywhere; SIGTERM of a node
+     running a job marks it failed before the node stops
   4. failover: probabilities and attention weights of 12 texts recorded; a job training on the
-     leader; SIGKILL the leader; the survivors answer identically within seconds, the job shows
-     failed once a new leader is elected and left no model, version or log row; a connection
+     leader and one on a follower; SIGKILL the leader; the survivors answer identically within
+     seconds, the leader's job shows failed once a new leader is elected and left no model,
+     version or log row, the follower's trains on and commits through the new leader; a connection
      opened on a follower before the failover sees the same version; a new version is trained
      on the new leader (INSERT INTO ... SELECT FROM attn_train: the form that works as a plain
      EXEC); a deployment made on one connection is seen by the next statement of another
@@ -513,67 +515,79 @@ def main():
                                   % j)[0])
         n_long = int(math.ceil(LONG_SECONDS * 1.35 / per_epoch)) + 1
 
-        # 3a. at least 60 s of training through the cluster, dqlite's default timeouts
-        lead = c.leader()
-        followers = [i for i in c.alive() if i != lead]
-        terms = {i: raft_term(c, i) for i in c.alive()}
-        w = c.wire(lead)  # as the shell does: BEGIN; SELECT attn_fit(...); COMMIT
-        t0 = time.monotonic()
-        w.exec("BEGIN")
-        got = w.query(fit % ("long", n_long) + " AS job")
-        w.exec("COMMIT")
-        t_submit = time.monotonic() - t0
-        j = json.loads(got[0][0])["job"]
-        size = w.query("SELECT page_count * page_size AS n FROM pragma_page_count, "
-                       "pragma_page_size")[0][0]
-        print("job %d: %d epochs of ~%.2f s on the leader, node %d (terms %s); the statement "
-              "answered in %.3f s (BEGIN to COMMIT, a copy of the %.1f MB database included)"
-              % (j, n_long, per_epoch, lead, terms, t_submit, size / 1e6))
-        seen, slowest, answers, in_logs = [], 0.0, 0, set()
-        while True:
-            # progress through a follower's address (the shell asks it for the leader)
-            f = followers[len(seen) % 2]
-            row = job(c, j, [f])
-            if row["state"] != "running" and row["state"] != "queued":
+        # 3a. at least 60 s of training through the cluster, dqlite's default timeouts. The
+        # epochs were counted from a short job's pace; a job that trained less than LONG_SECONDS
+        # (the machine got much less busy meanwhile) proves less than asked: one more, counted
+        # from that job's own pace (LONG_SECONDS and more of epochs, measured under the load)
+        for attempt in (1, 2):
+            lead = c.leader()
+            followers = [i for i in c.alive() if i != lead]
+            terms = {i: raft_term(c, i) for i in c.alive()}
+            w = c.wire(lead)  # as the shell does: BEGIN; SELECT attn_fit(...); COMMIT
+            t0 = time.monotonic()
+            w.exec("BEGIN")
+            got = w.query(fit % ("long", n_long) + " AS job")
+            w.exec("COMMIT")
+            t_submit = time.monotonic() - t0
+            j = json.loads(got[0][0])["job"]
+            size = w.query("SELECT page_count * page_size AS n FROM pragma_page_count, "
+                           "pragma_page_size")[0][0]
+            print("job %d: %d epochs of ~%.2f s on the leader, node %d (terms %s); the "
+                  "statement answered in %.3f s (BEGIN to COMMIT, a copy of the %.1f MB "
+                  "database included)" % (j, n_long, per_epoch, lead, terms, t_submit,
+                                          size / 1e6))
+            seen, slowest, answers, in_logs = [], 0.0, 0, set()
+            while True:
+                # progress through a follower's address (the shell asks it for the leader)
+                f = followers[len(seen) % 2]
+                row = job(c, j, [f])
+                if row["state"] != "running" and row["state"] != "queued":
+                    break
+                seen.append(row["epoch"])
+                hb = (c.shell("SELECT heartbeat_at FROM attn_job_runs WHERE job = %d AND "
+                              "heartbeat_at IS NOT NULL" % j, [f]) or [""])[0]
+                for k in followers:  # the progress rows are in the followers' own copies
+                    if hb and k not in in_logs and wait_for(
+                            "progress in node %d's Raft log" % k,
+                            lambda: raft_has(c, k, [hb.encode()]), 10):
+                        in_logs.add(k)
+                # the leader answers while the job trains (its event loop is free)
+                for _ in range(5):
+                    t0 = time.monotonic()
+                    if w.query("SELECT count(*) AS n FROM headlines") != [(800,)]:
+                        fail("the leader's answer during the job")
+                    slowest = max(slowest, time.monotonic() - t0)
+                    answers += 1
+                time.sleep(2)
+            w.close()
+            done, _ = wait_job(c, j, ("done", "failed"), 60)
+            after = {i: raft_term(c, i) for i in c.alive()}
+            if done["state"] != "done":
+                fail("the %d-second job: %r" % (LONG_SECONDS, done))
+            trained = float(c.shell("SELECT json_extract(result, '$.seconds') FROM attn_jobs "
+                                    "WHERE job = %d" % j)[0])
+            if after != terms or c.leader() != lead:
+                fail("a leadership change during the job: terms %r -> %r, leader %d -> %s"
+                     % (terms, after, lead, c.leader()))
+            progress = sorted(set(seen))
+            if len(progress) < 3 or in_logs != set(followers):
+                fail("progress read through a follower while the job ran: epochs %r, in the "
+                     "Raft logs of %r" % (seen, sorted(in_logs)))
+            print("a %.1f-second training (%d epochs, job %d, %.1f s from start to commit) "
+                  "through the cluster: done, version %d; Raft term %s before and after, leader "
+                  "node %d throughout; progress read through the followers (epochs %s) and in "
+                  "their Raft logs; the leader answered %d queries meanwhile, the slowest in "
+                  "%.3f s" % (trained, done["epochs"], j, done["seconds"], done["version"],
+                              terms[lead], lead, ",".join(map(str, progress)), answers, slowest))
+            if trained >= LONG_SECONDS:
                 break
-            seen.append(row["epoch"])
-            hb = (c.shell("SELECT heartbeat_at FROM attn_job_runs WHERE job = %d AND "
-                          "heartbeat_at IS NOT NULL" % j, [f]) or [""])[0]
-            for k in followers:  # the progress rows are in the followers' own copies
-                if hb and k not in in_logs and wait_for(
-                        "progress in node %d's Raft log" % k,
-                        lambda: raft_has(c, k, [hb.encode()]), 10):
-                    in_logs.add(k)
-            # the leader answers while the job trains (its event loop is free)
-            for _ in range(5):
-                t0 = time.monotonic()
-                if w.query("SELECT count(*) AS n FROM headlines") != [(800,)]:
-                    fail("the leader's answer during the job")
-                slowest = max(slowest, time.monotonic() - t0)
-                answers += 1
-            time.sleep(2)
-        w.close()
-        done, _ = wait_job(c, j, ("done", "failed"), 60)
-        after = {i: raft_term(c, i) for i in c.alive()}
-        if done["state"] != "done":
-            fail("the %d-second job: %r" % (LONG_SECONDS, done))
-        trained = float(c.shell("SELECT json_extract(result, '$.seconds') FROM attn_jobs WHERE "
-                                "job = %d" % j)[0])
-        if trained < LONG_SECONDS:
-            fail("the job trained %.1f s, not %d" % (trained, LONG_SECONDS))
-        if after != terms or c.leader() != lead:
-            fail("a leadership change during the job: terms %r -> %r, leader %d -> %s"
-                 % (terms, after, lead, c.leader()))
-        progress = sorted(set(seen))
-        if len(progress) < 3 or in_logs != set(followers):
-            fail("progress read through a follower while the job ran: epochs %r, in the Raft "
-                 "logs of %r" % (seen, sorted(in_logs)))
-        print("a %.1f-second training (%d epochs, job %d, %.1f s from start to commit) through "
-              "the cluster: done, version %d; Raft term %s before and after, leader node %d "
-              "throughout; progress read through the followers (epochs %s) and in their Raft "
-              "logs; the leader answered %d queries meanwhile, the slowest in %.3f s"
-              % (trained, done["epochs"], j, done["seconds"], done["version"], terms[lead], lead,
-                 ",".join(map(str, progress)), answers, slowest))
+            if attempt == 2:
+                fail("the job trained %.1f s, not %d" % (trained, LONG_SECONDS))
+            per_epoch = trained / done["epochs"]
+            n_long = int(math.ceil(LONG_SECONDS * 1.15 / per_epoch)) + 1
+            print("NOTE: job %d trained %.1f s, under %d s (the machine got less busy than when "
+                  "its epochs were counted): again, %d epochs of its pace, %.3f s"
+                  % (j, trained, LONG_SECONDS, n_long, per_epoch))
         # the same model on every node: leadership handed to each in turn, read there
         version = done["version"]
         reference = model_bytes(c, lead, "long", version)
@@ -704,7 +718,7 @@ def main():
         wait_job(c, j0, ("done",), 60)
         j = submit(c, "SELECT attn_fit('cas', 'SELECT title, category FROM headlines', "
                       "json_object('epochs', %d, 'embed_dim', 16, 'hidden', 16, 'fc_hidden', 16, "
-                      "'patience', 1000))" % int(math.ceil(4 / per_epoch * 8)))
+                      "'patience', 1000))" % int(math.ceil(4 / per_epoch * 12)))
         wait_for("job %d trains" % j, lambda: job(c, j)["epoch"] >= 1, 60)
         c.shell("SELECT attn_import('cas', (SELECT weights FROM attn_models WHERE name = 'cas' "
                 "AND version = 1))")  # version 2, deployed
@@ -748,14 +762,39 @@ def main():
         if job(c, j)["state"] != "failed":
             fail("a failed job after its node restarted: %r" % job(c, j))
 
-        # 4. failover: the same predictions from the survivors; the job on the killed leader fails
+        # 3g. SIGTERM of a node running a job: the job is marked failed before the node stops
+        runner = c.leader()
+        j = submit(c, fit % ("long", 1000))
+        wait_for("job %d trains" % j, lambda: job(c, j)["epoch"] >= 1, 60)
+        lead_on(c, [i for i in c.alive() if i != runner][0])
+        c.proc[runner].terminate()
+        code = c.proc[runner].wait(timeout=15)
+        row = job(c, j)
+        if code != 0 or row["state"] != "failed" or "SIGTERM" not in row["error"]:
+            fail("SIGTERM of the node running a job: exit %r, %r" % (code, row))
+        print("SIGTERM of node %d running job %d: it stopped (exit 0) after marking the job "
+              "failed: %s" % (runner, j, row["error"]))
+        c.start(runner)
+        wait_for("node %d back" % runner, lambda: c.shell("SELECT 1", [runner]) == ["1"], 30)
+
+        # 4. failover: the same predictions from the survivors; the job on the killed leader
+        # fails; a job training on a follower meanwhile trains on through the election and
+        # commits its model through the new leader
         before = predictions(c)
         lead = c.leader()
         w = c.wire(lead)
         store_before = store_rows(w, "lost")
         w.close()
+        keeper = [i for i in c.alive() if i != lead][0]
+        lead_on(c, keeper)
+        kept = submit(c, fit % ("kept", int(math.ceil(20 / per_epoch))))
+        wait_for("job %d trains" % kept, lambda: job(c, kept)["epoch"] >= 1, 60)
+        lead_on(c, lead)
         lost = submit(c, fit % ("lost", 1000))
         wait_for("job %d trains" % lost, lambda: job(c, lost)["epoch"] >= 1, 60)
+        kept_before = job(c, kept)
+        if kept_before["state"] != "running" or kept_before["node"] != keeper:
+            fail("job %d before the failover: %r" % (kept, kept_before))
         others = [i for i in c.alive() if i != lead]
         early = {}
         for i in others:  # connections opened on the followers before the failover
@@ -771,6 +810,20 @@ def main():
             fail("the job of the killed leader: %r" % row)
         print("job %d shows failed %.2f s after the first answer: %s" % (lost, t_lost,
                                                                            row["error"]))
+        done, t_kept = wait_job(c, kept, ("done", "failed", "cancelled"), 120)
+        w = c.wire(c.leader())
+        stored = w.query("SELECT version, deployed FROM attn_models WHERE name = 'kept'")
+        logged = w.query("SELECT count(*) AS n FROM attn_training_log WHERE name = 'kept'")
+        w.close()
+        if done["state"] != "done" or done["node"] != keeper or done["version"] != 1 or \
+                done["epochs"] != int(math.ceil(20 / per_epoch)) or stored != [(1, 1)] or \
+                logged != [(done["epochs"],)]:
+            fail("the job of node %d across the leader's loss: %r, %r, %r"
+                 % (keeper, done, stored, logged))
+        print("job %d on node %d (epoch %d at the kill) trained on through the election and "
+              "committed version 1 (%d epochs, %d log rows) through node %d, %.2f s after the "
+              "first answer" % (kept, keeper, kept_before["epoch"], done["epochs"], logged[0][0],
+                                c.leader(), t_kept))
         after = predictions(c)
         same(before, after, "probabilities and attention, new leader vs old")
         new_lead = c.leader()
@@ -834,8 +887,8 @@ def main():
         c.shell("SELECT attn_deploy('news', 1)", nodes)
         same(before, predictions(c, nodes), "version 1 served by the restarted node")
         versions = c.shell("SELECT name, version FROM attn_models WHERE name IN ('copy', "
-                           "'news', 'probe', 'lost') ORDER BY name, version", nodes)
-        if versions != ["copy|1", "news|1", "news|2", "probe|1"]:
+                           "'kept', 'news', 'probe', 'lost') ORDER BY name, version", nodes)
+        if versions != ["copy|1", "kept|1", "news|1", "news|2", "probe|1"]:
             fail("model store on the restarted node: %r" % versions)
         states = c.shell("SELECT state, count(*) FROM attn_jobs GROUP BY state ORDER BY state",
                          nodes)
