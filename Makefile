@@ -145,6 +145,14 @@ test: deps attnext.so $(CUDA_SO) $(TEST_BIN) $(TOOL_BIN) $(FAKE_STALE) $(NATIVE_
 bench: attnext.so $(NATIVE_SO)
 	$(PYTHON) tests/bench/bench.py $(BENCH_ARGS)
 	$(PYTHON) tests/bench/portable_bench.py --native $(BUILD)/native/attnext $(PORTABLE_BENCH_ARGS)
+# Accuracy against fastText and TF-IDF + logistic regression on three corpora, with the
+# default recipe's ablations (tests/bench/quality.py; ~30 min on 2 cores). QUALITY_ARGS=--quick
+# for a smoke run. The two Debian corpora are built here from apt's lists and WordNet.
+.PHONY: bench-quality
+bench-quality: attnext.so data/corpora/SOURCES.txt
+	$(PYTHON) tests/bench/quality.py $(QUALITY_ARGS)
+data/corpora/SOURCES.txt: data/make_corpora.py
+	$(PYTHON) data/make_corpora.py data/corpora
 .PHONY: bench-portable
 bench-portable: attnext.so $(NATIVE_SO)
 	$(PYTHON) tests/bench/portable_bench.py --native $(BUILD)/native/attnext $(PORTABLE_BENCH_ARGS)

@@ -58,8 +58,9 @@ static void add_network(nn_model *m, nn_model *net, size_t *off, const char *pre
   int GH = net->G * net->H;
 #define ADD(fmt, ...) \
   (snprintf(name, sizeof name, "%s" fmt, prefix, __VA_ARGS__), name)
-  if (part == 1) {
+  if (part == 1) { /* the member's table of V + S rows: embeddings, then subwords */
     net->emb = add_tensor(m, off, ADD("%s", "embeddings.weight"), net->V, net->E);
+    if (net->S > 0) net->subw = add_tensor(m, off, ADD("%s", "subwords.weight"), net->S, net->E);
     return;
   }
   for (int l = 0; l < net->L; l++) {
@@ -126,6 +127,7 @@ static size_t build_tensor_table(nn_model *m) {
   if (m->K > 1) { /* the owner's own views are member 0's */
     const nn_model *first = m->member[0];
     m->emb = first->emb;
+    m->subw = first->subw;
     memcpy(m->rnn, first->rnn, sizeof m->rnn);
     m->attn_w = first->attn_w, m->attn_b = first->attn_b, m->attn_v = first->attn_v;
     m->attn_q_w = first->attn_q_w, m->attn_q_b = first->attn_q_b;
@@ -164,6 +166,11 @@ static void init_params(nn_model *m, float *p, uint64_t seed) {
         prev = t;
         continue;
       }
+      if (strcmp(name, "subwords.weight") == 0) { /* an nn.Embedding too: N(0, 1) */
+        for (size_t j = 0; j < t->size; j++) x[j] = nn_rng_normal(&rng);
+        prev = t;
+        continue;
+      }
       double fan_in;
       if (strncmp(name, "rnn.", 4) == 0) fan_in = m->H;
       else {
@@ -178,6 +185,44 @@ static void init_params(nn_model *m, float *p, uint64_t seed) {
   }
 }
 
+/* The subword rows of every vocabulary word (model.h): m->sub_start, m->sub_rows. */
+static int build_subwords(nn_model *m) {
+  int V = m->V, cap = 64, *ids = malloc((size_t)cap * sizeof *ids);
+  size_t total = 0, room = (size_t)V * 8 + 16;
+  m->sub_start = malloc(((size_t)V + 1) * sizeof *m->sub_start);
+  m->sub_rows = malloc(room * sizeof *m->sub_rows);
+  if (!ids || !m->sub_start || !m->sub_rows) goto nomem;
+  for (int v = 0; v < V; v++) {
+    m->sub_start[v] = (int)total;
+    int len = 0;
+    const char *tok = v > NN_UNK ? nn_vocab_token(m->vocab, v, &len) : NULL;
+    int n = tok ? nn_subword_ids(ids, cap, tok, len, &m->cfg) : 0;
+    if (n > cap) {
+      int *grown = realloc(ids, (size_t)n * sizeof *ids);
+      if (!grown) goto nomem;
+      ids = grown;
+      cap = n;
+      n = nn_subword_ids(ids, cap, tok, len, &m->cfg);
+    }
+    if (total + (size_t)n > (size_t)INT32_MAX) goto nomem;
+    if (total + (size_t)n > room) {
+      room = (total + (size_t)n) * 2;
+      int *grown = realloc(m->sub_rows, room * sizeof *grown);
+      if (!grown) goto nomem;
+      m->sub_rows = grown;
+    }
+    for (int i = 0; i < n; i++) m->sub_rows[total + (size_t)i] = V + ids[i];
+    total += (size_t)n;
+    if (n > m->sub_max) m->sub_max = n;
+  }
+  m->sub_start[V] = (int)total;
+  free(ids);
+  return NN_OK;
+nomem:
+  free(ids);
+  return NN_NOMEM;
+}
+
 /* A view of one network of m (an ensemble's member, see model.h): m's sizes, config, backend,
  * vocabulary and labels (not owned), no tensor table or tables of its own yet. */
 static nn_model *make_view(const nn_model *m) {
@@ -189,7 +234,7 @@ static nn_model *make_view(const nn_model *m) {
   v->ntensors = 0;
   v->K = 1;
   memset(v->member, 0, sizeof v->member);
-  v->owner = m;
+  v->owner = m; /* sub_start / sub_rows: the owner's, shared */
   v->params = v->grads = v->host_params = v->host_grads = NULL;
   v->params_state = NN_PARAMS_SYNCED; /* the owner keeps the state */
   memset(v->fold, 0, sizeof v->fold);
@@ -241,6 +286,7 @@ static int model_create(nn_model **out, const nn_config *cfg, nn_vocab *vocab,
   m->F = cfg->fc_hidden;
   m->G = nn_cell_gates(cfg->cell);
   m->L = cfg->layers;
+  m->S = cfg->subword_buckets > 0 ? cfg->subword_buckets : 0;
   if (m->L > NN_MAX_LAYERS) {
     snprintf(err, NN_ERR_LEN, "layers must be at most %d", NN_MAX_LAYERS);
     nn_model_free(m);
@@ -262,6 +308,7 @@ static int model_create(nn_model **out, const nn_config *cfg, nn_vocab *vocab,
     nn_model_free(m);
     return NN_ERROR;
   }
+  if (m->S > 0 && build_subwords(m) != NN_OK) goto nomem;
   m->tensors = malloc(NN_MAX_TENSORS * sizeof *m->tensors);
   m->tensor_names = malloc(NN_MAX_TENSORS * sizeof *m->tensor_names);
   if (!m->tensors || !m->tensor_names) goto nomem;
@@ -329,6 +376,8 @@ void nn_model_free(nn_model *m) {
     return;
   }
   for (int k = 0; k < NN_MAX_MEMBERS; k++) view_free(m->member[k]);
+  free(m->sub_start);
+  free(m->sub_rows);
   free(m->tensors);
   free(m->tensor_names);
   nn_vocab_free(m->vocab);
@@ -427,6 +476,8 @@ static size_t model_bytes(const nn_model *m, int device) {
   int dev = m->be && m->be->device_memory;
   size_t host = sizeof *m + nn_vocab_memory(m->vocab), backend = 0, f = sizeof(float);
   host += (m->tensors ? NN_MAX_TENSORS * (sizeof *m->tensors + sizeof *m->tensor_names) : 0);
+  if (m->sub_start && !m->owner)
+    host += ((size_t)m->V + 1 + (size_t)m->sub_start[m->V]) * sizeof(int);
   for (int c = 0; m->labels && c < m->C; c++)
     host += sizeof(char *) + sizeof(int) + (m->labels[c] ? (size_t)m->label_lens[c] + 1 : 0);
   backend += m->nparams * f * (m->params ? 1 : 0) + m->nparams * f * (m->grads ? 1 : 0);
@@ -522,6 +573,11 @@ static void carve_all(nn_workspace *ws, const nn_model *m, carver *cv) {
    * sized for the wider of E and D). */
   ws->x0 = carve(cv, !train && m->fold[0] ? 0 : P * m->E);
   ws->emb_mask = train && m->cfg.embed_dropout > 0.0f ? carve(cv, P * m->E) : NULL;
+  int compose = m->S > 0 && (train || !m->fold[0]); /* subwords: x0 is composed (forward_batch) */
+  /* the gathered rows: a device backend's only (the host adds them in place) */
+  ws->sub_tmp = compose && ws->Q > 0 && m->be->device_memory ? carve(cv, (size_t)ws->Q * m->E)
+                                                             : NULL;
+  ws->sub_scale = compose ? carve(cv, P * m->E) : NULL;
   size_t widest = D > (size_t)m->E ? D : (size_t)m->E;
   for (int l = 0; l < m->L; l++) {
     ws->y[l] = train || l < 2 ? carve(cv, P * D) : ws->y[l - 2];
@@ -612,10 +668,24 @@ int nn_workspace_prepare(nn_workspace *ws, const nn_model *m, const nn_batch *ba
     ws->cap = ws->dicap = 0;
     ws->be = m->be;
   }
+  /* subwords: the batch's (row, table row) pairs, Q of them (model.h) */
+  long long Q = 0;
+  if (m->S > 0)
+    for (int b = 0; b < B; b++)
+      for (int t = 0; t < batch->lengths[b]; t++) {
+        int id = batch->tokens[(size_t)b * T + t];
+        if (id >= 0 && id < m->V) Q += m->sub_start[id + 1] - m->sub_start[id];
+      }
+  if (Q > (1LL << 28)) {
+    snprintf(err, NN_ERR_LEN, "batch too large (%lld subwords)", Q);
+    return NN_ERROR;
+  }
   /* index arena: order (B), nstep (T), then what the backend reads: last_row (B), ids,
    * emb_link, rev, ids_rev, row_sample (P each), lens (B), off (T+1) -- ids followed by
-   * emb_link, row_sample followed by lens and off: the layouts of backend.h */
-  size_t ineed = 3 * (size_t)B + 2 * (size_t)T + 1 + 5 * (size_t)P;
+   * emb_link, row_sample followed by lens and off: the layouts of backend.h -- and the
+   * subword pairs: pair_row, pair_src (Q each) */
+  size_t ineed = 3 * (size_t)B + 2 * (size_t)T + 1 + 5 * (size_t)P + 2 * (size_t)Q +
+                 (Q > 0 || m->S > 0 ? (size_t)P : 0); /* + sub_n, host only */
   if (ineed > ws->icap) {
     int *p = realloc(ws->ibuf, ineed * sizeof(int));
     if (!p) goto nomem;
@@ -625,6 +695,8 @@ int nn_workspace_prepare(nn_workspace *ws, const nn_model *m, const nn_batch *ba
   int *ip = ws->ibuf;
   ws->order = ip, ip += B;
   ws->nstep = ip, ip += T;
+  ws->sub_n = m->S > 0 ? ip : NULL; /* each row's subword count (host only) */
+  ip += m->S > 0 ? P : 0;
   int *const backend_part = ip; /* host copies, uploaded below for a device backend */
   ws->last_row = ip, ip += B;
   ws->ids = ip, ip += P;
@@ -635,6 +707,10 @@ int nn_workspace_prepare(nn_workspace *ws, const nn_model *m, const nn_batch *ba
   ws->row_sample = ip, ip += P;
   ws->lens = ip, ip += B;
   ws->off = ip, ip += T + 1;
+  int *const pairs = ip; /* pair_row, then pair_src */
+  ws->pair_row = ip, ip += Q;
+  ws->pair_src = ip, ip += Q;
+  ws->Q = (int)Q;
   /* counting sort by length, descending, stable in the caller's order */
   int *nstep = ws->nstep, *off = ws->off;
   memset(nstep, 0, sizeof(int) * (size_t)T);
@@ -669,6 +745,14 @@ int nn_workspace_prepare(nn_workspace *ws, const nn_model *m, const nn_batch *ba
     }
   for (int j = 0; j < B; j++) ws->last_row[j] = off[ws->lens[j] - 1] + j;
   for (long long r = 0; r < P; r++) ws->ids_rev[r] = ws->ids[ws->rev[r]];
+  for (long long r = 0, q = 0; r < P && m->S > 0; r++) { /* row order: deterministic sums */
+    int id = ws->ids[r];
+    ws->sub_n[r] = m->sub_start[id + 1] - m->sub_start[id];
+    for (int i = m->sub_start[id]; i < m->sub_start[id + 1]; i++, q++) {
+      ws->pair_row[q] = (int)r;
+      ws->pair_src[q] = m->sub_rows[i];
+    }
+  }
   ws->B = B;
   ws->T = T;
   ws->P = (int)P;
@@ -696,7 +780,7 @@ int nn_workspace_prepare(nn_workspace *ws, const nn_model *m, const nn_batch *ba
     }
   }
   if (m->be->device_memory) {
-    size_t dneed = 2 * (size_t)B + 5 * (size_t)P + (size_t)Tmax + 1;
+    size_t dneed = 2 * (size_t)B + 5 * (size_t)P + (size_t)Tmax + 1 + 2 * (size_t)Q;
     size_t FD = (size_t)(m->F > 0 ? m->F : m->D);
     if (dneed > ws->dicap) { /* grows only */
       if (ws->dibuf) ws->be->free(ws->dibuf);
@@ -704,7 +788,11 @@ int nn_workspace_prepare(nn_workspace *ws, const nn_model *m, const nn_batch *ba
       ws->dicap = ws->dibuf ? dneed : 0;
       if (!ws->dibuf) goto nomem;
     }
-    ws->be->upload(ws->dibuf, backend_part, dneed * sizeof(int));
+    ws->be->upload(ws->dibuf, backend_part, (dneed - 2 * (size_t)Q) * sizeof(int));
+    if (Q > 0) /* the pairs after the rest (the host arena has off's T + 1 slots before them) */
+      ws->be->upload(ws->dibuf + dneed - 2 * (size_t)Q, pairs, 2 * (size_t)Q * sizeof(int));
+    ws->pair_row = ws->dibuf + dneed - 2 * (size_t)Q;
+    ws->pair_src = ws->pair_row + Q;
     int *dp = ws->dibuf;
     ws->last_row = dp, dp += B;
     ws->ids = dp, dp += 2 * P; /* followed by emb_link */
@@ -713,8 +801,8 @@ int nn_workspace_prepare(nn_workspace *ws, const nn_model *m, const nn_batch *ba
     ws->row_sample = dp; /* followed by lens and off */
     size_t hneed = (size_t)B * (m->C > (int)FD ? (size_t)m->C : FD);
     if ((size_t)P > hneed) hneed = (size_t)P;
-    if (training && m->cfg.embed_dropout > 0.0f && (size_t)P * m->E > hneed)
-      hneed = (size_t)P * m->E; /* the embedding dropout mask is drawn on the host */
+    if ((training && m->cfg.embed_dropout > 0.0f) || Q > 0) /* drawn / filled on the host */
+      if ((size_t)P * m->E > hneed) hneed = (size_t)P * m->E; /* embed_dropout, sub_scale */
     if (hneed > ws->hcap) {
       float *h = realloc(ws->hbuf, hneed * sizeof(float));
       if (!h) goto nomem;
@@ -741,6 +829,53 @@ nomem:
   if (nn_backend_check(ws->be, "preparing the batch", err) == NN_OK)
     snprintf(err, NN_ERR_LEN, "out of memory for a batch of %d rows and %lld tokens", B, P);
   return NN_NOMEM;
+}
+
+/* ---------------------------------------------------------------- subwords */
+
+/* x0 (P, E) holds each row's word vector; make it the mean of that vector and the row's
+ * subword vectors (model.h): x0[r] = (E[id] + sum_q S[pair_src[q]]) / (1 + n_r). The pairs are
+ * in row order and scatter_add_rows adds sequentially, so the sums are deterministic. */
+static void subwords_forward(const nn_model *m, nn_workspace *ws) {
+  const nn_backend *be = m->be;
+  int E = m->E;
+  size_t PE = (size_t)ws->P * E;
+  float *scale = be->device_memory ? ws->hbuf : ws->sub_scale; /* filled on the host */
+  for (int r = 0; r < ws->P; r++) {
+    float s = 1.0f / (float)(1 + ws->sub_n[r]);
+    for (int e = 0; e < E; e++) scale[(size_t)r * E + e] = s;
+  }
+  if (be->device_memory) be->upload(ws->sub_scale, scale, PE * sizeof(float));
+  const float *table = m->params + m->emb; /* the member's V + S rows */
+  if (ws->Q > 0 && !be->device_memory) { /* host memory: one pass, the same sums in order */
+    for (int q = 0; q < ws->Q; q++) {
+      float *x = ws->x0 + (size_t)ws->pair_row[q] * E;
+      const float *s = table + (size_t)ws->pair_src[q] * E;
+      for (int e = 0; e < E; e++) x[e] += s[e];
+    }
+  } else if (ws->Q > 0) {
+    be->gather_rows(ws->sub_tmp, E, table, E, ws->pair_src, ws->Q, E);
+    be->scatter_add_rows(ws->x0, E, ws->sub_tmp, E, ws->pair_row, ws->Q, E);
+  }
+  be->mul(ws->x0, ws->x0, ws->sub_scale, PE);
+}
+
+/* d_x (P, E), already scaled by 1 / (1 + n) (backward_into), into the subword rows' gradients
+ * (accumulated): dS[pair_src[q]] += d_x[pair_row[q]], in pair order. */
+static void subwords_backward(const nn_model *m, nn_workspace *ws, float *grads) {
+  if (ws->Q == 0) return;
+  const nn_backend *be = m->be;
+  int E = m->E;
+  if (!be->device_memory) { /* host memory: one pass, the same sums in order */
+    for (int q = 0; q < ws->Q; q++) {
+      float *g = grads + m->emb + (size_t)ws->pair_src[q] * E;
+      const float *d = ws->d_x + (size_t)ws->pair_row[q] * E;
+      for (int e = 0; e < E; e++) g[e] += d[e];
+    }
+    return;
+  }
+  be->gather_rows(ws->sub_tmp, E, ws->d_x, E, ws->pair_row, ws->Q, E);
+  be->scatter_add_rows(grads + m->emb, E, ws->sub_tmp, E, ws->pair_src, ws->Q, E);
 }
 
 /* ---------------------------------------------------------------- classifier head */
@@ -871,6 +1006,8 @@ static size_t workspace_bytes(const nn_model *m, size_t P, int B, int T, int tra
   nn_workspace shape;
   memset(&shape, 0, sizeof shape);
   shape.P = (int)P;
+  size_t most = P * (size_t)m->sub_max; /* at most: every token the most subwords */
+  shape.Q = most > ((size_t)1 << 28) ? 1 << 28 : (int)most;
   shape.B = B;
   shape.training = training;
   carver cv = {NULL, 0};
@@ -972,6 +1109,7 @@ static int forward_batch(nn_model *m, nn_workspace *ws, const nn_batch *batch, i
   const nn_backend *be = m->be;
   if (training || !m->fold[0]) /* a folded first layer needs no embeddings */
     be->embedding_forward(ws->x0, m->params + m->emb, ws->ids, ws->P, m->E); /* (P, E) */
+  if (ws->sub_scale) subwords_forward(m, ws);
   if (ws->emb_mask) { /* embed_dropout: inverted dropout on x0, in place (drawn first) */
     float keep = 1.0f - m->cfg.embed_dropout;
     size_t n = (size_t)ws->P * m->E;
@@ -1029,7 +1167,9 @@ int nn_model_backward_into(const nn_model *m, nn_workspace *ws, const nn_batch *
   nn_attention_backward(m, ws);  /* -> d_y (P, D) of the last layer */
   nn_recurrent_backward(m, ws);  /* -> d_x (P, E) */
   if (ws->emb_mask) be->mul(ws->d_x, ws->d_x, ws->emb_mask, (size_t)ws->P * m->E);
+  if (ws->sub_scale) be->mul(ws->d_x, ws->d_x, ws->sub_scale, (size_t)ws->P * m->E);
   be->embedding_backward(grads + m->emb, ws->d_x, ws->ids, ws->P, m->E, NN_PAD);
+  if (ws->sub_scale) subwords_backward(m, ws, grads);
   return nn_backend_check(be, "backward", err);
 }
 

@@ -20,7 +20,7 @@
 #define NN_MAX_MEMBERS 8 /* the "ensemble" option's bound (config.c) */
 /* one network: embedding + 4 per layer and direction + at most 6 for attention (self) + fc1 +
  * fc2; an ensemble has one set per member */
-#define NN_NET_TENSORS (1 + 4 * 2 * NN_MAX_LAYERS + 6 + 2 + 2)
+#define NN_NET_TENSORS (2 + 4 * 2 * NN_MAX_LAYERS + 6 + 2 + 2) /* + subwords */
 #define NN_MAX_TENSORS (NN_MAX_MEMBERS * NN_NET_TENSORS)
 #define NN_MAX_HIDDEN 4096 /* the options' bound on hidden (config.c); sizes backend_cpu.c's zero row */
 
@@ -36,6 +36,13 @@ struct nn_model {
   int C;                 /* classes */
   int V, E, H, D, F, G;  /* vocab, embed, hidden, D = H * dirs, fc1 width, gates per cell */
   int L, dirs;           /* layers, directions */
+  int S;                 /* subword buckets (cfg.subword_buckets); 0: none */
+  /* subwords: each vocabulary word's rows of the member's table of V + S rows (embeddings.weight
+   * then subwords.weight, adjacent in the buffer): sub_rows[sub_start[v] .. sub_start[v + 1])
+   * are V + its n-gram buckets (nn_subword_ids); <PAD> and <UNK> have none. Host memory, the
+   * owner's (views share it). A word's input vector is the mean of its row and these rows. */
+  int *sub_start, *sub_rows;
+  int sub_max; /* the most subword rows of one word */
   const nn_backend *be;  /* from cfg.device (backend_load.c) */
   float *params, *grads; /* (nparams) each, backend memory */
   size_t nparams;
@@ -59,6 +66,7 @@ struct nn_model {
   const struct nn_model *owner; /* a view: the ensemble it belongs to; NULL otherwise */
   /* named views (offsets) */
   size_t emb;
+  size_t subw;                         /* subwords.weight (S, E), right after embeddings.weight */
   nn_rnn_params rnn[NN_MAX_LAYERS][2];
   size_t attn_w, attn_b;               /* linear: (1,D), (1); additive proj: (D,D), (D) */
   size_t attn_v;                       /* additive: (1,D) */
@@ -110,6 +118,9 @@ struct nn_workspace {
   /* backend memory (uploaded from ibuf for a device backend; in ibuf itself otherwise) */
   int *ids, *rev, *row_sample, *last_row;
   int *ids_rev; /* (P) ids[rev[r]]: the token each reverse-direction step reads */
+  /* subwords (model.h, struct nn_model): the batch's Q (row, table row) pairs, backend memory */
+  int *pair_row, *pair_src, Q;
+  int *sub_n; /* (P) host memory: each row's subword count */
   int *dibuf;   /* device backends: the backend copy of the index arrays */
   size_t dicap; /* ints */
   float *hbuf;  /* device backends: host scratch for logits, attention, dropout mask, dlogits */
@@ -118,6 +129,7 @@ struct nn_workspace {
   size_t emb_cap;
   /* activations */
   float *x0;                              /* (P, E) embeddings */
+  float *sub_tmp, *sub_scale;             /* subwords: (Q, E) gathered rows, (P, E) 1 / (1 + n) */
   float *emb_mask;                        /* (P, E) embed_dropout mask, NULL when none */
   float *y[NN_MAX_LAYERS];                /* (P, D) layer outputs, position order */
   nn_rnn_acts acts[NN_MAX_LAYERS][2];

@@ -124,6 +124,36 @@ static int prepare_step1(nn_model *m, int d) {
   return ok ? NN_OK : NN_NOMEM;
 }
 
+/* The composed input vector of every vocabulary word (model.h: the mean of its embedding row and
+ * its subword rows), (V, E) in backend memory, computed on the host in the order of
+ * subwords_forward (model.c), so that a folded word equals a composed one to float rounding;
+ * NULL when out of memory. */
+static float *composed_vectors(const nn_model *m) {
+  const nn_backend *be = m->be;
+  size_t V = (size_t)m->V, E = (size_t)m->E, rows = V + (size_t)m->S;
+  float *table = malloc(rows * E * sizeof(float)), *out = malloc(V * E * sizeof(float));
+  float *dev = NULL;
+  if (!table || !out) goto done;
+  be->download(table, m->params + m->emb, rows * E * sizeof(float));
+  for (size_t v = 0; v < V; v++) {
+    float *x = out + v * E;
+    memcpy(x, table + v * E, E * sizeof(float));
+    int a = m->sub_start[v], b = m->sub_start[v + 1];
+    for (int i = a; i < b; i++) {
+      const float *s = table + (size_t)m->sub_rows[i] * E;
+      for (size_t e = 0; e < E; e++) x[e] += s[e];
+    }
+    float scale = 1.0f / (float)(1 + b - a);
+    for (size_t e = 0; e < E; e++) x[e] *= scale;
+  }
+  dev = be->alloc(V * E * sizeof(float));
+  if (dev) be->upload(dev, out, V * E * sizeof(float));
+done:
+  free(table);
+  free(out);
+  return dev;
+}
+
 int nn_model_prepare_inference(nn_model *m, char *err) {
   nn_model_drop_inference(m);
   int rc = nn_model_sync(m, err);
@@ -160,21 +190,31 @@ int nn_model_prepare_inference(nn_model *m, char *err) {
     if (rc != NN_OK) nn_model_drop_inference(m);
     return rc;
   }
+  /* with subwords, each word's input vector is the mean of its rows (model.h): composed once */
+  float *composed = m->S > 0 ? composed_vectors(m) : NULL;
+  if (m->S > 0 && !composed) {
+    nn_model_drop_inference(m);
+    snprintf(err, NN_ERR_LEN, "out of memory folding the input projection");
+    return NN_NOMEM;
+  }
+  const float *input = composed ? composed : m->params + m->emb;
   for (int d = 0; d < m->dirs; d++) {
     const nn_rnn_params *w = &m->rnn[0][d];
     float *t = be->alloc((size_t)m->V * GH * sizeof(float));
     if (!t) {
+      be->free(composed);
       nn_model_drop_inference(m);
       snprintf(err, NN_ERR_LEN, "out of memory folding the input projection");
       return NN_NOMEM;
     }
     /* t (V, GH) = emb (V, E) W_ih^T + b_ih (+ b_hh for rnn and lstm, as direction_forward) */
-    be->sgemm(0, 1, m->V, GH, E, 1.0f, m->params + m->emb, E, m->params + w->w_ih, E, 0.0f, t, GH);
+    be->sgemm(0, 1, m->V, GH, E, 1.0f, input, E, m->params + w->w_ih, E, 0.0f, t, GH);
     be->add_bias(t, GH, m->params + w->b_ih, m->V, GH);
     if (m->cfg.cell != NN_CELL_GRU) be->add_bias(t, GH, m->params + w->b_hh, m->V, GH);
     m->fold[d] = t;
     rc = nn_backend_check(be, "folding the input projection", err);
     if (rc != NN_OK) {
+      be->free(composed);
       nn_model_drop_inference(m);
       return rc;
     }
@@ -184,6 +224,7 @@ int nn_model_prepare_inference(nn_model *m, char *err) {
     if (room && prepare_step1(m, d) != NN_OK && be->error)
       be->error(NULL, 0); /* an optimisation: out of memory (its only error), run without it */
   }
+  be->free(composed);
   rc = nn_backend_check(be, "folding the input projection", err);
   if (rc != NN_OK) nn_model_drop_inference(m);
   return rc;

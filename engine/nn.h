@@ -87,6 +87,9 @@ typedef struct nn_config {
   int max_len;      /* truncate to this many tokens (default 64) */
   int vocab_size;   /* most frequent tokens kept, <PAD> and <UNK> included (default 5000) */
   int min_count;    /* tokens seen fewer times in the training split are <UNK> (lesson: 1) */
+  int subword_buckets; /* hashed character n-gram embeddings of each vocabulary word (0 = none,
+                          the lesson); nn_subword_ids */
+  int subword_min, subword_max; /* n-gram lengths in characters, inclusive (3, 5) */
   /* network */
   nn_cell cell;           /* "rnn" (default) | "gru" | "lstm" */
   int layers;             /* default 1 */
@@ -199,6 +202,12 @@ void nn_vocab_free(nn_vocab *vocab);
 int nn_vocab_count(const nn_vocab *vocab);
 const char *nn_vocab_token(const nn_vocab *vocab, int id, int *len); /* NULL if out of range */
 int nn_vocab_lookup(const nn_vocab *vocab, const char *tok, int len); /* NN_UNK when absent */
+
+/* The character n-grams of a token (fastText's subwords): every run of n characters (UTF-8
+ * sequences), subword_min <= n <= subword_max, of "<" + token + ">", in order of start then
+ * length, each hashed with 32-bit FNV-1a over its bytes modulo cfg->subword_buckets. Writes at
+ * most cap ids to out and returns how many there are (0 when cfg->subword_buckets is 0). */
+int nn_subword_ids(int *out, int cap, const char *tok, int len, const nn_config *cfg);
 
 /* Tokenize and map to ids, truncated to cfg->max_len. Writes at most cfg->max_len tokens to
  * out and returns how many (>= 1: a text with no tokens encodes as one <UNK> with no span). */

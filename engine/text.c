@@ -773,6 +773,40 @@ done:
   return status;
 }
 
+/* ---------------------------------------------------------------- subwords */
+
+int nn_subword_ids(int *out, int cap, const char *tok, int len, const nn_config *cfg) {
+  if (!cfg || cfg->subword_buckets <= 0 || len < 0 || (len > 0 && !tok)) return 0;
+  /* character starts of "<" tok ">": a token holds valid UTF-8 only (the scanner's letters),
+   * but a byte that does not decode counts as one character all the same */
+  int chars = 0, count = 0;
+  const unsigned char *s = (const unsigned char *)tok;
+  int stack_starts[66], *starts = stack_starts, heap = len + 3 > 66;
+  if (heap && !(starts = malloc(((size_t)len + 3) * sizeof *starts))) return 0;
+  starts[chars++] = -1; /* "<" */
+  for (int i = 0; i < len;) {
+    uint32_t cp;
+    int n = nn_utf8_decode(s + i, (size_t)(len - i), &cp);
+    starts[chars++] = i;
+    i += n > 0 ? n : 1;
+  }
+  starts[chars] = len; /* ">" starts at len; the end of ">" is len + 1 */
+  int total = chars + 1;  /* characters of "<" tok ">" */
+  for (int a = 0; a < total; a++)
+    for (int n = cfg->subword_min; n <= cfg->subword_max && a + n <= total; n++) {
+      /* bytes of characters a .. a + n - 1 of "<" tok ">", hashed as one string */
+      uint32_t h = 2166136261u; /* FNV-1a */
+      int from = a == 0 ? 0 : starts[a], to = a + n == total ? len : starts[a + n];
+      if (a == 0) h = (h ^ '<') * 16777619u;
+      for (int i = from; i < to; i++) h = (h ^ s[i]) * 16777619u;
+      if (a + n == total) h = (h ^ '>') * 16777619u;
+      if (count < cap) out[count] = (int)(h % (uint32_t)cfg->subword_buckets);
+      count++;
+    }
+  if (heap) free(starts);
+  return count;
+}
+
 /* ---------------------------------------------------------------- encode */
 
 typedef struct encode_ctx {

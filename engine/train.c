@@ -182,23 +182,20 @@ static int trainer_create(nn_trainer **out, const nn_model *base, const nn_confi
   }
   status = nn_adam_init_on(&tr->adam, tr->be, tr->param_count, cfg->lr, err);
   if (status != NN_OK) goto fail;
-  {
-    nn_tensor_info first;
-    nn_model_tensor(tr->model, 0, &first); /* member 0's embeddings.weight (V, E) */
-    tr->emb_tables = first.size * (size_t)tr->K;
-    if (cfg->lazy_adam) {
-      tr->lazy_rows = malloc(((size_t)first.shape[0] + 1) * sizeof *tr->lazy_rows);
-      tr->lazy_stamp = calloc((size_t)first.shape[0] + 1, sizeof *tr->lazy_stamp);
-      if (!tr->lazy_rows || !tr->lazy_stamp) goto oom;
-    }
+  /* the embedding tables come first in the buffers: each member's V word rows, then its S
+   * subword rows (model.h), K members */
+  tr->table_rows = (size_t)tr->model->V + (size_t)tr->model->S;
+  tr->emb_tables = tr->table_rows * (size_t)tr->model->E * (size_t)tr->K;
+  if (cfg->lazy_adam) {
+    tr->lazy_rows = malloc((tr->table_rows + 1) * sizeof *tr->lazy_rows);
+    tr->lazy_stamp = calloc(tr->table_rows + 1, sizeof *tr->lazy_stamp);
+    if (!tr->lazy_rows || !tr->lazy_stamp) goto oom;
   }
   tr->sparse_embedding = !tr->be->device_memory;
   if (tr->sparse_embedding) {
-    nn_tensor_info emb;
-    nn_model_tensor(tr->model, 0, &emb); /* embeddings.weight, first in state_dict order */
-    tr->emb_size = emb.size * (size_t)tr->K; /* an ensemble: all members' tables come first */
+    tr->emb_size = tr->emb_tables;
     for (int s = 0; s < tr->shards; s++) {
-      tr->stamp[s] = calloc((size_t)emb.shape[0], sizeof(unsigned));
+      tr->stamp[s] = calloc(tr->table_rows, sizeof(unsigned));
       if (!tr->stamp[s]) goto oom;
     }
   }
@@ -332,7 +329,10 @@ static void forward_task(void *ctx, int s) {
 static int list_touched_rows(nn_trainer *tr, int s) {
   /* each member read its own copy of the batch (word_dropout): the union of their tokens */
   int P = 0;
-  for (int k = 0; k < tr->K; k++) P += nn_workspace_member(tr->shard_ws[s], k)->P;
+  for (int k = 0; k < tr->K; k++) {
+    const nn_workspace *ws = nn_workspace_member(tr->shard_ws[s], k);
+    P += ws->P + ws->Q; /* its tokens' rows and their subword rows */
+  }
   if (P > tr->rows_cap[s]) {
     int *r = realloc(tr->rows[s], (size_t)P * sizeof *r);
     if (!r) return NN_NOMEM;
@@ -343,8 +343,8 @@ static int list_touched_rows(nn_trainer *tr, int s) {
   int n = 0;
   for (int k = 0; k < tr->K; k++) {
     const nn_workspace *ws = nn_workspace_member(tr->shard_ws[s], k);
-    for (int r = 0; r < ws->P; r++) {
-      int id = ws->ids[r];
+    for (int r = 0; r < ws->P + ws->Q; r++) {
+      int id = r < ws->P ? ws->ids[r] : ws->pair_src[r - ws->P];
       if (stamp[id] != now) {
         stamp[id] = now;
         tr->rows[s][n++] = id;
@@ -439,7 +439,7 @@ static int sharded_forward(nn_trainer *tr, const nn_batch *batch, int training, 
 /* lazy_adam: the distinct token ids of the batch (its embedding rows), in first-seen order. */
 static void list_batch_rows(nn_trainer *tr, const nn_batch *batch) {
   if (++tr->lazy_no == 0) { /* the stamps wrapped: start them again */
-    memset(tr->lazy_stamp, 0, (tr->emb_tables / tr->K / tr->model->E) * sizeof *tr->lazy_stamp);
+    memset(tr->lazy_stamp, 0, tr->table_rows * sizeof *tr->lazy_stamp);
     tr->lazy_no = 1;
   }
   int n = 0;
@@ -447,9 +447,14 @@ static void list_batch_rows(nn_trainer *tr, const nn_batch *batch) {
     for (int b = 0; b < batch->B; b++)
       for (int t = 0; t < batch->lengths[b]; t++) {
         int id = batch->tokens[(size_t)k * tr->member_stride + (size_t)b * batch->T + t];
-        if (tr->lazy_stamp[id] != tr->lazy_no) {
-          tr->lazy_stamp[id] = tr->lazy_no;
-          tr->lazy_rows[n++] = id;
+        const nn_model *m = tr->model;
+        int sub_a = m->S > 0 ? m->sub_start[id] : 0, sub_b = m->S > 0 ? m->sub_start[id + 1] : 0;
+        for (int i = sub_a - 1; i < sub_b; i++) { /* the word's row, then its subword rows */
+          int row = i < sub_a ? id : m->sub_rows[i];
+          if (tr->lazy_stamp[row] != tr->lazy_no) {
+            tr->lazy_stamp[row] = tr->lazy_no;
+            tr->lazy_rows[n++] = row;
+          }
         }
       }
   tr->nlazy = n;
@@ -505,7 +510,7 @@ static int sharded_train_step(nn_trainer *tr, const nn_batch *batch, float *loss
   tr->current_wsum = nn_cross_entropy_weight_sum(batch->labels, tr->class_weights, batch->B);
   if (++tr->batch_no == 0) { /* the stamps wrapped: start them again */
     for (int s = 0; s < tr->shards && tr->sparse_embedding; s++)
-      memset(tr->stamp[s], 0, (size_t)(tr->emb_size / tr->model->E) * sizeof(unsigned));
+      memset(tr->stamp[s], 0, tr->table_rows * sizeof(unsigned));
     tr->batch_no = 1;
   }
   nn_pool_run(tr->pool, train_task, tr, tr->shards);
@@ -518,8 +523,7 @@ static int sharded_train_step(nn_trainer *tr, const nn_batch *batch, float *loss
     for (int s = 1; s < tr->shards; s++)
       tr->be->axpy(tr->shard_grads[0], tr->shard_grads[s], tr->param_count);
     if (tr->freeze_embeddings) /* every member's table: they come first */
-      tr->be->zero(tr->model->grads, tr->emb_size ? tr->emb_size
-                                                  : (size_t)tr->K * tr->model->V * tr->model->E);
+      tr->be->zero(tr->model->grads, tr->emb_tables);
     status = nn_backend_check(tr->be, "summing gradients", err);
     if (status != NN_OK) return status;
     if (tr->cfg.lazy_adam) {

@@ -80,7 +80,8 @@ struct nn_trainer {
    * the batch's tokens with lazy_stamp (V) */
   int *lazy_rows, nlazy;
   unsigned *lazy_stamp, lazy_no;
-  size_t emb_tables; /* the K embedding tables, first in the buffers: K x V x E floats */
+  size_t table_rows; /* rows of a member's embedding table: V words + S subwords */
+  size_t emb_tables; /* the K tables, first in the buffers: K x table_rows x E floats */
   double current_wsum;             /* the batch's class-weight sum: the loss normaliser */
   double shard_loss[MAX_SHARDS];   /* each shard's unnormalised loss */
   float *step_params;              /* the update pass of the batch (update_task) */

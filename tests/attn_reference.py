@@ -36,7 +36,24 @@ import torch.nn.functional as F
 # engine/config.c has the same).
 DEFAULTS = {"cell": "rnn", "layers": 1, "bidirectional": False, "attention": "linear",
             "embed_dim": 100, "hidden": 128, "fc_hidden": 100, "dropout": 0.1,
-            "embed_dropout": 0.0, "ensemble": 1, "vocab_size": 5000, "num_classes": 4}
+            "embed_dropout": 0.0, "ensemble": 1, "vocab_size": 5000, "num_classes": 4,
+            "subword_buckets": 0, "subword_min": 3, "subword_max": 5}
+
+
+def subword_ids(token, buckets, n_min, n_max):
+    """engine/text.c nn_subword_ids: the character n-grams (n_min..n_max characters) of
+    "<" + token + ">", by start then length, each FNV-1a 32-bit over its UTF-8 bytes mod buckets."""
+    chars = ["<"] + list(token) + [">"]
+    out = []
+    for a in range(len(chars)):
+        for n in range(n_min, n_max + 1):
+            if a + n > len(chars):
+                break
+            h = 2166136261
+            for byte in "".join(chars[a:a + n]).encode("utf-8"):
+                h = ((h ^ byte) * 16777619) & 0xFFFFFFFF
+            out.append(h % buckets)
+    return out
 
 
 class Additive(nn.Module):
@@ -72,6 +89,24 @@ class AttnClassifier(nn.Module):
         Fh, C, bi = c["fc_hidden"], c["num_classes"], bool(c["bidirectional"])
         self.embeddings = nn.Embedding(V, E, padding_idx=0)
         self.embed_dropout = nn.Dropout(c["embed_dropout"])
+        # subwords ("subword_buckets" > 0): a word's input vector is the mean of its embedding
+        # row and the rows of its character n-grams; cfg["vocab"] (the id-ordered token list)
+        # gives the n-grams (<PAD> and <UNK> have none)
+        self.subwords = None
+        if c["subword_buckets"]:
+            self.subwords = nn.Embedding(c["subword_buckets"], E)
+            vocab = c["vocab"]
+            rows, bags = [], []
+            for v, tok in enumerate(vocab):
+                ids = subword_ids(tok, c["subword_buckets"], c["subword_min"],
+                                  c["subword_max"]) if v > 1 else []
+                rows += [v] * len(ids)
+                bags += ids
+            self.register_buffer("sub_word", torch.tensor(rows, dtype=torch.long), persistent=False)
+            self.register_buffer("sub_bucket", torch.tensor(bags, dtype=torch.long),
+                                 persistent=False)
+            count = torch.bincount(self.sub_word, minlength=V).to(torch.float32)
+            self.register_buffer("sub_scale", (1.0 / (1.0 + count))[:, None], persistent=False)
         cell = {"rnn": nn.RNN, "gru": nn.GRU, "lstm": nn.LSTM}[c["cell"]]
         self.rnn = cell(E, H, num_layers=c["layers"], batch_first=True, bidirectional=bi)
         D = H * (2 if bi else 1)
@@ -98,7 +133,13 @@ class AttnClassifier(nn.Module):
     def forward(self, tokens, lengths):
         """tokens (B, T) long, lengths (B) long (1..T) -> logits (B, C), attention (B, T)."""
         B, T = tokens.shape
-        emb = self.embed_dropout(self.embeddings(tokens))  # (B, T, E); dropout in training only
+        if self.subwords is None:
+            emb = self.embeddings(tokens)  # (B, T, E)
+        else:  # every word's composed vector (V, E), then looked up
+            table = self.embeddings.weight.index_add(0, self.sub_word,
+                                                     self.subwords.weight[self.sub_bucket])
+            emb = F.embedding(tokens, table * self.sub_scale)
+        emb = self.embed_dropout(emb)  # dropout in training only
         packed = nn.utils.rnn.pack_padded_sequence(emb, lengths.cpu(), batch_first=True,
                                                    enforce_sorted=False)
         out, _ = self.rnn(packed)
@@ -178,6 +219,9 @@ def engine_config(cfg):
         out["ensemble"] = c["ensemble"]
     if c.get("embed_dropout", 0.0):
         out["embed_dropout"] = c["embed_dropout"]
+    if c.get("subword_buckets", 0):
+        for k in ("subword_buckets", "subword_min", "subword_max"):
+            out[k] = c[k]
     return out
 
 
@@ -244,7 +288,7 @@ def from_engine_file(blob):
     config = json.loads(meta["config"])
     vocab, labels = json.loads(meta["vocab"]), json.loads(meta["labels"])
     cfg = {k: config[k] for k in DEFAULTS if k in config}
-    cfg.update(vocab_size=len(vocab), num_classes=len(labels))
+    cfg.update(vocab_size=len(vocab), num_classes=len(labels), vocab=vocab)
     model = classifier(cfg)
     model.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in tensors.items()},
                           strict=True)

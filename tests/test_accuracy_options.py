@@ -124,8 +124,53 @@ def main():
     label = db.execute("SELECT attn_predict('ens', 'striker goal match')").fetchone()[0]
     check(label == "sports", "ensemble: attn_predict answers 'sports' (%s)" % label)
 
+    # ---- subwords against PyTorch (the n-gram hashing included), with non-ASCII words
+    db.execute("CREATE TABLE uni(text, label)")
+    uni_rows = [(t.replace("war", "krieg").replace("goal", "tör").replace("bank", "bänk"), l)
+                for t, l in make_rows(rng, 400)]
+    db.executemany("INSERT INTO uni VALUES (?, ?)", uni_rows)
+    for name, extra in (("sub", {}), ("subens", {"ensemble": 2, "embed_dropout": 0.2})):
+        opts = dict(small, subword_buckets=97, subword_min=2, subword_max=4, unicode=True, **extra)
+        db.execute("SELECT attn_fit(?, 'SELECT text, label FROM uni', ?)",
+                   (name, json.dumps(opts))).fetchone()
+        blob = weights(db, name)
+        tensors, _ = st_load(blob)
+        subs = [k for k in tensors if k.endswith("subwords.weight")]
+        check(len(subs) == opts.get("ensemble", 1) and all(tensors[k].shape == (97, 12)
+                                                            for k in subs),
+              "%s: the BLOB holds subwords.weight (97, 12) per network (%s)" % (name, subs))
+        model, vocab, labels, _ = from_engine_file(blob)
+        model.eval()
+        index = {t: i for i, t in enumerate(vocab)}
+        worst_p = worst_a = 0.0
+        for text in ["krieg minister tör", "tör tör striker", "bänk profit", "unseenword tör",
+                     "ä", ""]:
+            toks = [r[0] for r in db.execute("SELECT token FROM attn_weights(?, ?) ORDER BY "
+                                             "position", (name, text))]
+            ids = [index.get(t, 1) for t in toks] or [1]
+            with torch.no_grad():
+                logits, attn = model(torch.tensor([ids]), torch.tensor([len(ids)]))
+            ref = torch.softmax(logits, 1)[0].numpy()
+            got = dict(db.execute("SELECT label, probability FROM attn_probs(?, ?)", (name, text)))
+            worst_p = max(worst_p, max(abs(got[labels[c]] - ref[c]) for c in range(len(labels))))
+            got_a = [r[0] for r in db.execute("SELECT weight FROM attn_weights(?, ?) ORDER BY "
+                                              "position", (name, text))]
+            if got_a:
+                worst_a = max(worst_a, float(np.abs(np.array(got_a) -
+                                                    attn[0, :len(got_a)].numpy()).max()))
+        check(worst_p < 1e-5 and worst_a < 1e-5, "%s: attn_probs and attn_weights = PyTorch's "
+              "with the same subword hashing (worst %.2g, %.2g)" % (name, worst_p, worst_a))
+    err = error_of(db, "SELECT attn_fit('x', 'SELECT text, label FROM rows', "
+                       "'{\"subword_buckets\":10,\"char_level\":true}')")
+    check(err is not None and "subword_buckets" in err and "char_level" in err,
+          "subwords with char_level: refused (%s)" % err)
+    err = error_of(db, "SELECT attn_fit('x', 'SELECT text, label FROM rows', "
+                       "'{\"subword_buckets\":10,\"subword_min\":5,\"subword_max\":4}')")
+    check(err is not None and "subword_min" in err, "subword_min > subword_max: refused (%s)" % err)
+
     # ---- determinism of the new randomness: threads, repeats, seeds
-    opts = dict(small, ensemble=2, embed_dropout=0.4, word_dropout=0.3, dropout=0.3)
+    opts = dict(small, ensemble=2, embed_dropout=0.4, word_dropout=0.3, dropout=0.3,
+                subword_buckets=50)
     fit(db, "d1", dict(opts, threads=1))
     fit(db, "d2", dict(opts, threads=2))
     fit(db, "d3", dict(opts, threads=2))

@@ -18,7 +18,9 @@ static int same_config(const nn_config *a, const nn_config *b, char *what, size_
   SAME(cell) SAME(layers) SAME(bidirectional) SAME(attention) SAME(embed_dim) SAME(hidden)
   SAME(fc_hidden) SAME(dropout) SAME(epochs) SAME(batch_size) SAME(lr) SAME(val_fraction)
   SAME(class_weights) SAME(patience) SAME(lr_patience) SAME(lr_factor) SAME(monitor) SAME(seed)
-  SAME(threads) SAME(device) SAME(progress) SAME(validation)
+  SAME(threads) SAME(device) SAME(progress) SAME(validation) SAME(recipe) SAME(ensemble)
+  SAME(embed_dropout) SAME(word_dropout) SAME(lazy_adam) SAME(lr_schedule) SAME(min_count)
+  SAME(drop_parentheses) SAME(subword_buckets) SAME(subword_min) SAME(subword_max)
 #undef SAME
   snprintf(what, n, "same");
   return 1;
@@ -68,17 +70,41 @@ static void test_defaults(void) {
   nn_config_default(&c);
   CHECK(c.lower == 1 && c.stopwords == 1 && c.char_level == 0 && c.unicode == 0,
         "text defaults %d %d %d %d", c.lower, c.stopwords, c.char_level, c.unicode);
-  CHECK(c.max_len == 64 && c.vocab_size == 5000, "max_len %d vocab_size %d", c.max_len, c.vocab_size);
-  CHECK(c.cell == NN_CELL_RNN && c.layers == 1 && c.bidirectional == 0, "cell %d layers %d bi %d",
+  CHECK(c.max_len == 64 && c.vocab_size == 100000 && c.min_count == 1 && c.drop_parentheses == 0,
+        "max_len %d vocab_size %d min_count %d drop_parentheses %d", c.max_len, c.vocab_size,
+        c.min_count, c.drop_parentheses);
+  CHECK(c.subword_buckets == 16384 && c.subword_min == 3 && c.subword_max == 5 && c.ensemble == 1,
+        "subwords %d %d..%d ensemble %d", c.subword_buckets, c.subword_min, c.subword_max, c.ensemble);
+  CHECK(c.cell == NN_CELL_GRU && c.layers == 1 && c.bidirectional == 0, "cell %d layers %d bi %d",
         c.cell, c.layers, c.bidirectional);
-  CHECK(c.attention == NN_ATTN_LINEAR && c.embed_dim == 100 && c.hidden == 128 && c.fc_hidden == 100,
+  CHECK(c.attention == NN_ATTN_LINEAR && c.embed_dim == 64 && c.hidden == 64 && c.fc_hidden == 100,
         "attention %d embed %d hidden %d fc %d", c.attention, c.embed_dim, c.hidden, c.fc_hidden);
-  CHECK(c.dropout == 0.1f && c.lr == 1e-3f && c.val_fraction == 0.15f && c.lr_factor == 0.1f,
-        "dropout %g lr %g val %g factor %g", c.dropout, c.lr, c.val_fraction, c.lr_factor);
-  CHECK(c.epochs == 20 && c.batch_size == 64 && c.class_weights == 1 && c.patience == 10 &&
-            c.lr_patience == 3,
-        "epochs %d batch %d cw %d patience %d lr_patience %d", c.epochs, c.batch_size,
-        c.class_weights, c.patience, c.lr_patience);
+  CHECK(c.dropout == 0.5f && c.embed_dropout == 0.5f && c.word_dropout == 0.2f && c.lr == 3e-3f &&
+            c.val_fraction == 0.15f && c.lr_factor == 0.1f,
+        "dropout %g embed_dropout %g word_dropout %g lr %g val %g factor %g", c.dropout,
+        c.embed_dropout, c.word_dropout, c.lr, c.val_fraction, c.lr_factor);
+  CHECK(c.epochs == 15 && c.batch_size == 64 && c.class_weights == 0 && c.patience == 10 &&
+            c.lr_patience == 3 && c.monitor == NN_MONITOR_VAL_F1,
+        "epochs %d batch %d cw %d patience %d lr_patience %d monitor %d", c.epochs, c.batch_size,
+        c.class_weights, c.patience, c.lr_patience, c.monitor);
+  /* the lesson's recipe, exactly (Made-With-ML "Attention": lr 1e-4, 50 epochs, ...) */
+  nn_config l;
+  memset(&l, 0xAB, sizeof l);
+  nn_config_lesson(&l);
+  CHECK(l.recipe == NN_RECIPE_LESSON && l.cell == NN_CELL_RNN && l.embed_dim == 100 &&
+            l.hidden == 128 && l.fc_hidden == 100 && l.dropout == 0.1f && l.lr == 1e-4f &&
+            l.epochs == 50 && l.patience == 10 && l.lr_patience == 3 && l.lr_factor == 0.1f &&
+            l.class_weights == 1 && l.monitor == NN_MONITOR_VAL_LOSS && l.vocab_size == 5000 &&
+            l.drop_parentheses == 1 && l.subword_buckets == 0 && l.embed_dropout == 0.0f &&
+            l.word_dropout == 0.0f && l.ensemble == 1,
+        "lesson recipe: cell %d embed %d hidden %d lr %g epochs %d", l.cell, l.embed_dim, l.hidden,
+        l.lr, l.epochs);
+  nn_config pl = parse_ok("{\"recipe\":\"lesson\"}");
+  char lwhat[64];
+  CHECK(same_config(&pl, &l, lwhat, sizeof lwhat), "{\"recipe\":\"lesson\"} vs nn_config_lesson: %s",
+        lwhat);
+  CHECK(pl.lr == 1e-4f && pl.epochs == 50 && pl.cell == NN_CELL_RNN && pl.subword_buckets == 0,
+        "{\"recipe\":\"lesson\"}: lr %g epochs %d", pl.lr, pl.epochs);
   CHECK(c.seed == 1234 && c.threads == 0 && c.device == NN_DEVICE_AUTO && c.progress == 1,
         "seed %llu threads %d device %d progress %d", (unsigned long long)c.seed, c.threads,
         c.device, c.progress);
@@ -93,11 +119,11 @@ static void test_defaults(void) {
             strcmp(nn_attention_name(NN_ATTN_SELF), "self") == 0 &&
             strcmp(nn_attention_name(NN_ATTN_DOT), "dot") == 0,
         "attention names");
-  CHECK(c.monitor == NN_MONITOR_VAL_LOSS &&
+  CHECK(c.monitor == NN_MONITOR_VAL_F1 &&
             strcmp(nn_monitor_name(NN_MONITOR_VAL_LOSS), "val_loss") == 0 &&
             strcmp(nn_monitor_name(NN_MONITOR_VAL_F1), "val_f1") == 0 &&
             strcmp(nn_monitor_name(NN_MONITOR_VAL_ACCURACY), "val_accuracy") == 0,
-        "monitor: default val_loss, names");
+        "monitor: default val_f1, names");
   nn_config mon = parse_ok("{\"monitor\":\"val_f1\",\"attention\":\"dot\"}");
   CHECK(mon.monitor == NN_MONITOR_VAL_F1 && mon.attention == NN_ATTN_DOT, "monitor %d attention %d",
         mon.monitor, mon.attention);
@@ -121,12 +147,15 @@ static void test_defaults(void) {
 
   char *json = nn_config_to_json(&c);
   const char *want =
-      "{\"cell\":\"rnn\",\"layers\":1,\"bidirectional\":false,\"attention\":\"linear\","
-      "\"embed_dim\":100,\"hidden\":128,\"fc_hidden\":100,\"dropout\":0.1,\"epochs\":20,"
-      "\"batch_size\":64,\"lr\":0.001,\"val_fraction\":0.15,\"class_weights\":true,"
-      "\"patience\":10,\"lr_patience\":3,\"lr_factor\":0.1,\"monitor\":\"val_loss\","
-      "\"seed\":1234,\"threads\":0,\"device\":\"auto\",\"progress\":true,\"lower\":true,\"stopwords\":true,"
-      "\"char_level\":false,\"unicode\":false,\"max_len\":64,\"vocab_size\":5000,\"validation\":\"random\"}";
+      "{\"recipe\":\"default\",\"cell\":\"gru\",\"layers\":1,\"bidirectional\":false,"
+      "\"attention\":\"linear\",\"embed_dim\":64,\"hidden\":64,\"fc_hidden\":100,\"dropout\":0.5,"
+      "\"ensemble\":1,\"embed_dropout\":0.5,\"word_dropout\":0.2,\"epochs\":15,\"batch_size\":64,"
+      "\"lr\":0.003,\"val_fraction\":0.15,\"class_weights\":false,\"lazy_adam\":false,"
+      "\"patience\":10,\"lr_schedule\":\"plateau\",\"lr_patience\":3,\"lr_factor\":0.1,"
+      "\"monitor\":\"val_f1\",\"seed\":1234,\"threads\":0,\"device\":\"auto\",\"progress\":true,"
+      "\"lower\":true,\"stopwords\":true,\"drop_parentheses\":false,\"char_level\":false,"
+      "\"unicode\":false,\"max_len\":64,\"vocab_size\":100000,\"min_count\":1,"
+      "\"subword_buckets\":16384,\"subword_min\":3,\"subword_max\":5,\"validation\":\"random\"}";
   CHECK(json && strcmp(json, want) == 0, "defaults as JSON:\n  got      %s\n  expected %s", json, want);
   free(json);
 }
@@ -268,22 +297,29 @@ static void test_errors(void) {
                "options must be a JSON object (invalid JSON at byte 0: duplicate key \"hidden\")");
 
   /* the combined size bound names the option that makes the model big (expect_error starts
-   * from hidden = 77) */
+   * from hidden = 77 over the default GRU, whose subword table adds 16384 rows to the
+   * vocabulary's) */
   char want[NN_ERR_LEN];
   snprintf(want, sizeof want,
            "option \"vocab_size\" = 1000000 makes the model too large: %llu parameters, at most 1073741824",
-           torch_params(1000000, 2048, 77, 1, 0, 1, 100, 2));
-  expect_error("{\"vocab_size\":1000000,\"embed_dim\":2048}", want);
+           torch_params(1000000, 2048, 77, 1, 0, 3, 100, 2));
+  expect_error("{\"vocab_size\":1000000,\"embed_dim\":2048,\"subword_buckets\":0}", want);
   snprintf(want, sizeof want,
            "option \"embed_dim\" = 4096 makes the model too large: %llu parameters, at most 1073741824",
-           torch_params(300000, 4096, 77, 1, 0, 1, 100, 2));
+           torch_params(300000 + 16384, 4096, 77, 1, 0, 3, 100, 2));
   expect_error("{\"vocab_size\":300000,\"embed_dim\":4096}", want);
   snprintf(want, sizeof want,
            "option \"hidden\" = 4096 makes the model too large: %llu parameters, at most 1073741824",
-           torch_params(5000, 100, 4096, 8, 1, 4, 100, 2));
+           torch_params(100000 + 16384, 64, 4096, 8, 1, 4, 100, 2));
   expect_error("{\"cell\":\"lstm\",\"hidden\":4096,\"layers\":8,\"bidirectional\":true}", want);
   /* just under the bound is fine: 262144 x 4096 = 2^30 would be over with the rest */
   parse_ok("{\"vocab_size\":200000,\"embed_dim\":4096}");
+  /* char_level turns the default's subwords off; naming both is refused */
+  nn_config ch = parse_ok("{\"char_level\":true}");
+  CHECK(ch.char_level == 1 && ch.subword_buckets == 0, "char_level: subword_buckets %d",
+        ch.subword_buckets);
+  expect_error("{\"char_level\":true,\"subword_buckets\":1024}",
+               "option \"subword_buckets\" needs word tokens: it cannot go with \"char_level\"");
 
   /* validate on a filled struct */
   nn_config c;
@@ -348,6 +384,7 @@ static void test_round_trip(void) {
     c.patience = rnd_int(1, 100000), c.lr_patience = rnd_int(0, 100000);
     c.lr_factor = k % 7 ? rnd_float(0, 1) : 1e-30f, c.seed = k ? rnd() >> 11 : 1ull << 53;
     c.threads = rnd_int(0, 1024), c.device = (nn_device)rnd_int(0, 2), c.progress = rnd_int(0, 1);
+    c.subword_buckets = c.char_level ? 0 : rnd_int(0, 3) * 4096; /* subwords need word tokens */
     char err[NN_ERR_LEN] = "", what[64] = "";
     char *json = nn_config_to_json(&c);
     nn_config back;

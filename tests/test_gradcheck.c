@@ -18,6 +18,10 @@ static const int lengths[B] = {4, 1, 6, 3, 6};
 static const int labels[B] = {2, 0, 1, 2, 0};
 static const float class_weights[C] = {0.5f, 1.0f, 2.0f};
 
+/* subword buckets of the variants made while it is set (0: none); the vocabulary's words
+ * "w2".."w13" then each have 5 subwords of lengths 2 and 3 ("<w", "w2", "2>", "<w2", "w2>") */
+static int subword_buckets = 0;
+
 static nn_model *make_model(nn_cell cell, int bi, nn_attention attn, int layers, int fc,
                             float dropout, float embed_dropout) {
   char err[NN_ERR_LEN];
@@ -32,6 +36,9 @@ static nn_model *make_model(nn_cell cell, int bi, nn_attention attn, int layers,
   cfg.fc_hidden = fc;
   cfg.dropout = dropout;
   cfg.embed_dropout = embed_dropout;
+  cfg.subword_buckets = subword_buckets;
+  cfg.subword_min = 2;
+  cfg.subword_max = 3;
   const char *toks[V];
   char names[V][8];
   int lens[V];
@@ -112,9 +119,9 @@ static void check_cross_entropy(void) {
 static void check_variant(nn_cell cell, int bi, nn_attention attn, int layers, int fc,
                           float dropout, float embed_dropout) {
   char name[112], err[NN_ERR_LEN];
-  snprintf(name, sizeof name, "%s %s %s layers=%d fc=%d dropout=%.1f embed_dropout=%.1f",
+  snprintf(name, sizeof name, "%s %s %s layers=%d fc=%d dropout=%.1f embed_dropout=%.1f%s",
            nn_cell_name(cell), bi ? "bi" : "uni", nn_attention_name(attn), layers, fc, dropout,
-           embed_dropout);
+           embed_dropout, subword_buckets ? " subwords" : "");
   nn_model *m = make_model(cell, bi, attn, layers, fc, dropout, embed_dropout);
   CHECK(m != NULL, "%s: model created", name);
   if (!m) return;
@@ -245,5 +252,11 @@ int main(void) {
   check_variant(NN_CELL_GRU, 1, NN_ATTN_LINEAR, 1, 3, 0.0f, 0.4f);
   check_variant(NN_CELL_LSTM, 0, NN_ATTN_ADDITIVE, 2, 0, 0.3f, 0.5f);
   check_variant(NN_CELL_RNN, 1, NN_ATTN_SELF, 1, 3, 0.5f, 0.3f);
+  /* subwords: each word's input is the mean of its row and its subword rows */
+  subword_buckets = 7;
+  check_variant(NN_CELL_GRU, 1, NN_ATTN_LINEAR, 1, 3, 0.0f, 0.0f);
+  check_variant(NN_CELL_LSTM, 0, NN_ATTN_ADDITIVE, 2, 0, 0.0f, 0.0f);
+  check_variant(NN_CELL_RNN, 1, NN_ATTN_DOT, 1, 3, 0.3f, 0.4f);
+  subword_buckets = 0;
   return check_finish("test_gradcheck");
 }

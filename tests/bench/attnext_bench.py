@@ -140,7 +140,8 @@ def run(db, args):
     db.execute("COMMIT")
     rss_before = rss_mib()
 
-    options = {"cell": args.cell, "hidden": args.hidden, "embed_dim": 100, "fc_hidden": 100,
+    # the lesson's recipe (its tokenizer, vocabulary and loss), at the bench's lr and epochs
+    options = {"recipe": "lesson", "cell": args.cell, "hidden": args.hidden, "embed_dim": 100, "fc_hidden": 100,
                "dropout": 0.1, "batch_size": 64, "lr": 1e-3, "epochs": args.epochs,
                "patience": 1000, "seed": args.seed, "threads": args.threads, "progress": False}
     if args.options:

@@ -49,7 +49,8 @@ def main():
             db.executemany(f"INSERT INTO {table} VALUES (?, ?)", rows)
         db.execute("SELECT count(*) FROM attn_train('bench', "
                    "'SELECT title, category FROM train', ?)",
-                   (json.dumps({"attention": args.attention, "progress": False}),)).fetchall()
+                   (json.dumps({"recipe": "lesson", "lr": 1e-3, "epochs": 20,
+                                "attention": args.attention, "progress": False}),)).fetchall()
         n = db.execute("SELECT count(*) FROM test").fetchone()[0]
         tokens = db.execute("SELECT count(*) FROM test, "
                             "attn_weights('bench', test.title)").fetchone()[0]

@@ -47,7 +47,7 @@ def child(args):
     db.load_extension(args.ext)
     db.enable_load_extension(False)
     version = db.execute("SELECT attn_version()").fetchone()[0]
-    options = {"cell": "rnn", "hidden": 128, "embed_dim": 100, "fc_hidden": 100, "dropout": 0.1,
+    options = {"recipe": "lesson", "cell": "rnn", "hidden": 128, "embed_dim": 100, "fc_hidden": 100, "dropout": 0.1,
                "batch_size": 64, "lr": 1e-3, "epochs": args.epochs, "patience": 1000,
                "seed": 1234, "threads": args.threads, "progress": False}
     c0 = cpu_seconds()
