@@ -425,9 +425,12 @@ def main():
                 ", ".join("(%s, %s)" % (q(r["title"]), q(r["category"])) for r in rows))
         c.shell("CREATE TABLE runs(version INTEGER, epoch INTEGER, val_accuracy REAL)")
         # "deploy": "always": every version trained here serves (the default, "if_better",
-        # could keep version 1); this test is about replication, not the deploy policy
-        opts = ("json_object('cell', 'gru', 'embed_dim', 32, 'hidden', 32, 'fc_hidden', 32, "
-                "'epochs', 4, 'batch_size', 16, 'lr', 0.005, 'deploy', 'always', 'seed', %d)")
+        # could keep version 1); this test is about replication, not the deploy policy. The
+        # models start from the lesson's recipe (a documented, fixed one), so that their size
+        # and pace here do not change with attnext's default recipe
+        opts = ("json_object('recipe', 'lesson', 'cell', 'gru', 'embed_dim', 32, 'hidden', 32, "
+                "'fc_hidden', 32, 'epochs', 4, 'batch_size', 16, 'lr', 0.005, 'deploy', "
+                "'always', 'seed', %d)")
         # in a node the statement returns the job's row at once; the job trains beside Raft
         first = submit(c, "SELECT * FROM attn_train('news', 'SELECT title, category FROM "
                           "headlines', %s)" % (opts % 1234))
@@ -500,20 +503,20 @@ def main():
         # 3. jobs
         # A model whose epochs take a while (an LSTM of 256): a 6-epoch job gives the time of
         # an epoch here, from which the long job's epochs are counted.
-        heavy = ("json_object('cell', 'lstm', 'embed_dim', 128, 'hidden', 256, 'fc_hidden', 64, "
-                 "'batch_size', 16, 'patience', 100000, 'deploy', 'always', 'seed', 7, "
-                 "'epochs', %d)")
+        heavy = ("json_object('recipe', 'lesson', 'cell', 'lstm', 'embed_dim', 128, 'hidden', "
+                 "256, 'fc_hidden', 64, 'batch_size', 16, 'patience', 100000, 'deploy', "
+                 "'always', 'seed', 7, 'epochs', %d)")
         fit = ("SELECT attn_fit('%s', 'SELECT title, category FROM headlines', " + heavy + ")")
         j = submit(c, fit % ("long", 6))
         done, _ = wait_job(c, j, ("done", "failed"), 120)
         if done["state"] != "done":
             fail("a 6-epoch job: %r" % done)
         # the fastest epoch, and a margin: later epochs run up to a tenth faster than the first
-        # ones, and the long job must not end before LONG_SECONDS if the machine gets less busy
-        # meanwhile (it ends later when it gets busier)
+        # ones, and the long job should not end before LONG_SECONDS if the machine gets a little
+        # less busy meanwhile (it ends later when it gets busier; much less busy: see 3a)
         per_epoch = float(c.shell("SELECT min(seconds) FROM attn_job_epochs WHERE job = %d"
                                   % j)[0])
-        n_long = int(math.ceil(LONG_SECONDS * 1.35 / per_epoch)) + 1
+        n_long = int(math.ceil(LONG_SECONDS * 1.2 / per_epoch)) + 1
 
         # 3a. at least 60 s of training through the cluster, dqlite's default timeouts. The
         # epochs were counted from a short job's pace; a job that trained less than LONG_SECONDS
@@ -712,13 +715,17 @@ def main():
               % (refused, row["error"]))
 
         # 3f. "deploy": "if_better" against a deployment made while the job ran: not deployed
+        # the lesson's recipe: its run compares by validation loss, which many epochs surely
+        # lower below one epoch's (the job's own decision must be "deploy")
         c.shell("SELECT attn_fit('cas', 'SELECT title, category FROM headlines', "
-                "json_object('epochs', 1, 'embed_dim', 16, 'hidden', 16, 'fc_hidden', 16))")
+                "json_object('recipe', 'lesson', 'epochs', 1, 'embed_dim', 16, 'hidden', 16, "
+                "'fc_hidden', 16))")
         j0 = int(c.shell("SELECT max(job) FROM attn_jobs")[0])
         wait_job(c, j0, ("done",), 60)
         j = submit(c, "SELECT attn_fit('cas', 'SELECT title, category FROM headlines', "
-                      "json_object('epochs', %d, 'embed_dim', 16, 'hidden', 16, 'fc_hidden', 16, "
-                      "'patience', 1000))" % int(math.ceil(4 / per_epoch * 12)))
+                      "json_object('recipe', 'lesson', 'epochs', %d, 'embed_dim', 16, 'hidden', "
+                      "16, 'fc_hidden', 16, 'patience', 1000))"
+                      % int(math.ceil(4 / per_epoch * 12)))
         wait_for("job %d trains" % j, lambda: job(c, j)["epoch"] >= 1, 60)
         c.shell("SELECT attn_import('cas', (SELECT weights FROM attn_models WHERE name = 'cas' "
                 "AND version = 1))")  # version 2, deployed
@@ -787,7 +794,7 @@ def main():
         w.close()
         keeper = [i for i in c.alive() if i != lead][0]
         lead_on(c, keeper)
-        kept = submit(c, fit % ("kept", int(math.ceil(20 / per_epoch))))
+        kept = submit(c, fit % ("kept", int(math.ceil(12 / per_epoch))))
         wait_for("job %d trains" % kept, lambda: job(c, kept)["epoch"] >= 1, 60)
         lead_on(c, lead)
         lost = submit(c, fit % ("lost", 1000))
@@ -816,7 +823,7 @@ def main():
         logged = w.query("SELECT count(*) AS n FROM attn_training_log WHERE name = 'kept'")
         w.close()
         if done["state"] != "done" or done["node"] != keeper or done["version"] != 1 or \
-                done["epochs"] != int(math.ceil(20 / per_epoch)) or stored != [(1, 1)] or \
+                done["epochs"] != int(math.ceil(12 / per_epoch)) or stored != [(1, 1)] or \
                 logged != [(done["epochs"],)]:
             fail("the job of node %d across the leader's loss: %r, %r, %r"
                  % (keeper, done, stored, logged))
