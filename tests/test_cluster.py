@@ -540,7 +540,10 @@ def main():
                   "database included)" % (j, n_long, per_epoch, lead, terms, t_submit,
                                           size / 1e6))
             seen, slowest, answers, in_logs = [], 0.0, 0, set()
+            t_job = time.monotonic()
             while True:
+                if time.monotonic() - t_job > 8 * LONG_SECONDS + 60:  # never hang CI
+                    fail("job %d still %r after %.0f s" % (j, job(c, j), time.monotonic() - t_job))
                 # progress through a follower's address (the shell asks it for the leader)
                 f = followers[len(seen) % 2]
                 row = job(c, j, [f])
@@ -774,13 +777,15 @@ def main():
         j = submit(c, fit % ("long", 1000))
         wait_for("job %d trains" % j, lambda: job(c, j)["epoch"] >= 1, 60)
         lead_on(c, [i for i in c.alive() if i != runner][0])
+        t0 = time.monotonic()
         c.proc[runner].terminate()
         code = c.proc[runner].wait(timeout=15)
+        t_term = time.monotonic() - t0
         row = job(c, j)
         if code != 0 or row["state"] != "failed" or "SIGTERM" not in row["error"]:
             fail("SIGTERM of the node running a job: exit %r, %r" % (code, row))
-        print("SIGTERM of node %d running job %d: it stopped (exit 0) after marking the job "
-              "failed: %s" % (runner, j, row["error"]))
+        print("SIGTERM of node %d running job %d: it stopped (exit 0) %.2f s later, the job "
+              "marked failed: %s" % (runner, j, t_term, row["error"]))
         c.start(runner)
         wait_for("node %d back" % runner, lambda: c.shell("SELECT 1", [runner]) == ["1"], 30)
 
@@ -799,7 +804,9 @@ def main():
         lead_on(c, lead)
         lost = submit(c, fit % ("lost", 1000))
         wait_for("job %d trains" % lost, lambda: job(c, lost)["epoch"] >= 1, 60)
-        kept_before = job(c, kept)
+        # its progress as the leader has it (written through it once a second)
+        kept_before, _ = wait_for("job %d's progress through node %d" % (kept, lead), lambda: (
+            lambda r: r if r["epoch"] >= 1 or r["state"] != "running" else None)(job(c, kept)), 30)
         if kept_before["state"] != "running" or kept_before["node"] != keeper:
             fail("job %d before the failover: %r" % (kept, kept_before))
         others = [i for i in c.alive() if i != lead]
