@@ -763,10 +763,16 @@ static double attn_monitored(int monitor, const attn_figures *f) {
                                               : f->loss;
 }
 
+/* Whether a's F1 or accuracy only ties b's, so that the loss decides (as for the best epoch). */
+static int attn_figures_tie(int monitor, const attn_figures *a, const attn_figures *b) {
+  return monitor != NN_MONITOR_VAL_LOSS && attn_monitored(monitor, a) == attn_monitored(monitor, b);
+}
+
 static int attn_figures_better(int monitor, const attn_figures *a, const attn_figures *b) {
   double x = attn_monitored(monitor, a), y = attn_monitored(monitor, b);
   if (isnan(x)) return 0;
   if (isnan(y)) return 1;
+  if (attn_figures_tie(monitor, a, b)) return a->loss < b->loss;
   return monitor == NN_MONITOR_VAL_LOSS ? x < y : x > y;
 }
 
@@ -808,11 +814,22 @@ int attn_training_decide(attn_training *t, const nn_model *model, const int *row
     char a[32], b[32];
     sqlite3_snprintf(sizeof a, a, "%.6g", attn_monitored(monitor, &fresh));
     sqlite3_snprintf(sizeof b, b, "%.6g", attn_monitored(monitor, &deployed));
-    t->deploy_reason = sqlite3_mprintf(
-        "%s %s %s the deployed version %lld's %s on the same %d validation rows", figure, a,
-        *deploy ? (monitor == NN_MONITOR_VAL_LOSS ? "is lower than" : "is higher than")
-                : "does not beat",
-        (long long)current->version, b, n);
+    if (attn_figures_tie(monitor, &fresh, &deployed)) {
+      char c[32], d[32];
+      sqlite3_snprintf(sizeof c, c, "%.6g", fresh.loss);
+      sqlite3_snprintf(sizeof d, d, "%.6g", deployed.loss);
+      t->deploy_reason = sqlite3_mprintf(
+          "%s %s ties the deployed version %lld's on the same %d validation rows, and its "
+          "val_loss %s %s its %s",
+          figure, a, (long long)current->version, n, c, *deploy ? "is lower than" : "does not beat",
+          d);
+    } else {
+      t->deploy_reason = sqlite3_mprintf(
+          "%s %s %s the deployed version %lld's %s on the same %d validation rows", figure, a,
+          *deploy ? (monitor == NN_MONITOR_VAL_LOSS ? "is lower than" : "is higher than")
+                  : "does not beat",
+          (long long)current->version, b, n);
+    }
     if (!t->deploy_reason) rc = SQLITE_NOMEM;
   }
   attn_model_release(current);

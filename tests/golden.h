@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "config_base.h"
 #include "nn.h"
 
 /* Tolerances and device: test_golden keeps these (the CPU, rtol 1e-4); test_cuda sets its own. */
@@ -206,7 +207,7 @@ static void run_fixture(const char *path) {
   CHECK(C >= 2 && C <= 100, "%s: config num_classes %d", path, C);
   if (C < 2 || C > 100) goto done;
   nn_config cfg;
-  nn_config_default(&cfg);
+  test_config_base(&cfg);
   rc = nn_config_parse_json(&cfg, config_json, err);
   CHECK(rc == NN_OK, "%s: nn_config_parse_json(%s): %s", path, config_json, err);
   if (rc != NN_OK) goto done;

@@ -40,7 +40,7 @@ static const char *labels3[3] = {"a", "b", "c"};
 
 static nn_model *make_model(const char *json, int device, int V, uint64_t seed, char *err) {
   nn_config cfg;
-  nn_config_default(&cfg);
+  test_config_base(&cfg);
   if (nn_config_parse_json(&cfg, json, err) != NN_OK) return NULL;
   cfg.device = (nn_device)device;
   cfg.vocab_size = V;
@@ -78,7 +78,7 @@ static void check_unavailable(const char *why) {
   nn_model_free(m);
 
   nn_config cfg;
-  nn_config_default(&cfg);
+  test_config_base(&cfg);
   cfg.device = NN_DEVICE_CUDA;
   const char *texts[12], *labels[12];
   for (int i = 0; i < 12; i++) {
@@ -297,7 +297,7 @@ static void check_training(void) {
   nn_model *model[3] = {NULL, NULL, NULL};
   for (int k = 0; k < 3; k++) { /* cpu, cuda, cuda again (determinism) */
     nn_config cfg;
-    nn_config_default(&cfg);
+    test_config_base(&cfg);
     nn_config_parse_json(&cfg, json, err);
     cfg.device = k ? NN_DEVICE_CUDA : NN_DEVICE_CPU;
     nn_trainer *tr = NULL;

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "config_base.h"
 #include "model.h"
 #include "nn.h"
 
@@ -28,7 +29,7 @@
 static nn_model *make_model(const char *json, int device, uint64_t seed) {
   char err[NN_ERR_LEN];
   nn_config cfg;
-  nn_config_default(&cfg);
+  test_config_base(&cfg);
   int rc = nn_config_parse_json(&cfg, json, err);
   CHECK(rc == NN_OK, "config %s: %s", json, err);
   cfg.device = (nn_device)device;
@@ -224,7 +225,7 @@ static void check_training(const char *json, int exact) {
   nn_epoch_stats st[2][3];
   for (int k = 0; k < 2; k++) {
     nn_config cfg;
-    nn_config_default(&cfg);
+    test_config_base(&cfg);
     CHECK(nn_config_parse_json(&cfg, json, err) == NN_OK, "%s: %s", json, err);
     cfg.device = k ? NN_DEVICE_CUDA : NN_DEVICE_CPU;
     int rc = nn_trainer_create(&tr[k], &cfg, text_ptrs, NULL, label_ptrs, NULL, ROWS, err);
@@ -304,7 +305,7 @@ static void check_errors(void (*fail_after)(long)) {
 
   /* in the trainer: the error ends the epoch with the message */
   nn_config cfg;
-  nn_config_default(&cfg);
+  test_config_base(&cfg);
   cfg.device = NN_DEVICE_CUDA;
   cfg.hidden = 8;
   cfg.embed_dim = 8;

@@ -211,7 +211,8 @@ option_cases = [
     ('{"colour":1}', "colour"),
     ('{"hiden":8}', "hiden"),
     ('{"":1}', 'unknown option'),
-    ('{"vocab_size":1000000,"embed_dim":4096}', "vocab_size"),
+    ('{"vocab_size":1000000,"embed_dim":4096,"subword_buckets":0}', "vocab_size"),
+    ('{"vocab_size":1000000,"embed_dim":4096}', "embed_dim"),  # the subword table too
     ('{"hidden":4096,"layers":8,"bidirectional":true,"cell":"lstm"}', "too large"),
     ('{"epochs":1,"epochs":2}', "epochs"),
     ('[1,2]', "JSON object"),

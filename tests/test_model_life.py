@@ -114,8 +114,11 @@ def test_versions(mode):
 
 # ----------------------------------------------------------------------------- deploy
 
-GOOD = opts(epochs=25, lr=0.02, hidden=8, embed_dim=8, fc_hidden=8, validation="last")
-BAD = opts(epochs=1, lr=0.00001, validation="last")
+# monitor val_loss: the reason's figures are recomputed below from attn_probs (the default
+# monitor, val_f1, is checked in test_deploy_f1)
+GOOD = opts(epochs=25, lr=0.02, hidden=8, embed_dim=8, fc_hidden=8, validation="last",
+            monitor="val_loss")
+BAD = opts(epochs=1, lr=0.00001, validation="last", monitor="val_loss")
 
 
 def val_loss_of(db, name, version, rows):
@@ -184,6 +187,18 @@ def test_deploy(mode):
     check(sum(c for c, d in tune) == 1 and sum(d for c, d in tune) == 0,
           f"{mode}: a tune whose best trial is worse than the deployed version deploys none: "
           f"{tune}")
+    # the default monitor, val_f1: a retrain whose F1 ties the deployed version's is judged by
+    # its validation loss (as the best epoch is)
+    import re
+    f1 = fit(db, options=opts(epochs=25, lr=0.02, hidden=8, embed_dim=8, fc_hidden=8,
+                              validation="last"))
+    m = re.match(r"val_f1 (\S+) ties the deployed version \d+'s on the same 15 validation rows, "
+                 r"and its val_loss (\S+) (is lower than|does not beat) its (\S+)$",
+                 f1["deploy_reason"])
+    check(m is not None and (m.group(3) == "is lower than") == f1["deployed"] and
+          (float(m.group(2)) < float(m.group(4))) == f1["deployed"],
+          f"{mode}: val_f1 ties are decided by the loss: {f1['deploy_reason']!r}, "
+          f"deployed {f1['deployed']}")
     errors = [(opts(deploy="sometimes"), 'attn_fit: option "deploy" must be "always", '
                '"if_better" or "never", got "sometimes"'),
               (opts(deploy=1), 'attn_fit: option "deploy" must be "always", "if_better" or '
@@ -219,13 +234,13 @@ def test_validation(mode):
     e = error_of(db, "SELECT attn_fit('toy', 'SELECT text, label FROM toy')")
     check(e is not None and "too few rows for a validation split" in e,
           f"{mode}: 4 toy sentences with the default split: {e}")
-    toy = fit(db, "toy", json.dumps({"validation": "none", "epochs": 60, "lr": 0.05,
+    toy = fit(db, "toy", json.dumps({"validation": "none", "epochs": 60, "lr": 0.01,
                                      "stopwords": False, "progress": False}),
               "SELECT text, label FROM toy")
     preds = [db.execute("SELECT attn_predict('toy', ?)", (t,)).fetchone()[0] for t, _ in TOY]
     lrs = db.execute("SELECT DISTINCT round(lr, 9) FROM attn_training_log WHERE name = 'toy'"
                      ).fetchall()
-    check(lrs == [(0.05,)], f"{mode}: \"none\": no validation loss, so the learning rate never "
+    check(lrs == [(0.01,)], f"{mode}: \"none\": no validation loss, so the learning rate never "
           f"drops: {lrs}")
     check(toy["train_rows"] == 4 and toy["val_rows"] == 0 and toy["best_epoch"] == 60 and
           toy["epochs_run"] == 60 and toy["val_loss"] is None and toy["deployed"] and

@@ -11,11 +11,12 @@
 #include <string.h>
 
 #include "check.h"
+#include "config_base.h"
 #include "nn.h"
 
 static nn_model *deep_model(const char *options, char *err) {
   nn_config cfg;
-  nn_config_default(&cfg);
+  test_config_base(&cfg);
   if (nn_config_parse_json(&cfg, options, err) != NN_OK) return NULL;
   const char *toks[6] = {"<PAD>", "<UNK>", "a", "b", "c", "d"};
   int lens[6] = {5, 5, 1, 1, 1, 1};

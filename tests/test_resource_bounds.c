@@ -17,6 +17,7 @@
 #include <sys/resource.h>
 
 #include "check.h"
+#include "config_base.h"
 #include "config.h"
 #include "model.h"
 #include "nn.h"
@@ -47,7 +48,7 @@ static nn_vocab *numbered_vocab(int V, char *err) {
 
 static nn_model *make_model(const char *options, int V, int C, char *err) {
   nn_config cfg;
-  nn_config_default(&cfg);
+  test_config_base(&cfg);
   if (nn_config_parse_json(&cfg, options, err) != NN_OK) return NULL;
   nn_vocab *vocab = numbered_vocab(V, err);
   if (!vocab) return NULL;
@@ -239,7 +240,7 @@ static void test_interrupts(void) {
     labels[i] = i % 2 ? "odd" : "even";
   }
   nn_config cfg;
-  nn_config_default(&cfg);
+  test_config_base(&cfg);
   cfg.hidden = 2;
   cfg.embed_dim = 2;
   cfg.fc_hidden = 0;

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "config_base.h"
 #include "config.h"
 #include "json.h"
 #include "nn.h"
@@ -180,7 +181,7 @@ static nn_model *make_model(nn_config *cfg, int C) {
 }
 
 static void small_config(nn_config *cfg) {
-  nn_config_default(cfg);
+  test_config_base(cfg);
   cfg->embed_dim = 3;
   cfg->hidden = 4;
   cfg->fc_hidden = 5;

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "config_base.h"
 #include "nn.h"
 
 #define MAX_ROWS 12000
@@ -89,7 +90,7 @@ static void make_keyword_data(dataset *d, int n, int classes, int random_labels,
 }
 
 static void small_config(nn_config *cfg) {
-  nn_config_default(cfg);
+  test_config_base(cfg);
   cfg->embed_dim = 16;
   cfg->hidden = 16;
   cfg->fc_hidden = 16;

@@ -75,7 +75,7 @@ SELECT attn_fit('toy', 'SELECT text, label FROM toy', '{"epochs":5}');
 SELECT json_extract(j, '$.train_rows') AS train_rows, json_extract(j, '$.val_rows') AS val_rows,
        json_extract(j, '$.best_epoch') AS best_epoch, json_extract(j, '$.val_loss') AS val_loss
 FROM (SELECT attn_fit('toy', 'SELECT text, label FROM toy',
-  '{"epochs":60,"lr":0.05,"stopwords":false,"validation":"none","progress":false}') AS j);
+  '{"epochs":60,"stopwords":false,"validation":"none","progress":false}') AS j);
 SELECT text, attn_predict('toy', text) AS predicted, label FROM toy;
 SELECT json_extract(j, '$.train_rows') AS train_rows, json_extract(j, '$.val_rows') AS val_rows
 FROM (SELECT attn_fit('vq', 'SELECT text, label FROM docs WHERE id <= 240',
