@@ -720,11 +720,18 @@ def main():
         # 3f. "deploy": "if_better" against a deployment made while the job ran: not deployed
         # the lesson's recipe: its run compares by validation loss, which many epochs surely
         # lower below one epoch's (the job's own decision must be "deploy")
-        c.shell("SELECT attn_fit('cas', 'SELECT title, category FROM headlines', "
-                "json_object('recipe', 'lesson', 'epochs', 1, 'embed_dim', 16, 'hidden', 16, "
-                "'fc_hidden', 16))")
-        j0 = int(c.shell("SELECT max(job) FROM attn_jobs")[0])
+        # (the job's JSON object nests as an object: it carries the JSON subtype)
+        got = c.shell("SELECT json_object('submitted', attn_fit('cas', 'SELECT title, category "
+                      "FROM headlines', json_object('recipe', 'lesson', 'epochs', 1, "
+                      "'embed_dim', 16, 'hidden', 16, 'fc_hidden', 16)))")
+        if len(got) != 1 or not got[0].startswith('{"submitted":{"job":'):
+            fail("attn_fit's job nested by json_object: %r" % got)
+        j0 = json.loads(got[0])["submitted"]["job"]
         wait_job(c, j0, ("done",), 60)
+        nested = c.shell("SELECT json_type(json_object('r', result), '$.r'), json_type("
+                         "json_object('l', losses), '$.l') FROM attn_jobs WHERE job = %d" % j0)
+        if nested != ["object|array"]:
+            fail("attn_jobs' result and losses nested by json_object: %r" % nested)
         j = submit(c, "SELECT attn_fit('cas', 'SELECT title, category FROM headlines', "
                       "json_object('recipe', 'lesson', 'epochs', %d, 'embed_dim', 16, 'hidden', "
                       "16, 'fc_hidden', 16, 'patience', 1000))"
