@@ -144,6 +144,8 @@ test: deps attnext.so $(CUDA_SO) $(TEST_BIN) $(TOOL_BIN) $(FAKE_STALE) $(NATIVE_
 # Then the portable build against NATIVE=1, alternating (tests/bench/portable_bench.py).
 bench: attnext.so $(NATIVE_SO)
 	$(PYTHON) tests/bench/bench.py $(BENCH_ARGS)
+	$(PYTHON) tests/bench/bench.py --load 1 --no-scaling $(BENCH_ARGS)
+	$(PYTHON) tests/bench/memory_bench.py --json tests/bench/memory_results.json
 	$(PYTHON) tests/bench/portable_bench.py --native $(BUILD)/native/attnext $(PORTABLE_BENCH_ARGS)
 # Accuracy against fastText and TF-IDF + logistic regression on three corpora, with the
 # default recipe's ablations (tests/bench/quality.py; ~30 min on 2 cores). QUALITY_ARGS=--quick

@@ -1,5 +1,8 @@
 /* pool.c -- persistent worker threads with a static task assignment (see pool.h).
  *
+ * Tasks are claimed by whichever thread is running (struct nn_pool): results never depend on
+ * the thread that runs a task, only on the task's index.
+ *
  * A training batch runs two short parallel phases (the shards' forward and backward, then the
  * gradient sum and Adam), ~650 us in all on 2 cores. Waking a sleeping thread through a
  * condition variable costs tens of microseconds there (measured: 60 ms of wall time per epoch
@@ -22,21 +25,45 @@ struct nn_pool {
   pthread_t *workers;
   pthread_mutex_t lock;
   pthread_cond_t start, finish;
-  atomic_ulong generation; /* bumped for each run (under lock; read while spinning) */
-  atomic_int pending;      /* workers still busy in this run */
+  /* The run's tasks are claimed, not assigned: claim holds the run's generation (high 32 bits)
+   * and the next unclaimed task (low 32 bits; CLOSED between runs). A thread takes task i by
+   * moving claim from (g, i) to (g, i + 1): a worker that a busy machine left without a core
+   * claims nothing, and the caller runs the tasks itself instead of waiting for it. A claim
+   * that succeeds proves fn, ctx and ntasks (written while claim is CLOSED) are the run's. */
+  atomic_ullong claim;
+  atomic_int done; /* tasks of this run finished */
   atomic_int quit;
   nn_task_fn fn;
   void *ctx;
   int ntasks;
 };
 
+#define CLAIM_CLOSED 0xffffffffull
+
 typedef struct worker_arg {
   nn_pool *pool;
   int index;
 } worker_arg;
 
-static void run_share(nn_pool *pool, int index) {
-  for (int i = index; i < pool->ntasks; i += pool->threads) pool->fn(pool->ctx, i);
+/* Claim and run tasks of generation gen until none is left; returns when the run's tasks are
+ * all claimed (or another run began). */
+static void run_claims(nn_pool *pool, unsigned long long gen) {
+  for (;;) {
+    unsigned long long w = atomic_load(&pool->claim);
+    if ((w >> 32) != gen || (w & CLAIM_CLOSED) == CLAIM_CLOSED) return;
+    nn_task_fn fn = pool->fn;
+    void *ctx = pool->ctx;
+    int n = pool->ntasks;
+    unsigned long long i = w & CLAIM_CLOSED;
+    if (i >= (unsigned long long)n) return;
+    if (!atomic_compare_exchange_weak(&pool->claim, &w, w + 1)) continue;
+    fn(ctx, (int)i);
+    if (atomic_fetch_add(&pool->done, 1) + 1 == n) { /* the last: wake a sleeping caller */
+      pthread_mutex_lock(&pool->lock);
+      pthread_cond_signal(&pool->finish);
+      pthread_mutex_unlock(&pool->lock);
+    }
+  }
 }
 
 enum { POOL_SPINS = 4000 }; /* ~100 us of pause instructions */
@@ -51,24 +78,19 @@ static void *worker_main(void *p) {
   worker_arg arg = *(worker_arg *)p;
   free(p);
   nn_pool *pool = arg.pool;
-  unsigned long seen = 0;
+  unsigned long long seen = 0;
   for (;;) {
     for (int i = 0; i < POOL_SPINS && !atomic_load(&pool->quit) &&
-                    atomic_load(&pool->generation) == seen;
+                    (atomic_load(&pool->claim) >> 32) == seen;
          i++)
       cpu_relax();
     pthread_mutex_lock(&pool->lock);
-    while (!atomic_load(&pool->quit) && atomic_load(&pool->generation) == seen)
+    while (!atomic_load(&pool->quit) && (atomic_load(&pool->claim) >> 32) == seen)
       pthread_cond_wait(&pool->start, &pool->lock);
     pthread_mutex_unlock(&pool->lock);
     if (atomic_load(&pool->quit)) break;
-    seen = atomic_load(&pool->generation); /* fn, ctx, ntasks were set before it changed */
-    run_share(pool, arg.index);
-    if (atomic_fetch_sub(&pool->pending, 1) == 1) { /* the last: wake a sleeping caller */
-      pthread_mutex_lock(&pool->lock);
-      pthread_cond_signal(&pool->finish);
-      pthread_mutex_unlock(&pool->lock);
-    }
+    seen = atomic_load(&pool->claim) >> 32;
+    run_claims(pool, seen);
   }
   return NULL;
 }
@@ -91,6 +113,7 @@ int nn_pool_create(nn_pool **out, int threads, char *err) {
   nn_pool *pool = calloc(1, sizeof *pool);
   if (!pool) goto nomem;
   pool->threads = 1;
+  atomic_store(&pool->claim, CLAIM_CLOSED);
   pthread_mutex_init(&pool->lock, NULL);
   pthread_cond_init(&pool->start, NULL);
   pthread_cond_init(&pool->finish, NULL);
@@ -139,20 +162,22 @@ static void pool_run(nn_pool *pool, nn_task_fn fn, void *ctx, int ntasks) {
     return;
   }
   pthread_mutex_lock(&pool->lock);
-  pool->fn = fn;
+  pool->fn = fn; /* claim is CLOSED: no thread reads these now */
   pool->ctx = ctx;
   pool->ntasks = ntasks;
-  atomic_store(&pool->pending, pool->threads - 1);
-  atomic_fetch_add(&pool->generation, 1); /* sequentially consistent: publishes the above */
+  atomic_store(&pool->done, 0);
+  unsigned long long gen = ((atomic_load(&pool->claim) >> 32) + 1) & CLAIM_CLOSED;
+  atomic_store(&pool->claim, gen << 32); /* sequentially consistent: publishes the above */
   pthread_cond_broadcast(&pool->start);
   pthread_mutex_unlock(&pool->lock);
-  run_share(pool, 0);
-  for (int i = 0; i < POOL_SPINS && atomic_load(&pool->pending) > 0; i++) cpu_relax();
-  if (atomic_load(&pool->pending) > 0) {
+  run_claims(pool, gen);
+  for (int i = 0; i < POOL_SPINS && atomic_load(&pool->done) < ntasks; i++) cpu_relax();
+  if (atomic_load(&pool->done) < ntasks) {
     pthread_mutex_lock(&pool->lock);
-    while (atomic_load(&pool->pending) > 0) pthread_cond_wait(&pool->finish, &pool->lock);
+    while (atomic_load(&pool->done) < ntasks) pthread_cond_wait(&pool->finish, &pool->lock);
     pthread_mutex_unlock(&pool->lock);
   }
+  atomic_store(&pool->claim, gen << 32 | CLAIM_CLOSED); /* a late worker claims nothing */
 }
 
 void nn_pool_free(nn_pool *pool) {

@@ -9,8 +9,9 @@ typedef void (*nn_task_fn)(void *ctx, int task);
 /* threads: total threads including the caller (0 = one per online CPU, capped at 64). */
 int nn_pool_create(nn_pool **out, int threads, char *err);
 int nn_pool_threads(const nn_pool *pool);
-/* Run fn(ctx, i) for i in [0, ntasks): task i on thread i % threads, the caller being thread 0;
- * returns when all are done. A static assignment, so which thread runs what never varies. */
+/* Run fn(ctx, i) for i in [0, ntasks) on the pool's threads, the caller among them; returns
+ * when all are done. Tasks are claimed in index order by whichever thread is free (a worker
+ * that got no core runs none), so a task must depend on its index only, never on the thread. */
 void nn_pool_run(nn_pool *pool, nn_task_fn fn, void *ctx, int ntasks);
 void nn_pool_free(nn_pool *pool);
 int nn_cpu_count(void);

@@ -214,7 +214,11 @@ static int trainer_create(nn_trainer **out, const nn_model *base, const nn_confi
     goto fail;
   }
   tr->order = malloc((size_t)tr->n_train * sizeof *tr->order);
-  tr->sort_scratch = malloc((size_t)buffer_rows * sizeof *tr->sort_scratch);
+  /* sorts: the validation rows once, then chunks of BUCKET_BATCHES batches of the training rows */
+  size_t chunk_rows = (size_t)B * BUCKET_BATCHES < (size_t)tr->n_train ? (size_t)B * BUCKET_BATCHES
+                                                                       : (size_t)tr->n_train;
+  size_t scratch_rows = chunk_rows > (size_t)tr->n_val ? chunk_rows : (size_t)tr->n_val;
+  tr->sort_scratch = malloc((scratch_rows ? scratch_rows : 1) * sizeof *tr->sort_scratch);
   tr->length_count = malloc(((size_t)max_len + 2) * sizeof *tr->length_count);
   tr->batch_perm = malloc((size_t)batches * sizeof *tr->batch_perm);
   tr->member_stride = (size_t)batch_rows * longest; /* one member's copy of a batch */
@@ -277,7 +281,11 @@ static nn_batch make_batch(nn_trainer *tr, const int *rows, int count, int train
   for (int b = 0; b < count; b++) {
     int row = rows[b], len = tr->row_length[row];
     int *dst = tr->tokens + (size_t)b * T;
-    memcpy(dst, tr->token_ids + tr->token_start[row], (size_t)len * sizeof *dst);
+    size_t start = tr->token_block[row >> TOKEN_BLOCK_SHIFT] + tr->token_start[row];
+    if (tr->ids16)
+      for (int t = 0; t < len; t++) dst[t] = tr->ids16[start + t];
+    else
+      memcpy(dst, tr->ids32 + start, (size_t)len * sizeof *dst);
     memset(dst + len, 0, (size_t)(T - len) * sizeof *dst); /* <PAD>; never read */
     tr->lengths[b] = len;
     tr->labels[b] = tr->row_class[row];
@@ -461,13 +469,20 @@ static void list_batch_rows(nn_trainer *tr, const nn_batch *batch) {
   tr->nlazy = n;
 }
 
-/* One thread's slice [lo, hi) of the parameters after backward (host memory): the shards'
+/* The update pass in slices: a few per thread, so that a thread that a busy machine holds up
+ * leaves its share to the others (the pool's claims); the split changes no bit. */
+static int update_tasks(const nn_trainer *tr) {
+  int threads = nn_pool_threads(tr->pool);
+  return threads > 1 ? 4 * threads : 1;
+}
+
+/* One slice [lo, hi) of the parameters after backward (host memory): the shards'
  * gradients summed in shard order (dense after the embedding, the touched embedding rows
  * within it), frozen embeddings zeroed, and the Adam step. All element-wise, so the split
  * changes no bit; it puts Adam (a fifth of an epoch) on every core and saves a hand-off. */
 static void update_task(void *ctx, int task) {
   nn_trainer *tr = ctx;
-  int tasks = nn_pool_threads(tr->pool);
+  int tasks = update_tasks(tr);
   size_t n = tr->param_count, lo = n * (size_t)task / tasks, hi = n * (size_t)(task + 1) / tasks;
   float *g = tr->shard_grads[0];
   size_t emb = tr->sparse_embedding ? tr->emb_size : 0;
@@ -539,7 +554,7 @@ static int sharded_train_step(nn_trainer *tr, const nn_batch *batch, float *loss
   if (tr->cfg.lazy_adam) list_batch_rows(tr, batch);
   tr->step_params = nn_model_train_params(tr->model);
   tr->step = nn_adam_step_begin(&tr->adam);
-  nn_pool_run(tr->pool, update_task, tr, nn_pool_threads(tr->pool));
+  nn_pool_run(tr->pool, update_task, tr, update_tasks(tr));
   zero_touched_rows(tr);
   return NN_OK;
 }
@@ -831,8 +846,10 @@ void nn_trainer_free(nn_trainer *tr) {
   nn_pool_free(tr->pool);
   if (tr->be) nn_adam_free_on(&tr->adam, tr->be);
   else nn_adam_free(&tr->adam);
-  free(tr->token_ids);
+  free(tr->ids16);
+  free(tr->ids32);
   free(tr->token_start);
+  free(tr->token_block);
   free(tr->row_length);
   free(tr->row_class);
   free(tr->train_rows);

@@ -10,6 +10,7 @@
 #define NN_TRAIN_MAX_LOGITS (1u << 26) /* batch rows x classes: bounds the (B, C) buffers */
 #define BUCKET_BATCHES 50 /* batches per length-sorted chunk of an epoch */
 #define MAX_SHARDS 8      /* data-parallel pieces of a batch */
+#define TOKEN_BLOCK_SHIFT 12 /* token_start is relative to blocks of 4096 rows: < 2^24 ids */
 #define SHARD_ROWS 32     /* a batch of B rows runs as clamp(B / 32, 1, 8) shards */
 
 /* Seeds of the trainer's random streams, derived from cfg->seed (the model's initialisation
@@ -34,11 +35,16 @@ struct nn_trainer {
   nn_interrupt_fn stop; /* nn_trainer_create_ex's, during creation only; NULL after */
   void *stop_ctx;
 
-  /* every row, encoded once */
-  int *token_ids;       /* ragged: row i's ids are token_ids[token_start[i] .. + row_length[i]) */
-  size_t *token_start;  /* (n) */
-  int *row_length;      /* (n) 1..max_len */
-  int *row_class;       /* (n) */
+  /* every row, encoded once, compactly (the bytes per row are what millions of rows cost):
+   * row i's ids are ids[start .. start + row_length[i]) with start = token_block[i >> 12] +
+   * token_start[i], in ids16 when every id fits 16 bits (the vocabulary has <= 65,536 words),
+   * else in ids32 */
+  uint16_t *ids16;
+  int32_t *ids32;
+  uint32_t *token_start; /* (n) from the start of the row's block of TOKEN_BLOCK_ROWS rows */
+  size_t *token_block;   /* (n / TOKEN_BLOCK_ROWS + 1) where each block begins */
+  uint16_t *row_length;  /* (n) 1..max_len */
+  int *row_class;        /* (n) */
   int *train_rows;      /* (n_train) ascending */
   int *val_rows;        /* (n_val) sorted by length (stable) */
   float *class_weights; /* (C) */
@@ -117,13 +123,13 @@ struct nn_trainer {
 void nn_train_shuffle(int *a, int n, nn_rng *rng);
 /* Stable sort of rows[0..count) by row_length (1..max_len), through counts (max_len + 2) and
  * scratch (count). */
-void nn_train_sort_by_length(int *rows, int count, const int *row_length, int max_len,
+void nn_train_sort_by_length(int *rows, int count, const uint16_t *row_length, int max_len,
                              int *counts, int *scratch);
 
 /* train_data.c: the rows of a training run, prepared once: the sorted label set (tr->C,
  * tr->row_class, *names: C NUL-terminated copies), the stratified split (tr->train_rows,
  * tr->val_rows, tr->n_train, tr->n_val), the vocabulary of the training split (*vocab), every
- * row encoded (tr->token_ids, token_start, row_length) and the class weights. Reads tr->cfg,
+ * row encoded (tr->ids16 or ids32, token_start, token_block, row_length) and the class weights. Reads tr->cfg,
  * tr->n, tr->stop. text_lens may be NULL (NUL-terminated texts), label_lens too. With a base
  * model (a warm start) the classes are its labels (*names NULL; a label it lacks is an error)
  * and *vocab is a copy of its vocabulary. On success *names and *vocab are the caller's; on

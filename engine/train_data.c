@@ -10,6 +10,7 @@
  *   weights   1/count per class over the training split (class_weights), else 1
  */
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,7 +32,7 @@ void nn_train_shuffle(int *a, int n, nn_rng *rng) {
 
 
 /* Stable sort of rows[0..count) by row_length (1..max_len), through scratch. */
-void nn_train_sort_by_length(int *rows, int count, const int *row_length, int max_len,
+void nn_train_sort_by_length(int *rows, int count, const uint16_t *row_length, int max_len,
                              int *counts, int *scratch) {
   memset(counts, 0, (size_t)(max_len + 2) * sizeof *counts);
   for (int i = 0; i < count; i++) counts[row_length[rows[i]] + 1]++;
@@ -277,7 +278,7 @@ static int split_rows_ordered(nn_trainer *tr, char *err) {
 }
 
 /* Vocabulary from the training texts (in row order) into *vocab -- or a copy of `fixed` when it
- * is given (a warm start) -- then every row encoded into tr->token_ids / token_start /
+ * is given (a warm start) -- then every row encoded into tr->ids16 or ids32 / token_start /
  * row_length. *vocab stays the caller's to free, also on error. */
 static int encode_rows(nn_trainer *tr, nn_vocab **vocab, const nn_vocab *fixed,
                        const char *const *texts, const int *text_lens, char *err) {
@@ -294,13 +295,25 @@ static int encode_rows(nn_trainer *tr, nn_vocab **vocab, const nn_vocab *fixed,
   status = fixed ? copy_vocab(vocab, fixed, tr->stop, tr->stop_ctx, err)
                  : nn_vocab_build_ex(vocab, train_texts, train_lens, tr->n_train, &tr->cfg,
                                      tr->stop, tr->stop_ctx, err);
+  free(train_texts); /* not needed while the ids grow */
+  free(train_lens);
+  train_texts = NULL;
+  train_lens = NULL;
   if (status != NN_OK) goto done;
 
-  size_t capacity = (size_t)n * 8 + 16, used = 0;
-  tr->token_ids = malloc(capacity * sizeof *tr->token_ids);
+  /* ids are < the vocabulary's size: 16 bits each when they fit */
+  int narrow = nn_vocab_count(*vocab) <= 65536;
+  size_t width = narrow ? sizeof(uint16_t) : sizeof(int32_t);
+  size_t capacity = (size_t)n * 8 + 16, used = 0, block_start = 0;
+  void *ids = malloc(capacity * width);
   tr->token_start = malloc((size_t)n * sizeof *tr->token_start);
+  tr->token_block = malloc((((size_t)n >> TOKEN_BLOCK_SHIFT) + 1) * sizeof *tr->token_block);
   tr->row_length = malloc((size_t)n * sizeof *tr->row_length);
-  if (!tr->token_ids || !tr->token_start || !tr->row_length) goto oom;
+  if (narrow)
+    tr->ids16 = ids;
+  else
+    tr->ids32 = ids;
+  if (!ids || !tr->token_start || !tr->token_block || !tr->row_length) goto oom;
   for (int i = 0; i < n; i++) {
     if (i % 4096 == 4095 && tr->stop && tr->stop(tr->stop_ctx)) {
       snprintf(err, NN_ERR_LEN, "interrupted");
@@ -313,19 +326,32 @@ static int encode_rows(nn_trainer *tr, nn_vocab **vocab, const nn_vocab *fixed,
     if (count > max_len) count = max_len;
     if (used + (size_t)count > capacity) {
       size_t grown = capacity * 2 > used + (size_t)max_len ? capacity * 2 : used + (size_t)max_len;
-      int *bigger = realloc(tr->token_ids, grown * sizeof *bigger);
+      void *bigger = realloc(ids, grown * width);
       if (!bigger) goto oom;
-      tr->token_ids = bigger;
+      ids = bigger;
+      if (narrow)
+        tr->ids16 = ids;
+      else
+        tr->ids32 = ids;
       capacity = grown;
     }
-    tr->token_start[i] = used;
-    tr->row_length[i] = count;
-    for (int t = 0; t < count; t++) tr->token_ids[used + t] = tokens[t].id;
+    if ((i & ((1 << TOKEN_BLOCK_SHIFT) - 1)) == 0) tr->token_block[i >> TOKEN_BLOCK_SHIFT] = block_start = used;
+    tr->token_start[i] = (uint32_t)(used - block_start); /* < 4096 rows x 4096 ids */
+    tr->row_length[i] = (uint16_t)count;                 /* max_len <= 4096 */
+    if (narrow)
+      for (int t = 0; t < count; t++) tr->ids16[used + t] = (uint16_t)tokens[t].id;
+    else
+      for (int t = 0; t < count; t++) tr->ids32[used + t] = tokens[t].id;
     used += (size_t)count;
   }
   if (used < capacity) { /* give back the slack */
-    int *fitted = realloc(tr->token_ids, (used ? used : 1) * sizeof *fitted);
-    if (fitted) tr->token_ids = fitted;
+    void *fitted = realloc(ids, (used ? used : 1) * width);
+    if (fitted) {
+      if (narrow)
+        tr->ids16 = fitted;
+      else
+        tr->ids32 = fitted;
+    }
   }
   status = NN_OK;
   goto done;

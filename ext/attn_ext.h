@@ -213,10 +213,6 @@ int attn_prepare_query(sqlite3 *db, const char *fn, const char *sql, int min_col
 
 /* Rows of a query, copied: (id, text) or (text, label), read in chunks. */
 enum { ATTN_ROWS_ID_TEXT = 0, ATTN_ROWS_TEXT_LABEL = 1 };
-typedef struct attn_span {
-  sqlite3_int64 offset; /* into data, -1 for NULL */
-  int len;
-} attn_span;
 typedef struct attn_rows {
   int n;                 /* rows in this chunk */
   int first_row;         /* rows read before this chunk (for error messages) */
@@ -228,8 +224,12 @@ typedef struct attn_rows {
   /* storage */
   char *data;
   sqlite3_uint64 used, cap;
-  attn_span *offsets;    /* (2 * cap_rows) */
-  int cap_rows;
+  int cap_rows;          /* the arrays' capacity */
+  /* ATTN_ROWS_TEXT_LABEL: the last distinct labels stored (offset in data, length), so a label
+   * seen before is not stored again */
+#define ATTN_ROWS_LABELS 8
+  sqlite3_int64 label_seen[ATTN_ROWS_LABELS];
+  int label_seen_len[ATTN_ROWS_LABELS], nlabels_seen;
 } attn_rows;
 /* Read up to max_rows rows of stmt (replacing the previous chunk); *done = 1 at the end.
  * In ATTN_ROWS_TEXT_LABEL mode a NULL text or label is an error naming the row. */

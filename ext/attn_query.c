@@ -1,6 +1,8 @@
 /* attn_query.c -- a query given as text to a table-valued function (attn_train, attn_fit,
  * attn_evaluate, attn_confusion, attn_classify) and the rows it returns: preparing it safely
  * (one read-only statement, no parameters, enough columns) and reading its rows in chunks. */
+#include <limits.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "attn_ext.h"
@@ -72,7 +74,6 @@ void attn_rows_free(attn_rows *r) {
   for (int i = 0; i < r->n; i++) sqlite3_value_free(r->keys ? r->keys[i] : NULL);
   sqlite3_free(r->keys);
   sqlite3_free(r->data);
-  sqlite3_free(r->offsets);
   sqlite3_free(r->texts);
   sqlite3_free(r->lens);
   sqlite3_free(r->labels);
@@ -106,7 +107,11 @@ int attn_rows_read(attn_rows *r, sqlite3_stmt *stmt, int mode, int max_rows, int
   for (int i = 0; i < r->n; i++) sqlite3_value_free(r->keys ? r->keys[i] : NULL);
   r->n = 0;
   r->used = 0;
+  r->nlabels_seen = 0;
   *done = 0;
+  /* While reading, texts[i] / labels[i] hold offsets into data (which moves as it grows), as
+   * integers; they become pointers once the chunk is read. No separate offset array: training
+   * keeps every row, and its bytes per row are what a million rows cost. */
   while (r->n < max_rows) {
     rc = sqlite3_step(stmt);
     if (rc == SQLITE_DONE) {
@@ -118,12 +123,19 @@ int attn_rows_read(attn_rows *r, sqlite3_stmt *stmt, int mode, int max_rows, int
       return rc;
     }
     if (r->n == r->cap_rows) {
-      int cap = r->cap_rows ? 2 * r->cap_rows : 1024;
-      attn_span *offsets = sqlite3_realloc64(r->offsets, sizeof *offsets * 2 * (sqlite3_uint64)cap);
-      if (offsets) r->offsets = offsets;
-      if (!offsets) return SQLITE_NOMEM;
+      int cap = r->cap_rows ? (r->cap_rows > INT_MAX / 2 ? INT_MAX : 2 * r->cap_rows) : 1024;
+      sqlite3_uint64 c = (sqlite3_uint64)cap;
+      const char **texts = sqlite3_realloc64((void *)r->texts, sizeof *texts * c);
+      if (texts) r->texts = texts;
+      int *lens = sqlite3_realloc64(r->lens, sizeof *lens * c);
+      if (lens) r->lens = lens;
+      const char **labels = sqlite3_realloc64((void *)r->labels, sizeof *labels * c);
+      if (labels) r->labels = labels;
+      int *label_lens = sqlite3_realloc64(r->label_lens, sizeof *label_lens * c);
+      if (label_lens) r->label_lens = label_lens;
+      if (!texts || !lens || !labels || !label_lens) return SQLITE_NOMEM;
       if (mode == ATTN_ROWS_ID_TEXT) {
-        sqlite3_value **keys = sqlite3_realloc64(r->keys, sizeof *keys * (sqlite3_uint64)cap);
+        sqlite3_value **keys = sqlite3_realloc64(r->keys, sizeof *keys * c);
         if (!keys) return SQLITE_NOMEM;
         r->keys = keys;
       }
@@ -137,19 +149,21 @@ int attn_rows_read(attn_rows *r, sqlite3_stmt *stmt, int mode, int max_rows, int
     r->n++;
     const char *text = (const char *)sqlite3_column_text(stmt, text_col);
     int len = sqlite3_column_bytes(stmt, text_col);
+    r->lens[i] = -1; /* NULL */
+    r->label_lens[i] = -1;
     if (sqlite3_column_type(stmt, text_col) == SQLITE_NULL) {
       if (mode == ATTN_ROWS_TEXT_LABEL) {
         *errmsg = sqlite3_mprintf("%s: row %d of the query has a NULL text", fn,
                                   r->first_row + i + 1);
         return SQLITE_ERROR;
       }
-      r->offsets[2 * i].offset = -1;
     } else {
       if (!text) return SQLITE_NOMEM;
-      if ((r->offsets[2 * i].offset = attn_rows_append(r, text, len)) < 0) return SQLITE_NOMEM;
-      r->offsets[2 * i].len = len;
+      sqlite3_int64 off = attn_rows_append(r, text, len);
+      if (off < 0) return SQLITE_NOMEM;
+      r->texts[i] = (const char *)(uintptr_t)off;
+      r->lens[i] = len;
     }
-    r->offsets[2 * i + 1].offset = -1;
     if (mode == ATTN_ROWS_TEXT_LABEL) {
       if (sqlite3_column_type(stmt, 1) == SQLITE_NULL) {
         *errmsg = sqlite3_mprintf("%s: row %d of the query has a NULL label", fn,
@@ -159,28 +173,31 @@ int attn_rows_read(attn_rows *r, sqlite3_stmt *stmt, int mode, int max_rows, int
       const char *label = (const char *)sqlite3_column_text(stmt, 1);
       int label_len = sqlite3_column_bytes(stmt, 1);
       if (!label) return SQLITE_NOMEM;
-      if ((r->offsets[2 * i + 1].offset = attn_rows_append(r, label, label_len)) < 0)
-        return SQLITE_NOMEM;
-      r->offsets[2 * i + 1].len = label_len;
+      /* a handful of labels repeat over all rows: store each distinct one once (the last
+       * ATTN_ROWS_LABELS distinct ones are looked at) */
+      sqlite3_int64 off = -1;
+      int seen = r->nlabels_seen < ATTN_ROWS_LABELS ? r->nlabels_seen : ATTN_ROWS_LABELS;
+      for (int k = 0; k < seen && off < 0; k++)
+        if (r->label_seen_len[k] == label_len &&
+            memcmp(r->data + r->label_seen[k], label, (size_t)label_len) == 0)
+          off = r->label_seen[k];
+      if (off < 0) {
+        if ((off = attn_rows_append(r, label, label_len)) < 0) return SQLITE_NOMEM;
+        int k = r->nlabels_seen++ % ATTN_ROWS_LABELS; /* the oldest goes */
+        if (r->nlabels_seen == INT_MAX) r->nlabels_seen = ATTN_ROWS_LABELS;
+        r->label_seen[k] = off;
+        r->label_seen_len[k] = label_len;
+      }
+      r->labels[i] = (const char *)(uintptr_t)off;
+      r->label_lens[i] = label_len;
     }
   }
   /* Pointers into data (stable now that the chunk is read). */
-  sqlite3_uint64 n = (sqlite3_uint64)(r->n ? r->n : 1);
-  const char **texts = sqlite3_realloc64((void *)r->texts, sizeof *texts * n);
-  if (texts) r->texts = texts;
-  int *lens = sqlite3_realloc64(r->lens, sizeof *lens * n);
-  if (lens) r->lens = lens;
-  const char **labels = sqlite3_realloc64((void *)r->labels, sizeof *labels * n);
-  if (labels) r->labels = labels;
-  int *label_lens = sqlite3_realloc64(r->label_lens, sizeof *label_lens * n);
-  if (label_lens) r->label_lens = label_lens;
-  if (!texts || !lens || !labels || !label_lens) return SQLITE_NOMEM;
   for (int i = 0; i < r->n; i++) {
-    const attn_span *t = &r->offsets[2 * i], *l = &r->offsets[2 * i + 1];
-    r->texts[i] = t->offset >= 0 ? r->data + t->offset : NULL;
-    r->lens[i] = t->offset >= 0 ? t->len : 0;
-    r->labels[i] = l->offset >= 0 ? r->data + l->offset : NULL;
-    r->label_lens[i] = l->offset >= 0 ? l->len : 0;
+    r->texts[i] = r->lens[i] >= 0 ? r->data + (uintptr_t)r->texts[i] : NULL;
+    if (r->lens[i] < 0) r->lens[i] = 0;
+    r->labels[i] = r->label_lens[i] >= 0 ? r->data + (uintptr_t)r->labels[i] : NULL;
+    if (r->label_lens[i] < 0) r->label_lens[i] = 0;
   }
   r->first_row += r->n;
   return SQLITE_OK;

@@ -76,15 +76,17 @@ void attn_training_free(attn_training *t) {
   t->probe = NULL;
   sqlite3_free(t->name);
   t->name = NULL;
-  attn_rows_free(&t->data);
-  attn_rows_free(&t->vdata);
-  sqlite3_free((void *)t->all_texts);
-  sqlite3_free((void *)t->all_labels);
-  sqlite3_free(t->all_lens);
-  sqlite3_free(t->all_label_lens);
+  if (t->all_texts != t->data.texts) { /* else the same arrays as data's (no vdata) */
+    sqlite3_free((void *)t->all_texts);
+    sqlite3_free((void *)t->all_labels);
+    sqlite3_free(t->all_lens);
+    sqlite3_free(t->all_label_lens);
+  }
   t->all_texts = t->all_labels = NULL;
   t->all_lens = t->all_label_lens = NULL;
   t->nall = 0;
+  attn_rows_free(&t->data);
+  attn_rows_free(&t->vdata);
   sqlite3_free(t->validation_query);
   t->validation_query = NULL;
   sqlite3_free(t->query_text);
@@ -616,6 +618,14 @@ int attn_training_rows(attn_training *t, char **msg) {
   if (t->all_texts) return SQLITE_OK;
   /* the training rows, then the validation query's: "validation": "query" takes the last ones */
   int n = t->data.n + t->vdata.n;
+  if (t->vdata.n == 0) { /* the query's rows are all of them: no copy of the arrays */
+    t->all_texts = t->data.texts;
+    t->all_lens = t->data.lens;
+    t->all_labels = t->data.labels;
+    t->all_label_lens = t->data.label_lens;
+    t->nall = n;
+    return rc;
+  }
   sqlite3_uint64 cap = (sqlite3_uint64)(n ? n : 1);
   t->all_texts = sqlite3_malloc64(sizeof *t->all_texts * cap);
   t->all_labels = sqlite3_malloc64(sizeof *t->all_labels * cap);

@@ -45,7 +45,7 @@ if not os.path.exists(PYTHON):
 # The rows of the table, in order; tests/test_bench_smoke.sh checks each one is printed.
 ROWS = [
     "seconds per epoch",
-    "seconds per epoch, PyTorch with 1 thread",
+    "seconds per epoch, PyTorch at its best thread count",
     "training rows/s",
     "training tokens/s",
     "training CPU seconds per epoch",
@@ -186,18 +186,24 @@ def verdict(ok):
     return "" if ok is None else ("met" if ok else "NOT met")
 
 
-def table(ax, pt, pk, epochs, p1=None):
+def table(ax, pt, pk, epochs, p1=None, load=0):
     """Markdown table rows [metric, attnext, PyTorch, attnext/PyTorch, target, status]."""
     rows = []
     a_ep, p_ep = statistics.median(epoch_seconds(ax)), statistics.median(epoch_seconds(pt))
     r = ratio(a_ep, p_ep)
     rows.append([ROWS[0] + " (median of %d)" % epochs, a_ep, p_ep, r,
                  "<= 0.1 (10x faster)", verdict(r is not None and r <= 0.1)])
+    # PyTorch at its best: the faster of its 2-thread and 1-thread runs (issue 24: >= 12x on an
+    # idle machine, >= 10x with other CPU-bound processes running)
+    target = 1 / 12.0 if not load else 0.1
     if p1 is not None:
         p1_ep = statistics.median(epoch_seconds(p1))
-        r = ratio(a_ep, p1_ep)
-        rows.append([ROWS[1] + " (median of %d)" % epochs, a_ep, p1_ep, r,
-                     "<= 0.1 (10x faster)", verdict(r is not None and r <= 0.1)])
+        best, threads = (p1_ep, 1) if p1_ep < p_ep else (p_ep, pt.get("threads", 2))
+        r = ratio(a_ep, best)
+        rows.append([ROWS[1] + " (%s thread%s, median of %d)"
+                     % (threads, "" if threads == 1 else "s", epochs), a_ep, best, r,
+                     "<= %.3g (%dx faster)" % (target, round(1 / target)),
+                     verdict(r is not None and r <= target)])
     else:
         rows.append([ROWS[1], a_ep, "not run", "", "", ""])
     a_rows, p_rows = ax["train_rows"] / a_ep, pt["train_rows"] / p_ep
@@ -441,6 +447,9 @@ def main():
     ap.add_argument("--nice", type=int, default=0,
                     help="run the measured children at this niceness increment (e.g. -10 as "
                          "root, so other load on a shared machine disturbs them less)")
+    ap.add_argument("--load", type=int, default=0,
+                    help="start N CPU-bound processes for the whole run (a busy server); the "
+                         "table goes to RESULTS.md's loaded block")
     ap.add_argument("--out", default=os.path.join(HERE, "out"))
     ap.add_argument("--ext", default=os.path.join(ROOT, "attnext"))
     args = ap.parse_args()
@@ -457,6 +466,17 @@ def main():
     info = machine()
     info["nice"] = args.nice
     info["available_cores_start"] = available_cores()
+    info["load"] = args.load
+    busy = [subprocess.Popen([PYTHON, "-c", "while True: pass"]) for _ in range(args.load)]
+    try:
+        run_all(args, info, started, log, log_path, stamp, epochs)
+    finally:
+        for b in busy:
+            b.kill()
+            b.wait()
+
+
+def run_all(args, info, started, log, log_path, stamp, epochs):
     subset = []
     if args.rows:
         subset += ["--rows", str(args.rows)]
@@ -480,9 +500,9 @@ def main():
     pt, pt_info = best_run(pt_runs)
     ax, ax_info = best_run(ax_runs)
     pk, pk_info, p1 = None, None, None
+    p1, _ = run_child(pt_cmd + ["--epochs", str(epochs), "--threads", "1", "--no-test"], log)
+    say("PyTorch 1 thread: median epoch %.2fs" % statistics.median(epoch_seconds(p1)))
     if not args.quick:
-        p1, _ = run_child(pt_cmd + ["--epochs", str(epochs), "--threads", "1", "--no-test"], log)
-        say("PyTorch 1 thread: median epoch %.2fs" % statistics.median(epoch_seconds(p1)))
         pk, pk_info = run_child(pt_cmd + ["--epochs", str(epochs), "--model", "packed",
                                           "--no-infer"], log)
         say("PyTorch packed/masked: test F1 %.4f" % pk["test_f1"])
@@ -508,13 +528,13 @@ def main():
     info["loadavg_end"] = open("/proc/loadavg").read().split()[:3]
     info["available_cores_end"] = available_cores()
     info["bench_seconds"] = time.perf_counter() - started
-    rows = table(ax, pt, pk, epochs, p1)
+    rows = table(ax, pt, pk, epochs, p1, args.load)
     md = render_table(rows)
     others = [i["others_cores"] for i in [pt_info, ax_info] + sweep_info if i["others_cores"]]
     header = ("Machine: %s, %d cores, %s; commit %s; torch %s (%s threads, OpenBLAS threads %s, "
               "OMP_WAIT_POLICY %s); %s.\n"
               "Data: %d training rows (%d train / %d validation), %d test rows; %d epochs each "
-              "(best of %d runs); niceness %+d; "
+              "(best of %d runs); niceness %+d; %s"
               "bench took %.0f s. Other processes used %.2f cores on average during the "
               "measurements (max %.2f); two busy processes got %.2f cores at the start and %.2f at "
               "the end: timings on a busy machine are slower and noisier.\n"
@@ -522,6 +542,8 @@ def main():
                  pt.get("threads"), pt.get("openblas_threads"), pt.get("omp_wait_policy"),
                  ax.get("version"), ax["rows"], ax["train_rows"],
                  ax["val_rows"], ax.get("test_rows", 0), epochs, main_runs, args.nice,
+                 "%d extra CPU-bound process%s ran throughout (--load); " % (
+                     args.load, "" if args.load == 1 else "es") if args.load else "",
                  info["bench_seconds"],
                  statistics.mean(others) if others else 0.0, max(others) if others else 0.0,
                  info["available_cores_start"], info["available_cores_end"]))
@@ -547,12 +569,27 @@ def main():
         f.write(header + "\n" + md + "\n\n" + scal + "\n")
     print("\nbench: wrote %s, %s%s" % (json_path, log_path,
                                        "".join(", " + p for p in paths.values())))
-    if not args.quick and not args.rows and not args.test_rows and not args.no_scaling:
-        publish(header, md, scal, json_path, paths)
+    if not args.quick and not args.rows and not args.test_rows and (not args.no_scaling or args.load):
+        publish(header, md, scal, json_path, paths, args.load)
 
 
-def publish(header, md, scal, json_path, paths):
-    """Copy the latest results next to RESULTS.md and replace its generated block."""
+def publish(header, md, scal, json_path, paths, load=0):
+    """Copy the latest results next to RESULTS.md and replace its generated block (with --load,
+    the loaded block, and results_load.json)."""
+    if load:
+        shutil.copyfile(json_path, os.path.join(HERE, "results_load.json"))
+        path = os.path.join(HERE, "RESULTS.md")
+        begin, end = "<!-- bench-load:begin -->", "<!-- bench-load:end -->"
+        text = open(path).read() if os.path.exists(path) else ""
+        if begin not in text or end not in text:
+            text += "\n" + begin + "\n" + end + "\n"
+        block = (begin + "\n" + header + "\n" + md + "\n\n" + scal +
+                 "\n\nRaw figures: [results_load.json](results_load.json).\n" + end)
+        a, b = text.index(begin), text.index(end) + len(end)
+        with open(path, "w") as f:
+            f.write(text[:a] + block + text[b:])
+        print("bench: updated %s (loaded block)" % path)
+        return
     shutil.copyfile(json_path, os.path.join(HERE, "results.json"))
     for kind, p in paths.items():
         name = kind if kind.startswith("speedup_") else "scaling_" + kind
