@@ -314,9 +314,10 @@ node-if-dqlite: deps attnext.so
 	@if pkg-config --exists dqlite 2>/dev/null; then \
 	  $(MAKE) --no-print-directory $(BUILD)/attnext-node DQLITE_LIBS="$$(pkg-config --libs dqlite)"; fi
 
-$(BUILD)/attnext-node: ext/node/attnext_node.c $(EXT_OBJ) $(BUILD)/libnn.a $(HEADERS)
+NODE_SRC := ext/node/attnext_node.c ext/node/attnext_wire.c
+$(BUILD)/attnext-node: $(NODE_SRC) ext/node/attnext_wire.h $(EXT_OBJ) $(BUILD)/libnn.a $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $$(pkg-config --cflags dqlite) $< $(EXT_OBJ) $(BUILD)/libnn.a -o $@ \
+	$(CC) $(CFLAGS) $$(pkg-config --cflags dqlite) $(NODE_SRC) $(EXT_OBJ) $(BUILD)/libnn.a -o $@ \
 	  $(DQLITE_LIBS) -lsqlite3 $(LDLIBS)
 
 cluster-demo:

@@ -153,6 +153,8 @@ static int attn_in_dqlite(sqlite3 *db) {
   return strncmp(vfs->zName, "dqlite-", 7) == 0;
 }
 
+int attn_conn_in_dqlite(attn_conn *conn) { return attn_in_dqlite(conn->db); }
+
 static int attn_dqlite_write_replicated(sqlite3 *db) {
   int writer = 0;
   if (!sqlite3_get_autocommit(db)) return 1;

@@ -11,6 +11,7 @@
  * training from attn_training_log as they finish in WAL mode (attn_training.c). The registry is
  * the extension's one process-wide state: a list under a mutex, empty when nothing trains.
  */
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,12 +21,15 @@
 
 struct attn_status_entry {
   int64_t id;
+  sqlite3 *db; /* the connection it trains on (attn_status_of: a node's job finds its runs) */
   char *database, *function, *name;
   const char *phase;
   int trial, trials, epoch, epochs, batch, batches, best_epoch;
   double loss, rows_per_second, val_loss, val_accuracy, val_f1, start;
   int64_t version;
   char started_at[32];
+  nn_epoch_stats *log; /* the epochs so far (malloc'd), for attn_status_of */
+  int nlog, cap_log;
   struct attn_status_entry *next;
 };
 
@@ -44,6 +48,7 @@ static void status_free(attn_status_entry *e) {
   free(e->database);
   free(e->function);
   free(e->name);
+  free(e->log);
   free(e);
 }
 
@@ -66,6 +71,7 @@ attn_status_entry *attn_status_register(sqlite3 *db, const char *fn, const char 
     return NULL; /* attn_status then misses this run: nothing else depends on it */
   }
   e->phase = "reading";
+  e->db = db;
   e->start = status_now();
   e->val_loss = e->val_accuracy = e->val_f1 = -1; /* none yet */
   attn_utc_now(e->started_at);
@@ -126,7 +132,53 @@ void attn_status_epoch(attn_status_entry *e, const nn_epoch_stats *s, int best_e
   e->val_f1 = s->val_f1;
   e->best_epoch = best_epoch;
   if (version > 0) e->version = version;
+  if (e->nlog == e->cap_log) { /* a log that cannot grow only misses epochs in attn_jobs */
+    int cap = e->cap_log ? 2 * e->cap_log : 16;
+    nn_epoch_stats *log = realloc(e->log, sizeof *log * (size_t)cap);
+    if (log) {
+      e->log = log;
+      e->cap_log = cap;
+    }
+  }
+  if (e->nlog < e->cap_log) e->log[e->nlog++] = *s;
   pthread_mutex_unlock(&status_lock);
+}
+
+int attn_status_of(sqlite3 *db, attn_status_view *out, int max) {
+  int n = 0;
+  pthread_mutex_lock(&status_lock);
+  for (attn_status_entry *e = status_list; e; e = e->next) {
+    if (e->db != db) continue;
+    /* the list is newest first: keep the oldest max */
+    if (n == max) memmove(out, out + 1, sizeof *out * (size_t)--n);
+    attn_status_view *v = &out[n];
+    memset(v, 0, sizeof *v);
+    v->phase = e->phase;
+    v->trial = e->trial;
+    v->trials = e->trials;
+    v->epoch = e->epoch;
+    v->epochs = e->epochs;
+    v->batch = e->batch;
+    v->batches = e->batches;
+    v->best_epoch = e->best_epoch;
+    v->train_loss = e->batches > 0 || e->epoch > 0 ? e->loss : NAN;
+    v->val_loss = e->val_loss;
+    v->val_accuracy = e->val_accuracy;
+    v->val_f1 = e->val_f1;
+    v->nlog = e->nlog < ATTN_STATUS_VIEW_LOG ? e->nlog : ATTN_STATUS_VIEW_LOG;
+    /* the latest epochs when there are more than a view holds */
+    if (v->nlog) memcpy(v->log, e->log + (e->nlog - v->nlog), sizeof *v->log * (size_t)v->nlog);
+    v->first_epoch = e->nlog - v->nlog;
+    n++;
+  }
+  pthread_mutex_unlock(&status_lock);
+  /* oldest first */
+  for (int i = 0; i < n / 2; i++) {
+    attn_status_view tmp = out[i];
+    out[i] = out[n - 1 - i];
+    out[n - 1 - i] = tmp;
+  }
+  return n;
 }
 
 /* ------------------------------------------------------------------ attn_status */

@@ -29,6 +29,11 @@
  * Direct-only: not usable from triggers or views. The arguments of attn_train are the hidden
  * columns arg_name, arg_query, arg_options (prefixed so that an argument such as `name` or
  * `text` written in a query resolves to the caller's column, not to the function's own).
+ *
+ * In a dqlite node (build/attnext-node) a statement must not train: both submit a job
+ * (attn_job_submit, attn_job_runner.c) and return at once, attn_fit its JSON object
+ * {"job":3,...} and attn_train one row (job, function, name, state, node, submitted_at); the
+ * connection's vtab declares that row's columns there.
  */
 #include <limits.h>
 #include <stdio.h>
@@ -47,7 +52,11 @@ typedef struct attn_train_cursor {
   nn_epoch_stats row; /* the current row */
   int started;        /* xFilter ran (run is initialised) */
   int eof;
+  attn_job_receipt job; /* in a node: the job submitted (its one row) */
 } attn_train_cursor;
+
+/* The vtab's modes: training here, or submitting a job (a dqlite node). */
+enum { ATTN_TRAIN_HERE = 0, ATTN_TRAIN_JOB = 1 };
 
 /* Columns: one row per epoch; the arguments are the hidden columns at the end. */
 enum {
@@ -70,15 +79,23 @@ static const char attn_train_schema[] =
     "val_f1 REAL, lr REAL, seconds REAL, best INTEGER, version INTEGER, deployed INTEGER, "
     "arg_name HIDDEN, arg_query HIDDEN, arg_options HIDDEN)";
 
+/* In a node: the job's row, then the same arguments. */
+static const char attn_train_job_schema[] =
+    "CREATE TABLE x(" ATTN_JOB_RECEIPT_COLUMNS ", arg_name HIDDEN, arg_query HIDDEN, "
+    "arg_options HIDDEN)";
+
 static int attn_train_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
                               sqlite3_vtab **out, char **errmsg) {
-  return attn_vtab_connect(db, attn_train_schema, SQLITE_VTAB_DIRECTONLY, aux, 0,
+  int job = attn_jobs_here(aux);
+  return attn_vtab_connect(db, job ? attn_train_job_schema : attn_train_schema,
+                           SQLITE_VTAB_DIRECTONLY, aux, job ? ATTN_TRAIN_JOB : ATTN_TRAIN_HERE,
                            sizeof(attn_train_cursor), out);
 }
 
 static int attn_train_best_index(sqlite3_vtab *vtab, sqlite3_index_info *info) {
+  int job = ((attn_vtab *)vtab)->mode == ATTN_TRAIN_JOB;
   return attn_vtab_best_index(
-      vtab, info, ATTN_TRAIN_COL_ARG_NAME, 3, 2,
+      vtab, info, job ? ATTN_JOB_RECEIPT_NCOLS : ATTN_TRAIN_COL_ARG_NAME, 3, 2,
       "attn_train: expected 2 or 3 arguments: attn_train(name, query[, options])");
 }
 
@@ -122,6 +139,7 @@ static int attn_train_close(sqlite3_vtab_cursor *base) {
     attn_train_finish_on_close(cur);
     attn_training_free(&cur->run);
   }
+  attn_job_receipt_free(&cur->job);
   sqlite3_free(cur);
   return SQLITE_OK;
 }
@@ -162,6 +180,15 @@ static int attn_train_filter(sqlite3_vtab_cursor *base, int idx_num, const char 
   cur->started = 1;
   cur->eof = 1;
   int options = attn_arg_given(idx_num, ATTN_TRAIN_COL_ARG_OPTIONS - ATTN_TRAIN_COL_ARG_NAME);
+  if (vtab->mode == ATTN_TRAIN_JOB) { /* a dqlite node: a job, its row */
+    attn_job_receipt_free(&cur->job);
+    int rc = attn_job_submit(vtab->conn, "attn_train", argc > 0 ? argv[0] : NULL,
+                             argc > 1 ? argv[1] : NULL, NULL,
+                             options && argc > 2 ? argv[2] : NULL, 1, &cur->job, &msg);
+    if (rc != SQLITE_OK) return attn_vtab_fail(base->pVtab, rc, msg, "attn_train");
+    cur->eof = 0;
+    return SQLITE_OK;
+  }
   int rc = attn_training_start(&cur->run, vtab->conn, "attn_train", argc > 0 ? argv[0] : NULL,
                                argc > 1 ? argv[1] : NULL, options && argc > 2 ? argv[2] : NULL,
                                &msg);
@@ -172,7 +199,12 @@ static int attn_train_filter(sqlite3_vtab_cursor *base, int idx_num, const char 
 }
 
 static int attn_train_next(sqlite3_vtab_cursor *base) {
-  return attn_train_step((attn_train_cursor *)base);
+  attn_train_cursor *cur = (attn_train_cursor *)base;
+  if (cur->job.job) { /* a node: one row, the job's */
+    cur->eof = 1;
+    return SQLITE_OK;
+  }
+  return attn_train_step(cur);
 }
 
 static int attn_train_eof(sqlite3_vtab_cursor *base) {
@@ -182,6 +214,10 @@ static int attn_train_eof(sqlite3_vtab_cursor *base) {
 static int attn_train_column(sqlite3_vtab_cursor *base, sqlite3_context *ctx, int col) {
   const attn_train_cursor *cur = (attn_train_cursor *)base;
   const nn_epoch_stats *s = &cur->row;
+  if (cur->job.job) {
+    attn_job_receipt_column(&cur->job, ctx, col);
+    return SQLITE_OK;
+  }
   /* the last row is returned once the model is saved: it says as which version, and whether
    * that version was deployed (option "deploy"); NULL on the other rows */
   int last = cur->run.saved && s->epoch == cur->run.nlog;
@@ -206,7 +242,8 @@ static int attn_train_column(sqlite3_vtab_cursor *base, sqlite3_context *ctx, in
 }
 
 static int attn_train_rowid(sqlite3_vtab_cursor *base, sqlite_int64 *rowid) {
-  *rowid = ((attn_train_cursor *)base)->row.epoch;
+  const attn_train_cursor *cur = (attn_train_cursor *)base;
+  *rowid = cur->job.job ? cur->job.job : cur->row.epoch;
   return SQLITE_OK;
 }
 
@@ -233,6 +270,22 @@ const sqlite3_module attn_train_module = {
 void attn_fit_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   attn_training t;
   char *msg = NULL;
+  if (attn_jobs_here(sqlite3_user_data(ctx))) { /* a dqlite node: a job, its JSON object */
+    attn_job_receipt job;
+    int rc = attn_job_submit(sqlite3_user_data(ctx), "attn_fit", argv[0], argv[1], NULL,
+                             argc > 2 ? argv[2] : NULL, 1, &job, &msg);
+    char *json = rc == SQLITE_OK ? attn_job_receipt_json(&job) : NULL;
+    attn_job_receipt_free(&job);
+    if (json) {
+      sqlite3_result_text(ctx, json, -1, sqlite3_free);
+      sqlite3_result_subtype(ctx, ATTN_JSON_SUBTYPE);
+    } else {
+      attn_result_error(ctx, rc == SQLITE_OK ? SQLITE_NOMEM : rc, msg, "attn_fit");
+      msg = NULL;
+    }
+    sqlite3_free(msg);
+    return;
+  }
   int rc = attn_training_start(&t, sqlite3_user_data(ctx), "attn_fit", argv[0], argv[1],
                                argc > 2 ? argv[2] : NULL, &msg);
   if (rc == SQLITE_OK) rc = attn_training_finish(&t, &msg);

@@ -20,6 +20,10 @@
  * full disk or a kill -9 during the save leaves the store as it was; the trials not chosen are
  * never deployed (deployed_seq 0), so that attn_deploy(name, 'previous') afterwards goes back to
  * the version deployed before the tune.
+ *
+ * In a dqlite node (build/attnext-node) the search is a job (attn_job_runner.c): the statement
+ * checks the grid and every trial's options, submits the job and returns its one row (job,
+ * function, name, state, node, submitted_at); the trials train in the job's thread.
  */
 #include <math.h>
 #include <pthread.h>
@@ -63,6 +67,7 @@ typedef struct attn_tune_cursor {
   sqlite3_vtab_cursor base;
   attn_tune_trial *trials;
   int ntrials, chosen, row;
+  attn_job_receipt job; /* in a node: the job submitted (its one row) */
 } attn_tune_cursor;
 
 /* The options of the search itself (taken out of the options argument): "search" ("grid" or
@@ -95,16 +100,23 @@ static const char attn_tune_schema[] =
     "val_accuracy REAL, val_f1 REAL, seconds REAL, chosen INTEGER, version INTEGER, "
     "deployed INTEGER, arg_name HIDDEN, arg_query HIDDEN, arg_grid HIDDEN, arg_options HIDDEN)";
 
-/* Direct-only: it writes the store and runs a query given as text. */
+/* In a node: the job's row, then the same arguments. */
+static const char attn_tune_job_schema[] =
+    "CREATE TABLE x(" ATTN_JOB_RECEIPT_COLUMNS ", arg_name HIDDEN, arg_query HIDDEN, "
+    "arg_grid HIDDEN, arg_options HIDDEN)";
+
+/* Direct-only: it writes the store and runs a query given as text. Mode 1: a node's job. */
 static int attn_tune_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
                              sqlite3_vtab **out, char **errmsg) {
-  return attn_vtab_connect(db, attn_tune_schema, SQLITE_VTAB_DIRECTONLY, aux, 0,
-                           sizeof(attn_tune_cursor), out);
+  int job = attn_jobs_here(aux);
+  return attn_vtab_connect(db, job ? attn_tune_job_schema : attn_tune_schema,
+                           SQLITE_VTAB_DIRECTONLY, aux, job, sizeof(attn_tune_cursor), out);
 }
 
 static int attn_tune_best_index(sqlite3_vtab *vtab, sqlite3_index_info *info) {
+  int job = ((attn_vtab *)vtab)->mode;
   return attn_vtab_best_index(
-      vtab, info, ATTN_TUNE_COL_ARG_NAME, 4, 3,
+      vtab, info, job ? ATTN_JOB_RECEIPT_NCOLS : ATTN_TUNE_COL_ARG_NAME, 4, 3,
       "attn_tune: expected 3 or 4 arguments: attn_tune(name, query, grid[, options])");
 }
 
@@ -122,6 +134,8 @@ static void attn_tune_trials_free(attn_tune_trial *trials, int n) {
 }
 
 static void attn_tune_reset(attn_tune_cursor *cur) {
+  attn_job_receipt_free(&cur->job);
+  memset(&cur->job, 0, sizeof cur->job);
   attn_tune_trials_free(cur->trials, cur->ntrials);
   cur->trials = NULL;
   cur->ntrials = cur->row = 0;
@@ -643,6 +657,64 @@ static int attn_tune_run(attn_tune_cursor *cur, const attn_training *t, int i, i
   return rc;
 }
 
+/* In a node: the checks of the search that need no rows (its options, the grid, every trial's
+ * options), then the job. */
+static int attn_tune_submit(attn_tune_cursor *cur, attn_conn *conn, sqlite3_value *name_arg,
+                            sqlite3_value *query_arg, sqlite3_value *grid_arg,
+                            sqlite3_value *options_arg, const char *options, char **msg) {
+  sqlite3 *db = attn_conn_db(conn);
+  const char *fn = "attn_tune";
+  const char *grid = grid_arg && sqlite3_value_type(grid_arg) == SQLITE_TEXT
+                         ? (const char *)sqlite3_value_text(grid_arg) : NULL;
+  char *train_options = NULL;
+  attn_tune_key *keys = NULL;
+  int64_t *indices = NULL, combinations = 0;
+  attn_tune_settings st;
+  attn_training t, check;
+  attn_tune_trial trial;
+  int nkeys = 0, ntrials = 0;
+  memset(&t, 0, sizeof t);
+  t.conn = conn;
+  t.fn = fn;
+  int rc = attn_tune_settings_read(db, fn, options, &st, &train_options, msg);
+  if (rc == SQLITE_OK) rc = attn_tune_grid(db, fn, grid, st.random, &keys, &nkeys, &combinations, msg);
+  for (int k = 0; rc == SQLITE_OK && k < nkeys; k++)
+    if (strcmp(keys[k].key, "deploy") == 0 || strcmp(keys[k].key, "validation_query") == 0 ||
+        strcmp(keys[k].key, "search") == 0 || strcmp(keys[k].key, "trials") == 0 ||
+        strcmp(keys[k].key, "seconds") == 0 || strcmp(keys[k].key, "parallel") == 0) {
+      *msg = sqlite3_mprintf("%s: grid key \"%s\" is an option of the whole search, the same "
+                             "for every trial: give it in the options, not the grid", fn,
+                             keys[k].key);
+      rc = SQLITE_ERROR;
+    }
+  if (rc == SQLITE_OK) rc = attn_training_options(&t, train_options, msg);
+  if (rc == SQLITE_OK) rc = attn_tune_indices(combinations, &st, t.cfg.seed, &indices, &ntrials);
+  for (int i = 0; rc == SQLITE_OK && i < ntrials; i++) {
+    memset(&trial, 0, sizeof trial);
+    rc = attn_tune_trial_options(db, fn, keys, nkeys, indices[i], train_options, &trial, msg);
+    if (rc == SQLITE_OK) {
+      attn_tune_share(&check, &t);
+      rc = attn_training_options(&check, trial.options, msg);
+      if (rc == SQLITE_OK && check.cfg.validation == NN_VALIDATION_NONE) {
+        *msg = sqlite3_mprintf("%s: option \"validation\": \"none\" leaves no validation figure "
+                               "to choose a trial by", fn);
+        rc = SQLITE_ERROR;
+      }
+      attn_tune_release(&check);
+    }
+    sqlite3_free(trial.config);
+    sqlite3_free(trial.options);
+  }
+  if (rc == SQLITE_OK)
+    rc = attn_job_submit(conn, fn, name_arg, query_arg, grid, options_arg, 0, &cur->job, msg);
+  attn_tune_keys_free(keys, nkeys);
+  sqlite3_free(indices);
+  sqlite3_free(train_options);
+  attn_training_free(&t);
+  if (rc == SQLITE_OK) cur->ntrials = 1; /* one row: the job's */
+  return rc;
+}
+
 static int attn_tune_filter(sqlite3_vtab_cursor *base, int idx_num, const char *idx_str,
                             int argc, sqlite3_value **argv) {
   attn_tune_cursor *cur = (attn_tune_cursor *)base;
@@ -674,6 +746,12 @@ static int attn_tune_filter(sqlite3_vtab_cursor *base, int idx_num, const char *
       goto done;
     }
     options = (const char *)sqlite3_value_text(options_arg);
+  }
+  if (vtab->mode) { /* a dqlite node: a job */
+    rc = attn_tune_submit(cur, vtab->conn, name_arg, query_arg, grid_arg, options_arg, options,
+                          &msg);
+    if (rc != SQLITE_OK) goto done;
+    return SQLITE_OK;
   }
   rc = attn_training_begin(&t, vtab->conn, fn, name_arg, query_arg, &msg);
   /* each trial shows in attn_status while it trains (attn_tune_prepare) */
@@ -842,6 +920,10 @@ static void attn_tune_result_double(sqlite3_context *ctx, double v) {
 
 static int attn_tune_column(sqlite3_vtab_cursor *base, sqlite3_context *ctx, int col) {
   attn_tune_cursor *cur = (attn_tune_cursor *)base;
+  if (cur->job.job) {
+    attn_job_receipt_column(&cur->job, ctx, col);
+    return SQLITE_OK;
+  }
   const attn_tune_trial *trial = &cur->trials[cur->row];
   switch (col) {
   case ATTN_TUNE_COL_TRIAL: sqlite3_result_int(ctx, cur->row + 1); break;
@@ -863,7 +945,8 @@ static int attn_tune_column(sqlite3_vtab_cursor *base, sqlite3_context *ctx, int
 }
 
 static int attn_tune_rowid(sqlite3_vtab_cursor *base, sqlite_int64 *rowid) {
-  *rowid = ((attn_tune_cursor *)base)->row + 1;
+  const attn_tune_cursor *cur = (attn_tune_cursor *)base;
+  *rowid = cur->job.job ? cur->job.job : cur->row + 1;
   return SQLITE_OK;
 }
 

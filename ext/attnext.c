@@ -73,6 +73,9 @@ static const attn_registration attn_functions[] = {
     {"attn_curve", -1, 0, NULL, &attn_curve_module},                         /* attn_curve.c */
     {"attn_curve_svg", 2, SQLITE_DIRECTONLY, attn_curve_svg_func, NULL},     /* attn_curve.c */
     {"attn_status", -1, 0, NULL, &attn_status_module},                       /* attn_status.c */
+    {"attn_jobs", -1, 0, NULL, &attn_jobs_module},                           /* attn_jobs.c */
+    {"attn_cancel", 1, SQLITE_DIRECTONLY, attn_cancel_func, NULL},           /* attn_jobs.c */
+    {"attn_job_commit", 3, SQLITE_DIRECTONLY, attn_job_commit_func, NULL},   /* attn_jobs.c */
 };
 
 /* The oldest SQLite attnext runs on: 3.38.0, for the JSON functions built in (attn_train's
@@ -132,6 +135,7 @@ int sqlite3_attnext_init(sqlite3 *db, char **pzErrMsg, const sqlite3_api_routine
   if (rc != SQLITE_OK && pzErrMsg)
     *pzErrMsg = sqlite3_mprintf("attnext: cannot register the SQL functions: %s",
                                 sqlite3_errmsg(db));
+  if (rc == SQLITE_OK) attn_jobs_note_database(db); /* a dqlite node's database: its jobs */
 #ifndef _WIN32
   if (rc != SQLITE_OK) {
     /* SQLite unloads the library after a failed init, but the functions registered before the

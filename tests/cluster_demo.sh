@@ -1,7 +1,8 @@
 #!/bin/sh
 # cluster_demo.sh -- `make cluster-demo`: the model store on a three-node dqlite cluster.
 # Starts three attnext-node processes on loopback ports, imports the demo headlines
-# (data/headlines.csv), trains through the dqlite shell, predicts, kills the leader, predicts
+# (data/headlines.csv), trains through the dqlite shell (a job: attn_jobs shows its progress),
+# predicts, kills the leader, predicts
 # the same from the new leader, restarts the killed node and stops everything. Also times
 # predictions through the dqlite shell against a local sqlite3 connection.
 #   BUILD=build sh tests/cluster_demo.sh        (from the repository root, after make)
@@ -81,8 +82,20 @@ sql "$(sed -n 2p "$dir/import.sql")" || die "insert"
 show "SELECT category, count(*) FROM headlines GROUP BY category ORDER BY category"
 
 echo
-echo "== 3. Train through the shell (it runs each statement inside BEGIN ... COMMIT: replicated)"
-show "SELECT epoch, round(train_loss, 4), round(val_accuracy, 3), round(seconds, 2) FROM attn_train('news', 'SELECT title, category FROM headlines WHERE rowid % 5 != 0', json_object('cell', 'gru', 'embed_dim', 64, 'hidden', 64, 'fc_hidden', 64, 'epochs', 12, 'batch_size', 16, 'lr', 0.002, 'seed', 1234))" || die "training"
+echo "== 3. Train through the shell: the statement records a job and returns at once (the shell"
+echo "     runs it inside BEGIN ... COMMIT: replicated); the job trains beside Raft, not on the"
+echo "     leader's event loop, and commits the model through the leader"
+show "SELECT attn_fit('news', 'SELECT title, category FROM headlines WHERE rowid % 5 != 0', json_object('cell', 'gru', 'embed_dim', 64, 'hidden', 64, 'fc_hidden', 64, 'epochs', 12, 'batch_size', 16, 'lr', 0.002, 'seed', 1234))" || die "training"
+job=$(sql "SELECT max(job) FROM attn_jobs")
+n=0
+while :; do
+  state=$(sql "SELECT state || '|' || coalesce(epoch, 0) || '/' || coalesce(epochs, '?') || '|' || coalesce(round(train_loss, 4), '') FROM attn_jobs WHERE job = $job")
+  echo "  job $job: $state"
+  case $state in done*) break ;; running*|queued*) ;; *) die "job $job: $state" ;; esac
+  n=$((n + 1)); [ $n -gt 300 ] && die "job $job did not end"
+  sleep 0.5
+done
+show "SELECT job, state, version, deployed, round(seconds, 2), json_array_length(losses) FROM attn_jobs WHERE job = $job"
 show "SELECT name, version, deployed, length(weights) FROM attn_models"
 show "SELECT label, round(f1, 3), support FROM attn_evaluate('news', 'SELECT title, category FROM headlines WHERE rowid % 5 = 0')"
 

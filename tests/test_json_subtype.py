@@ -67,11 +67,20 @@ CALLS = [
     ("attn_curve_svg", f"SELECT attn_curve_svg('m', {TQ})"),
     ("attn_embed", "SELECT attn_embed('m', 'goal match team')"),
     ("attn_status", "SELECT {v} FROM attn_status"),
+    # the job tables of a copy of a dqlite node's database (made below): losses and result
+    ("attn_jobs", "SELECT {v} FROM attn_jobs"),
+]
+# Functions that only act in a dqlite node (tests/test_cluster.py): here they refuse, with
+# these messages, and return no value at all.
+REFUSED = [
+    ("attn_cancel", "SELECT attn_cancel(1)", "attn_cancel: no jobs here"),
+    ("attn_job_commit", "SELECT attn_job_commit(1, 'token', x'00')",
+     "attn_job_commit: a dqlite node's job thread commits its result with it"),
 ]
 
 with open(os.path.join(ROOT, "ext", "attnext.c")) as f:
     registered = set(re.findall(r'^\s*\{"(attn_\w+)",', f.read(), re.M))
-called = {name for name, _ in CALLS}
+called = {name for name, _ in CALLS} | {name for name, _, _ in REFUSED}
 check(registered <= called, "every registered function is called here: missing "
       + (", ".join(sorted(registered - called)) or "none"))
 
@@ -79,6 +88,28 @@ db = connect(os.path.join(tmp, "t.db"))
 make_table(db)
 db.execute(f"CREATE TABLE vec AS SELECT * FROM attn_vectors_load('{vec_path}')")
 db.execute(f"SELECT * FROM attn_train('m', {TQ}, {OPTS})").fetchall()  # version 1
+# a finished job as a node records it (the tables of ATTN_JOB_SCHEMA, ext/attn_ext.h)
+db.executescript("""
+CREATE TABLE attn_job_runs(job INTEGER PRIMARY KEY, function TEXT NOT NULL, name TEXT NOT NULL,
+  query TEXT, grid TEXT, options TEXT, state TEXT NOT NULL, node INTEGER, address TEXT,
+  incarnation TEXT, token TEXT, submitted_at TEXT, started_at TEXT, finished_at TEXT,
+  heartbeat_at TEXT, phase TEXT, trial INTEGER, trials INTEGER, epoch INTEGER, epochs INTEGER,
+  batch INTEGER, batches INTEGER, train_loss REAL, val_loss REAL, val_accuracy REAL,
+  val_f1 REAL, version INTEGER, deployed INTEGER, result TEXT, error TEXT);
+CREATE TABLE attn_job_epochs(job INTEGER NOT NULL, trial INTEGER NOT NULL, epoch INTEGER NOT NULL,
+  train_loss REAL, val_loss REAL, val_accuracy REAL, val_f1 REAL, lr REAL, seconds REAL,
+  PRIMARY KEY(job, trial, epoch));
+INSERT INTO attn_job_runs(job, function, name, state, node, submitted_at, epoch, epochs, version,
+  result) VALUES (1, 'attn_fit', 'm', 'done', 1, '2025-01-01T10:00:00.000Z', 1, 1, 1,
+  '{"name":"m","version":1,"epochs":1}');
+INSERT INTO attn_job_epochs VALUES (1, 0, 1, 1.0, 0.9, 0.5, 0.45, 0.001, 3);
+""")
+for name, query, message in REFUSED:
+    try:
+        got = db.execute(query).fetchall()
+        check(False, f"{name} outside a node: {got!r}, not refused")
+    except sqlite3.Error as e:
+        check(str(e).startswith(message), f"{name} outside a node refuses: {e}")
 
 
 def is_json_container(value):
@@ -110,7 +141,8 @@ for name, query in CALLS:
         check(types <= {"object", "array"},
               f"{name}{'.' + col if col else ''}: JSON value nested as {sorted(types)} by json_object")
 
-check(json_values >= 2, f"JSON-returning values found: {json_values} (attn_fit, attn_tune.config)")
+check(json_values >= 4, f"JSON-returning values found: {json_values} (attn_fit, attn_tune.config, "
+      "attn_jobs.losses, attn_jobs.result)")
 # the documented use: the summary of a training inside a larger JSON document
 doc = db.execute(f"SELECT json_object('run', 'nightly', 'result', attn_fit('m', {TQ}, {OPTS}))"
                  ).fetchone()[0]

@@ -19,13 +19,17 @@
  * (sqlite3_auto_extension); linking attnext's objects makes the binary self-contained (no
  * attnext.so to find at run time, no dlopen of a file an attacker could replace).
  *
- * The rules a client must follow for training and imports to be replicated are in README.md
- * ("Scaling out"): a statement that saves a model must commit inside a statement that dqlite
+ * Training runs as a job beside Raft, not on dqlite's event loop: in a node attn_fit, attn_train
+ * and attn_tune record a job and return its id at once; the extension's job runner
+ * (ext/attn_job_runner.c) trains in a thread of its own on a copy of the database and commits
+ * the model through the leader like any client, with the wire client of attnext_wire.c that
+ * this file hands it (attn_job_host). SIGTERM stops the jobs first (marked failed), then the node.
+ *
+ * The rules a client must follow for writes to be replicated are in README.md ("Scaling out"): a
+ * statement that writes the store (a model, a job) must commit inside a statement that dqlite
  * runs as EXEC, or inside an explicit transaction (BEGIN ... COMMIT) as the go-dqlite shell does.
  */
-#include <arpa/inet.h>
 #include <errno.h>
-#include <netdb.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -33,7 +37,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <time.h>
@@ -42,17 +45,10 @@
 #include <dqlite.h>
 #include <sqlite3.h>
 
-int sqlite3_attnext_init(sqlite3 *db, char **pzErrMsg, const sqlite3_api_routines *pApi);
+#include "../attn_job_host.h"
+#include "attnext_wire.h"
 
-/* The wire protocol (dqlite's src/protocol.h, version 1). */
-#define WIRE_PROTOCOL_VERSION 1
-#define WIRE_REQUEST_LEADER 0
-#define WIRE_REQUEST_ADD 12
-#define WIRE_REQUEST_ASSIGN 13
-#define WIRE_RESPONSE_FAILURE 0
-#define WIRE_RESPONSE_SERVER 1
-#define WIRE_RESPONSE_EMPTY 8
-#define WIRE_ROLE_VOTER 0
+int sqlite3_attnext_init(sqlite3 *db, char **pzErrMsg, const sqlite3_api_routines *pApi);
 
 #define JOIN_TIMEOUT_S 60 /* how long a joining node keeps trying to reach a leader */
 
@@ -85,181 +81,7 @@ static void usage(void) {
           "                  (dqlite's default: heartbeat 500 ms, election 3000 ms)\n");
 }
 
-/* ------------------------------------------------------------------ the wire protocol client */
-
-struct wire {
-  int fd;
-  char err[256];
-};
-
-static int wire_write_all(struct wire *w, const void *buf, size_t n) {
-  const char *p = buf;
-  while (n > 0) {
-    ssize_t k = write(w->fd, p, n);
-    if (k < 0 && errno == EINTR) continue;
-    if (k <= 0) {
-      snprintf(w->err, sizeof w->err, "write: %s", strerror(errno));
-      return -1;
-    }
-    p += k;
-    n -= (size_t)k;
-  }
-  return 0;
-}
-
-static int wire_read_all(struct wire *w, void *buf, size_t n) {
-  char *p = buf;
-  while (n > 0) {
-    ssize_t k = read(w->fd, p, n);
-    if (k < 0 && errno == EINTR) continue;
-    if (k <= 0) {
-      snprintf(w->err, sizeof w->err, "read: %s", k == 0 ? "connection closed" : strerror(errno));
-      return -1;
-    }
-    p += k;
-    n -= (size_t)k;
-  }
-  return 0;
-}
-
-static void put_u64(unsigned char *p, uint64_t v) {
-  for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
-}
-
-static uint64_t get_u64(const unsigned char *p) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; i++) v |= (uint64_t)p[i] << (8 * i);
-  return v;
-}
-
-/* Connect to HOST:PORT (TCP) and send the protocol version. */
-static int wire_connect(struct wire *w, const char *address) {
-  char host[256];
-  const char *colon = strrchr(address, ':');
-  struct addrinfo hints = {0}, *res = NULL;
-  unsigned char version[8];
-  w->fd = -1;
-  if (!colon || colon == address || (size_t)(colon - address) >= sizeof host) {
-    snprintf(w->err, sizeof w->err, "bad address \"%s\" (expected HOST:PORT)", address);
-    return -1;
-  }
-  memcpy(host, address, (size_t)(colon - address));
-  host[colon - address] = 0;
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  int rc = getaddrinfo(host, colon + 1, &hints, &res);
-  if (rc != 0) {
-    snprintf(w->err, sizeof w->err, "%s: %s", address, gai_strerror(rc));
-    return -1;
-  }
-  w->fd = socket(res->ai_family, res->ai_socktype, res->ai_protocol);
-  if (w->fd < 0 || connect(w->fd, res->ai_addr, res->ai_addrlen) != 0) {
-    snprintf(w->err, sizeof w->err, "connect to %s: %s", address, strerror(errno));
-    if (w->fd >= 0) close(w->fd);
-    w->fd = -1;
-    freeaddrinfo(res);
-    return -1;
-  }
-  freeaddrinfo(res);
-  struct timeval tv = {.tv_sec = 120}; /* ASSIGN waits for the new node to catch up */
-  setsockopt(w->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  put_u64(version, WIRE_PROTOCOL_VERSION);
-  return wire_write_all(w, version, sizeof version);
-}
-
-static void wire_close(struct wire *w) {
-  if (w->fd >= 0) close(w->fd);
-  w->fd = -1;
-}
-
-/* One request: header (body size in 8-byte words, type, schema 0, 2 unused bytes), body padded
- * to 8 bytes. Then one response; its body is returned in *body (malloc'd), its type in *type. */
-static int wire_roundtrip(struct wire *w, int req_type, const unsigned char *body, size_t len,
-                          int *type, unsigned char **out, size_t *out_len) {
-  unsigned char header[8] = {0};
-  uint32_t words = (uint32_t)(len / 8);
-  for (int i = 0; i < 4; i++) header[i] = (unsigned char)(words >> (8 * i));
-  header[4] = (unsigned char)req_type;
-  if (wire_write_all(w, header, 8) != 0 || wire_write_all(w, body, len) != 0) return -1;
-  if (wire_read_all(w, header, 8) != 0) return -1;
-  words = (uint32_t)header[0] | (uint32_t)header[1] << 8 | (uint32_t)header[2] << 16 |
-          (uint32_t)header[3] << 24;
-  *type = header[4];
-  *out_len = (size_t)words * 8;
-  if (*out_len > (1u << 20)) {
-    snprintf(w->err, sizeof w->err, "response of %zu bytes: not a dqlite node?", *out_len);
-    return -1;
-  }
-  *out = calloc(1, *out_len + 1);
-  if (!*out) {
-    snprintf(w->err, sizeof w->err, "out of memory");
-    return -1;
-  }
-  if (wire_read_all(w, *out, *out_len) != 0) {
-    free(*out);
-    *out = NULL;
-    return -1;
-  }
-  return 0;
-}
-
-/* A body of one uint64 and an optional text (NUL-terminated, padded to 8 bytes). */
-static size_t wire_body(unsigned char *buf, size_t cap, uint64_t a, const char *text,
-                        int has_b, uint64_t b) {
-  size_t n = 8;
-  put_u64(buf, a);
-  if (text) {
-    size_t t = strlen(text) + 1, padded = (t + 7) / 8 * 8;
-    if (n + padded + 8 > cap) return 0;
-    memset(buf + n, 0, padded);
-    memcpy(buf + n, text, t);
-    n += padded;
-  }
-  if (has_b) {
-    put_u64(buf + n, b);
-    n += 8;
-  }
-  return n;
-}
-
-/* Send a request and expect `want`; a FAILURE is turned into its message. Returns 0 on the
- * wanted response, 1 on FAILURE (message in w->err), -1 on a transport error. */
-static int wire_request(struct wire *w, int req_type, const unsigned char *body, size_t len,
-                        int want, unsigned char **out, size_t *out_len) {
-  int type;
-  if (wire_roundtrip(w, req_type, body, len, &type, out, out_len) != 0) return -1;
-  if (type == want) return 0;
-  if (type == WIRE_RESPONSE_FAILURE && *out_len >= 8) {
-    snprintf(w->err, sizeof w->err, "%s (code %llu)", (char *)*out + 8,
-             (unsigned long long)get_u64(*out));
-  } else {
-    snprintf(w->err, sizeof w->err, "unexpected response type %d", type);
-  }
-  free(*out);
-  *out = NULL;
-  return 1;
-}
-
-/* The leader's address as known by the node at `address`; "" while there is none. */
-static int wire_find_leader(const char *address, char *leader, size_t cap, char *err,
-                            size_t errcap) {
-  struct wire w = {.fd = -1};
-  unsigned char body[8], *out = NULL;
-  size_t out_len = 0;
-  int rc = wire_connect(&w, address);
-  if (rc == 0) {
-    wire_body(body, sizeof body, 0, NULL, 0, 0);
-    rc = wire_request(&w, WIRE_REQUEST_LEADER, body, 8, WIRE_RESPONSE_SERVER, &out, &out_len);
-  }
-  if (rc == 0) {
-    snprintf(leader, cap, "%s", out_len > 8 ? (char *)out + 8 : "");
-  } else {
-    snprintf(err, errcap, "%s", w.err);
-  }
-  free(out);
-  wire_close(&w);
-  return rc;
-}
+/* ------------------------------------------------------------------ joining */
 
 /* Ask the leader to add this node and make it a voter. Tolerates "already done". */
 static int join_cluster(const char *join, unsigned long long id, const char *address) {
@@ -276,10 +98,10 @@ static int join_cluster(const char *join, unsigned long long id, const char *add
       usleep(200 * 1000);
       continue;
     }
-    struct wire w = {.fd = -1};
+    wire w = {.fd = -1};
     unsigned char body[320], *out = NULL;
     size_t len, out_len;
-    int rc = wire_connect(&w, leader);
+    int rc = wire_connect(&w, leader, 120); /* ASSIGN waits for the new node to catch up */
     if (rc == 0 && !added) {
       len = wire_body(body, sizeof body, id, address, 0, 0);
       rc = wire_request(&w, WIRE_REQUEST_ADD, body, len, WIRE_RESPONSE_EMPTY, &out, &out_len);
@@ -313,6 +135,36 @@ static int join_cluster(const char *join, unsigned long long id, const char *add
   node_log("join: gave up after %d s", JOIN_TIMEOUT_S);
   return -1;
 }
+
+/* ------------------------------------------------------------------ the jobs' host */
+
+/* What the extension's job runner (ext/attn_job_runner.c) uses to reach the cluster: clients of
+ * the leader over the wire protocol, asked through this node's own address. */
+static char host_address[256];
+
+static attn_job_client *host_open(void *ctx, const char *database) {
+  return (attn_job_client *)wire_client_open(host_address, database, 10);
+}
+
+static void host_close(attn_job_client *client) { wire_client_close((wire_client *)client); }
+
+static int host_exec(attn_job_client *client, const char *sql, const attn_job_value *params,
+                     int n, int64_t *changes, int *code, char *msg, size_t cap) {
+  return wire_client_exec((wire_client *)client, sql, params, n, changes, code, msg, cap);
+}
+
+static int host_query(attn_job_client *client, const char *sql, const attn_job_value *params,
+                      int n, attn_job_rows *rows, char *msg, size_t cap) {
+  return wire_client_query((wire_client *)client, sql, params, n, rows, msg, cap);
+}
+
+static int host_is_leader(void *ctx) {
+  char leader[256] = "", err[512];
+  return wire_find_leader(host_address, leader, sizeof leader, err, sizeof err) == 0 &&
+         strcmp(leader, host_address) == 0;
+}
+
+static int host_alive(void *ctx, const char *address) { return wire_alive(address); }
 
 /* ------------------------------------------------------------------ main */
 
@@ -413,9 +265,33 @@ int main(int argc, char **argv) {
     dqlite_node_destroy(node);
     return 1;
   }
+  /* Training jobs (ext/attn_job_runner.c): registered before the node serves statements. A
+   * node that stops hearing from a job's node for `lease` seconds fails the job: longer than an
+   * election (15 x latency; dqlite's default election timeout is 3 s) can take. */
+  snprintf(host_address, sizeof host_address, "%s", address);
+  double election_s = latency_ms ? 15.0 * latency_ms / 1000.0 : 3.0;
+  attn_job_host host = {
+      .ctx = NULL,
+      .node_id = node_id,
+      .address = host_address,
+      .lease = 10 * election_s > 30 ? 10 * election_s : 30,
+      .open = host_open,
+      .close = host_close,
+      .exec = host_exec,
+      .query = host_query,
+      .free_rows = wire_rows_free,
+      .is_leader = host_is_leader,
+      .alive = host_alive,
+  };
+  if (attn_jobs_start(&host) != 0) {
+    node_log("cannot start the job runner's thread");
+    dqlite_node_destroy(node);
+    return 1;
+  }
   rc = dqlite_node_start(node);
   if (rc != 0) {
     node_log("dqlite_node_start: %s", dqlite_node_errmsg(node));
+    attn_jobs_stop();
     dqlite_node_destroy(node);
     return 1;
   }
@@ -428,6 +304,7 @@ int main(int argc, char **argv) {
     node_log("%s holds this node's Raft state: it rejoins by itself, --join ignored", dir);
   } else if (join && join_cluster(join, node_id, address) != 0) {
     node_log("could not join the cluster through %s; stopping", join);
+    attn_jobs_stop();
     dqlite_node_stop(node);
     dqlite_node_destroy(node);
     return 1;
@@ -437,6 +314,7 @@ int main(int argc, char **argv) {
   while (sigwait(&stop_signals, &sig) != 0) {
   }
   node_log("signal %d: stopping", sig);
+  attn_jobs_stop(); /* jobs first: they write their end through the cluster */
   rc = dqlite_node_stop(node);
   if (rc != 0) node_log("dqlite_node_stop: %s", dqlite_node_errmsg(node));
   dqlite_node_destroy(node);

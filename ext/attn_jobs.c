@@ -1,0 +1,764 @@
+/* attn_jobs.c -- training jobs of a dqlite node, as SQL: the table-valued function attn_jobs
+ * (every job of the database: state, progress, losses so far, the version it produced, the
+ * error), attn_cancel(job), and attn_job_commit, with which a job's thread commits its result
+ * through the leader. The jobs themselves: attn_job_runner.c.
+ *
+ *   SELECT job, name, state, epoch || '/' || epochs AS epoch, round(train_loss, 4) AS loss,
+ *          version, error FROM attn_jobs ORDER BY job DESC;
+ *   SELECT attn_cancel(3);    -- 1: cancelled; 0: it had ended already
+ *
+ * attn_jobs reads the tables attn_job_runs and attn_job_epochs, which the jobs write through
+ * Raft once a second: every node has them, and whichever node leads answers with the same rows.
+ * The leader's own jobs show their batch-level progress live (attn_status of the job's private
+ * connection). Outside a node the tables exist only in a copy of a node's database.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attn_ext.h"
+
+/* ------------------------------------------------------------------ attn_jobs */
+
+enum {
+  ATTN_JOBS_COL_JOB,
+  ATTN_JOBS_COL_FUNCTION,
+  ATTN_JOBS_COL_NAME,
+  ATTN_JOBS_COL_STATE,
+  ATTN_JOBS_COL_NODE,
+  ATTN_JOBS_COL_PHASE,
+  ATTN_JOBS_COL_TRIAL,
+  ATTN_JOBS_COL_TRIALS,
+  ATTN_JOBS_COL_EPOCH,
+  ATTN_JOBS_COL_EPOCHS,
+  ATTN_JOBS_COL_BATCH,
+  ATTN_JOBS_COL_BATCHES,
+  ATTN_JOBS_COL_TRAIN_LOSS,
+  ATTN_JOBS_COL_VAL_LOSS,
+  ATTN_JOBS_COL_VAL_ACCURACY,
+  ATTN_JOBS_COL_VAL_F1,
+  ATTN_JOBS_COL_LOSSES,
+  ATTN_JOBS_COL_VERSION,
+  ATTN_JOBS_COL_DEPLOYED,
+  ATTN_JOBS_COL_SUBMITTED_AT,
+  ATTN_JOBS_COL_STARTED_AT,
+  ATTN_JOBS_COL_FINISHED_AT,
+  ATTN_JOBS_COL_SECONDS,
+  ATTN_JOBS_COL_RESULT,
+  ATTN_JOBS_COL_ERROR,
+  ATTN_JOBS_NCOLS
+};
+static const char attn_jobs_schema[] =
+    "CREATE TABLE x(job INTEGER, function TEXT, name TEXT, state TEXT, node INTEGER, "
+    "phase TEXT, trial INTEGER, trials INTEGER, epoch INTEGER, epochs INTEGER, batch INTEGER, "
+    "batches INTEGER, train_loss REAL, val_loss REAL, val_accuracy REAL, val_f1 REAL, "
+    "losses TEXT, version INTEGER, deployed INTEGER, submitted_at TEXT, started_at TEXT, "
+    "finished_at TEXT, seconds REAL, result TEXT, error TEXT)";
+
+/* The rows, in ATTN_JOBS_COL order; the epochs as a JSON array of objects. */
+static const char attn_jobs_query[] =
+    "SELECT r.job, r.function, r.name, r.state, r.node, r.phase, r.trial, r.trials, r.epoch, "
+    "r.epochs, r.batch, r.batches, r.train_loss, r.val_loss, r.val_accuracy, r.val_f1, %s, "
+    "r.version, r.deployed, r.submitted_at, r.started_at, r.finished_at, "
+    "(julianday(coalesce(r.finished_at, CASE WHEN r.state IN ('queued', 'running') THEN 'now' "
+    "END)) - julianday(r.started_at)) * 86400.0, r.result, r.error "
+    "FROM main.attn_job_runs AS r ORDER BY r.job";
+static const char attn_jobs_losses[] =
+    "(SELECT json_group_array(CASE WHEN e.trial > 0 THEN json_object('trial', e.trial, "
+    "'epoch', e.epoch, 'train_loss', e.train_loss, 'val_loss', e.val_loss, 'val_accuracy', "
+    "e.val_accuracy, 'val_f1', e.val_f1) ELSE json_object('epoch', e.epoch, 'train_loss', "
+    "e.train_loss, 'val_loss', e.val_loss, 'val_accuracy', e.val_accuracy, 'val_f1', e.val_f1) "
+    "END) FROM (SELECT * FROM main.attn_job_epochs AS x WHERE x.job = r.job ORDER BY x.trial, "
+    "x.epoch) AS e)";
+
+typedef struct attn_jobs_row {
+  sqlite3_value *values[ATTN_JOBS_NCOLS];
+  int live; /* this process trains it: the progress columns from `view` */
+  attn_status_view view;
+} attn_jobs_row;
+
+typedef struct attn_jobs_cursor {
+  sqlite3_vtab_cursor base;
+  attn_jobs_row *rows;
+  int n, row;
+} attn_jobs_cursor;
+
+/* Direct-only: it reads tables of the database. */
+static int attn_jobs_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
+                             sqlite3_vtab **out, char **errmsg) {
+  return attn_vtab_connect(db, attn_jobs_schema, SQLITE_VTAB_DIRECTONLY, aux, 0,
+                           sizeof(attn_jobs_cursor), out);
+}
+
+static int attn_jobs_best_index(sqlite3_vtab *vtab, sqlite3_index_info *info) {
+  info->estimatedCost = 100;
+  info->estimatedRows = 100;
+  return SQLITE_OK;
+}
+
+static void attn_jobs_clear(attn_jobs_cursor *cur) {
+  for (int i = 0; i < cur->n; i++)
+    for (int c = 0; c < ATTN_JOBS_NCOLS; c++) sqlite3_value_free(cur->rows[i].values[c]);
+  sqlite3_free(cur->rows);
+  cur->rows = NULL;
+  cur->n = cur->row = 0;
+}
+
+static int attn_jobs_close(sqlite3_vtab_cursor *base) {
+  attn_jobs_clear((attn_jobs_cursor *)base);
+  sqlite3_free(base);
+  return SQLITE_OK;
+}
+
+/* The type of table `name` in main: 0 absent, 1 an ordinary table, -1 something else. */
+static int attn_jobs_table(sqlite3 *db, const char *name) {
+  sqlite3_stmt *stmt = NULL;
+  int kind = 0;
+  if (sqlite3_prepare_v2(db, "SELECT type FROM main.sqlite_schema WHERE name = ?1", -1, &stmt,
+                         NULL) == SQLITE_OK) {
+    sqlite3_bind_text(stmt, 1, name, -1, SQLITE_STATIC);
+    if (sqlite3_step(stmt) == SQLITE_ROW) {
+      const char *type = (const char *)sqlite3_column_text(stmt, 0);
+      kind = type && strcmp(type, "table") == 0 ? 1 : -1;
+    }
+  }
+  sqlite3_finalize(stmt);
+  return kind;
+}
+
+/* The rows are read at once (a few hundred jobs at most in practice): no statement of ours
+ * stays open on the database while the caller reads them. */
+static int attn_jobs_filter(sqlite3_vtab_cursor *base, int idx_num, const char *idx_str,
+                            int argc, sqlite3_value **argv) {
+  attn_jobs_cursor *cur = (attn_jobs_cursor *)base;
+  attn_vtab *vtab = (attn_vtab *)base->pVtab;
+  sqlite3 *db = attn_conn_db(vtab->conn);
+  sqlite3_stmt *stmt = NULL;
+  char *msg = NULL, *sql = NULL;
+  int rc, cap = 0;
+  attn_jobs_clear(cur);
+  rc = attn_store_read_begin(vtab->conn, "attn_jobs", NULL, &msg);
+  if (rc != SQLITE_OK) return attn_vtab_fail(base->pVtab, rc, msg, "attn_jobs");
+  int runs = attn_jobs_table(db, "attn_job_runs"), epochs = attn_jobs_table(db, "attn_job_epochs");
+  if (runs < 0 || epochs < 0) {
+    msg = sqlite3_mprintf("attn_jobs: %s is not an ordinary table: not the jobs table attnext "
+                          "writes", runs < 0 ? "attn_job_runs" : "attn_job_epochs");
+    rc = SQLITE_ERROR;
+    goto done;
+  }
+  if (runs == 0) goto done; /* no job ever ran here */
+  sql = sqlite3_mprintf(attn_jobs_query, epochs ? attn_jobs_losses : "NULL");
+  if (!sql) {
+    rc = SQLITE_NOMEM;
+    goto done;
+  }
+  rc = sqlite3_prepare_v2(db, sql, -1, &stmt, NULL);
+  if (rc != SQLITE_OK) {
+    msg = sqlite3_mprintf("attn_jobs: cannot read attn_job_runs: %s", sqlite3_errmsg(db));
+    goto done;
+  }
+  const char *database = sqlite3_db_filename(db, "main");
+  while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+    if (cur->n == cap) {
+      int c = cap ? 2 * cap : 16;
+      attn_jobs_row *rows = sqlite3_realloc64(cur->rows, sizeof *rows * (sqlite3_uint64)c);
+      if (!rows) {
+        rc = SQLITE_NOMEM;
+        break;
+      }
+      cur->rows = rows;
+      cap = c;
+    }
+    attn_jobs_row *r = &cur->rows[cur->n++];
+    memset(r, 0, sizeof *r);
+    for (int c = 0; c < ATTN_JOBS_NCOLS; c++) {
+      r->values[c] = sqlite3_value_dup(sqlite3_column_value(stmt, c));
+      if (!r->values[c]) rc = SQLITE_NOMEM;
+    }
+    if (rc == SQLITE_NOMEM) break;
+    const char *state = (const char *)sqlite3_column_text(stmt, ATTN_JOBS_COL_STATE);
+    if (state && strcmp(state, "running") == 0 && database)
+      r->live = attn_job_live(database, sqlite3_column_int64(stmt, ATTN_JOBS_COL_JOB), &r->view);
+  }
+  if (rc == SQLITE_DONE) {
+    rc = SQLITE_OK;
+  } else if (rc != SQLITE_NOMEM) {
+    msg = sqlite3_mprintf("attn_jobs: cannot read attn_job_runs: %s", sqlite3_errmsg(db));
+  }
+done:
+  sqlite3_finalize(stmt);
+  sqlite3_free(sql);
+  attn_store_read_end(vtab->conn);
+  if (rc != SQLITE_OK) {
+    attn_jobs_clear(cur);
+    return attn_vtab_fail(base->pVtab, rc, msg, "attn_jobs");
+  }
+  return SQLITE_OK;
+}
+
+static int attn_jobs_next(sqlite3_vtab_cursor *base) {
+  ((attn_jobs_cursor *)base)->row++;
+  return SQLITE_OK;
+}
+
+static int attn_jobs_eof(sqlite3_vtab_cursor *base) {
+  attn_jobs_cursor *cur = (attn_jobs_cursor *)base;
+  return cur->row >= cur->n;
+}
+
+static void attn_jobs_count(sqlite3_context *ctx, int v) {
+  if (v > 0) sqlite3_result_int(ctx, v);
+}
+
+static void attn_jobs_figure(sqlite3_context *ctx, double v) {
+  if (isfinite(v) && v >= 0) sqlite3_result_double(ctx, v);
+}
+
+static int attn_jobs_column(sqlite3_vtab_cursor *base, sqlite3_context *ctx, int col) {
+  attn_jobs_cursor *cur = (attn_jobs_cursor *)base;
+  const attn_jobs_row *r = &cur->rows[cur->row];
+  const attn_status_view *v = &r->view;
+  if (r->live) { /* this process trains it: the figures of now, not of the last progress write */
+    switch (col) {
+    case ATTN_JOBS_COL_PHASE: sqlite3_result_text(ctx, v->phase, -1, SQLITE_STATIC); return SQLITE_OK;
+    case ATTN_JOBS_COL_TRIAL: attn_jobs_count(ctx, v->trial); return SQLITE_OK;
+    case ATTN_JOBS_COL_TRIALS: attn_jobs_count(ctx, v->trials); return SQLITE_OK;
+    case ATTN_JOBS_COL_EPOCH: sqlite3_result_int(ctx, v->epoch); return SQLITE_OK;
+    case ATTN_JOBS_COL_EPOCHS: attn_jobs_count(ctx, v->epochs); return SQLITE_OK;
+    case ATTN_JOBS_COL_BATCH: sqlite3_result_int(ctx, v->batch); return SQLITE_OK;
+    case ATTN_JOBS_COL_BATCHES: attn_jobs_count(ctx, v->batches); return SQLITE_OK;
+    case ATTN_JOBS_COL_TRAIN_LOSS:
+      if (isfinite(v->train_loss)) sqlite3_result_double(ctx, v->train_loss);
+      return SQLITE_OK;
+    case ATTN_JOBS_COL_VAL_LOSS: attn_jobs_figure(ctx, v->val_loss); return SQLITE_OK;
+    case ATTN_JOBS_COL_VAL_ACCURACY: attn_jobs_figure(ctx, v->val_accuracy); return SQLITE_OK;
+    case ATTN_JOBS_COL_VAL_F1: attn_jobs_figure(ctx, v->val_f1); return SQLITE_OK;
+    default: break;
+    }
+  }
+  if (col < 0 || col >= ATTN_JOBS_NCOLS) return SQLITE_OK;
+  sqlite3_result_value(ctx, r->values[col]);
+  if ((col == ATTN_JOBS_COL_LOSSES || col == ATTN_JOBS_COL_RESULT) &&
+      sqlite3_value_type(r->values[col]) == SQLITE_TEXT)
+    sqlite3_result_subtype(ctx, ATTN_JSON_SUBTYPE); /* json_object() nests it */
+  return SQLITE_OK;
+}
+
+static int attn_jobs_rowid(sqlite3_vtab_cursor *base, sqlite_int64 *rowid) {
+  attn_jobs_cursor *cur = (attn_jobs_cursor *)base;
+  *rowid = sqlite3_value_int64(cur->rows[cur->row].values[ATTN_JOBS_COL_JOB]);
+  return SQLITE_OK;
+}
+
+const sqlite3_module attn_jobs_module = {
+    .iVersion = 0,
+    .xCreate = NULL, /* eponymous only */
+    .xConnect = attn_jobs_connect,
+    .xBestIndex = attn_jobs_best_index,
+    .xDisconnect = attn_vtab_disconnect,
+    .xOpen = attn_vtab_open,
+    .xClose = attn_jobs_close,
+    .xFilter = attn_jobs_filter,
+    .xNext = attn_jobs_next,
+    .xEof = attn_jobs_eof,
+    .xColumn = attn_jobs_column,
+    .xRowid = attn_jobs_rowid,
+};
+
+/* ------------------------------------------------------------------ attn_cancel */
+
+/* A job id argument: an integer (or a text that reads as one). */
+static int attn_job_id_value(const char *fn, sqlite3_value *v, int64_t *out, char **msg) {
+  sqlite3_value *num = sqlite3_value_dup(v);
+  if (!num) return SQLITE_NOMEM;
+  sqlite3_value_numeric_type(num);
+  int ok = sqlite3_value_type(num) == SQLITE_INTEGER;
+  *out = sqlite3_value_int64(num);
+  sqlite3_value_free(num);
+  if (ok) return SQLITE_OK;
+  const char *text = (const char *)sqlite3_value_text(v);
+  *msg = sqlite3_mprintf("%s: the job must be an integer (a job of attn_jobs), got %s%s%s", fn,
+                         sqlite3_value_type(v) == SQLITE_TEXT ? "'" : "",
+                         text ? text : "NULL", sqlite3_value_type(v) == SQLITE_TEXT ? "'" : "");
+  return SQLITE_ERROR;
+}
+
+/* attn_cancel(job) -> 1 when the job was queued or running and is now cancelled, 0 when it had
+ * ended already. The job's thread stops within a second (its next progress write finds the row
+ * cancelled); nothing it trained is saved. */
+void attn_cancel_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  attn_conn *conn = sqlite3_user_data(ctx);
+  sqlite3 *db = attn_conn_db(conn);
+  const char *fn = "attn_cancel";
+  sqlite3_stmt *stmt = NULL;
+  char *msg = NULL;
+  int64_t job = 0;
+  int rc = attn_job_id_value(fn, argv[0], &job, &msg);
+  if (rc != SQLITE_OK) goto done;
+  if (!attn_jobs_here(conn)) {
+    msg = sqlite3_mprintf("%s: no jobs here: jobs run only in a dqlite node "
+                          "(build/attnext-node); here attn_train, attn_fit and attn_tune train in "
+                          "the caller's statement: interrupt it (sqlite3_interrupt, Ctrl-C)", fn);
+    rc = SQLITE_ERROR;
+    goto done;
+  }
+  if ((rc = attn_conn_check_write(conn, fn, &msg)) != SQLITE_OK) goto done;
+  if (attn_jobs_table(db, "attn_job_runs") != 1) {
+    msg = sqlite3_mprintf("%s: no job %lld", fn, (long long)job);
+    rc = SQLITE_ERROR;
+    goto done;
+  }
+  rc = sqlite3_prepare_v2(db,
+                          "UPDATE main.attn_job_runs SET state = 'cancelled', error = "
+                          "'cancelled by attn_cancel', phase = NULL, finished_at = "
+                          "strftime('%Y-%m-%dT%H:%M:%fZ', 'now') WHERE job = ?1 AND state IN "
+                          "('queued', 'running')",
+                          -1, &stmt, NULL);
+  if (rc == SQLITE_OK) {
+    sqlite3_bind_int64(stmt, 1, job);
+    rc = attn_exec_step(stmt, db, fn, "cancel the job", &msg);
+  } else {
+    msg = sqlite3_mprintf("%s: %s", fn, sqlite3_errmsg(db));
+  }
+  sqlite3_finalize(stmt);
+  stmt = NULL;
+  if (rc != SQLITE_OK) goto done;
+  if (sqlite3_changes(db) == 1) {
+    sqlite3_result_int(ctx, 1);
+    goto done;
+  }
+  rc = sqlite3_prepare_v2(db, "SELECT state FROM main.attn_job_runs WHERE job = ?1", -1, &stmt,
+                          NULL);
+  if (rc == SQLITE_OK) {
+    sqlite3_bind_int64(stmt, 1, job);
+    rc = sqlite3_step(stmt);
+  }
+  if (rc == SQLITE_ROW) {
+    rc = SQLITE_OK;
+    sqlite3_result_int(ctx, 0); /* done, failed or cancelled already */
+  } else if (rc == SQLITE_DONE) {
+    msg = sqlite3_mprintf("%s: no job %lld", fn, (long long)job);
+    rc = SQLITE_ERROR;
+  } else {
+    msg = sqlite3_mprintf("%s: %s", fn, sqlite3_errmsg(db));
+  }
+done:
+  sqlite3_finalize(stmt);
+  if (rc != SQLITE_OK) attn_result_error(ctx, rc, msg, fn);
+  else sqlite3_free(msg);
+}
+
+/* ------------------------------------------------------------------ attn_job_commit */
+
+/* One version of a job's result, read from its image. */
+typedef struct attn_commit_item {
+  nn_model *model;
+  char *metrics;
+  nn_epoch_stats *log;
+  int nlog;
+  int64_t old_version;
+  attn_lineage_info lineage;
+  char *texts[11]; /* the lineage's strings (owned) */
+} attn_commit_item;
+
+static void attn_commit_items_free(attn_commit_item *items, int n) {
+  for (int i = 0; items && i < n; i++) {
+    nn_model_free(items[i].model);
+    sqlite3_free(items[i].metrics);
+    sqlite3_free(items[i].log);
+    for (int k = 0; k < 11; k++) sqlite3_free(items[i].texts[k]);
+  }
+  sqlite3_free(items);
+}
+
+static char *attn_column_dup(sqlite3_stmt *stmt, int col) {
+  if (sqlite3_column_type(stmt, col) == SQLITE_NULL) return NULL;
+  return sqlite3_mprintf("%s", (const char *)sqlite3_column_text(stmt, col));
+}
+
+static double attn_column_figure(sqlite3_stmt *stmt, int col) {
+  return sqlite3_column_type(stmt, col) == SQLITE_NULL ? NAN : sqlite3_column_double(stmt, col);
+}
+
+/* Read the lineage and the log of version `version` of the image m into item. */
+static int attn_commit_item_read(sqlite3 *m, attn_commit_item *item, int64_t version) {
+  sqlite3_stmt *stmt = NULL;
+  int rc = sqlite3_prepare_v2(m,
+                              "SELECT epoch, train_loss, val_loss, val_accuracy, val_f1, lr, "
+                              "seconds FROM log WHERE version = ?1 ORDER BY epoch LIMIT 100000",
+                              -1, &stmt, NULL);
+  if (rc != SQLITE_OK) return rc;
+  sqlite3_bind_int64(stmt, 1, version);
+  int cap = 0;
+  while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+    if (item->nlog == cap) {
+      cap = cap ? 2 * cap : 32;
+      nn_epoch_stats *log = sqlite3_realloc64(item->log, sizeof *log * (sqlite3_uint64)cap);
+      if (!log) {
+        rc = SQLITE_NOMEM;
+        break;
+      }
+      item->log = log;
+    }
+    nn_epoch_stats *e = &item->log[item->nlog++];
+    memset(e, 0, sizeof *e);
+    e->epoch = sqlite3_column_int(stmt, 0);
+    e->train_loss = attn_column_figure(stmt, 1);
+    e->val_loss = attn_column_figure(stmt, 2);
+    e->val_accuracy = attn_column_figure(stmt, 3);
+    e->val_f1 = attn_column_figure(stmt, 4);
+    e->lr = attn_column_figure(stmt, 5);
+    e->seconds = attn_column_figure(stmt, 6);
+  }
+  sqlite3_finalize(stmt);
+  if (rc != SQLITE_DONE) return rc == SQLITE_ROW ? SQLITE_ERROR : rc;
+  rc = sqlite3_prepare_v2(m,
+                          "SELECT function, query, rows_sha256, validation_query, "
+                          "validation_sha256, options, from_name, backend, started_at, "
+                          "ended_at, rows, validation_rows, from_version FROM lineage WHERE "
+                          "version = ?1",
+                          -1, &stmt, NULL);
+  if (rc != SQLITE_OK) return rc;
+  sqlite3_bind_int64(stmt, 1, version);
+  attn_lineage_info *l = &item->lineage;
+  memset(l, 0, sizeof *l);
+  l->rows = l->validation_rows = l->from_version = -1;
+  if ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+    for (int k = 0; k < 10; k++) {
+      item->texts[k] = attn_column_dup(stmt, k);
+      if (sqlite3_column_type(stmt, k) != SQLITE_NULL && !item->texts[k]) rc = SQLITE_NOMEM;
+    }
+    l->function = item->texts[0];
+    l->query = item->texts[1];
+    l->rows_sha256 = item->texts[2];
+    l->validation_query = item->texts[3];
+    l->validation_sha256 = item->texts[4];
+    l->options = item->texts[5];
+    l->from_name = item->texts[6];
+    l->backend = item->texts[7];
+    l->started_at = item->texts[8];
+    l->ended_at = item->texts[9];
+    for (int k = 10; k < 13; k++) {
+      int64_t v = sqlite3_column_type(stmt, k) == SQLITE_INTEGER ? sqlite3_column_int64(stmt, k) : -1;
+      if (k == 10) l->rows = v;
+      if (k == 11) l->validation_rows = v;
+      if (k == 12) l->from_version = v;
+    }
+    if (rc == SQLITE_ROW) rc = SQLITE_DONE;
+  }
+  sqlite3_finalize(stmt);
+  return rc == SQLITE_DONE ? SQLITE_OK : rc;
+}
+
+/* One json_set(json, path, value) on m; the new text replaces *json. */
+static int attn_commit_json_set(sqlite3 *m, char **json, const char *path, int kind,
+                                int64_t number, const char *text) {
+  sqlite3_stmt *stmt = NULL;
+  int rc = sqlite3_prepare_v2(m,
+                              kind == 0   ? "SELECT json_set(?1, ?2, ?3)"
+                              : kind == 1 ? "SELECT json_set(?1, ?2, json(CASE WHEN ?3 THEN "
+                                            "'true' ELSE 'false' END))"
+                                          : "SELECT json_set(?1, ?2, ?4)",
+                              -1, &stmt, NULL);
+  if (rc == SQLITE_OK) {
+    sqlite3_bind_text(stmt, 1, *json, -1, SQLITE_STATIC);
+    sqlite3_bind_text(stmt, 2, path, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(stmt, 3, number);
+    sqlite3_bind_text(stmt, 4, text, -1, SQLITE_STATIC);
+    rc = sqlite3_step(stmt);
+  }
+  if (rc == SQLITE_ROW && sqlite3_column_type(stmt, 0) == SQLITE_TEXT) {
+    char *copy = sqlite3_mprintf("%s", (const char *)sqlite3_column_text(stmt, 0));
+    if (copy) {
+      sqlite3_free(*json);
+      *json = copy;
+    }
+    rc = copy ? SQLITE_OK : SQLITE_NOMEM;
+  } else if (rc == SQLITE_ROW || rc == SQLITE_DONE) {
+    rc = SQLITE_OK; /* not JSON (a hand-made image): left as it is */
+  }
+  sqlite3_finalize(stmt);
+  return rc;
+}
+
+/* attn_job_commit(job, token, image) -> version. Run by a job's thread through the leader,
+ * inside BEGIN ... COMMIT: the versions of the job's result (`image`: a database image of
+ * tables meta, models, log, lineage) are stored as the next versions of its name, numbered after
+ * the cluster's own (attn_store_save_items: log, lineage, deployment), and the job's row says
+ * done. A version the run deployed under "deploy": "if_better" is not deployed when the deployed
+ * version changed while the job ran (its comparison no longer holds: deploy_reason says so).
+ * Only the job's own thread knows its token; a job already done answers its version (the
+ * thread asks again when the answer was lost), a job no longer running is refused. */
+void attn_job_commit_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  attn_conn *conn = sqlite3_user_data(ctx);
+  sqlite3 *db = attn_conn_db(conn), *m = NULL;
+  const char *fn = "attn_job_commit";
+  sqlite3_stmt *stmt = NULL;
+  char *msg = NULL, *state = NULL, *function = NULL, *name = NULL, *result = NULL;
+  attn_commit_item *items = NULL;
+  attn_store_item *store = NULL;
+  int n = 0, rc;
+  int64_t job = 0, base_version = 0, base_rowid = 0, first = 0, cur_version = 0, cur_rowid = 0;
+  if ((rc = attn_job_id_value(fn, argv[0], &job, &msg)) != SQLITE_OK) goto done;
+  if (!attn_jobs_here(conn)) {
+    msg = sqlite3_mprintf("%s: a dqlite node's job thread commits its result with it; there are "
+                          "no jobs here", fn);
+    rc = SQLITE_ERROR;
+    goto done;
+  }
+  if ((rc = attn_conn_check_write(conn, fn, &msg)) != SQLITE_OK) goto done;
+  if (sqlite3_value_type(argv[1]) != SQLITE_TEXT || sqlite3_value_type(argv[2]) != SQLITE_BLOB) {
+    msg = sqlite3_mprintf("%s: expected (job, token, image): a job's token (text) and the image "
+                          "of its result (a BLOB)", fn);
+    rc = SQLITE_ERROR;
+    goto done;
+  }
+  /* the job */
+  if (attn_jobs_table(db, "attn_job_runs") == 1 &&
+      sqlite3_prepare_v2(db,
+                         "SELECT state, function, name, version FROM main.attn_job_runs WHERE "
+                         "job = ?1 AND token = ?2",
+                         -1, &stmt, NULL) == SQLITE_OK) {
+    sqlite3_bind_int64(stmt, 1, job);
+    sqlite3_bind_value(stmt, 2, argv[1]);
+    if (sqlite3_step(stmt) == SQLITE_ROW) {
+      state = attn_column_dup(stmt, 0);
+      function = attn_column_dup(stmt, 1);
+      name = attn_column_dup(stmt, 2);
+      if (state && strcmp(state, "done") == 0) { /* committed already: the answer was lost */
+        sqlite3_result_int64(ctx, sqlite3_column_int64(stmt, 3));
+        goto done;
+      }
+    }
+  }
+  sqlite3_finalize(stmt);
+  stmt = NULL;
+  if (!state || !function || !name) {
+    msg = sqlite3_mprintf("%s: no job %lld with that token", fn, (long long)job);
+    rc = SQLITE_ERROR;
+    goto done;
+  }
+  if (strcmp(state, "running") != 0) {
+    msg = sqlite3_mprintf("%s: job %lld is %s: its model is not saved", fn, (long long)job, state);
+    rc = SQLITE_ERROR;
+    goto done;
+  }
+  /* the image: read-only, in a connection of its own */
+  sqlite3_int64 size = sqlite3_value_bytes(argv[2]);
+  unsigned char *copy = sqlite3_malloc64((sqlite3_uint64)(size ? size : 1));
+  if (!copy) {
+    rc = SQLITE_NOMEM;
+    goto done;
+  }
+  if (size) memcpy(copy, sqlite3_value_blob(argv[2]), (size_t)size);
+  rc = sqlite3_open_v2(":memory:", &m, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
+  if (rc == SQLITE_OK) {
+    sqlite3_db_config(m, SQLITE_DBCONFIG_DEFENSIVE, 1, NULL);
+    rc = sqlite3_deserialize(m, "main", copy, size, size,
+                             SQLITE_DESERIALIZE_FREEONCLOSE | SQLITE_DESERIALIZE_READONLY);
+  } else {
+    sqlite3_free(copy);
+  }
+  if (rc == SQLITE_OK)
+    rc = sqlite3_prepare_v2(m, "SELECT function, name, base_version, base_rowid, first_version, "
+                               "result FROM meta", -1, &stmt, NULL);
+  if (rc == SQLITE_OK && sqlite3_step(stmt) == SQLITE_ROW) {
+    const char *f = (const char *)sqlite3_column_text(stmt, 0);
+    const char *nm = (const char *)sqlite3_column_text(stmt, 1);
+    if (!f || !nm || strcmp(f, function) != 0 || strcmp(nm, name) != 0) rc = SQLITE_MISMATCH;
+    base_version = sqlite3_column_int64(stmt, 2);
+    base_rowid = sqlite3_column_int64(stmt, 3);
+    first = sqlite3_column_int64(stmt, 4);
+    result = attn_column_dup(stmt, 5);
+  } else if (rc == SQLITE_OK) {
+    rc = SQLITE_CORRUPT;
+  }
+  sqlite3_finalize(stmt);
+  stmt = NULL;
+  if (rc != SQLITE_OK) {
+    msg = sqlite3_mprintf("%s: the image is not job %lld's result (%s)", fn, (long long)job,
+                          m ? sqlite3_errmsg(m) : sqlite3_errstr(rc));
+    rc = SQLITE_ERROR;
+    goto done;
+  }
+  /* the deployed version now, against the one the run compared with */
+  if (sqlite3_prepare_v2(db,
+                         "SELECT version, rowid FROM main.attn_models WHERE name = ?1 AND "
+                         "deployed = 1 ORDER BY deployed_seq DESC LIMIT 1",
+                         -1, &stmt, NULL) == SQLITE_OK) {
+    sqlite3_bind_text(stmt, 1, name, -1, SQLITE_STATIC);
+    if (sqlite3_step(stmt) == SQLITE_ROW) {
+      cur_version = sqlite3_column_int64(stmt, 0);
+      cur_rowid = sqlite3_column_int64(stmt, 1);
+    }
+  }
+  sqlite3_finalize(stmt);
+  stmt = NULL;
+  int changed = cur_version != base_version || cur_rowid != base_rowid;
+  /* the versions */
+  rc = sqlite3_prepare_v2(m,
+                          "SELECT version, deployed, metrics, weights, json_extract(metrics, "
+                          "'$.deploy'), json_extract(metrics, '$.deploy_reason') FROM models "
+                          "ORDER BY version LIMIT 1000",
+                          -1, &stmt, NULL);
+  int cap = 0;
+  while (rc == SQLITE_OK && sqlite3_step(stmt) == SQLITE_ROW) {
+    if (n == cap) {
+      cap = cap ? 2 * cap : 4;
+      attn_commit_item *more = sqlite3_realloc64(items, sizeof *more * (sqlite3_uint64)cap);
+      attn_store_item *smore = sqlite3_realloc64(store, sizeof *smore * (sqlite3_uint64)cap);
+      if (more) items = more;
+      if (smore) store = smore;
+      if (!more || !smore) {
+        rc = SQLITE_NOMEM;
+        break;
+      }
+    }
+    attn_commit_item *it = &items[n];
+    memset(it, 0, sizeof *it);
+    memset(&store[n], 0, sizeof store[n]);
+    n++;
+    char err[NN_ERR_LEN] = "";
+    const unsigned char *blob = sqlite3_column_blob(stmt, 3);
+    static const unsigned char empty[1] = {0};
+    int st = nn_model_load(&it->model, blob ? blob : empty,
+                           blob ? (size_t)sqlite3_column_bytes(stmt, 3) : 0, err);
+    if (st != NN_OK) {
+      it->model = NULL;
+      msg = sqlite3_mprintf("%s: job %lld's version %lld: %s", fn, (long long)job,
+                            (long long)sqlite3_column_int64(stmt, 0), err);
+      rc = st == NN_NOMEM ? SQLITE_NOMEM : SQLITE_ERROR;
+      break;
+    }
+    it->old_version = sqlite3_column_int64(stmt, 0);
+    it->metrics = attn_column_dup(stmt, 2);
+    int deploy = sqlite3_column_int(stmt, 1) != 0;
+    const char *policy = (const char *)sqlite3_column_text(stmt, 4);
+    if (deploy && changed && policy && strcmp(policy, "if_better") == 0 && it->metrics) {
+      const char *why = (const char *)sqlite3_column_text(stmt, 5);
+      char before[32] = "none", now[32] = "none";
+      if (base_version) snprintf(before, sizeof before, "%lld", (long long)base_version);
+      if (cur_version) snprintf(now, sizeof now, "%lld", (long long)cur_version);
+      char *reason = sqlite3_mprintf("%s; but the deployed version changed while the job ran "
+                                     "(%s, now %s): not deployed, compare them and deploy with "
+                                     "attn_deploy", why ? why : "", before, now);
+      deploy = 0;
+      rc = reason ? attn_commit_json_set(m, &it->metrics, "$.deployed", 1, 0, NULL) : SQLITE_NOMEM;
+      if (rc == SQLITE_OK)
+        rc = attn_commit_json_set(m, &it->metrics, "$.deploy_reason", 2, 0, reason);
+      if (rc == SQLITE_OK && result && strcmp(function, "attn_fit") == 0)
+        rc = attn_commit_json_set(m, &result, "$.deploy_reason", 2, 0, reason);
+      sqlite3_free(reason);
+    }
+    if (rc == SQLITE_OK) rc = attn_commit_item_read(m, it, it->old_version);
+    store[n - 1].model = it->model;
+    store[n - 1].metrics = it->metrics;
+    store[n - 1].log = it->log;
+    store[n - 1].nlog = it->nlog;
+    store[n - 1].deploy = deploy;
+    store[n - 1].lineage = &it->lineage;
+  }
+  sqlite3_finalize(stmt);
+  stmt = NULL;
+  if (rc == SQLITE_OK && n == 0) {
+    msg = sqlite3_mprintf("%s: job %lld's result holds no model", fn, (long long)job);
+    rc = SQLITE_ERROR;
+  }
+  if (rc != SQLITE_OK) {
+    if (!msg) msg = sqlite3_mprintf("%s: cannot read job %lld's result: %s", fn, (long long)job,
+                                    rc == SQLITE_NOMEM ? "out of memory" : sqlite3_errmsg(m));
+    goto done;
+  }
+  rc = attn_store_save_items(conn, function, name, store, n, &msg);
+  if (rc != SQLITE_OK) goto done;
+  /* the result as the function would have answered here: the versions of the cluster */
+  int chosen = 0, tune = strcmp(function, "attn_tune") == 0;
+  for (int i = 0; rc == SQLITE_OK && result && i < n; i++) {
+    char path[64];
+    if (strcmp(function, "attn_fit") == 0) {
+      rc = attn_commit_json_set(m, &result, "$.version", 0, store[i].version, NULL);
+      if (rc == SQLITE_OK) rc = attn_commit_json_set(m, &result, "$.deployed", 1, store[i].deploy, NULL);
+    } else {
+      int at = (int)(items[i].old_version - first);
+      if (tune) {
+        snprintf(path, sizeof path, "$[%d].chosen", at);
+        sqlite3_stmt *q = NULL;
+        if (sqlite3_prepare_v2(m, "SELECT json_extract(?1, ?2)", -1, &q, NULL) == SQLITE_OK) {
+          sqlite3_bind_text(q, 1, result, -1, SQLITE_STATIC);
+          sqlite3_bind_text(q, 2, path, -1, SQLITE_STATIC);
+          if (sqlite3_step(q) == SQLITE_ROW && sqlite3_column_int(q, 0)) chosen = i;
+        }
+        sqlite3_finalize(q);
+        snprintf(path, sizeof path, "$[%d].version", at);
+      } else {
+        snprintf(path, sizeof path, "$[#-1].version");
+      }
+      rc = attn_commit_json_set(m, &result, path, 0, store[i].version, NULL);
+      memcpy(path + strlen(path) - 7, "deployed", 9);
+      if (rc == SQLITE_OK) rc = attn_commit_json_set(m, &result, path, 0, store[i].deploy, NULL);
+    }
+  }
+  /* the job's epochs (all of them now) and its row: done */
+  if (rc == SQLITE_OK)
+    rc = sqlite3_prepare_v2(db, "DELETE FROM main.attn_job_epochs WHERE job = ?1", -1, &stmt,
+                            NULL);
+  if (rc == SQLITE_OK) {
+    sqlite3_bind_int64(stmt, 1, job);
+    rc = attn_exec_step(stmt, db, fn, "write the job's epochs", &msg);
+  }
+  sqlite3_finalize(stmt);
+  stmt = NULL;
+  if (rc == SQLITE_OK)
+    rc = sqlite3_prepare_v2(db,
+                            "INSERT INTO main.attn_job_epochs(job, trial, epoch, train_loss, "
+                            "val_loss, val_accuracy, val_f1, lr, seconds) VALUES(?1, ?2, ?3, "
+                            "?4, ?5, ?6, ?7, ?8, ?9)",
+                            -1, &stmt, NULL);
+  for (int i = 0; rc == SQLITE_OK && i < n; i++)
+    for (int e = 0; rc == SQLITE_OK && e < items[i].nlog; e++) {
+      const nn_epoch_stats *s = &items[i].log[e];
+      double figures[6] = {s->train_loss, s->val_loss, s->val_accuracy, s->val_f1, s->lr,
+                           s->seconds};
+      sqlite3_reset(stmt);
+      sqlite3_bind_int64(stmt, 1, job);
+      sqlite3_bind_int64(stmt, 2, tune ? items[i].old_version - first + 1 : 0);
+      sqlite3_bind_int(stmt, 3, s->epoch);
+      for (int k = 0; k < 6; k++) {
+        if (isfinite(figures[k]))
+          sqlite3_bind_double(stmt, 4 + k, figures[k]);
+        else
+          sqlite3_bind_null(stmt, 4 + k);
+      }
+      rc = attn_exec_step(stmt, db, fn, "write the job's epochs", &msg);
+    }
+  sqlite3_finalize(stmt);
+  stmt = NULL;
+  if (rc == SQLITE_OK)
+    rc = sqlite3_prepare_v2(db,
+                            "UPDATE main.attn_job_runs SET state = 'done', phase = NULL, "
+                            "finished_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), version = ?2, "
+                            "deployed = ?3, result = ?4, error = NULL, epoch = ?5, epochs = ?5, "
+                            "batch = NULL, batches = NULL WHERE job = ?1",
+                            -1, &stmt, NULL);
+  if (rc == SQLITE_OK) {
+    sqlite3_bind_int64(stmt, 1, job);
+    sqlite3_bind_int64(stmt, 2, store[chosen].version);
+    sqlite3_bind_int(stmt, 3, store[chosen].deploy);
+    sqlite3_bind_text(stmt, 4, result, -1, SQLITE_STATIC);
+    sqlite3_bind_int(stmt, 5, items[chosen].nlog);
+    rc = attn_exec_step(stmt, db, fn, "mark the job done", &msg);
+  }
+  if (rc == SQLITE_OK) sqlite3_result_int64(ctx, store[chosen].version);
+done:
+  sqlite3_finalize(stmt);
+  sqlite3_close(m);
+  attn_commit_items_free(items, n);
+  sqlite3_free(store);
+  sqlite3_free(state);
+  sqlite3_free(function);
+  sqlite3_free(name);
+  sqlite3_free(result);
+  if (rc != SQLITE_OK) attn_result_error(ctx, rc, msg, fn);
+  else sqlite3_free(msg);
+}
