@@ -2,6 +2,7 @@
 #   make          build attnext.so
 #   make demo     train and query a model on the bundled headlines (data/)
 #   make test     every test that can run on this machine (says what it could not run)
+#   make check    the one-minute loop: C unit and golden tests, the SQL scripts (see CHECK_TESTS)
 #   make install  copy attnext.so where `.load attnext` finds it
 # Debian packages needed: see `make deps` (installs them when run as root).
 
@@ -77,7 +78,7 @@ CUDA_ARCH  ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=
 NVCC_FLAGS ?= -O3 -std=c++17 --fmad=false -Xcompiler -fPIC,-Wall $(CUDA_ARCH)
 CUDA_SO    := $(if $(NVCC),$(if $(CUDA_SRC),attnext_cuda.so))
 
-.PHONY: all deps deps-build demo test test-asan bench install uninstall clean fuzz
+.PHONY: all deps deps-build demo test check test-asan bench install uninstall clean fuzz
 all: attnext.so $(CUDA_SO)
 
 $(FLAGS_STAMP): FORCE
@@ -138,6 +139,17 @@ demo: deps-build attnext.so
 
 test: deps attnext.so $(CUDA_SO) $(TEST_BIN) $(TOOL_BIN) $(FAKE_STALE) $(NATIVE_SO) packages
 	@BUILD=$(BUILD) PYTHON=$(PYTHON) SQLITE3=$(SQLITE3) sh tests/run_all.sh
+
+# The loop to run while changing code (under a minute on 2 cores, built): the C unit and golden
+# tests (not test_faults_oom: 2.5 min of injected failures), the SQL scripts of tests/sql/, the
+# hostile SQL, the README against the registered functions, the exported symbols; CHECK_JOBS at a
+# time. It installs nothing (make deps does). One test: sh tests/run_all.sh '^test_sql$'.
+CHECK_C     := $(filter-out test_faults_oom,$(TEST_SRC:tests/%.c=%))
+CHECK_TESTS := $(CHECK_C) test_sql test_hostile_sql test_readme test_schema_uses test_exports
+CHECK_JOBS  ?= 2
+check: attnext.so $(CHECK_C:%=$(BUILD)/tests/%)
+	@BUILD=$(BUILD) PYTHON=$(PYTHON) SQLITE3=$(SQLITE3) sh tests/run_all.sh -j $(CHECK_JOBS) \
+	  $(CHECK_TESTS:%='^%$$')
 
 # The benchmark against the PyTorch lesson (tests/bench/bench.py; ~20 min on 2 cores).
 # BENCH_ARGS=--quick for a short run.
