@@ -117,8 +117,9 @@ int attn_store_read_begin(attn_conn *conn, const char *fn, int *models_exist, ch
 void attn_store_read_end(attn_conn *conn);
 
 /* Interrupt checks for long loops: attn_interrupted steps a tiny statement every `every` calls,
- * which fails with SQLITE_INTERRUPT once sqlite3_interrupt was called on the connection (SQLite
- * 3.40 has no sqlite3_is_interrupted). Finalize with attn_interrupt_end. */
+ * which fails with SQLITE_INTERRUPT once sqlite3_interrupt was called on the connection
+ * (sqlite3_is_interrupted came in SQLite 3.41; Debian 12 has 3.40). Finalize with
+ * attn_interrupt_end. */
 typedef struct attn_interrupt {
   sqlite3 *db;
   sqlite3_stmt *probe;
