@@ -2,6 +2,7 @@
 #   make          build attnext.so
 #   make demo     train and query a model on the bundled headlines (data/)
 #   make test     every test that can run on this machine (says what it could not run)
+#   make check    the one-minute loop: C unit and golden tests, the SQL scripts (see CHECK_TESTS)
 #   make install  copy attnext.so where `.load attnext` finds it
 # Debian packages needed: see `make deps` (installs them when run as root).
 
@@ -77,7 +78,8 @@ CUDA_ARCH  ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=
 NVCC_FLAGS ?= -O3 -std=c++17 --fmad=false -Xcompiler -fPIC,-Wall $(CUDA_ARCH)
 CUDA_SO    := $(if $(NVCC),$(if $(CUDA_SRC),attnext_cuda.so))
 
-.PHONY: all deps deps-build demo test test-asan bench install uninstall clean fuzz
+.PHONY: all deps deps-build demo test check format format-check test-asan bench install uninstall \
+  clean fuzz
 all: attnext.so $(CUDA_SO)
 
 $(FLAGS_STAMP): FORCE
@@ -138,6 +140,38 @@ demo: deps-build attnext.so
 
 test: deps attnext.so $(CUDA_SO) $(TEST_BIN) $(TOOL_BIN) $(FAKE_STALE) $(NATIVE_SO) packages
 	@BUILD=$(BUILD) PYTHON=$(PYTHON) SQLITE3=$(SQLITE3) sh tests/run_all.sh
+
+# The loop to run while changing code (under a minute on 2 cores, built): the C unit and golden
+# tests (not test_faults_oom: 2.5 min of injected failures), the SQL scripts of tests/sql/, the
+# hostile SQL, the README against the registered functions, the exported symbols; CHECK_JOBS at a
+# time. It installs nothing (make deps does). One test: sh tests/run_all.sh '^test_sql$'.
+CHECK_C     := $(filter-out test_faults_oom,$(TEST_SRC:tests/%.c=%))
+CHECK_TESTS := $(CHECK_C) test_sql test_hostile_sql test_readme test_schema_uses test_exports
+CHECK_JOBS  ?= 2
+check: attnext.so $(CHECK_C:%=$(BUILD)/tests/%)
+	@BUILD=$(BUILD) PYTHON=$(PYTHON) SQLITE3=$(SQLITE3) sh tests/run_all.sh -j $(CHECK_JOBS) \
+	  $(CHECK_TESTS:%='^%$$')
+
+# The house style of the C code is .clang-format (LLVM, 100 columns, short if/loop/case on one
+# line), applied to what a change touches and never to the whole tree (issue 23):
+#   make format         reformats the lines of C files changed since FORMAT_BASE, in place
+#   make format-check   the same, changing nothing: prints the diff and fails if a line would move
+# FORMAT_BASE: default HEAD~1 (the last commit and what is not committed yet); a branch:
+# make format-check FORMAT_BASE=$$(git merge-base HEAD main). Needs clang-format (make deps).
+FORMAT_BASE ?= HEAD~1
+FORMAT_GIT   = git clang-format --extensions c,h
+FORMAT_READY = command -v clang-format >/dev/null 2>&1 || \
+	  { echo "$@: clang-format not found (make deps installs it)"; exit 1; }; \
+	git rev-parse -q --verify '$(FORMAT_BASE)^{commit}' >/dev/null || \
+	  { echo "$@: FORMAT_BASE=$(FORMAT_BASE) is not a commit here"; exit 1; }
+format:
+	@$(FORMAT_READY); $(FORMAT_GIT) --force $(FORMAT_BASE)
+format-check:
+	@$(FORMAT_READY); out=$$($(FORMAT_GIT) --diff $(FORMAT_BASE)); case "$$out" in \
+	  ''|'no modified files to format'|'clang-format did not modify any files') \
+	    echo "$@: the C lines changed since $(FORMAT_BASE) follow .clang-format" ;; \
+	  *) printf '%s\n' "$$out"; echo "$@: the lines above differ from .clang-format (make format)"; \
+	    exit 1 ;; esac
 
 # The benchmark against the PyTorch lesson (tests/bench/bench.py; ~20 min on 2 cores).
 # BENCH_ARGS=--quick for a short run.

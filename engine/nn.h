@@ -35,8 +35,10 @@ enum nn_status {
 
 /* Asked now and then by long work that takes no nn_progress_fn (a model load, building a
  * vocabulary, preparing a training run): return non-zero to stop it; the call then returns
- * NN_INTERRUPTED with err "interrupted" and holds nothing. ext/ passes a function that returns
- * sqlite3_is_interrupted(db). Called from the calling thread only. */
+ * NN_INTERRUPTED with err "interrupted" and holds nothing. ext/ passes attn_interrupt_check
+ * (ext/attn_ext.h): it steps a tiny statement, which fails once sqlite3_interrupt was called on
+ * the connection (sqlite3_is_interrupted is 3.41's; Debian 12 has 3.40). Called from the calling
+ * thread only. */
 typedef int (*nn_interrupt_fn)(void *ctx);
 
 typedef enum { NN_CELL_RNN = 0, NN_CELL_GRU = 1, NN_CELL_LSTM = 2 } nn_cell;

@@ -680,7 +680,7 @@ static int attn_cache_load(attn_conn *conn, const char *fn, const char *name, in
                   ? sqlite3_mprintf("%s: interrupted", fn)
                   : sqlite3_mprintf("%s: model '%s' version %lld cannot be loaded: %s", fn, name,
                                     (long long)version, err);
-    rc = st == NN_INTERRUPTED ? SQLITE_INTERRUPT : st == NN_NOMEM ? SQLITE_NOMEM : SQLITE_ERROR;
+    rc = attn_nn_rc(st);
     goto done;
   }
   m->version = version;

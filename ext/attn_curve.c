@@ -132,11 +132,9 @@ static int curve_class(curve_data *d, int c, attn_interrupt *interrupt, const ch
     *msg = sqlite3_mprintf("%s: interrupted", fn);
     return SQLITE_INTERRUPT;
   }
-  if (nn_curve_class(d->points, &d->npoints, &d->positives, d->probs, d->y_true, d->N, d->C, c,
-                     err) != NN_OK) {
-    *msg = sqlite3_mprintf("%s: %s", fn, err);
-    return SQLITE_ERROR;
-  }
+  int st = nn_curve_class(d->points, &d->npoints, &d->positives, d->probs, d->y_true, d->N, d->C, c,
+                          err);
+  if (st != NN_OK) return attn_nn_error(st, fn, err, msg);
   return SQLITE_OK;
 }
 

@@ -186,8 +186,7 @@ void attn_import_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   attn_interrupt_end(&interrupt);
   if (st != NN_OK) {
     model = NULL;
-    msg = sqlite3_mprintf("%s: %s", fn, err);
-    rc = st == NN_INTERRUPTED ? SQLITE_INTERRUPT : st == NN_NOMEM ? SQLITE_NOMEM : SQLITE_ERROR;
+    rc = attn_nn_error(st, fn, err, &msg);
     goto done;
   }
   char ended_at[32];

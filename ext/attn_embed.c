@@ -74,8 +74,7 @@ void attn_embed_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   nn_batch batch = {ids, &n, NULL, 1, n};
   int st = nn_model_forward_pooled(nn, ws, &batch, logits, pooled, err);
   if (st != NN_OK) {
-    msg = sqlite3_mprintf("%s: %s", fn, err);
-    rc = st == NN_NOMEM ? SQLITE_NOMEM : SQLITE_ERROR;
+    rc = attn_nn_error(st, fn, err, &msg);
     goto error;
   }
   attn_floats_to_le(blob, pooled, D);

@@ -131,7 +131,7 @@ static int attn_explain_rowid(sqlite3_vtab_cursor *base, sqlite_int64 *rowid) {
   return SQLITE_OK;
 }
 
-const sqlite3_module attn_explain_occlusion_module = {
+const sqlite3_module attn_explain_module = {
     .iVersion = 0,
     .xCreate = NULL, /* eponymous only */
     .xConnect = attn_explain_connect,

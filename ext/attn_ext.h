@@ -117,8 +117,9 @@ int attn_store_read_begin(attn_conn *conn, const char *fn, int *models_exist, ch
 void attn_store_read_end(attn_conn *conn);
 
 /* Interrupt checks for long loops: attn_interrupted steps a tiny statement every `every` calls,
- * which fails with SQLITE_INTERRUPT once sqlite3_interrupt was called on the connection (SQLite
- * 3.40 has no sqlite3_is_interrupted). Finalize with attn_interrupt_end. */
+ * which fails with SQLITE_INTERRUPT once sqlite3_interrupt was called on the connection
+ * (sqlite3_is_interrupted came in SQLite 3.41; Debian 12 has 3.40). Finalize with
+ * attn_interrupt_end. */
 typedef struct attn_interrupt {
   sqlite3 *db;
   sqlite3_stmt *probe;
@@ -474,6 +475,12 @@ int attn_vtab_open(sqlite3_vtab *vtab, sqlite3_vtab_cursor **out);
 /* A cursor's call failed with rc: make msg (sqlite3_malloc'd, taken; NULL: "fn: out of memory")
  * the vtab's error message, replacing one there, and return rc. */
 int attn_vtab_fail(sqlite3_vtab *vtab, int rc, char *msg, const char *fn);
+/* An engine status as an SQLite result code: NN_OK -> SQLITE_OK, NN_NOMEM -> SQLITE_NOMEM,
+ * NN_INTERRUPTED -> SQLITE_INTERRUPT, any other -> SQLITE_ERROR. */
+int attn_nn_rc(int st);
+/* A failed engine call (st != NN_OK) as SQLite's: *errmsg "fn: interrupted" or "fn: err" (err:
+ * the engine's message; *errmsg NULL if out of memory), returns attn_nn_rc(st). */
+int attn_nn_error(int st, const char *fn, const char *err, char **errmsg);
 /* The model name argument v (NULL: not given) of SQL function fn: a non-empty text. SQLITE_OK
  * with *name (owned by v), else SQLITE_ERROR with *errmsg
  *   fn: the model name must be a non-empty text, got NULL     (or got '')
@@ -628,9 +635,9 @@ void attn_deploy_func(sqlite3_context *ctx, int argc, sqlite3_value **argv);
 void attn_import_func(sqlite3_context *ctx, int argc, sqlite3_value **argv);
 /* attn_predict.c */
 void attn_predict_func(sqlite3_context *ctx, int argc, sqlite3_value **argv);
-extern const sqlite3_module attn_explain_module; /* attn_probs, attn_weights */
+extern const sqlite3_module attn_probs_weights_module; /* attn_probs, attn_weights */
 /* attn_explain.c */
-extern const sqlite3_module attn_explain_occlusion_module; /* attn_explain */
+extern const sqlite3_module attn_explain_module; /* attn_explain */
 /* attn_classify.c */
 extern const sqlite3_module attn_classify_module;
 /* attn_train.c */

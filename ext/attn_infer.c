@@ -133,8 +133,7 @@ int attn_explain_text(attn_explain *ex, attn_model *model, nn_workspace *ws, con
   nn_batch batch = {ex->ids, &ex->n, NULL, 1, ex->n};
   int st = nn_model_forward(nn, ws, &batch, 0, NULL, ex->probs, ex->weights, err);
   if (st != NN_OK) {
-    *errmsg = sqlite3_mprintf("%s: %s", fn, err);
-    return st == NN_NOMEM ? SQLITE_NOMEM : SQLITE_ERROR;
+    return attn_nn_error(st, fn, err, errmsg);
   }
   nn_softmax_rows(ex->probs, ex->probs, 1, nn_model_num_classes(nn));
   return want_tokens ? attn_explain_token_texts(ex, nn, text, len, fn, errmsg) : SQLITE_OK;
@@ -213,8 +212,7 @@ int attn_explain_occlusion(attn_explain *ex, attn_model *model, nn_workspace *ws
     int st = nn_model_forward(nn, ws, &batch, 0, NULL, ex->loo_logits,
                               first == 0 ? ex->loo_attn : NULL, err);
     if (st != NN_OK) {
-      *errmsg = sqlite3_mprintf("%s: %s", fn, err);
-      return st == NN_NOMEM ? SQLITE_NOMEM : SQLITE_ERROR;
+      return attn_nn_error(st, fn, err, errmsg);
     }
     nn_softmax_rows(ex->loo_logits, ex->loo_logits, B, C);
     int b0 = 0;
@@ -357,10 +355,7 @@ static int attn_classify_batched(attn_conn *conn, attn_model *model, const char 
   attn_classify_batch all = {texts, lens, pred, prob, probs, jobs};
   nn_pool_run(pool, attn_classify_task, &all, tasks);
   for (int t = 0; t < tasks; t++) {
-    if (jobs[t].status != NN_OK) {
-      *errmsg = sqlite3_mprintf("%s: %s", fn, jobs[t].err);
-      return jobs[t].status == NN_NOMEM ? SQLITE_NOMEM : SQLITE_ERROR;
-    }
+    if (jobs[t].status != NN_OK) return attn_nn_error(jobs[t].status, fn, jobs[t].err, errmsg);
   }
   return SQLITE_OK;
 }

@@ -628,7 +628,7 @@ void attn_job_commit_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) 
       it->model = NULL;
       msg = sqlite3_mprintf("%s: job %lld's version %lld: %s", fn, (long long)job,
                             (long long)sqlite3_column_int64(stmt, 0), err);
-      rc = st == NN_NOMEM ? SQLITE_NOMEM : SQLITE_ERROR;
+      rc = attn_nn_rc(st);
       break;
     }
     it->old_version = sqlite3_column_int64(stmt, 0);

@@ -165,9 +165,7 @@ static int attn_metrics_filter(sqlite3_vtab_cursor *base, int idx_num, const cha
   int st = nn_metrics_evaluate(&cur->eval, y_true, probs, N, C, attn_interrupt_check, &interrupt,
                                err);
   if (st != NN_OK) {
-    msg = st == NN_INTERRUPTED ? sqlite3_mprintf("%s: interrupted", fn)
-                               : sqlite3_mprintf("%s: %s", fn, err);
-    rc = st == NN_INTERRUPTED ? SQLITE_INTERRUPT : st == NN_NOMEM ? SQLITE_NOMEM : SQLITE_ERROR;
+    rc = attn_nn_error(st, fn, err, &msg);
     goto done;
   }
   cur->rows = ATTN_METRICS_COUNT;

@@ -174,10 +174,8 @@ int attn_embeddings_apply(sqlite3 *db, const char *fn, nn_trainer *tr, const att
   float *vector = NULL;
   sqlite3_stmt *stmt = NULL;
   int rc = SQLITE_OK, found;
-  if (emb->freeze && nn_trainer_freeze_embeddings(tr, 1, err) != NN_OK) {
-    *errmsg = sqlite3_mprintf("%s: %s", fn, err);
-    return SQLITE_ERROR;
-  }
+  int st = emb->freeze ? nn_trainer_freeze_embeddings(tr, 1, err) : NN_OK;
+  if (st != NN_OK) return attn_nn_error(st, fn, err, errmsg);
   if (!emb->table) return SQLITE_OK;
   char *sql = sqlite3_mprintf("SELECT word, vector FROM \"%w\"", emb->table);
   vector = sqlite3_malloc64((sqlite3_uint64)emb->dim * sizeof *vector);
@@ -220,8 +218,7 @@ int attn_embeddings_apply(sqlite3 *db, const char *fn, nn_trainer *tr, const att
     }
     int st = nn_trainer_set_embedding(tr, word, len, vector, emb->dim, &found, err);
     if (st != NN_OK) {
-      *errmsg = sqlite3_mprintf("%s: %s", fn, err);
-      rc = st == NN_NOMEM ? SQLITE_NOMEM : SQLITE_ERROR;
+      rc = attn_nn_error(st, fn, err, errmsg);
       goto done;
     }
   }

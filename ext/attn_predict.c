@@ -79,10 +79,10 @@ void attn_predict_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   if (n > T) n = T;
   for (int i = 0; i < n; i++) ids[i] = tokens[i].id;
   nn_batch batch = {ids, &n, NULL, 1, n};
-  if (nn_model_forward(nn, ws, &batch, 0, NULL, logits, NULL, err) != NN_OK) {
-    msg = sqlite3_mprintf("%s: %s", fn, err);
+  int st = nn_model_forward(nn, ws, &batch, 0, NULL, logits, NULL, err);
+  if (st != NN_OK) {
+    rc = attn_nn_error(st, fn, err, &msg);
     sqlite3_free(heap);
-    rc = SQLITE_ERROR;
     goto error;
   }
   float top = 1;
@@ -103,13 +103,13 @@ error:
 
 enum { ATTN_PROBS = 0, ATTN_WEIGHTS = 1 }; /* the mode: which of the two names was called */
 
-typedef struct attn_explain_cursor {
+typedef struct attn_probs_weights_cursor {
   sqlite3_vtab_cursor base;
   attn_explain ex;
   attn_model *model;
   int *order; /* probs: class ids, most probable first */
   int nrows, row;
-} attn_explain_cursor;
+} attn_probs_weights_cursor;
 
 /* Columns of attn_probs and of attn_weights; the arguments are the hidden columns at the end. */
 enum {
@@ -134,14 +134,15 @@ static const char attn_weights_schema[] =
     "arg_name HIDDEN, arg_text HIDDEN)";
 
 /* One module under two names: argv[0] is the name it was called by. */
-static int attn_explain_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
-                                sqlite3_vtab **out, char **errmsg) {
+static int attn_probs_weights_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
+                                      sqlite3_vtab **out, char **errmsg) {
   int mode = strcmp(argv[0], "attn_probs") == 0 ? ATTN_PROBS : ATTN_WEIGHTS;
   return attn_vtab_connect(db, mode == ATTN_PROBS ? attn_probs_schema : attn_weights_schema,
-                           SQLITE_VTAB_INNOCUOUS, aux, mode, sizeof(attn_explain_cursor), out);
+                           SQLITE_VTAB_INNOCUOUS, aux, mode, sizeof(attn_probs_weights_cursor),
+                           out);
 }
 
-static int attn_explain_best_index(sqlite3_vtab *base, sqlite3_index_info *info) {
+static int attn_probs_weights_best_index(sqlite3_vtab *base, sqlite3_index_info *info) {
   if (((attn_vtab *)base)->mode == ATTN_PROBS)
     return attn_vtab_best_index(base, info, ATTN_PROBS_COL_ARG_NAME, 2, 2,
                                 "attn_probs: expected 2 arguments: attn_probs(name, text)");
@@ -149,8 +150,8 @@ static int attn_explain_best_index(sqlite3_vtab *base, sqlite3_index_info *info)
                               "attn_weights: expected 2 arguments: attn_weights(name, text)");
 }
 
-static int attn_explain_close(sqlite3_vtab_cursor *base) {
-  attn_explain_cursor *cur = (attn_explain_cursor *)base;
+static int attn_probs_weights_close(sqlite3_vtab_cursor *base) {
+  attn_probs_weights_cursor *cur = (attn_probs_weights_cursor *)base;
   attn_explain_free(&cur->ex);
   attn_model_release(cur->model);
   sqlite3_free(cur->order);
@@ -158,9 +159,9 @@ static int attn_explain_close(sqlite3_vtab_cursor *base) {
   return SQLITE_OK;
 }
 
-static int attn_explain_filter(sqlite3_vtab_cursor *base, int idx_num, const char *idx_str,
-                               int argc, sqlite3_value **argv) {
-  attn_explain_cursor *cur = (attn_explain_cursor *)base;
+static int attn_probs_weights_filter(sqlite3_vtab_cursor *base, int idx_num, const char *idx_str,
+                                     int argc, sqlite3_value **argv) {
+  attn_probs_weights_cursor *cur = (attn_probs_weights_cursor *)base;
   attn_vtab *vtab = (attn_vtab *)base->pVtab;
   const char *fn = vtab->mode == ATTN_PROBS ? "attn_probs" : "attn_weights";
   char *msg = NULL;
@@ -212,18 +213,18 @@ done:
   return SQLITE_OK;
 }
 
-static int attn_explain_next(sqlite3_vtab_cursor *base) {
-  ((attn_explain_cursor *)base)->row++;
+static int attn_probs_weights_next(sqlite3_vtab_cursor *base) {
+  ((attn_probs_weights_cursor *)base)->row++;
   return SQLITE_OK;
 }
 
-static int attn_explain_eof(sqlite3_vtab_cursor *base) {
-  attn_explain_cursor *cur = (attn_explain_cursor *)base;
+static int attn_probs_weights_eof(sqlite3_vtab_cursor *base) {
+  attn_probs_weights_cursor *cur = (attn_probs_weights_cursor *)base;
   return cur->row >= cur->nrows;
 }
 
-static int attn_explain_column(sqlite3_vtab_cursor *base, sqlite3_context *ctx, int col) {
-  attn_explain_cursor *cur = (attn_explain_cursor *)base;
+static int attn_probs_weights_column(sqlite3_vtab_cursor *base, sqlite3_context *ctx, int col) {
+  attn_probs_weights_cursor *cur = (attn_probs_weights_cursor *)base;
   attn_vtab *vtab = (attn_vtab *)base->pVtab;
   int i = cur->row;
   if (vtab->mode == ATTN_PROBS) {
@@ -253,22 +254,22 @@ static int attn_explain_column(sqlite3_vtab_cursor *base, sqlite3_context *ctx, 
   return SQLITE_OK;
 }
 
-static int attn_explain_rowid(sqlite3_vtab_cursor *base, sqlite_int64 *rowid) {
-  *rowid = ((attn_explain_cursor *)base)->row + 1;
+static int attn_probs_weights_rowid(sqlite3_vtab_cursor *base, sqlite_int64 *rowid) {
+  *rowid = ((attn_probs_weights_cursor *)base)->row + 1;
   return SQLITE_OK;
 }
 
-const sqlite3_module attn_explain_module = {
+const sqlite3_module attn_probs_weights_module = {
     .iVersion = 0,
     .xCreate = NULL, /* eponymous only */
-    .xConnect = attn_explain_connect,
-    .xBestIndex = attn_explain_best_index,
+    .xConnect = attn_probs_weights_connect,
+    .xBestIndex = attn_probs_weights_best_index,
     .xDisconnect = attn_vtab_disconnect,
     .xOpen = attn_vtab_open,
-    .xClose = attn_explain_close,
-    .xFilter = attn_explain_filter,
-    .xNext = attn_explain_next,
-    .xEof = attn_explain_eof,
-    .xColumn = attn_explain_column,
-    .xRowid = attn_explain_rowid,
+    .xClose = attn_probs_weights_close,
+    .xFilter = attn_probs_weights_filter,
+    .xNext = attn_probs_weights_next,
+    .xEof = attn_probs_weights_eof,
+    .xColumn = attn_probs_weights_column,
+    .xRowid = attn_probs_weights_rowid,
 };

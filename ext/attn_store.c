@@ -194,9 +194,10 @@ static int attn_store_insert(sqlite3 *db, const char *fn, const char *name,
   size_t blob_len = 0;
   char *config = NULL, *labels = NULL, err[NN_ERR_LEN] = "";
   int rc = SQLITE_OK;
-  if (nn_model_save(item->model, &blob, &blob_len, err) != NN_OK) {
+  int st = nn_model_save(item->model, &blob, &blob_len, err);
+  if (st != NN_OK) {
     *errmsg = sqlite3_mprintf("%s: cannot serialise the model: %s", fn, err);
-    rc = SQLITE_ERROR;
+    rc = attn_nn_rc(st);
     goto done;
   }
   config = nn_config_to_json(nn_model_config(item->model));

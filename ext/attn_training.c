@@ -346,10 +346,8 @@ static int attn_training_class_weights(attn_training *t, char **msg) {
     lens[n] = (int)strlen(key);
     weights[n++] = sqlite3_column_double(stmt, 2);
   }
-  if (nn_trainer_set_class_weights(t->trainer, labels, lens, weights, n, err) != NN_OK) {
-    *msg = sqlite3_mprintf("%s: %s", t->fn, err);
-    rc = SQLITE_ERROR;
-  }
+  int st = nn_trainer_set_class_weights(t->trainer, labels, lens, weights, n, err);
+  if (st != NN_OK) rc = attn_nn_error(st, t->fn, err, msg);
 done:
   sqlite3_finalize(stmt);
   for (int i = 0; labels && i < n; i++) sqlite3_free((void *)labels[i]);
@@ -511,9 +509,7 @@ int attn_training_create(attn_training *t, char **msg) {
   t->base = NULL;
   if (st != NN_OK) {
     t->trainer = NULL;
-    *msg = st == NN_INTERRUPTED ? sqlite3_mprintf("%s: interrupted", fn)
-                                : sqlite3_mprintf("%s: %s", fn, err);
-    rc = st == NN_INTERRUPTED ? SQLITE_INTERRUPT : st == NN_NOMEM ? SQLITE_NOMEM : SQLITE_ERROR;
+    rc = attn_nn_error(st, fn, err, msg);
     goto done;
   }
   rc = attn_embeddings_apply(db, fn, t->trainer, &t->emb, msg);
@@ -895,9 +891,8 @@ static int attn_training_save(attn_training *t, char **msg) {
   attn_status_phase(t->status, "saving", t->cfg.epochs, 0, 0);
   int st = nn_trainer_take_model(t->trainer, &model, err);
   if (st != NN_OK) {
-    *msg = sqlite3_mprintf("%s: %s", t->fn, err);
     t->stopped = 1;
-    return st == NN_NOMEM ? SQLITE_NOMEM : SQLITE_ERROR;
+    return attn_nn_error(st, t->fn, err, msg);
   }
   t->metrics = nn_trainer_metrics_json(t->trainer);
   const int *rows = NULL;
@@ -1015,15 +1010,9 @@ static int attn_training_epoch_step(attn_training *t, nn_epoch_stats *row, char 
     }
     return SQLITE_ROW;
   }
-  if (st == NN_INTERRUPTED) {
-    t->stopped = 1;
-    *msg = sqlite3_mprintf("%s: interrupted", t->fn);
-    return SQLITE_INTERRUPT;
-  }
   if (st != NN_DONE) {
     t->stopped = 1;
-    *msg = sqlite3_mprintf("%s: %s", t->fn, err);
-    return st == NN_NOMEM ? SQLITE_NOMEM : SQLITE_ERROR;
+    return attn_nn_error(st, t->fn, err, msg);
   }
   int rc = attn_training_save(t, msg);
   return rc == SQLITE_OK ? SQLITE_DONE : rc;

@@ -1,7 +1,8 @@
 /* attn_vtab.c -- plumbing every SQL feature of the extension shares: registering a function or
  * a table-valued function with the connection's state, the common parts of a virtual table
- * (xConnect, xBestIndex, xOpen, xDisconnect), one place that formats errors, the model name
- * argument check, JSON strings and float32 BLOBs. Registers nothing itself (attnext.c does). */
+ * (xConnect, xBestIndex, xOpen, xDisconnect), one place that formats errors (an engine status as
+ * SQLite's too), the model name argument check, JSON strings and float32 BLOBs. Registers nothing
+ * itself (attnext.c does). */
 #include <stdint.h>
 #include <string.h>
 
@@ -15,6 +16,21 @@ static void attn_vtab_error(sqlite3_vtab *vtab, char *msg /* sqlite3_malloc'd, t
 int attn_vtab_fail(sqlite3_vtab *vtab, int rc, char *msg, const char *fn) {
   attn_vtab_error(vtab, msg ? msg : sqlite3_mprintf("%s: out of memory", fn));
   return rc;
+}
+
+int attn_nn_rc(int st) {
+  switch (st) {
+  case NN_OK: return SQLITE_OK;
+  case NN_NOMEM: return SQLITE_NOMEM;
+  case NN_INTERRUPTED: return SQLITE_INTERRUPT;
+  default: return SQLITE_ERROR;
+  }
+}
+
+int attn_nn_error(int st, const char *fn, const char *err, char **errmsg) {
+  *errmsg = st == NN_INTERRUPTED ? sqlite3_mprintf("%s: interrupted", fn)
+                                 : sqlite3_mprintf("%s: %s", fn, err);
+  return attn_nn_rc(st);
 }
 
 int attn_create_function(sqlite3 *db, attn_conn *conn, const char *name, int nargs, int flags,

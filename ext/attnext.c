@@ -37,6 +37,7 @@ typedef struct attn_registration {
  * view of an untrusted database must not reach them). Innocuous, not deterministic: the answer
  * follows the deployed version, so none may be used in indexes, CHECK constraints or generated
  * columns. */
+/* clang-format off */
 static const attn_registration attn_functions[] = {
     {"attn_version", 0, SQLITE_INNOCUOUS | SQLITE_DETERMINISTIC, attn_version_func, NULL},
     {"attn_deploy", 2, SQLITE_DIRECTONLY, attn_deploy_func, NULL},           /* attn_deploy.c */
@@ -45,9 +46,9 @@ static const attn_registration attn_functions[] = {
     {"attn_predict", 1, SQLITE_INNOCUOUS, attn_predict_func, NULL},          /* attn_predict.c */
     {"attn_predict", 3, SQLITE_INNOCUOUS, attn_predict_func, NULL},          /* attn_predict.c */
     {"attn_predict", 4, SQLITE_INNOCUOUS, attn_predict_func, NULL},          /* attn_predict.c */
-    {"attn_probs", -1, 0, NULL, &attn_explain_module},                       /* attn_predict.c */
-    {"attn_weights", -1, 0, NULL, &attn_explain_module},                     /* attn_predict.c */
-    {"attn_explain", -1, 0, NULL, &attn_explain_occlusion_module},           /* attn_explain.c */
+    {"attn_probs", -1, 0, NULL, &attn_probs_weights_module},                 /* attn_predict.c */
+    {"attn_weights", -1, 0, NULL, &attn_probs_weights_module},               /* attn_predict.c */
+    {"attn_explain", -1, 0, NULL, &attn_explain_module},                     /* attn_explain.c */
     {"attn_cache_limit", 0, SQLITE_DIRECTONLY, attn_cache_limit_func, NULL}, /* attn_conn.c */
     {"attn_cache_limit", 1, SQLITE_DIRECTONLY, attn_cache_limit_func, NULL}, /* attn_conn.c */
     {"attn_classify", -1, 0, NULL, &attn_classify_module},                   /* attn_classify.c */
@@ -77,6 +78,7 @@ static const attn_registration attn_functions[] = {
     {"attn_cancel", 1, SQLITE_DIRECTONLY, attn_cancel_func, NULL},           /* attn_jobs.c */
     {"attn_job_commit", 3, SQLITE_DIRECTONLY, attn_job_commit_func, NULL},   /* attn_jobs.c */
 };
+/* clang-format on */
 
 /* The oldest SQLite attnext runs on: 3.38.0, for the JSON functions built in (attn_train's
  * options, attn_tune's grid) and the newest routine it calls (sqlite3_total_changes64, 3.37;

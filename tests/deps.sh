@@ -8,9 +8,10 @@
 build="build-essential pkg-config libsqlite3-dev sqlite3 libopenblas-dev"
 cluster="libdqlite-dev go-dqlite"
 # qemu-user: tests/test_portable.sh runs the portable build as older and newer CPUs
+# clang-format: make format-check (.ci/run) on the lines a change touches
 # python3-sklearn: the reference of attn_metrics' figures (tests/gen_metrics_fixtures.py,
 # tests/test_metrics_sklearn.py)
-pkgs="$build python3 python3-torch python3-numpy python3-sklearn valgrind librsvg2-bin clang libclang-rt-14-dev qemu-user $cluster"
+pkgs="$build python3 python3-torch python3-numpy python3-sklearn valgrind librsvg2-bin clang clang-format libclang-rt-14-dev qemu-user $cluster"
 # The package tests (tests/test_package_*.sh): dpkg-deb (dpkg), a venv of Debian's python3
 # (python3-venv: pip offline from ensurepip's wheel), node + npm and a native-module toolchain
 # for better-sqlite3 (tests/node_setup.sh: python3, make, g++, node's headers). A node that is

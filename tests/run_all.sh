@@ -1,42 +1,125 @@
 #!/bin/sh
-# run_all.sh -- runs every test of attnext and prints one line per test and a summary.
+# run_all.sh [-j N] [-l] [PATTERN...] -- runs the tests of attnext and prints one line per test
+# and a summary.
+#   sh tests/run_all.sh               every test, one after another (what `make test` and CI run)
+#   sh tests/run_all.sh sql           the tests whose name matches sql (test_sql, test_hostile_sql,
+#                                     test_python_sqlite, ...); PATTERN is an extended regular
+#                                     expression (grep -E) on the name; several: any of them
+#   sh tests/run_all.sh '^test_sql$'  one test (its log: $BUILD/test-logs/test_sql.log)
+#   sh tests/run_all.sh -j2 sql       N tests at a time; the lines come as tests end
+#   sh tests/run_all.sh -l sql        list the names PATTERN selects, run nothing
 # A test is: a C program build/tests/test_*, a shell script tests/test_*.sh, or a Python
 # script tests/test_*.py (run with Debian's python3). Exit status 0 = pass, 77 = could not run
 # on this machine (its last output line says why), anything else = fail.
+# With -j, the tests of ALONE run after the others, one at a time: they measure time (speed
+# floors, lock waits, the cluster's election timeouts) or share a directory of build/ (build/node:
+# test_field_node installs better-sqlite3 there, test_package_npm copies it). The other tests
+# write only to their own temporary directories and pick free ports (checked for issue 23).
 BUILD=${BUILD:-build}
 PYTHON=${PYTHON:-/usr/bin/python3}
 export BUILD PYTHON SQLITE3
+ALONE="test_agnews test_store_speed test_bench_smoke test_cluster test_concurrency
+  test_field_concurrency test_field_clients test_python_sqlite test_field_node test_package_npm"
 logs=$BUILD/test-logs
-mkdir -p "$logs"
-pass=0; fail=0; skip=0; failed=""; skipped=""
-run_one() { # name, command...
-  name=$1; shift
+usage() { sed -n '2,10s/^# \{0,1\}//p' "$0"; }
+
+run_one() { # kind name: runs it, prints its line(s) at once, writes $logs/NAME.result
+  kind=$1; name=$2
+  case $kind in
+    c) set -- "$BUILD/tests/$name" ;;
+    sh) set -- sh "tests/$name.sh" ;;
+    py) set -- "$PYTHON" "tests/$name.py" ;;
+  esac
   start=$(date +%s)
   "$@" >"$logs/$name.log" 2>&1
   rc=$?
   secs=$(( $(date +%s) - start ))
   if [ $rc -eq 0 ]; then
-    pass=$((pass + 1)); printf 'PASS %-28s (%ss)\n' "$name" "$secs"
+    echo PASS > "$logs/$name.result"; printf 'PASS %-28s (%ss)\n' "$name" "$secs"
   elif [ $rc -eq 77 ]; then
-    skip=$((skip + 1)); why=$(tail -n 1 "$logs/$name.log")
-    printf 'SKIP %-28s %s\n' "$name" "$why"; skipped="$skipped\n  $name: $why"
+    why=$(tail -n 1 "$logs/$name.log")
+    printf 'SKIP\n%s\n' "$why" > "$logs/$name.result"; printf 'SKIP %-28s %s\n' "$name" "$why"
   else
-    fail=$((fail + 1)); failed="$failed $name"
-    printf 'FAIL %-28s (exit %s, log %s)\n' "$name" "$rc" "$logs/$name.log"
-    tail -n 25 "$logs/$name.log" | sed 's/^/    | /'
+    echo FAIL > "$logs/$name.result"
+    # one write, so that the lines of tests ending together do not interleave (-j)
+    out=$(printf 'FAIL %-28s (exit %s, log %s)\n' "$name" "$rc" "$logs/$name.log"
+          tail -n 25 "$logs/$name.log" | sed 's/^/    | /')
+    printf '%s\n' "$out"
   fi
 }
+
+# the worker of -j: xargs runs one of these per test
+if [ "$1" = "--one" ]; then
+  run_one "${2%%:*}" "${2#*:}"
+  exit 0
+fi
+
+jobs=1; list=""
+while [ $# -gt 0 ]; do
+  case $1 in
+    -j) [ $# -ge 2 ] || { usage >&2; exit 2; }; jobs=$2; shift 2 ;;
+    -j*) jobs=${1#-j}; shift ;;
+    -l|--list) list=1; shift ;;
+    -h|--help) usage; exit 0 ;;
+    --) shift; break ;;
+    -*) echo "run_all.sh: unknown option $1" >&2; usage >&2; exit 2 ;;
+    *) break ;;
+  esac
+done
+case $jobs in ''|*[!0-9]*|0) echo "run_all.sh: -j takes a number of tests at a time, got '$jobs'" >&2; exit 2 ;; esac
+
+# every test as kind:name, in the order the serial run takes them
+all=""
 for t in "$BUILD"/tests/test_*; do
   [ -x "$t" ] || continue
-  run_one "$(basename "$t")" "$t"
+  all="$all c:$(basename "$t")"
 done
 for t in tests/test_*.sh; do
   [ -f "$t" ] || continue
-  run_one "$(basename "$t" .sh)" sh "$t"
+  all="$all sh:$(basename "$t" .sh)"
 done
 for t in tests/test_*.py; do
   [ -f "$t" ] || continue
-  run_one "$(basename "$t" .py)" "$PYTHON" "$t"
+  all="$all py:$(basename "$t" .py)"
+done
+selected=""
+for kt in $all; do
+  if [ $# -gt 0 ]; then
+    hit=""
+    for p in "$@"; do echo "${kt#*:}" | grep -Eq -e "$p" && { hit=1; break; }; done
+    [ -n "$hit" ] || continue
+  fi
+  selected="$selected $kt"
+done
+[ -n "$selected" ] || { echo "run_all.sh: no test matches $*" >&2; exit 2; }
+if [ -n "$list" ]; then
+  for kt in $selected; do echo "${kt#*:}"; done
+  exit 0
+fi
+
+mkdir -p "$logs"
+for kt in $selected; do rm -f "$logs/${kt#*:}.result"; done
+if [ "$jobs" -eq 1 ]; then
+  for kt in $selected; do run_one "${kt%%:*}" "${kt#*:}"; done
+else
+  shared=""; alone=""
+  for kt in $selected; do
+    case " $(echo $ALONE) " in *" ${kt#*:} "*) alone="$alone $kt" ;; *) shared="$shared $kt" ;; esac
+  done
+  n=$(echo $shared | wc -w); a=$(echo $alone | wc -w)
+  echo "run_all.sh: $n tests, $jobs at a time; then $a alone"
+  [ -n "$shared" ] && printf '%s\n' $shared | xargs -P "$jobs" -n 1 sh "$0" --one
+  for kt in $alone; do run_one "${kt%%:*}" "${kt#*:}"; done
+fi
+
+pass=0; fail=0; skip=0; failed=""; skipped=""
+for kt in $selected; do
+  name=${kt#*:}
+  case $(head -n 1 "$logs/$name.result" 2>/dev/null) in
+    PASS) pass=$((pass + 1)) ;;
+    SKIP) skip=$((skip + 1)); skipped="$skipped\n  $name: $(sed -n 2p "$logs/$name.result")" ;;
+    *) fail=$((fail + 1)); failed="$failed $name" ;;
+  esac
 done
 [ $skip -gt 0 ] && printf "not run on this machine:$skipped\n"
 [ $fail -gt 0 ] && echo "failed:$failed"
