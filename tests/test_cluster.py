@@ -590,7 +590,8 @@ def main():
             if attempt == 2:
                 fail("the job trained %.1f s, not %d" % (trained, LONG_SECONDS))
             per_epoch = trained / done["epochs"]
-            n_long = int(math.ceil(LONG_SECONDS * 1.15 / per_epoch)) + 1
+            # a wide margin this time: the load of a shared machine moves both ways
+            n_long = int(math.ceil(LONG_SECONDS * 1.5 / per_epoch)) + 1
             print("NOTE: job %d trained %.1f s, under %d s (the machine got less busy than when "
                   "its epochs were counted): again, %d epochs of its pace, %.3f s"
                   % (j, trained, LONG_SECONDS, n_long, per_epoch))
