@@ -35,7 +35,11 @@ db.execute("PRAGMA journal_mode=WAL")
 R.make_table(db, n=3000)
 R.train(db)  # version 1 of 'm' exists: the store tables are there
 
-SLOW = ('{"epochs":4,"hidden":32,"embed_dim":32,"fc_hidden":16,"vocab_size":200,'
+# the recipe these runs were written and timed with (0.1.0's defaults). With the default
+# recipe's vocabulary and subwords a run under ASan lasts over a second, and there an interrupt
+# 0.06 s before its end once left the connection in a transaction (CI at 8bfe59b): open, see
+# the closing note of that stop
+SLOW = ('{"recipe":"lesson","epochs":4,"hidden":32,"embed_dim":32,"fc_hidden":16,"vocab_size":200,'
         '"batch_size":16,"patience":100,"progress":false}')
 t = time.time()
 R.train(db, "timing", options=SLOW)
@@ -116,7 +120,7 @@ for table, when in (("attn_models", "1"), ("attn_training_log", "new.epoch = 1")
                "BEGIN SELECT interrupt_now(); END")
     before = R.snapshot(db)
     err = R.error_of(db, "SELECT * FROM attn_train('hooked', 'SELECT text, label FROM docs', ?)",
-                     ('{"epochs":2,"patience":5,"hidden":4,"embed_dim":4,"fc_hidden":4,'
+                     ('{"recipe":"lesson","epochs":2,"patience":5,"hidden":4,"embed_dim":4,"fc_hidden":4,'
                       '"progress":false}',))
     check(err is not None and "interrupt" in err and R.snapshot(db) == before
           and not db.in_transaction,
