@@ -158,7 +158,13 @@ def test_deploy(mode):
     mine = val_loss_of(db, "m", 3, rows), val_loss_of(db, "m", 2, rows)
     want = (f"val_loss {mine[0]:.6g} does not beat the deployed version 2's {mine[1]:.6g} on "
             f"the same 15 validation rows")
-    check(worse["deploy_reason"] == want,
+    # the figures to 1e-5: attn_probs runs the single-row kernels, the decision the batched
+    # ones, whose float32 sums may differ in the last bit (0.00852981 vs 0.0085298 under ASan)
+    import re
+    got = re.match(r"val_loss (\S+) does not beat the deployed version 2's (\S+) on the same 15 "
+                   r"validation rows$", worse["deploy_reason"])
+    check(got is not None and all(abs(float(g) - w) <= 1e-5 * abs(w) + 1e-9
+                                  for g, w in zip(got.groups(), mine)),
           f"{mode}: the reason's figures recomputed from attn_probs on the last 15 rows: "
           f"{worse['deploy_reason']!r} vs {want!r}")
     stored = json.loads(db.execute("SELECT metrics FROM attn_models WHERE version = 3"
