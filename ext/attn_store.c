@@ -734,16 +734,22 @@ typedef int (*attn_live_fn)(sqlite3 *db, void *ctx, char **errmsg);
 static int attn_store_live_write(attn_conn *conn, const char *fn, attn_live_fn work, void *ctx,
                                  char **errmsg) {
   sqlite3 *db = attn_conn_db(conn);
+  /* prepared first: once the connection is interrupted no statement can be (attn_store_undo) */
+  sqlite3_stmt *guard = NULL;
+  if (sqlite3_prepare_v2(db, "DELETE FROM main.attn_training_log WHERE 0", -1, &guard, NULL) !=
+      SQLITE_OK)
+    guard = NULL; /* no store yet: the first live write makes it */
   int rc = sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL);
   int extended = sqlite3_extended_errcode(db);
   if (rc == SQLITE_OK) {
     rc = work(db, ctx, errmsg);
     if (rc == SQLITE_OK) rc = sqlite3_exec(db, "COMMIT", NULL, NULL, NULL);
-    if (rc != SQLITE_OK && !sqlite3_get_autocommit(db))
-      sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+    if (rc != SQLITE_OK) attn_store_undo(db, 0, guard);
+    sqlite3_finalize(guard);
     return rc;
   }
-  if (!sqlite3_get_autocommit(db)) sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
+  attn_store_undo(db, 0, guard);
+  sqlite3_finalize(guard);
   if (extended != SQLITE_BUSY_SNAPSHOT) return (rc & 0xff) == SQLITE_BUSY ? SQLITE_BUSY : rc;
   /* this connection reads an out-of-date snapshot: a second connection */
   const char *file = sqlite3_db_filename(db, "main");
