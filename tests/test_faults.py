@@ -93,9 +93,9 @@ for frac in (0.0, 0.02, 0.1, 0.3, 0.5, 0.8, 0.95, 1.5):
             epochs = [r[0] for r in db.execute(
                 "SELECT epoch FROM attn_training_log WHERE name = 'slow' AND version = ? "
                 "ORDER BY epoch", (vers[-1] if vers else -1,))]
-            others = {k: v for k, v in after.items() if k not in ("attn_models", "attn_training_log")}
-            same_rest = others == {k: v for k, v in before.items()
-                                   if k not in ("attn_models", "attn_training_log")}
+            saved = ("attn_models", "attn_training_log", "attn_lineage", "attn_versions")
+            others = {k: v for k, v in after.items() if k not in saved}
+            same_rest = others == {k: v for k, v in before.items() if k not in saved}
             check(len(vers) == had + 1 and epochs == list(range(1, len(epochs) + 1)) and epochs
                   and same_rest and not db.in_transaction,
                   f"interrupt at {delay:.3f}s arrived after the save: '{err}'; the new version "
