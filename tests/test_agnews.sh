@@ -6,7 +6,7 @@
 #    0.25, and a model that learned nothing cannot pass);
 #  - accuracy from attn_confusion equals it, and attn_classify agrees with attn_predict on
 #    every test title;
-#  - attn_predict runs >= 10,000 rows/s over the test titles (the 2 MB model parsed per row
+#  - attn_predict runs >= 10,000 rows per CPU second over the test titles (the 2 MB model parsed per row
 #    would give ~1,000), i.e. the model is parsed once per connection, not per row.
 SQLITE3=${SQLITE3:-sqlite3}
 ATTNEXT=${ATTNEXT:-./attnext}
@@ -43,7 +43,10 @@ fails=0
 acc=$(sed -n 's/^accuracy|//p' "$tmp/out")
 cacc=$(sed -n 's/^confusion_accuracy|//p' "$tmp/out")
 agree=$(sed -n 's/^classify_agrees|//p' "$tmp/out")
-secs=$(sed -n 's/^Run Time: real \([0-9.]*\).*/\1/p' "$tmp/out" | tail -n 1)
+# CPU seconds (user + sys) of the predict statement, not wall time: attn_predict runs on one
+# thread, and on a shared machine other processes may hold the core for part of the run.
+secs=$(sed -n 's/^Run Time: real [0-9.]* user \([0-9.]*\) sys \([0-9.]*\).*/\1 \2/p' "$tmp/out" |
+  tail -n 1 | awk '{ printf "%.3f", $1 + $2 }')
 if awk "BEGIN { exit !($acc >= $FLOOR) }"; then echo "ok: test accuracy $acc >= $FLOOR"
 else echo "FAIL: test accuracy $acc < $FLOOR"; fails=1; fi
 if [ "$acc" = "$cacc" ]; then echo "ok: accuracy from attn_confusion $cacc = attn_evaluate's"
@@ -51,6 +54,6 @@ else echo "FAIL: accuracy from attn_confusion $cacc != attn_evaluate's $acc"; fa
 if [ "$agree" = "7600|7600" ]; then echo "ok: attn_classify = attn_predict on $agree titles"
 else echo "FAIL: attn_classify vs attn_predict: $agree"; fails=1; fi
 rate=$(awk "BEGIN { printf \"%.0f\", 22800 / ($secs + 1e-9) }")
-if [ "$rate" -ge 10000 ]; then echo "ok: attn_predict $rate rows/s (22800 rows in ${secs}s) >= 10000"
-else echo "FAIL: attn_predict $rate rows/s (22800 rows in ${secs}s) < 10000"; fails=1; fi
+if [ "$rate" -ge 10000 ]; then echo "ok: attn_predict $rate rows/s (22800 rows in ${secs} CPU s) >= 10000"
+else echo "FAIL: attn_predict $rate rows/s (22800 rows in ${secs} CPU s) < 10000"; fails=1; fi
 exit $fails
