@@ -297,6 +297,44 @@ int attn_classify_probs(attn_conn *conn, attn_model *model, const char *const *t
 /* Rows a batched function reads from its query at a time: 1024 per core. */
 #define ATTN_CHUNK_ROWS (1024 * nn_cpu_count())
 
+/* ------------------------------------ a labelled query through the model (attn_labelled.c) */
+
+/* The query (text, label) of attn_evaluate, attn_confusion, attn_metrics and attn_curve, read in
+ * chunks of ATTN_CHUNK_ROWS rows and predicted by the deployed model. Flags: KNOWN, every label
+ * is one of the model's (else an error naming its row; looked up before the chunk is predicted),
+ * its class kept in y_true; PROBS, every row's probabilities kept in probs (attn_classify_probs;
+ * else attn_classify_texts). */
+#define ATTN_LABELLED_KNOWN 1
+#define ATTN_LABELLED_PROBS 2
+typedef struct attn_labelled {
+  attn_model *model; /* the deployed model of the name argument, held */
+  const char *name;  /* the name argument (owned by it) */
+  attn_rows rows;    /* the current chunk */
+  int *pred;         /* (rows.n) the chunk's predicted classes */
+  int *y_true;       /* ATTN_LABELLED_KNOWN: (N) every row's class */
+  float *probs;      /* ATTN_LABELLED_PROBS: (N, C) every row's probabilities */
+  int64_t N;         /* rows read so far, the current chunk included */
+  /* the reading */
+  attn_conn *conn;
+  attn_interrupt *interrupt;
+  const char *fn;
+  sqlite3_stmt *stmt;
+  int flags, done;
+  int64_t cap_pred, cap_y_true, cap_probs;
+} attn_labelled;
+/* Check the arguments (name, query: either may be NULL, not given), hold the model, prepare the
+ * query. Errors: SQLite code, *errmsg "fn: ..."; attn_labelled_free in every case. */
+int attn_labelled_open(attn_labelled *q, attn_conn *conn, attn_interrupt *interrupt, const char *fn,
+                       int flags, sqlite3_value *name_arg, sqlite3_value *query_arg, char **errmsg);
+/* The next chunk (at least one row) read and predicted, then `interrupt` checked: SQLITE_ROW,
+ * SQLITE_DONE after the last, or an error (*errmsg "fn: ...", or NULL when out of memory). */
+int attn_labelled_next(attn_labelled *q, char **errmsg);
+/* Every chunk; a query of no rows is an error ("fn: the query returned no rows"). */
+int attn_labelled_read_all(attn_labelled *q, char **errmsg);
+/* Frees what q holds, the model released: a caller that keeps model, y_true or probs takes them
+ * and sets them NULL first. */
+void attn_labelled_free(attn_labelled *q);
+
 /* ------------------------------------------------------------ training options (attn_options.c) */
 
 /* attn_train's options "embeddings" (a table of (word, vector)) and "freeze_embeddings". */
