@@ -279,6 +279,39 @@ int attn_explain_occlusion(attn_explain *ex, attn_model *model, nn_workspace *ws
                            attn_interrupt *it, const char *text, int len, const char *fn,
                            char **errmsg);
 
+/* The cursor of the table-valued functions over one text, arguments (name, text): attn_probs
+ * and attn_weights (attn_predict.c), attn_explain (attn_explain.c). Its module's cursor size. */
+typedef struct attn_text_cursor {
+  sqlite3_vtab_cursor base;
+  attn_explain ex;          /* the text through the model */
+  attn_model *model;        /* the deployed model of the name argument, held */
+  attn_interrupt interrupt; /* attn_explain: between the occlusion's passes */
+  int *order;               /* attn_probs: class ids, most probable first */
+  int nrows, row;
+} attn_text_cursor;
+/* xFilter's common part: no rows, the name argument's model held; a text given and not NULL in
+ * *text, *len with the connection's workspace *ws, else *text NULL (no rows). Errors: SQLite
+ * code, *errmsg "fn: ...". */
+int attn_text_cursor_begin(attn_text_cursor *cur, attn_conn *conn, const char *fn, int argc,
+                           sqlite3_value **argv, const char **text, int *len, nn_workspace **ws,
+                           char **errmsg);
+/* xClose, xNext, xEof and xRowid (row + 1) of such a cursor. */
+int attn_text_cursor_close(sqlite3_vtab_cursor *base);
+int attn_text_cursor_next(sqlite3_vtab_cursor *base);
+int attn_text_cursor_eof(sqlite3_vtab_cursor *base);
+int attn_text_cursor_rowid(sqlite3_vtab_cursor *base, sqlite_int64 *rowid);
+/* The columns of a token row (attn_weights, attn_explain): the current row's `what`. Start and
+ * end are NULL for a token with no byte span. */
+enum {
+  ATTN_TOKEN_POSITION,
+  ATTN_TOKEN_TEXT,
+  ATTN_TOKEN_ATTENTION,
+  ATTN_TOKEN_OCCLUSION, /* after attn_explain_occlusion */
+  ATTN_TOKEN_START,
+  ATTN_TOKEN_END
+};
+void attn_text_cursor_token(sqlite3_context *ctx, const attn_text_cursor *cur, int what);
+
 /* The predicted class of one row of logits (C): the most probable, the first of ties, with its
  * softmax probability in *prob (prob may be NULL: not computed). attn_predict's and attn_classify's label and probability (so
  * that a min_probability threshold decides alike in both). */
