@@ -103,13 +103,18 @@ void attn_model_release(attn_model *model);
 int attn_model_acquire_version(attn_conn *conn, const char *fn, const char *name,
                                int64_t version, attn_model **out, char **errmsg);
 
-/* Check the model store before trusting it: each of attn_models, attn_training_log,
- * attn_versions and attn_lineage is absent or an ordinary rowid table of main (no view, no virtual table) with the columns of
- * sql/schema.sql, none generated, and exactly its PRIMARY KEY. SQLITE_OK (*models_exist, may be
- * NULL: whether attn_models is there), else SQLITE_ERROR with *errmsg, e.g.
+/* Check the model store before trusting it (attn_store_check.c): each of attn_models,
+ * attn_training_log, attn_versions and attn_lineage is absent or an ordinary rowid table of main
+ * (no view, no virtual table) with the columns of sql/schema.sql, none generated, and exactly its
+ * PRIMARY KEY. SQLITE_OK (*models_exist, may be NULL: whether attn_models is there), else
+ * SQLITE_ERROR with *errmsg, e.g.
  *   attn_import: attn_models is a view, not a model store table this extension wrote (...)
  * The save path calls it (through attn_store_ensure_schema) before it writes. */
 int attn_store_check(sqlite3 *db, const char *fn, int *models_exist, char **errmsg);
+/* The definitions of the store's tables as sqlite_schema holds them ("" when none exists): a
+ * table is a function of its CREATE statement, so equal text means an equal check. NULL when it
+ * cannot be read (out of memory, ...). sqlite3_malloc'd. */
+char *attn_store_fingerprint(sqlite3 *db);
 /* Around every read of the store tables: refuses a read that starts while another is under way
  * (a view, trigger or generated column calling attnext back: no unbounded recursion) and checks
  * the store (attn_store_check, remembered while the database is unchanged). */
