@@ -203,6 +203,16 @@ void attn_store_live_abort(attn_conn *conn, const char *name, int64_t version,
 int attn_store_check_save(attn_conn *conn, const char *fn, const char *name, int count,
                           char **errmsg);
 
+/* One statement run once on db, its first row read: ?1 .. ?ntexts bound to texts (a NULL text
+ * binds NULL), the next nints to ints, the row's first ncols columns read as integers into out
+ * (NULL reads as 0; out untouched when no row comes). SQLITE_ROW, SQLITE_DONE when no row
+ * came (a statement that writes has run), or the error code with sqlite3_errmsg(db) saying why
+ * (the statement is finalized). */
+int attn_sql_ints(sqlite3 *db, const char *sql, const char *const *texts, int ntexts,
+                  const int64_t *ints, int nints, int64_t *out, int ncols);
+/* The deployed version of `name` and the rowid of its row in attn_models (left as they are when
+ * none is deployed or the store cannot be read): what attn_job_commit compares a job's base with. */
+void attn_store_deployed_row(sqlite3 *db, const char *name, int64_t *version, int64_t *rowid);
 
 /* Step one statement with bound values; SQLITE_OK, or its error with *errmsg
  * "fn: cannot <what>: <SQLite's message>". */
