@@ -20,26 +20,21 @@
 
 #include "attn_ext.h"
 
+/* Columns: the token columns of the cursor, in their order; the arguments are the hidden columns
+ * at the end. */
 enum {
-  ATTN_EXPLAIN_COL_POSITION,
-  ATTN_EXPLAIN_COL_TOKEN,
-  ATTN_EXPLAIN_COL_ATTENTION,
-  ATTN_EXPLAIN_COL_OCCLUSION,
-  ATTN_EXPLAIN_COL_START,
-  ATTN_EXPLAIN_COL_END,
+  ATTN_EXPLAIN_COL_POSITION = ATTN_TOKEN_POSITION,
+  ATTN_EXPLAIN_COL_TOKEN = ATTN_TOKEN_TEXT,
+  ATTN_EXPLAIN_COL_ATTENTION = ATTN_TOKEN_ATTENTION,
+  ATTN_EXPLAIN_COL_OCCLUSION = ATTN_TOKEN_OCCLUSION,
+  ATTN_EXPLAIN_COL_START = ATTN_TOKEN_START,
+  ATTN_EXPLAIN_COL_END = ATTN_TOKEN_END,
   ATTN_EXPLAIN_COL_ARG_NAME,
   ATTN_EXPLAIN_COL_ARG_TEXT
 };
 static const char attn_explain_schema[] =
     "CREATE TABLE x(position INTEGER, token TEXT, attention REAL, occlusion REAL, "
     "start INTEGER, \"end\" INTEGER, arg_name HIDDEN, arg_text HIDDEN)";
-/* The columns as the token columns of the cursor */
-static const int attn_explain_token[] = {[ATTN_EXPLAIN_COL_POSITION] = ATTN_TOKEN_POSITION,
-                                         [ATTN_EXPLAIN_COL_TOKEN] = ATTN_TOKEN_TEXT,
-                                         [ATTN_EXPLAIN_COL_ATTENTION] = ATTN_TOKEN_ATTENTION,
-                                         [ATTN_EXPLAIN_COL_OCCLUSION] = ATTN_TOKEN_OCCLUSION,
-                                         [ATTN_EXPLAIN_COL_START] = ATTN_TOKEN_START,
-                                         [ATTN_EXPLAIN_COL_END] = ATTN_TOKEN_END};
 
 static int attn_explain_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
                                 sqlite3_vtab **out, char **errmsg) {
@@ -72,8 +67,7 @@ done:
 }
 
 static int attn_explain_column(sqlite3_vtab_cursor *base, sqlite3_context *ctx, int col) {
-  if (col >= 0 && col < ATTN_EXPLAIN_COL_ARG_NAME)
-    attn_text_cursor_token(ctx, (attn_text_cursor *)base, attn_explain_token[col]);
+  if (col < ATTN_EXPLAIN_COL_ARG_NAME) attn_text_cursor_token(ctx, (attn_text_cursor *)base, col);
   return SQLITE_OK;
 }
 

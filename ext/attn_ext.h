@@ -294,6 +294,10 @@ int attn_explain_occlusion(attn_explain *ex, attn_model *model, nn_workspace *ws
                            attn_interrupt *it, const char *text, int len, const char *fn,
                            char **errmsg);
 
+/* The token ids of one text as the model reads it, into ids and tokens (max_len entries each, at
+ * least 1): nn_text_encode's, an empty (or NULL) text one <UNK> with no byte span, at most
+ * max_len. Returns how many (>= 1). */
+int attn_text_ids(int *ids, nn_token *tokens, const nn_model *nn, const char *text, int len);
 /* The cursor of the table-valued functions over one text, arguments (name, text): attn_probs
  * and attn_weights (attn_predict.c), attn_explain (attn_explain.c). Its module's cursor size. */
 typedef struct attn_text_cursor {
@@ -315,8 +319,8 @@ int attn_text_cursor_close(sqlite3_vtab_cursor *base);
 int attn_text_cursor_next(sqlite3_vtab_cursor *base);
 int attn_text_cursor_eof(sqlite3_vtab_cursor *base);
 int attn_text_cursor_rowid(sqlite3_vtab_cursor *base, sqlite_int64 *rowid);
-/* The columns of a token row (attn_weights, attn_explain): the current row's `what`. Start and
- * end are NULL for a token with no byte span. */
+/* The columns of a token row (attn_weights, attn_explain: its columns in this order): the current
+ * row's `what`. Start and end are NULL for a token with no byte span. */
 enum {
   ATTN_TOKEN_POSITION,
   ATTN_TOKEN_TEXT,

@@ -84,6 +84,16 @@ static void attn_collect_token(void *ctx, const char *tok, int tok_len, int star
   tc->ex->token_text[tc->count++] = copy;
 }
 
+int attn_text_ids(int *ids, nn_token *tokens, const nn_model *nn, const char *text, int len) {
+  const nn_config *cfg = nn_model_config(nn);
+  int T = cfg->max_len > 0 ? cfg->max_len : 1;
+  int n = nn_text_encode(tokens, text ? text : "", text ? len : 0, cfg, nn_model_vocab(nn));
+  if (n < 1) n = 1, tokens[0].id = NN_UNK, tokens[0].start = tokens[0].end = -1;
+  if (n > T) n = T;
+  for (int i = 0; i < n; i++) ids[i] = tokens[i].id;
+  return n;
+}
+
 /* Preprocess and encode text into ex->tokens / ex->ids (ex->n >= 1: an empty text is one <UNK>,
  * at most max_len). */
 static int attn_explain_encode(attn_explain *ex, nn_model *nn, const char *text, int len,
@@ -94,11 +104,7 @@ static int attn_explain_encode(attn_explain *ex, nn_model *nn, const char *text,
     *errmsg = sqlite3_mprintf("%s: out of memory", fn);
     return SQLITE_NOMEM;
   }
-  int n = nn_text_encode(ex->tokens, text ? text : "", text ? len : 0, cfg, nn_model_vocab(nn));
-  if (n < 1) n = 1, ex->tokens[0].id = NN_UNK, ex->tokens[0].start = ex->tokens[0].end = -1;
-  if (n > T) n = T;
-  ex->n = n;
-  for (int i = 0; i < n; i++) ex->ids[i] = ex->tokens[i].id;
+  ex->n = attn_text_ids(ex->ids, ex->tokens, nn, text, len);
   return SQLITE_OK;
 }
 
@@ -360,10 +366,7 @@ static void attn_classify_run(attn_classify_job *job, const attn_classify_batch 
         if (all->probs) memset(all->probs + (size_t)i * C, 0, sizeof *all->probs * (size_t)C);
         continue;
       }
-      int n = nn_text_encode(tokens, all->texts[i], all->lens[i], cfg, nn_model_vocab(nn));
-      if (n < 1) n = 1, tokens[0].id = NN_UNK;
-      if (n > T) n = T;
-      for (int t = 0; t < n; t++) ids_row[(size_t)B * T + t] = tokens[t].id;
+      int n = attn_text_ids(ids_row + (size_t)B * T, tokens, nn, all->texts[i], all->lens[i]);
       lengths[B] = n;
       rows[B] = i;
       if (n > Tmax) Tmax = n;

@@ -74,10 +74,7 @@ void attn_predict_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     ids = (int *)(tokens + T);
     logits = (float *)(ids + T);
   }
-  int n = nn_text_encode(tokens, text ? text : "", text ? len : 0, cfg, nn_model_vocab(nn));
-  if (n < 1) n = 1, tokens[0].id = NN_UNK;
-  if (n > T) n = T;
-  for (int i = 0; i < n; i++) ids[i] = tokens[i].id;
+  int n = attn_text_ids(ids, tokens, nn, text, len);
   nn_batch batch = {ids, &n, NULL, 1, n};
   int st = nn_model_forward(nn, ws, &batch, 0, NULL, logits, NULL, err);
   if (st != NN_OK) {
