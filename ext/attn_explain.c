@@ -53,12 +53,10 @@ static int attn_explain_filter(sqlite3_vtab_cursor *base, int idx_num, const cha
   attn_text_cursor *cur = (attn_text_cursor *)base;
   attn_vtab *vtab = (attn_vtab *)base->pVtab;
   char *msg = NULL;
-  const char *text = NULL;
-  int len = 0;
-  nn_workspace *ws = NULL;
-  int rc = attn_text_cursor_begin(cur, vtab->conn, fn, argc, argv, &text, &len, &ws, &msg);
-  if (rc != SQLITE_OK || !text) goto done;
-  rc = attn_explain_occlusion(&cur->ex, cur->model, ws, &cur->interrupt, text, len, fn, &msg);
+  int rc = attn_text_cursor_begin(cur, vtab->conn, fn, argc, argv, &msg);
+  if (rc != SQLITE_OK || !cur->text) goto done;
+  rc = attn_explain_occlusion(&cur->ex, cur->model, cur->ws, &cur->interrupt, cur->text, cur->len,
+                              fn, &msg);
   if (rc != SQLITE_OK) goto done;
   cur->nrows = cur->ex.n;
 done:

@@ -307,13 +307,15 @@ typedef struct attn_text_cursor {
   attn_interrupt interrupt; /* attn_explain: between the occlusion's passes */
   int *order;               /* attn_probs: class ids, most probable first */
   int nrows, row;
+  const char *text; /* xFilter's text argument, during xFilter only (NULL: no rows) */
+  int len;
+  nn_workspace *ws; /* the connection's */
 } attn_text_cursor;
 /* xFilter's common part: no rows, the name argument's model held; a text given and not NULL in
- * *text, *len with the connection's workspace *ws, else *text NULL (no rows). Errors: SQLite
- * code, *errmsg "fn: ...". */
+ * cur->text, cur->len with the connection's workspace cur->ws, else cur->text NULL (no rows).
+ * Errors: SQLite code, *errmsg "fn: ...". */
 int attn_text_cursor_begin(attn_text_cursor *cur, attn_conn *conn, const char *fn, int argc,
-                           sqlite3_value **argv, const char **text, int *len, nn_workspace **ws,
-                           char **errmsg);
+                           sqlite3_value **argv, char **errmsg);
 /* xClose, xNext, xEof and xRowid (row + 1) of such a cursor. */
 int attn_text_cursor_close(sqlite3_vtab_cursor *base);
 int attn_text_cursor_next(sqlite3_vtab_cursor *base);

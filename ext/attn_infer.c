@@ -242,10 +242,10 @@ int attn_explain_occlusion(attn_explain *ex, attn_model *model, nn_workspace *ws
 /* ------------------------------------------------------------------ a cursor over one text */
 
 int attn_text_cursor_begin(attn_text_cursor *cur, attn_conn *conn, const char *fn, int argc,
-                           sqlite3_value **argv, const char **text, int *len, nn_workspace **ws,
-                           char **errmsg) {
+                           sqlite3_value **argv, char **errmsg) {
   const char *name = NULL;
-  *text = NULL;
+  cur->text = NULL;
+  cur->len = 0;
   cur->nrows = cur->row = 0;
   attn_model_release(cur->model);
   cur->model = NULL;
@@ -255,10 +255,10 @@ int attn_text_cursor_begin(attn_text_cursor *cur, attn_conn *conn, const char *f
   rc = attn_model_acquire(conn, fn, name, &cur->model, errmsg);
   if (rc != SQLITE_OK) return rc;
   if (argc < 2 || sqlite3_value_type(argv[1]) == SQLITE_NULL) return SQLITE_OK; /* no rows */
-  *ws = attn_conn_workspace(conn, errmsg);
-  if (!*ws) return SQLITE_NOMEM;
-  *text = (const char *)sqlite3_value_text(argv[1]);
-  *len = sqlite3_value_bytes(argv[1]);
+  cur->ws = attn_conn_workspace(conn, errmsg);
+  if (!cur->ws) return SQLITE_NOMEM;
+  cur->text = (const char *)sqlite3_value_text(argv[1]);
+  cur->len = sqlite3_value_bytes(argv[1]);
   return SQLITE_OK;
 }
 

@@ -150,13 +150,10 @@ static int attn_probs_weights_filter(sqlite3_vtab_cursor *base, int idx_num, con
   attn_vtab *vtab = (attn_vtab *)base->pVtab;
   const char *fn = vtab->mode == ATTN_PROBS ? "attn_probs" : "attn_weights";
   char *msg = NULL;
-  const char *text = NULL;
-  int len = 0;
-  nn_workspace *ws = NULL;
-  int rc = attn_text_cursor_begin(cur, vtab->conn, fn, argc, argv, &text, &len, &ws, &msg);
-  if (rc != SQLITE_OK || !text) goto done;
-  rc = attn_explain_text(&cur->ex, cur->model, ws, text, len, vtab->mode == ATTN_WEIGHTS, fn,
-                         &msg);
+  int rc = attn_text_cursor_begin(cur, vtab->conn, fn, argc, argv, &msg);
+  if (rc != SQLITE_OK || !cur->text) goto done;
+  rc = attn_explain_text(&cur->ex, cur->model, cur->ws, cur->text, cur->len,
+                         vtab->mode == ATTN_WEIGHTS, fn, &msg);
   if (rc != SQLITE_OK) goto done;
   if (vtab->mode == ATTN_PROBS) {
     int C = nn_model_num_classes(cur->model->nn);
