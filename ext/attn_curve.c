@@ -45,82 +45,22 @@ static void curve_data_free(curve_data *d) {
   memset(d, 0, sizeof *d);
 }
 
-/* Grow *buf to hold n elements of size bytes (contents kept). 0, or -1 when out of memory. */
-static int curve_reserve(void **buf, int64_t *cap, int64_t n, size_t size) {
-  if (n <= *cap) return 0;
-  int64_t want = *cap ? 2 * *cap : 4096;
-  while (want < n) want *= 2;
-  void *p = sqlite3_realloc64(*buf, (sqlite3_uint64)want * size);
-  if (!p) return -1;
-  *buf = p;
-  *cap = want;
-  return 0;
-}
-
 /* The model, every row's true class and probabilities. */
 static int curve_read(curve_data *d, attn_conn *conn, attn_interrupt *interrupt, const char *fn,
                       sqlite3_value *name_arg, sqlite3_value *query_arg, char **msg) {
-  sqlite3_stmt *stmt = NULL;
-  attn_rows rows;
-  int *pred = NULL, rc;
-  int64_t cap_rows = 0, cap_probs = 0, cap_pred = 0;
-  memset(&rows, 0, sizeof rows);
-  const char *name = NULL;
-  rc = attn_name_value(fn, name_arg, &name, msg);
-  if (rc != SQLITE_OK) goto done;
-  rc = attn_model_acquire(conn, fn, name, &d->model, msg);
-  if (rc != SQLITE_OK) goto done;
-  rc = attn_prepare_query(attn_conn_db(conn), fn,
-                          query_arg ? (const char *)sqlite3_value_text(query_arg) : NULL, 2,
-                          "(text, label)", &stmt, msg);
-  if (rc != SQLITE_OK) goto done;
-  const nn_model *nn = d->model->nn;
-  int C = d->C = nn_model_num_classes(nn);
-  int query_done = 0;
-  while (!query_done) {
-    attn_conn_query_begin(conn, fn);
-    rc = attn_rows_read(&rows, stmt, ATTN_ROWS_TEXT_LABEL, ATTN_CHUNK_ROWS, &query_done, fn, msg);
-    attn_conn_query_end(conn);
-    if (rc != SQLITE_OK) goto done;
-    if (rows.n == 0) continue;
-    if (curve_reserve((void **)&d->y_true, &cap_rows, d->N + rows.n, sizeof *d->y_true) ||
-        curve_reserve((void **)&d->probs, &cap_probs, (d->N + rows.n) * C, sizeof *d->probs) ||
-        curve_reserve((void **)&pred, &cap_pred, rows.n, sizeof *pred)) {
-      rc = SQLITE_NOMEM;
-      goto done;
-    }
-    for (int i = 0; i < rows.n; i++) {
-      int c = nn_model_label_lookup(nn, rows.labels[i], rows.label_lens[i]);
-      if (c < 0) {
-        *msg = sqlite3_mprintf("%s: label '%.*s' of row %d is not one of the %d labels of model "
-                               "'%s'", fn, rows.label_lens[i], rows.labels[i],
-                               rows.first_row - rows.n + i + 1, C, d->model->name);
-        rc = SQLITE_ERROR;
-        goto done;
-      }
-      d->y_true[d->N + i] = c;
-    }
-    rc = attn_classify_probs(conn, d->model, rows.texts, rows.lens, rows.n, pred,
-                             d->probs + d->N * C, fn, msg);
-    if (rc != SQLITE_OK) goto done;
-    d->N += rows.n;
-    if (attn_interrupted(interrupt, 1)) {
-      *msg = sqlite3_mprintf("%s: interrupted", fn);
-      rc = SQLITE_INTERRUPT;
-      goto done;
-    }
+  attn_labelled q;
+  int rc = attn_labelled_open(&q, conn, interrupt, fn, ATTN_LABELLED_KNOWN | ATTN_LABELLED_PROBS,
+                              name_arg, query_arg, msg);
+  if (rc == SQLITE_OK) rc = attn_labelled_read_all(&q, msg);
+  if (rc == SQLITE_OK) {
+    d->model = q.model, d->y_true = q.y_true, d->probs = q.probs; /* taken */
+    q.model = NULL, q.y_true = NULL, q.probs = NULL;
+    d->C = nn_model_num_classes(d->model->nn);
+    d->N = q.N;
+    d->points = sqlite3_malloc64((sqlite3_uint64)d->N * sizeof *d->points);
+    if (!d->points) rc = SQLITE_NOMEM;
   }
-  if (d->N == 0) {
-    *msg = sqlite3_mprintf("%s: the query returned no rows", fn);
-    rc = SQLITE_ERROR;
-    goto done;
-  }
-  d->points = sqlite3_malloc64((sqlite3_uint64)d->N * sizeof *d->points);
-  if (!d->points) rc = SQLITE_NOMEM;
-done:
-  sqlite3_finalize(stmt);
-  attn_rows_free(&rows);
-  sqlite3_free(pred);
+  attn_labelled_free(&q);
   return rc;
 }
 

@@ -67,10 +67,7 @@ void attn_embed_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     tokens = (nn_token *)(blob + 4 * (size_t)D);
     ids = (int *)(tokens + T);
   }
-  int n = nn_text_encode(tokens, text, len, cfg, nn_model_vocab(nn));
-  if (n < 1) n = 1, tokens[0].id = NN_UNK;
-  if (n > T) n = T;
-  for (int i = 0; i < n; i++) ids[i] = tokens[i].id;
+  int n = attn_text_ids(ids, tokens, nn, text, len);
   nn_batch batch = {ids, &n, NULL, 1, n};
   int st = nn_model_forward_pooled(nn, ws, &batch, logits, pooled, err);
   if (st != NN_OK) {

@@ -15,7 +15,8 @@
  * The query: one read-only statement, columns text and label (labels compared as text; a NULL
  * text or label is an error naming the row). The classes are the union of the model's labels
  * and the labels found in the query, sorted by their bytes as sklearn sorts them; predicted
- * labels are always the model's. Prediction is batched across the cores (attn_classify_texts, attn_infer.c).
+ * labels are always the model's. Prediction is batched across the cores (attn_classify_texts,
+ * attn_infer.c; the rows read by attn_labelled.c).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -203,28 +204,19 @@ static int attn_eval_filter(sqlite3_vtab_cursor *base, int idx_num, const char *
   attn_vtab *vtab = (attn_vtab *)base->pVtab;
   const char *fn = vtab->mode == ATTN_EVALUATE ? "attn_evaluate" : "attn_confusion";
   char *msg = NULL;
-  attn_model *model = NULL;
-  sqlite3_stmt *stmt = NULL;
-  attn_rows rows;
+  attn_labelled q;
   attn_eval_counts ec;
   attn_eval_order *order = NULL;
   attn_interrupt interrupt = {attn_conn_db(vtab->conn), NULL, 0};
-  int *pred = NULL, cap_pred = 0, *rank = NULL, rc;
+  int *rank = NULL, rc;
   int64_t *sorted_counts = NULL;
-  memset(&rows, 0, sizeof rows);
   memset(&ec, 0, sizeof ec);
   attn_eval_reset(cur);
-  const char *name = NULL;
-  rc = attn_name_value(fn, argc > 0 ? argv[0] : NULL, &name, &msg);
-  if (rc != SQLITE_OK) goto done;
-  rc = attn_model_acquire(vtab->conn, fn, name, &model, &msg);
-  if (rc != SQLITE_OK) goto done;
-  rc = attn_prepare_query(attn_conn_db(vtab->conn), fn,
-                          argc > 1 ? (const char *)sqlite3_value_text(argv[1]) : NULL, 2,
-                          "(text, label)", &stmt, &msg);
+  rc = attn_labelled_open(&q, vtab->conn, &interrupt, fn, 0, argc > 0 ? argv[0] : NULL,
+                          argc > 1 ? argv[1] : NULL, &msg);
   if (rc != SQLITE_OK) goto done;
 
-  const nn_model *nn = model->nn;
+  const nn_model *nn = q.model->nn;
   int C = nn_model_num_classes(nn);
   ec.cap = C + 4;
   ec.labels = sqlite3_malloc64(sizeof *ec.labels * (sqlite3_uint64)ec.cap);
@@ -246,36 +238,14 @@ static int attn_eval_filter(sqlite3_vtab_cursor *base, int idx_num, const char *
     }
     ec.K++;
   }
-  int query_done = 0;
-  int chunk = ATTN_CHUNK_ROWS;
-  while (!query_done) {
-    attn_conn_query_begin(vtab->conn, fn);
-    rc = attn_rows_read(&rows, stmt, ATTN_ROWS_TEXT_LABEL, chunk, &query_done, fn, &msg);
-    attn_conn_query_end(vtab->conn);
-    if (rc != SQLITE_OK) goto done;
-    if (rows.n > cap_pred) {
-      sqlite3_free(pred);
-      cap_pred = rows.n;
-      pred = sqlite3_malloc64(sizeof *pred * (sqlite3_uint64)cap_pred);
-      if (!pred) {
-        rc = SQLITE_NOMEM;
-        goto done;
-      }
-    }
-    rc = attn_classify_texts(vtab->conn, model, rows.texts, rows.lens, rows.n, pred, NULL, fn,
-                             &msg);
-    if (rc != SQLITE_OK) goto done;
-    if (attn_interrupted(&interrupt, 1)) {
-      msg = sqlite3_mprintf("%s: interrupted", fn);
-      rc = SQLITE_INTERRUPT;
-      goto done;
-    }
-    for (int i = 0; i < rows.n; i++) {
-      int a = attn_eval_class(&ec, nn, rows.labels[i], rows.label_lens[i]);
+  const attn_rows *rows = &q.rows;
+  while ((rc = attn_labelled_next(&q, &msg)) == SQLITE_ROW) {
+    for (int i = 0; i < rows->n; i++) {
+      int a = attn_eval_class(&ec, nn, rows->labels[i], rows->label_lens[i]);
       if (a == -2) {
         msg = sqlite3_mprintf("%s: the query has more than %d labels that model '%s' does not "
                               "know (row %d)",
-                              fn, ATTN_EVAL_MAX_UNKNOWN, name, rows.first_row - rows.n + i + 1);
+                              fn, ATTN_EVAL_MAX_UNKNOWN, q.name, rows->first_row - rows->n + i + 1);
         rc = SQLITE_ERROR;
         goto done;
       }
@@ -283,7 +253,7 @@ static int attn_eval_filter(sqlite3_vtab_cursor *base, int idx_num, const char *
         rc = SQLITE_NOMEM;
         goto done;
       }
-      int p = pred[i];
+      int p = q.pred[i];
       ec.support[a]++;
       ec.predicted[p]++;
       if (a == p) ec.correct[a]++;
@@ -293,6 +263,7 @@ static int attn_eval_filter(sqlite3_vtab_cursor *base, int idx_num, const char *
       }
     }
   }
+  if (rc != SQLITE_DONE) goto done;
 
   /* Sorted classes: rank[id] = position. */
   int K = ec.K;
@@ -340,17 +311,14 @@ static int attn_eval_filter(sqlite3_vtab_cursor *base, int idx_num, const char *
   }
   rc = SQLITE_OK;
 done:
-  sqlite3_finalize(stmt);
+  attn_labelled_free(&q);
   attn_interrupt_end(&interrupt);
-  attn_rows_free(&rows);
-  attn_model_release(model);
   for (int k = 0; ec.labels && k < ec.K; k++) sqlite3_free(ec.labels[k]);
   sqlite3_free(ec.labels);
   sqlite3_free(ec.support);
   sqlite3_free(ec.predicted);
   sqlite3_free(ec.correct);
   sqlite3_free(ec.cells);
-  sqlite3_free(pred);
   sqlite3_free(order);
   sqlite3_free(rank);
   sqlite3_free(sorted_counts);

@@ -20,21 +20,15 @@
 
 #include "attn_ext.h"
 
-typedef struct attn_explain_cursor {
-  sqlite3_vtab_cursor base;
-  attn_explain ex;
-  attn_model *model;
-  attn_interrupt interrupt;
-  int nrows, row;
-} attn_explain_cursor;
-
+/* Columns: the token columns of the cursor, in their order; the arguments are the hidden columns
+ * at the end. */
 enum {
-  ATTN_EXPLAIN_COL_POSITION,
-  ATTN_EXPLAIN_COL_TOKEN,
-  ATTN_EXPLAIN_COL_ATTENTION,
-  ATTN_EXPLAIN_COL_OCCLUSION,
-  ATTN_EXPLAIN_COL_START,
-  ATTN_EXPLAIN_COL_END,
+  ATTN_EXPLAIN_COL_POSITION = ATTN_TOKEN_POSITION,
+  ATTN_EXPLAIN_COL_TOKEN = ATTN_TOKEN_TEXT,
+  ATTN_EXPLAIN_COL_ATTENTION = ATTN_TOKEN_ATTENTION,
+  ATTN_EXPLAIN_COL_OCCLUSION = ATTN_TOKEN_OCCLUSION,
+  ATTN_EXPLAIN_COL_START = ATTN_TOKEN_START,
+  ATTN_EXPLAIN_COL_END = ATTN_TOKEN_END,
   ATTN_EXPLAIN_COL_ARG_NAME,
   ATTN_EXPLAIN_COL_ARG_TEXT
 };
@@ -45,7 +39,7 @@ static const char attn_explain_schema[] =
 static int attn_explain_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
                                 sqlite3_vtab **out, char **errmsg) {
   return attn_vtab_connect(db, attn_explain_schema, SQLITE_VTAB_INNOCUOUS, aux, 0,
-                           sizeof(attn_explain_cursor), out);
+                           sizeof(attn_text_cursor), out);
 }
 
 static int attn_explain_best_index(sqlite3_vtab *base, sqlite3_index_info *info) {
@@ -53,39 +47,16 @@ static int attn_explain_best_index(sqlite3_vtab *base, sqlite3_index_info *info)
                               "attn_explain: expected 2 arguments: attn_explain(name, text)");
 }
 
-static int attn_explain_close(sqlite3_vtab_cursor *base) {
-  attn_explain_cursor *cur = (attn_explain_cursor *)base;
-  attn_explain_free(&cur->ex);
-  attn_model_release(cur->model);
-  attn_interrupt_end(&cur->interrupt);
-  sqlite3_free(cur);
-  return SQLITE_OK;
-}
-
 static int attn_explain_filter(sqlite3_vtab_cursor *base, int idx_num, const char *idx_str,
                                int argc, sqlite3_value **argv) {
   const char *fn = "attn_explain";
-  attn_explain_cursor *cur = (attn_explain_cursor *)base;
+  attn_text_cursor *cur = (attn_text_cursor *)base;
   attn_vtab *vtab = (attn_vtab *)base->pVtab;
   char *msg = NULL;
-  const char *name = NULL;
-  cur->nrows = cur->row = 0;
-  attn_model_release(cur->model);
-  cur->model = NULL;
-  cur->interrupt.db = attn_conn_db(vtab->conn);
-  int rc = attn_name_value(fn, argc > 0 ? argv[0] : NULL, &name, &msg);
-  if (rc != SQLITE_OK) goto done;
-  rc = attn_model_acquire(vtab->conn, fn, name, &cur->model, &msg);
-  if (rc != SQLITE_OK) goto done;
-  if (argc < 2 || sqlite3_value_type(argv[1]) == SQLITE_NULL) goto done; /* no rows */
-  const char *text = (const char *)sqlite3_value_text(argv[1]);
-  int len = sqlite3_value_bytes(argv[1]);
-  nn_workspace *ws = attn_conn_workspace(vtab->conn, &msg);
-  if (!ws) {
-    rc = SQLITE_NOMEM;
-    goto done;
-  }
-  rc = attn_explain_occlusion(&cur->ex, cur->model, ws, &cur->interrupt, text, len, fn, &msg);
+  int rc = attn_text_cursor_begin(cur, vtab->conn, fn, argc, argv, &msg);
+  if (rc != SQLITE_OK || !cur->text) goto done;
+  rc = attn_explain_occlusion(&cur->ex, cur->model, cur->ws, &cur->interrupt, cur->text, cur->len,
+                              fn, &msg);
   if (rc != SQLITE_OK) goto done;
   cur->nrows = cur->ex.n;
 done:
@@ -93,41 +64,8 @@ done:
   return SQLITE_OK;
 }
 
-static int attn_explain_next(sqlite3_vtab_cursor *base) {
-  ((attn_explain_cursor *)base)->row++;
-  return SQLITE_OK;
-}
-
-static int attn_explain_eof(sqlite3_vtab_cursor *base) {
-  attn_explain_cursor *cur = (attn_explain_cursor *)base;
-  return cur->row >= cur->nrows;
-}
-
 static int attn_explain_column(sqlite3_vtab_cursor *base, sqlite3_context *ctx, int col) {
-  attn_explain_cursor *cur = (attn_explain_cursor *)base;
-  int i = cur->row;
-  const nn_token *t = &cur->ex.tokens[i];
-  switch (col) {
-  case ATTN_EXPLAIN_COL_POSITION: sqlite3_result_int(ctx, i); break;
-  case ATTN_EXPLAIN_COL_TOKEN:
-    sqlite3_result_text(ctx, cur->ex.token_text[i] ? cur->ex.token_text[i] : "", -1,
-                        SQLITE_TRANSIENT);
-    break;
-  case ATTN_EXPLAIN_COL_ATTENTION: sqlite3_result_double(ctx, cur->ex.weights[i]); break;
-  case ATTN_EXPLAIN_COL_OCCLUSION: sqlite3_result_double(ctx, cur->ex.occlusion[i]); break;
-  case ATTN_EXPLAIN_COL_START:
-    if (t->start >= 0) sqlite3_result_int(ctx, t->start);
-    break;
-  case ATTN_EXPLAIN_COL_END:
-    if (t->start >= 0) sqlite3_result_int(ctx, t->end);
-    break;
-  default: break;
-  }
-  return SQLITE_OK;
-}
-
-static int attn_explain_rowid(sqlite3_vtab_cursor *base, sqlite_int64 *rowid) {
-  *rowid = ((attn_explain_cursor *)base)->row + 1;
+  if (col < ATTN_EXPLAIN_COL_ARG_NAME) attn_text_cursor_token(ctx, (attn_text_cursor *)base, col);
   return SQLITE_OK;
 }
 
@@ -138,10 +76,10 @@ const sqlite3_module attn_explain_module = {
     .xBestIndex = attn_explain_best_index,
     .xDisconnect = attn_vtab_disconnect,
     .xOpen = attn_vtab_open,
-    .xClose = attn_explain_close,
+    .xClose = attn_text_cursor_close,
     .xFilter = attn_explain_filter,
-    .xNext = attn_explain_next,
-    .xEof = attn_explain_eof,
+    .xNext = attn_text_cursor_next,
+    .xEof = attn_text_cursor_eof,
     .xColumn = attn_explain_column,
-    .xRowid = attn_explain_rowid,
+    .xRowid = attn_text_cursor_rowid,
 };

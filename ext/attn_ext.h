@@ -103,13 +103,18 @@ void attn_model_release(attn_model *model);
 int attn_model_acquire_version(attn_conn *conn, const char *fn, const char *name,
                                int64_t version, attn_model **out, char **errmsg);
 
-/* Check the model store before trusting it: each of attn_models, attn_training_log,
- * attn_versions and attn_lineage is absent or an ordinary rowid table of main (no view, no virtual table) with the columns of
- * sql/schema.sql, none generated, and exactly its PRIMARY KEY. SQLITE_OK (*models_exist, may be
- * NULL: whether attn_models is there), else SQLITE_ERROR with *errmsg, e.g.
+/* Check the model store before trusting it (attn_store_check.c): each of attn_models,
+ * attn_training_log, attn_versions and attn_lineage is absent or an ordinary rowid table of main
+ * (no view, no virtual table) with the columns of sql/schema.sql, none generated, and exactly its
+ * PRIMARY KEY. SQLITE_OK (*models_exist, may be NULL: whether attn_models is there), else
+ * SQLITE_ERROR with *errmsg, e.g.
  *   attn_import: attn_models is a view, not a model store table this extension wrote (...)
  * The save path calls it (through attn_store_ensure_schema) before it writes. */
 int attn_store_check(sqlite3 *db, const char *fn, int *models_exist, char **errmsg);
+/* The definitions of the store's tables as sqlite_schema holds them ("" when none exists): a
+ * table is a function of its CREATE statement, so equal text means an equal check. NULL when it
+ * cannot be read (out of memory, ...). sqlite3_malloc'd. */
+char *attn_store_fingerprint(sqlite3 *db);
 /* Around every read of the store tables: refuses a read that starts while another is under way
  * (a view, trigger or generated column calling attnext back: no unbounded recursion) and checks
  * the store (attn_store_check, remembered while the database is unchanged). */
@@ -198,6 +203,16 @@ void attn_store_live_abort(attn_conn *conn, const char *name, int64_t version,
 int attn_store_check_save(attn_conn *conn, const char *fn, const char *name, int count,
                           char **errmsg);
 
+/* One statement run once on db, its first row read: ?1 .. ?ntexts bound to texts (a NULL text
+ * binds NULL), the next nints to ints, the row's first ncols columns read as integers into out
+ * (NULL reads as 0; out untouched when no row comes). SQLITE_ROW, SQLITE_DONE when no row
+ * came (a statement that writes has run), or the error code with sqlite3_errmsg(db) saying why
+ * (the statement is finalized). */
+int attn_sql_ints(sqlite3 *db, const char *sql, const char *const *texts, int ntexts,
+                  const int64_t *ints, int nints, int64_t *out, int ncols);
+/* The deployed version of `name` and the rowid of its row in attn_models (left as they are when
+ * none is deployed or the store cannot be read): what attn_job_commit compares a job's base with. */
+void attn_store_deployed_row(sqlite3 *db, const char *name, int64_t *version, int64_t *rowid);
 
 /* Step one statement with bound values; SQLITE_OK, or its error with *errmsg
  * "fn: cannot <what>: <SQLite's message>". */
@@ -279,6 +294,45 @@ int attn_explain_occlusion(attn_explain *ex, attn_model *model, nn_workspace *ws
                            attn_interrupt *it, const char *text, int len, const char *fn,
                            char **errmsg);
 
+/* The token ids of one text as the model reads it, into ids and tokens (max_len entries each, at
+ * least 1): nn_text_encode's, an empty (or NULL) text one <UNK> with no byte span, at most
+ * max_len. Returns how many (>= 1). */
+int attn_text_ids(int *ids, nn_token *tokens, const nn_model *nn, const char *text, int len);
+/* The cursor of the table-valued functions over one text, arguments (name, text): attn_probs
+ * and attn_weights (attn_predict.c), attn_explain (attn_explain.c). Its module's cursor size. */
+typedef struct attn_text_cursor {
+  sqlite3_vtab_cursor base;
+  attn_explain ex;          /* the text through the model */
+  attn_model *model;        /* the deployed model of the name argument, held */
+  attn_interrupt interrupt; /* attn_explain: between the occlusion's passes */
+  int *order;               /* attn_probs: class ids, most probable first */
+  int nrows, row;
+  const char *text; /* xFilter's text argument, during xFilter only (NULL: no rows) */
+  int len;
+  nn_workspace *ws; /* the connection's */
+} attn_text_cursor;
+/* xFilter's common part: no rows, the name argument's model held; a text given and not NULL in
+ * cur->text, cur->len with the connection's workspace cur->ws, else cur->text NULL (no rows).
+ * Errors: SQLite code, *errmsg "fn: ...". */
+int attn_text_cursor_begin(attn_text_cursor *cur, attn_conn *conn, const char *fn, int argc,
+                           sqlite3_value **argv, char **errmsg);
+/* xClose, xNext, xEof and xRowid (row + 1) of such a cursor. */
+int attn_text_cursor_close(sqlite3_vtab_cursor *base);
+int attn_text_cursor_next(sqlite3_vtab_cursor *base);
+int attn_text_cursor_eof(sqlite3_vtab_cursor *base);
+int attn_text_cursor_rowid(sqlite3_vtab_cursor *base, sqlite_int64 *rowid);
+/* The columns of a token row (attn_weights, attn_explain: its columns in this order): the current
+ * row's `what`. Start and end are NULL for a token with no byte span. */
+enum {
+  ATTN_TOKEN_POSITION,
+  ATTN_TOKEN_TEXT,
+  ATTN_TOKEN_ATTENTION,
+  ATTN_TOKEN_OCCLUSION, /* after attn_explain_occlusion */
+  ATTN_TOKEN_START,
+  ATTN_TOKEN_END
+};
+void attn_text_cursor_token(sqlite3_context *ctx, const attn_text_cursor *cur, int what);
+
 /* The predicted class of one row of logits (C): the most probable, the first of ties, with its
  * softmax probability in *prob (prob may be NULL: not computed). attn_predict's and attn_classify's label and probability (so
  * that a min_probability threshold decides alike in both). */
@@ -296,6 +350,44 @@ int attn_classify_probs(attn_conn *conn, attn_model *model, const char *const *t
                         const char *fn, char **errmsg);
 /* Rows a batched function reads from its query at a time: 1024 per core. */
 #define ATTN_CHUNK_ROWS (1024 * nn_cpu_count())
+
+/* ------------------------------------ a labelled query through the model (attn_labelled.c) */
+
+/* The query (text, label) of attn_evaluate, attn_confusion, attn_metrics and attn_curve, read in
+ * chunks of ATTN_CHUNK_ROWS rows and predicted by the deployed model. Flags: KNOWN, every label
+ * is one of the model's (else an error naming its row; looked up before the chunk is predicted),
+ * its class kept in y_true; PROBS, every row's probabilities kept in probs (attn_classify_probs;
+ * else attn_classify_texts). */
+#define ATTN_LABELLED_KNOWN 1
+#define ATTN_LABELLED_PROBS 2
+typedef struct attn_labelled {
+  attn_model *model; /* the deployed model of the name argument, held */
+  const char *name;  /* the name argument (owned by it) */
+  attn_rows rows;    /* the current chunk */
+  int *pred;         /* (rows.n) the chunk's predicted classes */
+  int *y_true;       /* ATTN_LABELLED_KNOWN: (N) every row's class */
+  float *probs;      /* ATTN_LABELLED_PROBS: (N, C) every row's probabilities */
+  int64_t N;         /* rows read so far, the current chunk included */
+  /* the reading */
+  attn_conn *conn;
+  attn_interrupt *interrupt;
+  const char *fn;
+  sqlite3_stmt *stmt;
+  int flags, done;
+  int64_t cap_pred, cap_y_true, cap_probs;
+} attn_labelled;
+/* Check the arguments (name, query: either may be NULL, not given), hold the model, prepare the
+ * query. Errors: SQLite code, *errmsg "fn: ..."; attn_labelled_free in every case. */
+int attn_labelled_open(attn_labelled *q, attn_conn *conn, attn_interrupt *interrupt, const char *fn,
+                       int flags, sqlite3_value *name_arg, sqlite3_value *query_arg, char **errmsg);
+/* The next chunk (at least one row) read and predicted, then `interrupt` checked: SQLITE_ROW,
+ * SQLITE_DONE after the last, or an error (*errmsg "fn: ...", or NULL when out of memory). */
+int attn_labelled_next(attn_labelled *q, char **errmsg);
+/* Every chunk; a query of no rows is an error ("fn: the query returned no rows"). */
+int attn_labelled_read_all(attn_labelled *q, char **errmsg);
+/* Frees what q holds, the model released: a caller that keeps model, y_true or probs takes them
+ * and sets them NULL first. */
+void attn_labelled_free(attn_labelled *q);
 
 /* ------------------------------------------------------------ training options (attn_options.c) */
 

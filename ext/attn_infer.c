@@ -1,6 +1,8 @@
 /* attn_infer.c -- inference for the SQL functions: one text through the model with its tokens,
- * probabilities and attention (attn_explain_text: attn_probs, attn_weights, the heatmaps), and
- * many texts at once (attn_classify_texts: attn_classify, attn_evaluate, attn_confusion).
+ * probabilities and attention (attn_explain_text: attn_probs, attn_weights, the heatmaps), the
+ * cursor of the table-valued functions over one text (attn_text_cursor: attn_probs,
+ * attn_weights, attn_explain), and many texts at once (attn_classify_texts: attn_classify,
+ * attn_evaluate, attn_confusion).
  *
  * Batched prediction runs on the connection's thread pool (engine/pool.c, created on first use,
  * see attn_conn_pool): the texts are split into one share per pool thread (at least ATTN_BATCH
@@ -82,6 +84,16 @@ static void attn_collect_token(void *ctx, const char *tok, int tok_len, int star
   tc->ex->token_text[tc->count++] = copy;
 }
 
+int attn_text_ids(int *ids, nn_token *tokens, const nn_model *nn, const char *text, int len) {
+  const nn_config *cfg = nn_model_config(nn);
+  int T = cfg->max_len > 0 ? cfg->max_len : 1;
+  int n = nn_text_encode(tokens, text ? text : "", text ? len : 0, cfg, nn_model_vocab(nn));
+  if (n < 1) n = 1, tokens[0].id = NN_UNK, tokens[0].start = tokens[0].end = -1;
+  if (n > T) n = T;
+  for (int i = 0; i < n; i++) ids[i] = tokens[i].id;
+  return n;
+}
+
 /* Preprocess and encode text into ex->tokens / ex->ids (ex->n >= 1: an empty text is one <UNK>,
  * at most max_len). */
 static int attn_explain_encode(attn_explain *ex, nn_model *nn, const char *text, int len,
@@ -92,11 +104,7 @@ static int attn_explain_encode(attn_explain *ex, nn_model *nn, const char *text,
     *errmsg = sqlite3_mprintf("%s: out of memory", fn);
     return SQLITE_NOMEM;
   }
-  int n = nn_text_encode(ex->tokens, text ? text : "", text ? len : 0, cfg, nn_model_vocab(nn));
-  if (n < 1) n = 1, ex->tokens[0].id = NN_UNK, ex->tokens[0].start = ex->tokens[0].end = -1;
-  if (n > T) n = T;
-  ex->n = n;
-  for (int i = 0; i < n; i++) ex->ids[i] = ex->tokens[i].id;
+  ex->n = attn_text_ids(ex->ids, ex->tokens, nn, text, len);
   return SQLITE_OK;
 }
 
@@ -231,6 +239,75 @@ int attn_explain_occlusion(attn_explain *ex, attn_model *model, nn_workspace *ws
   return SQLITE_OK;
 }
 
+/* ------------------------------------------------------------------ a cursor over one text */
+
+int attn_text_cursor_begin(attn_text_cursor *cur, attn_conn *conn, const char *fn, int argc,
+                           sqlite3_value **argv, char **errmsg) {
+  const char *name = NULL;
+  cur->text = NULL;
+  cur->len = 0;
+  cur->nrows = cur->row = 0;
+  attn_model_release(cur->model);
+  cur->model = NULL;
+  cur->interrupt.db = attn_conn_db(conn);
+  int rc = attn_name_value(fn, argc > 0 ? argv[0] : NULL, &name, errmsg);
+  if (rc != SQLITE_OK) return rc;
+  rc = attn_model_acquire(conn, fn, name, &cur->model, errmsg);
+  if (rc != SQLITE_OK) return rc;
+  if (argc < 2 || sqlite3_value_type(argv[1]) == SQLITE_NULL) return SQLITE_OK; /* no rows */
+  cur->ws = attn_conn_workspace(conn, errmsg);
+  if (!cur->ws) return SQLITE_NOMEM;
+  cur->text = (const char *)sqlite3_value_text(argv[1]);
+  cur->len = sqlite3_value_bytes(argv[1]);
+  return SQLITE_OK;
+}
+
+int attn_text_cursor_close(sqlite3_vtab_cursor *base) {
+  attn_text_cursor *cur = (attn_text_cursor *)base;
+  attn_explain_free(&cur->ex);
+  attn_model_release(cur->model);
+  attn_interrupt_end(&cur->interrupt);
+  sqlite3_free(cur->order);
+  sqlite3_free(cur);
+  return SQLITE_OK;
+}
+
+int attn_text_cursor_next(sqlite3_vtab_cursor *base) {
+  ((attn_text_cursor *)base)->row++;
+  return SQLITE_OK;
+}
+
+int attn_text_cursor_eof(sqlite3_vtab_cursor *base) {
+  attn_text_cursor *cur = (attn_text_cursor *)base;
+  return cur->row >= cur->nrows;
+}
+
+int attn_text_cursor_rowid(sqlite3_vtab_cursor *base, sqlite_int64 *rowid) {
+  *rowid = ((attn_text_cursor *)base)->row + 1;
+  return SQLITE_OK;
+}
+
+void attn_text_cursor_token(sqlite3_context *ctx, const attn_text_cursor *cur, int what) {
+  int i = cur->row;
+  const nn_token *t = &cur->ex.tokens[i];
+  switch (what) {
+  case ATTN_TOKEN_POSITION: sqlite3_result_int(ctx, i); break;
+  case ATTN_TOKEN_TEXT:
+    sqlite3_result_text(ctx, cur->ex.token_text[i] ? cur->ex.token_text[i] : "", -1,
+                        SQLITE_TRANSIENT);
+    break;
+  case ATTN_TOKEN_ATTENTION: sqlite3_result_double(ctx, cur->ex.weights[i]); break;
+  case ATTN_TOKEN_OCCLUSION: sqlite3_result_double(ctx, cur->ex.occlusion[i]); break;
+  case ATTN_TOKEN_START:
+    if (t->start >= 0) sqlite3_result_int(ctx, t->start);
+    break;
+  case ATTN_TOKEN_END:
+    if (t->start >= 0) sqlite3_result_int(ctx, t->end);
+    break;
+  default: break;
+  }
+}
+
 int attn_top_class(const float *logits, int C, float *prob) {
   int best = 0;
   for (int c = 1; c < C; c++)
@@ -289,10 +366,7 @@ static void attn_classify_run(attn_classify_job *job, const attn_classify_batch 
         if (all->probs) memset(all->probs + (size_t)i * C, 0, sizeof *all->probs * (size_t)C);
         continue;
       }
-      int n = nn_text_encode(tokens, all->texts[i], all->lens[i], cfg, nn_model_vocab(nn));
-      if (n < 1) n = 1, tokens[0].id = NN_UNK;
-      if (n > T) n = T;
-      for (int t = 0; t < n; t++) ids_row[(size_t)B * T + t] = tokens[t].id;
+      int n = attn_text_ids(ids_row + (size_t)B * T, tokens, nn, all->texts[i], all->lens[i]);
       lengths[B] = n;
       rows[B] = i;
       if (n > Tmax) Tmax = n;

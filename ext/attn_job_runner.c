@@ -504,18 +504,9 @@ static const char *job_sql(const attn_job *job) {
 /* Step a statement on p with text arguments; SQLITE_OK, or an error with msg. */
 static int p_exec(sqlite3 *p, const char *sql, const char *const *texts, int n,
                   const int64_t *ints, int nints, char **msg) {
-  sqlite3_stmt *stmt = NULL;
-  int rc = sqlite3_prepare_v2(p, sql, -1, &stmt, NULL);
-  for (int i = 0; rc == SQLITE_OK && i < n; i++)
-    sqlite3_bind_text(stmt, i + 1, texts[i], -1, SQLITE_STATIC);
-  for (int i = 0; rc == SQLITE_OK && i < nints; i++) sqlite3_bind_int64(stmt, n + i + 1, ints[i]);
-  if (rc == SQLITE_OK) {
-    while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
-    }
-    if (rc == SQLITE_DONE) rc = SQLITE_OK;
-  }
-  if (rc != SQLITE_OK && !*msg) *msg = sqlite3_mprintf("%s", sqlite3_errmsg(p));
-  sqlite3_finalize(stmt);
+  int rc = attn_sql_ints(p, sql, texts, n, ints, nints, NULL, 0);
+  if (rc == SQLITE_DONE || rc == SQLITE_ROW) return SQLITE_OK;
+  if (!*msg) *msg = sqlite3_mprintf("%s", sqlite3_errmsg(p));
   return rc;
 }
 
@@ -523,24 +514,16 @@ static int p_exec(sqlite3 *p, const char *sql, const char *const *texts, int n,
  * what the run saved in the copy, versions first..last of the job's name. */
 static int job_payload(sqlite3 *p, attn_job *job, const char *result, int64_t base_version,
                        int64_t base_rowid, unsigned char **out, sqlite3_int64 *size, char **msg) {
-  sqlite3_stmt *stmt = NULL;
-  int64_t first = 0, last = 0;
+  int64_t range[2] = {0, 0}; /* first, last */
   *out = NULL;
-  int rc = sqlite3_prepare_v2(
+  int rc = attn_sql_ints(
       p,
       "SELECT min(v), max(v) FROM (SELECT json_extract(value, '$.version') AS v FROM "
       "json_each(CASE json_type(?1) WHEN 'array' THEN ?1 ELSE json_array(json(?1)) END)) "
       "WHERE v IS NOT NULL",
-      -1, &stmt, NULL);
-  if (rc == SQLITE_OK) {
-    sqlite3_bind_text(stmt, 1, result, -1, SQLITE_STATIC);
-    if (sqlite3_step(stmt) == SQLITE_ROW) {
-      first = sqlite3_column_int64(stmt, 0);
-      last = sqlite3_column_int64(stmt, 1);
-    }
-  }
-  sqlite3_finalize(stmt);
-  if (first <= 0 || last < first) {
+      &result, 1, NULL, 0, range, 2);
+  int64_t first = range[0], last = range[1];
+  if (rc != SQLITE_ROW || first <= 0 || last < first) {
     *msg = sqlite3_mprintf("%s: the run saved no version (result %s)", job->fn, result);
     return SQLITE_ERROR;
   }
@@ -562,7 +545,6 @@ static int job_payload(sqlite3 *p, attn_job *job, const char *result, int64_t ba
   const char *meta_texts[3] = {job->fn, job->name, result};
   const int64_t meta_ints[4] = {base_version, base_rowid, first, last};
   const char *name[1] = {job->name};
-  const int64_t range[2] = {first, last};
   rc = p_exec(p, "INSERT INTO job_out.meta VALUES(?1, ?2, ?4, ?5, ?6, ?7, ?3)", meta_texts, 3,
               meta_ints, 4, msg);
   if (rc == SQLITE_OK)
@@ -671,18 +653,7 @@ static void job_run(attn_job *job, attn_job_client *client) {
   if (job->stop) sqlite3_interrupt(p); /* stopped before the copy was open */
   pthread_mutex_unlock(&runner.lock);
   /* the deployed version the run's "if_better" compares with: the commit checks it still is */
-  if (sqlite3_prepare_v2(p,
-                         "SELECT version, rowid FROM main.attn_models WHERE name = ?1 AND "
-                         "deployed = 1 ORDER BY deployed_seq DESC LIMIT 1",
-                         -1, &stmt, NULL) == SQLITE_OK) {
-    sqlite3_bind_text(stmt, 1, job->name, -1, SQLITE_STATIC);
-    if (sqlite3_step(stmt) == SQLITE_ROW) {
-      base_version = sqlite3_column_int64(stmt, 0);
-      base_rowid = sqlite3_column_int64(stmt, 1);
-    }
-  }
-  sqlite3_finalize(stmt);
-  stmt = NULL;
+  attn_store_deployed_row(p, job->name, &base_version, &base_rowid);
   /* the training: the function as in any program, on the copy */
   rc = sqlite3_prepare_v2(p, job_sql(job), -1, &stmt, NULL);
   if (rc == SQLITE_OK) {

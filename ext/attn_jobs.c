@@ -113,18 +113,11 @@ static int attn_jobs_close(sqlite3_vtab_cursor *base) {
 
 /* The type of table `name` in main: 0 absent, 1 an ordinary table, -1 something else. */
 static int attn_jobs_table(sqlite3 *db, const char *name) {
-  sqlite3_stmt *stmt = NULL;
-  int kind = 0;
-  if (sqlite3_prepare_v2(db, "SELECT type FROM main.sqlite_schema WHERE name = ?1", -1, &stmt,
-                         NULL) == SQLITE_OK) {
-    sqlite3_bind_text(stmt, 1, name, -1, SQLITE_STATIC);
-    if (sqlite3_step(stmt) == SQLITE_ROW) {
-      const char *type = (const char *)sqlite3_column_text(stmt, 0);
-      kind = type && strcmp(type, "table") == 0 ? 1 : -1;
-    }
-  }
-  sqlite3_finalize(stmt);
-  return kind;
+  int64_t is_table = 0;
+  if (attn_sql_ints(db, "SELECT type = 'table' FROM main.sqlite_schema WHERE name = ?1", &name, 1,
+                    NULL, 0, &is_table, 1) != SQLITE_ROW)
+    return 0;
+  return is_table ? 1 : -1;
 }
 
 /* The rows are read at once (a few hundred jobs at most in practice): no statement of ours
@@ -328,12 +321,8 @@ void attn_cancel_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     sqlite3_result_int(ctx, 1);
     goto done;
   }
-  rc = sqlite3_prepare_v2(db, "SELECT state FROM main.attn_job_runs WHERE job = ?1", -1, &stmt,
-                          NULL);
-  if (rc == SQLITE_OK) {
-    sqlite3_bind_int64(stmt, 1, job);
-    rc = sqlite3_step(stmt);
-  }
+  rc = attn_sql_ints(db, "SELECT state FROM main.attn_job_runs WHERE job = ?1", NULL, 0, &job, 1,
+                     NULL, 0);
   if (rc == SQLITE_ROW) {
     rc = SQLITE_OK;
     sqlite3_result_int(ctx, 0); /* done, failed or cancelled already */
@@ -583,18 +572,7 @@ void attn_job_commit_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) 
     goto done;
   }
   /* the deployed version now, against the one the run compared with */
-  if (sqlite3_prepare_v2(db,
-                         "SELECT version, rowid FROM main.attn_models WHERE name = ?1 AND "
-                         "deployed = 1 ORDER BY deployed_seq DESC LIMIT 1",
-                         -1, &stmt, NULL) == SQLITE_OK) {
-    sqlite3_bind_text(stmt, 1, name, -1, SQLITE_STATIC);
-    if (sqlite3_step(stmt) == SQLITE_ROW) {
-      cur_version = sqlite3_column_int64(stmt, 0);
-      cur_rowid = sqlite3_column_int64(stmt, 1);
-    }
-  }
-  sqlite3_finalize(stmt);
-  stmt = NULL;
+  attn_store_deployed_row(db, name, &cur_version, &cur_rowid);
   int changed = cur_version != base_version || cur_rowid != base_rowid;
   /* the versions */
   rc = sqlite3_prepare_v2(m,
@@ -683,13 +661,10 @@ void attn_job_commit_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) 
       int at = (int)(items[i].old_version - first);
       if (tune) {
         snprintf(path, sizeof path, "$[%d].chosen", at);
-        sqlite3_stmt *q = NULL;
-        if (sqlite3_prepare_v2(m, "SELECT json_extract(?1, ?2)", -1, &q, NULL) == SQLITE_OK) {
-          sqlite3_bind_text(q, 1, result, -1, SQLITE_STATIC);
-          sqlite3_bind_text(q, 2, path, -1, SQLITE_STATIC);
-          if (sqlite3_step(q) == SQLITE_ROW && sqlite3_column_int(q, 0)) chosen = i;
-        }
-        sqlite3_finalize(q);
+        const char *args[2] = {result, path};
+        int64_t is_chosen = 0;
+        attn_sql_ints(m, "SELECT json_extract(?1, ?2)", args, 2, NULL, 0, &is_chosen, 1);
+        if (is_chosen) chosen = i;
         snprintf(path, sizeof path, "$[%d].version", at);
       } else {
         snprintf(path, sizeof path, "$[#-1].version");

@@ -11,7 +11,8 @@
  * Each figure is scikit-learn's function on the same probabilities (nn_metrics_evaluate in
  * engine/nn.h says which function and how; tests/test_metrics_sql.py compares them to 1e-6 on
  * the probabilities of attn_probs). The probabilities come from the batched inference of the
- * core (attn_classify_probs, attn_infer.c); the predicted class is the most probable one.
+ * core (attn_classify_probs, attn_infer.c; the rows read by attn_labelled.c); the predicted
+ * class is the most probable one.
  *
  * The query: one read-only statement, columns text and label (labels compared as text; a NULL
  * text or label is an error naming the row). Every label must be one of the model's: a label it
@@ -77,93 +78,30 @@ static int attn_metrics_close(sqlite3_vtab_cursor *base) {
   return SQLITE_OK;
 }
 
-/* Grow *buf to hold n elements of size bytes (contents kept). 0, or -1 when out of memory. */
-static int attn_metrics_reserve(void **buf, int64_t *cap, int64_t n, size_t size) {
-  if (n <= *cap) return 0;
-  int64_t want = *cap ? 2 * *cap : 4096;
-  while (want < n) want *= 2;
-  void *p = sqlite3_realloc64(*buf, (sqlite3_uint64)want * size);
-  if (!p) return -1;
-  *buf = p;
-  *cap = want;
-  return 0;
-}
-
 static int attn_metrics_filter(sqlite3_vtab_cursor *base, int idx_num, const char *idx_str,
                                int argc, sqlite3_value **argv) {
   attn_metrics_cursor *cur = (attn_metrics_cursor *)base;
   attn_vtab *vtab = (attn_vtab *)base->pVtab;
   const char *fn = "attn_metrics";
   char err[NN_ERR_LEN] = "", *msg = NULL;
-  attn_model *model = NULL;
-  sqlite3_stmt *stmt = NULL;
-  attn_rows rows;
+  attn_labelled q;
   attn_interrupt interrupt = {attn_conn_db(vtab->conn), NULL, 0};
-  int *y_true = NULL, *pred = NULL, rc;
-  float *probs = NULL;
-  int64_t N = 0, cap_rows = 0, cap_probs = 0, cap_pred = 0;
-  memset(&rows, 0, sizeof rows);
   cur->rows = cur->row = 0;
-  const char *name = NULL;
-  rc = attn_name_value(fn, argc > 0 ? argv[0] : NULL, &name, &msg);
+  int rc =
+      attn_labelled_open(&q, vtab->conn, &interrupt, fn, ATTN_LABELLED_KNOWN | ATTN_LABELLED_PROBS,
+                         argc > 0 ? argv[0] : NULL, argc > 1 ? argv[1] : NULL, &msg);
   if (rc != SQLITE_OK) goto done;
-  rc = attn_model_acquire(vtab->conn, fn, name, &model, &msg);
-  if (rc != SQLITE_OK) goto done;
-  rc = attn_prepare_query(attn_conn_db(vtab->conn), fn,
-                          argc > 1 ? (const char *)sqlite3_value_text(argv[1]) : NULL, 2,
-                          "(text, label)", &stmt, &msg);
-  if (rc != SQLITE_OK) goto done;
-  const nn_model *nn = model->nn;
-  int C = nn_model_num_classes(nn);
+  int C = nn_model_num_classes(q.model->nn);
   if (C < 2) {
     msg = sqlite3_mprintf("%s: model '%s' has %d class; the metrics need at least 2", fn,
-                          model->name, C);
+                          q.model->name, C);
     rc = SQLITE_ERROR;
     goto done;
   }
-  int query_done = 0;
-  while (!query_done) {
-    attn_conn_query_begin(vtab->conn, fn);
-    rc = attn_rows_read(&rows, stmt, ATTN_ROWS_TEXT_LABEL, ATTN_CHUNK_ROWS, &query_done, fn,
-                        &msg);
-    attn_conn_query_end(vtab->conn);
-    if (rc != SQLITE_OK) goto done;
-    if (rows.n == 0) continue;
-    if (attn_metrics_reserve((void **)&y_true, &cap_rows, N + rows.n, sizeof *y_true) ||
-        attn_metrics_reserve((void **)&probs, &cap_probs, (N + rows.n) * C, sizeof *probs) ||
-        attn_metrics_reserve((void **)&pred, &cap_pred, rows.n, sizeof *pred)) {
-      rc = SQLITE_NOMEM;
-      goto done;
-    }
-    for (int i = 0; i < rows.n; i++) {
-      int c = nn_model_label_lookup(nn, rows.labels[i], rows.label_lens[i]);
-      if (c < 0) {
-        msg = sqlite3_mprintf("%s: label '%.*s' of row %d is not one of the %d labels of model "
-                              "'%s'",
-                              fn, rows.label_lens[i], rows.labels[i],
-                              rows.first_row - rows.n + i + 1, C, model->name);
-        rc = SQLITE_ERROR;
-        goto done;
-      }
-      y_true[N + i] = c;
-    }
-    rc = attn_classify_probs(vtab->conn, model, rows.texts, rows.lens, rows.n, pred,
-                             probs + N * C, fn, &msg);
-    if (rc != SQLITE_OK) goto done;
-    N += rows.n;
-    if (attn_interrupted(&interrupt, 1)) {
-      msg = sqlite3_mprintf("%s: interrupted", fn);
-      rc = SQLITE_INTERRUPT;
-      goto done;
-    }
-  }
-  if (N == 0) {
-    msg = sqlite3_mprintf("%s: the query returned no rows", fn);
-    rc = SQLITE_ERROR;
-    goto done;
-  }
-  int st = nn_metrics_evaluate(&cur->eval, y_true, probs, N, C, attn_interrupt_check, &interrupt,
-                               err);
+  rc = attn_labelled_read_all(&q, &msg);
+  if (rc != SQLITE_OK) goto done;
+  int st = nn_metrics_evaluate(&cur->eval, q.y_true, q.probs, q.N, C, attn_interrupt_check,
+                               &interrupt, err);
   if (st != NN_OK) {
     rc = attn_nn_error(st, fn, err, &msg);
     goto done;
@@ -171,13 +109,8 @@ static int attn_metrics_filter(sqlite3_vtab_cursor *base, int idx_num, const cha
   cur->rows = ATTN_METRICS_COUNT;
   rc = SQLITE_OK;
 done:
-  sqlite3_finalize(stmt);
+  attn_labelled_free(&q);
   attn_interrupt_end(&interrupt);
-  attn_rows_free(&rows);
-  attn_model_release(model);
-  sqlite3_free(y_true);
-  sqlite3_free(probs);
-  sqlite3_free(pred);
   if (rc != SQLITE_OK) {
     cur->rows = 0;
     return attn_vtab_fail(base->pVtab, rc, msg, fn);

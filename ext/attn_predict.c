@@ -74,10 +74,7 @@ void attn_predict_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     ids = (int *)(tokens + T);
     logits = (float *)(ids + T);
   }
-  int n = nn_text_encode(tokens, text ? text : "", text ? len : 0, cfg, nn_model_vocab(nn));
-  if (n < 1) n = 1, tokens[0].id = NN_UNK;
-  if (n > T) n = T;
-  for (int i = 0; i < n; i++) ids[i] = tokens[i].id;
+  int n = attn_text_ids(ids, tokens, nn, text, len);
   nn_batch batch = {ids, &n, NULL, 1, n};
   int st = nn_model_forward(nn, ws, &batch, 0, NULL, logits, NULL, err);
   if (st != NN_OK) {
@@ -103,14 +100,6 @@ error:
 
 enum { ATTN_PROBS = 0, ATTN_WEIGHTS = 1 }; /* the mode: which of the two names was called */
 
-typedef struct attn_probs_weights_cursor {
-  sqlite3_vtab_cursor base;
-  attn_explain ex;
-  attn_model *model;
-  int *order; /* probs: class ids, most probable first */
-  int nrows, row;
-} attn_probs_weights_cursor;
-
 /* Columns of attn_probs and of attn_weights; the arguments are the hidden columns at the end. */
 enum {
   ATTN_PROBS_COL_LABEL,
@@ -132,14 +121,19 @@ enum {
 static const char attn_weights_schema[] =
     "CREATE TABLE x(position INTEGER, token TEXT, weight REAL, start INTEGER, \"end\" INTEGER, "
     "arg_name HIDDEN, arg_text HIDDEN)";
+/* attn_weights' columns as the token columns of the cursor */
+static const int attn_weights_token[] = {[ATTN_WEIGHTS_COL_POSITION] = ATTN_TOKEN_POSITION,
+                                         [ATTN_WEIGHTS_COL_TOKEN] = ATTN_TOKEN_TEXT,
+                                         [ATTN_WEIGHTS_COL_WEIGHT] = ATTN_TOKEN_ATTENTION,
+                                         [ATTN_WEIGHTS_COL_START] = ATTN_TOKEN_START,
+                                         [ATTN_WEIGHTS_COL_END] = ATTN_TOKEN_END};
 
 /* One module under two names: argv[0] is the name it was called by. */
 static int attn_probs_weights_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
                                       sqlite3_vtab **out, char **errmsg) {
   int mode = strcmp(argv[0], "attn_probs") == 0 ? ATTN_PROBS : ATTN_WEIGHTS;
   return attn_vtab_connect(db, mode == ATTN_PROBS ? attn_probs_schema : attn_weights_schema,
-                           SQLITE_VTAB_INNOCUOUS, aux, mode, sizeof(attn_probs_weights_cursor),
-                           out);
+                           SQLITE_VTAB_INNOCUOUS, aux, mode, sizeof(attn_text_cursor), out);
 }
 
 static int attn_probs_weights_best_index(sqlite3_vtab *base, sqlite3_index_info *info) {
@@ -150,40 +144,16 @@ static int attn_probs_weights_best_index(sqlite3_vtab *base, sqlite3_index_info 
                               "attn_weights: expected 2 arguments: attn_weights(name, text)");
 }
 
-static int attn_probs_weights_close(sqlite3_vtab_cursor *base) {
-  attn_probs_weights_cursor *cur = (attn_probs_weights_cursor *)base;
-  attn_explain_free(&cur->ex);
-  attn_model_release(cur->model);
-  sqlite3_free(cur->order);
-  sqlite3_free(cur);
-  return SQLITE_OK;
-}
-
 static int attn_probs_weights_filter(sqlite3_vtab_cursor *base, int idx_num, const char *idx_str,
                                      int argc, sqlite3_value **argv) {
-  attn_probs_weights_cursor *cur = (attn_probs_weights_cursor *)base;
+  attn_text_cursor *cur = (attn_text_cursor *)base;
   attn_vtab *vtab = (attn_vtab *)base->pVtab;
   const char *fn = vtab->mode == ATTN_PROBS ? "attn_probs" : "attn_weights";
   char *msg = NULL;
-  int rc;
-  cur->nrows = cur->row = 0;
-  attn_model_release(cur->model);
-  cur->model = NULL;
-  const char *name = NULL;
-  rc = attn_name_value(fn, argc > 0 ? argv[0] : NULL, &name, &msg);
-  if (rc != SQLITE_OK) goto done;
-  rc = attn_model_acquire(vtab->conn, fn, name, &cur->model, &msg);
-  if (rc != SQLITE_OK) goto done;
-  if (argc < 2 || sqlite3_value_type(argv[1]) == SQLITE_NULL) goto done; /* no rows */
-  const char *text = (const char *)sqlite3_value_text(argv[1]);
-  int len = sqlite3_value_bytes(argv[1]);
-  nn_workspace *ws = attn_conn_workspace(vtab->conn, &msg);
-  if (!ws) {
-    rc = SQLITE_NOMEM;
-    goto done;
-  }
-  rc = attn_explain_text(&cur->ex, cur->model, ws, text, len, vtab->mode == ATTN_WEIGHTS, fn,
-                         &msg);
+  int rc = attn_text_cursor_begin(cur, vtab->conn, fn, argc, argv, &msg);
+  if (rc != SQLITE_OK || !cur->text) goto done;
+  rc = attn_explain_text(&cur->ex, cur->model, cur->ws, cur->text, cur->len,
+                         vtab->mode == ATTN_WEIGHTS, fn, &msg);
   if (rc != SQLITE_OK) goto done;
   if (vtab->mode == ATTN_PROBS) {
     int C = nn_model_num_classes(cur->model->nn);
@@ -213,49 +183,19 @@ done:
   return SQLITE_OK;
 }
 
-static int attn_probs_weights_next(sqlite3_vtab_cursor *base) {
-  ((attn_probs_weights_cursor *)base)->row++;
-  return SQLITE_OK;
-}
-
-static int attn_probs_weights_eof(sqlite3_vtab_cursor *base) {
-  attn_probs_weights_cursor *cur = (attn_probs_weights_cursor *)base;
-  return cur->row >= cur->nrows;
-}
-
 static int attn_probs_weights_column(sqlite3_vtab_cursor *base, sqlite3_context *ctx, int col) {
-  attn_probs_weights_cursor *cur = (attn_probs_weights_cursor *)base;
+  attn_text_cursor *cur = (attn_text_cursor *)base;
   attn_vtab *vtab = (attn_vtab *)base->pVtab;
-  int i = cur->row;
   if (vtab->mode == ATTN_PROBS) {
-    int c = cur->order[i];
+    int c = cur->order[cur->row];
     if (col == ATTN_PROBS_COL_LABEL)
       sqlite3_result_text(ctx, nn_model_label(cur->model->nn, c), -1, SQLITE_TRANSIENT);
     else if (col == ATTN_PROBS_COL_PROBABILITY)
       sqlite3_result_double(ctx, cur->ex.probs[c]);
     return SQLITE_OK;
   }
-  const nn_token *t = &cur->ex.tokens[i];
-  switch (col) {
-  case ATTN_WEIGHTS_COL_POSITION: sqlite3_result_int(ctx, i); break;
-  case ATTN_WEIGHTS_COL_TOKEN:
-    sqlite3_result_text(ctx, cur->ex.token_text[i] ? cur->ex.token_text[i] : "", -1,
-                        SQLITE_TRANSIENT);
-    break;
-  case ATTN_WEIGHTS_COL_WEIGHT: sqlite3_result_double(ctx, cur->ex.weights[i]); break;
-  case ATTN_WEIGHTS_COL_START:
-    if (t->start >= 0) sqlite3_result_int(ctx, t->start);
-    break;
-  case ATTN_WEIGHTS_COL_END:
-    if (t->start >= 0) sqlite3_result_int(ctx, t->end);
-    break;
-  default: break;
-  }
-  return SQLITE_OK;
-}
-
-static int attn_probs_weights_rowid(sqlite3_vtab_cursor *base, sqlite_int64 *rowid) {
-  *rowid = ((attn_probs_weights_cursor *)base)->row + 1;
+  if (col >= 0 && col < ATTN_WEIGHTS_COL_ARG_NAME)
+    attn_text_cursor_token(ctx, cur, attn_weights_token[col]);
   return SQLITE_OK;
 }
 
@@ -266,10 +206,10 @@ const sqlite3_module attn_probs_weights_module = {
     .xBestIndex = attn_probs_weights_best_index,
     .xDisconnect = attn_vtab_disconnect,
     .xOpen = attn_vtab_open,
-    .xClose = attn_probs_weights_close,
+    .xClose = attn_text_cursor_close,
     .xFilter = attn_probs_weights_filter,
-    .xNext = attn_probs_weights_next,
-    .xEof = attn_probs_weights_eof,
+    .xNext = attn_text_cursor_next,
+    .xEof = attn_text_cursor_eof,
     .xColumn = attn_probs_weights_column,
-    .xRowid = attn_probs_weights_rowid,
+    .xRowid = attn_text_cursor_rowid,
 };

@@ -74,19 +74,37 @@ static char *attn_labels_json(const nn_model *model) {
   return sqlite3_str_finish(s);
 }
 
+int attn_sql_ints(sqlite3 *db, const char *sql, const char *const *texts, int ntexts,
+                  const int64_t *ints, int nints, int64_t *out, int ncols) {
+  sqlite3_stmt *stmt = NULL;
+  int rc = sqlite3_prepare_v2(db, sql, -1, &stmt, NULL);
+  for (int i = 0; rc == SQLITE_OK && i < ntexts; i++)
+    sqlite3_bind_text(stmt, i + 1, texts[i], -1, SQLITE_STATIC);
+  for (int i = 0; rc == SQLITE_OK && i < nints; i++)
+    sqlite3_bind_int64(stmt, ntexts + i + 1, ints[i]);
+  if (rc == SQLITE_OK) rc = sqlite3_step(stmt);
+  for (int c = 0; rc == SQLITE_ROW && c < ncols; c++) out[c] = sqlite3_column_int64(stmt, c);
+  sqlite3_finalize(stmt); /* keeps the error and its message on db */
+  return rc;
+}
+
+void attn_store_deployed_row(sqlite3 *db, const char *name, int64_t *version, int64_t *rowid) {
+  int64_t row[2];
+  if (attn_sql_ints(db,
+                    "SELECT version, rowid FROM main.attn_models WHERE name = ?1 AND deployed = 1 "
+                    "ORDER BY deployed_seq DESC LIMIT 1",
+                    &name, 1, NULL, 0, row, 2) == SQLITE_ROW) {
+    *version = row[0];
+    *rowid = row[1];
+  }
+}
+
 /* *out = the integer of a one-row query with the model name as ?1 (NULL reads as 0). */
 static int store_int_query(sqlite3 *db, const char *fn, const char *sql, const char *name,
                            int64_t *out, char **errmsg) {
-  sqlite3_stmt *stmt = NULL;
-  int rc = sqlite3_prepare_v2(db, sql, -1, &stmt, NULL);
-  if (rc == SQLITE_OK) {
-    sqlite3_bind_text(stmt, 1, name, -1, SQLITE_STATIC);
-    rc = sqlite3_step(stmt) == SQLITE_ROW ? SQLITE_OK : sqlite3_errcode(db);
-    *out = sqlite3_column_int64(stmt, 0);
-  }
-  sqlite3_finalize(stmt);
-  if (rc != SQLITE_OK)
-    *errmsg = sqlite3_mprintf("%s: cannot save the model: %s", fn, sqlite3_errmsg(db));
+  int rc = attn_sql_ints(db, sql, &name, 1, NULL, 0, out, 1);
+  if (rc == SQLITE_ROW) return SQLITE_OK;
+  *errmsg = sqlite3_mprintf("%s: cannot save the model: %s", fn, sqlite3_errmsg(db));
   return rc;
 }
 
