@@ -380,15 +380,17 @@ typedef struct attn_training {
 /* Option "deploy": whether the version a training saves is deployed. */
 enum { ATTN_DEPLOY_IF_BETTER = 0, ATTN_DEPLOY_ALWAYS = 1, ATTN_DEPLOY_NEVER = 2 };
 
-/* attn_train / attn_fit: attn_training_begin's checks, the options (attn_training_options), the
- * rows of the query and the trainer (attn_training_create). name, query, options: the SQL
- * arguments (options may be NULL). On error *msg is set ("fn: ..."). */
-int attn_training_start(attn_training *t, attn_conn *conn, const char *fn,
-                        sqlite3_value *name_arg, sqlite3_value *query_arg,
-                        sqlite3_value *options_arg, char **msg);
-/* Clear t, check that the store may be written and the name, read every row of the query. */
-int attn_training_begin(attn_training *t, attn_conn *conn, const char *fn,
-                        sqlite3_value *name_arg, sqlite3_value *query_arg, char **msg);
+/* Open a run of fn (attn_train, attn_fit, attn_tune) in one pass, each check once and in this
+ * order: options_arg is text or NULL, the store may be written, the name, the options
+ * (attn_training_options; options_arg NULL: the defaults), the name can take a new version, the
+ * query; then every row of the query is read. t is cleared first. On error *msg is set
+ * ("fn: ...") and t must still be freed. */
+int attn_training_open(attn_training *t, attn_conn *conn, const char *fn, sqlite3_value *name_arg,
+                       sqlite3_value *query_arg, sqlite3_value *options_arg, char **msg);
+/* attn_train / attn_fit: attn_training_open, the rows of "validation_query"
+ * (attn_training_rows) and the trainer (attn_training_create). */
+int attn_training_start(attn_training *t, attn_conn *conn, const char *fn, sqlite3_value *name_arg,
+                        sqlite3_value *query_arg, sqlite3_value *options_arg, char **msg);
 /* Options JSON (NULL: none) into t->cfg, t->emb and t->base. "from" (a model name) with
  * optional "from_version" makes a warm start: the config starts as the base model's, options
  * that would change its architecture or vocabulary are refused (nn_config_check_warm_start),

@@ -532,23 +532,36 @@ done:
   return rc;
 }
 
-int attn_training_begin(attn_training *t, attn_conn *conn, const char *fn,
-                        sqlite3_value *name_arg, sqlite3_value *query_arg, char **msg) {
+int attn_training_open(attn_training *t, attn_conn *conn, const char *fn, sqlite3_value *name_arg,
+                       sqlite3_value *query_arg, sqlite3_value *options_arg, char **msg) {
   sqlite3 *db = attn_conn_db(conn);
   sqlite3_stmt *stmt = NULL;
-  int rc;
+  const char *options = NULL, *name = NULL;
+  int rc = SQLITE_OK;
   memset(t, 0, sizeof *t);
   t->conn = conn;
   t->fn = fn;
   t->from_version = -1;
+  /* in this order: the options' type, a writable store, the name, the options, a name that can
+   * take a new version, the query */
+  if (options_arg && sqlite3_value_type(options_arg) != SQLITE_NULL) {
+    if (sqlite3_value_type(options_arg) != SQLITE_TEXT) {
+      *msg = sqlite3_mprintf("%s: the options must be a JSON object as text, e.g. "
+                             "'{\"epochs\":10}'",
+                             fn);
+      rc = SQLITE_ERROR;
+      goto done;
+    }
+    options = (const char *)sqlite3_value_text(options_arg);
+  }
   if ((rc = attn_conn_check_write(conn, fn, msg)) != SQLITE_OK) goto done;
-  const char *name = NULL;
   if ((rc = attn_name_value(fn, name_arg, &name, msg)) != SQLITE_OK) goto done;
   t->name = sqlite3_mprintf("%s", name);
   if (!t->name) {
     rc = SQLITE_NOMEM;
     goto done;
   }
+  if ((rc = attn_training_options(t, options, msg)) != SQLITE_OK) goto done;
   /* what would make the save fail, checked before training rather than after it */
   if ((rc = attn_store_check_save(conn, fn, name, 1, msg)) != SQLITE_OK) goto done;
   const char *query = query_arg ? (const char *)sqlite3_value_text(query_arg) : NULL;
@@ -643,43 +656,7 @@ int attn_training_rows(attn_training *t, char **msg) {
 int attn_training_start(attn_training *t, attn_conn *conn, const char *fn,
                         sqlite3_value *name_arg, sqlite3_value *query_arg,
                         sqlite3_value *options_arg, char **msg) {
-  const char *options = NULL;
-  memset(t, 0, sizeof *t);
-  t->conn = conn;
-  t->fn = fn;
-  if (options_arg && sqlite3_value_type(options_arg) != SQLITE_NULL) {
-    if (sqlite3_value_type(options_arg) != SQLITE_TEXT) {
-      *msg = sqlite3_mprintf("%s: the options must be a JSON object as text, e.g. "
-                             "'{\"epochs\":10}'",
-                             fn);
-      t->stopped = 1;
-      return SQLITE_ERROR;
-    }
-    options = (const char *)sqlite3_value_text(options_arg);
-  }
-  /* the order of the checks as before: writable store, name, options, query */
-  int rc = attn_conn_check_write(conn, fn, msg);
-  const char *name = NULL;
-  if (rc == SQLITE_OK) rc = attn_name_value(fn, name_arg, &name, msg);
-  if (rc == SQLITE_OK) rc = attn_training_options(t, options, msg);
-  if (rc != SQLITE_OK) {
-    t->stopped = 1;
-    if (!*msg) *msg = sqlite3_mprintf("%s: out of memory", fn);
-    return rc;
-  }
-  /* begin clears t: keep what the options made */
-  attn_training opts = *t;
-  rc = attn_training_begin(t, conn, fn, name_arg, query_arg, msg);
-  t->cfg = opts.cfg;
-  t->emb = opts.emb;
-  t->base = opts.base;
-  t->deploy = opts.deploy;
-  t->deploy_given = opts.deploy_given;
-  t->validation_query = opts.validation_query;
-  t->class_weights = opts.class_weights;
-  t->options_text = opts.options_text;
-  t->from_name = opts.from_name;
-  t->from_version = opts.from_version;
+  int rc = attn_training_open(t, conn, fn, name_arg, query_arg, options_arg, msg);
   if (rc == SQLITE_OK) rc = attn_training_rows(t, msg);
   if (rc == SQLITE_OK) t->cfg.validation_rows = t->vdata.n;
   attn_status_phase(t->status, "training", t->cfg.epochs, 0, 0);

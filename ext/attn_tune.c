@@ -753,7 +753,8 @@ static int attn_tune_filter(sqlite3_vtab_cursor *base, int idx_num, const char *
     if (rc != SQLITE_OK) goto done;
     return SQLITE_OK;
   }
-  rc = attn_training_begin(&t, vtab->conn, fn, name_arg, query_arg, &msg);
+  /* the options are read below, once the search's own keys are out */
+  rc = attn_training_open(&t, vtab->conn, fn, name_arg, query_arg, NULL, &msg);
   /* each trial shows in attn_status while it trains (attn_tune_prepare) */
   attn_status_unregister(t.status);
   t.status = NULL;
