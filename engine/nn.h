@@ -147,6 +147,46 @@ void nn_config_lesson(nn_config *cfg);
  * json may be NULL or "" (no options). On error *cfg is left unchanged. */
 int nn_config_parse_json(nn_config *cfg, const char *json, char *err);
 
+/* The options ext/ reads itself (nothing in nn_config): declared in the engine's option table,
+ * so that one parse of the options object serves both, and a misspelt one gets "did you mean".
+ * NN_KEY_CLASS_WEIGHTS: "class_weights" given as an object of label -> weight (true / false is
+ * nn_config's class_weights). */
+typedef enum nn_ext_key {
+  NN_KEY_FROM, /* attn_train, attn_fit, attn_tune: a warm start */
+  NN_KEY_FROM_VERSION,
+  NN_KEY_EMBEDDINGS,
+  NN_KEY_FREEZE_EMBEDDINGS,
+  NN_KEY_DEPLOY,
+  NN_KEY_VALIDATION_QUERY,
+  NN_KEY_CLASS_WEIGHTS,
+  NN_KEY_SEARCH, /* attn_tune's own: the search */
+  NN_KEY_TRIALS,
+  NN_KEY_SECONDS,
+  NN_KEY_PARALLEL,
+  NN_KEY_COUNT
+} nn_ext_key;
+#define NN_KEYS_TRAIN ((1u << NN_KEY_SEARCH) - 1u) /* every key but attn_tune's own */
+#define NN_KEYS_TUNE ((1u << NN_KEY_COUNT) - 1u)
+
+typedef struct nn_json nn_json;
+/* An options object parsed once (nn_options_parse): the document, and the values of the ext/
+ * keys the caller reads (NULL when absent); nn_options_apply puts the rest into an nn_config. */
+typedef struct nn_options {
+  nn_json *doc;     /* NULL: no options (NULL, "" or only whitespace) */
+  const char *text; /* the text parsed (the caller's; values' spans point in it) */
+  const nn_json *ext[NN_KEY_COUNT];
+  unsigned accept; /* the ext keys read: bits 1u << NN_KEY_* */
+} nn_options;
+
+/* Parse json (NULL or "": no options) as a JSON object: its syntax and that it is an object are
+ * checked here (errors as nn_config_parse_json's), its values by nn_options_apply. accept: the
+ * ext keys the caller reads (NN_KEYS_TRAIN, ...); any other is an unknown option there. */
+int nn_options_parse(nn_options *o, const char *json, unsigned accept, char *err);
+/* The engine's options of o over *cfg (nn_config_parse_json's rules and messages), skipping the
+ * accepted ext keys. On error *cfg is left unchanged. */
+int nn_options_apply(const nn_options *o, nn_config *cfg, char *err);
+void nn_options_free(nn_options *o);
+
 /* Check ranges of an already filled config (used after parse and after loading a file). */
 int nn_config_validate(const nn_config *cfg, char *err);
 

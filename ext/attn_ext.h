@@ -305,10 +305,18 @@ typedef struct attn_embeddings {
   int freeze;
   int dim;     /* of the table's vectors */
 } attn_embeddings;
-/* Parse attn_train's options JSON into cfg (nn_config_parse_json) after taking the two keys out
- * into *emb; with a table and no "embed_dim", embed_dim becomes the table's dimension, and a
- * different embed_dim is an error. Errors: SQLite code, *errmsg "fn: ...". */
-int attn_train_options(sqlite3 *db, const char *fn, const char *options, nn_config *cfg,
+/* The options text parsed once, by the engine (nn_options_parse; accept: the ext/ keys the
+ * caller reads). A text that is not a JSON object: SQLITE_ERROR, *msg "fn: options must be a
+ * JSON object (...)". o is to be freed (nn_options_free) either way. */
+int attn_options_parse(nn_options *o, const char *fn, const char *options, unsigned accept,
+                       char **msg);
+/* A value of the options (parsed from text) as messages show it after "got": a string's text,
+ * anything else as written, without spaces. sqlite3_malloc'd; NULL when out of memory. */
+char *attn_option_value(const char *text, const nn_json *v);
+/* attn_train's options "embeddings" and "freeze_embeddings" of o into emb, then the engine's
+ * (nn_options_apply) into cfg; without "embed_dim" the embedding takes the table's dimension.
+ * Errors "fn: option ..." in *errmsg. */
+int attn_train_options(sqlite3 *db, const char *fn, const nn_options *o, nn_config *cfg,
                        attn_embeddings *emb, char **errmsg);
 /* After nn_trainer_create: set the vocabulary's rows from the table, and freeze. */
 int attn_embeddings_apply(sqlite3 *db, const char *fn, nn_trainer *tr, const attn_embeddings *emb,
