@@ -404,7 +404,7 @@ int attn_training_start(attn_training *t, attn_conn *conn, const char *fn, sqlit
  * that would change its architecture or vocabulary are refused (nn_config_check_warm_start),
  * "embeddings" is refused. Errors "fn: option \"from\": no model named 'x'", ... */
 int attn_training_options(attn_training *t, const char *options, char **msg);
-/* The trainer of t->cfg over t->data (nn_trainer_create_from when t->base is set). */
+/* The trainer of t->cfg over t->data (a warm start from t->base when set). */
 int attn_training_create(attn_training *t, char **msg);
 /* Run the next epoch (its statistics in *row); after the last, save the model (or keep it).
  * SQLITE_ROW when an epoch ran, SQLITE_DONE when there was none left, else an error. */

@@ -419,12 +419,16 @@ int attn_training_create(attn_training *t, char **msg) {
   char err[NN_ERR_LEN] = "";
   int rc = SQLITE_OK;
   attn_interrupt interrupt = {db, NULL, 0}; /* the vocabulary of many rows takes a while */
-  int st = t->base ? nn_trainer_create_from(&t->trainer, t->base->nn, &t->cfg, t->all_texts,
-                                            t->all_lens, t->all_labels, t->all_label_lens,
-                                            t->nall, attn_interrupt_check, &interrupt, err)
-                   : nn_trainer_create_ex(&t->trainer, &t->cfg, t->all_texts, t->all_lens,
-                                          t->all_labels, t->all_label_lens, t->nall,
-                                          attn_interrupt_check, &interrupt, err);
+  nn_trainer_args args = {.cfg = &t->cfg,
+                          .base = t->base ? t->base->nn : NULL,
+                          .texts = t->all_texts,
+                          .text_lens = t->all_lens,
+                          .labels = t->all_labels,
+                          .label_lens = t->all_label_lens,
+                          .n = t->nall,
+                          .stop = attn_interrupt_check,
+                          .stop_ctx = &interrupt};
+  int st = nn_trainer_create(&t->trainer, &args, err);
   attn_interrupt_end(&interrupt);
   /* the base's weights are copied: let it go (the cache may drop it) */
   attn_model_release(t->base);
