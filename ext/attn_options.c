@@ -2,7 +2,9 @@
  * "embeddings" (the name of a table of (word, vector) rows, e.g. one attn_vectors_load filled)
  * and "freeze_embeddings" (attn_train_options, attn_embeddings_apply). Words are matched exactly
  * against the vocabulary; rows they set start as the vectors, the others keep the N(0, 1)
- * initialisation; without "embed_dim" the embedding takes the vectors' dimension.
+ * initialisation; without "embed_dim" the embedding takes the vectors' dimension. The options
+ * text is parsed once, by the engine (attn_options_parse: nn_options_parse hands back the keys
+ * ext/ reads), and shown in messages as attn_option_value writes a value.
  *
  *   SELECT * FROM attn_train('news', 'SELECT title, category FROM headlines',
  *                            '{"embeddings":"glove","freeze_embeddings":true,"epochs":5}');
