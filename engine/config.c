@@ -24,13 +24,14 @@ typedef enum {
   OPT_INT,   /* int in [imin, imax] */
   OPT_SEED,  /* uint64 in [imin, imax] */
   OPT_FLOAT, /* float in an interval; open ends flagged */
-  OPT_CELL,      /* the enums: int, one of a list of names (enum_names) */
+  OPT_CELL,  /* the enums: int, one of a list of names (enum_names) */
   OPT_ATTENTION,
   OPT_DEVICE,
   OPT_MONITOR,
   OPT_RECIPE,
   OPT_SCHEDULE,
-  OPT_VALIDATION
+  OPT_VALIDATION,
+  OPT_EXT /* an option ext/ reads (offset: its nn_ext_key): handed back, not parsed here */
 } opt_kind;
 
 typedef struct config_option {
@@ -47,6 +48,8 @@ typedef struct config_option {
 #define OPT_F(f, lo, hi, lo_open, hi_open) \
   {#f, OPT_FLOAT, offsetof(nn_config, f), 0, 0, lo, hi, lo_open, hi_open}
 #define OPT_E(f, kind) {#f, kind, offsetof(nn_config, f), 0, 0, 0, 0, 0, 0}
+#define OPT_X(name, key)                                                                           \
+  { name, OPT_EXT, key, 0, 0, 0, 0, 0, 0 }
 #define SEED_MAX ((int64_t)1 << 53)
 _Static_assert(sizeof(nn_cell) == sizeof(int) && sizeof(nn_attention) == sizeof(int) &&
                    sizeof(nn_device) == sizeof(int) && sizeof(nn_monitor) == sizeof(int) &&
@@ -54,7 +57,7 @@ _Static_assert(sizeof(nn_cell) == sizeof(int) && sizeof(nn_attention) == sizeof(
                    sizeof(nn_validation) == sizeof(int),
                "config.c reads the enum fields as int");
 
-/* In the order nn_config_to_json writes them. */
+/* In the order nn_config_to_json writes them; then the keys ext/ reads. */
 static const config_option config_options[] = {
     OPT_E(recipe, OPT_RECIPE), /* parsed first, whatever its place (nn_config_parse_json) */
     OPT_E(cell, OPT_CELL),
@@ -95,6 +98,17 @@ static const config_option config_options[] = {
     OPT_I(subword_min, 1, 16),
     OPT_I(subword_max, 1, 16),
     OPT_E(validation, OPT_VALIDATION),
+    /* ext/'s (nn_ext_key), beside "class_weights" as an object (nn_options_parse) */
+    OPT_X("from", NN_KEY_FROM),
+    OPT_X("from_version", NN_KEY_FROM_VERSION),
+    OPT_X("embeddings", NN_KEY_EMBEDDINGS),
+    OPT_X("freeze_embeddings", NN_KEY_FREEZE_EMBEDDINGS),
+    OPT_X("deploy", NN_KEY_DEPLOY),
+    OPT_X("validation_query", NN_KEY_VALIDATION_QUERY),
+    OPT_X("search", NN_KEY_SEARCH),
+    OPT_X("trials", NN_KEY_TRIALS),
+    OPT_X("seconds", NN_KEY_SECONDS),
+    OPT_X("parallel", NN_KEY_PARALLEL),
 };
 #define NUM_OPTIONS (sizeof config_options / sizeof config_options[0])
 
@@ -273,6 +287,7 @@ static void range_text(char *out, size_t n, const config_option *o) {
                                k == 0 ? "" : k == count - 1 ? " or " : ", ", names[k]);
     break;
   }
+  case OPT_EXT: snprintf(out, n, "what ext/ reads"); break;
   }
 }
 
@@ -319,13 +334,15 @@ static size_t edit_distance(const char *a, size_t na, const char *b, size_t nb) 
   return row[nb];
 }
 
-static int unknown_option_error(char *err, const char *key, size_t key_len) {
+/* accept: the ext/ keys that are options here (nn_options_parse), the others are not offered */
+static int unknown_option_error(char *err, const char *key, size_t key_len, unsigned accept) {
   char quoted[128];
   nn_json_quote_for_message(quoted, sizeof quoted, key, key_len);
   const char *best = NULL;
   size_t best_d = 3;
   for (size_t i = 0; i < NUM_OPTIONS; i++) {
     const char *name = config_options[i].name;
+    if (config_options[i].kind == OPT_EXT && !(accept & (1u << config_options[i].offset))) continue;
     size_t d = edit_distance(key, key_len, name, strlen(name));
     if (d < best_d && d < strlen(name) / 2 + 1) best_d = d, best = name;
   }
@@ -425,6 +442,7 @@ int nn_config_validate(const nn_config *cfg, char *err) {
       }
       break;
     }
+    case OPT_EXT: break; /* not in nn_config */
     }
   }
   if (cfg->subword_buckets > 0 && cfg->subword_min > cfg->subword_max) {
@@ -518,31 +536,71 @@ static int parse_option(nn_config *cfg, const config_option *o, const nn_json *v
       }
     return option_error(err, o, got);
   }
+  case OPT_EXT: break; /* never asked: nn_options_apply skips them */
   }
   return option_error(err, o, got);
 }
 
-int nn_config_parse_json(nn_config *cfg, const char *json, char *err) {
+/* The table's entry named key (len bytes), or NULL. */
+static const config_option *find_option(const char *key, size_t len) {
+  for (size_t i = 0; i < NUM_OPTIONS; i++)
+    if (len == strlen(config_options[i].name) && memcmp(key, config_options[i].name, len) == 0)
+      return &config_options[i];
+  return NULL;
+}
+
+int nn_options_parse(nn_options *o, const char *json, unsigned accept, char *err) {
+  memset(o, 0, sizeof *o);
+  o->text = json;
+  o->accept = accept;
   if (!json) return NN_OK;
   size_t len = strlen(json), k = 0;
   while (k < len && (json[k] == ' ' || json[k] == '\t' || json[k] == '\n' || json[k] == '\r'))
     k++;
   if (k == len) return NN_OK; /* "" or only whitespace: no options */
-  nn_json *doc = NULL;
   char jerr[NN_ERR_LEN];
-  int rc = nn_json_parse(&doc, json, len, jerr);
+  int rc = nn_json_parse(&o->doc, json, len, jerr);
   if (rc != NN_OK) {
     if (rc == NN_NOMEM) snprintf(err, NN_ERR_LEN, "%s", jerr);
     else snprintf(err, NN_ERR_LEN, "options must be a JSON object (%.400s)", jerr);
     return rc;
   }
-  if (doc->type != NN_JSON_OBJECT) {
+  if (o->doc->type != NN_JSON_OBJECT) {
     snprintf(err, NN_ERR_LEN, "options must be a JSON object");
-    nn_json_free(doc);
+    nn_options_free(o);
+    o->text = json;
     return NN_ERROR;
   }
+  for (size_t m = 0; m < o->doc->count; m++) {
+    const nn_json *member = &o->doc->items[m];
+    const config_option *opt = find_option(member->key, member->key_len);
+    if (opt && opt->kind == OPT_EXT && (accept & (1u << opt->offset))) o->ext[opt->offset] = member;
+    /* "class_weights": true / false is the engine's, an object of weights ext/'s */
+    if (opt && strcmp(opt->name, "class_weights") == 0 && member->type == NN_JSON_OBJECT &&
+        (accept & (1u << NN_KEY_CLASS_WEIGHTS)))
+      o->ext[NN_KEY_CLASS_WEIGHTS] = member;
+  }
+  return NN_OK;
+}
+
+void nn_options_free(nn_options *o) {
+  nn_json_free(o->doc);
+  memset(o, 0, sizeof *o);
+}
+
+/* Whether member is one of o's ext/ keys (handed back, not the engine's). */
+static int is_ext_member(const nn_options *o, const nn_json *member) {
+  for (int k = 0; k < NN_KEY_COUNT; k++)
+    if (o->ext[k] == member) return 1;
+  return 0;
+}
+
+int nn_options_apply(const nn_options *o, nn_config *cfg, char *err) {
+  const nn_json *doc = o->doc;
+  const char *json = o->text;
+  if (!doc) return NN_OK;
   nn_config c = *cfg;
-  rc = NN_OK;
+  int rc = NN_OK;
   /* "recipe" first, wherever it stands: it replaces every field, the other keys then apply */
   const nn_json *recipe = nn_json_get(doc, "recipe");
   if (recipe) {
@@ -551,23 +609,27 @@ int nn_config_parse_json(nn_config *cfg, const char *json, char *err) {
   }
   for (size_t m = 0; m < doc->count && rc == NN_OK; m++) {
     const nn_json *member = &doc->items[m];
-    if (member == recipe) continue;
-    const config_option *o = NULL;
-    for (size_t i = 0; i < NUM_OPTIONS; i++)
-      if (member->key_len == strlen(config_options[i].name) &&
-          memcmp(member->key, config_options[i].name, member->key_len) == 0)
-        o = &config_options[i];
-    if (!o) rc = unknown_option_error(err, member->key, member->key_len);
-    else rc = parse_option(&c, o, member, json, err);
+    if (member == recipe || is_ext_member(o, member)) continue;
+    const config_option *opt = find_option(member->key, member->key_len);
+    if (!opt || opt->kind == OPT_EXT)
+      rc = unknown_option_error(err, member->key, member->key_len, o->accept);
+    else rc = parse_option(&c, opt, member, json, err);
   }
   /* a character model has no words to split: asking for char_level turns the default's
    * subwords off, unless the options name subword_buckets too (then validation decides) */
   if (rc == NN_OK && c.char_level && nn_json_get(doc, "char_level") &&
       !nn_json_get(doc, "subword_buckets"))
     c.subword_buckets = 0;
-  nn_json_free(doc);
   if (rc == NN_OK) rc = nn_config_validate(&c, err);
   if (rc == NN_OK) *cfg = c;
+  return rc;
+}
+
+int nn_config_parse_json(nn_config *cfg, const char *json, char *err) {
+  nn_options o;
+  int rc = nn_options_parse(&o, json, 0, err);
+  if (rc == NN_OK) rc = nn_options_apply(&o, cfg, err);
+  nn_options_free(&o);
   return rc;
 }
 
@@ -580,6 +642,7 @@ char *nn_config_to_json(const nn_config *cfg) {
   for (size_t i = 0; i < NUM_OPTIONS; i++) {
     const config_option *o = &config_options[i];
     const char *field = (const char *)cfg + o->offset;
+    if (o->kind == OPT_EXT) break; /* the last ones: not in nn_config */
     nn_strbuf_printf(&sb, "%s\"%s\":", i ? "," : "", o->name);
     switch (o->kind) {
     case OPT_BOOL: {
@@ -619,6 +682,7 @@ char *nn_config_to_json(const nn_config *cfg) {
       nn_strbuf_printf(&sb, "\"%s\"", enum_name(o->kind, x));
       break;
     }
+    case OPT_EXT: break;
     }
   }
   nn_strbuf_puts(&sb, "}");

@@ -338,7 +338,9 @@ static int json_parse_container(json_parser *p, nn_json *v, int is_object) {
     if (is_object) {
       if (p->pos >= p->len || p->s[p->pos] != '"')
         return json_fail(p, NN_ERROR, "expected a string key");
+      item->key_start = p->pos;
       if (json_parse_string(p, &item->key, &item->key_len) != NN_OK) return p->status;
+      item->key_end = p->pos;
       json_skip_ws(p);
       if (p->pos >= p->len || p->s[p->pos] != ':')
         return json_fail(p, NN_ERROR, "expected ':' after the key");
@@ -512,6 +514,24 @@ void nn_strbuf_printf(nn_strbuf *sb, const char *fmt, ...) {
   vsnprintf(sb->data + sb->len, (size_t)n + 1, fmt, ap);
   va_end(ap);
   sb->len += (size_t)n;
+}
+
+void nn_strbuf_append_json_compact(nn_strbuf *sb, const nn_json *v, const char *text) {
+  if (v->type != NN_JSON_ARRAY && v->type != NN_JSON_OBJECT) {
+    nn_strbuf_append(sb, text + v->start, v->end - v->start);
+    return;
+  }
+  nn_strbuf_append(sb, v->type == NN_JSON_ARRAY ? "[" : "{", 1);
+  for (size_t i = 0; i < v->count; i++) {
+    const nn_json *item = &v->items[i];
+    if (i) nn_strbuf_append(sb, ",", 1);
+    if (v->type == NN_JSON_OBJECT) {
+      nn_strbuf_append(sb, text + item->key_start, item->key_end - item->key_start);
+      nn_strbuf_append(sb, ":", 1);
+    }
+    nn_strbuf_append_json_compact(sb, item, text);
+  }
+  nn_strbuf_append(sb, v->type == NN_JSON_ARRAY ? "]" : "}", 1);
 }
 
 void nn_strbuf_append_json_string(nn_strbuf *sb, const char *s, size_t len) {

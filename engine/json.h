@@ -50,9 +50,11 @@ struct nn_json {
   /* NN_JSON_ARRAY and NN_JSON_OBJECT: count items in document order */
   size_t count;
   nn_json *items;
-  /* a member of an object: its key, decoded, NUL-terminated (NULL for array items) */
+  /* a member of an object: its key, decoded, NUL-terminated (NULL for array items), and the
+   * byte span of the key as written, quotes included */
   char *key;
   size_t key_len;
+  size_t key_start, key_end;
 };
 
 /* Parse len bytes of s as one JSON value (surrounding whitespace allowed). On error *out is
@@ -85,6 +87,9 @@ void nn_strbuf_printf(nn_strbuf *sb, const char *fmt, ...)
     ;
 /* s (len bytes) as a quoted JSON string: escapes " \ and control bytes, other bytes as is. */
 void nn_strbuf_append_json_string(nn_strbuf *sb, const char *s, size_t len);
+/* v (parsed from text) without the whitespace between its tokens, each token (keys, strings,
+ * numbers) as written: what SQLite's JSON functions return for a value of a document. */
+void nn_strbuf_append_json_compact(nn_strbuf *sb, const nn_json *v, const char *text);
 /* Numbers that read back to the same value: doubles with up to 17 significant digits, floats
  * with the fewest of 6..9 digits that round-trip through float. Non-finite values are written
  * as null (JSON has no NaN/Infinity). Always uses '.' whatever the C locale. */

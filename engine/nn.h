@@ -147,10 +147,50 @@ void nn_config_lesson(nn_config *cfg);
  * json may be NULL or "" (no options). On error *cfg is left unchanged. */
 int nn_config_parse_json(nn_config *cfg, const char *json, char *err);
 
+/* The options ext/ reads itself (nothing in nn_config): declared in the engine's option table,
+ * so that one parse of the options object serves both, and a misspelt one gets "did you mean".
+ * NN_KEY_CLASS_WEIGHTS: "class_weights" given as an object of label -> weight (true / false is
+ * nn_config's class_weights). */
+typedef enum nn_ext_key {
+  NN_KEY_FROM, /* attn_train, attn_fit, attn_tune: a warm start */
+  NN_KEY_FROM_VERSION,
+  NN_KEY_EMBEDDINGS,
+  NN_KEY_FREEZE_EMBEDDINGS,
+  NN_KEY_DEPLOY,
+  NN_KEY_VALIDATION_QUERY,
+  NN_KEY_CLASS_WEIGHTS,
+  NN_KEY_SEARCH, /* attn_tune's own: the search */
+  NN_KEY_TRIALS,
+  NN_KEY_SECONDS,
+  NN_KEY_PARALLEL,
+  NN_KEY_COUNT
+} nn_ext_key;
+#define NN_KEYS_TRAIN ((1u << NN_KEY_SEARCH) - 1u) /* every key but attn_tune's own */
+#define NN_KEYS_TUNE ((1u << NN_KEY_COUNT) - 1u)
+
+typedef struct nn_json nn_json;
+/* An options object parsed once (nn_options_parse): the document, and the values of the ext/
+ * keys the caller reads (NULL when absent); nn_options_apply puts the rest into an nn_config. */
+typedef struct nn_options {
+  nn_json *doc;     /* NULL: no options (NULL, "" or only whitespace) */
+  const char *text; /* the text parsed (the caller's; values' spans point in it) */
+  const nn_json *ext[NN_KEY_COUNT];
+  unsigned accept; /* the ext keys read: bits 1u << NN_KEY_* */
+} nn_options;
+
+/* Parse json (NULL or "": no options) as a JSON object: its syntax and that it is an object are
+ * checked here (errors as nn_config_parse_json's), its values by nn_options_apply. accept: the
+ * ext keys the caller reads (NN_KEYS_TRAIN, ...); any other is an unknown option there. */
+int nn_options_parse(nn_options *o, const char *json, unsigned accept, char *err);
+/* The engine's options of o over *cfg (nn_config_parse_json's rules and messages), skipping the
+ * accepted ext keys. On error *cfg is left unchanged. */
+int nn_options_apply(const nn_options *o, nn_config *cfg, char *err);
+void nn_options_free(nn_options *o);
+
 /* Check ranges of an already filled config (used after parse and after loading a file). */
 int nn_config_validate(const nn_config *cfg, char *err);
 
-/* A warm start (nn_trainer_create_from) keeps the base model's architecture and vocabulary:
+/* A warm start (nn_trainer_args.base) keeps the base model's architecture and vocabulary:
  * NN_ERROR naming the first option of cfg that differs from base on them (cell, layers,
  * bidirectional, attention, embed_dim, hidden, fc_hidden, vocab_size, lower, stopwords,
  * drop_parentheses,
@@ -452,38 +492,43 @@ typedef int (*nn_progress_fn)(void *ctx, int batches_done, int batches_total, do
 
 typedef struct nn_trainer nn_trainer;
 
-/* Prepare a training run over n examples (texts[i] of text_lens[i] bytes, labels[i] of
- * label_lens[i] bytes): sorted label set, stratified train/validation split, vocabulary from
- * the training split, encoding, class weights, model initialisation. */
-int nn_trainer_create(nn_trainer **out, const nn_config *cfg, const char *const *texts,
-                      const int *text_lens, const char *const *labels, const int *label_lens,
-                      int n, char *err);
-/* The same, asking stop(stop_ctx) between its stages and every few thousand texts while it
- * counts tokens, builds the vocabulary and encodes the rows (stop may be NULL). */
-int nn_trainer_create_ex(nn_trainer **out, const nn_config *cfg, const char *const *texts,
-                         const int *text_lens, const char *const *labels, const int *label_lens,
-                         int n, nn_interrupt_fn stop, void *stop_ctx, char *err);
-/* A warm start: a trainer whose model starts as `base` -- its vocabulary, labels, architecture
- * and weights (copied: base stays the caller's, unchanged, and may be freed once this returns)
- * -- and trains on the n rows given, split, encoded and weighted as nn_trainer_create does but
- * with base's vocabulary (words it lacks are <UNK>) and base's label set.
- *   cfg: the options of this training. Start from *nn_model_config(base) and parse the user's
- *        options over it (nn_config_parse_json), so that what is not given is the base
- *        model's recipe. The options that fix the architecture or the vocabulary (see
- *        nn_config_check_warm_start) must equal base's: a differing one is REFUSED with an
- *        error naming it (not ignored). Training options (epochs, lr, batch_size, dropout,
- *        monitor, patience, val_fraction, class_weights, seed, threads, device, max_len, ...)
- *        apply; seed draws no weights here (split, shuffling and dropout only).
- *   labels: each must be one of base's labels (the model keeps all of them, also those with no
- *        row here: their class weight is 0 and no loss reads it); the first that is not is an
- *        error: label "x" of row 5 is not one of the base model's 4 labels: ...
- * The metrics JSON records "warm_start":true. Pretrained embeddings (nn_trainer_set_embedding)
- * would overwrite rows of base's embedding: ext/ refuses "embeddings" with a warm start;
- * nn_trainer_freeze_embeddings works as usual. */
-int nn_trainer_create_from(nn_trainer **out, const nn_model *base, const nn_config *cfg,
-                           const char *const *texts, const int *text_lens,
-                           const char *const *labels, const int *label_lens, int n,
-                           nn_interrupt_fn stop, void *stop_ctx, char *err);
+/* What a trainer is made of: the options, the n rows, and where it starts from. */
+typedef struct nn_trainer_args {
+  const nn_config *cfg;
+  /* NULL: a new model. Else a warm start: a trainer whose model starts as `base` -- its
+   * vocabulary, labels, architecture and weights (copied: base stays the caller's, unchanged,
+   * and may be freed once nn_trainer_create returns) -- and trains on the rows given, split,
+   * encoded and weighted as for a new model but with base's vocabulary (words it lacks are
+   * <UNK>) and base's label set.
+   *   cfg: start from *nn_model_config(base) and parse the user's options over it
+   *        (nn_config_parse_json), so that what is not given is the base model's recipe. The
+   *        options that fix the architecture or the vocabulary (see nn_config_check_warm_start)
+   *        must equal base's: a differing one is REFUSED with an error naming it (not ignored).
+   *        Training options (epochs, lr, batch_size, dropout, monitor, patience, val_fraction,
+   *        class_weights, seed, threads, device, max_len, ...) apply; seed draws no weights here
+   *        (split, shuffling and dropout only).
+   *   labels: each must be one of base's labels (the model keeps all of them, also those with
+   *        no row here: their class weight is 0 and no loss reads it); the first that is not is
+   *        an error: label "x" of row 5 is not one of the base model's 4 labels: ...
+   * The metrics JSON records "warm_start":true. Pretrained embeddings (nn_trainer_set_embedding)
+   * would overwrite rows of base's embedding: ext/ refuses "embeddings" with a warm start;
+   * nn_trainer_freeze_embeddings works as usual. */
+  const nn_model *base;
+  const char *const *texts; /* (n) texts[i] of text_lens[i] bytes (text_lens NULL: strlen) */
+  const int *text_lens;
+  const char *const *labels; /* (n) labels[i] of label_lens[i] bytes (label_lens NULL: strlen) */
+  const int *label_lens;
+  int n;
+  /* asked between the stages and every few thousand texts while it counts tokens, builds the
+   * vocabulary and encodes the rows; NULL: never stopped */
+  nn_interrupt_fn stop;
+  void *stop_ctx;
+} nn_trainer_args;
+
+/* Prepare a training run over the rows of a: sorted label set, stratified train/validation
+ * split, vocabulary from the training split, encoding, class weights, model initialisation
+ * (or a->base's weights). */
+int nn_trainer_create(nn_trainer **out, const nn_trainer_args *a, char *err);
 /* Run one epoch. Returns NN_OK with *stats filled, NN_DONE when training is over (epochs
  * reached or early stopping; *stats untouched), or an error / NN_INTERRUPTED. */
 int nn_trainer_epoch(nn_trainer *tr, nn_epoch_stats *stats, nn_progress_fn fn, void *ctx,

@@ -49,37 +49,6 @@ static double now_seconds(void) {
 
 /* ---------------------------------------------------------------- create */
 
-static int trainer_create(nn_trainer **out, const nn_model *base, const nn_config *cfg,
-                          const char *const *texts, const int *text_lens,
-                          const char *const *labels, const int *label_lens, int n,
-                          nn_interrupt_fn stop, void *stop_ctx, char *err);
-
-int nn_trainer_create(nn_trainer **out, const nn_config *cfg, const char *const *texts,
-                      const int *text_lens, const char *const *labels, const int *label_lens,
-                      int n, char *err) {
-  return trainer_create(out, NULL, cfg, texts, text_lens, labels, label_lens, n, NULL, NULL, err);
-}
-
-int nn_trainer_create_ex(nn_trainer **out, const nn_config *cfg, const char *const *texts,
-                         const int *text_lens, const char *const *labels, const int *label_lens,
-                         int n, nn_interrupt_fn stop, void *stop_ctx, char *err) {
-  return trainer_create(out, NULL, cfg, texts, text_lens, labels, label_lens, n, stop, stop_ctx,
-                        err);
-}
-
-int nn_trainer_create_from(nn_trainer **out, const nn_model *base, const nn_config *cfg,
-                           const char *const *texts, const int *text_lens,
-                           const char *const *labels, const int *label_lens, int n,
-                           nn_interrupt_fn stop, void *stop_ctx, char *err) {
-  *out = NULL;
-  if (!base) {
-    snprintf(err, NN_ERR_LEN, "warm start: no base model");
-    return NN_ERROR;
-  }
-  return trainer_create(out, base, cfg, texts, text_lens, labels, label_lens, n, stop, stop_ctx,
-                        err);
-}
-
 /* The model of a warm start: base's vocabulary (vocab, a copy: taken over, also on error),
  * labels and weights, cfg's options (its architecture equals base's: checked). */
 static int model_from_base(nn_model **out, const nn_model *base, const nn_config *cfg,
@@ -107,10 +76,14 @@ static int model_from_base(nn_model **out, const nn_model *base, const nn_config
   return NN_OK;
 }
 
-static int trainer_create(nn_trainer **out, const nn_model *base, const nn_config *cfg,
-                          const char *const *texts, const int *text_lens,
-                          const char *const *labels, const int *label_lens, int n,
-                          nn_interrupt_fn stop, void *stop_ctx, char *err) {
+int nn_trainer_create(nn_trainer **out, const nn_trainer_args *a, char *err) {
+  const nn_config *cfg = a->cfg;
+  const nn_model *base = a->base;
+  const char *const *texts = a->texts, *const *labels = a->labels;
+  const int *text_lens = a->text_lens, *label_lens = a->label_lens;
+  int n = a->n;
+  nn_interrupt_fn stop = a->stop;
+  void *stop_ctx = a->stop_ctx;
   *out = NULL;
   if (n <= 0) {
     snprintf(err, NN_ERR_LEN, "no training rows");

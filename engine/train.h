@@ -32,7 +32,7 @@ struct nn_trainer {
   int C;                /* classes */
   int n, n_train, n_val; /* rows */
   size_t param_count;
-  nn_interrupt_fn stop; /* nn_trainer_create_ex's, during creation only; NULL after */
+  nn_interrupt_fn stop; /* nn_trainer_args.stop, during creation only; NULL after */
   void *stop_ctx;
 
   /* every row, encoded once, compactly (the bytes per row are what millions of rows cost):
@@ -116,7 +116,7 @@ struct nn_trainer {
   int pretrained_words;      /* rows set */
   int freeze_embeddings;
   int embeddings_option;     /* either call was made: report it in the metrics */
-  int warm_start;            /* created by nn_trainer_create_from */
+  int warm_start;            /* created from nn_trainer_args.base */
 };
 
 /* Fisher-Yates, as numpy's shuffle: for i from n-1 down to 1, swap a[i] and a[j], j in [0, i]. */

@@ -10,36 +10,62 @@
 #include <string.h>
 
 #include "attn_ext.h"
+#include "json.h"
 
 /* The version that attn_deploy(name, 'best') or (name, 'previous') means, into *version.
  *   best:     the highest "val_f1" of the metrics JSON (ties: the latest version); versions
- *             without it (imported: metrics NULL) are not candidates.
+ *             without it (imported: metrics NULL, or not JSON) are not candidates.
  *   previous: the largest deployed_seq among the versions not deployed now that were ever
  *             deployed (deployed_seq > 0). Twice in a row goes back and forth between two.
  * SQLITE_ERROR with *msg when there is none. */
 static int attn_deploy_resolve(sqlite3 *db, const char *fn, const char *name, int best,
                                int64_t *version, char **msg) {
   sqlite3_stmt *stmt = NULL;
-  const char *sql =
-      best ? "SELECT version FROM main.attn_models WHERE name = ?1 AND json_valid(metrics) "
-             "AND json_type(metrics, '$.val_f1') IN ('integer', 'real') "
-             "ORDER BY json_extract(metrics, '$.val_f1') DESC, version DESC LIMIT 1"
-           : "SELECT version FROM main.attn_models WHERE name = ?1 AND deployed = 0 "
-             "AND deployed_seq > 0 ORDER BY deployed_seq DESC, version DESC LIMIT 1";
+  sqlite3_value *chosen = NULL; /* the version picked (a copy: the statement steps on) */
+  /* best: the first of the highest val_f1 in the order of the versions, latest first; the
+   * metrics are read by the engine's JSON parser (a text that is not JSON is no candidate) */
+  const char *sql = best ? "SELECT version, metrics FROM main.attn_models WHERE name = ?1 AND "
+                           "metrics IS NOT NULL ORDER BY version DESC"
+                         : "SELECT version FROM main.attn_models WHERE name = ?1 AND deployed = 0 "
+                           "AND deployed_seq > 0 ORDER BY deployed_seq DESC, version DESC LIMIT 1";
+  double best_f1 = 0;
   int rc = sqlite3_prepare_v2(db, sql, -1, &stmt, NULL);
-  if (rc == SQLITE_OK) {
-    sqlite3_bind_text(stmt, 1, name, -1, SQLITE_STATIC);
-    rc = sqlite3_step(stmt);
+  if (rc == SQLITE_OK) sqlite3_bind_text(stmt, 1, name, -1, SQLITE_STATIC);
+  while (rc == SQLITE_OK && (rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+    if (best) {
+      const char *metrics = (const char *)sqlite3_column_text(stmt, 1);
+      nn_json *doc = NULL;
+      char err[NN_ERR_LEN];
+      int st = metrics ? nn_json_parse(&doc, metrics, (size_t)sqlite3_column_bytes(stmt, 1), err)
+                       : NN_NOMEM;
+      if (st == NN_NOMEM) {
+        rc = SQLITE_NOMEM;
+        break;
+      }
+      const nn_json *f1 = nn_json_get(doc, "val_f1");
+      int better = f1 && f1->type == NN_JSON_NUMBER && (!chosen || f1->number > best_f1);
+      if (better) best_f1 = f1->number;
+      nn_json_free(doc);
+      if (!better) {
+        rc = SQLITE_OK;
+        continue;
+      }
+    }
+    sqlite3_value_free(chosen);
+    chosen = sqlite3_value_dup(sqlite3_column_value(stmt, 0));
+    rc = chosen ? SQLITE_OK : SQLITE_NOMEM;
+    if (!best) break;
   }
-  if (rc == SQLITE_ROW && sqlite3_column_type(stmt, 0) != SQLITE_INTEGER) {
+  if (rc == SQLITE_DONE || rc == SQLITE_OK) rc = chosen ? SQLITE_ROW : SQLITE_DONE;
+  if (rc == SQLITE_ROW && sqlite3_value_type(chosen) != SQLITE_INTEGER) {
     /* a store edited by hand: a version such as 1.5 or 'v1' names no row attn_deploy can set */
-    const char *v = (const char *)sqlite3_column_text(stmt, 0);
+    const char *v = (const char *)sqlite3_value_text(chosen);
     *msg = sqlite3_mprintf("%s: model '%s' has a version that is not an integer in attn_models "
                            "(%s, the one '%s' would deploy): fix or delete that row", fn, name,
                            v ? v : "NULL", best ? "best" : "previous");
     rc = SQLITE_ERROR;
   } else if (rc == SQLITE_ROW) {
-    *version = sqlite3_column_int64(stmt, 0);
+    *version = sqlite3_value_int64(chosen);
     rc = SQLITE_OK;
   } else if (rc == SQLITE_DONE) {
     *msg = best ? sqlite3_mprintf("%s: model '%s' has no version with a validation F1 in its "
@@ -47,10 +73,13 @@ static int attn_deploy_resolve(sqlite3 *db, const char *fn, const char *name, in
                                   fn, name)
                 : sqlite3_mprintf("%s: model '%s' has no previously deployed version", fn, name);
     rc = SQLITE_ERROR;
+  } else if (rc == SQLITE_NOMEM) {
+    *msg = sqlite3_mprintf("%s: out of memory", fn);
   } else {
     *msg = sqlite3_mprintf("%s: %s", fn, sqlite3_errmsg(db));
     rc = SQLITE_ERROR;
   }
+  sqlite3_value_free(chosen);
   sqlite3_finalize(stmt);
   return rc;
 }

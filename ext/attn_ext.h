@@ -397,10 +397,18 @@ typedef struct attn_embeddings {
   int freeze;
   int dim;     /* of the table's vectors */
 } attn_embeddings;
-/* Parse attn_train's options JSON into cfg (nn_config_parse_json) after taking the two keys out
- * into *emb; with a table and no "embed_dim", embed_dim becomes the table's dimension, and a
- * different embed_dim is an error. Errors: SQLite code, *errmsg "fn: ...". */
-int attn_train_options(sqlite3 *db, const char *fn, const char *options, nn_config *cfg,
+/* The options text parsed once, by the engine (nn_options_parse; accept: the ext/ keys the
+ * caller reads). A text that is not a JSON object: SQLITE_ERROR, *msg "fn: options must be a
+ * JSON object (...)". o is to be freed (nn_options_free) either way. */
+int attn_options_parse(nn_options *o, const char *fn, const char *options, unsigned accept,
+                       char **msg);
+/* A value of the options (parsed from text) as messages show it after "got": a string's text,
+ * anything else as written, without spaces. sqlite3_malloc'd; NULL when out of memory. */
+char *attn_option_value(const char *text, const nn_json *v);
+/* attn_train's options "embeddings" and "freeze_embeddings" of o into emb, then the engine's
+ * (nn_options_apply) into cfg; without "embed_dim" the embedding takes the table's dimension.
+ * Errors "fn: option ..." in *errmsg. */
+int attn_train_options(sqlite3 *db, const char *fn, const nn_options *o, nn_config *cfg,
                        attn_embeddings *emb, char **errmsg);
 /* After nn_trainer_create: set the vocabulary's rows from the table, and freeze. */
 int attn_embeddings_apply(sqlite3 *db, const char *fn, nn_trainer *tr, const attn_embeddings *emb,
@@ -472,21 +480,23 @@ typedef struct attn_training {
 /* Option "deploy": whether the version a training saves is deployed. */
 enum { ATTN_DEPLOY_IF_BETTER = 0, ATTN_DEPLOY_ALWAYS = 1, ATTN_DEPLOY_NEVER = 2 };
 
-/* attn_train / attn_fit: attn_training_begin's checks, the options (attn_training_options), the
- * rows of the query and the trainer (attn_training_create). name, query, options: the SQL
- * arguments (options may be NULL). On error *msg is set ("fn: ..."). */
-int attn_training_start(attn_training *t, attn_conn *conn, const char *fn,
-                        sqlite3_value *name_arg, sqlite3_value *query_arg,
-                        sqlite3_value *options_arg, char **msg);
-/* Clear t, check that the store may be written and the name, read every row of the query. */
-int attn_training_begin(attn_training *t, attn_conn *conn, const char *fn,
-                        sqlite3_value *name_arg, sqlite3_value *query_arg, char **msg);
+/* Open a run of fn (attn_train, attn_fit, attn_tune) in one pass, each check once and in this
+ * order: options_arg is text or NULL, the store may be written, the name, the options
+ * (attn_training_options; options_arg NULL: the defaults), the name can take a new version, the
+ * query; then every row of the query is read. t is cleared first. On error *msg is set
+ * ("fn: ...") and t must still be freed. */
+int attn_training_open(attn_training *t, attn_conn *conn, const char *fn, sqlite3_value *name_arg,
+                       sqlite3_value *query_arg, sqlite3_value *options_arg, char **msg);
+/* attn_train / attn_fit: attn_training_open, the rows of "validation_query"
+ * (attn_training_rows) and the trainer (attn_training_create). */
+int attn_training_start(attn_training *t, attn_conn *conn, const char *fn, sqlite3_value *name_arg,
+                        sqlite3_value *query_arg, sqlite3_value *options_arg, char **msg);
 /* Options JSON (NULL: none) into t->cfg, t->emb and t->base. "from" (a model name) with
  * optional "from_version" makes a warm start: the config starts as the base model's, options
  * that would change its architecture or vocabulary are refused (nn_config_check_warm_start),
  * "embeddings" is refused. Errors "fn: option \"from\": no model named 'x'", ... */
 int attn_training_options(attn_training *t, const char *options, char **msg);
-/* The trainer of t->cfg over t->data (nn_trainer_create_from when t->base is set). */
+/* The trainer of t->cfg over t->data (a warm start from t->base when set). */
 int attn_training_create(attn_training *t, char **msg);
 /* Run the next epoch (its statistics in *row); after the last, save the model (or keep it).
  * SQLITE_ROW when an epoch ran, SQLITE_DONE when there was none left, else an error. */

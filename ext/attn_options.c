@@ -2,7 +2,9 @@
  * "embeddings" (the name of a table of (word, vector) rows, e.g. one attn_vectors_load filled)
  * and "freeze_embeddings" (attn_train_options, attn_embeddings_apply). Words are matched exactly
  * against the vocabulary; rows they set start as the vectors, the others keep the N(0, 1)
- * initialisation; without "embed_dim" the embedding takes the vectors' dimension.
+ * initialisation; without "embed_dim" the embedding takes the vectors' dimension. The options
+ * text is parsed once, by the engine (attn_options_parse: nn_options_parse hands back the keys
+ * ext/ reads), and shown in messages as attn_option_value writes a value.
  *
  *   SELECT * FROM attn_train('news', 'SELECT title, category FROM headlines',
  *                            '{"embeddings":"glove","freeze_embeddings":true,"epochs":5}');
@@ -12,6 +14,7 @@
 #include <string.h>
 
 #include "attn_ext.h"
+#include "json.h"
 
 #define VECTORS_MAX_DIM ATTN_VECTORS_MAX_DIM
 
@@ -58,96 +61,68 @@ static int embeddings_dim(sqlite3 *db, const char *fn, attn_embeddings *emb, cha
   return SQLITE_OK;
 }
 
-int attn_train_options(sqlite3 *db, const char *fn, const char *options, nn_config *cfg,
+int attn_options_parse(nn_options *o, const char *fn, const char *options, unsigned accept,
+                       char **msg) {
+  char err[NN_ERR_LEN] = "";
+  int st = nn_options_parse(o, options, accept, err);
+  if (st == NN_OK) return SQLITE_OK;
+  if (st == NN_NOMEM) return SQLITE_NOMEM;
+  *msg = sqlite3_mprintf("%s: %s", fn, err);
+  return SQLITE_ERROR;
+}
+
+char *attn_option_value(const char *text, const nn_json *v) {
+  if (v->type == NN_JSON_STRING) return sqlite3_mprintf("%s", v->str);
+  nn_strbuf sb;
+  nn_strbuf_init(&sb);
+  nn_strbuf_append_json_compact(&sb, v, text);
+  char *shown = sb.oom ? NULL : sqlite3_mprintf("%s", sb.data ? sb.data : "");
+  nn_strbuf_free(&sb);
+  return shown;
+}
+
+int attn_train_options(sqlite3 *db, const char *fn, const nn_options *o, nn_config *cfg,
                        attn_embeddings *emb, char **errmsg) {
-  sqlite3_stmt *stmt = NULL;
-  char *rest = NULL, err[NN_ERR_LEN] = "";
-  int rc = SQLITE_OK, has_embed_dim = 0;
+  char err[NN_ERR_LEN] = "";
+  int rc = SQLITE_OK;
   memset(emb, 0, sizeof *emb);
-  /* Take the two keys out with SQLite's JSON functions; anything that is not a JSON object is
-   * left to nn_config_parse_json, which says what is wrong with it. */
-  rc = sqlite3_prepare_v2(
-      db,
-      "SELECT CASE WHEN json_valid(?1) AND json_type(?1) = 'object' THEN 1 ELSE 0 END, "
-      "CASE WHEN json_valid(?1) AND json_type(?1) = 'object' THEN "
-      "  json_array(json_type(?1, '$.embeddings'), json_extract(?1, '$.embeddings'), "
-      "             json_type(?1, '$.freeze_embeddings'), json_type(?1, '$.embed_dim'), "
-      "             json_remove(?1, '$.embeddings', '$.freeze_embeddings')) END",
-      -1, &stmt, NULL);
-  if (rc != SQLITE_OK) {
-    *errmsg = sqlite3_mprintf("%s: cannot read the options: %s", fn, sqlite3_errmsg(db));
-    return rc;
-  }
-  sqlite3_bind_text(stmt, 1, options, -1, SQLITE_STATIC);
-  if (sqlite3_step(stmt) == SQLITE_ROW && sqlite3_column_int(stmt, 0)) {
-    sqlite3_stmt *parts = NULL;
-    const char *arr = (const char *)sqlite3_column_text(stmt, 1);
-    rc = sqlite3_prepare_v2(db, "SELECT json_extract(?1, '$[0]'), json_extract(?1, '$[1]'), "
-                                "json_extract(?1, '$[2]'), json_extract(?1, '$[3]'), "
-                                "json_extract(?1, '$[4]'), json_type(?1, '$[1]')",
-                            -1, &parts, NULL);
-    if (rc == SQLITE_OK) {
-      sqlite3_bind_text(parts, 1, arr, -1, SQLITE_STATIC);
-      rc = sqlite3_step(parts) == SQLITE_ROW ? SQLITE_OK : SQLITE_ERROR;
-    }
-    if (rc != SQLITE_OK) {
-      *errmsg = sqlite3_mprintf("%s: cannot read the options: %s", fn, sqlite3_errmsg(db));
-      sqlite3_finalize(parts);
-      sqlite3_finalize(stmt);
+  const nn_json *table = o->ext[NN_KEY_EMBEDDINGS], *freeze = o->ext[NN_KEY_FREEZE_EMBEDDINGS];
+  int has_embed_dim = nn_json_get(o->doc, "embed_dim") != NULL;
+  if (table && table->type != NN_JSON_NULL) {
+    if (table->type != NN_JSON_STRING || table->str_len == 0) {
+      char *got = table->type == NN_JSON_STRING ? NULL : attn_option_value(o->text, table);
+      if (table->type != NN_JSON_STRING && !got) return SQLITE_NOMEM;
+      *errmsg = sqlite3_mprintf("%s: option \"embeddings\" must be the name of a table of "
+                                "(word, vector), got %s",
+                                fn, got ? got : "\"\"");
+      sqlite3_free(got);
       return SQLITE_ERROR;
     }
-    const char *etype = (const char *)sqlite3_column_text(parts, 0);
-    const char *ftype = (const char *)sqlite3_column_text(parts, 2);
-    has_embed_dim = sqlite3_column_type(parts, 3) != SQLITE_NULL;
-    if (etype || ftype) {
-      if (etype && strcmp(etype, "null") != 0) {
-        const char *table = (const char *)sqlite3_column_text(parts, 1);
-        if (strcmp(etype, "text") != 0 || !table || !*table) {
-          *errmsg = sqlite3_mprintf("%s: option \"embeddings\" must be the name of a table of "
-                                    "(word, vector), got %s", fn,
-                                    sqlite3_column_text(parts, 1) ? (const char *)
-                                    sqlite3_column_text(parts, 1) : "\"\"");
-          rc = SQLITE_ERROR;
-        } else {
-          emb->table = sqlite3_mprintf("%s", table);
-          if (!emb->table) rc = SQLITE_NOMEM;
-        }
-      }
-      if (rc == SQLITE_OK && ftype) {
-        /* true / false, or 1 / 0 as nn_config takes booleans */
-        sqlite3_stmt *raw = NULL;
-        sqlite3_prepare_v2(db, "SELECT json_extract(?1, '$.freeze_embeddings')", -1, &raw, NULL);
-        sqlite3_bind_text(raw, 1, options, -1, SQLITE_STATIC);
-        int have = raw && sqlite3_step(raw) == SQLITE_ROW;
-        sqlite3_int64 iv = have && strcmp(ftype, "integer") == 0 ? sqlite3_column_int64(raw, 0) : -1;
-        if (strcmp(ftype, "true") == 0 || strcmp(ftype, "false") == 0) {
-          emb->freeze = strcmp(ftype, "true") == 0;
-        } else if (iv == 0 || iv == 1) {
-          emb->freeze = (int)iv;
-        } else {
-          const char *v = have ? (const char *)sqlite3_column_text(raw, 0) : NULL;
-          *errmsg = sqlite3_mprintf("%s: option \"freeze_embeddings\" must be true or false, "
-                                    "got %s", fn, v ? v : "null");
-          rc = SQLITE_ERROR;
-        }
-        sqlite3_finalize(raw);
-      }
-      if (rc == SQLITE_OK) {
-        rest = sqlite3_mprintf("%s", (const char *)sqlite3_column_text(parts, 4));
-        if (!rest) rc = SQLITE_NOMEM;
-      }
-    }
-    sqlite3_finalize(parts);
+    emb->table = sqlite3_mprintf("%s", table->str);
+    if (!emb->table) return SQLITE_NOMEM;
   }
-  sqlite3_finalize(stmt);
-  if (rc != SQLITE_OK) goto fail;
-  if (nn_config_parse_json(cfg, rest ? rest : options, err) != NN_OK) {
-    *errmsg = sqlite3_mprintf("%s: %s", fn, err);
-    rc = SQLITE_ERROR;
+  if (freeze) { /* true / false, or 1 / 0 as nn_config takes booleans */
+    if (freeze->type == NN_JSON_TRUE || freeze->type == NN_JSON_FALSE) {
+      emb->freeze = freeze->type == NN_JSON_TRUE;
+    } else if (freeze->type == NN_JSON_NUMBER && freeze->is_integer &&
+               (freeze->integer == 0 || freeze->integer == 1)) {
+      emb->freeze = (int)freeze->integer;
+    } else {
+      char *got = attn_option_value(o->text, freeze);
+      *errmsg = got ? sqlite3_mprintf("%s: option \"freeze_embeddings\" must be true or false, "
+                                      "got %s",
+                                      fn, got)
+                    : NULL;
+      sqlite3_free(got);
+      rc = *errmsg ? SQLITE_ERROR : SQLITE_NOMEM;
+      goto fail;
+    }
+  }
+  int st = nn_options_apply(o, cfg, err);
+  if (st != NN_OK) {
+    rc = attn_nn_error(st, fn, err, errmsg);
     goto fail;
   }
-  sqlite3_free(rest);
-  rest = NULL;
   if (emb->table) {
     rc = embeddings_dim(db, fn, emb, errmsg);
     if (rc != SQLITE_OK) goto fail;
@@ -163,7 +138,6 @@ int attn_train_options(sqlite3 *db, const char *fn, const char *options, nn_conf
   }
   return SQLITE_OK;
 fail:
-  sqlite3_free(rest);
   attn_embeddings_free(emb);
   return rc;
 }

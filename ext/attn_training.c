@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "attn_ext.h"
+#include "json.h"
 
 /* ------------------------------------------------------------------ the progress line */
 
@@ -151,110 +152,70 @@ static void attn_training_ext_free(attn_training *t) {
   t->deploy_given = 0;
 }
 
-/* The options that ext/ handles beside the engine's, taken out of `options` (a JSON object;
- * anything else is left to the engine's parser, which says what is wrong with it) into t:
- * "deploy", "validation_query", "class_weights" when it is an object; *rest gets the other
- * options (sqlite3_malloc'd; NULL: options unchanged). Then the combinations that make no sense
- * are refused, naming the keys. cfg must be parsed afterwards; attn_training_ext_check checks
- * it against these. */
-static int attn_training_ext_options(attn_training *t, const char *options, char **rest,
-                                     char **msg) {
-  sqlite3 *db = attn_conn_db(t->conn);
+/* The options that ext/ handles beside the engine's, read from o into t: "deploy",
+ * "validation_query", "class_weights" when it is an object. Then the combinations that make no
+ * sense are refused, naming the keys. cfg must be parsed afterwards; attn_training_ext_check
+ * checks it against these. */
+static int attn_training_ext_options(attn_training *t, const nn_options *o, char **msg) {
   const char *fn = t->fn;
-  sqlite3_stmt *stmt = NULL;
-  *rest = NULL;
-  int rc = sqlite3_prepare_v2(
-      db,
-      "SELECT json_type(?1, '$.deploy'), json_extract(?1, '$.deploy'), "
-      "json_type(?1, '$.validation_query'), json_extract(?1, '$.validation_query'), "
-      "json_type(?1, '$.class_weights'), json_extract(?1, '$.class_weights'), "
-      "json_remove(?1, '$.deploy', '$.validation_query', CASE WHEN json_type(?1, "
-      "'$.class_weights') = 'object' THEN '$.class_weights' ELSE '$.deploy' END) "
-      "WHERE json_valid(?1) AND json_type(?1) = 'object'",
-      -1, &stmt, NULL);
-  if (rc != SQLITE_OK) {
-    *msg = sqlite3_mprintf("%s: cannot read the options: %s", fn, sqlite3_errmsg(db));
-    return SQLITE_ERROR;
-  }
-  sqlite3_bind_text(stmt, 1, options, -1, SQLITE_STATIC);
-  rc = sqlite3_step(stmt);
-  if (rc != SQLITE_ROW) {
-    sqlite3_finalize(stmt);
-    if (rc == SQLITE_DONE) return SQLITE_OK; /* not an object: the engine's parser says so */
-    *msg = sqlite3_mprintf("%s: cannot read the options: %s", fn, sqlite3_errmsg(db));
-    return SQLITE_ERROR;
-  }
-  const char *dtype = (const char *)sqlite3_column_text(stmt, 0);
-  const char *deploy = (const char *)sqlite3_column_text(stmt, 1);
-  const char *qtype = (const char *)sqlite3_column_text(stmt, 2);
-  const char *query = (const char *)sqlite3_column_text(stmt, 3);
-  const char *wtype = (const char *)sqlite3_column_text(stmt, 4);
-  rc = SQLITE_OK;
-  if (dtype && strcmp(dtype, "null") != 0) {
+  const nn_json *deploy = o->ext[NN_KEY_DEPLOY], *query = o->ext[NN_KEY_VALIDATION_QUERY];
+  const nn_json *weights = o->ext[NN_KEY_CLASS_WEIGHTS];
+  char *got = NULL;
+  int rc = SQLITE_OK;
+  if (deploy && deploy->type != NN_JSON_NULL) {
+    static const char *const names[] = {"if_better", "always", "never"};
     t->deploy_given = 1;
-    if (deploy && strcmp(dtype, "text") == 0 && strcmp(deploy, "always") == 0)
-      t->deploy = ATTN_DEPLOY_ALWAYS;
-    else if (deploy && strcmp(dtype, "text") == 0 && strcmp(deploy, "never") == 0)
-      t->deploy = ATTN_DEPLOY_NEVER;
-    else if (deploy && strcmp(dtype, "text") == 0 && strcmp(deploy, "if_better") == 0)
-      t->deploy = ATTN_DEPLOY_IF_BETTER;
-    else {
+    int found = -1;
+    for (int k = 0; k < 3 && deploy->type == NN_JSON_STRING; k++)
+      if (strcmp(deploy->str, names[k]) == 0 && strlen(names[k]) == deploy->str_len) found = k;
+    if (found >= 0) {
+      t->deploy = found; /* ATTN_DEPLOY_IF_BETTER, _ALWAYS, _NEVER */
+    } else {
+      int text = deploy->type == NN_JSON_STRING;
+      if (!(got = attn_option_value(o->text, deploy))) return SQLITE_NOMEM;
       *msg = sqlite3_mprintf("%s: option \"deploy\" must be \"always\", \"if_better\" or "
-                             "\"never\", got %s%s%s", fn, strcmp(dtype, "text") == 0 ? "\"" : "",
-                             deploy ? deploy : dtype, strcmp(dtype, "text") == 0 ? "\"" : "");
+                             "\"never\", got %s%s%s",
+                             fn, text ? "\"" : "", got, text ? "\"" : "");
       rc = SQLITE_ERROR;
     }
   }
-  if (rc == SQLITE_OK && qtype && strcmp(qtype, "null") != 0) {
-    if (strcmp(qtype, "text") != 0 || !query || !*query) {
+  if (rc == SQLITE_OK && query && query->type != NN_JSON_NULL) {
+    if (query->type != NN_JSON_STRING || query->str_len == 0) {
+      got = query->type == NN_JSON_STRING ? NULL : attn_option_value(o->text, query);
+      if (query->type != NN_JSON_STRING && !got) return SQLITE_NOMEM;
       *msg = sqlite3_mprintf("%s: option \"validation_query\" must be a query as text "
-                             "(SELECT text, label FROM ...), got %s", fn,
-                             query ? (*query ? query : "\"\"") : qtype);
+                             "(SELECT text, label FROM ...), got %s",
+                             fn, got ? got : "\"\"");
       rc = SQLITE_ERROR;
-    } else if (t->validation_query && strcmp(t->validation_query, query) != 0) {
+    } else if (t->validation_query && strcmp(t->validation_query, query->str) != 0) {
       *msg = sqlite3_mprintf("%s: option \"validation_query\" must be the same for every "
-                             "trial", fn);
+                             "trial",
+                             fn);
       rc = SQLITE_ERROR;
     } else if (!t->validation_query) {
-      t->validation_query = sqlite3_mprintf("%s", query);
+      t->validation_query = sqlite3_mprintf("%s", query->str);
       if (!t->validation_query) rc = SQLITE_NOMEM;
     }
   }
-  if (rc == SQLITE_OK && wtype && strcmp(wtype, "object") == 0) {
-    t->class_weights = sqlite3_mprintf("%s", (const char *)sqlite3_column_text(stmt, 5));
+  if (rc == SQLITE_OK && weights) {
+    t->class_weights = attn_option_value(o->text, weights);
     if (!t->class_weights) rc = SQLITE_NOMEM;
   }
-  if (rc == SQLITE_OK) {
-    *rest = sqlite3_mprintf("%s", (const char *)sqlite3_column_text(stmt, 6));
-    if (!*rest) rc = SQLITE_NOMEM;
-  }
-  sqlite3_finalize(stmt);
+  sqlite3_free(got);
   return rc;
 }
 
 /* The combinations of options that cannot work, once t->cfg is parsed: errors name the keys.
- * `options`: the options as given (which keys were given). */
-static int attn_training_ext_check(attn_training *t, const char *options, char **msg) {
-  sqlite3 *db = attn_conn_db(t->conn);
+ * o: the options as given (which keys were given; NULL: none). */
+static int attn_training_ext_check(attn_training *t, const nn_options *o, char **msg) {
   const char *fn = t->fn;
-  sqlite3_stmt *stmt = NULL;
   int given[6] = {0};
   static const char *const keys[6] = {"validation", "val_fraction", "monitor", "patience",
                                       "lr_patience", "class_weights"};
-  if (options && sqlite3_prepare_v2(db,
-                                    "SELECT json_type(?1, '$.validation') NOT IN ('null'), "
-                                    "json_type(?1, '$.val_fraction') NOT IN ('null'), "
-                                    "json_type(?1, '$.monitor') NOT IN ('null'), "
-                                    "json_type(?1, '$.patience') NOT IN ('null'), "
-                                    "json_type(?1, '$.lr_patience') NOT IN ('null'), "
-                                    "json_type(?1, '$.class_weights') NOT IN ('null') "
-                                    "WHERE json_valid(?1) AND json_type(?1) = 'object'",
-                                    -1, &stmt, NULL) == SQLITE_OK) {
-    sqlite3_bind_text(stmt, 1, options, -1, SQLITE_STATIC);
-    if (sqlite3_step(stmt) == SQLITE_ROW)
-      for (int k = 0; k < 6; k++) given[k] = sqlite3_column_int(stmt, k);
+  for (int k = 0; o && k < 6; k++) {
+    const nn_json *v = nn_json_get(o->doc, keys[k]);
+    given[k] = v && v->type != NN_JSON_NULL;
   }
-  sqlite3_finalize(stmt);
   const char *mode = nn_validation_name(t->cfg.validation);
   if (t->validation_query) {
     if (given[0] && t->cfg.validation != NN_VALIDATION_QUERY) {
@@ -297,60 +258,45 @@ static int attn_training_ext_check(attn_training *t, const char *options, char *
 
 /* attn_training_ext_options's "class_weights" object applied to the trainer. */
 static int attn_training_class_weights(attn_training *t, char **msg) {
-  sqlite3 *db = attn_conn_db(t->conn);
-  sqlite3_stmt *stmt = NULL;
   const char **labels = NULL;
-  int *lens = NULL, n = 0, rc;
+  int *lens = NULL, n = 0, rc = SQLITE_OK;
   double *weights = NULL;
+  nn_json *doc = NULL;
   char err[NN_ERR_LEN] = "";
   if (!t->class_weights) return SQLITE_OK;
-  rc = sqlite3_prepare_v2(db, "SELECT key, type, value FROM json_each(?1)", -1, &stmt, NULL);
-  if (rc != SQLITE_OK) {
-    *msg = sqlite3_mprintf("%s: cannot read option \"class_weights\": %s", t->fn,
-                           sqlite3_errmsg(db));
-    return SQLITE_ERROR;
+  int st = nn_json_parse(&doc, t->class_weights, strlen(t->class_weights), err);
+  if (st != NN_OK) {
+    rc = st == NN_NOMEM ? SQLITE_NOMEM : attn_nn_error(st, t->fn, err, msg);
+    goto done;
   }
-  sqlite3_bind_text(stmt, 1, t->class_weights, -1, SQLITE_STATIC);
-  /* the object's members are copied out as the statement steps: count them first */
-  int cap = 0;
-  while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) cap++;
-  sqlite3_reset(stmt);
-  labels = sqlite3_malloc64(sizeof *labels * (sqlite3_uint64)(cap ? cap : 1));
-  lens = sqlite3_malloc64(sizeof *lens * (sqlite3_uint64)(cap ? cap : 1));
-  weights = sqlite3_malloc64(sizeof *weights * (sqlite3_uint64)(cap ? cap : 1));
+  size_t cap = nn_json_count(doc) ? nn_json_count(doc) : 1;
+  labels = sqlite3_malloc64(sizeof *labels * (sqlite3_uint64)cap);
+  lens = sqlite3_malloc64(sizeof *lens * (sqlite3_uint64)cap);
+  weights = sqlite3_malloc64(sizeof *weights * (sqlite3_uint64)cap);
   if (!labels || !lens || !weights) {
     rc = SQLITE_NOMEM;
     goto done;
   }
-  memset(labels, 0, sizeof *labels * (size_t)(cap ? cap : 1));
-  rc = SQLITE_OK;
-  while (n < cap && sqlite3_step(stmt) == SQLITE_ROW) {
-    const char *key = (const char *)sqlite3_column_text(stmt, 0);
-    const char *type = (const char *)sqlite3_column_text(stmt, 1);
-    if (!key || !type) {
-      rc = SQLITE_NOMEM;
+  for (size_t i = 0; i < nn_json_count(doc); i++) {
+    const nn_json *w = nn_json_at(doc, i);
+    if (w->type != NN_JSON_NUMBER) {
+      char *got = attn_option_value(t->class_weights, w);
+      *msg = got ? sqlite3_mprintf("%s: option \"class_weights\": the weight of label \"%s\" "
+                                   "must be a number, got %s",
+                                   t->fn, w->key, got)
+                 : NULL;
+      sqlite3_free(got);
+      rc = *msg ? SQLITE_ERROR : SQLITE_NOMEM;
       goto done;
     }
-    if (strcmp(type, "integer") != 0 && strcmp(type, "real") != 0) {
-      const char *v = (const char *)sqlite3_column_text(stmt, 2);
-      *msg = sqlite3_mprintf("%s: option \"class_weights\": the weight of label \"%s\" must be "
-                             "a number, got %s", t->fn, key, v ? v : type);
-      rc = SQLITE_ERROR;
-      goto done;
-    }
-    labels[n] = sqlite3_mprintf("%s", key);
-    if (!labels[n]) {
-      rc = SQLITE_NOMEM;
-      goto done;
-    }
-    lens[n] = (int)strlen(key);
-    weights[n++] = sqlite3_column_double(stmt, 2);
+    labels[n] = w->key;
+    lens[n] = (int)strlen(w->key);
+    weights[n++] = w->number;
   }
-  int st = nn_trainer_set_class_weights(t->trainer, labels, lens, weights, n, err);
+  st = nn_trainer_set_class_weights(t->trainer, labels, lens, weights, n, err);
   if (st != NN_OK) rc = attn_nn_error(st, t->fn, err, msg);
 done:
-  sqlite3_finalize(stmt);
-  for (int i = 0; labels && i < n; i++) sqlite3_free((void *)labels[i]);
+  nn_json_free(doc);
   sqlite3_free((void *)labels);
   sqlite3_free(lens);
   sqlite3_free(weights);
@@ -364,11 +310,9 @@ done:
 int attn_training_options(attn_training *t, const char *options, char **msg) {
   sqlite3 *db = attn_conn_db(t->conn);
   const char *fn = t->fn;
-  char err[NN_ERR_LEN] = "", *rest = NULL, *from = NULL, *what = NULL;
-  sqlite3_stmt *stmt = NULL;
-  int rc = SQLITE_OK, has_version = 0;
-  sqlite3_int64 from_version = 0;
-  char *rest2 = NULL;
+  char err[NN_ERR_LEN] = "", *what = NULL, *got = NULL;
+  nn_options o;
+  int rc = SQLITE_OK;
   attn_embeddings_free(&t->emb);
   attn_model_release(t->base);
   t->base = NULL;
@@ -377,63 +321,40 @@ int attn_training_options(attn_training *t, const char *options, char **msg) {
   if (!options) return attn_training_ext_check(t, NULL, msg);
   t->options_text = sqlite3_mprintf("%s", options);
   if (!t->options_text) return SQLITE_NOMEM;
-  /* Take "from" and "from_version" out with SQLite's JSON functions; anything that is not a
-   * JSON object is left to attn_train_options, which says what is wrong with it. */
-  rc = sqlite3_prepare_v2(db,
-                          "SELECT json_type(?1, '$.from'), json_extract(?1, '$.from'), "
-                          "json_type(?1, '$.from_version'), json_extract(?1, '$.from_version'), "
-                          "json_remove(?1, '$.from', '$.from_version'), "
-                          "json_type(?1, '$.embeddings') "
-                          "WHERE json_valid(?1) AND json_type(?1) = 'object'",
-                          -1, &stmt, NULL);
-  if (rc != SQLITE_OK) {
-    *msg = sqlite3_mprintf("%s: cannot read the options: %s", fn, sqlite3_errmsg(db));
-    return SQLITE_ERROR;
-  }
-  sqlite3_bind_text(stmt, 1, options, -1, SQLITE_STATIC);
-  rc = sqlite3_step(stmt);
-  if (rc == SQLITE_ROW) {
-    const char *ftype = (const char *)sqlite3_column_text(stmt, 0);
-    const char *vtype = (const char *)sqlite3_column_text(stmt, 2);
-    const char *vtext = (const char *)sqlite3_column_text(stmt, 3);
-    int present = ftype || vtype; /* the keys, null or not: take them out */
-    if (ftype && strcmp(ftype, "null") == 0) ftype = NULL; /* null: not given */
-    if (vtype && strcmp(vtype, "null") == 0) vtype = NULL;
-    rc = SQLITE_OK;
-    if (ftype && (strcmp(ftype, "text") != 0 || sqlite3_column_bytes(stmt, 1) == 0)) {
-      const char *v = (const char *)sqlite3_column_text(stmt, 1);
-      *msg = sqlite3_mprintf("%s: option \"from\" must be the name of a model, got %s", fn,
-                             v ? v : ftype);
-      rc = SQLITE_ERROR;
-    } else if (vtype && strcmp(vtype, "integer") != 0) {
-      *msg = sqlite3_mprintf("%s: option \"from_version\" must be an integer, got %s", fn,
-                             vtext ? vtext : vtype);
-      rc = SQLITE_ERROR;
-    } else if (ftype && sqlite3_column_type(stmt, 5) != SQLITE_NULL &&
-               strcmp((const char *)sqlite3_column_text(stmt, 5), "null") != 0) {
-      *msg = sqlite3_mprintf("%s: option \"embeddings\" cannot be used with \"from\": the "
-                             "embedding starts as the base model's", fn);
-      rc = SQLITE_ERROR;
-    } else if (vtype && !ftype) {
-      *msg = sqlite3_mprintf("%s: option \"from_version\" needs \"from\" (the name of the model "
-                             "to start from)", fn);
-      rc = SQLITE_ERROR;
-    } else if (present) {
-      rest = sqlite3_mprintf("%s", (const char *)sqlite3_column_text(stmt, 4));
-      if (!rest) rc = SQLITE_NOMEM;
-      if (ftype) {
-        from = sqlite3_mprintf("%s", (const char *)sqlite3_column_text(stmt, 1));
-        has_version = vtype != NULL;
-        from_version = sqlite3_column_int64(stmt, 3);
-        if (!from) rc = SQLITE_NOMEM;
-      }
+  /* parsed once, by the engine; its keys are applied after ext/'s are checked */
+  rc = attn_options_parse(&o, fn, options, NN_KEYS_TRAIN, msg);
+  if (rc != SQLITE_OK) goto done;
+  const nn_json *from = o.ext[NN_KEY_FROM], *version = o.ext[NN_KEY_FROM_VERSION];
+  const nn_json *table = o.ext[NN_KEY_EMBEDDINGS];
+  if (from && from->type == NN_JSON_NULL) from = NULL; /* null: not given */
+  if (version && version->type == NN_JSON_NULL) version = NULL;
+  if (from && (from->type != NN_JSON_STRING || from->str_len == 0)) {
+    got = from->type == NN_JSON_STRING ? NULL : attn_option_value(o.text, from);
+    if (from->type != NN_JSON_STRING && !got) {
+      rc = SQLITE_NOMEM;
+      goto done;
     }
-  } else {
-    rc = rc == SQLITE_DONE ? SQLITE_OK : SQLITE_ERROR;
-    if (rc != SQLITE_OK)
-      *msg = sqlite3_mprintf("%s: cannot read the options: %s", fn, sqlite3_errmsg(db));
+    *msg = sqlite3_mprintf("%s: option \"from\" must be the name of a model, got %s", fn,
+                           got ? got : "\"\"");
+    rc = SQLITE_ERROR;
+  } else if (version && !(version->type == NN_JSON_NUMBER && version->is_integer)) {
+    if (!(got = attn_option_value(o.text, version))) {
+      rc = SQLITE_NOMEM;
+      goto done;
+    }
+    *msg = sqlite3_mprintf("%s: option \"from_version\" must be an integer, got %s", fn, got);
+    rc = SQLITE_ERROR;
+  } else if (from && table && table->type != NN_JSON_NULL) {
+    *msg = sqlite3_mprintf("%s: option \"embeddings\" cannot be used with \"from\": the "
+                           "embedding starts as the base model's",
+                           fn);
+    rc = SQLITE_ERROR;
+  } else if (version && !from) {
+    *msg = sqlite3_mprintf("%s: option \"from_version\" needs \"from\" (the name of the model "
+                           "to start from)",
+                           fn);
+    rc = SQLITE_ERROR;
   }
-  sqlite3_finalize(stmt);
   if (rc != SQLITE_OK) goto done;
   if (from) {
     what = sqlite3_mprintf("%s: option \"from\"", fn);
@@ -441,8 +362,9 @@ int attn_training_options(attn_training *t, const char *options, char **msg) {
       rc = SQLITE_NOMEM;
       goto done;
     }
-    rc = has_version ? attn_model_acquire_version(t->conn, what, from, from_version, &t->base, msg)
-                     : attn_model_acquire(t->conn, what, from, &t->base, msg);
+    rc = version
+             ? attn_model_acquire_version(t->conn, what, from->str, version->integer, &t->base, msg)
+             : attn_model_acquire(t->conn, what, from->str, &t->base, msg);
     if (rc != SQLITE_OK) {
       t->base = NULL;
       goto done;
@@ -451,22 +373,23 @@ int attn_training_options(attn_training *t, const char *options, char **msg) {
     /* the base's validation query is not stored: its rows are not this run's */
     if (t->cfg.validation == NN_VALIDATION_QUERY) t->cfg.validation = NN_VALIDATION_RANDOM;
     t->cfg.validation_rows = 0;
-    t->from_name = sqlite3_mprintf("%s", from);
+    t->from_name = sqlite3_mprintf("%s", from->str);
     t->from_version = t->base->version;
     if (!t->from_name) {
       rc = SQLITE_NOMEM;
       goto done;
     }
   }
-  rc = attn_training_ext_options(t, rest ? rest : options, &rest2, msg);
+  rc = attn_training_ext_options(t, &o, msg);
   if (rc != SQLITE_OK) goto done;
-  rc = attn_train_options(db, fn, rest2 ? rest2 : rest ? rest : options, &t->cfg, &t->emb, msg);
+  rc = attn_train_options(db, fn, &o, &t->cfg, &t->emb, msg);
   if (rc != SQLITE_OK) goto done;
-  rc = attn_training_ext_check(t, options, msg);
+  rc = attn_training_ext_check(t, &o, msg);
   if (rc != SQLITE_OK) goto done;
   if (t->base && t->emb.table) {
     *msg = sqlite3_mprintf("%s: option \"embeddings\" cannot be used with \"from\": the "
-                           "embedding starts as the base model's", fn);
+                           "embedding starts as the base model's",
+                           fn);
     rc = SQLITE_ERROR;
     goto done;
   }
@@ -476,10 +399,9 @@ int attn_training_options(attn_training *t, const char *options, char **msg) {
     goto done;
   }
 done:
-  sqlite3_free(rest);
-  sqlite3_free(rest2);
-  sqlite3_free(from);
+  nn_options_free(&o);
   sqlite3_free(what);
+  sqlite3_free(got);
   if (rc != SQLITE_OK) {
     attn_model_release(t->base);
     t->base = NULL;
@@ -497,12 +419,16 @@ int attn_training_create(attn_training *t, char **msg) {
   char err[NN_ERR_LEN] = "";
   int rc = SQLITE_OK;
   attn_interrupt interrupt = {db, NULL, 0}; /* the vocabulary of many rows takes a while */
-  int st = t->base ? nn_trainer_create_from(&t->trainer, t->base->nn, &t->cfg, t->all_texts,
-                                            t->all_lens, t->all_labels, t->all_label_lens,
-                                            t->nall, attn_interrupt_check, &interrupt, err)
-                   : nn_trainer_create_ex(&t->trainer, &t->cfg, t->all_texts, t->all_lens,
-                                          t->all_labels, t->all_label_lens, t->nall,
-                                          attn_interrupt_check, &interrupt, err);
+  nn_trainer_args args = {.cfg = &t->cfg,
+                          .base = t->base ? t->base->nn : NULL,
+                          .texts = t->all_texts,
+                          .text_lens = t->all_lens,
+                          .labels = t->all_labels,
+                          .label_lens = t->all_label_lens,
+                          .n = t->nall,
+                          .stop = attn_interrupt_check,
+                          .stop_ctx = &interrupt};
+  int st = nn_trainer_create(&t->trainer, &args, err);
   attn_interrupt_end(&interrupt);
   /* the base's weights are copied: let it go (the cache may drop it) */
   attn_model_release(t->base);
@@ -532,23 +458,36 @@ done:
   return rc;
 }
 
-int attn_training_begin(attn_training *t, attn_conn *conn, const char *fn,
-                        sqlite3_value *name_arg, sqlite3_value *query_arg, char **msg) {
+int attn_training_open(attn_training *t, attn_conn *conn, const char *fn, sqlite3_value *name_arg,
+                       sqlite3_value *query_arg, sqlite3_value *options_arg, char **msg) {
   sqlite3 *db = attn_conn_db(conn);
   sqlite3_stmt *stmt = NULL;
-  int rc;
+  const char *options = NULL, *name = NULL;
+  int rc = SQLITE_OK;
   memset(t, 0, sizeof *t);
   t->conn = conn;
   t->fn = fn;
   t->from_version = -1;
+  /* in this order: the options' type, a writable store, the name, the options, a name that can
+   * take a new version, the query */
+  if (options_arg && sqlite3_value_type(options_arg) != SQLITE_NULL) {
+    if (sqlite3_value_type(options_arg) != SQLITE_TEXT) {
+      *msg = sqlite3_mprintf("%s: the options must be a JSON object as text, e.g. "
+                             "'{\"epochs\":10}'",
+                             fn);
+      rc = SQLITE_ERROR;
+      goto done;
+    }
+    options = (const char *)sqlite3_value_text(options_arg);
+  }
   if ((rc = attn_conn_check_write(conn, fn, msg)) != SQLITE_OK) goto done;
-  const char *name = NULL;
   if ((rc = attn_name_value(fn, name_arg, &name, msg)) != SQLITE_OK) goto done;
   t->name = sqlite3_mprintf("%s", name);
   if (!t->name) {
     rc = SQLITE_NOMEM;
     goto done;
   }
+  if ((rc = attn_training_options(t, options, msg)) != SQLITE_OK) goto done;
   /* what would make the save fail, checked before training rather than after it */
   if ((rc = attn_store_check_save(conn, fn, name, 1, msg)) != SQLITE_OK) goto done;
   const char *query = query_arg ? (const char *)sqlite3_value_text(query_arg) : NULL;
@@ -643,43 +582,7 @@ int attn_training_rows(attn_training *t, char **msg) {
 int attn_training_start(attn_training *t, attn_conn *conn, const char *fn,
                         sqlite3_value *name_arg, sqlite3_value *query_arg,
                         sqlite3_value *options_arg, char **msg) {
-  const char *options = NULL;
-  memset(t, 0, sizeof *t);
-  t->conn = conn;
-  t->fn = fn;
-  if (options_arg && sqlite3_value_type(options_arg) != SQLITE_NULL) {
-    if (sqlite3_value_type(options_arg) != SQLITE_TEXT) {
-      *msg = sqlite3_mprintf("%s: the options must be a JSON object as text, e.g. "
-                             "'{\"epochs\":10}'",
-                             fn);
-      t->stopped = 1;
-      return SQLITE_ERROR;
-    }
-    options = (const char *)sqlite3_value_text(options_arg);
-  }
-  /* the order of the checks as before: writable store, name, options, query */
-  int rc = attn_conn_check_write(conn, fn, msg);
-  const char *name = NULL;
-  if (rc == SQLITE_OK) rc = attn_name_value(fn, name_arg, &name, msg);
-  if (rc == SQLITE_OK) rc = attn_training_options(t, options, msg);
-  if (rc != SQLITE_OK) {
-    t->stopped = 1;
-    if (!*msg) *msg = sqlite3_mprintf("%s: out of memory", fn);
-    return rc;
-  }
-  /* begin clears t: keep what the options made */
-  attn_training opts = *t;
-  rc = attn_training_begin(t, conn, fn, name_arg, query_arg, msg);
-  t->cfg = opts.cfg;
-  t->emb = opts.emb;
-  t->base = opts.base;
-  t->deploy = opts.deploy;
-  t->deploy_given = opts.deploy_given;
-  t->validation_query = opts.validation_query;
-  t->class_weights = opts.class_weights;
-  t->options_text = opts.options_text;
-  t->from_name = opts.from_name;
-  t->from_version = opts.from_version;
+  int rc = attn_training_open(t, conn, fn, name_arg, query_arg, options_arg, msg);
   if (rc == SQLITE_OK) rc = attn_training_rows(t, msg);
   if (rc == SQLITE_OK) t->cfg.validation_rows = t->vdata.n;
   attn_status_phase(t->status, "training", t->cfg.epochs, 0, 0);

@@ -11,7 +11,7 @@
  *
  * Order of the trials: the cross product with the grid's first key varying slowest (as Python's
  * itertools.product). Each trial's options are the options argument patched with the trial's
- * values (json_patch); every trial's options are checked before the first one trains, so a bad
+ * values (an RFC 7396 merge patch, as SQLite's json_patch); every trial's options are checked before the first one trains, so a bad
  * value fails at once. Training runs through the core's attn_training (ext/attn_training.c), the
  * code of attn_train and attn_fit; a trial keeps its trained model in memory (not its trainer:
  * one trainer at a time) and nothing is written until every trial has trained: an error or an
@@ -32,6 +32,7 @@
 #include <time.h>
 
 #include "attn_ext.h"
+#include "json.h"
 
 /* Trials at most (a grid search: the product of the grid's array lengths). */
 #define ATTN_TUNE_MAX_TRIALS 256
@@ -157,114 +158,102 @@ static void attn_tune_keys_free(attn_tune_key *keys, int n) {
   sqlite3_free(keys);
 }
 
+/* A grid value as the trial's config shows it: strings quoted, integers and literals as written,
+ * other numbers as SQLite writes a REAL (0.001, 5.0, 1.0e-05), arrays and objects compact.
+ * sqlite3_malloc'd; NULL when out of memory. */
+static char *attn_tune_value(const nn_json *v, const char *text) {
+  if (v->type == NN_JSON_NUMBER)
+    return v->is_integer ? sqlite3_mprintf("%lld", (long long)v->integer)
+                         : sqlite3_mprintf("%!.15g", v->number);
+  nn_strbuf sb;
+  nn_strbuf_init(&sb);
+  if (v->type == NN_JSON_STRING) nn_strbuf_append_json_string(&sb, v->str, v->str_len);
+  else nn_strbuf_append_json_compact(&sb, v, text);
+  char *out = sb.oom ? NULL : sqlite3_mprintf("%s", sb.data ? sb.data : "");
+  nn_strbuf_free(&sb);
+  return out;
+}
+
 /* Read the grid (a JSON object of non-empty arrays) into *keys / *nkeys and the number of its
  * combinations (*combinations; at most ATTN_TUNE_MAX_TRIALS for a grid search, at most 2^62 for
  * a random search, whose arrays may hold up to ATTN_TUNE_MAX_VALUES values each). Errors name
  * the function and the key. */
-static int attn_tune_grid(sqlite3 *db, const char *fn, const char *grid, int random,
-                          attn_tune_key **keys, int *nkeys, int64_t *combinations, char **msg) {
-  sqlite3_stmt *stmt = NULL;
+static int attn_tune_grid(const char *fn, const char *grid, int random, attn_tune_key **keys,
+                          int *nkeys, int64_t *combinations, char **msg) {
+  nn_json *doc = NULL;
   attn_tune_key *k = NULL;
-  int n = 0, cap = 0, rc = SQLITE_OK;
+  char err[NN_ERR_LEN] = "", *got = NULL;
+  int n = 0, rc = SQLITE_OK;
   int64_t trials = 1, limit = random ? ((int64_t)1 << 62) : ATTN_TUNE_MAX_TRIALS;
   int per_key = random ? ATTN_TUNE_MAX_VALUES : ATTN_TUNE_MAX_TRIALS;
   *keys = NULL;
   *nkeys = 0;
   *combinations = 0;
-  if (!grid || sqlite3_prepare_v2(db, "SELECT json_valid(?1) AND json_type(?1) = 'object'", -1,
-                                  &stmt, NULL) != SQLITE_OK) {
-    rc = grid ? SQLITE_ERROR : SQLITE_OK;
-  } else {
-    sqlite3_bind_text(stmt, 1, grid, -1, SQLITE_STATIC);
-    rc = sqlite3_step(stmt) == SQLITE_ROW && sqlite3_column_int(stmt, 0) ? SQLITE_OK : SQLITE_ERROR;
-  }
-  sqlite3_finalize(stmt);
-  stmt = NULL;
-  if (!grid || rc != SQLITE_OK) {
+  int st = grid ? nn_json_parse(&doc, grid, strlen(grid), err) : NN_ERROR;
+  if (st == NN_NOMEM) return SQLITE_NOMEM;
+  if (st != NN_OK || doc->type != NN_JSON_OBJECT) {
+    nn_json_free(doc);
     *msg = sqlite3_mprintf("%s: the grid must be a JSON object of option -> array of values, "
                            "e.g. '{\"hidden\":[64,128]}', got %s",
                            fn, grid ? grid : "NULL");
     return SQLITE_ERROR;
   }
-  /* one row per (key, element); an element's JSON text rebuilt from json_each's value */
-  rc = sqlite3_prepare_v2(
-      db,
-      "SELECT g.key, g.type, e.id IS NOT NULL, CASE e.type WHEN 'text' THEN json_quote(e.value) "
-      "WHEN 'true' THEN 'true' WHEN 'false' THEN 'false' WHEN 'null' THEN 'null' "
-      "ELSE e.value END, g.value "
-      "FROM json_each(?1) AS g LEFT JOIN json_each(CASE WHEN g.type = 'array' THEN g.value END) "
-      "AS e ORDER BY g.id, e.id",
-      -1, &stmt, NULL);
-  if (rc != SQLITE_OK) {
-    *msg = sqlite3_mprintf("%s: cannot read the grid: %s", fn, sqlite3_errmsg(db));
-    return SQLITE_ERROR;
+  k = sqlite3_malloc64(sizeof *k * (sqlite3_uint64)(doc->count ? doc->count : 1));
+  if (!k) {
+    rc = SQLITE_NOMEM;
+    goto done;
   }
-  sqlite3_bind_text(stmt, 1, grid, -1, SQLITE_STATIC);
-  while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
-    const char *key = (const char *)sqlite3_column_text(stmt, 0);
-    const char *type = (const char *)sqlite3_column_text(stmt, 1);
-    if (!key || !type) {
-      rc = SQLITE_NOMEM;
-      break;
-    }
-    if (strcmp(type, "array") != 0) {
-      const char *v = (const char *)sqlite3_column_text(stmt, 4);
-      *msg = sqlite3_mprintf("%s: grid key \"%s\" must be an array of option values, got %s", fn,
-                             key, v ? v : type);
-      rc = SQLITE_ERROR;
-      break;
-    }
-    if (!sqlite3_column_int(stmt, 2)) {
-      *msg = sqlite3_mprintf("%s: grid key \"%s\" is an empty array: give at least one value", fn,
-                             key);
-      rc = SQLITE_ERROR;
-      break;
-    }
-    if (n == 0 || strcmp(k[n - 1].key, key) != 0) { /* a new key */
-      if (n == cap) {
-        int c = cap ? 2 * cap : 8;
-        attn_tune_key *p = sqlite3_realloc64(k, sizeof *p * (sqlite3_uint64)c);
-        if (!p) {
-          rc = SQLITE_NOMEM;
-          break;
-        }
-        memset(p + cap, 0, sizeof *p * (size_t)(c - cap));
-        k = p;
-        cap = c;
-      }
-      k[n].key = sqlite3_mprintf("%s", key);
-      if (!k[n++].key) {
+  memset(k, 0, sizeof *k * (doc->count ? doc->count : 1));
+  for (size_t m = 0; m < doc->count; m++) {
+    const nn_json *g = &doc->items[m];
+    if (g->type != NN_JSON_ARRAY) {
+      if (!(got = attn_option_value(grid, g))) {
         rc = SQLITE_NOMEM;
-        break;
+        goto done;
       }
+      *msg = sqlite3_mprintf("%s: grid key \"%s\" must be an array of option values, got %s", fn,
+                             g->key, got);
+      rc = SQLITE_ERROR;
+      goto done;
     }
-    attn_tune_key *cur = &k[n - 1];
-    if (cur->n >= per_key) {
+    if (g->count == 0) {
+      *msg = sqlite3_mprintf("%s: grid key \"%s\" is an empty array: give at least one value", fn,
+                             g->key);
+      rc = SQLITE_ERROR;
+      goto done;
+    }
+    attn_tune_key *cur = &k[n];
+    cur->key = sqlite3_mprintf("%s", g->key);
+    if (!k[n++].key) {
+      rc = SQLITE_NOMEM;
+      goto done;
+    }
+    if (g->count > (size_t)per_key) {
       if (random) {
-        *msg = sqlite3_mprintf("%s: grid key \"%s\" has more than %d values", fn, key, per_key);
+        *msg = sqlite3_mprintf("%s: grid key \"%s\" has more than %d values", fn, g->key, per_key);
         rc = SQLITE_ERROR;
-        break;
+        goto done;
       }
-      trials = (int64_t)ATTN_TUNE_MAX_TRIALS + 1;
-      continue; /* counted as too many below */
+      trials = (int64_t)ATTN_TUNE_MAX_TRIALS + 1; /* counted as too many below */
     }
-    char **values = sqlite3_realloc64(cur->values, sizeof *values * (sqlite3_uint64)(cur->n + 1));
-    if (!values) {
+    int count = g->count > (size_t)per_key ? per_key : (int)g->count;
+    cur->values = sqlite3_malloc64(sizeof *cur->values * (sqlite3_uint64)count);
+    if (!cur->values) {
       rc = SQLITE_NOMEM;
-      break;
+      goto done;
     }
-    cur->values = values;
-    cur->values[cur->n] = sqlite3_mprintf("%s", (const char *)sqlite3_column_text(stmt, 3));
-    if (!cur->values[cur->n++]) {
-      rc = SQLITE_NOMEM;
-      break;
+    for (int i = 0; i < count; i++) {
+      cur->values[i] = attn_tune_value(&g->items[i], grid);
+      if (!cur->values[cur->n++]) {
+        rc = SQLITE_NOMEM;
+        goto done;
+      }
     }
   }
-  sqlite3_finalize(stmt);
-  if (rc == SQLITE_DONE) rc = SQLITE_OK;
-  if (rc == SQLITE_OK && n == 0) {
+  if (n == 0) {
     *msg = sqlite3_mprintf("%s: the grid is empty: give at least one option with an array of "
-                           "values, e.g. '{\"hidden\":[64,128]}'", fn);
+                           "values, e.g. '{\"hidden\":[64,128]}'",
+                           fn);
     rc = SQLITE_ERROR;
   }
   for (int i = 0; rc == SQLITE_OK && i < n && trials <= limit; i++)
@@ -273,9 +262,13 @@ static int attn_tune_grid(sqlite3 *db, const char *fn, const char *grid, int ran
     *msg = random ? sqlite3_mprintf("%s: the grid has more than 2^62 combinations", fn)
                   : sqlite3_mprintf("%s: the grid has more than %d trials (the product of the "
                                     "lengths of its arrays; \"search\": \"random\" tries a "
-                                    "sample of a larger one)", fn, ATTN_TUNE_MAX_TRIALS);
+                                    "sample of a larger one)",
+                                    fn, ATTN_TUNE_MAX_TRIALS);
     rc = SQLITE_ERROR;
   }
+done:
+  nn_json_free(doc);
+  sqlite3_free(got);
   if (rc != SQLITE_OK) {
     attn_tune_keys_free(k, n);
     if (rc != SQLITE_ERROR && !*msg) *msg = sqlite3_mprintf("%s: out of memory", fn);
@@ -287,8 +280,67 @@ static int attn_tune_grid(sqlite3 *db, const char *fn, const char *grid, int ran
   return SQLITE_OK;
 }
 
-/* The config (JSON object of its grid values) and options (options patched with it) of
- * combination t (0-based, in itertools.product order) of the grid. */
+/* A value of an RFC 7396 merge patch with its null members left out, in objects at any depth. */
+static void attn_tune_no_nulls(nn_strbuf *sb, const nn_json *v, const char *text) {
+  if (v->type != NN_JSON_OBJECT) {
+    nn_strbuf_append_json_compact(sb, v, text);
+    return;
+  }
+  int n = 0;
+  nn_strbuf_puts(sb, "{");
+  for (size_t i = 0; i < v->count; i++) {
+    const nn_json *m = &v->items[i];
+    if (m->type == NN_JSON_NULL) continue;
+    if (n++) nn_strbuf_puts(sb, ",");
+    nn_strbuf_append(sb, text + m->key_start, m->key_end - m->key_start);
+    nn_strbuf_puts(sb, ":");
+    attn_tune_no_nulls(sb, m, text);
+  }
+  nn_strbuf_puts(sb, "}");
+}
+
+/* target (of ttext) patched with patch (of ptext) by RFC 7396, written as SQLite's json_patch
+ * writes it: compact, the target's members in place (a null in the patch removes one, an object
+ * merges into an object), then the patch's new members in its order; keys compared as written. */
+static void attn_tune_patch(nn_strbuf *sb, const nn_json *target, const char *ttext,
+                            const nn_json *patch, const char *ptext) {
+  if (patch->type != NN_JSON_OBJECT) {
+    nn_strbuf_append_json_compact(sb, patch, ptext);
+    return;
+  }
+  if (!target || target->type != NN_JSON_OBJECT) {
+    attn_tune_no_nulls(sb, patch, ptext);
+    return;
+  }
+  int n = 0;
+  nn_strbuf_puts(sb, "{");
+  for (int pass = 0; pass < 2; pass++) { /* the target's members, then the patch's new ones */
+    const nn_json *from = pass ? patch : target, *other = pass ? target : patch;
+    const char *text = pass ? ptext : ttext, *other_text = pass ? ttext : ptext;
+    for (size_t i = 0; i < from->count; i++) {
+      const nn_json *m = &from->items[i], *match = NULL;
+      size_t len = m->key_end - m->key_start;
+      for (size_t j = 0; j < other->count && !match; j++) {
+        const nn_json *o = &other->items[j];
+        if (o->key_end - o->key_start == len &&
+            memcmp(other_text + o->key_start, text + m->key_start, len) == 0)
+          match = o;
+      }
+      const nn_json *p = pass ? m : match; /* the patch's value for this key */
+      if ((pass && match) || (p && p->type == NN_JSON_NULL)) continue;
+      if (n++) nn_strbuf_puts(sb, ",");
+      nn_strbuf_append(sb, text + m->key_start, len);
+      nn_strbuf_puts(sb, ":");
+      if (pass) attn_tune_no_nulls(sb, m, ptext);
+      else if (p) attn_tune_patch(sb, m, ttext, p, ptext);
+      else nn_strbuf_append_json_compact(sb, m, ttext);
+    }
+  }
+  nn_strbuf_puts(sb, "}");
+}
+
+/* The config (JSON object of its grid values) and options (options patched with it, as
+ * json_patch would) of combination t (0-based, in itertools.product order) of the grid. */
 static int attn_tune_trial_options(sqlite3 *db, const char *fn, const attn_tune_key *keys,
                                    int nkeys, int64_t t, const char *options,
                                    attn_tune_trial *trial, char **msg) {
@@ -306,23 +358,28 @@ static int attn_tune_trial_options(sqlite3 *db, const char *fn, const attn_tune_
   sqlite3_str_appendchar(s, 1, '}');
   trial->config = sqlite3_str_finish(s);
   if (!trial->config) return SQLITE_NOMEM;
-  sqlite3_stmt *stmt = NULL;
-  int rc = sqlite3_prepare_v2(db, "SELECT json_patch(coalesce(?1, '{}'), ?2)", -1, &stmt, NULL);
-  if (rc == SQLITE_OK) {
-    sqlite3_bind_text(stmt, 1, options, -1, SQLITE_STATIC);
-    sqlite3_bind_text(stmt, 2, trial->config, -1, SQLITE_STATIC);
-    rc = sqlite3_step(stmt);
-  }
-  if (rc == SQLITE_ROW && sqlite3_column_type(stmt, 0) != SQLITE_NULL) {
-    trial->options = sqlite3_mprintf("%s", (const char *)sqlite3_column_text(stmt, 0));
+  nn_json *target = NULL, *patch = NULL;
+  char err[NN_ERR_LEN] = "";
+  nn_strbuf sb;
+  nn_strbuf_init(&sb);
+  int st = options ? nn_json_parse(&target, options, strlen(options), err) : NN_OK;
+  int rc = SQLITE_OK;
+  if (st == NN_OK) st = nn_json_parse(&patch, trial->config, strlen(trial->config), err);
+  if (st == NN_OK) {
+    attn_tune_patch(&sb, target, options, patch, trial->config);
+    trial->options = sb.oom ? NULL : sqlite3_mprintf("%s", sb.data);
     rc = trial->options ? SQLITE_OK : SQLITE_NOMEM;
+  } else if (st == NN_NOMEM) {
+    rc = SQLITE_NOMEM;
   } else {
     *msg = sqlite3_mprintf("%s: the options must be a JSON object as text, e.g. "
                            "'{\"epochs\":10}' (%s)",
-                           fn, sqlite3_errmsg(db));
+                           fn, err);
     rc = SQLITE_ERROR;
   }
-  sqlite3_finalize(stmt);
+  nn_strbuf_free(&sb);
+  nn_json_free(target);
+  nn_json_free(patch);
   return rc;
 }
 
@@ -343,124 +400,118 @@ static int attn_tune_better(int monitor, const attn_tune_trial *a, const attn_tu
   }
 }
 
-/* The kept epoch's figures of a finished run (the log row of the best epoch). */
+/* The kept epoch's figures of a finished run (its metrics: best_epoch, val_loss, ...). */
 static void attn_tune_figures(attn_tune_trial *trial, const attn_training *t) {
-  sqlite3_stmt *stmt = NULL;
+  nn_json *doc = NULL;
+  char err[NN_ERR_LEN];
   trial->best_epoch = 0;
   trial->val_loss = trial->val_accuracy = trial->val_f1 = NAN;
-  if (t->metrics &&
-      sqlite3_prepare_v2(attn_conn_db(t->conn),
-                         "SELECT json_extract(?1, '$.best_epoch'), json_extract(?1, '$.val_loss'), "
-                         "json_extract(?1, '$.val_accuracy'), json_extract(?1, '$.val_f1')",
-                         -1, &stmt, NULL) == SQLITE_OK) {
-    sqlite3_bind_text(stmt, 1, t->metrics, -1, SQLITE_STATIC);
-    if (sqlite3_step(stmt) == SQLITE_ROW) {
-      trial->best_epoch = sqlite3_column_int(stmt, 0);
-      if (sqlite3_column_type(stmt, 1) != SQLITE_NULL) trial->val_loss = sqlite3_column_double(stmt, 1);
-      if (sqlite3_column_type(stmt, 2) != SQLITE_NULL)
-        trial->val_accuracy = sqlite3_column_double(stmt, 2);
-      if (sqlite3_column_type(stmt, 3) != SQLITE_NULL) trial->val_f1 = sqlite3_column_double(stmt, 3);
-    }
-  }
-  sqlite3_finalize(stmt);
+  if (!t->metrics || nn_json_parse(&doc, t->metrics, strlen(t->metrics), err) != NN_OK) return;
+  const nn_json *v = nn_json_get(doc, "best_epoch");
+  if (v && v->type == NN_JSON_NUMBER) trial->best_epoch = (int)v->number;
+  if ((v = nn_json_get(doc, "val_loss")) && v->type == NN_JSON_NUMBER) trial->val_loss = v->number;
+  if ((v = nn_json_get(doc, "val_accuracy")) && v->type == NN_JSON_NUMBER)
+    trial->val_accuracy = v->number;
+  if ((v = nn_json_get(doc, "val_f1")) && v->type == NN_JSON_NUMBER) trial->val_f1 = v->number;
+  nn_json_free(doc);
 }
 
 /* The options of the search (attn_tune_settings) taken out of `options`; *rest: the others
- * (sqlite3_malloc'd, or NULL when options is NULL). Errors name the key. */
-static int attn_tune_settings_read(sqlite3 *db, const char *fn, const char *options,
-                                   attn_tune_settings *st, char **rest, char **msg) {
-  sqlite3_stmt *stmt = NULL;
+ * (sqlite3_malloc'd, or NULL when options is NULL), written compact as json_remove would. A text
+ * that is not a JSON object is left to the training options' parser, which says what is wrong
+ * with it. Errors name the key. */
+static int attn_tune_settings_read(const char *fn, const char *options, attn_tune_settings *st,
+                                   char **rest, char **msg) {
+  nn_options o;
+  char err[NN_ERR_LEN] = "", *got = NULL;
   memset(st, 0, sizeof *st);
   st->parallel = 1;
   *rest = NULL;
   if (!options) return SQLITE_OK;
-  int rc = sqlite3_prepare_v2(
-      db,
-      "SELECT json_type(?1, '$.search'), json_extract(?1, '$.search'), "
-      "json_type(?1, '$.trials'), json_extract(?1, '$.trials'), "
-      "json_type(?1, '$.seconds'), json_extract(?1, '$.seconds'), "
-      "json_type(?1, '$.parallel'), json_extract(?1, '$.parallel'), "
-      "json_remove(?1, '$.search', '$.trials', '$.seconds', '$.parallel') "
-      "WHERE json_valid(?1) AND json_type(?1) = 'object'",
-      -1, &stmt, NULL);
-  if (rc != SQLITE_OK) {
-    *msg = sqlite3_mprintf("%s: cannot read the options: %s", fn, sqlite3_errmsg(db));
-    return SQLITE_ERROR;
+  int rc = nn_options_parse(&o, options, NN_KEYS_TUNE, err);
+  if (rc == NN_NOMEM) return SQLITE_NOMEM;
+  if (rc != NN_OK || !o.doc) { /* not an object: attn_training_options says so */
+    *rest = sqlite3_mprintf("%s", options);
+    return *rest ? SQLITE_OK : SQLITE_NOMEM;
   }
-  sqlite3_bind_text(stmt, 1, options, -1, SQLITE_STATIC);
-  rc = sqlite3_step(stmt);
-  if (rc != SQLITE_ROW) {
-    sqlite3_finalize(stmt);
-    if (rc == SQLITE_DONE) { /* not an object: the training options' parser says so */
-      *rest = sqlite3_mprintf("%s", options);
-      return *rest ? SQLITE_OK : SQLITE_NOMEM;
-    }
-    *msg = sqlite3_mprintf("%s: cannot read the options: %s", fn, sqlite3_errmsg(db));
-    return SQLITE_ERROR;
-  }
-#define TYPE(i) ((const char *)sqlite3_column_text(stmt, i))
-#define GIVEN(i) (TYPE(i) && strcmp(TYPE(i), "null") != 0)
-  const char *v;
+  const nn_json *search = o.ext[NN_KEY_SEARCH], *trials = o.ext[NN_KEY_TRIALS];
+  const nn_json *seconds = o.ext[NN_KEY_SECONDS], *parallel = o.ext[NN_KEY_PARALLEL];
+#define GIVEN(v) ((v) && (v)->type != NN_JSON_NULL)
+#define GOT(v) (got = attn_option_value(options, v))
   rc = SQLITE_OK;
-  if (GIVEN(0)) {
-    v = (const char *)sqlite3_column_text(stmt, 1);
-    if (strcmp(TYPE(0), "text") == 0 && strcmp(v, "random") == 0) {
+  if (GIVEN(search)) {
+    int text = search->type == NN_JSON_STRING;
+    if (text && strcmp(search->str, "random") == 0) {
       st->random = 1;
-    } else if (!(strcmp(TYPE(0), "text") == 0 && strcmp(v, "grid") == 0)) {
-      *msg = sqlite3_mprintf("%s: option \"search\" must be \"grid\" or \"random\", got %s%s%s",
-                             fn, strcmp(TYPE(0), "text") == 0 ? "\"" : "", v ? v : TYPE(0),
-                             strcmp(TYPE(0), "text") == 0 ? "\"" : "");
-      rc = SQLITE_ERROR;
+    } else if (!(text && strcmp(search->str, "grid") == 0)) {
+      rc = GOT(search) ? SQLITE_ERROR : SQLITE_NOMEM;
+      if (got)
+        *msg = sqlite3_mprintf("%s: option \"search\" must be \"grid\" or \"random\", got %s%s%s",
+                               fn, text ? "\"" : "", got, text ? "\"" : "");
     }
   }
-  if (rc == SQLITE_OK && GIVEN(2)) {
-    sqlite3_int64 n = sqlite3_column_int64(stmt, 3);
-    v = (const char *)sqlite3_column_text(stmt, 3);
-    if (strcmp(TYPE(2), "integer") != 0 || n < 1 || n > ATTN_TUNE_MAX_TRIALS) {
-      *msg = sqlite3_mprintf("%s: option \"trials\" must be an integer from 1 to %d, got %s", fn,
-                             ATTN_TUNE_MAX_TRIALS, v ? v : TYPE(2));
-      rc = SQLITE_ERROR;
+  if (rc == SQLITE_OK && GIVEN(trials)) {
+    if (trials->type != NN_JSON_NUMBER || !trials->is_integer || trials->integer < 1 ||
+        trials->integer > ATTN_TUNE_MAX_TRIALS) {
+      rc = GOT(trials) ? SQLITE_ERROR : SQLITE_NOMEM;
+      if (got)
+        *msg = sqlite3_mprintf("%s: option \"trials\" must be an integer from 1 to %d, got %s", fn,
+                               ATTN_TUNE_MAX_TRIALS, got);
     } else if (!st->random) {
       *msg = sqlite3_mprintf("%s: option \"trials\" is the size of a random search: it needs "
                              "\"search\": \"random\" (a grid search tries every combination)",
                              fn);
       rc = SQLITE_ERROR;
     } else {
-      st->trials = (int)n;
+      st->trials = (int)trials->integer;
     }
   }
-  if (rc == SQLITE_OK && GIVEN(4)) {
-    double x = sqlite3_column_double(stmt, 5);
-    v = (const char *)sqlite3_column_text(stmt, 5);
-    if ((strcmp(TYPE(4), "integer") != 0 && strcmp(TYPE(4), "real") != 0) || !(x > 0) ||
-        x > 1e9) {
-      *msg = sqlite3_mprintf("%s: option \"seconds\" must be a number of seconds in (0, 1e9], "
-                             "got %s", fn, v ? v : TYPE(4));
-      rc = SQLITE_ERROR;
+  if (rc == SQLITE_OK && GIVEN(seconds)) {
+    double x = seconds->number;
+    if (seconds->type != NN_JSON_NUMBER || !(x > 0) || x > 1e9) {
+      rc = GOT(seconds) ? SQLITE_ERROR : SQLITE_NOMEM;
+      if (got)
+        *msg = sqlite3_mprintf("%s: option \"seconds\" must be a number of seconds in (0, 1e9], "
+                               "got %s",
+                               fn, got);
     } else {
       st->seconds = x;
     }
   }
-  if (rc == SQLITE_OK && GIVEN(6)) {
-    if (strcmp(TYPE(6), "true") == 0 || strcmp(TYPE(6), "false") == 0) {
-      st->parallel = strcmp(TYPE(6), "true") == 0;
-    } else if (strcmp(TYPE(6), "integer") == 0 && (sqlite3_column_int64(stmt, 7) == 0 ||
-                                                   sqlite3_column_int64(stmt, 7) == 1)) {
-      st->parallel = sqlite3_column_int(stmt, 7);
+  if (rc == SQLITE_OK && GIVEN(parallel)) {
+    if (parallel->type == NN_JSON_TRUE || parallel->type == NN_JSON_FALSE) {
+      st->parallel = parallel->type == NN_JSON_TRUE;
+    } else if (parallel->type == NN_JSON_NUMBER && parallel->is_integer &&
+               (parallel->integer == 0 || parallel->integer == 1)) {
+      st->parallel = (int)parallel->integer;
     } else {
-      v = (const char *)sqlite3_column_text(stmt, 7);
-      *msg = sqlite3_mprintf("%s: option \"parallel\" must be true or false, got %s", fn,
-                             v ? v : TYPE(6));
-      rc = SQLITE_ERROR;
+      rc = GOT(parallel) ? SQLITE_ERROR : SQLITE_NOMEM;
+      if (got)
+        *msg = sqlite3_mprintf("%s: option \"parallel\" must be true or false, got %s", fn, got);
     }
   }
+#undef GOT
 #undef GIVEN
-#undef TYPE
-  if (rc == SQLITE_OK) {
-    *rest = sqlite3_mprintf("%s", (const char *)sqlite3_column_text(stmt, 8));
+  if (rc == SQLITE_OK) { /* the others, for the training options */
+    nn_strbuf sb;
+    int n = 0;
+    nn_strbuf_init(&sb);
+    nn_strbuf_puts(&sb, "{");
+    for (size_t i = 0; i < o.doc->count; i++) {
+      const nn_json *m = &o.doc->items[i];
+      if (m == search || m == trials || m == seconds || m == parallel) continue;
+      if (n++) nn_strbuf_puts(&sb, ",");
+      nn_strbuf_append(&sb, options + m->key_start, m->key_end - m->key_start);
+      nn_strbuf_puts(&sb, ":");
+      nn_strbuf_append_json_compact(&sb, m, options);
+    }
+    nn_strbuf_puts(&sb, "}");
+    *rest = sb.oom ? NULL : sqlite3_mprintf("%s", sb.data);
     if (!*rest) rc = SQLITE_NOMEM;
+    nn_strbuf_free(&sb);
   }
-  sqlite3_finalize(stmt);
+  sqlite3_free(got);
+  nn_options_free(&o);
   return rc;
 }
 
@@ -676,8 +727,8 @@ static int attn_tune_submit(attn_tune_cursor *cur, attn_conn *conn, sqlite3_valu
   memset(&t, 0, sizeof t);
   t.conn = conn;
   t.fn = fn;
-  int rc = attn_tune_settings_read(db, fn, options, &st, &train_options, msg);
-  if (rc == SQLITE_OK) rc = attn_tune_grid(db, fn, grid, st.random, &keys, &nkeys, &combinations, msg);
+  int rc = attn_tune_settings_read(fn, options, &st, &train_options, msg);
+  if (rc == SQLITE_OK) rc = attn_tune_grid(fn, grid, st.random, &keys, &nkeys, &combinations, msg);
   for (int k = 0; rc == SQLITE_OK && k < nkeys; k++)
     if (strcmp(keys[k].key, "deploy") == 0 || strcmp(keys[k].key, "validation_query") == 0 ||
         strcmp(keys[k].key, "search") == 0 || strcmp(keys[k].key, "trials") == 0 ||
@@ -753,16 +804,18 @@ static int attn_tune_filter(sqlite3_vtab_cursor *base, int idx_num, const char *
     if (rc != SQLITE_OK) goto done;
     return SQLITE_OK;
   }
-  rc = attn_training_begin(&t, vtab->conn, fn, name_arg, query_arg, &msg);
+  /* the options are read below, once the search's own keys are out */
+  rc = attn_training_open(&t, vtab->conn, fn, name_arg, query_arg, NULL, &msg);
   /* each trial shows in attn_status while it trains (attn_tune_prepare) */
   attn_status_unregister(t.status);
   t.status = NULL;
   if (rc != SQLITE_OK) goto done;
-  rc = attn_tune_settings_read(db, fn, options, &st, &train_options, &msg);
+  rc = attn_tune_settings_read(fn, options, &st, &train_options, &msg);
   if (rc != SQLITE_OK) goto done;
-  rc = attn_tune_grid(db, fn,
+  rc = attn_tune_grid(fn,
                       grid_arg && sqlite3_value_type(grid_arg) == SQLITE_TEXT
-                          ? (const char *)sqlite3_value_text(grid_arg) : NULL,
+                          ? (const char *)sqlite3_value_text(grid_arg)
+                          : NULL,
                       st.random, &keys, &nkeys, &combinations, &msg);
   if (rc != SQLITE_OK) goto done;
   for (int k = 0; k < nkeys; k++)

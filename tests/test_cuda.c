@@ -86,7 +86,8 @@ static void check_unavailable(const char *why) {
     labels[i] = i % 2 ? "x" : "y";
   }
   nn_trainer *tr = NULL;
-  int rc = nn_trainer_create(&tr, &cfg, texts, NULL, labels, NULL, 12, err);
+  int rc = nn_trainer_create(
+      &tr, &(nn_trainer_args){.cfg = &cfg, .texts = texts, .labels = labels, .n = 12}, err);
   CHECK(rc == NN_ERROR && strstr(err, "device \"cuda\" requested but no CUDA device"),
         "trainer with device cuda without a GPU: rc %d, %s", rc, err);
   nn_trainer_free(tr);
@@ -301,7 +302,9 @@ static void check_training(void) {
     nn_config_parse_json(&cfg, json, err);
     cfg.device = k ? NN_DEVICE_CUDA : NN_DEVICE_CPU;
     nn_trainer *tr = NULL;
-    int rc = nn_trainer_create(&tr, &cfg, text_ptrs, NULL, label_ptrs, NULL, ROWS, err);
+    int rc = nn_trainer_create(
+        &tr, &(nn_trainer_args){.cfg = &cfg, .texts = text_ptrs, .labels = label_ptrs, .n = ROWS},
+        err);
     CHECK(rc == NN_OK, "trainer on %s: %s", k ? "cuda" : "cpu", err);
     if (rc != NN_OK) return;
     nn_epoch_stats st;

@@ -228,7 +228,9 @@ static void check_training(const char *json, int exact) {
     test_config_base(&cfg);
     CHECK(nn_config_parse_json(&cfg, json, err) == NN_OK, "%s: %s", json, err);
     cfg.device = k ? NN_DEVICE_CUDA : NN_DEVICE_CPU;
-    int rc = nn_trainer_create(&tr[k], &cfg, text_ptrs, NULL, label_ptrs, NULL, ROWS, err);
+    int rc = nn_trainer_create(
+        &tr[k],
+        &(nn_trainer_args){.cfg = &cfg, .texts = text_ptrs, .labels = label_ptrs, .n = ROWS}, err);
     CHECK(rc == NN_OK, "%s: trainer on %s: %s", json, k ? "device" : "cpu", err);
     if (rc != NN_OK) goto out;
     for (int e = 0; e < 3; e++) {
@@ -310,7 +312,9 @@ static void check_errors(void (*fail_after)(long)) {
   cfg.hidden = 8;
   cfg.embed_dim = 8;
   nn_trainer *tr = NULL;
-  rc = nn_trainer_create(&tr, &cfg, text_ptrs, NULL, label_ptrs, NULL, ROWS, err);
+  rc = nn_trainer_create(
+      &tr, &(nn_trainer_args){.cfg = &cfg, .texts = text_ptrs, .labels = label_ptrs, .n = ROWS},
+      err);
   CHECK(rc == NN_OK, "trainer: %s", err);
   if (tr) {
     nn_epoch_stats st;

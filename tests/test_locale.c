@@ -52,7 +52,10 @@ int main(void) {
     nn_config_default(&tc);
     nn_config_parse_json(&tc, "{\"epochs\":1,\"hidden\":4,\"embed_dim\":3,\"val_fraction\":0.5}", err);
     nn_trainer *tr = NULL;
-    CHECK(nn_trainer_create(&tr, &tc, texts, NULL, labels, NULL, 8, err) == NN_OK, "%s: trainer: %s", locales[i][1], err);
+    CHECK(nn_trainer_create(
+              &tr, &(nn_trainer_args){.cfg = &tc, .texts = texts, .labels = labels, .n = 8}, err) ==
+              NN_OK,
+          "%s: trainer: %s", locales[i][1], err);
     if (tr) {
       nn_epoch_stats st;
       nn_trainer_epoch(tr, &st, NULL, NULL, err);

@@ -9,7 +9,7 @@
  *     batch whose workspace would pass NN_INFER_WORKSPACE_MAX, with the same logits;
  *   - limits: a file's vocabulary may not be larger than its config's vocab_size (training never
  *     makes one), a model may not have more classes than training allows;
- *   - interrupts: nn_model_load_ex and nn_trainer_create_ex ask their callback during the work
+ *   - interrupts: nn_model_load_ex and nn_trainer_create (its stop) ask their callback during the work
  *     and stop with NN_INTERRUPTED. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -248,14 +248,25 @@ static void test_interrupts(void) {
   cfg.device = NN_DEVICE_CPU;
   stopper count = {0, 0};
   nn_trainer *tr = NULL;
-  CHECK(nn_trainer_create_ex(&tr, &cfg, texts, NULL, labels, NULL, N, stop_fn, &count, err) == NN_OK,
+  CHECK(nn_trainer_create(&tr,
+                          &(nn_trainer_args){.cfg = &cfg,
+                                             .texts = texts,
+                                             .labels = labels,
+                                             .n = N,
+                                             .stop = stop_fn,
+                                             .stop_ctx = &count},
+                          err) == NN_OK,
         "%s", err);
   CHECK(count.calls >= 2 * (N * 85 / 100) / 4096, "trainer creation asked %d times", count.calls);
   nn_trainer_free(tr);
   for (int at = 1; at <= count.calls; at++) {
     stopper s = {0, at};
     tr = NULL;
-    int rc = nn_trainer_create_ex(&tr, &cfg, texts, NULL, labels, NULL, N, stop_fn, &s, err);
+    int rc = nn_trainer_create(
+        &tr,
+        &(nn_trainer_args){
+            .cfg = &cfg, .texts = texts, .labels = labels, .n = N, .stop = stop_fn, .stop_ctx = &s},
+        err);
     CHECK(rc == NN_INTERRUPTED && tr == NULL && strcmp(err, "interrupted") == 0,
           "trainer stop at call %d: rc %d, %s", at, rc, err);
     nn_trainer_free(tr);

@@ -10,7 +10,7 @@
  *     (strictly higher), early stopping counts epochs without a higher one, the model handed
  *     over holds that epoch's weights, the metrics JSON names it; training itself (losses, the
  *     learning rate on the validation loss) is the same as with val_loss
- *   - warm start (nn_trainer_create_from): the base model's vocabulary and labels are kept (new
+ *   - warm start (nn_trainer_args.base): the base model's vocabulary and labels are kept (new
  *     words are <UNK>), its first epoch starts from a lower training loss than a fresh model's
  *     on the same rows, the base model is left unchanged, rows of only some of its labels train;
  *     a label it lacks and a change of architecture are errors naming them
@@ -115,8 +115,14 @@ static void run_training(run_result *r, const nn_config *cfg, dataset *d, nn_pro
                          void *ctx) {
   memset(r, 0, sizeof *r);
   nn_trainer *tr = NULL;
-  r->status = nn_trainer_create(&tr, cfg, (const char *const *)d->texts, d->text_lens,
-                                (const char *const *)d->labels, d->label_lens, d->n, r->err);
+  r->status = nn_trainer_create(&tr,
+                                &(nn_trainer_args){.cfg = cfg,
+                                                   .texts = (const char *const *)d->texts,
+                                                   .text_lens = d->text_lens,
+                                                   .labels = (const char *const *)d->labels,
+                                                   .label_lens = d->label_lens,
+                                                   .n = d->n},
+                                r->err);
   if (r->status != NN_OK) return;
   for (;;) {
     nn_epoch_stats s;
@@ -256,11 +262,14 @@ static nn_model *train_model(const nn_config *cfg, const nn_model *base, dataset
   char err[NN_ERR_LEN] = "";
   nn_trainer *tr = NULL;
   nn_model *model = NULL;
-  int status = base ? nn_trainer_create_from(&tr, base, cfg, (const char *const *)d->texts,
-                                             d->text_lens, (const char *const *)d->labels,
-                                             d->label_lens, d->n, NULL, NULL, err)
-                    : nn_trainer_create(&tr, cfg, (const char *const *)d->texts, d->text_lens,
-                                        (const char *const *)d->labels, d->label_lens, d->n, err);
+  nn_trainer_args args = {.cfg = cfg,
+                          .base = base,
+                          .texts = (const char *const *)d->texts,
+                          .text_lens = d->text_lens,
+                          .labels = (const char *const *)d->labels,
+                          .label_lens = d->label_lens,
+                          .n = d->n};
+  int status = nn_trainer_create(&tr, &args, err);
   CHECK(status == NN_OK, "%s: create: %s", base ? "warm start" : "fresh", err);
   if (status != NN_OK) return NULL;
   nn_epoch_stats s;
@@ -360,9 +369,15 @@ static void check_warm_start(void) {
   free(d->labels[5]);
   d->labels[5] = dup_string("politics");
   d->label_lens[5] = 8;
-  int status = nn_trainer_create_from(&tr, base, &warm_cfg, (const char *const *)d->texts,
-                                      d->text_lens, (const char *const *)d->labels,
-                                      d->label_lens, d->n, NULL, NULL, err);
+  int status = nn_trainer_create(&tr,
+                                 &(nn_trainer_args){.cfg = &warm_cfg,
+                                                    .base = base,
+                                                    .texts = (const char *const *)d->texts,
+                                                    .text_lens = d->text_lens,
+                                                    .labels = (const char *const *)d->labels,
+                                                    .label_lens = d->label_lens,
+                                                    .n = d->n},
+                                 err);
   CHECK(status == NN_ERROR && !tr &&
             strcmp(err, "label \"politics\" of row 6 is not one of the base model's 3 labels: a "
                         "warm start keeps the base model's labels") == 0,
@@ -376,17 +391,19 @@ static void check_warm_start(void) {
   for (int k = 0; k < 3; k++) {
     nn_config c = *nn_model_config(base);
     CHECK(nn_config_parse_json(&c, changes[k][0], err) == NN_OK, "parse %s: %s", changes[k][0], err);
-    status = nn_trainer_create_from(&tr, base, &c, (const char *const *)d->texts, d->text_lens,
-                                    (const char *const *)d->labels, d->label_lens, d->n, NULL,
-                                    NULL, err);
+    status = nn_trainer_create(&tr,
+                               &(nn_trainer_args){.cfg = &c,
+                                                  .base = base,
+                                                  .texts = (const char *const *)d->texts,
+                                                  .text_lens = d->text_lens,
+                                                  .labels = (const char *const *)d->labels,
+                                                  .label_lens = d->label_lens,
+                                                  .n = d->n},
+                               err);
     CHECK(status == NN_ERROR && !tr && strcmp(err, changes[k][1]) == 0, "%s: %d %s", changes[k][0],
           status, err);
     printf("warm start, %s: %s\n", changes[k][0], err);
   }
-  status = nn_trainer_create_from(&tr, NULL, &cfg, (const char *const *)d->texts, d->text_lens,
-                                  (const char *const *)d->labels, d->label_lens, d->n, NULL,
-                                  NULL, err);
-  CHECK(status == NN_ERROR && !tr, "no base model: %d", status);
   free(before);
   nn_model_free(base);
   free_dataset(&data);
@@ -547,8 +564,13 @@ int main(void) {
   for (int i = 0; i < 60; i++) add_row(&data, "gamma delta", "b");
   add_row(&data, "epsilon", "c");
   small_config(&cfg);
-  CHECK(nn_trainer_create(&tr, &cfg, (const char *const *)data.texts, data.text_lens,
-                          (const char *const *)data.labels, data.label_lens, data.n,
+  CHECK(nn_trainer_create(&tr,
+                          &(nn_trainer_args){.cfg = &cfg,
+                                             .texts = (const char *const *)data.texts,
+                                             .text_lens = data.text_lens,
+                                             .labels = (const char *const *)data.labels,
+                                             .label_lens = data.label_lens,
+                                             .n = data.n},
                           err) == NN_OK,
         "create with a 1-row class: %s", err);
   if (tr) {
@@ -573,9 +595,14 @@ int main(void) {
                {1, "need at least 2 distinct labels, got 1 (\"a\")"}};
   for (int k = 0; k < 2; k++) {
     err[0] = 0;
-    int status = nn_trainer_create(&tr, &cfg, (const char *const *)data.texts, data.text_lens,
-                                   (const char *const *)data.labels, data.label_lens,
-                                   cases[k].n, err);
+    int status = nn_trainer_create(&tr,
+                                   &(nn_trainer_args){.cfg = &cfg,
+                                                      .texts = (const char *const *)data.texts,
+                                                      .text_lens = data.text_lens,
+                                                      .labels = (const char *const *)data.labels,
+                                                      .label_lens = data.label_lens,
+                                                      .n = cases[k].n},
+                                   err);
     CHECK(status == NN_ERROR && !tr && strcmp(err, cases[k].expect) == 0,
           "%d rows: status %d, message \"%s\", expected \"%s\"", cases[k].n, status, err,
           cases[k].expect);
@@ -585,13 +612,25 @@ int main(void) {
   add_row(&data, "one", "x");
   add_row(&data, "two", "x");
   add_row(&data, "three", "y");
-  int status = nn_trainer_create(&tr, &cfg, (const char *const *)data.texts, data.text_lens,
-                                 (const char *const *)data.labels, data.label_lens, 2, err);
+  int status = nn_trainer_create(&tr,
+                                 &(nn_trainer_args){.cfg = &cfg,
+                                                    .texts = (const char *const *)data.texts,
+                                                    .text_lens = data.text_lens,
+                                                    .labels = (const char *const *)data.labels,
+                                                    .label_lens = data.label_lens,
+                                                    .n = 2},
+                                 err);
   CHECK(status == NN_ERROR && strcmp(err, "need at least 2 distinct labels, got 1 (\"x\")") == 0,
         "one label: %s", err);
   /* classes of 2 and 1 rows: round(0.15 * 2) = 0, so no validation row at all */
-  status = nn_trainer_create(&tr, &cfg, (const char *const *)data.texts, data.text_lens,
-                             (const char *const *)data.labels, data.label_lens, 3, err);
+  status = nn_trainer_create(&tr,
+                             &(nn_trainer_args){.cfg = &cfg,
+                                                .texts = (const char *const *)data.texts,
+                                                .text_lens = data.text_lens,
+                                                .labels = (const char *const *)data.labels,
+                                                .label_lens = data.label_lens,
+                                                .n = 3},
+                             err);
   CHECK(status == NN_ERROR &&
             strcmp(err, "too few rows for a validation split (3 rows in 2 classes): with "
                         "val_fraction 0.15 a class needs at least 4 rows to give one to "
@@ -604,8 +643,14 @@ int main(void) {
     snprintf(label, sizeof label, "L%d", i);
     add_row(&data, "text", label);
   }
-  status = nn_trainer_create(&tr, &cfg, (const char *const *)data.texts, data.text_lens,
-                             (const char *const *)data.labels, data.label_lens, data.n, err);
+  status = nn_trainer_create(&tr,
+                             &(nn_trainer_args){.cfg = &cfg,
+                                                .texts = (const char *const *)data.texts,
+                                                .text_lens = data.text_lens,
+                                                .labels = (const char *const *)data.labels,
+                                                .label_lens = data.label_lens,
+                                                .n = data.n},
+                             err);
   CHECK(status == NN_ERROR && strstr(err, "10001") && strstr(err, "10000"),
         "too many labels: %s", err);
   printf("error for 10001 labels: %s\n", err);
@@ -614,8 +659,14 @@ int main(void) {
   add_row(&data, "one", "x");
   add_row(&data, "two", "y");
   data.label_lens[1] = 2; /* "y\0" */
-  status = nn_trainer_create(&tr, &cfg, (const char *const *)data.texts, data.text_lens,
-                             (const char *const *)data.labels, data.label_lens, data.n, err);
+  status = nn_trainer_create(&tr,
+                             &(nn_trainer_args){.cfg = &cfg,
+                                                .texts = (const char *const *)data.texts,
+                                                .text_lens = data.text_lens,
+                                                .labels = (const char *const *)data.labels,
+                                                .label_lens = data.label_lens,
+                                                .n = data.n},
+                             err);
   CHECK(status == NN_ERROR && strstr(err, "NUL"), "NUL in a label: %s", err);
   free_dataset(&data);
   return check_finish("test_train");

@@ -74,8 +74,12 @@ int main(int argc, char **argv) {
   cfg.progress = 0;
   if (nn_config_parse_json(&cfg, argv[3], err) != NN_OK) return fprintf(stderr, "%s\n", err), 1;
   nn_trainer *tr = NULL;
-  if (nn_trainer_create(&tr, &cfg, (const char *const *)train.text, NULL,
-                        (const char *const *)train.label, NULL, train.n, err) != NN_OK)
+  if (nn_trainer_create(&tr,
+                        &(nn_trainer_args){.cfg = &cfg,
+                                           .texts = (const char *const *)train.text,
+                                           .labels = (const char *const *)train.label,
+                                           .n = train.n},
+                        err) != NN_OK)
     return fprintf(stderr, "trainer: %s\n", err), 1;
   double epoch_seconds[1000];
   int epochs = 0, rc;

@@ -131,8 +131,14 @@ int main(int argc, char **argv) {
   rows train = read_csv(argv[1]), test = read_csv(argv[2]);
   nn_trainer *tr;
   double t0 = now();
-  if (nn_trainer_create(&tr, &cfg, (const char *const *)train.text, train.text_len,
-                        (const char *const *)train.label, train.label_len, train.n, err) != NN_OK) {
+  if (nn_trainer_create(&tr,
+                        &(nn_trainer_args){.cfg = &cfg,
+                                           .texts = (const char *const *)train.text,
+                                           .text_lens = train.text_len,
+                                           .labels = (const char *const *)train.label,
+                                           .label_lens = train.label_len,
+                                           .n = train.n},
+                        err) != NN_OK) {
     fprintf(stderr, "train: %s\n", err);
     return 1;
   }
