@@ -2,6 +2,8 @@
  * created on first use). Keep identical to sql/schema.sql: tests/test_ext_schema.c compares. */
 #ifndef ATTNEXT_ATTN_SCHEMA_H
 #define ATTNEXT_ATTN_SCHEMA_H
+/* One literal per line of sql/schema.sql, never split by clang-format. */
+/* clang-format off */
 static const char attn_schema_sql[] =
     "-- schema.sql -- the attnext model store (ext/CONCURRENCY.md), created on first use.\n"
     "-- attnext.so carries a copy of this file (ext/attn_schema.h); tests/test_ext_schema.c checks\n"
@@ -60,4 +62,5 @@ static const char attn_schema_sql[] =
     "  ended_at TEXT,\n"
     "  PRIMARY KEY(name, version)\n"
     ");\n";
+/* clang-format on */
 #endif
