@@ -143,10 +143,12 @@ test: deps attnext.so $(CUDA_SO) $(TEST_BIN) $(TOOL_BIN) $(FAKE_STALE) $(NATIVE_
 
 # The loop to run while changing code (under a minute on 2 cores, built): the C unit and golden
 # tests (not test_faults_oom: 2.5 min of injected failures), the SQL scripts of tests/sql/, the
-# hostile SQL, the README against the registered functions, the exported symbols; CHECK_JOBS at a
-# time. It installs nothing (make deps does). One test: sh tests/run_all.sh '^test_sql$'.
+# hostile SQL, ext/REFERENCE.md against the registered functions, the documents' links and
+# README's tour (test_docs), the exported symbols; CHECK_JOBS at a time. It installs nothing
+# (make deps does). One test: sh tests/run_all.sh '^test_sql$'.
 CHECK_C     := $(filter-out test_faults_oom,$(TEST_SRC:tests/%.c=%))
-CHECK_TESTS := $(CHECK_C) test_sql test_hostile_sql test_readme test_schema_uses test_exports
+CHECK_TESTS := $(CHECK_C) test_sql test_hostile_sql test_readme test_docs test_schema_uses \
+  test_exports
 CHECK_JOBS  ?= 2
 check: attnext.so $(CHECK_C:%=$(BUILD)/tests/%)
 	@BUILD=$(BUILD) PYTHON=$(PYTHON) SQLITE3=$(SQLITE3) sh tests/run_all.sh -j $(CHECK_JOBS) \
@@ -220,7 +222,12 @@ clean:
 VERSION := $(shell sed -n 's/^\#define NN_VERSION "\(.*\)"/\1/p' engine/version.c)
 DIST    := $(BUILD)/dist
 PKG_LIBS := attnext.so $(CUDA_SO)
-PKG_DOCS := README.md LICENSE
+# The documents (README.md, then each beside what it documents) and the pictures they show: the
+# deb installs them in /usr/share/doc/attnext/ in the tree's layout, so their links still work.
+DOCS     := README.md ext/REFERENCE.md ext/CLIENTS.md ext/CONCURRENCY.md ext/SECURITY.md \
+  ext/ARCHITECTURE.md ext/CHANGES.md ext/node/README.md sql/TUTORIAL.md tests/README.md \
+  $(wildcard sql/img/*.svg)
+PKG_DOCS := $(DOCS) LICENSE
 DEB      := $(DIST)/attnext_$(VERSION)_amd64.deb
 WHEEL    := $(DIST)/attnext.whl.name
 NPM_TGZ  := $(DIST)/attnext-$(VERSION).tgz
@@ -230,7 +237,7 @@ wheel: $(WHEEL)
 npm: $(NPM_TGZ)
 packages: deb wheel npm
 $(DEB): $(PKG_LIBS) $(PKG_DOCS) $(wildcard ext/packages/debian/*)
-	sh ext/packages/debian/build.sh $(VERSION) $(DIST) $(LIBDIR) $(PKG_LIBS)
+	DOCS="$(DOCS)" sh ext/packages/debian/build.sh $(VERSION) $(DIST) $(LIBDIR) $(PKG_LIBS)
 $(WHEEL): $(PKG_LIBS) $(PKG_DOCS) ext/packages/bundle_libs.py $(wildcard ext/packages/python/*.py ext/packages/python/attnext/*)
 	$(PYTHON) ext/packages/python/build_wheel.py $(VERSION) $(DIST) $(PKG_LIBS)
 $(NPM_TGZ): $(PKG_LIBS) $(PKG_DOCS) ext/packages/bundle_libs.py $(wildcard ext/packages/node/*)

@@ -9,7 +9,7 @@ AG News category (World, Sports, Business, Sci/Tech); nothing is taken from AG N
 data set. Companies, clubs and people are invented; countries and cities are real places used
 only as settings. The files have the shape of the AG News CSVs (data/fetch_ag_news.sh): header
 `title,category`, RFC 4180 quoting, ASCII -- with LF line ends, not AG News' CRLF: RFC
-4180 allows both, and a reader that splits on "\n" (as the README's examples do) would
+4180 allows both, and a reader that splits on "\n" (as the documents' examples do) would
 otherwise train on labels such as "World\r".
 
 The data is meant to be learnable but not trivial: every category has its own vocabulary, but

@@ -196,7 +196,7 @@ void nn_config_lesson(nn_config *cfg) {
 /* The default recipe: the lesson's network, chosen by validation weighted F1 on three corpora
  * (AG News titles, Debian package descriptions, WordNet glosses; tests/bench/quality.py) within
  * 3x the time of the old default (the lesson's network at lr 1e-3, 20 epochs). Each change from
- * the lesson, with what it gave on validation (README "Training options"):
+ * the lesson, with what it gave on validation (ext/REFERENCE.md, "The default recipe"):
  * a GRU of 64 over 64-wide embeddings plus hashed character n-grams (subword_buckets), so a
  * word seen once or twice shares what its spelling has in common with other words; word, embedding and fc dropout against the overfitting a small corpus
  * invites; lr 3e-3 for 15 epochs, keeping the epoch with the best validation F1; the whole

@@ -1,6 +1,6 @@
 /* nn.h -- public interface of the attnext neural-network engine.
  *
- * The engine trains and runs the attention-RNN text classifier of README.md, Architecture:
+ * The engine trains and runs the attention-RNN text classifier of ext/ARCHITECTURE.md:
  *   text -> tokens -> Embedding -> RNN|GRU|LSTM (layers, bidirectional, packed) ->
  *   attention pooling (linear|additive|self|dot, padding masked) -> fc1 -> dropout -> fc2
  * PyTorch is the reference for every formula, parameter name and gate order.
@@ -56,8 +56,8 @@ typedef enum {
   NN_MONITOR_VAL_F1 = 1,
   NN_MONITOR_VAL_ACCURACY = 2
 } nn_monitor;
-/* The recipe an options object starts from: the defaults (chosen for accuracy, README.md
- * "Training options") or the Made-With-ML lesson's recipe exactly. */
+/* The recipe an options object starts from: the defaults (chosen for accuracy, ext/REFERENCE.md
+ * "The default recipe") or the Made-With-ML lesson's recipe exactly. */
 typedef enum { NN_RECIPE_DEFAULT = 0, NN_RECIPE_LESSON = 1 } nn_recipe;
 /* The learning rate over a training: ReduceLROnPlateau on the validation loss (the lesson), or
  * a cosine from lr down to 0 over the epochs' batches. */
@@ -220,7 +220,7 @@ typedef struct nn_token {
 } nn_token;
 
 /* Preprocess `text` (len bytes, any bytes, need not be NUL-terminated, invalid UTF-8 allowed)
- * as the lesson (README.md, Architecture) and call `fn` for each resulting token string (tok,
+ * as the lesson (ext/ARCHITECTURE.md) and call `fn` for each resulting token string (tok,
  * tok_len bytes, the cleaned form) with its byte span in the original. Returns the number of tokens (not truncated). */
 typedef void (*nn_token_fn)(void *ctx, const char *tok, int tok_len, int start, int end);
 int nn_text_tokenize(const char *text, int len, const nn_config *cfg, nn_token_fn fn, void *ctx);
@@ -306,7 +306,7 @@ size_t nn_model_param_count(const nn_model *model);
 float *nn_model_params(nn_model *model);
 const float *nn_model_weights(const nn_model *model); /* read-only access, no side effect */
 /* Fold embedding x W_ih^T + biases of the first layer into a (V, G*H) table per direction, so
- * inference looks its input projection up instead of multiplying (README.md, Architecture: a
+ * inference looks its input projection up instead of multiplying (ext/ARCHITECTURE.md: a
  * prediction). Call once the
  * weights are final (nn_model_load does); forward(training=0) then uses it. Skipped, not an
  * error, when the table would exceed 64M floats or 8 x the parameters' bytes + 16 MB (results

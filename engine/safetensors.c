@@ -1,5 +1,5 @@
-/* safetensors.c -- the weights BLOB: a self-contained safetensors file (README.md, Weights
- * format; Architecture: the model format and the store).
+/* safetensors.c -- the weights BLOB: a self-contained safetensors file (ext/SECURITY.md, Weights
+ * format; ext/ARCHITECTURE.md: the model format and the store).
  *
  * Layout (huggingface safetensors):
  *   8 bytes   N, little-endian u64

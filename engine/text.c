@@ -1,4 +1,4 @@
-/* text.c -- preprocessing, tokenizer and vocabulary (README.md, Architecture: the model and its
+/* text.c -- preprocessing, tokenizer and vocabulary (ext/ARCHITECTURE.md: the model and its
  * training; nn.h "text and vocabulary").
  *
  * The reference is the Made-With-ML lesson's preprocess() and Tokenizer:

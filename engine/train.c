@@ -1,8 +1,8 @@
 /* train.c -- the training loop: creating the trainer, epochs, learning-rate schedule, early
  * stopping. The rows are prepared first by train_data.c (labels, split, vocabulary, encoding).
  *
- * The recipe of the Made-With-ML "Attention" lesson (README.md, Architecture: the model and its
- * training), PyTorch semantics:
+ * The recipe of the Made-With-ML "Attention" lesson (ext/ARCHITECTURE.md: the model and
+ * its training), PyTorch semantics:
  *   data      labels, stratified split, vocabulary, class weights: train_data.c
  *   loss      CrossEntropyLoss(weight = 1/count per class over the training split)
  *   optimizer Adam (adam.c); ReduceLROnPlateau(mode min, factor, patience, threshold 1e-4 rel)

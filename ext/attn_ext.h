@@ -149,7 +149,7 @@ const char *attn_conn_behind_hint(attn_conn *conn);
 
 /* Create the model store tables (sql/schema.sql) when they are missing, then attn_store_check. */
 int attn_store_ensure_schema(sqlite3 *db, const char *fn, char **errmsg);
-/* Where a version came from (attn_lineage, README.md: The model store); NULL text: SQL NULL. */
+/* Where a version came from (attn_lineage, ext/CONCURRENCY.md: The model store); NULL: SQL NULL. */
 typedef struct attn_lineage_info {
   const char *function;           /* "attn_train", "attn_fit", "attn_tune", "attn_import" */
   const char *query, *rows_sha256;
@@ -603,7 +603,7 @@ void attn_result_error(sqlite3_context *ctx, int rc, char *msg, const char *fn);
 
 /* SHA-256 of rows (text, label) in order, as lowercase hex (out: 65 bytes): for each row the
  * text's UTF-8 bytes and the label's, each preceded by its length as 8 bytes little-endian
- * (README.md: The model store, with the Python that recomputes it). */
+ * (ext/CONCURRENCY.md: The model store, with the Python that recomputes it). */
 void attn_rows_sha256(const char *const *texts, const int *lens, const char *const *labels,
                       const int *label_lens, int n, char *out);
 /* The current UTC time as ISO 8601 with milliseconds (out: 32 bytes). */

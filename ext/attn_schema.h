@@ -2,8 +2,10 @@
  * created on first use). Keep identical to sql/schema.sql: tests/test_ext_schema.c compares. */
 #ifndef ATTNEXT_ATTN_SCHEMA_H
 #define ATTNEXT_ATTN_SCHEMA_H
+/* One literal per line of sql/schema.sql, never split by clang-format. */
+/* clang-format off */
 static const char attn_schema_sql[] =
-    "-- schema.sql -- the attnext model store (README.md, The model store), created on first use.\n"
+    "-- schema.sql -- the attnext model store (ext/CONCURRENCY.md), created on first use.\n"
     "-- attnext.so carries a copy of this file (ext/attn_schema.h); tests/test_ext_schema.c checks\n"
     "-- that the two are identical. Columns that the extension reads on every lookup come before\n"
     "-- the weights BLOB, so a lookup never walks the BLOB's overflow pages.\n"
@@ -17,7 +19,7 @@ static const char attn_schema_sql[] =
     "  config TEXT,                    -- JSON object: every option of attn_train\n"
     "  labels TEXT,                    -- JSON array: class labels, in class id order\n"
     "  metrics TEXT,                   -- JSON object: summary of the training run (NULL if imported)\n"
-    "  weights BLOB NOT NULL,          -- safetensors file (README.md, Weights format)\n"
+    "  weights BLOB NOT NULL,          -- safetensors file (ext/SECURITY.md, Weights format)\n"
     "  PRIMARY KEY(name, version)\n"
     ");\n"
     "-- One entry per deployed row: finding the deployed version of a name, or the default model,\n"
@@ -47,7 +49,7 @@ static const char attn_schema_sql[] =
     "  function TEXT,                  -- attn_train, attn_fit, attn_tune or attn_import\n"
     "  query TEXT,                     -- the training query, as given\n"
     "  rows INTEGER,                   -- rows it returned\n"
-    "  rows_sha256 TEXT,               -- SHA-256 of those rows (text, label) in order (README.md)\n"
+    "  rows_sha256 TEXT,               -- SHA-256 of those rows in order (ext/CONCURRENCY.md)\n"
     "  validation_query TEXT,          -- option \"validation_query\", else NULL\n"
     "  validation_rows INTEGER,\n"
     "  validation_sha256 TEXT,\n"
@@ -60,4 +62,5 @@ static const char attn_schema_sql[] =
     "  ended_at TEXT,\n"
     "  PRIMARY KEY(name, version)\n"
     ");\n";
+/* clang-format on */
 #endif

@@ -5,7 +5,7 @@
 --   rm -f demo.db && sqlite3 -bail demo.db < sql/demo.sql
 --
 -- Runs from the repository root (paths are relative to it). The headlines are invented by
--- data/make_headlines.py; the same steps on AG News itself are in README.md.
+-- data/make_headlines.py; the same steps on AG News itself are in sql/TUTORIAL.md.
 .bail on
 .headers on
 .mode box --wrap 0

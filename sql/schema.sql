@@ -1,4 +1,4 @@
--- schema.sql -- the attnext model store (README.md, The model store), created on first use.
+-- schema.sql -- the attnext model store (ext/CONCURRENCY.md), created on first use.
 -- attnext.so carries a copy of this file (ext/attn_schema.h); tests/test_ext_schema.c checks
 -- that the two are identical. Columns that the extension reads on every lookup come before
 -- the weights BLOB, so a lookup never walks the BLOB's overflow pages.
@@ -12,7 +12,7 @@ CREATE TABLE IF NOT EXISTS attn_models(
   config TEXT,                    -- JSON object: every option of attn_train
   labels TEXT,                    -- JSON array: class labels, in class id order
   metrics TEXT,                   -- JSON object: summary of the training run (NULL if imported)
-  weights BLOB NOT NULL,          -- safetensors file (README.md, Weights format)
+  weights BLOB NOT NULL,          -- safetensors file (ext/SECURITY.md, Weights format)
   PRIMARY KEY(name, version)
 );
 -- One entry per deployed row: finding the deployed version of a name, or the default model,
@@ -42,7 +42,7 @@ CREATE TABLE IF NOT EXISTS attn_lineage(
   function TEXT,                  -- attn_train, attn_fit, attn_tune or attn_import
   query TEXT,                     -- the training query, as given
   rows INTEGER,                   -- rows it returned
-  rows_sha256 TEXT,               -- SHA-256 of those rows (text, label) in order (README.md)
+  rows_sha256 TEXT,               -- SHA-256 of those rows in order (ext/CONCURRENCY.md)
   validation_query TEXT,          -- option "validation_query", else NULL
   validation_rows INTEGER,
   validation_sha256 TEXT,

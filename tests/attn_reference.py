@@ -1,7 +1,7 @@
 """attn_reference.py -- the PyTorch reference of attnext's network, and a safetensors reader/writer.
 
 The engine (engine/*.c) must compute what this module computes: the Made-With-ML "Attention"
-lesson's classifier, generalised as README.md, Architecture (the model and its training) says:
+lesson's classifier, generalised as ext/ARCHITECTURE.md (the model and its training) says:
 
     tokens (B, T) -> Embedding(V, E, padding_idx=0) -> RNN (tanh) | GRU | LSTM
     (layers, bidirectional, packed so padding is never read) -> attention pooling
@@ -32,7 +32,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-# The lesson's network (README.md, Training options: recipe "lesson"; nn_config_lesson in
+# The lesson's network (ext/REFERENCE.md, Training options: recipe "lesson"; nn_config_lesson in
 # engine/config.c has the same).
 DEFAULTS = {"cell": "rnn", "layers": 1, "bidirectional": False, "attention": "linear",
             "embed_dim": 100, "hidden": 128, "fc_hidden": 100, "dropout": 0.1,

@@ -19,10 +19,10 @@ pkgs="$build python3 python3-torch python3-numpy python3-sklearn valgrind librsv
 pkgs="$pkgs python3-venv"
 # Issue 22, the clients and packages a user has: sqlcipher (SQLite 3.15: the entry point must
 # refuse it, test_old_sqlite.sh), lintian (test_package_deb.sh), patchelf (bundling OpenBLAS
-# into the wheel and the npm package), and each client whose README snippet test_clients.py
-# runs: PHP, Go + mattn/go-sqlite3, Rust's rusqlite (Debian's crates, built offline), Ruby,
-# Perl, Tcl, Java's sqlite-jdbc, APSW, sqlite-utils, litecli. A cargo or a JDK already on the
-# machine (rustup's, the image's) is kept.
+# into the wheel and the npm package), and each client whose ext/CLIENTS.md snippet
+# test_clients.py runs: PHP, Go + mattn/go-sqlite3, Rust's rusqlite (Debian's crates, built
+# offline), Ruby, Perl, Tcl, Java's sqlite-jdbc, APSW, sqlite-utils, litecli. A cargo or a JDK
+# already on the machine (rustup's, the image's) is kept.
 pkgs="$pkgs sqlcipher lintian patchelf php-cli php-sqlite3 golang-go golang-github-mattn-go-sqlite3-dev"
 pkgs="$pkgs librust-rusqlite-dev ruby-sqlite3 libdbd-sqlite3-perl tcl libsqlite3-tcl"
 pkgs="$pkgs libxerial-sqlite-jdbc-java python3-apsw sqlite-utils litecli"

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""test_clients.py -- runs every snippet of README.md's "From your language" with its client, as
+"""test_clients.py -- runs every snippet of ext/CLIENTS.md's "From your language" with its client, as
 a user would copy it: Python's sqlite3, APSW, sqlite-utils, litecli, Go (mattn/go-sqlite3), Rust
 (rusqlite), Java (sqlite-jdbc), Ruby, PHP, Perl (DBD::SQLite), Tcl -- each from Debian's
 packages (tests/deps.sh installs them).
@@ -48,7 +48,7 @@ if not os.path.exists(os.path.join(ROOT, "attnext.so")):
 
 def snippets():
     """{heading: [(language, code)]} of the section "From your language"."""
-    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
+    with open(os.path.join(ROOT, "ext", "CLIENTS.md"), encoding="utf-8") as f:
         text = f.read()
     section = text.split("\n## From your language\n", 1)[1].split("\n## ", 1)[0]
     out = {}
@@ -130,9 +130,9 @@ CLIENTS = {
 found = snippets()
 for heading, blocks in found.items():
     if blocks and heading not in CLIENTS and not any(heading.startswith(u) for u in UNTESTED):
-        check(False, "README section %r has code that no test runs" % heading)
+        check(False, "ext/CLIENTS.md section %r has code that no test runs" % heading)
 for heading in CLIENTS:
-    check(heading in found and found[heading], "README has a snippet under '### %s'" % heading)
+    check(heading in found and found[heading], "ext/CLIENTS.md has a snippet under '### %s'" % heading)
 for heading, why in UNTESTED.items():
     print("not run: %s: %s" % (heading, why))
 

@@ -1,6 +1,7 @@
 #!/bin/sh
 # test_package_deb.sh -- the Debian package (make deb: build/dist/attnext_<version>_amd64.deb)
-# holds the extension where `.load attnext` finds it, the README, the license, and depends on
+# holds the extension where `.load attnext` finds it, the documents (README.md and the others
+# in the tree's layout, their relative links resolving there), the license, and depends on
 # Debian's OpenBLAS and libsqlite3; lintian reports no error. Unpacked with dpkg-deb -x into a temporary root, it loads
 # from there and round-trips train/predict (tests/package_roundtrip.sql). As root it is also
 # installed with dpkg -i, loaded by its bare name (`.load attnext`), and removed again (an
@@ -39,6 +40,20 @@ dpkg-deb -x "$deb" "$tmp/root"
 libdir=/usr/lib/$(cc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
 [ -f "$tmp/root$libdir/attnext.so" ] && ok "attnext.so in $libdir" || bad "no $libdir/attnext.so"
 [ -f "$tmp/root/usr/share/doc/attnext/README.md" ] && ok "README in /usr/share/doc/attnext" || bad "no README"
+# every document README.md links is there, and every relative link of each resolves in the package
+docdir=$tmp/root/usr/share/doc/attnext
+docs="README.md $(grep -o '](\([a-z][a-z/]*\)\?[A-Z]*\.md' README.md | sed 's/^](//' | grep -v bench/ | sort -u)"
+missing=""; broken=""
+for d in $docs; do
+  [ -f "$docdir/$d" ] || { missing="$missing $d"; continue; }
+  for link in $(grep -o '](\.\{0,2\}[a-zA-Z][^)# ]*' "$docdir/$d" | sed 's/^](//' | grep -v '^[a-z]*:'); do
+    case $link in *bench/*|*LICENSE) continue ;; esac # not shipped (LICENSE: as copyright)
+    [ -e "$(dirname "$docdir/$d")/$link" ] || broken="$broken $d:$link"
+  done
+done
+[ -n "$docs" ] && [ -z "$missing" ] && ok "README.md and the $(($(echo $docs | wc -w) - 1)) documents it links are in /usr/share/doc/attnext" ||
+  bad "documents missing from the package:$missing"
+[ -z "$broken" ] && ok "their relative links resolve in the package" || bad "links that do not resolve there:$broken"
 grep -q "MIT" "$tmp/root/usr/share/doc/attnext/copyright" && ok "copyright: MIT" || bad "no copyright"
 out=$($SQLITE3 :memory: -cmd ".load $tmp/root$libdir/attnext" < tests/package_roundtrip.sql 2>&1)
 echo "unpacked: $out" | tail -n 1

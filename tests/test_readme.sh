@@ -1,11 +1,12 @@
 #!/bin/sh
-# test_readme.sh -- README.md documents exactly the SQL functions attnext.so registers.
+# test_readme.sh -- the reference (ext/REFERENCE.md) documents exactly the SQL functions
+# attnext.so registers.
 #  - registered: attn_* names from pragma_function_list (scalar functions) and
 #    pragma_module_list (table-valued functions) after `.load ./attnext`;
-#  - documented: every `attn_NAME(` in README.md, less the model store tables of sql/schema.sql;
+#  - documented: every `attn_NAME(` in ext/REFERENCE.md, less the model store tables of sql/schema.sql;
 #  each set must contain the other; each function's section names its arguments and result
-#  columns; every training option appears in README.md's options table with the default a model
-#  trained without options stores in attn_models.config. Also: the README's first two commands
+#  columns; every training option appears in the reference's options table with the default a model
+#  trained without options stores in attn_models.config. Also: README.md's first two commands
 #  are `make demo` and `make test`.
 SQLITE3=${SQLITE3:-sqlite3}
 export LC_ALL=C # sort and comm order as SQLite's ORDER BY
@@ -15,6 +16,8 @@ ATTNEXT=${ATTNEXT:-./attnext}
 command -v ${SQLITE3%% *} >/dev/null 2>&1 || { echo "$SQLITE3 not found"; exit 77; }
 [ -f "$ATTNEXT.so" ] || { echo "$ATTNEXT.so not built (run make)"; exit 77; }
 [ -f README.md ] || { echo "FAIL: README.md is missing"; exit 1; }
+REF=ext/REFERENCE.md
+[ -f $REF ] || { echo "FAIL: $REF is missing"; exit 1; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fails=0
@@ -27,32 +30,32 @@ $SQLITE3 -bail :memory: -cmd ".load $ATTNEXT" \
 [ -s "$tmp/registered" ] || { echo "FAIL: attnext.so registers no attn_* function"; exit 1; }
 
 sed -n 's/.*CREATE TABLE IF NOT EXISTS \([a-z_]*\).*/\1/p' sql/schema.sql | sort -u > "$tmp/tables"
-grep -o 'attn_[a-z0-9_]*(' README.md | tr -d '(' | sort -u | grep -vxF -f "$tmp/tables" > "$tmp/documented"
+grep -o 'attn_[a-z0-9_]*(' $REF | tr -d '(' | sort -u | grep -vxF -f "$tmp/tables" > "$tmp/documented"
 
 echo "registered by attnext.so: $(tr '\n' ' ' < "$tmp/registered")"
-echo "documented in README.md:  $(tr '\n' ' ' < "$tmp/documented")"
-echo "(model store tables left out of the README list: $(tr '\n' ' ' < "$tmp/tables"))"
+echo "documented in $REF:  $(tr '\n' ' ' < "$tmp/documented")"
+echo "(model store tables left out of the reference's list: $(tr '\n' ' ' < "$tmp/tables"))"
 missing=$(comm -23 "$tmp/registered" "$tmp/documented")
 extra=$(comm -13 "$tmp/registered" "$tmp/documented")
 if [ -n "$missing" ]; then
-  echo "FAIL: registered but not documented in README.md (as name( ): $missing"; fails=1
+  echo "FAIL: registered but not documented in $REF (as name( ): $missing"; fails=1
 fi
 if [ -n "$extra" ]; then
-  echo "FAIL: documented in README.md but not registered by attnext.so: $extra"; fails=1
+  echo "FAIL: documented in $REF but not registered by attnext.so: $extra"; fails=1
 fi
 
 # Each function has a section "### attn_NAME(args)": a table-valued function's arguments (its
 # hidden columns) are named in the heading and its result columns appear in the section as
 # `column`; a scalar function's heading shows each argument count it is registered with.
 sql() { $SQLITE3 -bail :memory: -cmd ".load $ATTNEXT" "$1"; }
-section() { awk -v h="### $1(" 'index($0, h) == 1 { p = 1; print; next } /^##/ { p = 0 } p' README.md; }
+section() { awk -v h="### $1(" 'index($0, h) == 1 { p = 1; print; next } /^##/ { p = 0 } p' $REF; }
 for f in $(sql "SELECT name FROM pragma_module_list WHERE name LIKE 'attn\_%' ESCAPE '\\' ORDER BY 1"); do
   text=$(section "$f")
-  if [ -z "$text" ]; then echo "FAIL: README.md has no section '### $f('"; fails=1; continue; fi
+  if [ -z "$text" ]; then echo "FAIL: $REF has no section '### $f('"; fails=1; continue; fi
   heading=$(echo "$text" | head -n 1)
   bad=0
   for col in $(sql "SELECT name FROM pragma_table_xinfo('$f') WHERE NOT hidden"); do
-    echo "$text" | grep -qF "\`$col\`" || { echo "FAIL: $f: result column $col not in its README section"; bad=1; }
+    echo "$text" | grep -qF "\`$col\`" || { echo "FAIL: $f: result column $col not in its section of $REF"; bad=1; }
   done
   for arg in $(sql "SELECT name FROM pragma_table_xinfo('$f') WHERE hidden"); do
     arg=${arg#arg_} # hidden columns may be named arg_NAME so as not to clash with result columns
@@ -68,14 +71,14 @@ while IFS='|' read -r f narg; do
   if echo "$counts" | grep -qx "$narg"; then
     echo "ok: $f with $narg argument(s) documented"
   else
-    echo "FAIL: $f is registered with $narg argument(s); its README heading shows: $(echo $counts)"
+    echo "FAIL: $f is registered with $narg argument(s); its heading in $REF shows: $(echo $counts)"
     echo 1 > "$tmp/scalar_fail"
   fi
 done
 [ -f "$tmp/scalar_fail" ] && fails=1
 
-# Training options: the README's table (## Training options) against the config JSON a model
-# trained with no options stores (every nn_config key with its default); a README option that is
+# Training options: the reference's table (## Training options) against the config JSON a model
+# trained with no options stores (every nn_config key with its default); a documented option that is
 # not in it (handled by ext/, e.g. "embeddings") must at least not be an unknown option.
 data="CREATE TABLE t(a, b); INSERT INTO t VALUES ('x y', 'p'), ('z w', 'q'), ('x z', 'p'),
       ('y w', 'q'), ('x', 'p'), ('w', 'q'), ('x x', 'p'), ('w w', 'q');"
@@ -84,21 +87,21 @@ sql "$data SELECT count(*) FROM attn_train('m', 'SELECT a, b FROM t');
        WHEN 'false' THEN 'false' ELSE value END FROM attn_models, json_each(config)
      ORDER BY key;" 2> "$tmp/err" | tail -n +2 | sort > "$tmp/config"
 [ -s "$tmp/config" ] || { echo "FAIL: could not read a default config:"; cat "$tmp/err"; fails=1; }
-sed -n '/^## Training options/,/^## /p' README.md |
+sed -n '/^## Training options/,/^## /p' $REF |
   sed -n 's/^| `\([a-z_]*\)` | \([^|]*\) |.*/\1=\2/p' | sed 's/ *$//; s/`//g' | sort > "$tmp/options"
-echo "options in README.md: $(cut -d= -f1 "$tmp/options" | tr '\n' ' ')"
+echo "options in $REF: $(cut -d= -f1 "$tmp/options" | tr '\n' ' ')"
 missing=$(comm -23 "$tmp/config" "$tmp/options")
-[ -z "$missing" ] || { echo "FAIL: option defaults of the engine not in README.md as documented (key=default): $missing"; fails=1; }
+[ -z "$missing" ] || { echo "FAIL: option defaults of the engine not in $REF as documented (key=default): $missing"; fails=1; }
 cut -d= -f1 "$tmp/config" > "$tmp/keys"
 for key in $(cut -d= -f1 "$tmp/options" | comm -13 "$tmp/keys" -); do
   msg=$(sql "$data SELECT count(*) FROM attn_train('m', 'SELECT a, b FROM t', '{\"$key\": null}');" 2>&1)
   if echo "$msg" | grep -q "unknown option"; then
-    echo "FAIL: README.md documents option $key, attn_train says: $msg"; fails=1
+    echo "FAIL: $REF documents option $key, attn_train says: $msg"; fails=1
   else
     echo "ok: option $key (not in the stored config) is known to attn_train"
   fi
 done
-[ -z "$missing" ] && echo "ok: $(wc -l < "$tmp/config") option defaults match README.md"
+[ -z "$missing" ] && echo "ok: $(wc -l < "$tmp/config") option defaults match $REF"
 
 first=$(awk '/^```/ { inside = !inside; next } inside && NF { print; n++ } n == 2 { exit }' README.md |
         tr '\n' ';')
@@ -108,4 +111,4 @@ else
   echo "FAIL: README.md's first two commands must be 'make demo' and 'make test', got: $first"; fails=1
 fi
 [ $fails -eq 0 ] || exit 1
-echo "ok: README.md and attnext.so agree on $(wc -l < "$tmp/registered") functions"
+echo "ok: $REF and attnext.so agree on $(wc -l < "$tmp/registered") functions"

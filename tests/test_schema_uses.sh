@@ -1,10 +1,11 @@
 #!/bin/sh
-# test_schema_uses.sh -- the schema uses of attn_predict that README.md ("Using attn_predict in a
-# schema") calls safe and unsafe, as SQLite and attnext behave:
+# test_schema_uses.sh -- the schema uses of attn_predict that ext/REFERENCE.md ("Using
+# attn_predict in a schema", under attn_predict) calls safe and unsafe, as SQLite and attnext
+# behave:
 #  - an index expression or a generated column is refused (attn_predict is not deterministic);
 #  - a CHECK constraint is accepted, and goes stale: after another version is deployed,
 #    PRAGMA integrity_check reports "CHECK constraint failed";
-#  - the pattern the README gives stays consistent: a trigger stores the label (and the version
+#  - the pattern the reference gives stays consistent: a trigger stores the label (and the version
 #    that gave it) when a row is inserted or its text changes, a view predicts on every read;
 #    after a deployment integrity_check is "ok", stored labels keep their version, new rows get
 #    the new one, the view follows the deployed version.
@@ -33,7 +34,7 @@ case $out in *"non-deterministic functions prohibited in generated columns"*) ec
 q "CREATE TABLE checked(title TEXT, label TEXT CHECK (label = attn_predict('news', title)));
    INSERT INTO checked SELECT title, attn_predict('news', title) FROM headlines LIMIT 200;" >/dev/null
 check "CHECK accepted, integrity_check with version 1" "ok" "$(q 'PRAGMA integrity_check')"
-# safe: the README's pattern (keep this in step with README.md)
+# safe: the reference's pattern (keep this in step with ext/REFERENCE.md)
 q "CREATE TABLE articles(id INTEGER PRIMARY KEY, title TEXT NOT NULL, label TEXT, labelled_by INTEGER);
    CREATE TRIGGER articles_label AFTER INSERT ON articles BEGIN
      UPDATE articles SET label = attn_predict('news', NEW.title),

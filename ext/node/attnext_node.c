@@ -25,7 +25,7 @@
  * the model through the leader like any client, with the wire client of attnext_wire.c that
  * this file hands it (attn_job_host). SIGTERM stops the jobs first (marked failed), then the node.
  *
- * The rules a client must follow for writes to be replicated are in README.md ("Scaling out"): a
+ * The rules a client must follow for writes to be replicated are in ext/node/README.md: a
  * statement that writes the store (a model, a job) must commit inside a statement that dqlite
  * runs as EXEC, or inside an explicit transaction (BEGIN ... COMMIT) as the go-dqlite shell does.
  */

@@ -1,5 +1,6 @@
--- images.sql -- the pictures README.md shows, drawn by attnext itself from the model that
--- `make demo` trains (sql/demo.sql -> demo.db). From the repository root:
+-- images.sql -- the pictures the documents show (ext/REFERENCE.md, sql/TUTORIAL.md), drawn by
+-- attnext itself from the model that `make demo` trains (sql/demo.sql -> demo.db). From the
+-- repository root:
 --   make demo && sqlite3 demo.db < sql/img/images.sql
 .bail on
 .load ./attnext

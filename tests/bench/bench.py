@@ -9,7 +9,7 @@ class weights) on $ATTNEXT_DATA/ag_news_train_10k.csv (default data/ag_news/, wh
 `sh data/fetch_ag_news.sh` fills), tested on ag_news_test.csv, and prints a table: seconds per
 epoch (median), training tokens/s, test accuracy and weighted F1 after the same number of
 epochs, peak RSS, inference rows/s, with the ratio attnext/PyTorch and the target of each row
-(README.md, Architecture: targets). Then the scaling study: epoch time at 1x, 2x, 4x, 8x the
+(ext/ARCHITECTURE.md: targets). Then the scaling study: epoch time at 1x, 2x, 4x, 8x the
 training rows and at hidden 64..512, for rnn, gru and lstm, both systems, drawn as SVG charts.
 
 Writes into --out (default tests/bench/out/): bench-<stamp>.json (everything, raw),
@@ -248,7 +248,7 @@ def table(ax, pt, pk, epochs, p1=None, load=0):
 
 
 def memory_bound_mib(ax):
-    """README.md, Architecture, targets: 4 x (parameters + Adam state + one batch of
+    """ext/ARCHITECTURE.md, targets: 4 x (parameters + Adam state + one batch of
     activations), in MiB.
     Parameters + gradients are 2P floats, Adam's moments 2P more; one batch of activations of
     the lesson's network is about B x T x (E + (gates + 1) x H + 2) floats for the recurrent

@@ -1,7 +1,7 @@
 """pytorch_recipe.py -- the Made-With-ML "Attention" lesson's recipe in PyTorch, timed.
 
 The PyTorch side of `make bench` (tests/bench/bench.py): what a user of the lesson runs, on
-the CPU with 2 threads, with the configuration attnext reproduces (README.md, Architecture):
+the CPU with 2 threads, with the configuration attnext reproduces (ext/ARCHITECTURE.md):
   preprocess (lower, NLTK stop words, parentheses, punctuation) -> Tokenizer(5000) ->
   stratified 85/15 train/validation split (seed 1234) -> padded batches of 64 (the lesson's
   Dataset/collate_fn/DataLoader, not shuffled, as in the lesson) ->
@@ -9,9 +9,9 @@ the CPU with 2 threads, with the configuration attnext reproduces (README.md, Ar
   attention e = Linear(hidden, 1)(out), softmax over time, context = bmm ->
   fc1 Linear(hidden, 100) -> Dropout(0.1) -> fc2 Linear(100, 4);
   CrossEntropyLoss(weight = 1/count), Adam(lr 1e-3), ReduceLROnPlateau(0.1, 3).
-Two deliberate differences from the notebook, both as attnext does (README.md, Architecture): lr 1e-3 (the
-notebook's cell says 1e-4) and the best-validation-loss weights are the ones evaluated (the
-notebook's `best_model = self.model` keeps a reference to the last weights).
+Two deliberate differences from the notebook, both as attnext does (ext/ARCHITECTURE.md):
+lr 1e-3 (the notebook's cell says 1e-4) and the best-validation-loss weights are the ones
+evaluated (the notebook's `best_model = self.model` keeps a reference to the last weights).
 `--model packed` uses tests/attn_reference.py's AttnClassifier instead (packed sequences,
 padding masked out of the attention, as attnext computes it).
 

@@ -49,8 +49,8 @@ from lesson_text import cpu_model, data_dir  # noqa: E402
 PREVIOUS_DEFAULT = {"recipe": "lesson", "lr": 0.001, "epochs": 20}
 
 # Each lever of the default recipe: (name, the options that take it out of the default). The
-# levers were chosen by validation F1 (README.md, "Training options"); each "default - X" run
-# shows what X is worth now.
+# levers were chosen by validation F1 (ext/REFERENCE.md, "The default recipe"); each
+# "default - X" run shows what X is worth now.
 LEVERS = [
     ("keep parentheses", {"drop_parentheses": True}),
     ("no class weights", {"class_weights": True}),

@@ -1,9 +1,10 @@
 #!/bin/sh
 # build.sh VERSION OUTDIR LIBDIR LIB [LIB...] -- attnext_VERSION_amd64.deb with dpkg-deb --build:
 # the libraries in LIBDIR (the multiarch directory, where dlopen finds `attnext` by bare name),
-# README.md, the license and a changelog in /usr/share/doc/attnext/. Depends: Debian's OpenBLAS
-# (the pthread build, see the Makefile) and libsqlite3; the glibc version is the newest symbol
-# version the libraries use. What lintian asks of a library package (tests/test_package_deb.sh
+# the documents ($DOCS, paths from the repository root; default README.md: the Makefile passes
+# them all) in the tree's layout, the license and a changelog in /usr/share/doc/attnext/.
+# Depends: Debian's OpenBLAS (the pthread build, see the Makefile) and libsqlite3; the glibc
+# version is the newest symbol version the libraries use. What lintian asks of a library package (tests/test_package_deb.sh
 # runs it): the libraries stripped (as dh_strip does), each with a SONAME (its file name: it is
 # opened by name with dlopen, never linked against), no RUNPATH (attnext_cuda.so's
 # /usr/local/cuda/lib64: cuBLAS is then found where the CUDA packages register it with
@@ -34,7 +35,9 @@ for lib in "$@"; do
   patchelf --set-soname "$(basename "$lib")" "$dest"
   patchelf --remove-rpath "$dest"
 done
-install -m 0644 "$root/README.md" "$doc/README.md"
+for f in ${DOCS:-README.md}; do # ext/REFERENCE.md -> /usr/share/doc/attnext/ext/REFERENCE.md
+  install -D -m 0644 "$root/$f" "$doc/$f"
+done
 { printf 'Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/\n'
   printf 'Upstream-Name: attnext\n\nFiles: *\nCopyright: 2026 the attnext authors\nLicense: MIT\n'
   sed 's/^$/./; s/^/ /' "$root/LICENSE"; } > "$doc/copyright"

@@ -32,7 +32,7 @@ function load(db) {
     throw new TypeError("attnext.load: expected a database with loadExtension(path) " +
       "(better-sqlite3's Database, node:sqlite's DatabaseSync), got " + describe(db));
   // node-sqlite3's loadExtension(path, callback) is asynchronous: its errors would only reach
-  // the database's "error" event; it is called with a callback there (see the README).
+  // the database's "error" event; it is called with a callback there (ext/CLIENTS.md, Node).
   if (typeof db.interrupt === "function" && typeof db.serialize === "function")
     throw new TypeError("attnext.load: node-sqlite3's Database loads asynchronously: call " +
       "db.loadExtension(attnext.getLoadablePath(), callback)");
