@@ -26,7 +26,7 @@
 
 #include "json.h"
 #include "model.h"
-#include "nn.h"
+#include "nn_internal.h"
 
 /* The AVX + FMA loop is compiled for those instructions whatever the build's baseline, and taken
  * where the CPU has them (the portable build runs on x86-64-v2 CPUs: there the scalar loop). */

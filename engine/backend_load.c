@@ -23,7 +23,7 @@
 #include <string.h>
 
 #include "backend.h"
-#include "nn.h"
+#include "nn_internal.h"
 
 #define CUDA_LIB_NAME "attnext_cuda.so"
 

@@ -2,7 +2,7 @@
 #ifndef ATTNEXT_CONFIG_H
 #define ATTNEXT_CONFIG_H
 
-#include "nn.h"
+#include "nn_internal.h"
 
 /* The limits of a model, the same for training (attn_train) and for loading a file
  * (nn_model_load): a file cannot describe a model training would refuse to make. */

@@ -14,7 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "nn.h"
+#include "nn_internal.h"
 
 static int point_descending(const void *pa, const void *pb) {
   const nn_curve_point *a = pa, *b = pb;

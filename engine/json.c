@@ -3,7 +3,7 @@
  * a limit on the number of values; every read is bounds-checked against the given length. */
 #include "json.h"
 
-#include "nn.h"
+#include "nn_internal.h"
 #include "utf8.h"
 
 #include <locale.h>

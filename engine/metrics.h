@@ -4,6 +4,6 @@
 #ifndef ATTNEXT_METRICS_H
 #define ATTNEXT_METRICS_H
 
-#include "nn.h"
+#include "nn_internal.h"
 
 #endif

@@ -14,7 +14,7 @@
 #define ATTNEXT_MODEL_H
 
 #include "backend.h"
-#include "nn.h"
+#include "nn_internal.h"
 
 #define NN_MAX_LAYERS 8
 #define NN_MAX_MEMBERS 8 /* the "ensemble" option's bound (config.c) */

@@ -81,14 +81,14 @@ typedef enum {
 typedef struct nn_config {
   nn_recipe recipe; /* what the other fields started from ("default" | "lesson") */
   /* text */
-  int lower;        /* lower-case ASCII letters (default 1) */
-  int stopwords;    /* drop the 179 NLTK English stop words (default 1) */
+  int lower;            /* lower-case ASCII letters (default 1) */
+  int stopwords;        /* drop the 179 NLTK English stop words (default 1) */
   int drop_parentheses; /* drop text in parentheses, as the lesson (lesson: 1) */
-  int char_level;   /* character tokens instead of words (default 0) */
-  int unicode;      /* keep non-ASCII letters (UTF-8 sequences) as token characters (default 0) */
-  int max_len;      /* truncate to this many tokens (default 64) */
-  int vocab_size;   /* most frequent tokens kept, <PAD> and <UNK> included (default 5000) */
-  int min_count;    /* tokens seen fewer times in the training split are <UNK> (lesson: 1) */
+  int char_level;       /* character tokens instead of words (default 0) */
+  int unicode;    /* keep non-ASCII letters (UTF-8 sequences) as token characters (default 0) */
+  int max_len;    /* truncate to this many tokens (default 64) */
+  int vocab_size; /* most frequent tokens kept, <PAD> and <UNK> included (default 5000) */
+  int min_count;  /* tokens seen fewer times in the training split are <UNK> (lesson: 1) */
   int subword_buckets; /* hashed character n-gram embeddings of each vocabulary word (0 = none,
                           the lesson); nn_subword_ids */
   int subword_min, subword_max; /* n-gram lengths in characters, inclusive (3, 5) */
@@ -105,47 +105,34 @@ typedef struct nn_config {
   float embed_dropout;    /* training: inverted dropout on the embedded tokens (P, E), [0, 1) */
   float word_dropout;     /* training: each token replaced by <UNK> with this probability */
   /* training */
-  int epochs;             /* default 20 */
-  int batch_size;         /* default 64 */
-  float lr;               /* default 1e-3 */
-  float val_fraction;     /* default 0.15, in (0, 0.9] */
-  int class_weights;      /* weight classes by 1/count (default 1) */
-  int lazy_adam;          /* Adam moves an embedding row (and its moments) only in the steps
+  int epochs;                 /* default 20 */
+  int batch_size;             /* default 64 */
+  float lr;                   /* default 1e-3 */
+  float val_fraction;         /* default 0.15, in (0, 0.9] */
+  int class_weights;          /* weight classes by 1/count (default 1) */
+  int lazy_adam;              /* Adam moves an embedding row (and its moments) only in the steps
                              whose batch holds its token; everything else as Adam (lesson: 0) */
-  int patience;           /* early stopping: epochs without a better monitored figure (10) */
+  int patience;               /* early stopping: epochs without a better monitored figure (10) */
   nn_lr_schedule lr_schedule; /* "plateau" (the lesson) | "cosine" */
-  int lr_patience;        /* ReduceLROnPlateau patience (default 3) */
-  float lr_factor;        /* ReduceLROnPlateau factor (default 0.1) */
-  nn_monitor monitor;     /* "val_loss" (default) | "val_f1" | "val_accuracy": picks the best
+  int lr_patience;            /* ReduceLROnPlateau patience (default 3) */
+  float lr_factor;            /* ReduceLROnPlateau factor (default 0.1) */
+  nn_monitor monitor;         /* "val_loss" (default) | "val_f1" | "val_accuracy": picks the best
                              epoch (weights kept) and drives early stopping; ReduceLROnPlateau
                              stays on the validation loss */
-  uint64_t seed;          /* default 1234 */
-  int threads;            /* CPU threads, 0 = all cores (default 0) */
-  nn_device device;       /* "auto" (default) | "cpu" | "cuda" */
-  int progress;           /* draw a progress line on a terminal (default 1); used by ext/ */
-  nn_validation validation; /* "random" (default) | "last" | "none" | "query" */
-  int validation_rows;    /* NN_VALIDATION_QUERY: how many of the rows given, the last ones, are
+  uint64_t seed;              /* default 1234 */
+  int threads;                /* CPU threads, 0 = all cores (default 0) */
+  nn_device device;           /* "auto" (default) | "cpu" | "cuda" */
+  int progress;               /* draw a progress line on a terminal (default 1); used by ext/ */
+  nn_validation validation;   /* "random" (default) | "last" | "none" | "query" */
+  int validation_rows;        /* NN_VALIDATION_QUERY: how many of the rows given, the last ones, are
                              the validation split. Not an option (no JSON key): set by ext/ */
-  int pool_threads;       /* > 0: the trainer's threads instead of `threads` (attn_tune's trials
+  int pool_threads;           /* > 0: the trainer's threads instead of `threads` (attn_tune's trials
                              two at a time). Not an option, not stored: results do not depend on
                              the number of threads */
 } nn_config;
 
 /* The default recipe (recipe "default"). */
 void nn_config_default(nn_config *cfg);
-/* The Made-With-ML "Attention" lesson's recipe (recipe "lesson"): rnn 128, embedding 100, fc1
- * 100, dropout 0.1, vocabulary 5000, the lesson's preprocessing, Adam lr 1e-4 for 50 epochs,
- * ReduceLROnPlateau(0.1, 3), early stopping patience 10 on the validation loss, class weights.
- * Also what a weights file's config starts from (nn_model_load): a file that leaves an option
- * out means the lesson's value, whatever the defaults become. */
-void nn_config_lesson(nn_config *cfg);
-
-/* Parse a JSON object of options over the current values of *cfg (call nn_config_default
- * first). Unknown keys, wrong types and out-of-range values are errors naming the key, e.g.
- *   option "hidden" must be an integer from 1 to 4096, got "big"
- * Bounds are chosen so that no combination can make the engine allocate without limit.
- * json may be NULL or "" (no options). On error *cfg is left unchanged. */
-int nn_config_parse_json(nn_config *cfg, const char *json, char *err);
 
 /* The options ext/ reads itself (nothing in nn_config): declared in the engine's option table,
  * so that one parse of the options object serves both, and a misspelt one gets "did you mean".
@@ -187,9 +174,6 @@ int nn_options_parse(nn_options *o, const char *json, unsigned accept, char *err
 int nn_options_apply(const nn_options *o, nn_config *cfg, char *err);
 void nn_options_free(nn_options *o);
 
-/* Check ranges of an already filled config (used after parse and after loading a file). */
-int nn_config_validate(const nn_config *cfg, char *err);
-
 /* A warm start (nn_trainer_args.base) keeps the base model's architecture and vocabulary:
  * NN_ERROR naming the first option of cfg that differs from base on them (cell, layers,
  * bidirectional, attention, embed_dim, hidden, fc_hidden, vocab_size, lower, stopwords,
@@ -204,10 +188,6 @@ char *nn_config_to_json(const nn_config *cfg);
 
 const char *nn_cell_name(nn_cell cell);           /* "rnn" | "gru" | "lstm" */
 const char *nn_attention_name(nn_attention attn); /* "linear" | "additive" | "self" | "dot" */
-const char *nn_device_name(nn_device device);     /* "auto" | "cpu" | "cuda" */
-const char *nn_monitor_name(nn_monitor monitor);  /* "val_loss" | "val_f1" | "val_accuracy" */
-const char *nn_recipe_name(nn_recipe recipe);      /* "default" | "lesson" */
-const char *nn_lr_schedule_name(nn_lr_schedule schedule); /* "plateau" | "cosine" */
 const char *nn_validation_name(nn_validation v);  /* "random" | "last" | "none" | "query" */
 
 /* ---------------------------------------------------------------- text and vocabulary (text.c) */
@@ -226,30 +206,11 @@ typedef void (*nn_token_fn)(void *ctx, const char *tok, int tok_len, int start, 
 int nn_text_tokenize(const char *text, int len, const nn_config *cfg, nn_token_fn fn, void *ctx);
 /* (returns -1 when memory runs out growing a token longer than 256 bytes) */
 
-/* The cleaned text (tokens joined by one space; for char level the cleaned string), as the
- * lesson's preprocess() returns it. malloc'd, NUL-terminated; NULL when out of memory. */
-char *nn_text_clean(const char *text, int len, const nn_config *cfg);
-
 typedef struct nn_vocab nn_vocab; /* token string <-> id; id 0 "<PAD>", id 1 "<UNK>" */
 
-/* Build from training texts: the cfg->vocab_size - 2 most frequent tokens, ties broken by
- * first occurrence (as Python's Counter.most_common), after <PAD> and <UNK>; tokens seen fewer
- * than cfg->min_count times are left out. */
-int nn_vocab_build(nn_vocab **out, const char *const *texts, const int *lens, int n,
-                   const nn_config *cfg, char *err);
-/* From an explicit id-ordered list (tokens[0] = "<PAD>", tokens[1] = "<UNK>"); used by load. */
-int nn_vocab_from_list(nn_vocab **out, const char *const *tokens, const int *lens, int n,
-                       char *err);
-void nn_vocab_free(nn_vocab *vocab);
 int nn_vocab_count(const nn_vocab *vocab);
-const char *nn_vocab_token(const nn_vocab *vocab, int id, int *len); /* NULL if out of range */
+const char *nn_vocab_token(const nn_vocab *vocab, int id, int *len);  /* NULL if out of range */
 int nn_vocab_lookup(const nn_vocab *vocab, const char *tok, int len); /* NN_UNK when absent */
-
-/* The character n-grams of a token (fastText's subwords): every run of n characters (UTF-8
- * sequences), subword_min <= n <= subword_max, of "<" + token + ">", in order of start then
- * length, each hashed with 32-bit FNV-1a over its bytes modulo cfg->subword_buckets. Writes at
- * most cap ids to out and returns how many there are (0 when cfg->subword_buckets is 0). */
-int nn_subword_ids(int *out, int cap, const char *tok, int len, const nn_config *cfg);
 
 /* Tokenize and map to ids, truncated to cfg->max_len. Writes at most cfg->max_len tokens to
  * out and returns how many (>= 1: a text with no tokens encodes as one <UNK> with no span). */
@@ -264,12 +225,7 @@ typedef struct nn_rng {
 
 void nn_rng_seed(nn_rng *rng, uint64_t seed);
 uint64_t nn_rng_next(nn_rng *rng);
-float nn_rng_uniform(nn_rng *rng);            /* [0, 1) */
-float nn_rng_normal(nn_rng *rng);             /* N(0, 1) */
-uint32_t nn_rng_below(nn_rng *rng, uint32_t n); /* uniform integer in [0, n), unbiased */
-/* mask[i] = nn_rng_uniform(rng) < keep ? scale : 0 for i < n: the same stream and values as
- * that loop, with the state held in registers (6 ns -> ~1.5 ns a value) */
-void nn_rng_dropout_mask(nn_rng *rng, float *mask, size_t n, float keep, float scale);
+float nn_rng_uniform(nn_rng *rng); /* [0, 1) */
 
 /* ---------------------------------------------------------------- the model (model.c) */
 
@@ -287,10 +243,6 @@ typedef struct nn_batch {
   int B, T;
 } nn_batch;
 
-/* Create a model with PyTorch's default initialisation drawn from `seed`. Takes ownership of
- * vocab (freed with the model, also on error). labels: num_classes strings (copied). */
-int nn_model_create(nn_model **out, const nn_config *cfg, nn_vocab *vocab,
-                    const char *const *labels, int num_classes, uint64_t seed, char *err);
 void nn_model_free(nn_model *model);
 
 const nn_config *nn_model_config(const nn_model *model);
@@ -299,36 +251,22 @@ int nn_model_num_classes(const nn_model *model);
 const char *nn_model_label(const nn_model *model, int class_id);
 int nn_model_label_lookup(const nn_model *model, const char *label, int len); /* -1 if absent */
 
-/* Parameters: one contiguous float buffer; the tensors are views into it, in state_dict
- * order, named as PyTorch names them. */
-size_t nn_model_param_count(const nn_model *model);
-/* Mutable access: also drops the folded inference table (nn_model_prepare_inference). */
-float *nn_model_params(nn_model *model);
 const float *nn_model_weights(const nn_model *model); /* read-only access, no side effect */
-/* Fold embedding x W_ih^T + biases of the first layer into a (V, G*H) table per direction, so
- * inference looks its input projection up instead of multiplying (ext/ARCHITECTURE.md: a
- * prediction). Call once the
- * weights are final (nn_model_load does); forward(training=0) then uses it. Skipped, not an
- * error, when the table would exceed 64M floats or 8 x the parameters' bytes + 16 MB (results
- * are the same without it). Not thread-safe against running forwards. */
-int nn_model_prepare_inference(nn_model *model, char *err);
-float *nn_model_grads(nn_model *model); /* same layout; NULL until training allocates it */
 /* Bytes the model holds in host memory: parameters, the inference tables, vocabulary, labels
  * (for a cache bounded in bytes). A loaded model holds at most about 10 x its BLOB + 16 MB
  * (model.h NN_INFER_TABLES_FACTOR). nn_model_device_memory: bytes in a device backend's memory
  * (0 on the CPU). */
 size_t nn_model_memory(const nn_model *model);
 size_t nn_model_device_memory(const nn_model *model);
-int nn_model_tensor_count(const nn_model *model);
 typedef struct nn_tensor_info {
   const char *name; /* e.g. "rnn.weight_ih_l0_reverse" */
   int ndim;         /* 1 or 2 */
   int64_t shape[2];
-  size_t offset;    /* in floats, into nn_model_params / nn_model_grads */
-  size_t size;      /* element count */
+  size_t offset; /* in floats, into nn_model_params / nn_model_grads */
+  size_t size;   /* element count */
 } nn_tensor_info;
-int nn_model_tensor(const nn_model *model, int index, nn_tensor_info *info); /* NN_ERROR if out of range */
-int nn_model_tensor_find(const nn_model *model, const char *name); /* index or -1 */
+int nn_model_tensor(const nn_model *model, int index,
+                    nn_tensor_info *info); /* NN_ERROR if out of range */
 
 int nn_workspace_create(nn_workspace **out, char *err);
 void nn_workspace_free(nn_workspace *ws);
@@ -345,24 +283,10 @@ int nn_model_forward(nn_model *model, nn_workspace *ws, const nn_batch *batch, i
  *   pooled: (B, nn_model_pooled_dim) out, in the caller's row order; an ensemble's members'
  *           contexts side by side (member k in columns [k D, (k+1) D))
  * logits as nn_model_forward. (attn_embed.) */
-int nn_model_forward_pooled(nn_model *model, nn_workspace *ws, const nn_batch *batch,
-                            float *logits, float *pooled, char *err);
+int nn_model_forward_pooled(nn_model *model, nn_workspace *ws, const nn_batch *batch, float *logits,
+                            float *pooled, char *err);
 /* Width of the pooled representation: hidden x directions (the recurrent output's). */
 int nn_model_pooled_dim(const nn_model *model);
-
-/* Backward pass after nn_model_forward(training=1) on the same batch and workspace.
- * dlogits: (B, C). Parameter gradients ACCUMULATE (+=) into nn_model_grads (allocated on first
- * use; zero them with nn_model_zero_grads). */
-int nn_model_backward(nn_model *model, nn_workspace *ws, const nn_batch *batch,
-                      const float *dlogits, char *err);
-int nn_model_zero_grads(nn_model *model, char *err);
-
-/* Class-weighted cross-entropy as torch.nn.CrossEntropyLoss(weight=w) with mean reduction
- * (precondition, not checked: every labels[b] is in 0..C-1 -- the trainer guarantees it):
- *   loss = sum_b w[y_b] * -log softmax(logits_b)[y_b] / sum_b w[y_b]
- * dlogits (B, C) is overwritten with d loss / d logits. class_weights may be NULL (all 1). */
-float nn_cross_entropy(float *dlogits, const float *logits, const int *labels,
-                       const float *class_weights, int B, int C);
 
 /* Softmax of each row of logits (B, C) into probs (may alias). */
 void nn_softmax_rows(float *probs, const float *logits, int B, int C);
@@ -371,24 +295,11 @@ void nn_softmax_rows(float *probs, const float *logits, int B, int C);
 
 typedef struct nn_adam {
   float lr, beta1, beta2, eps; /* PyTorch defaults: 1e-3, 0.9, 0.999, 1e-8 */
-  float weight_decay;           /* always 0: the lesson's recipe has none; not applied */
+  float weight_decay;          /* always 0: the lesson's recipe has none; not applied */
   int64_t step;
   float *m, *v; /* (nparams) each, owned */
   size_t n;
 } nn_adam;
-
-int nn_adam_init(nn_adam *adam, size_t nparams, float lr, char *err);
-/* One step of lazy Adam (the "lazy_adam" option): parameters [0, tables) are `count` embedding
- * tables of `table` floats each, rows of E floats; only the rows listed (ids, the same in every
- * table) take the Adam update (parameters and moments), every other row keeps its values; the
- * parameters from `tables` on take the dense update. The update of a row is bit for bit
- * nn_adam_step's, so a lazy step equals a dense step on the listed rows and no step elsewhere.
- * Host memory (nn_adam_step_lazy_on in model.h for a backend's). */
-void nn_adam_step_lazy(nn_adam *adam, float *params, const float *grads, size_t tables,
-                       size_t table, int E, const int *rows, int nrows);
-void nn_adam_free(nn_adam *adam);
-/* One step of torch.optim.Adam over the flat buffers. */
-void nn_adam_step(nn_adam *adam, float *params, const float *grads);
 
 /* ---------------------------------------------------------------- metrics (metrics.c) */
 
@@ -397,17 +308,13 @@ typedef struct nn_class_metrics {
   int64_t support;
 } nn_class_metrics;
 
-/* From a C x C confusion matrix (row = actual, column = predicted), per-class metrics as
- * sklearn's classification_report (0 where undefined) and their support-weighted average. */
-void nn_metrics_from_confusion(nn_class_metrics *per_class /*(C)*/, nn_class_metrics *weighted,
-                               double *accuracy, const int64_t *confusion, int C);
 /* The same from per-class counts, O(C) memory (no C x C matrix: up to 10,000 classes):
  *   true_positive[c] = rows of class c predicted c, predicted[c] = rows predicted c,
  *   support[c] = rows of class c. per_class may be NULL. */
-void nn_metrics_from_counts(nn_class_metrics *per_class /*(C) or NULL*/,
-                            nn_class_metrics *weighted, double *accuracy,
-                            const int64_t *true_positive /*(C)*/, const int64_t *predicted /*(C)*/,
-                            const int64_t *support /*(C)*/, int C);
+void nn_metrics_from_counts(nn_class_metrics *per_class /*(C) or NULL*/, nn_class_metrics *weighted,
+                            double *accuracy, const int64_t *true_positive /*(C)*/,
+                            const int64_t *predicted /*(C)*/, const int64_t *support /*(C)*/,
+                            int C);
 
 /* Every figure of BigQuery ML's ML.EVALUATE for a classifier (attn_metrics), each as
  * scikit-learn 1.2 computes it from the same predictions (tests/gen_metrics_fixtures.py checks
@@ -444,8 +351,9 @@ typedef struct nn_evaluation {
  * the AUC sorts N scores per class: asks stop(stop_ctx) between classes (stop may be NULL;
  * NN_INTERRUPTED with err "interrupted"). NN_ERROR on bad input (a class id out of range, a
  * probability that is negative or not finite), naming the row. */
-int nn_metrics_evaluate(nn_evaluation *out, const int *y_true /*(N)*/, const float *probs /*(N, C)*/,
-                        int64_t N, int C, nn_interrupt_fn stop, void *stop_ctx, char *err);
+int nn_metrics_evaluate(nn_evaluation *out, const int *y_true /*(N)*/,
+                        const float *probs /*(N, C)*/, int64_t N, int C, nn_interrupt_fn stop,
+                        void *stop_ctx, char *err);
 
 /* ---------------------------------------------------------------- curves (curve.c) */
 
@@ -478,11 +386,11 @@ double nn_curve_average_precision(const nn_curve_point *points, int64_t n);
 /* ---------------------------------------------------------------- training (train.c) */
 
 typedef struct nn_epoch_stats {
-  int epoch; /* 1-based */
+  int epoch;                                         /* 1-based */
   double train_loss, val_loss, val_accuracy, val_f1; /* val_f1: weighted F1 */
-  double lr;      /* learning rate used during this epoch */
-  double seconds; /* wall time of the epoch */
-  int best;       /* 1 if this epoch has the best monitored figure so far (cfg.monitor: the
+  double lr;                                         /* learning rate used during this epoch */
+  double seconds;                                    /* wall time of the epoch */
+  int best; /* 1 if this epoch has the best monitored figure so far (cfg.monitor: the
                    * validation loss by default) */
 } nn_epoch_stats;
 
@@ -597,10 +505,6 @@ typedef struct nn_st_file {
   char **meta_keys, **meta_values; /* __metadata__ */
   int meta_count;
 } nn_st_file;
-int nn_st_parse(nn_st_file *out, const unsigned char *blob, size_t len, char *err);
-const nn_st_tensor *nn_st_find(const nn_st_file *file, const char *name);
-const char *nn_st_meta(const nn_st_file *file, const char *key);
-void nn_st_free(nn_st_file *file);
 
 /* ---------------------------------------------------------------- about the build */
 

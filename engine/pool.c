@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "nn.h"
+#include "nn_internal.h"
 
 struct nn_pool {
   int threads; /* including the caller */

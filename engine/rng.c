@@ -2,7 +2,7 @@
  * same stream on every machine; used for initialisation, shuffling, splits and dropout. */
 #include <math.h>
 
-#include "nn.h"
+#include "nn_internal.h"
 
 static uint64_t splitmix64(uint64_t *x) {
   uint64_t z = (*x += 0x9e3779b97f4a7c15ULL);

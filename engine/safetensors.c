@@ -15,7 +15,7 @@
 #include "config.h"
 #include "json.h"
 #include "model.h"
-#include "nn.h"
+#include "nn_internal.h"
 #include "text.h"
 
 #include <limits.h>

@@ -41,7 +41,7 @@
 #include <sys/random.h>
 #include <time.h>
 
-#include "nn.h"
+#include "nn_internal.h"
 #include "text.h"
 #include "utf8.h"
 

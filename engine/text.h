@@ -6,7 +6,7 @@
 
 #include <stdint.h>
 
-#include "nn.h"
+#include "nn_internal.h"
 
 #define NN_STOPWORD_COUNT 179 /* NLTK stopwords.words("english") */
 #define NN_STOPWORD_MAX_LEN 10 /* "ourselves" .. "yourselves" */

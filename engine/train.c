@@ -36,7 +36,7 @@
 #include "json.h"
 #include "metrics.h"
 #include "model.h"
-#include "nn.h"
+#include "nn_internal.h"
 #include "pool.h"
 #include "text.h"
 #include "train.h"

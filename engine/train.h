@@ -4,7 +4,7 @@
 #define ATTNEXT_TRAIN_H
 
 #include "model.h"
-#include "nn.h"
+#include "nn_internal.h"
 #include "pool.h"
 
 #define NN_TRAIN_MAX_LOGITS (1u << 26) /* batch rows x classes: bounds the (B, C) buffers */

@@ -3,7 +3,7 @@
 #include <stdio.h>
 
 #include "backend.h"
-#include "nn.h"
+#include "nn_internal.h"
 
 #define NN_VERSION "0.1.0"
 

@@ -13,7 +13,7 @@
 
 #include "check.h"
 #include "config_base.h"
-#include "nn.h"
+#include "nn_internal.h"
 
 /* Tolerances and device: test_golden keeps these (the CPU, rtol 1e-4); test_cuda sets its own. */
 static double golden_rtol = 1e-4, golden_atol = 1e-6;

@@ -7,7 +7,7 @@
 
 #include "check.h"
 #include "json.h"
-#include "nn.h"
+#include "nn_internal.h"
 
 static int same_config(const nn_config *a, const nn_config *b, char *what, size_t n) {
 #define SAME(f)                                                               \

@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "nn.h"
+#include "nn_internal.h"
 
 #define CURVE_DIR "tests/fixtures/curve"
 

@@ -21,7 +21,7 @@
 #include "check.h"
 #include "config_base.h"
 #include "model.h"
-#include "nn.h"
+#include "nn_internal.h"
 
 #define V 40
 #define C 3

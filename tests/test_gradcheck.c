@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "nn.h"
+#include "nn_internal.h"
 
 enum { B = 5, T = 6, C = 3, V = 14 };
 static const int lengths[B] = {4, 1, 6, 3, 6};

@@ -17,7 +17,7 @@
 #include <time.h>
 
 #include "check.h"
-#include "nn.h"
+#include "nn_internal.h"
 
 #define TOKEN_LEN 7
 #define PREFIX_LEN 4

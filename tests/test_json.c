@@ -8,7 +8,7 @@
 
 #include "check.h"
 #include "json.h"
-#include "nn.h"
+#include "nn_internal.h"
 
 /* parse from a heap buffer of exactly len bytes (no NUL after it) */
 static int parse_exact(nn_json **out, const char *s, size_t len, char *err) {

@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "nn.h"
+#include "nn_internal.h"
 
 int main(void) {
   char dir[] = "/tmp/attnext-locale-XXXXXX";

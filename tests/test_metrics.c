@@ -13,7 +13,7 @@
 
 #include "check.h"
 #include "metrics.h"
-#include "nn.h"
+#include "nn_internal.h"
 
 #define METRICS_DIR "tests/fixtures/metrics"
 #define METRICS_TOL 1e-6

@@ -12,7 +12,7 @@
 
 #include "check.h"
 #include "config_base.h"
-#include "nn.h"
+#include "nn_internal.h"
 
 static nn_model *deep_model(const char *options, char *err) {
   nn_config cfg;

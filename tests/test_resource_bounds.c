@@ -17,10 +17,10 @@
 #include <sys/resource.h>
 
 #include "check.h"
-#include "config_base.h"
 #include "config.h"
+#include "config_base.h"
 #include "model.h"
-#include "nn.h"
+#include "nn_internal.h"
 
 static long peak_rss_kb(void) {
   struct rusage ru;

@@ -10,7 +10,7 @@
 
 #include "backend.h"
 #include "check.h"
-#include "nn.h"
+#include "nn_internal.h"
 
 /* the tolerance of a float sum of K products against the double one: a few ulps of the sum of
  * the magnitudes */

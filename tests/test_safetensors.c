@@ -17,10 +17,10 @@
 #include <string.h>
 
 #include "check.h"
-#include "config_base.h"
 #include "config.h"
+#include "config_base.h"
 #include "json.h"
-#include "nn.h"
+#include "nn_internal.h"
 
 /* ------------------------------------------------------------------------------- helpers */
 

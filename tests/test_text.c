@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "nn.h"
+#include "nn_internal.h"
 #include "text.h"
 
 static nn_config text_config(void) {

@@ -24,7 +24,7 @@
 
 #include "check.h"
 #include "config_base.h"
-#include "nn.h"
+#include "nn_internal.h"
 
 #define MAX_ROWS 12000
 

@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "nn.h"
+#include "nn_internal.h"
 
 static const char *const words[] = {
     "stocks", "market", "rally",  "oil",    "prices",  "team",   "wins",    "game",

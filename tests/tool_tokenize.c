@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "nn.h"
+#include "nn_internal.h"
 
 static void print_span(void *ctx, const char *tok, int len, int start, int end) {
   int *first = ctx;

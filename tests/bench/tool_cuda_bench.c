@@ -12,7 +12,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "nn.h"
+#include "nn_internal.h"
 
 static double now(void) {
   struct timespec ts;

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "nn.h"
+#include "nn_internal.h"
 
 typedef struct rows {
   char **text, **label;

@@ -17,7 +17,7 @@
 
 #include "config.h"
 #include "model.h"
-#include "nn.h"
+#include "nn_internal.h"
 
 #ifndef FUZZ_TRAP
 #define FUZZ_TRAP() __builtin_trap()

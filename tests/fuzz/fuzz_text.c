@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "nn.h"
+#include "nn_internal.h"
 
 #ifndef FUZZ_TRAP
 #define FUZZ_TRAP() __builtin_trap()
