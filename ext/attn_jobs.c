@@ -57,25 +57,24 @@ static const char attn_jobs_schema[] =
     "losses TEXT, version INTEGER, deployed INTEGER, submitted_at TEXT, started_at TEXT, "
     "finished_at TEXT, seconds REAL, result TEXT, error TEXT)";
 
-/* The rows, in ATTN_JOBS_COL order; the epochs as a JSON array of objects. */
+/* The rows, in ATTN_JOBS_COL order; the epochs (NULL here) from attn_jobs_epochs_query. */
 static const char attn_jobs_query[] =
     "SELECT r.job, r.function, r.name, r.state, r.node, r.phase, r.trial, r.trials, r.epoch, "
-    "r.epochs, r.batch, r.batches, r.train_loss, r.val_loss, r.val_accuracy, r.val_f1, %s, "
+    "r.epochs, r.batch, r.batches, r.train_loss, r.val_loss, r.val_accuracy, r.val_f1, NULL, "
     "r.version, r.deployed, r.submitted_at, r.started_at, r.finished_at, "
     "(julianday(coalesce(r.finished_at, CASE WHEN r.state IN ('queued', 'running') THEN 'now' "
     "END)) - julianday(r.started_at)) * 86400.0, r.result, r.error "
     "FROM main.attn_job_runs AS r ORDER BY r.job";
-static const char attn_jobs_losses[] =
-    "(SELECT json_group_array(CASE WHEN e.trial > 0 THEN json_object('trial', e.trial, "
-    "'epoch', e.epoch, 'train_loss', e.train_loss, 'val_loss', e.val_loss, 'val_accuracy', "
-    "e.val_accuracy, 'val_f1', e.val_f1) ELSE json_object('epoch', e.epoch, 'train_loss', "
-    "e.train_loss, 'val_loss', e.val_loss, 'val_accuracy', e.val_accuracy, 'val_f1', e.val_f1) "
-    "END) FROM (SELECT * FROM main.attn_job_epochs AS x WHERE x.job = r.job ORDER BY x.trial, "
-    "x.epoch) AS e)";
+/* A job's epochs, for the JSON array of objects of its `losses` column (a tune's, trial > 0,
+ * say which trial; the comparison is SQL's, whatever the column holds). */
+static const char attn_jobs_epochs_query[] =
+    "SELECT trial > 0, trial, epoch, train_loss, val_loss, val_accuracy, val_f1 FROM "
+    "main.attn_job_epochs WHERE job = ?1 ORDER BY trial, epoch";
 
 typedef struct attn_jobs_row {
   sqlite3_value *values[ATTN_JOBS_NCOLS];
-  int live; /* this process trains it: the progress columns from `view` */
+  char *losses; /* the epochs as JSON (sqlite3_malloc'd); NULL without attn_job_epochs */
+  int live;     /* this process trains it: the progress columns from `view` */
   attn_status_view view;
 } attn_jobs_row;
 
@@ -99,8 +98,10 @@ static int attn_jobs_best_index(sqlite3_vtab *vtab, sqlite3_index_info *info) {
 }
 
 static void attn_jobs_clear(attn_jobs_cursor *cur) {
-  for (int i = 0; i < cur->n; i++)
+  for (int i = 0; i < cur->n; i++) {
     for (int c = 0; c < ATTN_JOBS_NCOLS; c++) sqlite3_value_free(cur->rows[i].values[c]);
+    sqlite3_free(cur->rows[i].losses);
+  }
   sqlite3_free(cur->rows);
   cur->rows = NULL;
   cur->n = cur->row = 0;
@@ -121,6 +122,37 @@ static int attn_jobs_table(sqlite3 *db, const char *name) {
   return is_table ? 1 : -1;
 }
 
+/* *out = the epochs of job (stmt: attn_jobs_epochs_query) as SQLite's json_group_array of
+ * json_object would write them: [{"trial":1,"epoch":1,"train_loss":0.5,...},...], "[]" for
+ * none. SQLITE_MISMATCH when a figure is a BLOB (no JSON form). */
+static int attn_jobs_epochs(sqlite3_stmt *stmt, sqlite3_value *job, char **out) {
+  static const char *const keys[6] = {"trial",    "epoch",        "train_loss",
+                                      "val_loss", "val_accuracy", "val_f1"};
+  nn_strbuf sb;
+  nn_strbuf_init(&sb);
+  nn_strbuf_puts(&sb, "[");
+  sqlite3_reset(stmt);
+  int rc = sqlite3_bind_value(stmt, 1, job), n = 0;
+  while (rc == SQLITE_OK && (rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+    rc = SQLITE_OK;
+    nn_strbuf_puts(&sb, n++ ? ",{" : "{");
+    int first = sqlite3_column_int(stmt, 0) ? 0 : 1; /* a trial's, or the epoch first */
+    for (int k = first; rc == SQLITE_OK && k < 6; k++) {
+      nn_strbuf_printf(&sb, "%s\"%s\":", k > first ? "," : "", keys[k]);
+      rc = attn_json_value(&sb, sqlite3_column_value(stmt, 1 + k));
+    }
+    nn_strbuf_puts(&sb, "}");
+  }
+  if (rc == SQLITE_DONE) rc = SQLITE_OK;
+  nn_strbuf_puts(&sb, "]");
+  if (rc == SQLITE_OK && sb.oom) rc = SQLITE_NOMEM;
+  *out = rc == SQLITE_OK ? sqlite3_mprintf("%s", sb.data) : NULL;
+  if (rc == SQLITE_OK && !*out) rc = SQLITE_NOMEM;
+  nn_strbuf_free(&sb);
+  sqlite3_reset(stmt);
+  return rc;
+}
+
 /* The rows are read at once (a few hundred jobs at most in practice): no statement of ours
  * stays open on the database while the caller reads them. */
 static int attn_jobs_filter(sqlite3_vtab_cursor *base, int idx_num, const char *idx_str,
@@ -128,8 +160,8 @@ static int attn_jobs_filter(sqlite3_vtab_cursor *base, int idx_num, const char *
   attn_jobs_cursor *cur = (attn_jobs_cursor *)base;
   attn_vtab *vtab = (attn_vtab *)base->pVtab;
   sqlite3 *db = attn_conn_db(vtab->conn);
-  sqlite3_stmt *stmt = NULL;
-  char *msg = NULL, *sql = NULL;
+  sqlite3_stmt *stmt = NULL, *epochs_stmt = NULL;
+  char *msg = NULL;
   int rc, cap = 0;
   attn_jobs_clear(cur);
   rc = attn_store_read_begin(vtab->conn, "attn_jobs", NULL, &msg);
@@ -142,12 +174,9 @@ static int attn_jobs_filter(sqlite3_vtab_cursor *base, int idx_num, const char *
     goto done;
   }
   if (runs == 0) goto done; /* no job ever ran here */
-  sql = sqlite3_mprintf(attn_jobs_query, epochs ? attn_jobs_losses : "NULL");
-  if (!sql) {
-    rc = SQLITE_NOMEM;
-    goto done;
-  }
-  rc = sqlite3_prepare_v2(db, sql, -1, &stmt, NULL);
+  rc = sqlite3_prepare_v2(db, attn_jobs_query, -1, &stmt, NULL);
+  if (rc == SQLITE_OK && epochs)
+    rc = sqlite3_prepare_v2(db, attn_jobs_epochs_query, -1, &epochs_stmt, NULL);
   if (rc != SQLITE_OK) {
     msg = sqlite3_mprintf("attn_jobs: cannot read attn_job_runs: %s", sqlite3_errmsg(db));
     goto done;
@@ -171,18 +200,25 @@ static int attn_jobs_filter(sqlite3_vtab_cursor *base, int idx_num, const char *
       if (!r->values[c]) rc = SQLITE_NOMEM;
     }
     if (rc == SQLITE_NOMEM) break;
+    if (epochs_stmt) {
+      rc = attn_jobs_epochs(epochs_stmt, r->values[ATTN_JOBS_COL_JOB], &r->losses);
+      if (rc != SQLITE_OK) break;
+    }
     const char *state = (const char *)sqlite3_column_text(stmt, ATTN_JOBS_COL_STATE);
     if (state && strcmp(state, "running") == 0 && database)
       r->live = attn_job_live(database, sqlite3_column_int64(stmt, ATTN_JOBS_COL_JOB), &r->view);
   }
   if (rc == SQLITE_DONE) {
     rc = SQLITE_OK;
+  } else if (rc == SQLITE_MISMATCH) {
+    msg = sqlite3_mprintf("attn_jobs: cannot read attn_job_runs: " ATTN_JSON_BLOB_MESSAGE);
+    rc = SQLITE_ERROR;
   } else if (rc != SQLITE_NOMEM) {
     msg = sqlite3_mprintf("attn_jobs: cannot read attn_job_runs: %s", sqlite3_errmsg(db));
   }
 done:
   sqlite3_finalize(stmt);
-  sqlite3_free(sql);
+  sqlite3_finalize(epochs_stmt);
   attn_store_read_end(vtab->conn);
   if (rc != SQLITE_OK) {
     attn_jobs_clear(cur);
@@ -232,6 +268,11 @@ static int attn_jobs_column(sqlite3_vtab_cursor *base, sqlite3_context *ctx, int
     }
   }
   if (col < 0 || col >= ATTN_JOBS_NCOLS) return SQLITE_OK;
+  if (col == ATTN_JOBS_COL_LOSSES && r->losses) {
+    sqlite3_result_text(ctx, r->losses, -1, SQLITE_TRANSIENT);
+    sqlite3_result_subtype(ctx, ATTN_JSON_SUBTYPE); /* json_object() nests it */
+    return SQLITE_OK;
+  }
   sqlite3_result_value(ctx, r->values[col]);
   if ((col == ATTN_JOBS_COL_LOSSES || col == ATTN_JOBS_COL_RESULT) &&
       sqlite3_value_type(r->values[col]) == SQLITE_TEXT)
