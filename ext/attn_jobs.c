@@ -592,6 +592,7 @@ static void attn_json_set_emit(nn_strbuf *sb, const nn_json *v, const char *text
   }
   nn_strbuf_puts(sb, object ? "}" : "]");
 }
+
 /* *json = json_set(*json, path, value), byte for byte what SQLite's json_set returns (path
  * starts with "$"); the value: kind 0 the integer `number`, 1 true when `number` else false, 2
  * the string `text`. A *json that is NULL or not JSON (a hand-made image) is left as it is. */
