@@ -547,6 +547,14 @@ void attn_floats_to_le(unsigned char *out /*(4 n)*/, const float *in /*(n)*/, in
 #endif
 /* A JSON string literal of s (len bytes), appended to a sqlite3_str. */
 void attn_json_string(sqlite3_str *out, const char *s, int len);
+/* v appended as SQLite's json_object() and json_group_array() write an SQL value: an integer
+ * as %lld, a REAL as SQLite's JSON functions format it (%!0.15g), text as a JSON string (the
+ * escapes of SQLite's JSON), NULL as null. A BLOB has no JSON form: SQLITE_MISMATCH and nothing
+ * appended (SQLite's JSON functions refuse it too). */
+struct nn_strbuf;
+int attn_json_value(struct nn_strbuf *sb, sqlite3_value *v);
+/* The message SQLite's JSON functions give for a BLOB, for the callers of attn_json_value. */
+#define ATTN_JSON_BLOB_MESSAGE "JSON cannot hold BLOB values"
 /* xBestIndex of a table-valued function whose argument (hidden) columns are first_arg ..
  * first_arg + nargs - 1, the first nrequired of them required (else the error `usage`).
  * xFilter gets the given arguments in column order; idxNum is the bit mask of those given. */

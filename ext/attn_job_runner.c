@@ -45,6 +45,7 @@
 #include <unistd.h>
 
 #include "attn_ext.h"
+#include "json.h"
 
 #define JOB_TICK_SECONDS 1.0      /* progress, heartbeats and the leader's reaper */
 #define JOB_CONFIRM_SECONDS 600.0 /* a job whose row never commits is dropped after this */
@@ -485,20 +486,84 @@ static int job_first_queued(const attn_job *job) {
   return 1;
 }
 
-/* The SQL that runs the job's function on its private copy: one row, one column of text (the
- * function's result as JSON: attn_fit's object, attn_train's epochs, attn_tune's trials). */
-static const char *job_sql(const attn_job *job) {
-  if (strcmp(job->fn, "attn_train") == 0)
-    return "SELECT json_group_array(json_object('epoch', epoch, 'train_loss', train_loss, "
-           "'val_loss', val_loss, 'val_accuracy', val_accuracy, 'val_f1', val_f1, 'lr', lr, "
-           "'seconds', seconds, 'best', best, 'version', version, 'deployed', deployed)) "
-           "FROM attn_train(?1, ?2, ?3)";
-  if (strcmp(job->fn, "attn_tune") == 0)
-    return "SELECT json_group_array(json_object('trial', trial, 'config', json(config), "
-           "'best_epoch', best_epoch, 'val_loss', val_loss, 'val_accuracy', val_accuracy, "
-           "'val_f1', val_f1, 'seconds', seconds, 'chosen', chosen, 'version', version, "
-           "'deployed', deployed)) FROM attn_tune(?1, ?2, ?4, ?3)";
+/* The SQL that runs the job's function on its private copy, and the keys of its result: NULL
+ * for attn_fit (one row, one column: its JSON object as text); attn_train's epochs and
+ * attn_tune's trials are one object per row with these keys, in column order (job_result). */
+static const char *const job_train_keys[] = {"epoch",   "train_loss", "val_loss", "val_accuracy",
+                                             "val_f1",  "lr",         "seconds",  "best",
+                                             "version", "deployed",   NULL};
+static const char *const job_tune_keys[] = {"trial",        "config",   "best_epoch", "val_loss",
+                                            "val_accuracy", "val_f1",   "seconds",    "chosen",
+                                            "version",      "deployed", NULL};
+static const char *job_sql(const attn_job *job, const char *const **keys) {
+  *keys = NULL;
+  if (strcmp(job->fn, "attn_train") == 0) {
+    *keys = job_train_keys;
+    return "SELECT epoch, train_loss, val_loss, val_accuracy, val_f1, lr, seconds, best, "
+           "version, deployed FROM attn_train(?1, ?2, ?3)";
+  }
+  if (strcmp(job->fn, "attn_tune") == 0) {
+    *keys = job_tune_keys;
+    return "SELECT trial, config, best_epoch, val_loss, val_accuracy, val_f1, seconds, chosen, "
+           "version, deployed FROM attn_tune(?1, ?2, ?4, ?3)";
+  }
   return "SELECT attn_fit(?1, ?2, ?3)";
+}
+
+/* Run stmt (job_sql) and take the function's result as JSON text into *out (sqlite3_malloc'd):
+ * attn_fit's text as it is; the rows as an array of objects with `keys`, byte for byte what
+ * json_group_array(json_object(...)) wrote before (attn_json_value; the "config" JSON of a
+ * tune's trial written compact, as json(config) did). SQLITE_OK, else an error code and the
+ * reason in error (or the statement's error in sqlite3_errmsg). */
+static int job_result(sqlite3_stmt *stmt, const char *const *keys, char **out, char *error,
+                      size_t cap) {
+  int rc;
+  *out = NULL;
+  if (!keys) {
+    rc = sqlite3_step(stmt);
+    if (rc != SQLITE_ROW) return rc;
+    if (sqlite3_column_type(stmt, 0) != SQLITE_TEXT) {
+      snprintf(error, cap, "no result");
+      return SQLITE_ERROR;
+    }
+    *out = job_strdup((const char *)sqlite3_column_text(stmt, 0));
+    return *out ? SQLITE_OK : SQLITE_NOMEM;
+  }
+  nn_strbuf sb;
+  nn_strbuf_init(&sb);
+  nn_strbuf_puts(&sb, "[");
+  int n = 0;
+  while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+    rc = SQLITE_OK;
+    nn_strbuf_puts(&sb, n++ ? ",{" : "{");
+    for (int k = 0; rc == SQLITE_OK && keys[k]; k++) {
+      nn_strbuf_printf(&sb, "%s\"%s\":", k ? "," : "", keys[k]);
+      sqlite3_value *v = sqlite3_column_value(stmt, k);
+      if (strcmp(keys[k], "config") == 0 && sqlite3_value_type(v) != SQLITE_NULL) {
+        const char *text = (const char *)sqlite3_value_text(v);
+        nn_json *doc = NULL;
+        char err[NN_ERR_LEN];
+        int st = text ? nn_json_parse(&doc, text, (size_t)sqlite3_value_bytes(v), err) : NN_NOMEM;
+        if (st == NN_OK) nn_strbuf_append_json_compact(&sb, doc, text);
+        nn_json_free(doc);
+        if (st == NN_ERROR) snprintf(error, cap, "malformed JSON");
+        rc = st == NN_OK ? SQLITE_OK : st == NN_NOMEM ? SQLITE_NOMEM : SQLITE_ERROR;
+      } else {
+        rc = attn_json_value(&sb, v);
+        if (rc == SQLITE_MISMATCH) snprintf(error, cap, "%s", ATTN_JSON_BLOB_MESSAGE);
+      }
+    }
+    nn_strbuf_puts(&sb, "}");
+    if (rc != SQLITE_OK) break;
+  }
+  nn_strbuf_puts(&sb, "]");
+  if (rc == SQLITE_DONE) rc = sb.oom ? SQLITE_NOMEM : SQLITE_OK;
+  if (rc == SQLITE_OK) {
+    *out = job_strdup(sb.data);
+    if (!*out) rc = SQLITE_NOMEM;
+  }
+  nn_strbuf_free(&sb);
+  return rc;
 }
 
 /* Step a statement on p with text arguments; SQLITE_OK, or an error with msg. */
@@ -510,20 +575,42 @@ static int p_exec(sqlite3 *p, const char *sql, const char *const *texts, int n,
   return rc;
 }
 
+/* The smallest and the largest "version" of the result (attn_fit's object, or each object of
+ * attn_train's or attn_tune's array) into range[0..1]; versions that are null or not numbers
+ * are no versions (a REAL one counts as its integer part). SQLITE_NOTFOUND when there is none
+ * or the result is not JSON. */
+static int job_versions(const char *result, int64_t range[2]) {
+  nn_json *doc = NULL;
+  char err[NN_ERR_LEN];
+  int st = nn_json_parse(&doc, result, strlen(result), err), found = 0;
+  if (st != NN_OK) return st == NN_NOMEM ? SQLITE_NOMEM : SQLITE_NOTFOUND;
+  int array = doc->type == NN_JSON_ARRAY;
+  size_t n = array ? doc->count : 1;
+  for (size_t i = 0; i < n; i++) {
+    const nn_json *v = nn_json_get(array ? &doc->items[i] : doc, "version");
+    if (!v || v->type != NN_JSON_NUMBER) continue;
+    int64_t version = v->is_integer          ? v->integer
+                      : v->number >= 9.2e18  ? INT64_MAX
+                      : v->number <= -9.2e18 ? INT64_MIN
+                                             : (int64_t)v->number;
+    if (!found || version < range[0]) range[0] = version;
+    if (!found || version > range[1]) range[1] = version;
+    found = 1;
+  }
+  nn_json_free(doc);
+  return found ? SQLITE_OK : SQLITE_NOTFOUND;
+}
+
 /* The image a job sends to attn_job_commit: a small database (meta, models, log, lineage) of
  * what the run saved in the copy, versions first..last of the job's name. */
 static int job_payload(sqlite3 *p, attn_job *job, const char *result, int64_t base_version,
                        int64_t base_rowid, unsigned char **out, sqlite3_int64 *size, char **msg) {
   int64_t range[2] = {0, 0}; /* first, last */
   *out = NULL;
-  int rc = attn_sql_ints(
-      p,
-      "SELECT min(v), max(v) FROM (SELECT json_extract(value, '$.version') AS v FROM "
-      "json_each(CASE json_type(?1) WHEN 'array' THEN ?1 ELSE json_array(json(?1)) END)) "
-      "WHERE v IS NOT NULL",
-      &result, 1, NULL, 0, range, 2);
+  int rc = job_versions(result, range);
+  if (rc == SQLITE_NOMEM) return rc;
   int64_t first = range[0], last = range[1];
-  if (rc != SQLITE_ROW || first <= 0 || last < first) {
+  if (rc != SQLITE_OK || first <= 0 || last < first) {
     *msg = sqlite3_mprintf("%s: the run saved no version (result %s)", job->fn, result);
     return SQLITE_ERROR;
   }
@@ -655,20 +742,17 @@ static void job_run(attn_job *job, attn_job_client *client) {
   /* the deployed version the run's "if_better" compares with: the commit checks it still is */
   attn_store_deployed_row(p, job->name, &base_version, &base_rowid);
   /* the training: the function as in any program, on the copy */
-  rc = sqlite3_prepare_v2(p, job_sql(job), -1, &stmt, NULL);
+  const char *const *keys = NULL;
+  rc = sqlite3_prepare_v2(p, job_sql(job, &keys), -1, &stmt, NULL);
   if (rc == SQLITE_OK) {
     sqlite3_bind_text(stmt, 1, job->name, -1, SQLITE_STATIC);
     sqlite3_bind_text(stmt, 2, job->query, -1, SQLITE_STATIC);
     sqlite3_bind_text(stmt, 3, job->options, -1, SQLITE_STATIC);
     sqlite3_bind_text(stmt, 4, job->grid, -1, SQLITE_STATIC);
-    rc = sqlite3_step(stmt);
-  }
-  if (rc == SQLITE_ROW && sqlite3_column_type(stmt, 0) == SQLITE_TEXT) {
-    result = job_strdup((const char *)sqlite3_column_text(stmt, 0));
-    rc = result ? SQLITE_OK : SQLITE_NOMEM;
+    rc = job_result(stmt, keys, &result, error, sizeof error);
   }
   if (rc != SQLITE_OK) {
-    snprintf(error, sizeof error, "%s", rc == SQLITE_ROW ? "no result" : sqlite3_errmsg(p));
+    if (!error[0]) snprintf(error, sizeof error, "%s", sqlite3_errmsg(p));
     goto done;
   }
   sqlite3_finalize(stmt);
@@ -778,24 +862,72 @@ static void clients_free(job_clients *c) {
   free(c->clients);
 }
 
-/* Append the epochs of view v not written yet as JSON rows [trial, epoch, train_loss, ...]. */
-static void progress_epochs(sqlite3_str *s, const attn_job *job, const attn_status_view *v,
-                            int *count) {
-  int trial = v->trial >= 0 && v->trial <= JOB_MAX_TRIAL ? v->trial : 0;
-  for (int i = 0; i < v->nlog; i++) {
-    const nn_epoch_stats *e = &v->log[i];
-    if (e->epoch <= job->written[trial]) continue;
-    double figures[6] = {e->train_loss, e->val_loss, e->val_accuracy, e->val_f1, e->lr,
-                         e->seconds};
-    sqlite3_str_appendf(s, "%s[%d,%d", (*count)++ ? "," : "", trial, e->epoch);
-    for (int k = 0; k < 6; k++) {
-      if (isfinite(figures[k]))
-        sqlite3_str_appendf(s, ",%!.17g", figures[k]);
-      else
-        sqlite3_str_appendall(s, ",null");
-    }
-    sqlite3_str_appendchar(s, 1, ']');
+/* Rows per progress INSERT: 2 + 8 x 31 = 250 parameters (the wire takes at most 255). */
+#define JOB_EPOCH_ROWS 31
+#define JOB_NO_MEMORY (-2) /* progress_insert: nothing sent (not one of ATTN_HOST_*) */
+
+/* INSERT OR REPLACE the rows of params (job, token, then 8 values a row: trial, epoch,
+ * train_loss, val_loss, val_accuracy, val_f1, lr, seconds) into attn_job_epochs while the job
+ * runs. The host's answer; JOB_NO_MEMORY when out of memory (nothing sent). */
+static int progress_insert(attn_job_client *client, const attn_job_value *params, int rows,
+                           int *code, char *msg, size_t cap) {
+  sqlite3_str *s = sqlite3_str_new(NULL);
+  sqlite3_str_appendall(s, "INSERT OR REPLACE INTO main.attn_job_epochs(job, trial, epoch, "
+                           "train_loss, val_loss, val_accuracy, val_f1, lr, seconds) SELECT ?1, "
+                           "* FROM (VALUES ");
+  for (int r = 0; r < rows; r++) {
+    sqlite3_str_appendall(s, r ? ",(" : "(");
+    for (int k = 0; k < 8; k++) sqlite3_str_appendf(s, "%s?%d", k ? "," : "", 3 + 8 * r + k);
+    sqlite3_str_appendchar(s, 1, ')');
   }
+  sqlite3_str_appendall(s, ") WHERE EXISTS (SELECT 1 FROM main.attn_job_runs WHERE job = ?1 AND "
+                           "token = ?2 AND state = 'running')");
+  char *sql = sqlite3_str_finish(s);
+  if (!sql) return JOB_NO_MEMORY;
+  int rc = runner.host.exec(client, sql, params, 2 + 8 * rows, NULL, code, msg, cap);
+  sqlite3_free(sql);
+  return rc;
+}
+
+/* Write the epochs of the views not written yet, the figures bound as doubles (NULL when not
+ * finite), JOB_EPOCH_ROWS a statement; the written marks move once all went. The host's answer
+ * (ATTN_HOST_OK also when out of memory: the next tick writes them). */
+static int progress_epochs(attn_job *job, attn_job_client *client, const attn_status_view *views,
+                           int n, int *code, char *msg, size_t cap) {
+  attn_job_value params[2 + 8 * JOB_EPOCH_ROWS] = {v_int(job->id), v_text(job->token)};
+  int rows = 0, rc = ATTN_HOST_OK, sent = 0;
+  for (int i = 0; i < n && rc == ATTN_HOST_OK; i++) {
+    const attn_status_view *v = &views[i];
+    int trial = v->trial >= 0 && v->trial <= JOB_MAX_TRIAL ? v->trial : 0;
+    for (int e = 0; e < v->nlog && rc == ATTN_HOST_OK; e++) {
+      const nn_epoch_stats *s = &v->log[e];
+      if (s->epoch <= job->written[trial]) continue;
+      double figures[6] = {s->train_loss, s->val_loss, s->val_accuracy,
+                           s->val_f1,     s->lr,       s->seconds};
+      attn_job_value *row = &params[2 + 8 * rows++];
+      row[0] = v_int(trial);
+      row[1] = v_int(s->epoch);
+      for (int k = 0; k < 6; k++) row[2 + k] = v_figure(figures[k], 0);
+      if (rows == JOB_EPOCH_ROWS) {
+        rc = progress_insert(client, params, rows, code, msg, cap);
+        rows = 0;
+        sent++;
+      }
+    }
+  }
+  if (rc == ATTN_HOST_OK && rows) {
+    rc = progress_insert(client, params, rows, code, msg, cap);
+    sent++;
+  }
+  if (rc == JOB_NO_MEMORY)
+    return ATTN_HOST_OK; /* out of memory: not written, the next tick tries again */
+  if (rc == ATTN_HOST_OK && sent)
+    for (int i = 0; i < n; i++) {
+      int trial = views[i].trial >= 0 && views[i].trial <= JOB_MAX_TRIAL ? views[i].trial : 0;
+      int last = views[i].nlog ? views[i].log[views[i].nlog - 1].epoch : 0;
+      if (last > job->written[trial]) job->written[trial] = last;
+    }
+  return rc;
 }
 
 /* One job's progress through the leader: the epochs that finished, then its row (which also
@@ -803,37 +935,12 @@ static void progress_epochs(sqlite3_str *s, const attn_job *job, const attn_stat
 static void progress_write(attn_job *job, attn_job_client *client) {
   attn_status_view views[JOB_STATUS_VIEWS];
   char msg[512];
-  int n = 0, count = 0;
+  int n = 0;
   pthread_mutex_lock(&runner.lock);
   if (job->p) n = attn_status_of(job->p, views, JOB_STATUS_VIEWS);
   pthread_mutex_unlock(&runner.lock);
   int code = 0;
-  sqlite3_str *s = sqlite3_str_new(NULL);
-  sqlite3_str_appendchar(s, 1, '[');
-  for (int i = 0; i < n; i++) progress_epochs(s, job, &views[i], &count);
-  sqlite3_str_appendchar(s, 1, ']');
-  char *epochs = sqlite3_str_finish(s);
-  int rc = ATTN_HOST_OK;
-  if (count && epochs) {
-    attn_job_value params[3] = {v_int(job->id), v_text(job->token), v_text(epochs)};
-    rc = runner.host.exec(client,
-                          "INSERT OR REPLACE INTO main.attn_job_epochs(job, trial, epoch, "
-                          "train_loss, val_loss, val_accuracy, val_f1, lr, seconds) SELECT ?1, "
-                          "json_extract(value, '$[0]'), json_extract(value, '$[1]'), "
-                          "json_extract(value, '$[2]'), json_extract(value, '$[3]'), "
-                          "json_extract(value, '$[4]'), json_extract(value, '$[5]'), "
-                          "json_extract(value, '$[6]'), json_extract(value, '$[7]') FROM "
-                          "json_each(?3) WHERE EXISTS (SELECT 1 FROM main.attn_job_runs WHERE "
-                          "job = ?1 AND token = ?2 AND state = 'running')",
-                          params, 3, NULL, &code, msg, sizeof msg);
-    if (rc == ATTN_HOST_OK)
-      for (int i = 0; i < n; i++) {
-        int trial = views[i].trial >= 0 && views[i].trial <= JOB_MAX_TRIAL ? views[i].trial : 0;
-        int last = views[i].nlog ? views[i].log[views[i].nlog - 1].epoch : 0;
-        if (last > job->written[trial]) job->written[trial] = last;
-      }
-  }
-  sqlite3_free(epochs);
+  int rc = progress_epochs(job, client, views, n, &code, msg, sizeof msg);
   const attn_status_view *v = n ? &views[n - 1] : NULL;
   attn_job_value params[13] = {v_int(job->id), v_text(job->token)};
   for (int i = 2; i < 13; i++) params[i] = v_null();

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "attn_ext.h"
+#include "json.h"
 
 /* ------------------------------------------------------------------ attn_jobs */
 
@@ -56,25 +57,24 @@ static const char attn_jobs_schema[] =
     "losses TEXT, version INTEGER, deployed INTEGER, submitted_at TEXT, started_at TEXT, "
     "finished_at TEXT, seconds REAL, result TEXT, error TEXT)";
 
-/* The rows, in ATTN_JOBS_COL order; the epochs as a JSON array of objects. */
+/* The rows, in ATTN_JOBS_COL order; the epochs (NULL here) from attn_jobs_epochs_query. */
 static const char attn_jobs_query[] =
     "SELECT r.job, r.function, r.name, r.state, r.node, r.phase, r.trial, r.trials, r.epoch, "
-    "r.epochs, r.batch, r.batches, r.train_loss, r.val_loss, r.val_accuracy, r.val_f1, %s, "
+    "r.epochs, r.batch, r.batches, r.train_loss, r.val_loss, r.val_accuracy, r.val_f1, NULL, "
     "r.version, r.deployed, r.submitted_at, r.started_at, r.finished_at, "
     "(julianday(coalesce(r.finished_at, CASE WHEN r.state IN ('queued', 'running') THEN 'now' "
     "END)) - julianday(r.started_at)) * 86400.0, r.result, r.error "
     "FROM main.attn_job_runs AS r ORDER BY r.job";
-static const char attn_jobs_losses[] =
-    "(SELECT json_group_array(CASE WHEN e.trial > 0 THEN json_object('trial', e.trial, "
-    "'epoch', e.epoch, 'train_loss', e.train_loss, 'val_loss', e.val_loss, 'val_accuracy', "
-    "e.val_accuracy, 'val_f1', e.val_f1) ELSE json_object('epoch', e.epoch, 'train_loss', "
-    "e.train_loss, 'val_loss', e.val_loss, 'val_accuracy', e.val_accuracy, 'val_f1', e.val_f1) "
-    "END) FROM (SELECT * FROM main.attn_job_epochs AS x WHERE x.job = r.job ORDER BY x.trial, "
-    "x.epoch) AS e)";
+/* A job's epochs, for the JSON array of objects of its `losses` column (a tune's, trial > 0,
+ * say which trial; the comparison is SQL's, whatever the column holds). */
+static const char attn_jobs_epochs_query[] =
+    "SELECT trial > 0, trial, epoch, train_loss, val_loss, val_accuracy, val_f1 FROM "
+    "main.attn_job_epochs WHERE job = ?1 ORDER BY trial, epoch";
 
 typedef struct attn_jobs_row {
   sqlite3_value *values[ATTN_JOBS_NCOLS];
-  int live; /* this process trains it: the progress columns from `view` */
+  char *losses; /* the epochs as JSON (sqlite3_malloc'd); NULL without attn_job_epochs */
+  int live;     /* this process trains it: the progress columns from `view` */
   attn_status_view view;
 } attn_jobs_row;
 
@@ -98,8 +98,10 @@ static int attn_jobs_best_index(sqlite3_vtab *vtab, sqlite3_index_info *info) {
 }
 
 static void attn_jobs_clear(attn_jobs_cursor *cur) {
-  for (int i = 0; i < cur->n; i++)
+  for (int i = 0; i < cur->n; i++) {
     for (int c = 0; c < ATTN_JOBS_NCOLS; c++) sqlite3_value_free(cur->rows[i].values[c]);
+    sqlite3_free(cur->rows[i].losses);
+  }
   sqlite3_free(cur->rows);
   cur->rows = NULL;
   cur->n = cur->row = 0;
@@ -120,6 +122,37 @@ static int attn_jobs_table(sqlite3 *db, const char *name) {
   return is_table ? 1 : -1;
 }
 
+/* *out = the epochs of job (stmt: attn_jobs_epochs_query) as SQLite's json_group_array of
+ * json_object would write them: [{"trial":1,"epoch":1,"train_loss":0.5,...},...], "[]" for
+ * none. SQLITE_MISMATCH when a figure is a BLOB (no JSON form). */
+static int attn_jobs_epochs(sqlite3_stmt *stmt, sqlite3_value *job, char **out) {
+  static const char *const keys[6] = {"trial",    "epoch",        "train_loss",
+                                      "val_loss", "val_accuracy", "val_f1"};
+  nn_strbuf sb;
+  nn_strbuf_init(&sb);
+  nn_strbuf_puts(&sb, "[");
+  sqlite3_reset(stmt);
+  int rc = sqlite3_bind_value(stmt, 1, job), n = 0;
+  while (rc == SQLITE_OK && (rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+    rc = SQLITE_OK;
+    nn_strbuf_puts(&sb, n++ ? ",{" : "{");
+    int first = sqlite3_column_int(stmt, 0) ? 0 : 1; /* a trial's, or the epoch first */
+    for (int k = first; rc == SQLITE_OK && k < 6; k++) {
+      nn_strbuf_printf(&sb, "%s\"%s\":", k > first ? "," : "", keys[k]);
+      rc = attn_json_value(&sb, sqlite3_column_value(stmt, 1 + k));
+    }
+    nn_strbuf_puts(&sb, "}");
+  }
+  if (rc == SQLITE_DONE) rc = SQLITE_OK;
+  nn_strbuf_puts(&sb, "]");
+  if (rc == SQLITE_OK && sb.oom) rc = SQLITE_NOMEM;
+  *out = rc == SQLITE_OK ? sqlite3_mprintf("%s", sb.data) : NULL;
+  if (rc == SQLITE_OK && !*out) rc = SQLITE_NOMEM;
+  nn_strbuf_free(&sb);
+  sqlite3_reset(stmt);
+  return rc;
+}
+
 /* The rows are read at once (a few hundred jobs at most in practice): no statement of ours
  * stays open on the database while the caller reads them. */
 static int attn_jobs_filter(sqlite3_vtab_cursor *base, int idx_num, const char *idx_str,
@@ -127,8 +160,8 @@ static int attn_jobs_filter(sqlite3_vtab_cursor *base, int idx_num, const char *
   attn_jobs_cursor *cur = (attn_jobs_cursor *)base;
   attn_vtab *vtab = (attn_vtab *)base->pVtab;
   sqlite3 *db = attn_conn_db(vtab->conn);
-  sqlite3_stmt *stmt = NULL;
-  char *msg = NULL, *sql = NULL;
+  sqlite3_stmt *stmt = NULL, *epochs_stmt = NULL;
+  char *msg = NULL;
   int rc, cap = 0;
   attn_jobs_clear(cur);
   rc = attn_store_read_begin(vtab->conn, "attn_jobs", NULL, &msg);
@@ -141,12 +174,9 @@ static int attn_jobs_filter(sqlite3_vtab_cursor *base, int idx_num, const char *
     goto done;
   }
   if (runs == 0) goto done; /* no job ever ran here */
-  sql = sqlite3_mprintf(attn_jobs_query, epochs ? attn_jobs_losses : "NULL");
-  if (!sql) {
-    rc = SQLITE_NOMEM;
-    goto done;
-  }
-  rc = sqlite3_prepare_v2(db, sql, -1, &stmt, NULL);
+  rc = sqlite3_prepare_v2(db, attn_jobs_query, -1, &stmt, NULL);
+  if (rc == SQLITE_OK && epochs)
+    rc = sqlite3_prepare_v2(db, attn_jobs_epochs_query, -1, &epochs_stmt, NULL);
   if (rc != SQLITE_OK) {
     msg = sqlite3_mprintf("attn_jobs: cannot read attn_job_runs: %s", sqlite3_errmsg(db));
     goto done;
@@ -170,18 +200,25 @@ static int attn_jobs_filter(sqlite3_vtab_cursor *base, int idx_num, const char *
       if (!r->values[c]) rc = SQLITE_NOMEM;
     }
     if (rc == SQLITE_NOMEM) break;
+    if (epochs_stmt) {
+      rc = attn_jobs_epochs(epochs_stmt, r->values[ATTN_JOBS_COL_JOB], &r->losses);
+      if (rc != SQLITE_OK) break;
+    }
     const char *state = (const char *)sqlite3_column_text(stmt, ATTN_JOBS_COL_STATE);
     if (state && strcmp(state, "running") == 0 && database)
       r->live = attn_job_live(database, sqlite3_column_int64(stmt, ATTN_JOBS_COL_JOB), &r->view);
   }
   if (rc == SQLITE_DONE) {
     rc = SQLITE_OK;
+  } else if (rc == SQLITE_MISMATCH) {
+    msg = sqlite3_mprintf("attn_jobs: cannot read attn_job_runs: " ATTN_JSON_BLOB_MESSAGE);
+    rc = SQLITE_ERROR;
   } else if (rc != SQLITE_NOMEM) {
     msg = sqlite3_mprintf("attn_jobs: cannot read attn_job_runs: %s", sqlite3_errmsg(db));
   }
 done:
   sqlite3_finalize(stmt);
-  sqlite3_free(sql);
+  sqlite3_finalize(epochs_stmt);
   attn_store_read_end(vtab->conn);
   if (rc != SQLITE_OK) {
     attn_jobs_clear(cur);
@@ -231,6 +268,11 @@ static int attn_jobs_column(sqlite3_vtab_cursor *base, sqlite3_context *ctx, int
     }
   }
   if (col < 0 || col >= ATTN_JOBS_NCOLS) return SQLITE_OK;
+  if (col == ATTN_JOBS_COL_LOSSES && r->losses) {
+    sqlite3_result_text(ctx, r->losses, -1, SQLITE_TRANSIENT);
+    sqlite3_result_subtype(ctx, ATTN_JSON_SUBTYPE); /* json_object() nests it */
+    return SQLITE_OK;
+  }
   sqlite3_result_value(ctx, r->values[col]);
   if ((col == ATTN_JOBS_COL_LOSSES || col == ATTN_JOBS_COL_RESULT) &&
       sqlite3_value_type(r->values[col]) == SQLITE_TEXT)
@@ -440,35 +482,143 @@ static int attn_commit_item_read(sqlite3 *m, attn_commit_item *item, int64_t ver
   return rc == SQLITE_DONE ? SQLITE_OK : rc;
 }
 
-/* One json_set(json, path, value) on m; the new text replaces *json. */
-static int attn_commit_json_set(sqlite3 *m, char **json, const char *path, int kind,
-                                int64_t number, const char *text) {
-  sqlite3_stmt *stmt = NULL;
-  int rc = sqlite3_prepare_v2(m,
-                              kind == 0   ? "SELECT json_set(?1, ?2, ?3)"
-                              : kind == 1 ? "SELECT json_set(?1, ?2, json(CASE WHEN ?3 THEN "
-                                            "'true' ELSE 'false' END))"
-                                          : "SELECT json_set(?1, ?2, ?4)",
-                              -1, &stmt, NULL);
-  if (rc == SQLITE_OK) {
-    sqlite3_bind_text(stmt, 1, *json, -1, SQLITE_STATIC);
-    sqlite3_bind_text(stmt, 2, path, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(stmt, 3, number);
-    sqlite3_bind_text(stmt, 4, text, -1, SQLITE_STATIC);
-    rc = sqlite3_step(stmt);
+/* The end of the first step of a json_set path (".key", "[N]", "[#]", "[#-N]"). */
+static const char *attn_json_step_end(const char *path) {
+  if (*path == '[') {
+    const char *end = strchr(path, ']');
+    return end ? end + 1 : path + strlen(path);
   }
-  if (rc == SQLITE_ROW && sqlite3_column_type(stmt, 0) == SQLITE_TEXT) {
-    char *copy = sqlite3_mprintf("%s", (const char *)sqlite3_column_text(stmt, 0));
-    if (copy) {
-      sqlite3_free(*json);
-      *json = copy;
+  const char *end = path + 1;
+  while (*end && *end != '.' && *end != '[') end++;
+  return end;
+}
+
+/* The value json_set creates for the rest of a path that names no member yet: `value` itself,
+ * {"key": ...} for ".key", [...] for "[0]". 0 when the path cannot be created (SQLite's json_set
+ * then leaves the document as it is). */
+static int attn_json_create(nn_strbuf *sb, const char *path, const char *value) {
+  if (!*path) {
+    nn_strbuf_puts(sb, value);
+    return 1;
+  }
+  const char *end = attn_json_step_end(path);
+  if (*path == '.') {
+    size_t at = sb->len; /* a failed creation below leaves sb as it was */
+    nn_strbuf_puts(sb, "{\"");
+    nn_strbuf_append(sb, path + 1, (size_t)(end - path - 1));
+    nn_strbuf_puts(sb, "\":");
+    if (!attn_json_create(sb, end, value)) {
+      sb->len = at;
+      if (sb->data) sb->data[at] = 0;
+      return 0;
     }
-    rc = copy ? SQLITE_OK : SQLITE_NOMEM;
-  } else if (rc == SQLITE_ROW || rc == SQLITE_DONE) {
-    rc = SQLITE_OK; /* not JSON (a hand-made image): left as it is */
+    nn_strbuf_puts(sb, "}");
+    return 1;
   }
-  sqlite3_finalize(stmt);
-  return rc;
+  if (strncmp(path, "[0]", 3) != 0) return 0;
+  size_t at = sb->len;
+  nn_strbuf_puts(sb, "[");
+  if (!attn_json_create(sb, end, value)) {
+    sb->len = at;
+    if (sb->data) sb->data[at] = 0;
+    return 0;
+  }
+  nn_strbuf_puts(sb, "]");
+  return 1;
+}
+
+/* v (parsed from text) with `value` (JSON text) set at path, as SQLite's json_set writes it: a
+ * member that exists is replaced where it is, a missing one is appended to its object (or array,
+ * at index count), a path that names nothing changes nothing; no whitespace between tokens, each
+ * token as written. Paths: steps ".key" (a key without quotes), "[N]", "[#]" and "[#-N]". */
+static void attn_json_set_emit(nn_strbuf *sb, const nn_json *v, const char *text, const char *path,
+                               const char *value) {
+  if (!*path) {
+    nn_strbuf_puts(sb, value);
+    return;
+  }
+  const char *end = attn_json_step_end(path);
+  size_t target = (size_t)-1; /* the member or item the step names; count: a new one */
+  if (*path == '.' && v->type == NN_JSON_OBJECT) {
+    size_t klen = (size_t)(end - path - 1);
+    target = v->count;
+    for (size_t i = 0; i < v->count && target == v->count; i++)
+      if (v->items[i].key_len == klen && memcmp(v->items[i].key, path + 1, klen) == 0) target = i;
+  } else if (*path == '[' && v->type == NN_JSON_ARRAY && end[-1] == ']') {
+    const char *p = path + 1;
+    uint64_t i = 0, back = 0;
+    int ok = 1, digits = 0;
+    if (*p == '#') {
+      p++;
+      if (*p == '-') {
+        for (p++; *p >= '0' && *p <= '9'; p++, digits++) back = back * 10 + (uint64_t)(*p - '0');
+        ok = digits > 0 && digits < 10 && back <= v->count;
+      }
+      i = v->count - back;
+    } else {
+      for (; *p >= '0' && *p <= '9'; p++, digits++) i = i * 10 + (uint64_t)(*p - '0');
+      ok = digits > 0 && digits < 10;
+    }
+    if (ok && p + 1 == end && i <= v->count) target = (size_t)i;
+  }
+  if (target == (size_t)-1) {
+    nn_strbuf_append_json_compact(sb, v, text);
+    return;
+  }
+  int object = v->type == NN_JSON_OBJECT;
+  nn_strbuf_puts(sb, object ? "{" : "[");
+  for (size_t i = 0; i < v->count; i++) {
+    const nn_json *item = &v->items[i];
+    if (i) nn_strbuf_puts(sb, ",");
+    if (object) {
+      nn_strbuf_append(sb, text + item->key_start, item->key_end - item->key_start);
+      nn_strbuf_puts(sb, ":");
+    }
+    if (i == target) attn_json_set_emit(sb, item, text, end, value);
+    else nn_strbuf_append_json_compact(sb, item, text);
+  }
+  if (target == v->count) { /* a new member or item, when the rest of the path can be made */
+    size_t at = sb->len;
+    if (v->count) nn_strbuf_puts(sb, ",");
+    if (object) {
+      nn_strbuf_puts(sb, "\"");
+      nn_strbuf_append(sb, path + 1, (size_t)(end - path - 1));
+      nn_strbuf_puts(sb, "\":");
+    }
+    if (!attn_json_create(sb, end, value)) {
+      sb->len = at;
+      if (sb->data) sb->data[at] = 0;
+    }
+  }
+  nn_strbuf_puts(sb, object ? "}" : "]");
+}
+
+/* *json = json_set(*json, path, value), byte for byte what SQLite's json_set returns (path
+ * starts with "$"); the value: kind 0 the integer `number`, 1 true when `number` else false, 2
+ * the string `text`. A *json that is NULL or not JSON (a hand-made image) is left as it is. */
+static int attn_commit_json_set(char **json, const char *path, int kind, int64_t number,
+                                const char *text) {
+  nn_json *doc = NULL;
+  char err[NN_ERR_LEN];
+  if (!*json) return SQLITE_OK;
+  int st = nn_json_parse(&doc, *json, strlen(*json), err);
+  if (st == NN_NOMEM) return SQLITE_NOMEM;
+  if (st != NN_OK) return SQLITE_OK;
+  nn_strbuf value, sb;
+  nn_strbuf_init(&value);
+  nn_strbuf_init(&sb);
+  if (kind == 0) nn_strbuf_printf(&value, "%lld", (long long)number);
+  else if (kind == 1) nn_strbuf_puts(&value, number ? "true" : "false");
+  else nn_strbuf_append_json_string(&value, text, strlen(text));
+  if (!value.oom) attn_json_set_emit(&sb, doc, *json, path + 1, value.data);
+  char *copy = value.oom || sb.oom ? NULL : sqlite3_mprintf("%s", sb.data);
+  nn_strbuf_free(&value);
+  nn_strbuf_free(&sb);
+  nn_json_free(doc);
+  if (!copy) return SQLITE_NOMEM;
+  sqlite3_free(*json);
+  *json = copy;
+  return SQLITE_OK;
 }
 
 /* attn_job_commit(job, token, image) -> version. Run by a job's thread through the leader,
@@ -576,9 +726,8 @@ void attn_job_commit_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) 
   int changed = cur_version != base_version || cur_rowid != base_rowid;
   /* the versions */
   rc = sqlite3_prepare_v2(m,
-                          "SELECT version, deployed, metrics, weights, json_extract(metrics, "
-                          "'$.deploy'), json_extract(metrics, '$.deploy_reason') FROM models "
-                          "ORDER BY version LIMIT 1000",
+                          "SELECT version, deployed, metrics, weights FROM models ORDER BY "
+                          "version LIMIT 1000",
                           -1, &stmt, NULL);
   int cap = 0;
   while (rc == SQLITE_OK && sqlite3_step(stmt) == SQLITE_ROW) {
@@ -612,9 +761,16 @@ void attn_job_commit_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) 
     it->old_version = sqlite3_column_int64(stmt, 0);
     it->metrics = attn_column_dup(stmt, 2);
     int deploy = sqlite3_column_int(stmt, 1) != 0;
-    const char *policy = (const char *)sqlite3_column_text(stmt, 4);
+    nn_json *doc = NULL; /* the metrics: its deploy policy and deploy_reason */
+    char jerr[NN_ERR_LEN];
+    if (deploy && changed && it->metrics &&
+        nn_json_parse(&doc, it->metrics, strlen(it->metrics), jerr) == NN_NOMEM) {
+      rc = SQLITE_NOMEM;
+      break;
+    }
+    const char *policy = nn_json_string(nn_json_get(doc, "deploy"), NULL);
     if (deploy && changed && policy && strcmp(policy, "if_better") == 0 && it->metrics) {
-      const char *why = (const char *)sqlite3_column_text(stmt, 5);
+      const char *why = nn_json_string(nn_json_get(doc, "deploy_reason"), NULL);
       char before[32] = "none", now[32] = "none";
       if (base_version) snprintf(before, sizeof before, "%lld", (long long)base_version);
       if (cur_version) snprintf(now, sizeof now, "%lld", (long long)cur_version);
@@ -622,13 +778,13 @@ void attn_job_commit_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) 
                                      "(%s, now %s): not deployed, compare them and deploy with "
                                      "attn_deploy", why ? why : "", before, now);
       deploy = 0;
-      rc = reason ? attn_commit_json_set(m, &it->metrics, "$.deployed", 1, 0, NULL) : SQLITE_NOMEM;
-      if (rc == SQLITE_OK)
-        rc = attn_commit_json_set(m, &it->metrics, "$.deploy_reason", 2, 0, reason);
+      rc = reason ? attn_commit_json_set(&it->metrics, "$.deployed", 1, 0, NULL) : SQLITE_NOMEM;
+      if (rc == SQLITE_OK) rc = attn_commit_json_set(&it->metrics, "$.deploy_reason", 2, 0, reason);
       if (rc == SQLITE_OK && result && strcmp(function, "attn_fit") == 0)
-        rc = attn_commit_json_set(m, &result, "$.deploy_reason", 2, 0, reason);
+        rc = attn_commit_json_set(&result, "$.deploy_reason", 2, 0, reason);
       sqlite3_free(reason);
     }
+    nn_json_free(doc);
     if (rc == SQLITE_OK) rc = attn_commit_item_read(m, it, it->old_version);
     store[n - 1].model = it->model;
     store[n - 1].metrics = it->metrics;
@@ -655,23 +811,31 @@ void attn_job_commit_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) 
   for (int i = 0; rc == SQLITE_OK && result && i < n; i++) {
     char path[64];
     if (strcmp(function, "attn_fit") == 0) {
-      rc = attn_commit_json_set(m, &result, "$.version", 0, store[i].version, NULL);
-      if (rc == SQLITE_OK) rc = attn_commit_json_set(m, &result, "$.deployed", 1, store[i].deploy, NULL);
+      rc = attn_commit_json_set(&result, "$.version", 0, store[i].version, NULL);
+      if (rc == SQLITE_OK)
+        rc = attn_commit_json_set(&result, "$.deployed", 1, store[i].deploy, NULL);
     } else {
       int at = (int)(items[i].old_version - first);
       if (tune) {
-        snprintf(path, sizeof path, "$[%d].chosen", at);
-        const char *args[2] = {result, path};
-        int64_t is_chosen = 0;
-        attn_sql_ints(m, "SELECT json_extract(?1, ?2)", args, 2, NULL, 0, &is_chosen, 1);
-        if (is_chosen) chosen = i;
+        nn_json *doc = NULL;
+        char jerr[NN_ERR_LEN];
+        if (nn_json_parse(&doc, result, strlen(result), jerr) == NN_NOMEM) {
+          rc = SQLITE_NOMEM;
+          break;
+        }
+        const nn_json *c = nn_json_get(
+            doc && doc->type == NN_JSON_ARRAY && at >= 0 ? nn_json_at(doc, (size_t)at) : NULL,
+            "chosen");
+        if (c && (c->type == NN_JSON_TRUE || (c->type == NN_JSON_NUMBER && c->number != 0)))
+          chosen = i;
+        nn_json_free(doc);
         snprintf(path, sizeof path, "$[%d].version", at);
       } else {
         snprintf(path, sizeof path, "$[#-1].version");
       }
-      rc = attn_commit_json_set(m, &result, path, 0, store[i].version, NULL);
+      rc = attn_commit_json_set(&result, path, 0, store[i].version, NULL);
       memcpy(path + strlen(path) - 7, "deployed", 9);
-      if (rc == SQLITE_OK) rc = attn_commit_json_set(m, &result, path, 0, store[i].deploy, NULL);
+      if (rc == SQLITE_OK) rc = attn_commit_json_set(&result, path, 0, store[i].deploy, NULL);
     }
   }
   /* the job's epochs (all of them now) and its row: done */

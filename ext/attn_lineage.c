@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "attn_ext.h"
+#include "json.h"
 
 /* ------------------------------------------------------------------ SHA-256 (FIPS 180-4) */
 
@@ -175,16 +176,35 @@ int attn_lineage_write(sqlite3 *db, const char *fn, const char *name, int64_t ve
   sqlite3_stmt *stmt = NULL;
   char attnext[64];
   attn_version_short(attnext);
+  /* the options without the whitespace between tokens, as SQLite's json() wrote them */
+  char *options = NULL;
+  if (l->options) {
+    nn_json *doc = NULL;
+    char err[NN_ERR_LEN];
+    int st = nn_json_parse(&doc, l->options, strlen(l->options), err);
+    if (st == NN_ERROR) {
+      *errmsg = sqlite3_mprintf("%s: cannot save the lineage: malformed JSON", fn);
+      return SQLITE_ERROR;
+    }
+    nn_strbuf sb;
+    nn_strbuf_init(&sb);
+    if (st == NN_OK) nn_strbuf_append_json_compact(&sb, doc, l->options);
+    options = st == NN_OK && !sb.oom ? sqlite3_mprintf("%s", sb.data) : NULL;
+    nn_strbuf_free(&sb);
+    nn_json_free(doc);
+    if (!options) return SQLITE_NOMEM;
+  }
   /* a row of the same key left by a store edited by hand: the new version's row replaces it */
   int rc = sqlite3_prepare_v2(
       db,
       "INSERT OR REPLACE INTO main.attn_lineage(name, version, function, query, rows, "
       "rows_sha256, validation_query, validation_rows, validation_sha256, options, from_name, "
       "from_version, attnext, backend, started_at, ended_at) VALUES(?1, ?2, ?3, ?4, ?5, ?6, ?7, "
-      "?8, ?9, json(?10), ?11, ?12, ?13, ?14, ?15, ?16)",
+      "?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)",
       -1, &stmt, NULL);
   if (rc != SQLITE_OK) {
     *errmsg = sqlite3_mprintf("%s: cannot save the lineage: %s", fn, sqlite3_errmsg(db));
+    sqlite3_free(options);
     return rc;
   }
   sqlite3_bind_text(stmt, 1, name, -1, SQLITE_STATIC);
@@ -196,7 +216,7 @@ int attn_lineage_write(sqlite3 *db, const char *fn, const char *name, int64_t ve
   bind_text_or_null(stmt, 7, l->validation_query);
   bind_int_or_null(stmt, 8, l->validation_rows);
   bind_text_or_null(stmt, 9, l->validation_sha256);
-  bind_text_or_null(stmt, 10, l->options);
+  bind_text_or_null(stmt, 10, options);
   bind_text_or_null(stmt, 11, l->from_name);
   bind_int_or_null(stmt, 12, l->from_version);
   sqlite3_bind_text(stmt, 13, attnext, -1, SQLITE_TRANSIENT);
@@ -210,5 +230,6 @@ int attn_lineage_write(sqlite3 *db, const char *fn, const char *name, int64_t ve
     *errmsg = sqlite3_mprintf("%s: cannot save the lineage: %s", fn, sqlite3_errmsg(db));
   }
   sqlite3_finalize(stmt);
+  sqlite3_free(options);
   return rc;
 }

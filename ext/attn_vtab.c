@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "attn_ext.h"
+#include "json.h"
 
 static void attn_vtab_error(sqlite3_vtab *vtab, char *msg /* sqlite3_malloc'd, taken */) {
   sqlite3_free(vtab->zErrMsg);
@@ -68,6 +69,26 @@ void attn_json_string(sqlite3_str *out, const char *s, int len) {
     }
   }
   sqlite3_str_appendchar(out, 1, '"');
+}
+
+int attn_json_value(nn_strbuf *sb, sqlite3_value *v) {
+  char buf[64];
+  switch (sqlite3_value_type(v)) {
+  case SQLITE_INTEGER:
+    sqlite3_snprintf(sizeof buf, buf, "%lld", (long long)sqlite3_value_int64(v));
+    break;
+  case SQLITE_FLOAT: sqlite3_snprintf(sizeof buf, buf, "%!0.15g", sqlite3_value_double(v)); break;
+  case SQLITE_TEXT: {
+    const char *text = (const char *)sqlite3_value_text(v);
+    if (!text) return SQLITE_NOMEM;
+    nn_strbuf_append_json_string(sb, text, (size_t)sqlite3_value_bytes(v));
+    return SQLITE_OK;
+  }
+  case SQLITE_BLOB: return SQLITE_MISMATCH;
+  default: sqlite3_snprintf(sizeof buf, buf, "null"); break;
+  }
+  nn_strbuf_puts(sb, buf);
+  return SQLITE_OK;
 }
 
 int attn_vtab_connect(sqlite3 *db, const char *schema, int config, void *conn, int mode,

@@ -80,33 +80,25 @@ static const attn_registration attn_functions[] = {
 };
 /* clang-format on */
 
-/* The oldest SQLite attnext runs on: 3.38.0, for the JSON functions built in (attn_train's
- * options, attn_tune's grid) and the newest routine it calls (sqlite3_total_changes64, 3.37;
- * sqlite3_txn_state, 3.34). An older SQLite hands over a shorter routine table: a call past its
- * end jumped to garbage (sqlcipher 3.4.1, SQLite 3.15.2, died in attn_predict), so the entry
- * point refuses such a host before anything else touches the table. */
-#define ATTN_SQLITE_MIN 3038000
-#define ATTN_SQLITE_MIN_TEXT "3.38.0"
+/* The oldest SQLite attnext runs on: 3.37.0, for the newest routine it calls in any host
+ * (sqlite3_total_changes64, 3.37; sqlite3_txn_state, 3.34). SQLite's JSON functions are not
+ * needed (JSON is read and written by engine/json.c); the jobs' sqlite3_serialize and
+ * sqlite3_deserialize (3.39 in the routine table) run only in a dqlite node, on the SQLite it
+ * was built with. An older SQLite hands over a shorter routine table: a call past its end
+ * jumped to garbage (sqlcipher 3.4.1, SQLite 3.15.2, died in attn_predict), so the entry point
+ * refuses such a host before anything else touches the table. */
+#define ATTN_SQLITE_MIN 3037000
+#define ATTN_SQLITE_MIN_TEXT "3.37.0"
 
-/* SQLITE_OK when the host SQLite can run attnext, else an error code and the reason in *msg
+/* SQLITE_OK when the host SQLite can run attnext, else SQLITE_ERROR and the reason in *msg
  * (sqlite3_mprintf'd; NULL when out of memory). Only routines that every SQLite 3 has are
  * called here. */
-static int attn_host_check(sqlite3 *db, char **msg) {
+static int attn_host_check(char **msg) {
   *msg = NULL;
   if (sqlite3_libversion_number() < ATTN_SQLITE_MIN) {
     *msg = sqlite3_mprintf("attnext: needs SQLite %s or later, this is SQLite %s; load it into "
                            "a newer SQLite",
                            ATTN_SQLITE_MIN_TEXT, sqlite3_libversion());
-    return SQLITE_ERROR;
-  }
-  sqlite3_stmt *stmt = NULL;
-  int rc = sqlite3_prepare_v2(db, "SELECT json_valid('{}')", -1, &stmt, NULL);
-  sqlite3_finalize(stmt);
-  if (rc == SQLITE_NOMEM) return SQLITE_NOMEM;
-  if (rc != SQLITE_OK) {
-    *msg = sqlite3_mprintf("attnext: needs SQLite's JSON functions, which this SQLite %s was "
-                           "built without (SQLITE_OMIT_JSON): %s",
-                           sqlite3_libversion(), sqlite3_errmsg(db));
     return SQLITE_ERROR;
   }
   return SQLITE_OK;
@@ -118,7 +110,7 @@ __declspec(dllexport)
 int sqlite3_attnext_init(sqlite3 *db, char **pzErrMsg, const sqlite3_api_routines *pApi) {
   SQLITE_EXTENSION_INIT2(pApi);
   char *unsupported = NULL;
-  int host = attn_host_check(db, &unsupported);
+  int host = attn_host_check(&unsupported);
   if (host != SQLITE_OK) {
     if (pzErrMsg)
       *pzErrMsg = unsupported;
