@@ -67,6 +67,19 @@ static void free_dataset(dataset *d) {
 
 /* n rows: a keyword (one of 3 per class) at a random position among 2..7 filler words; the
  * label is the keyword's class. With random_labels the label is drawn independently. */
+/* nn_trainer_create over the first n rows of d (all of them when n < 0). */
+static int create_trainer(nn_trainer **tr, const dataset *d, const nn_config *cfg,
+                          const nn_model *base, int n, char *err) {
+  nn_trainer_args args = {.cfg = cfg,
+                          .base = base,
+                          .texts = (const char *const *)d->texts,
+                          .text_lens = d->text_lens,
+                          .labels = (const char *const *)d->labels,
+                          .label_lens = d->label_lens,
+                          .n = n < 0 ? d->n : n};
+  return nn_trainer_create(tr, &args, err);
+}
+
 static void make_keyword_data(dataset *d, int n, int classes, int random_labels, uint64_t seed) {
   static const char *class_names[] = {"sports", "business", "world", "science"};
   lcg_state = seed;
@@ -115,14 +128,7 @@ static void run_training(run_result *r, const nn_config *cfg, dataset *d, nn_pro
                          void *ctx) {
   memset(r, 0, sizeof *r);
   nn_trainer *tr = NULL;
-  r->status = nn_trainer_create(&tr,
-                                &(nn_trainer_args){.cfg = cfg,
-                                                   .texts = (const char *const *)d->texts,
-                                                   .text_lens = d->text_lens,
-                                                   .labels = (const char *const *)d->labels,
-                                                   .label_lens = d->label_lens,
-                                                   .n = d->n},
-                                r->err);
+  r->status = create_trainer(&tr, d, cfg, NULL, -1, r->err);
   if (r->status != NN_OK) return;
   for (;;) {
     nn_epoch_stats s;
@@ -369,15 +375,7 @@ static void check_warm_start(void) {
   free(d->labels[5]);
   d->labels[5] = dup_string("politics");
   d->label_lens[5] = 8;
-  int status = nn_trainer_create(&tr,
-                                 &(nn_trainer_args){.cfg = &warm_cfg,
-                                                    .base = base,
-                                                    .texts = (const char *const *)d->texts,
-                                                    .text_lens = d->text_lens,
-                                                    .labels = (const char *const *)d->labels,
-                                                    .label_lens = d->label_lens,
-                                                    .n = d->n},
-                                 err);
+  int status = create_trainer(&tr, d, &warm_cfg, base, -1, err);
   CHECK(status == NN_ERROR && !tr &&
             strcmp(err, "label \"politics\" of row 6 is not one of the base model's 3 labels: a "
                         "warm start keeps the base model's labels") == 0,
@@ -391,15 +389,7 @@ static void check_warm_start(void) {
   for (int k = 0; k < 3; k++) {
     nn_config c = *nn_model_config(base);
     CHECK(nn_config_parse_json(&c, changes[k][0], err) == NN_OK, "parse %s: %s", changes[k][0], err);
-    status = nn_trainer_create(&tr,
-                               &(nn_trainer_args){.cfg = &c,
-                                                  .base = base,
-                                                  .texts = (const char *const *)d->texts,
-                                                  .text_lens = d->text_lens,
-                                                  .labels = (const char *const *)d->labels,
-                                                  .label_lens = d->label_lens,
-                                                  .n = d->n},
-                               err);
+    status = create_trainer(&tr, d, &c, base, -1, err);
     CHECK(status == NN_ERROR && !tr && strcmp(err, changes[k][1]) == 0, "%s: %d %s", changes[k][0],
           status, err);
     printf("warm start, %s: %s\n", changes[k][0], err);
@@ -564,15 +554,8 @@ int main(void) {
   for (int i = 0; i < 60; i++) add_row(&data, "gamma delta", "b");
   add_row(&data, "epsilon", "c");
   small_config(&cfg);
-  CHECK(nn_trainer_create(&tr,
-                          &(nn_trainer_args){.cfg = &cfg,
-                                             .texts = (const char *const *)data.texts,
-                                             .text_lens = data.text_lens,
-                                             .labels = (const char *const *)data.labels,
-                                             .label_lens = data.label_lens,
-                                             .n = data.n},
-                          err) == NN_OK,
-        "create with a 1-row class: %s", err);
+  CHECK(create_trainer(&tr, &data, &cfg, NULL, -1, err) == NN_OK, "create with a 1-row class: %s",
+        err);
   if (tr) {
     char *json = nn_trainer_metrics_json(tr);
     printf("before training: %s\n", json);
@@ -595,14 +578,7 @@ int main(void) {
                {1, "need at least 2 distinct labels, got 1 (\"a\")"}};
   for (int k = 0; k < 2; k++) {
     err[0] = 0;
-    int status = nn_trainer_create(&tr,
-                                   &(nn_trainer_args){.cfg = &cfg,
-                                                      .texts = (const char *const *)data.texts,
-                                                      .text_lens = data.text_lens,
-                                                      .labels = (const char *const *)data.labels,
-                                                      .label_lens = data.label_lens,
-                                                      .n = cases[k].n},
-                                   err);
+    int status = create_trainer(&tr, &data, &cfg, NULL, cases[k].n, err);
     CHECK(status == NN_ERROR && !tr && strcmp(err, cases[k].expect) == 0,
           "%d rows: status %d, message \"%s\", expected \"%s\"", cases[k].n, status, err,
           cases[k].expect);
@@ -612,25 +588,11 @@ int main(void) {
   add_row(&data, "one", "x");
   add_row(&data, "two", "x");
   add_row(&data, "three", "y");
-  int status = nn_trainer_create(&tr,
-                                 &(nn_trainer_args){.cfg = &cfg,
-                                                    .texts = (const char *const *)data.texts,
-                                                    .text_lens = data.text_lens,
-                                                    .labels = (const char *const *)data.labels,
-                                                    .label_lens = data.label_lens,
-                                                    .n = 2},
-                                 err);
+  int status = create_trainer(&tr, &data, &cfg, NULL, 2, err);
   CHECK(status == NN_ERROR && strcmp(err, "need at least 2 distinct labels, got 1 (\"x\")") == 0,
         "one label: %s", err);
   /* classes of 2 and 1 rows: round(0.15 * 2) = 0, so no validation row at all */
-  status = nn_trainer_create(&tr,
-                             &(nn_trainer_args){.cfg = &cfg,
-                                                .texts = (const char *const *)data.texts,
-                                                .text_lens = data.text_lens,
-                                                .labels = (const char *const *)data.labels,
-                                                .label_lens = data.label_lens,
-                                                .n = 3},
-                             err);
+  status = create_trainer(&tr, &data, &cfg, NULL, 3, err);
   CHECK(status == NN_ERROR &&
             strcmp(err, "too few rows for a validation split (3 rows in 2 classes): with "
                         "val_fraction 0.15 a class needs at least 4 rows to give one to "
@@ -643,14 +605,7 @@ int main(void) {
     snprintf(label, sizeof label, "L%d", i);
     add_row(&data, "text", label);
   }
-  status = nn_trainer_create(&tr,
-                             &(nn_trainer_args){.cfg = &cfg,
-                                                .texts = (const char *const *)data.texts,
-                                                .text_lens = data.text_lens,
-                                                .labels = (const char *const *)data.labels,
-                                                .label_lens = data.label_lens,
-                                                .n = data.n},
-                             err);
+  status = create_trainer(&tr, &data, &cfg, NULL, -1, err);
   CHECK(status == NN_ERROR && strstr(err, "10001") && strstr(err, "10000"),
         "too many labels: %s", err);
   printf("error for 10001 labels: %s\n", err);
@@ -659,14 +614,7 @@ int main(void) {
   add_row(&data, "one", "x");
   add_row(&data, "two", "y");
   data.label_lens[1] = 2; /* "y\0" */
-  status = nn_trainer_create(&tr,
-                             &(nn_trainer_args){.cfg = &cfg,
-                                                .texts = (const char *const *)data.texts,
-                                                .text_lens = data.text_lens,
-                                                .labels = (const char *const *)data.labels,
-                                                .label_lens = data.label_lens,
-                                                .n = data.n},
-                             err);
+  status = create_trainer(&tr, &data, &cfg, NULL, -1, err);
   CHECK(status == NN_ERROR && strstr(err, "NUL"), "NUL in a label: %s", err);
   free_dataset(&data);
   return check_finish("test_train");
