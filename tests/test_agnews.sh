@@ -1,17 +1,19 @@
 #!/bin/sh
-# test_agnews.sh -- real data: train on $ATTNEXT_DATA/ag_news_train_10k.csv (the lesson's
-# defaults, 6 epochs), evaluate on ag_news_test.csv (7,600 titles, 4 balanced classes), all
+# test_agnews.sh -- real data: train on $ATTNEXT_DATA/ag_news_train_10k.csv (the default
+# recipe, 6 epochs), evaluate on ag_news_test.csv (7,600 titles, 4 balanced classes), all
 # through the sqlite3 shell with .import --csv. Asserts:
 #  - test accuracy (weighted recall of attn_evaluate's 'overall' row) >= FLOOR (0.5; chance is
 #    0.25, and a model that learned nothing cannot pass);
 #  - accuracy from attn_confusion equals it, and attn_classify agrees with attn_predict on
 #    every test title;
-#  - attn_predict runs >= 10,000 rows per CPU second over the test titles (the 2 MB model parsed per row
-#    would give ~1,000), i.e. the model is parsed once per connection, not per row.
+#  - attn_predict runs >= PREDICT_FLOOR rows per CPU second over the test titles: 40,000 (about
+#    a half of what a 2-core AMD EPYC with AVX2 gives; the one-row kernel spilling its registers
+#    gave ~20,000, and the model parsed per row would give ~1,000); make test-asan sets 10,000.
 SQLITE3=${SQLITE3:-sqlite3}
 ATTNEXT=${ATTNEXT:-./attnext}
 data=${ATTNEXT_DATA:-data/ag_news}
 FLOOR=${FLOOR:-0.5}
+PREDICT_FLOOR=${PREDICT_FLOOR:-40000}
 command -v ${SQLITE3##* } >/dev/null 2>&1 || { echo "$SQLITE3 not found"; exit 77; }
 [ -f "$ATTNEXT.so" ] || { echo "$ATTNEXT.so not built (run make)"; exit 77; }
 [ -f "$data/ag_news_train_10k.csv" ] && [ -f "$data/ag_news_test.csv" ] ||
@@ -54,6 +56,7 @@ else echo "FAIL: accuracy from attn_confusion $cacc != attn_evaluate's $acc"; fa
 if [ "$agree" = "7600|7600" ]; then echo "ok: attn_classify = attn_predict on $agree titles"
 else echo "FAIL: attn_classify vs attn_predict: $agree"; fails=1; fi
 rate=$(awk "BEGIN { printf \"%.0f\", 22800 / ($secs + 1e-9) }")
-if [ "$rate" -ge 10000 ]; then echo "ok: attn_predict $rate rows/s (22800 rows in ${secs} CPU s) >= 10000"
-else echo "FAIL: attn_predict $rate rows/s (22800 rows in ${secs} CPU s) < 10000"; fails=1; fi
+if [ "$rate" -ge "$PREDICT_FLOOR" ]; then
+  echo "ok: attn_predict $rate rows/s (22800 rows in ${secs} CPU s) >= $PREDICT_FLOOR"
+else echo "FAIL: attn_predict $rate rows/s (22800 rows in ${secs} CPU s) < $PREDICT_FLOOR"; fails=1; fi
 exit $fails
