@@ -186,13 +186,25 @@ def verdict(ok):
     return "" if ok is None else ("met" if ok else "NOT met")
 
 
-def table(ax, pt, pk, epochs, p1=None, load=0):
-    """Markdown table rows [metric, attnext, PyTorch, attnext/PyTorch, target, status]."""
+def table(ax, pt, pk, epochs, p1=None, load=0, fixed=None):
+    """Markdown table rows [metric, attnext, PyTorch, attnext/PyTorch, target, status].
+    fixed: {threads: attnext run} with a fixed thread count, for the default's row."""
     rows = []
     a_ep, p_ep = statistics.median(epoch_seconds(ax)), statistics.median(epoch_seconds(pt))
     r = ratio(a_ep, p_ep)
     rows.append([ROWS[0] + " (median of %d)" % epochs, a_ep, p_ep, r,
                  "<= 0.1 (10x faster)", verdict(r is not None and r <= 0.1)])
+    if fixed:
+        # issue 24: threads 0 (the default: every core) within 10% of attnext's best fixed
+        # thread count; the "PyTorch" column holds that best attnext figure here
+        eps = {t: statistics.median(epoch_seconds(res)) for t, res in fixed.items()}
+        t_best = min(eps, key=eps.get)
+        r = ratio(a_ep, eps[t_best])
+        rows.append(["seconds per epoch, attnext threads 0 vs its best fixed thread count "
+                     "(%s; %s)" % ("%d thread%s" % (t_best, "" if t_best == 1 else "s"),
+                                   ", ".join("%d: %.3g s" % (t, e) for t, e in sorted(eps.items()))),
+                     a_ep, eps[t_best], r, "<= 1.1 (within 10%)",
+                     verdict(r is not None and r <= 1.1)])
     # PyTorch at its best: the faster of its 2-thread and 1-thread runs (issue 24: >= 12x on an
     # idle machine, >= 10x with other CPU-bound processes running)
     target = 1 / 12.0 if not load else 0.1
@@ -502,6 +514,14 @@ def run_all(args, info, started, log, log_path, stamp, epochs):
     pk, pk_info, p1 = None, None, None
     p1, _ = run_child(pt_cmd + ["--epochs", str(epochs), "--threads", "1", "--no-test"], log)
     say("PyTorch 1 thread: median epoch %.2fs" % statistics.median(epoch_seconds(p1)))
+    # attnext with a fixed thread count, against the default (threads 0: every core)
+    fixed = {}
+    cores = os.cpu_count() or 1
+    for t in sorted({1, min(2, cores), cores}):
+        fixed[t], _ = run_child(ax_cmd + ["--epochs", str(epochs), "--threads", str(t),
+                                          "--no-test", "--no-infer"], log)
+        say("attnext %d thread%s: median epoch %.2fs"
+            % (t, "" if t == 1 else "s", statistics.median(epoch_seconds(fixed[t]))))
     if not args.quick:
         pk, pk_info = run_child(pt_cmd + ["--epochs", str(epochs), "--model", "packed",
                                           "--no-infer"], log)
@@ -528,7 +548,7 @@ def run_all(args, info, started, log, log_path, stamp, epochs):
     info["loadavg_end"] = open("/proc/loadavg").read().split()[:3]
     info["available_cores_end"] = available_cores()
     info["bench_seconds"] = time.perf_counter() - started
-    rows = table(ax, pt, pk, epochs, p1, args.load)
+    rows = table(ax, pt, pk, epochs, p1, args.load, fixed)
     md = render_table(rows)
     others = [i["others_cores"] for i in [pt_info, ax_info] + sweep_info if i["others_cores"]]
     header = ("Machine: %s, %d cores, %s; commit %s; torch %s (%s threads, OpenBLAS threads %s, "
@@ -556,7 +576,8 @@ def run_all(args, info, started, log, log_path, stamp, epochs):
     paths = charts(sweeps, args.out, stamp)
     raw = {"machine": info, "epochs": epochs, "quick": args.quick, "rows_arg": args.rows,
            "test_rows_arg": args.test_rows,
-           "main": {"attnext": ax, "pytorch": pt, "pytorch_packed": pk, "pytorch_1_thread": p1},
+           "main": {"attnext": ax, "pytorch": pt, "pytorch_packed": pk, "pytorch_1_thread": p1,
+                    "attnext_fixed_threads": {str(t): r for t, r in fixed.items()}},
            "main_runs": {"attnext": [r for r, _ in ax_runs], "pytorch": [r for r, _ in pt_runs]},
            "main_info": {"attnext": ax_info, "pytorch": pt_info, "pytorch_packed": pk_info},
            "table": [[r if isinstance(r, (int, float, str)) or r is None else str(r) for r in row]
