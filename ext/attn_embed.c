@@ -20,8 +20,6 @@
 
 #include "attn_ext.h"
 
-#define ATTN_STACK_TOKENS 256
-
 void attn_embed_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   const char *fn = "attn_embed";
   const char *name = NULL;
@@ -48,28 +46,16 @@ void attn_embed_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     goto error;
   }
   nn_model *nn = model->nn;
-  const nn_config *cfg = nn_model_config(nn);
-  int T = cfg->max_len > 0 ? cfg->max_len : 1, C = nn_model_num_classes(nn);
-  int D = nn_model_pooled_dim(nn);
-  nn_token stack_tokens[ATTN_STACK_TOKENS], *tokens = stack_tokens;
-  int stack_ids[ATTN_STACK_TOKENS], *ids = stack_ids;
+  int C = nn_model_num_classes(nn), D = nn_model_pooled_dim(nn);
   size_t floats = (size_t)C + 2 * (size_t)D; /* logits, pooled, little-endian bytes */
-  sqlite3_uint64 token_bytes =
-      T > ATTN_STACK_TOKENS ? (sqlite3_uint64)T * (sizeof *tokens + sizeof *ids) : 0;
-  heap = sqlite3_malloc64(token_bytes + floats * sizeof(float));
+  heap = sqlite3_malloc64(floats * sizeof(float));
   if (!heap) {
     rc = SQLITE_NOMEM;
     goto error;
   }
   float *logits = heap, *pooled = logits + C;
   unsigned char *blob = (unsigned char *)(pooled + D);
-  if (T > ATTN_STACK_TOKENS) {
-    tokens = (nn_token *)(blob + 4 * (size_t)D);
-    ids = (int *)(tokens + T);
-  }
-  int n = attn_text_ids(ids, tokens, nn, text, len);
-  nn_batch batch = {ids, &n, NULL, 1, n};
-  int st = nn_model_forward_pooled(nn, ws, &batch, logits, pooled, err);
+  int st = attn_forward_text(nn, ws, text, len, logits, pooled, err);
   if (st != NN_OK) {
     rc = attn_nn_error(st, fn, err, &msg);
     goto error;

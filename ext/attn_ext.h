@@ -298,6 +298,12 @@ int attn_explain_occlusion(attn_explain *ex, attn_model *model, nn_workspace *ws
  * least 1): nn_text_encode's, an empty (or NULL) text one <UNK> with no byte span, at most
  * max_len. Returns how many (>= 1). */
 int attn_text_ids(int *ids, nn_token *tokens, const nn_model *nn, const char *text, int len);
+/* One text through the model, as attn_predict and attn_embed read it: its ids (attn_text_ids; on
+ * the stack up to 256 tokens) and the inference forward pass into logits (C floats), and into
+ * pooled (nn_model_pooled_dim floats: nn_model_forward_pooled) when pooled is not NULL. Returns
+ * an NN_* status, err the engine's message (NN_NOMEM: no room for the tokens). */
+int attn_forward_text(nn_model *nn, nn_workspace *ws, const char *text, int len, float *logits,
+                      float *pooled, char *err);
 /* The cursor of the table-valued functions over one text, arguments (name, text): attn_probs
  * and attn_weights (attn_predict.c), attn_explain (attn_explain.c). Its module's cursor size. */
 typedef struct attn_text_cursor {

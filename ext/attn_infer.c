@@ -94,6 +94,32 @@ int attn_text_ids(int *ids, nn_token *tokens, const nn_model *nn, const char *te
   return n;
 }
 
+#define ATTN_STACK_TOKENS 256
+
+int attn_forward_text(nn_model *nn, nn_workspace *ws, const char *text, int len, float *logits,
+                      float *pooled, char *err) {
+  const nn_config *cfg = nn_model_config(nn);
+  int T = cfg->max_len > 0 ? cfg->max_len : 1;
+  nn_token stack_tokens[ATTN_STACK_TOKENS], *tokens = stack_tokens;
+  int stack_ids[ATTN_STACK_TOKENS], *ids = stack_ids;
+  void *heap = NULL;
+  if (T > ATTN_STACK_TOKENS) {
+    heap = sqlite3_malloc64((sqlite3_uint64)T * (sizeof *tokens + sizeof *ids));
+    if (!heap) {
+      snprintf(err, NN_ERR_LEN, "out of memory for the tokens of a text");
+      return NN_NOMEM;
+    }
+    tokens = heap;
+    ids = (int *)(tokens + T);
+  }
+  int n = attn_text_ids(ids, tokens, nn, text, len);
+  nn_batch batch = {ids, &n, NULL, 1, n};
+  int st = pooled ? nn_model_forward_pooled(nn, ws, &batch, logits, pooled, err)
+                  : nn_model_forward(nn, ws, &batch, 0, NULL, logits, NULL, err);
+  sqlite3_free(heap);
+  return st;
+}
+
 /* Preprocess and encode text into ex->tokens / ex->ids (ex->n >= 1: an empty text is one <UNK>,
  * at most max_len). */
 static int attn_explain_encode(attn_explain *ex, nn_model *nn, const char *text, int len,

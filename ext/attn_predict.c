@@ -27,7 +27,6 @@
 
 /* ------------------------------------------------------------------ attn_predict */
 
-#define ATTN_STACK_TOKENS 256
 #define ATTN_STACK_CLASSES 64
 
 void attn_predict_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
@@ -57,26 +56,16 @@ void attn_predict_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     goto error;
   }
   nn_model *nn = model->nn;
-  const nn_config *cfg = nn_model_config(nn);
-  int T = cfg->max_len > 0 ? cfg->max_len : 1, C = nn_model_num_classes(nn);
-  nn_token stack_tokens[ATTN_STACK_TOKENS], *tokens = stack_tokens;
-  int stack_ids[ATTN_STACK_TOKENS], *ids = stack_ids;
-  float stack_logits[ATTN_STACK_CLASSES], *logits = stack_logits;
-  void *heap = NULL;
-  if (T > ATTN_STACK_TOKENS || C > ATTN_STACK_CLASSES) {
-    heap = sqlite3_malloc64((sqlite3_uint64)T * (sizeof *tokens + sizeof *ids) +
-                            (sqlite3_uint64)C * sizeof *logits);
+  int C = nn_model_num_classes(nn);
+  float stack_logits[ATTN_STACK_CLASSES], *logits = stack_logits, *heap = NULL;
+  if (C > ATTN_STACK_CLASSES) {
+    logits = heap = sqlite3_malloc64((sqlite3_uint64)C * sizeof *logits);
     if (!heap) {
       rc = SQLITE_NOMEM;
       goto error;
     }
-    tokens = heap;
-    ids = (int *)(tokens + T);
-    logits = (float *)(ids + T);
   }
-  int n = attn_text_ids(ids, tokens, nn, text, len);
-  nn_batch batch = {ids, &n, NULL, 1, n};
-  int st = nn_model_forward(nn, ws, &batch, 0, NULL, logits, NULL, err);
+  int st = attn_forward_text(nn, ws, text, len, logits, NULL, err);
   if (st != NN_OK) {
     rc = attn_nn_error(st, fn, err, &msg);
     sqlite3_free(heap);
