@@ -46,9 +46,12 @@ static void cpu_zero(float *x, size_t n) {
 typedef float nn_v16f __attribute__((vector_size(64), aligned(4))); /* unaligned loads allowed */
 /* The accumulators are vectors of the target's width (one register each): 16 floats with
  * AVX-512, 8 with AVX, 4 otherwise. 16-float vectors on AVX2 (two ymm each, sixteen
- * accumulators) spilled to the stack: attn_predict ran 13x slower than on AVX-512. Each column
- * sums its own products in the same order whatever the width (even k, odd k, then the two), so
- * the width changes no bit. */
+ * accumulators) spilled to the stack: attn_predict ran 13x slower than on AVX-512. The vector
+ * loops cover the first N - N % 16 columns at every width, each column summing its own products
+ * in the same order (even k, odd k, then the two), and the last N % 16 columns are plain sums in
+ * k order: the AVX2 and AVX-512 copies give the same bits. The baseline copy (x86-64-v2) has no
+ * FMA, so its sums differ from theirs in the last bits. The final alpha s + beta c is contracted
+ * differently per copy; every caller passes alpha 1 and beta 0 or 1, where that changes nothing. */
 #if defined(__AVX512F__)
 #define ROW_LANES 16
 #elif defined(__AVX__)

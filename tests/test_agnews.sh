@@ -6,9 +6,10 @@
 #    0.25, and a model that learned nothing cannot pass);
 #  - accuracy from attn_confusion equals it, and attn_classify agrees with attn_predict on
 #    every test title;
-#  - attn_predict runs >= PREDICT_FLOOR rows per CPU second over the test titles: 40,000 (about
-#    a half of what a 2-core AMD EPYC with AVX2 gives; the one-row kernel spilling its registers
-#    gave ~20,000, and the model parsed per row would give ~1,000); make test-asan sets 10,000.
+#  - attn_predict runs >= PREDICT_FLOOR rows per CPU second over the test titles: 40,000 (0.4 of
+#    the ~100,000 a 2-core AMD EPYC with AVX2 gives; the one-row kernel spilling its registers
+#    gave ~19,000, and the model parsed per row would give ~1,000); make test-asan and
+#    test-cuda-emulated set 10,000.
 SQLITE3=${SQLITE3:-sqlite3}
 ATTNEXT=${ATTNEXT:-./attnext}
 data=${ATTNEXT_DATA:-data/ag_news}
