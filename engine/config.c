@@ -76,6 +76,7 @@ static const config_option config_options[] = {
     OPT_F(lr, 0.0, 10.0, 1, 0),
     OPT_F(val_fraction, 0.0, 0.9, 1, 0),
     OPT_B(class_weights),
+    OPT_F(label_smoothing, 0.0, 1.0, 0, 0),
     OPT_B(lazy_adam),
     OPT_I(patience, 1, 100000),
     OPT_E(lr_schedule, OPT_SCHEDULE),

@@ -11,6 +11,8 @@ Python sqlite3), each against its reference:
   - "min_count": the vocabulary holds the tokens seen at least min_count times and no others.
   - "drop_parentheses": false keeps the words in parentheses as tokens (attn_weights), true (the
     lesson) drops them.
+  - "label_smoothing": trains, is stored in the model's config, changes the weights. The loss itself is checked against PyTorch's
+    CrossEntropyLoss(label_smoothing=) by test_golden (gru_uni_linear_smooth) and test_gradcheck.
   - "recipe": "lesson" gives the lesson's options (lr 1e-4, 50 epochs, ...) whatever the
     defaults are, and other keys apply over it; a bad recipe is an error naming the key.
 Run from the repository root: /usr/bin/python3 tests/test_accuracy_options.py
@@ -184,6 +186,18 @@ def main():
     nw = fit(db, "nw", dict(small, epochs=2))
     check(wd["version"] == 1 and nw["version"] == 1, "word_dropout 0.5 trains")
 
+    # ---- label_smoothing
+    l0 = fit(db, "ls0", dict(small, label_smoothing=0, epochs=2))
+    l1 = fit(db, "ls1", dict(small, label_smoothing=0.2, epochs=2))
+    c1 = json.loads(db.execute("SELECT config FROM attn_models WHERE name = 'ls1'").fetchone()[0])
+    check(c1.get("label_smoothing") == 0.2, "label_smoothing 0.2 is in the stored config (%r)"
+          % c1.get("label_smoothing"))
+    w0, w1 = st_load(weights(db, "ls0"))[0], st_load(weights(db, "ls1"))[0]
+    check(not all(np.array_equal(w0[k], w1[k]) for k in w0),
+          "label_smoothing 0.2 trains other weights than 0")
+    check(l0["version"] == 1 and l1["version"] == 1,
+          "label_smoothing 0 and 0.2 train")
+
     # ---- min_count: the vocabulary
     db.execute("CREATE TABLE counts(text, label)")
     db.executemany("INSERT INTO counts VALUES (?, ?)",
@@ -225,7 +239,8 @@ def main():
               "fc_hidden": 100, "dropout": 0.1, "lr": 0.0001, "vocab_size": 5000, "patience": 10,
               "lr_patience": 3, "lr_factor": 0.1, "class_weights": True, "monitor": "val_loss",
               "stopwords": True, "drop_parentheses": True, "min_count": 1, "ensemble": 1,
-              "embed_dropout": 0, "word_dropout": 0, "bidirectional": False, "epochs": 1}
+              "embed_dropout": 0, "word_dropout": 0, "bidirectional": False, "epochs": 1,
+              "label_smoothing": 0}
     bad = {k: (c.get(k), v) for k, v in lesson.items() if c.get(k) != v}
     check(not bad, "recipe lesson: the stored config is the lesson's, epochs 1 over it (%s)"
           % (bad or "all %d keys" % len(lesson)))
@@ -234,7 +249,9 @@ def main():
     check(err == 'attn_fit: option "recipe" must be "default" or "lesson", got "fast"',
           "recipe: a bad value is an error naming the key (%s)" % err)
     for key, value in (("ensemble", 9), ("ensemble", 0), ("word_dropout", 1), ("embed_dropout",
-                       -0.1), ("min_count", 0), ("drop_parentheses", "yes")):
+                       -0.1), ("min_count", 0), ("drop_parentheses", "yes"),
+                       ("label_smoothing", 1.5), ("label_smoothing", -0.1),
+                       ("label_smoothing", "0.1")):
         err = error_of(db, "SELECT attn_fit('x', 'SELECT text, label FROM rows', ?)",
                        (json.dumps({key: value}),))
         check(err is not None and err.startswith('attn_fit: option "%s" must be' % key),
