@@ -202,7 +202,8 @@ void nn_config_lesson(nn_config *cfg) {
  * word seen once or twice shares what its spelling has in common with other words; word, embedding and fc dropout against the overfitting a small corpus
  * invites; lr 3e-3 for 15 epochs, keeping the epoch with the best validation F1; the whole
  * vocabulary, parentheses kept (a package name in brackets is often the label's best clue);
- * unweighted loss (weighting raised recall of rare classes at the cost of weighted F1). */
+ * unweighted loss (weighting raised recall of rare classes at the cost of weighted F1), with
+ * label smoothing 0.1 (a model less sure of its training rows: AG News +0.008 to +0.010). */
 void nn_config_default(nn_config *cfg) {
   nn_config_lesson(cfg);
   cfg->recipe = NN_RECIPE_DEFAULT;
@@ -219,6 +220,7 @@ void nn_config_default(nn_config *cfg) {
   cfg->vocab_size = 100000;
   cfg->drop_parentheses = 0;
   cfg->class_weights = 0;
+  cfg->label_smoothing = 0.1f;
 }
 
 /* The recipe a config starts from (the "recipe" option). */

@@ -151,7 +151,7 @@ static void test_defaults(void) {
       "{\"recipe\":\"default\",\"cell\":\"gru\",\"layers\":1,\"bidirectional\":false,"
       "\"attention\":\"linear\",\"embed_dim\":64,\"hidden\":64,\"fc_hidden\":100,\"dropout\":0.5,"
       "\"ensemble\":1,\"embed_dropout\":0.5,\"word_dropout\":0.2,\"epochs\":15,\"batch_size\":64,"
-      "\"lr\":0.003,\"val_fraction\":0.15,\"class_weights\":false,\"label_smoothing\":0,"
+      "\"lr\":0.003,\"val_fraction\":0.15,\"class_weights\":false,\"label_smoothing\":0.1,"
       "\"lazy_adam\":false,"
       "\"patience\":10,\"lr_schedule\":\"plateau\",\"lr_patience\":3,\"lr_factor\":0.1,"
       "\"monitor\":\"val_f1\",\"seed\":1234,\"threads\":0,\"device\":\"auto\",\"progress\":true,"
