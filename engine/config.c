@@ -203,7 +203,8 @@ void nn_config_lesson(nn_config *cfg) {
  * invites; lr 3e-3 for 15 epochs, keeping the epoch with the best validation F1; the whole
  * vocabulary, parentheses kept (a package name in brackets is often the label's best clue);
  * unweighted loss (weighting raised recall of rare classes at the cost of weighted F1), with
- * label smoothing 0.1 (a model less sure of its training rows: AG News +0.008 to +0.010). */
+ * label smoothing 0.1 (a model less sure of its training rows: validation F1 on AG News +0.007,
+ * the mean of three seeds; neutral on the other two). */
 void nn_config_default(nn_config *cfg) {
   nn_config_lesson(cfg);
   cfg->recipe = NN_RECIPE_DEFAULT;

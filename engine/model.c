@@ -1266,7 +1266,6 @@ float nn_cross_entropy(float *dlogits, const float *logits, const int *labels,
 float nn_cross_entropy_smoothed(float *dlogits, const float *logits, const int *labels,
                                 const float *class_weights, int B, int C, float smoothing) {
   double wsum = nn_cross_entropy_weight_sum(labels, class_weights, B);
-  return (
-      float)(nn_cross_entropy_part(dlogits, logits, labels, class_weights, B, C, wsum, smoothing) /
-             wsum);
+  double sum = nn_cross_entropy_part(dlogits, logits, labels, class_weights, B, C, wsum, smoothing);
+  return (float)(sum / wsum);
 }

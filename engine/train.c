@@ -545,6 +545,8 @@ static int validate(nn_trainer *tr, double *loss, double *accuracy, double *f1, 
     nn_batch batch = make_batch(tr, tr->val_rows + first, count, 0);
     int status = sharded_forward(tr, &batch, 0, err);
     if (status != NN_OK) return status;
+    /* the training loss, label smoothing included, as a PyTorch loop evaluating with its
+     * loss_fn: the plateau scheduler reads it (ext/REFERENCE.md) */
     float batch_loss = nn_cross_entropy_smoothed(
         tr->dlogits, tr->logits, tr->labels, tr->class_weights, count, C, tr->cfg.label_smoothing);
     mean += ((double)batch_loss - mean) / (k + 1);
