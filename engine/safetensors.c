@@ -633,6 +633,9 @@ int nn_model_load_ex(nn_model **out, const unsigned char *blob, size_t len, nn_i
   if ((rc = nn_config_parse_json(&cfg, config, sub)) != NN_OK ||
       (rc = nn_config_validate(&cfg, sub)) != NN_OK)
     LOAD_FAIL(rc, "weights: config: %.480s", sub);
+  /* a model saved before label_smoothing existed trained without it, whatever its recipe
+   * says now (a warm start from it keeps its recipe) */
+  if (!strstr(config, "\"label_smoothing\"")) cfg.label_smoothing = 0.0f;
 
   LOAD_STOP_CHECK();
   if ((rc = load_string_list(&vocab_doc, &f, "vocab", err)) != NN_OK) goto done;

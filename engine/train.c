@@ -368,8 +368,8 @@ static void train_task(void *ctx, int s) {
                                            NULL, tr->shard_err[s]);
     if (tr->shard_status[s] != NN_OK) return;
     tr->shard_loss[s] += nn_cross_entropy_part(tr->dlogits + at, tr->logits + at,
-                                               tr->current.labels + first, tr->class_weights,
-                                               count, C, tr->current_wsum);
+                                               tr->current.labels + first, tr->class_weights, count,
+                                               C, tr->current_wsum, tr->cfg.label_smoothing);
     tr->shard_status[s] = nn_model_backward_into(net, ws, &bk, tr->dlogits + at,
                                                  tr->shard_grads[s], tr->shard_err[s]);
   }
@@ -545,8 +545,10 @@ static int validate(nn_trainer *tr, double *loss, double *accuracy, double *f1, 
     nn_batch batch = make_batch(tr, tr->val_rows + first, count, 0);
     int status = sharded_forward(tr, &batch, 0, err);
     if (status != NN_OK) return status;
-    float batch_loss =
-        nn_cross_entropy(tr->dlogits, tr->logits, tr->labels, tr->class_weights, count, C);
+    /* the training loss, label smoothing included, as a PyTorch loop evaluating with its
+     * loss_fn: the plateau scheduler reads it (ext/REFERENCE.md) */
+    float batch_loss = nn_cross_entropy_smoothed(
+        tr->dlogits, tr->logits, tr->labels, tr->class_weights, count, C, tr->cfg.label_smoothing);
     mean += ((double)batch_loss - mean) / (k + 1);
     for (int b = 0; b < count; b++) {
       const float *row = tr->logits + (size_t)b * C;

@@ -222,6 +222,8 @@ def engine_config(cfg):
     if c.get("subword_buckets", 0):
         for k in ("subword_buckets", "subword_min", "subword_max"):
             out[k] = c[k]
+    if c.get("label_smoothing", 0.0):
+        out["label_smoothing"] = c["label_smoothing"]
     return out
 
 

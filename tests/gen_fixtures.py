@@ -8,7 +8,8 @@ One safetensors file per network variant, tests/fixtures/golden/<case>.safetenso
                         padding is 0, real positions hold ids 1..V-1
   lengths (B) I64, labels (B) I64, class_weights (C) F32
   logits (B,C), attn (B,T)                 forward with dropout 0
-  loss [1]                                 nn.CrossEntropyLoss(weight=class_weights), mean
+  loss [1]                                 nn.CrossEntropyLoss(weight=class_weights, label_smoothing=
+                                           the case's label_smoothing, 0 but in *_smooth), mean
   grad.<param name>                        after loss.backward()
   adam_losses [5]                          loss before each of 5 torch.optim.Adam(lr=1e-2) steps
                                            on the same batch
@@ -59,6 +60,9 @@ def cases():
     out.append(("gru_l2_bi_dot", dict(cell="gru", layers=2, bidirectional=True, attention="dot")))
     out.append(("lstm_bi_dot_nofc1", dict(cell="lstm", layers=1, bidirectional=True,
                                           attention="dot", fc_hidden=0)))
+    # label smoothing (issue 20): torch.nn.CrossEntropyLoss(weight=w, label_smoothing=0.1)
+    out.append(("gru_uni_linear_smooth", dict(cell="gru", layers=1, bidirectional=False,
+                                              attention="linear", label_smoothing=0.1)))
     for _, cfg in out:
         cfg.setdefault("fc_hidden", FC)
         cfg.update(vocab_size=V, embed_dim=E, hidden=H, dropout=0.0, num_classes=C)
@@ -79,12 +83,12 @@ def make_batch(gen):
     return tokens, lengths, labels, class_weights
 
 
-def run(model, tokens, lengths, labels, class_weights, dtype):
+def run(model, tokens, lengths, labels, class_weights, dtype, smoothing=0.0):
     """forward/backward and 5 Adam steps of a copy of model in dtype; returns a dict of arrays."""
     m = copy.deepcopy(model).to(dtype)
     m.train()  # dropout is 0: training mode is deterministic
     w = class_weights.to(dtype)
-    loss_fn = nn.CrossEntropyLoss(weight=w)
+    loss_fn = nn.CrossEntropyLoss(weight=w, label_smoothing=smoothing)
     logits, attn = m(tokens, lengths)
     loss = loss_fn(logits, labels)
     m.zero_grad()
@@ -170,9 +174,10 @@ def main():
         model = AttnClassifier(cfg)
         gen = torch.Generator().manual_seed(2000 + index)
         tokens, lengths, labels, class_weights = make_batch(gen)
-        exact = run(model, tokens, lengths, labels, class_weights, torch.float64)
+        smoothing = cfg.get("label_smoothing", 0.0)
+        exact = run(model, tokens, lengths, labels, class_weights, torch.float64, smoothing)
         check_reference(model, tokens, lengths, exact)
-        single = run(model, tokens, lengths, labels, class_weights, torch.float32)
+        single = run(model, tokens, lengths, labels, class_weights, torch.float32, smoothing)
         tensors = {}
         for pname, p in model.state_dict().items():
             tensors[pname] = p.detach().to(torch.float32).numpy()

@@ -320,7 +320,8 @@ static void run_fixture(const char *path) {
   if (rc != NN_OK) goto done;
   compare(&w_logits, "logits", logits, want_logits, (int64_t)B * C, NULL, 0);
   compare(&w_attn, "attn", attn, want_attn, (int64_t)B * T, NULL, 0);
-  float loss = nn_cross_entropy(dlogits, logits, labels, weights, B, C);
+  float loss =
+      nn_cross_entropy_smoothed(dlogits, logits, labels, weights, B, C, cfg.label_smoothing);
   compare(&w_loss, "loss", &loss, want_loss, 1, NULL, 0);
   rc = nn_model_zero_grads(model, err);
   CHECK(rc == NN_OK, "%s: nn_model_zero_grads: %s", case_name, err);
@@ -352,7 +353,8 @@ static void run_fixture(const char *path) {
     rc = nn_model_forward(model, ws, &batch, 1, &rng, logits, NULL, err);
     CHECK(rc == NN_OK, "%s: Adam step %d: nn_model_forward: %s", case_name, step, err);
     if (rc != NN_OK) goto done;
-    float step_loss = nn_cross_entropy(dlogits, logits, labels, weights, B, C);
+    float step_loss =
+        nn_cross_entropy_smoothed(dlogits, logits, labels, weights, B, C, cfg.label_smoothing);
     char what[64];
     snprintf(what, sizeof what, "adam_losses[%d]", step);
     compare(&w_adam_loss, what, &step_loss, want_adam + step, 1, NULL, 0);

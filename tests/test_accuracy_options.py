@@ -11,6 +11,11 @@ Python sqlite3), each against its reference:
   - "min_count": the vocabulary holds the tokens seen at least min_count times and no others.
   - "drop_parentheses": false keeps the words in parentheses as tokens (attn_weights), true (the
     lesson) drops them.
+  - "label_smoothing": trains, is stored in the model's config, changes the weights; val_loss
+    is the smoothed loss, (1 - s)(-log p[y]) + s/C sum_c(-log p[c]), computed here from
+    attn_probs on a one-batch validation query; a model saved before the option existed (its config without the key, imported)
+    warm-starts without it, and an option given over it applies. The loss itself is checked against PyTorch's
+    CrossEntropyLoss(label_smoothing=) by test_golden (gru_uni_linear_smooth) and test_gradcheck.
   - "recipe": "lesson" gives the lesson's options (lr 1e-4, 50 epochs, ...) whatever the
     defaults are, and other keys apply over it; a bad recipe is an error naming the key.
 Run from the repository root: /usr/bin/python3 tests/test_accuracy_options.py
@@ -29,7 +34,7 @@ check, connect, error_of = R.check, R.connect, R.error_of
 try:
     import numpy as np
     import torch
-    from attn_reference import EnsembleClassifier, from_engine_file, st_load
+    from attn_reference import EnsembleClassifier, from_engine_file, st_load, st_save
 except ImportError as e:  # pragma: no cover
     print("skipped: PyTorch/numpy not importable by %s (%s)" % (sys.executable, e))
     sys.exit(77)
@@ -184,6 +189,44 @@ def main():
     nw = fit(db, "nw", dict(small, epochs=2))
     check(wd["version"] == 1 and nw["version"] == 1, "word_dropout 0.5 trains")
 
+    # ---- label_smoothing
+    l0 = fit(db, "ls0", dict(small, label_smoothing=0, epochs=2))
+    l1 = fit(db, "ls1", dict(small, label_smoothing=0.2, epochs=2))
+    c1 = json.loads(db.execute("SELECT config FROM attn_models WHERE name = 'ls1'").fetchone()[0])
+    check(c1.get("label_smoothing") == 0.2, "label_smoothing 0.2 is in the stored config (%r)"
+          % c1.get("label_smoothing"))
+    w0, w1 = st_load(weights(db, "ls0"))[0], st_load(weights(db, "ls1"))[0]
+    check(not all(np.array_equal(w0[k], w1[k]) for k in w0),
+          "label_smoothing 0.2 trains other weights than 0")
+    check(l0["version"] == 1 and l1["version"] == 1,
+          "label_smoothing 0 and 0.2 train")
+    # val_loss is the smoothed loss over the validation rows (one batch)
+    vq = "SELECT text, label FROM rows WHERE rowid % 15 = 0"
+    lv = fit(db, "lsv", dict(small, label_smoothing=0.3, epochs=1, validation="query",
+                             validation_query=vq))
+    probs = {}
+    nll = []
+    for text, label in db.execute(vq).fetchall():
+        probs = dict(db.execute("SELECT label, probability FROM attn_probs('lsv', ?)", (text,)))
+        logp = {k: -np.log(v) for k, v in probs.items()}
+        nll.append(0.7 * logp[label] + 0.3 / len(logp) * sum(logp.values()))
+    want = float(np.mean(nll))
+    check(len(nll) <= 64 and abs(lv["val_loss"] - want) <= 1e-4 * max(1.0, want),
+          "label_smoothing 0.3: val_loss %.6f is the smoothed loss %.6f of %d rows"
+          % (lv["val_loss"], want, len(nll)))
+    # a model saved before label_smoothing existed: its config without the key
+    tensors, meta = st_load(weights(db, "ls1"))
+    old_config = json.loads(meta["config"])
+    del old_config["label_smoothing"]
+    meta = dict(meta, config=json.dumps(old_config))
+    db.execute("SELECT attn_import('old', ?)", (st_save(tensors, meta),)).fetchone()
+    for name, extra, want in (("warm", {}, 0), ("warm2", {"label_smoothing": 0.2}, 0.2)):
+        fit(db, name, dict({"from": "old", "epochs": 1, "progress": False}, **extra))
+        got = json.loads(db.execute("SELECT config FROM attn_models WHERE name = ?",
+                                    (name,)).fetchone()[0]).get("label_smoothing")
+        check(got == want, "warm start from a model saved without label_smoothing, options %s: "
+              "label_smoothing %r (want %r)" % (extra, got, want))
+
     # ---- min_count: the vocabulary
     db.execute("CREATE TABLE counts(text, label)")
     db.executemany("INSERT INTO counts VALUES (?, ?)",
@@ -225,7 +268,8 @@ def main():
               "fc_hidden": 100, "dropout": 0.1, "lr": 0.0001, "vocab_size": 5000, "patience": 10,
               "lr_patience": 3, "lr_factor": 0.1, "class_weights": True, "monitor": "val_loss",
               "stopwords": True, "drop_parentheses": True, "min_count": 1, "ensemble": 1,
-              "embed_dropout": 0, "word_dropout": 0, "bidirectional": False, "epochs": 1}
+              "embed_dropout": 0, "word_dropout": 0, "bidirectional": False, "epochs": 1,
+              "label_smoothing": 0}
     bad = {k: (c.get(k), v) for k, v in lesson.items() if c.get(k) != v}
     check(not bad, "recipe lesson: the stored config is the lesson's, epochs 1 over it (%s)"
           % (bad or "all %d keys" % len(lesson)))
@@ -234,7 +278,9 @@ def main():
     check(err == 'attn_fit: option "recipe" must be "default" or "lesson", got "fast"',
           "recipe: a bad value is an error naming the key (%s)" % err)
     for key, value in (("ensemble", 9), ("ensemble", 0), ("word_dropout", 1), ("embed_dropout",
-                       -0.1), ("min_count", 0), ("drop_parentheses", "yes")):
+                       -0.1), ("min_count", 0), ("drop_parentheses", "yes"),
+                       ("label_smoothing", 1.5), ("label_smoothing", -0.1),
+                       ("label_smoothing", "0.1")):
         err = error_of(db, "SELECT attn_fit('x', 'SELECT text, label FROM rows', ?)",
                        (json.dumps({key: value}),))
         check(err is not None and err.startswith('attn_fit: option "%s" must be' % key),

@@ -93,11 +93,12 @@ static double batch_loss(nn_model *m, nn_workspace *ws, const nn_batch *batch, f
   return loss;
 }
 
-/* d CE / d logits against central differences (the loss is computed in double) */
-static void check_cross_entropy(void) {
+/* d CE / d logits against central differences (the loss is computed in double), without and
+ * with label smoothing, with the class weights and without */
+static void check_cross_entropy(float smoothing, const float *weights) {
   float logits[B * C], d[B * C], scratch[B * C];
   for (int i = 0; i < B * C; i++) logits[i] = (float)((i * 37 % 11) - 5) * 0.3f;
-  double loss = nn_cross_entropy(d, logits, labels, class_weights, B, C);
+  double loss = nn_cross_entropy_smoothed(d, logits, labels, weights, B, C, smoothing);
   /* by hand for row sums: the gradient of each row sums to zero */
   for (int b = 0; b < B; b++) {
     double s = 0.0;
@@ -107,13 +108,20 @@ static void check_cross_entropy(void) {
   for (int i = 0; i < B * C; i++) {
     float saved = logits[i];
     logits[i] = saved + 1e-2f;
-    double lp = nn_cross_entropy(scratch, logits, labels, class_weights, B, C);
+    double lp = nn_cross_entropy_smoothed(scratch, logits, labels, weights, B, C, smoothing);
     logits[i] = saved - 1e-2f;
-    double lm = nn_cross_entropy(scratch, logits, labels, class_weights, B, C);
+    double lm = nn_cross_entropy_smoothed(scratch, logits, labels, weights, B, C, smoothing);
     logits[i] = saved;
     CHECK_CLOSE(d[i], (lp - lm) / 2e-2, 2e-3, 1e-5, "cross-entropy d loss / d logit");
   }
-  printf("cross-entropy loss %.6f, gradient checked\n", loss);
+  if (smoothing == 0.0f) { /* the unsmoothed entry point gives the same bits */
+    float d0[B * C];
+    float l0 = nn_cross_entropy(d0, logits, labels, weights, B, C);
+    CHECK(l0 == (float)loss && memcmp(d0, d, sizeof d) == 0,
+          "nn_cross_entropy differs from nn_cross_entropy_smoothed(0)");
+  }
+  printf("cross-entropy (label smoothing %.2f, %s) loss %.6f, gradient checked\n", smoothing,
+         weights ? "class weights" : "unweighted", loss);
 }
 
 static void check_variant(nn_cell cell, int bi, nn_attention attn, int layers, int fc,
@@ -233,7 +241,10 @@ int main(void) {
   nn_rng rng;
   nn_rng_seed(&rng, 99);
   for (int i = 0; i < B * C; i++) probe[i] = 2.0f * nn_rng_uniform(&rng) - 1.0f;
-  check_cross_entropy();
+  check_cross_entropy(0.0f, class_weights);
+  check_cross_entropy(0.1f, class_weights);
+  check_cross_entropy(0.3f, NULL);
+  check_cross_entropy(1.0f, class_weights);
   const nn_cell cells[] = {NN_CELL_RNN, NN_CELL_GRU, NN_CELL_LSTM};
   const nn_attention attns[] = {NN_ATTN_LINEAR, NN_ATTN_ADDITIVE, NN_ATTN_SELF, NN_ATTN_DOT};
   for (int c = 0; c < 3; c++)

@@ -61,6 +61,7 @@ LEVERS = [
     ("word_dropout 0.2", {"word_dropout": 0.0}),
     ("dropout 0.5", {"dropout": 0.1}),
     ("vocabulary 100k", {"vocab_size": 5000}),
+    ("label_smoothing 0.1", {"label_smoothing": 0.0}),
 ]
 # Options beyond the default a user may add, with their cost.
 EXTRAS = [("attnext default + ensemble 3", {"ensemble": 3})]
