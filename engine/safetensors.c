@@ -368,7 +368,7 @@ int nn_model_save(const nn_model *model, unsigned char **out, size_t *out_len, c
     offset += 4 * (uint64_t)info.size;
   }
   nn_strbuf_puts(&header, "}");
-  while (header.len % 8) nn_strbuf_puts(&header, " ");
+  while (header.len % 8 && !header.oom) nn_strbuf_puts(&header, " "); /* oom: appends stop */
   if (header.oom) goto done;
   if (offset > SIZE_MAX - 8 - header.len) goto done;
 
