@@ -27,6 +27,7 @@
 #include "json.h"
 #include "model.h"
 #include "nn_internal.h"
+#include "nn_mem.h"
 
 /* The AVX + FMA loop is compiled for those instructions whatever the build's baseline, and taken
  * where the CPU has them (the portable build runs on x86-64-v2 CPUs: there the scalar loop). */
@@ -39,8 +40,10 @@
 #pragma STDC FP_CONTRACT OFF /* GCC does not contract in ISO C mode (-std=c11) */
 #endif
 
-int nn_adam_init(nn_adam *adam, size_t nparams, float lr, char *err) {
+/* The moments are 64-byte aligned host memory from mem (the CPU kernels' alignment). */
+static int adam_init(nn_adam *adam, size_t nparams, float lr, const nn_allocator *mem, char *err) {
   memset(adam, 0, sizeof *adam);
+  adam->mem = mem;
   adam->lr = lr;
   adam->beta1 = 0.9f;
   adam->beta2 = 0.999f;
@@ -48,8 +51,9 @@ int nn_adam_init(nn_adam *adam, size_t nparams, float lr, char *err) {
   adam->weight_decay = 0.0f;
   adam->n = nparams;
   size_t count = nparams ? nparams : 1;
-  adam->m = calloc(count, sizeof(float));
-  adam->v = calloc(count, sizeof(float));
+  adam->m =
+      count <= SIZE_MAX / sizeof(float) ? nn_mem_alloc_aligned(mem, count * sizeof(float)) : NULL;
+  adam->v = adam->m ? nn_mem_alloc_aligned(mem, count * sizeof(float)) : NULL;
   if (!adam->m || !adam->v) {
     nn_adam_free(adam);
     snprintf(err, NN_ERR_LEN, "out of memory allocating Adam state for %zu parameters", nparams);
@@ -58,10 +62,14 @@ int nn_adam_init(nn_adam *adam, size_t nparams, float lr, char *err) {
   return NN_OK;
 }
 
+int nn_adam_init(nn_adam *adam, size_t nparams, float lr, char *err) {
+  return adam_init(adam, nparams, lr, NULL, err);
+}
+
 void nn_adam_free(nn_adam *adam) {
   if (!adam) return;
-  free(adam->m);
-  free(adam->v);
+  nn_mem_free_aligned(adam->mem, adam->m);
+  nn_mem_free_aligned(adam->mem, adam->v);
   adam->m = adam->v = NULL;
   adam->n = 0;
 }
@@ -165,12 +173,13 @@ void nn_adam_step_lazy(nn_adam *adam, float *params, const float *grads, size_t 
 
 /* ---------------------------------------------------------------- on a backend */
 
-int nn_adam_init_on(nn_adam *adam, const nn_backend *be, size_t nparams, float lr, char *err) {
-  if (!be->device_memory) return nn_adam_init(adam, nparams, lr, err);
-  int rc = nn_adam_init(adam, 0, lr, err); /* the hyper-parameters; host moments of size 1 */
+int nn_adam_init_on(nn_adam *adam, const nn_backend *be, const nn_allocator *mem, size_t nparams,
+                    float lr, char *err) {
+  if (!be->device_memory) return adam_init(adam, nparams, lr, mem, err);
+  int rc = adam_init(adam, 0, lr, mem, err); /* the hyper-parameters; host moments of size 1 */
   if (rc != NN_OK) return rc;
-  free(adam->m);
-  free(adam->v);
+  nn_mem_free_aligned(mem, adam->m);
+  nn_mem_free_aligned(mem, adam->v);
   adam->n = nparams;
   size_t bytes = (nparams ? nparams : 1) * sizeof(float);
   adam->m = be->alloc(bytes); /* zeroed */

@@ -2,7 +2,7 @@
  * range validation and JSON output.
  *
  *   nn_config cfg; nn_config_default(&cfg);
- *   nn_config_parse_json(&cfg, "{\"cell\":\"gru\",\"hidden\":256}", err);
+ *   nn_config_parse_json(&cfg, "{\"cell\":\"gru\",\"hidden\":256}", NULL, err);
  *   -> on a bad value: option "hidden" must be an integer from 1 to 4096, got "big"
  *
  * One table (config_options) lists every option with its kind, bounds and field; parsing,
@@ -553,7 +553,8 @@ static const config_option *find_option(const char *key, size_t len) {
   return NULL;
 }
 
-int nn_options_parse(nn_options *o, const char *json, unsigned accept, char *err) {
+int nn_options_parse(nn_options *o, const char *json, unsigned accept, const nn_allocator *mem,
+                     char *err) {
   memset(o, 0, sizeof *o);
   o->text = json;
   o->accept = accept;
@@ -563,7 +564,7 @@ int nn_options_parse(nn_options *o, const char *json, unsigned accept, char *err
     k++;
   if (k == len) return NN_OK; /* "" or only whitespace: no options */
   char jerr[NN_ERR_LEN];
-  int rc = nn_json_parse(&o->doc, json, len, jerr);
+  int rc = nn_json_parse(&o->doc, json, len, mem, jerr);
   if (rc != NN_OK) {
     if (rc == NN_NOMEM) snprintf(err, NN_ERR_LEN, "%s", jerr);
     else snprintf(err, NN_ERR_LEN, "options must be a JSON object (%.400s)", jerr);
@@ -629,9 +630,9 @@ int nn_options_apply(const nn_options *o, nn_config *cfg, char *err) {
   return rc;
 }
 
-int nn_config_parse_json(nn_config *cfg, const char *json, char *err) {
+int nn_config_parse_json(nn_config *cfg, const char *json, const nn_allocator *mem, char *err) {
   nn_options o;
-  int rc = nn_options_parse(&o, json, 0, err);
+  int rc = nn_options_parse(&o, json, 0, mem, err);
   if (rc == NN_OK) rc = nn_options_apply(&o, cfg, err);
   nn_options_free(&o);
   return rc;
@@ -639,9 +640,9 @@ int nn_config_parse_json(nn_config *cfg, const char *json, char *err) {
 
 /* ------------------------------------------------------------------------------- output */
 
-char *nn_config_to_json(const nn_config *cfg) {
+char *nn_config_to_json(const nn_config *cfg, const nn_allocator *mem) {
   nn_strbuf sb;
-  nn_strbuf_init(&sb);
+  nn_strbuf_init(&sb, mem);
   nn_strbuf_puts(&sb, "{");
   for (size_t i = 0; i < NUM_OPTIONS; i++) {
     const config_option *o = &config_options[i];

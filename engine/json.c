@@ -4,6 +4,7 @@
 #include "json.h"
 
 #include "nn_internal.h"
+#include "nn_mem.h"
 #include "utf8.h"
 
 #include <locale.h>
@@ -22,7 +23,15 @@ typedef struct json_parser {
   size_t values;
   int status; /* NN_OK until the first error */
   char *err;
+  const nn_allocator *mem; /* of the document */
 } json_parser;
+
+/* A document: its root value after the allocator that every part of it came from, so that
+ * nn_json_free (given the root) frees them with it. */
+typedef struct json_doc {
+  const nn_allocator *mem;
+  nn_json root;
+} json_doc;
 
 static int json_fail(json_parser *p, int status, const char *what) {
   if (p->status == NN_OK) {
@@ -43,19 +52,20 @@ static void json_skip_ws(json_parser *p) {
   }
 }
 
-static void json_free_contents(nn_json *v) {
+static void json_free_contents(const nn_allocator *mem, nn_json *v) {
   if (v->type == NN_JSON_ARRAY || v->type == NN_JSON_OBJECT) {
-    for (size_t i = 0; i < v->count; i++) json_free_contents(&v->items[i]);
-    free(v->items);
+    for (size_t i = 0; i < v->count; i++) json_free_contents(mem, &v->items[i]);
+    nn_mem_free(mem, v->items);
   }
-  free(v->str);
-  free(v->key);
+  nn_mem_free(mem, v->str);
+  nn_mem_free(mem, v->key);
 }
 
 void nn_json_free(nn_json *v) {
   if (!v) return;
-  json_free_contents(v);
-  free(v);
+  json_doc *doc = (json_doc *)(void *)((char *)v - offsetof(json_doc, root));
+  json_free_contents(doc->mem, v);
+  nn_mem_free(doc->mem, doc);
 }
 
 static int json_hex4(const char *s, unsigned *out) {
@@ -93,7 +103,7 @@ static size_t json_put_utf8(char *o, unsigned cp) {
   return 4;
 }
 
-/* At p->pos == '"'. Decodes into a malloc'd NUL-terminated buffer. */
+/* At p->pos == '"'. Decodes into a NUL-terminated buffer from p->mem. */
 static int json_parse_string(json_parser *p, char **out, size_t *out_len) {
   size_t start = ++p->pos, end = start;
   /* find the closing quote: decoded length <= raw length */
@@ -107,14 +117,14 @@ static int json_parse_string(json_parser *p, char **out, size_t *out_len) {
     if (c == '\\') end++;
     end++;
   }
-  char *buf = malloc(end - start + 1);
+  char *buf = nn_mem_alloc(p->mem, end - start + 1);
   if (!buf) return json_fail(p, NN_NOMEM, "");
   size_t n = 0, i = start;
   while (i < end) {
     unsigned char c = (unsigned char)p->s[i];
     if (c < 0x20) {
       p->pos = i;
-      free(buf);
+      nn_mem_free(p->mem, buf);
       return json_fail(p, NN_ERROR, "control character in string (must be escaped)");
     }
     if (c != '\\') {
@@ -136,18 +146,18 @@ static int json_parse_string(json_parser *p, char **out, size_t *out_len) {
     case 'u': {
       unsigned cp, lo;
       if (end - i < 6 || !json_hex4(p->s + i + 2, &cp)) {
-        free(buf);
+        nn_mem_free(p->mem, buf);
         return json_fail(p, NN_ERROR, "\\u must be followed by 4 hex digits");
       }
       i += 6;
       if (cp >= 0xDC00 && cp <= 0xDFFF) {
-        free(buf);
+        nn_mem_free(p->mem, buf);
         return json_fail(p, NN_ERROR, "lone low surrogate in \\u escape");
       }
       if (cp >= 0xD800 && cp <= 0xDBFF) {
         if (end - i < 6 || p->s[i] != '\\' || p->s[i + 1] != 'u' || !json_hex4(p->s + i + 2, &lo) ||
             lo < 0xDC00 || lo > 0xDFFF) {
-          free(buf);
+          nn_mem_free(p->mem, buf);
           return json_fail(p, NN_ERROR, "high surrogate not followed by a low surrogate");
         }
         i += 6;
@@ -156,9 +166,7 @@ static int json_parse_string(json_parser *p, char **out, size_t *out_len) {
       n += json_put_utf8(buf + n, cp);
       break;
     }
-    default:
-      free(buf);
-      return json_fail(p, NN_ERROR, "invalid escape in string");
+    default: nn_mem_free(p->mem, buf); return json_fail(p, NN_ERROR, "invalid escape in string");
     }
   }
   buf[n] = 0;
@@ -227,12 +235,12 @@ static int json_parse_number(json_parser *p, nn_json *v) {
     }
   }
   /* strtod wants a NUL-terminated copy using the C locale's decimal point */
-  char small[64], *buf = n < sizeof small ? small : malloc(n + 1);
+  char small[64], *buf = n < sizeof small ? small : nn_mem_alloc(p->mem, n + 1);
   if (!buf) return json_fail(p, NN_NOMEM, "");
   memcpy(buf, p->s + start, n);
   buf[n] = 0;
   v->number = nn_strtod_c(buf);
-  if (buf != small) free(buf);
+  if (buf != small) nn_mem_free(p->mem, buf);
   p->pos = i;
   return NN_OK;
 }
@@ -268,7 +276,7 @@ static int json_parse_value(json_parser *p, nn_json *v);
 static int json_push(json_parser *p, nn_json *parent, size_t *cap) {
   if (parent->count == *cap) {
     size_t ncap = *cap ? *cap * 2 : 4;
-    nn_json *items = realloc(parent->items, ncap * sizeof *items);
+    nn_json *items = nn_mem_realloc(p->mem, parent->items, ncap * sizeof *items);
     if (!items) return json_fail(p, NN_NOMEM, "");
     parent->items = items;
     *cap = ncap;
@@ -294,7 +302,7 @@ static int json_key_cmp(const void *a, const void *b) {
 static int json_check_duplicates(json_parser *p, const nn_json *obj) {
   size_t n = obj->count;
   if (n < 2) return NN_OK;
-  json_key_ref *refs = malloc(n * sizeof *refs);
+  json_key_ref *refs = nn_mem_alloc(p->mem, n * sizeof *refs);
   if (!refs) return json_fail(p, NN_NOMEM, "");
   for (size_t i = 0; i < n; i++) {
     refs[i].key = obj->items[i].key;
@@ -307,11 +315,11 @@ static int json_check_duplicates(json_parser *p, const nn_json *obj) {
       nn_json_quote_for_message(quoted, sizeof quoted, refs[i].key, refs[i].len);
       snprintf(what, sizeof what, "duplicate key %s", quoted);
       p->pos = obj->start;
-      free(refs);
+      nn_mem_free(p->mem, refs);
       return json_fail(p, NN_ERROR, what);
     }
   }
-  free(refs);
+  nn_mem_free(p->mem, refs);
   return NN_OK;
 }
 
@@ -364,7 +372,7 @@ static int json_parse_container(json_parser *p, nn_json *v, int is_object) {
   }
   p->depth--;
   if (v->count < cap) { /* give back the slack */
-    nn_json *items = realloc(v->items, v->count * sizeof *items);
+    nn_json *items = nn_mem_realloc(p->mem, v->items, v->count * sizeof *items);
     if (items) v->items = items;
   }
   if (is_object) return json_check_duplicates(p, v);
@@ -402,14 +410,16 @@ static int json_parse_value(json_parser *p, nn_json *v) {
   return rc;
 }
 
-int nn_json_parse(nn_json **out, const char *s, size_t len, char *err) {
+int nn_json_parse(nn_json **out, const char *s, size_t len, const nn_allocator *mem, char *err) {
   *out = NULL;
-  json_parser p = {s, len, 0, 0, 0, NN_OK, err};
-  nn_json *v = calloc(1, sizeof *v);
-  if (!v) {
+  json_parser p = {s, len, 0, 0, 0, NN_OK, err, mem};
+  json_doc *doc = nn_mem_calloc(mem, 1, sizeof *doc);
+  if (!doc) {
     snprintf(err, NN_ERR_LEN, "out of memory while parsing JSON");
     return NN_NOMEM;
   }
+  doc->mem = mem;
+  nn_json *v = &doc->root;
   if (!s && len) len = p.len = 0;
   if (json_parse_value(&p, v) == NN_OK) {
     json_skip_ws(&p);
@@ -462,11 +472,16 @@ const char *nn_json_type_name(nn_json_type t) {
 
 /* ------------------------------------------------------------------------------- writer */
 
-void nn_strbuf_init(nn_strbuf *sb) { memset(sb, 0, sizeof *sb); }
-
-void nn_strbuf_free(nn_strbuf *sb) {
-  free(sb->data);
+void nn_strbuf_init(nn_strbuf *sb, const nn_allocator *mem) {
   memset(sb, 0, sizeof *sb);
+  sb->mem = mem;
+}
+
+/* empty again, with the same allocator */
+void nn_strbuf_free(nn_strbuf *sb) {
+  const nn_allocator *mem = sb->mem;
+  nn_mem_free(mem, sb->data);
+  nn_strbuf_init(sb, mem);
 }
 
 static int strbuf_reserve(nn_strbuf *sb, size_t extra) {
@@ -479,7 +494,7 @@ static int strbuf_reserve(nn_strbuf *sb, size_t extra) {
   if (need <= sb->cap) return 1;
   size_t cap = sb->cap ? sb->cap : 64;
   while (cap < need) cap *= 2;
-  char *d = realloc(sb->data, cap);
+  char *d = nn_mem_realloc(sb->mem, sb->data, cap);
   if (!d) {
     sb->oom = 1;
     return 0;
@@ -623,8 +638,8 @@ char *nn_strbuf_take(nn_strbuf *sb) {
     return NULL;
   }
   char *d = sb->data;
-  if (!d) d = calloc(1, 1);
-  memset(sb, 0, sizeof *sb);
+  if (!d) d = nn_mem_calloc(sb->mem, 1, 1);
+  nn_strbuf_init(sb, sb->mem);
   return d;
 }
 

@@ -8,18 +8,23 @@
  * past the given length; the input need not be NUL-terminated.
  *
  *   nn_json *doc; char err[NN_ERR_LEN];
- *   if (nn_json_parse(&doc, text, len, err) != NN_OK) ... err: "invalid JSON at byte 7: ..."
+ *   if (nn_json_parse(&doc, text, len, mem, err) != NN_OK) ... err: "invalid JSON at byte 7: ..."
  *   const nn_json *h = nn_json_get(doc, "hidden");   NULL when absent or doc not an object
  *   ... nn_json_free(doc);
  *
  * Writer: nn_strbuf, a growable NUL-terminated byte buffer; out of memory is sticky (sb.oom)
  * and checked once at the end.
+ *
+ * Memory: a document and a buffer come from the nn_allocator given to nn_json_parse /
+ * nn_strbuf_init (nn.h; NULL: the C library), and are freed with it.
  */
 #ifndef ATTNEXT_JSON_H
 #define ATTNEXT_JSON_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "nn.h"
 
 #define NN_JSON_MAX_DEPTH 64
 /* At most this many values in one document (about 100 bytes each): bounds the memory a
@@ -59,7 +64,9 @@ struct nn_json {
 
 /* Parse len bytes of s as one JSON value (surrounding whitespace allowed). On error *out is
  * NULL and err (NN_ERR_LEN bytes) says what and where. Returns NN_OK, NN_ERROR or NN_NOMEM. */
-int nn_json_parse(nn_json **out, const char *s, size_t len, char *err);
+int nn_json_parse(nn_json **out, const char *s, size_t len, const nn_allocator *mem, char *err);
+/* Frees a document that nn_json_parse returned (its root; never a value inside it), with the
+ * allocator it was parsed with. */
 void nn_json_free(nn_json *v);
 
 /* Accessors; all accept NULL and return NULL / 0 when the value is not of the asked type. */
@@ -74,9 +81,11 @@ typedef struct nn_strbuf {
   char *data;
   size_t len, cap;
   int oom; /* an append failed for lack of memory; later appends do nothing */
+  const nn_allocator *mem; /* of data */
 } nn_strbuf;
 
-void nn_strbuf_init(nn_strbuf *sb);
+void nn_strbuf_init(nn_strbuf *sb, const nn_allocator *mem);
+/* Frees data; sb is then empty, with the same allocator. */
 void nn_strbuf_free(nn_strbuf *sb);
 void nn_strbuf_append(nn_strbuf *sb, const char *bytes, size_t len);
 void nn_strbuf_puts(nn_strbuf *sb, const char *s);
@@ -95,7 +104,8 @@ void nn_strbuf_append_json_compact(nn_strbuf *sb, const nn_json *v, const char *
  * as null (JSON has no NaN/Infinity). Always uses '.' whatever the C locale. */
 void nn_strbuf_append_double(nn_strbuf *sb, double x);
 void nn_strbuf_append_float(nn_strbuf *sb, float x);
-/* Take the buffer (malloc'd, NUL-terminated; "" when empty), leaving sb empty. NULL if oom. */
+/* Take the buffer (from sb's allocator, NUL-terminated; "" when empty), leaving sb empty. NULL
+ * if oom. */
 char *nn_strbuf_take(nn_strbuf *sb);
 
 /* Quote bytes for an error message: at most max_len bytes of output (NUL included) written to

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "metrics.h"
+#include "nn_mem.h"
 
 static double ratio(double numerator, double denominator) {
   return denominator > 0 ? numerator / denominator : 0.0;
@@ -114,8 +115,8 @@ static double roc_auc_of(scored_row *rows, int64_t N, int64_t positives) {
   return area / ((double)positives * (double)(N - positives));
 }
 
-int nn_metrics_evaluate(nn_evaluation *out, const int *y_true, const float *probs, int64_t N,
-                        int C, nn_interrupt_fn stop, void *stop_ctx, char *err) {
+int nn_metrics_evaluate(nn_evaluation *out, const int *y_true, const float *probs, int64_t N, int C,
+                        nn_interrupt_fn stop, void *stop_ctx, const nn_allocator *mem, char *err) {
   memset(out, 0, sizeof *out);
   out->roc_auc = NAN;
   if (N < 1 || C < 2) {
@@ -138,13 +139,13 @@ int nn_metrics_evaluate(nn_evaluation *out, const int *y_true, const float *prob
       }
     }
   }
-  int64_t *counts = calloc((size_t)C * 3, sizeof *counts);
-  nn_class_metrics *per_class = malloc((size_t)C * sizeof *per_class);
-  scored_row *rows = malloc((size_t)N * sizeof *rows);
+  int64_t *counts = nn_mem_calloc(mem, (size_t)C * 3, sizeof *counts);
+  nn_class_metrics *per_class = nn_mem_alloc(mem, (size_t)C * sizeof *per_class);
+  scored_row *rows = nn_mem_alloc(mem, (size_t)N * sizeof *rows);
   if (!counts || !per_class || !rows) {
-    free(counts);
-    free(per_class);
-    free(rows);
+    nn_mem_free(mem, counts);
+    nn_mem_free(mem, per_class);
+    nn_mem_free(mem, rows);
     snprintf(err, NN_ERR_LEN, "metrics: out of memory for %lld rows and %d classes",
              (long long)N, C);
     return NN_NOMEM;
@@ -204,9 +205,9 @@ int nn_metrics_evaluate(nn_evaluation *out, const int *y_true, const float *prob
     out->roc_auc_classes++;
   }
   if (out->roc_auc_classes > 0) out->roc_auc = auc_sum / out->roc_auc_classes;
-  free(counts);
-  free(per_class);
-  free(rows);
+  nn_mem_free(mem, counts);
+  nn_mem_free(mem, per_class);
+  nn_mem_free(mem, rows);
   if (status != NN_OK) {
     nn_evaluation none;
     memset(&none, 0, sizeof none);

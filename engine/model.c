@@ -22,6 +22,7 @@
 
 #include "config.h"
 #include "model.h"
+#include "nn_mem.h"
 #include "pool.h"
 #include "text.h"
 
@@ -187,27 +188,28 @@ static void init_params(nn_model *m, float *p, uint64_t seed) {
 
 /* The subword rows of every vocabulary word (model.h): m->sub_start, m->sub_rows. */
 static int build_subwords(nn_model *m) {
-  int V = m->V, cap = 64, *ids = malloc((size_t)cap * sizeof *ids);
+  int V = m->V, cap = 64, *ids = nn_mem_alloc(m->mem, (size_t)cap * sizeof *ids);
   size_t total = 0, room = (size_t)V * 8 + 16;
-  m->sub_start = malloc(((size_t)V + 1) * sizeof *m->sub_start);
-  m->sub_rows = malloc(room * sizeof *m->sub_rows);
+  m->sub_start = nn_mem_alloc(m->mem, ((size_t)V + 1) * sizeof *m->sub_start);
+  m->sub_rows = nn_mem_alloc(m->mem, room * sizeof *m->sub_rows);
   if (!ids || !m->sub_start || !m->sub_rows) goto nomem;
   for (int v = 0; v < V; v++) {
     m->sub_start[v] = (int)total;
     int len = 0;
     const char *tok = v > NN_UNK ? nn_vocab_token(m->vocab, v, &len) : NULL;
-    int n = tok ? nn_subword_ids(ids, cap, tok, len, &m->cfg) : 0;
+    int n = tok ? nn_subword_ids(ids, cap, tok, len, &m->cfg, m->mem) : 0;
     if (n > cap) {
-      int *grown = realloc(ids, (size_t)n * sizeof *ids);
+      int *grown = nn_mem_realloc(m->mem, ids, (size_t)n * sizeof *ids);
       if (!grown) goto nomem;
       ids = grown;
       cap = n;
-      n = nn_subword_ids(ids, cap, tok, len, &m->cfg);
+      n = nn_subword_ids(ids, cap, tok, len, &m->cfg, m->mem);
     }
+    if (n < 0) goto nomem;
     if (total + (size_t)n > (size_t)INT32_MAX) goto nomem;
     if (total + (size_t)n > room) {
       room = (total + (size_t)n) * 2;
-      int *grown = realloc(m->sub_rows, room * sizeof *grown);
+      int *grown = nn_mem_realloc(m->mem, m->sub_rows, room * sizeof *grown);
       if (!grown) goto nomem;
       m->sub_rows = grown;
     }
@@ -216,17 +218,17 @@ static int build_subwords(nn_model *m) {
     if (n > m->sub_max) m->sub_max = n;
   }
   m->sub_start[V] = (int)total;
-  free(ids);
+  nn_mem_free(m->mem, ids);
   return NN_OK;
 nomem:
-  free(ids);
+  nn_mem_free(m->mem, ids);
   return NN_NOMEM;
 }
 
 /* A view of one network of m (an ensemble's member, see model.h): m's sizes, config, backend,
  * vocabulary and labels (not owned), no tensor table or tables of its own yet. */
 static nn_model *make_view(const nn_model *m) {
-  nn_model *v = malloc(sizeof *v);
+  nn_model *v = nn_mem_alloc(m->mem, sizeof *v);
   if (!v) return NULL;
   *v = *m;
   v->tensors = NULL;
@@ -266,8 +268,9 @@ static int model_create(nn_model **out, const nn_config *cfg, nn_vocab *vocab,
     nn_vocab_free(vocab);
     return NN_ERROR;
   }
-  nn_model *m = calloc(1, sizeof *m);
+  nn_model *m = nn_mem_calloc(nn_vocab_allocator(vocab), 1, sizeof *m);
   if (!m) goto nomem;
+  m->mem = nn_vocab_allocator(vocab);
   m->K = 1;
   m->cfg = *cfg;
   m->vocab = vocab;
@@ -292,12 +295,12 @@ static int model_create(nn_model **out, const nn_config *cfg, nn_vocab *vocab,
     nn_model_free(m);
     return NN_ERROR;
   }
-  m->labels = calloc((size_t)num_classes, sizeof *m->labels);
-  m->label_lens = calloc((size_t)num_classes, sizeof *m->label_lens);
+  m->labels = nn_mem_calloc(m->mem, (size_t)num_classes, sizeof *m->labels);
+  m->label_lens = nn_mem_calloc(m->mem, (size_t)num_classes, sizeof *m->label_lens);
   if (!m->labels || !m->label_lens) goto nomem;
   for (int c = 0; c < num_classes; c++) {
     size_t n = strlen(labels[c]);
-    m->labels[c] = malloc(n + 1);
+    m->labels[c] = nn_mem_alloc(m->mem, n + 1);
     if (!m->labels[c]) goto nomem;
     memcpy(m->labels[c], labels[c], n + 1);
     m->label_lens[c] = (int)n;
@@ -309,8 +312,8 @@ static int model_create(nn_model **out, const nn_config *cfg, nn_vocab *vocab,
     return NN_ERROR;
   }
   if (m->S > 0 && build_subwords(m) != NN_OK) goto nomem;
-  m->tensors = malloc(NN_MAX_TENSORS * sizeof *m->tensors);
-  m->tensor_names = malloc(NN_MAX_TENSORS * sizeof *m->tensor_names);
+  m->tensors = nn_mem_alloc(m->mem, NN_MAX_TENSORS * sizeof *m->tensors);
+  m->tensor_names = nn_mem_alloc(m->mem, NN_MAX_TENSORS * sizeof *m->tensor_names);
   if (!m->tensors || !m->tensor_names) goto nomem;
   for (int k = 0; k < m->K && m->K > 1; k++)
     if (!(m->member[k] = make_view(m))) goto nomem;
@@ -321,10 +324,12 @@ static int model_create(nn_model **out, const nn_config *cfg, nn_vocab *vocab,
     nn_model_free(m);
     return NN_ERROR;
   }
-  m->params = m->be->alloc(m->nparams * sizeof(float));
+  m->params = m->nparams <= SIZE_MAX / sizeof(float)
+                  ? nn_backend_alloc(m->mem, m->be, m->nparams * sizeof(float))
+                  : NULL;
   if (!m->params) goto nomem;
   if (on_device(m)) { /* drawn on the host, then uploaded */
-    m->host_params = calloc(m->nparams, sizeof(float));
+    m->host_params = nn_mem_calloc(m->mem, m->nparams, sizeof(float));
     if (!m->host_params) goto nomem;
     for (int k = 0; k < m->K && m->K > 1; k++) { /* the views read the backend's copy */
       m->member[k]->params = m->params;
@@ -367,7 +372,7 @@ int nn_model_create_uninit(nn_model **out, const nn_config *cfg, nn_vocab *vocab
 static void view_free(nn_model *v) {
   if (!v) return;
   nn_model_drop_inference(v);
-  free(v);
+  nn_mem_free(v->mem, v);
 }
 
 void nn_model_free(nn_model *m) {
@@ -375,32 +380,33 @@ void nn_model_free(nn_model *m) {
   if (m->owner) { /* a view is freed with its owner */
     return;
   }
+  const nn_allocator *mem = m->mem; /* the vocabulary's: freed with it */
   for (int k = 0; k < NN_MAX_MEMBERS; k++) view_free(m->member[k]);
-  free(m->sub_start);
-  free(m->sub_rows);
-  free(m->tensors);
-  free(m->tensor_names);
+  nn_mem_free(mem, m->sub_start);
+  nn_mem_free(mem, m->sub_rows);
+  nn_mem_free(mem, m->tensors);
+  nn_mem_free(mem, m->tensor_names);
   nn_vocab_free(m->vocab);
   if (m->labels)
-    for (int c = 0; c < m->C; c++) free(m->labels[c]);
-  free(m->labels);
-  free(m->label_lens);
+    for (int c = 0; c < m->C; c++) nn_mem_free(mem, m->labels[c]);
+  nn_mem_free(mem, m->labels);
+  nn_mem_free(mem, m->label_lens);
   if (m->be) {
     if (on_device(m)) {
-      free(m->host_params);
-      free(m->host_grads);
+      nn_mem_free(mem, m->host_params);
+      nn_mem_free(mem, m->host_grads);
       m->be->error(NULL, 0); /* nothing to report from freeing */
     }
-    m->be->free(m->params);
-    m->be->free(m->grads);
-    m->be->free(m->fold[0]);
-    m->be->free(m->fold[1]);
-    m->be->free(m->step1[0]);
-    m->be->free(m->step1[1]);
-    m->be->free(m->head_buf);
+    nn_backend_free(mem, m->be, m->params);
+    nn_backend_free(mem, m->be, m->grads);
+    nn_backend_free(mem, m->be, m->fold[0]);
+    nn_backend_free(mem, m->be, m->fold[1]);
+    nn_backend_free(mem, m->be, m->step1[0]);
+    nn_backend_free(mem, m->be, m->step1[1]);
+    nn_backend_free(mem, m->be, m->head_buf);
   }
-  free(m->transposed); /* host memory: see prepare_transposed */
-  free(m);
+  nn_mem_free_aligned(mem, m->transposed); /* host memory: see prepare_transposed */
+  nn_mem_free(mem, m);
 }
 
 const nn_config *nn_model_config(const nn_model *m) { return &m->cfg; }
@@ -497,7 +503,8 @@ size_t nn_model_device_memory(const nn_model *m) { return m ? model_bytes(m, 1) 
 
 float *nn_model_grads(nn_model *m) {
   if (!on_device(m) || !m->grads) return m->grads;
-  if (!m->host_grads && !(m->host_grads = malloc(m->nparams * sizeof(float)))) return NULL;
+  if (!m->host_grads && !(m->host_grads = nn_mem_calloc(m->mem, m->nparams, sizeof(float))))
+    return NULL;
   m->be->download(m->host_grads, m->grads, m->nparams * sizeof(float));
   return m->host_grads;
 }
@@ -515,7 +522,7 @@ int nn_model_tensor_find(const nn_model *m, const char *name) {
 
 int nn_model_zero_grads(nn_model *m, char *err) {
   if (!m->grads) {
-    m->grads = m->be->alloc(m->nparams * sizeof(float));
+    m->grads = nn_backend_alloc(m->mem, m->be, m->nparams * sizeof(float));
     if (!m->grads) {
       if (nn_backend_check(m->be, "allocating gradients", err) == NN_OK)
         snprintf(err, NN_ERR_LEN, "out of memory allocating gradients");
@@ -529,27 +536,29 @@ int nn_model_zero_grads(nn_model *m, char *err) {
 
 /* ---------------------------------------------------------------- workspace */
 
-int nn_workspace_create(nn_workspace **out, char *err) {
-  *out = calloc(1, sizeof **out);
+int nn_workspace_create(nn_workspace **out, const nn_allocator *mem, char *err) {
+  *out = nn_mem_calloc(mem, 1, sizeof **out);
   if (!*out) {
     snprintf(err, NN_ERR_LEN, "out of memory creating a workspace");
     return NN_NOMEM;
   }
   (*out)->be = nn_backend_cpu();
+  (*out)->mem = mem;
   return NN_OK;
 }
 
 void nn_workspace_free(nn_workspace *ws) {
   if (!ws) return;
+  const nn_allocator *mem = ws->mem;
   for (int k = 0; k < NN_MAX_MEMBERS; k++) nn_workspace_free(ws->member_ws[k]);
-  free(ws->ens_buf);
-  ws->be->free(ws->buf);
-  if (ws->dibuf) ws->be->free(ws->dibuf);
+  nn_mem_free(mem, ws->ens_buf);
+  nn_backend_free(mem, ws->be, ws->buf);
+  nn_backend_free(mem, ws->be, ws->dibuf);
   if (ws->be->error) ws->be->error(NULL, 0); /* nothing to report from freeing */
-  free(ws->ibuf);
-  free(ws->hbuf);
-  free(ws->emb_last);
-  free(ws);
+  nn_mem_free(mem, ws->ibuf);
+  nn_mem_free(mem, ws->hbuf);
+  nn_mem_free(mem, ws->emb_last);
+  nn_mem_free(mem, ws);
 }
 
 /* Carve consecutive pieces out of the arena; with base == NULL only counts. */
@@ -661,8 +670,8 @@ int nn_workspace_prepare(nn_workspace *ws, const nn_model *m, const nn_batch *ba
   }
   /* the workspace follows its model's backend */
   if (ws->be != m->be) {
-    ws->be->free(ws->buf);
-    if (ws->dibuf) ws->be->free(ws->dibuf);
+    nn_backend_free(ws->mem, ws->be, ws->buf);
+    nn_backend_free(ws->mem, ws->be, ws->dibuf);
     ws->buf = NULL;
     ws->dibuf = NULL;
     ws->cap = ws->dicap = 0;
@@ -687,7 +696,7 @@ int nn_workspace_prepare(nn_workspace *ws, const nn_model *m, const nn_batch *ba
   size_t ineed = 3 * (size_t)B + 2 * (size_t)T + 1 + 5 * (size_t)P + 2 * (size_t)Q +
                  (Q > 0 || m->S > 0 ? (size_t)P : 0); /* + sub_n, host only */
   if (ineed > ws->icap) {
-    int *p = realloc(ws->ibuf, ineed * sizeof(int));
+    int *p = nn_mem_realloc(ws->mem, ws->ibuf, ineed * sizeof(int));
     if (!p) goto nomem;
     ws->ibuf = p;
     ws->icap = ineed;
@@ -762,7 +771,7 @@ int nn_workspace_prepare(nn_workspace *ws, const nn_model *m, const nn_batch *ba
     /* emb_link (backend.h, embedding_backward): each row's next row with the same token and
      * whether it is the token's first, through a per-token "last row seen" table */
     if ((size_t)m->V > ws->emb_cap) {
-      int *p = realloc(ws->emb_last, (size_t)m->V * sizeof(int));
+      int *p = nn_mem_realloc(ws->mem, ws->emb_last, (size_t)m->V * sizeof(int));
       if (!p) goto nomem;
       for (size_t v = ws->emb_cap; v < (size_t)m->V; v++) p[v] = -1;
       ws->emb_last = p;
@@ -783,8 +792,8 @@ int nn_workspace_prepare(nn_workspace *ws, const nn_model *m, const nn_batch *ba
     size_t dneed = 2 * (size_t)B + 5 * (size_t)P + (size_t)Tmax + 1 + 2 * (size_t)Q;
     size_t FD = (size_t)(m->F > 0 ? m->F : m->D);
     if (dneed > ws->dicap) { /* grows only */
-      if (ws->dibuf) ws->be->free(ws->dibuf);
-      ws->dibuf = ws->be->alloc(dneed * sizeof(int));
+      nn_backend_free(ws->mem, ws->be, ws->dibuf);
+      ws->dibuf = nn_backend_alloc(ws->mem, ws->be, dneed * sizeof(int));
       ws->dicap = ws->dibuf ? dneed : 0;
       if (!ws->dibuf) goto nomem;
     }
@@ -804,7 +813,7 @@ int nn_workspace_prepare(nn_workspace *ws, const nn_model *m, const nn_batch *ba
     if ((training && m->cfg.embed_dropout > 0.0f) || Q > 0) /* drawn / filled on the host */
       if ((size_t)P * m->E > hneed) hneed = (size_t)P * m->E; /* embed_dropout, sub_scale */
     if (hneed > ws->hcap) {
-      float *h = realloc(ws->hbuf, hneed * sizeof(float));
+      float *h = nn_mem_realloc(ws->mem, ws->hbuf, hneed * sizeof(float));
       if (!h) goto nomem;
       ws->hbuf = h;
       ws->hcap = hneed;
@@ -813,8 +822,8 @@ int nn_workspace_prepare(nn_workspace *ws, const nn_model *m, const nn_batch *ba
   carver cv = {NULL, 0};
   carve_all(ws, m, &cv);
   if (cv.used > ws->cap) {
-    ws->be->free(ws->buf);
-    ws->buf = ws->be->alloc(cv.used * sizeof(float));
+    nn_backend_free(ws->mem, ws->be, ws->buf);
+    ws->buf = nn_backend_alloc(ws->mem, ws->be, cv.used * sizeof(float));
     ws->cap = ws->buf ? cv.used : 0;
     if (!ws->buf) goto nomem;
   }
@@ -940,7 +949,7 @@ nn_workspace *nn_workspace_member(nn_workspace *ws, int k) {
   if (k <= 0) return ws;
   if (!ws->member_ws[k]) {
     char err[NN_ERR_LEN];
-    if (nn_workspace_create(&ws->member_ws[k], err) != NN_OK) return NULL;
+    if (nn_workspace_create(&ws->member_ws[k], ws->mem, err) != NN_OK) return NULL;
   }
   return ws->member_ws[k];
 }
@@ -957,7 +966,7 @@ static int ensemble_forward(nn_model *m, nn_workspace *ws, const nn_batch *batch
   size_t BD = pooled ? (size_t)batch->B * m->D : 0;
   size_t need = 2 * BC + 2 * BT + BD;
   if (need > ws->ens_cap) {
-    float *p = realloc(ws->ens_buf, need * sizeof *p);
+    float *p = nn_mem_realloc(ws->mem, ws->ens_buf, need * sizeof *p);
     if (!p) {
       snprintf(err, NN_ERR_LEN, "out of memory for a batch of %d rows", batch->B);
       return NN_NOMEM;

@@ -44,6 +44,7 @@ struct nn_model {
   int *sub_start, *sub_rows;
   int sub_max; /* the most subword rows of one word */
   const nn_backend *be;  /* from cfg.device (backend_load.c) */
+  const nn_allocator *mem; /* the model's host memory and host-backend memory (its vocab's) */
   float *params, *grads; /* (nparams) each, backend memory */
   size_t nparams;
   /* Host mirrors for the public accessors (nn_model_params / weights / grads). With a
@@ -111,6 +112,7 @@ struct nn_workspace {
   int *ibuf;   /* one arena for the index arrays */
   size_t icap; /* ints */
   const nn_backend *be;
+  const nn_allocator *mem; /* nn_workspace_create's */
   /* shape of the batch in the arena */
   int B, T, P, Tmax, training;
   int row_base; /* inference split into row ranges: the caller's row of this part's row 0 */
@@ -210,7 +212,8 @@ int nn_backend_check(const nn_backend *be, const char *what, char *err);
 
 /* Adam with its moments in a backend's memory (adam.c): a host-memory backend runs exactly
  * nn_adam_init / nn_adam_step / nn_adam_free; a device backend its adam_step operation. */
-int nn_adam_init_on(nn_adam *adam, const nn_backend *be, size_t nparams, float lr, char *err);
+int nn_adam_init_on(nn_adam *adam, const nn_backend *be, const nn_allocator *mem, size_t nparams,
+                    float lr, char *err);
 /* One Adam step split over parameter slices (threads), host memory: nn_adam_step_begin advances
  * the step and returns its scalars, nn_adam_step_range updates [lo, hi). Element-wise, so any
  * split gives the bits of nn_adam_step. */

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "model.h"
+#include "nn_mem.h"
 
 static int on_device(const nn_model *m) { return m->be->device_memory; }
 
@@ -17,15 +18,15 @@ void nn_model_drop_inference(nn_model *m) {
   for (int k = 0; k < NN_MAX_MEMBERS; k++)
     if (m->member[k]) nn_model_drop_inference(m->member[k]);
   for (int d = 0; d < 2; d++) {
-    m->be->free(m->fold[d]);
+    nn_backend_free(m->mem, m->be, m->fold[d]);
     m->fold[d] = NULL;
-    m->be->free(m->step1[d]);
+    nn_backend_free(m->mem, m->be, m->step1[d]);
     m->step1[d] = NULL;
   }
-  free(m->transposed);
+  nn_mem_free_aligned(m->mem, m->transposed);
   m->transposed = NULL;
   memset(m->w_hh_t, 0, sizeof m->w_hh_t);
-  m->be->free(m->head_buf);
+  nn_backend_free(m->mem, m->be, m->head_buf);
   m->head_buf = NULL;
   m->head_w = m->head_b = NULL;
 }
@@ -42,7 +43,7 @@ static int prepare_transposed(nn_model *m) {
   if (m->be->device_memory) return NN_OK;
   int GH = m->G * m->H;
   size_t piece = nn_aligned_floats((size_t)m->H * GH);
-  float *t = aligned_alloc(64, (size_t)m->L * m->dirs * piece * sizeof(float));
+  float *t = nn_mem_alloc_aligned(m->mem, (size_t)m->L * m->dirs * piece * sizeof(float));
   if (!t) return NN_NOMEM;
   m->transposed = t;
   for (int l = 0; l < m->L; l++)
@@ -70,7 +71,7 @@ static int prepare_head(nn_model *m) {
   }
   if ((uint64_t)C * D > (uint64_t)F * ((uint64_t)C + D)) return NN_OK;
   size_t nw = nn_aligned_floats((size_t)C * D);
-  float *buf = be->alloc((nw + (size_t)C) * sizeof(float));
+  float *buf = nn_backend_alloc(m->mem, be, (nw + (size_t)C) * sizeof(float));
   if (!buf) return NN_NOMEM;
   m->head_buf = buf;
   /* head_w (C, D) = W2 (C, F) W1 (F, D); head_b (1, C) = b1 (1, F) W2^T + b2 */
@@ -93,10 +94,14 @@ static int prepare_step1(nn_model *m, int d) {
   size_t V = (size_t)m->V;
   int H = m->H, GH = m->G * m->H;
   nn_cell cell = m->cfg.cell;
-  float *pre = be->alloc(V * GH * sizeof(float)), *h0 = be->alloc(V * H * sizeof(float));
-  float *extra = cell == NN_CELL_RNN ? NULL
-                 : be->alloc(V * (cell == NN_CELL_GRU ? GH : H) * sizeof(float)); /* hw or c */
-  float *t = be->alloc(V * GH * sizeof(float));
+  float *pre = nn_backend_alloc(m->mem, be, V * GH * sizeof(float)),
+        *h0 = nn_backend_alloc(m->mem, be, V * H * sizeof(float));
+  float *extra =
+      cell == NN_CELL_RNN
+          ? NULL
+          : nn_backend_alloc(m->mem, be,
+                             V * (cell == NN_CELL_GRU ? GH : H) * sizeof(float)); /* hw or c */
+  float *t = nn_backend_alloc(m->mem, be, V * GH * sizeof(float));
   int ok = pre && h0 && t && (cell == NN_CELL_RNN || extra);
   if (ok) {
     be->gather_rows(pre, GH, m->fold[d], GH, NULL, (int)V, GH); /* the cells overwrite pre */
@@ -116,11 +121,11 @@ static int prepare_step1(nn_model *m, int d) {
     be->sgemm(0, 1, (int)V, GH, H, 1.0f, h0, H, m->params + w->w_hh, H, 0.0f, t, GH);
     m->step1[d] = t;
   } else {
-    be->free(t);
+    nn_backend_free(m->mem, be, t);
   }
-  be->free(pre);
-  be->free(h0);
-  be->free(extra);
+  nn_backend_free(m->mem, be, pre);
+  nn_backend_free(m->mem, be, h0);
+  nn_backend_free(m->mem, be, extra);
   return ok ? NN_OK : NN_NOMEM;
 }
 
@@ -131,7 +136,8 @@ static int prepare_step1(nn_model *m, int d) {
 static float *composed_vectors(const nn_model *m) {
   const nn_backend *be = m->be;
   size_t V = (size_t)m->V, E = (size_t)m->E, rows = V + (size_t)m->S;
-  float *table = malloc(rows * E * sizeof(float)), *out = malloc(V * E * sizeof(float));
+  float *table = nn_mem_alloc(m->mem, rows * E * sizeof(float));
+  float *out = nn_mem_alloc(m->mem, V * E * sizeof(float));
   float *dev = NULL;
   if (!table || !out) goto done;
   be->download(table, m->params + m->emb, rows * E * sizeof(float));
@@ -146,11 +152,11 @@ static float *composed_vectors(const nn_model *m) {
     float scale = 1.0f / (float)(1 + b - a);
     for (size_t e = 0; e < E; e++) x[e] *= scale;
   }
-  dev = be->alloc(V * E * sizeof(float));
+  dev = nn_backend_alloc(m->mem, be, V * E * sizeof(float));
   if (dev) be->upload(dev, out, V * E * sizeof(float));
 done:
-  free(table);
-  free(out);
+  nn_mem_free(m->mem, table);
+  nn_mem_free(m->mem, out);
   return dev;
 }
 
@@ -200,9 +206,9 @@ int nn_model_prepare_inference(nn_model *m, char *err) {
   const float *input = composed ? composed : m->params + m->emb;
   for (int d = 0; d < m->dirs; d++) {
     const nn_rnn_params *w = &m->rnn[0][d];
-    float *t = be->alloc((size_t)m->V * GH * sizeof(float));
+    float *t = nn_backend_alloc(m->mem, be, (size_t)m->V * GH * sizeof(float));
     if (!t) {
-      be->free(composed);
+      nn_backend_free(m->mem, be, composed);
       nn_model_drop_inference(m);
       snprintf(err, NN_ERR_LEN, "out of memory folding the input projection");
       return NN_NOMEM;
@@ -214,7 +220,7 @@ int nn_model_prepare_inference(nn_model *m, char *err) {
     m->fold[d] = t;
     rc = nn_backend_check(be, "folding the input projection", err);
     if (rc != NN_OK) {
-      be->free(composed);
+      nn_backend_free(m->mem, be, composed);
       nn_model_drop_inference(m);
       return rc;
     }
@@ -224,7 +230,7 @@ int nn_model_prepare_inference(nn_model *m, char *err) {
     if (room && prepare_step1(m, d) != NN_OK && be->error)
       be->error(NULL, 0); /* an optimisation: out of memory (its only error), run without it */
   }
-  be->free(composed);
+  nn_backend_free(m->mem, be, composed);
   rc = nn_backend_check(be, "folding the input projection", err);
   if (rc != NN_OK) nn_model_drop_inference(m);
   return rc;

@@ -41,6 +41,24 @@ enum nn_status {
  * thread only. */
 typedef int (*nn_interrupt_fn)(void *ctx);
 
+/* Where the engine's memory comes from. Every object that owns memory (model, vocabulary,
+ * workspace, trainer, pool, parsed JSON, string buffer) records the allocator it was made with
+ * and frees with it; a function that allocates without such an object takes one. NULL means
+ * the C library (malloc / realloc / free). ext/ passes one that calls sqlite3_malloc64,
+ * sqlite3_realloc64 and sqlite3_free, so SQLite's memory accounting, its heap limit and the
+ * out-of-memory test see the engine's memory too. The allocator must outlive every object made
+ * with it; what the engine hands back (a saved BLOB, a JSON text) is freed with it.
+ *   alloc: n >= 1 bytes, aligned for any type (8 bytes is enough: the engine aligns its large
+ *          float buffers itself), NULL on failure;
+ *   resize: as realloc (p NULL: alloc); NULL on failure, p then untouched;
+ *   release: as free (p never NULL). */
+typedef struct nn_allocator {
+  void *(*alloc)(void *ctx, size_t n);
+  void *(*resize)(void *ctx, void *p, size_t n);
+  void (*release)(void *ctx, void *p);
+  void *ctx;
+} nn_allocator;
+
 typedef enum { NN_CELL_RNN = 0, NN_CELL_GRU = 1, NN_CELL_LSTM = 2 } nn_cell;
 typedef enum {
   NN_ATTN_LINEAR = 0,
@@ -171,7 +189,8 @@ typedef struct nn_options {
 /* Parse json (NULL or "": no options) as a JSON object: its syntax and that it is an object are
  * checked here (errors as nn_config_parse_json's), its values by nn_options_apply. accept: the
  * ext keys the caller reads (NN_KEYS_TRAIN, ...); any other is an unknown option there. */
-int nn_options_parse(nn_options *o, const char *json, unsigned accept, char *err);
+int nn_options_parse(nn_options *o, const char *json, unsigned accept, const nn_allocator *mem,
+                     char *err);
 /* The engine's options of o over *cfg (nn_config_parse_json's rules and messages), skipping the
  * accepted ext keys. On error *cfg is left unchanged. */
 int nn_options_apply(const nn_options *o, nn_config *cfg, char *err);
@@ -186,8 +205,9 @@ void nn_options_free(nn_options *o);
  * Every other option (epochs, lr, dropout, monitor, max_len, seed, device, ...) may change. */
 int nn_config_check_warm_start(const nn_config *cfg, const nn_config *base, char *err);
 
-/* The config as a JSON object (all keys), malloc'd, NUL-terminated; NULL when out of memory. */
-char *nn_config_to_json(const nn_config *cfg);
+/* The config as a JSON object (all keys), from mem (free it with mem), NUL-terminated; NULL
+ * when out of memory. */
+char *nn_config_to_json(const nn_config *cfg, const nn_allocator *mem);
 
 const char *nn_cell_name(nn_cell cell);           /* "rnn" | "gru" | "lstm" */
 const char *nn_attention_name(nn_attention attn); /* "linear" | "additive" | "self" | "dot" */
@@ -206,8 +226,9 @@ typedef struct nn_token {
  * as the lesson (ext/ARCHITECTURE.md) and call `fn` for each resulting token string (tok,
  * tok_len bytes, the cleaned form) with its byte span in the original. Returns the number of tokens (not truncated). */
 typedef void (*nn_token_fn)(void *ctx, const char *tok, int tok_len, int start, int end);
-int nn_text_tokenize(const char *text, int len, const nn_config *cfg, nn_token_fn fn, void *ctx);
-/* (returns -1 when memory runs out growing a token longer than 256 bytes) */
+int nn_text_tokenize(const char *text, int len, const nn_config *cfg, nn_token_fn fn, void *ctx,
+                     const nn_allocator *mem);
+/* (returns -1 when memory runs out growing a token longer than 256 bytes: mem's) */
 
 typedef struct nn_vocab nn_vocab; /* token string <-> id; id 0 "<PAD>", id 1 "<UNK>" */
 
@@ -271,7 +292,8 @@ typedef struct nn_tensor_info {
 int nn_model_tensor(const nn_model *model, int index,
                     nn_tensor_info *info); /* NN_ERROR if out of range */
 
-int nn_workspace_create(nn_workspace **out, char *err);
+/* The workspace and what it grows to come from mem (NULL: the C library). */
+int nn_workspace_create(nn_workspace **out, const nn_allocator *mem, char *err);
 void nn_workspace_free(nn_workspace *ws);
 
 /* Forward pass. training=1 applies dropout (drawing from rng) and keeps what backward needs
@@ -302,6 +324,7 @@ typedef struct nn_adam {
   int64_t step;
   float *m, *v; /* (nparams) each, owned */
   size_t n;
+  const nn_allocator *mem; /* of m and v (nn_adam_init: NULL, the C library) */
 } nn_adam;
 
 /* ---------------------------------------------------------------- metrics (metrics.c) */
@@ -351,12 +374,13 @@ typedef struct nn_evaluation {
 
 /* From y_true (N class ids in 0..C-1) and probs (N, C) (finite, >= 0; each row a distribution,
  * as nn_softmax_rows gives it), N >= 1, 2 <= C. O(N C) memory for nothing but an (N) scratch;
- * the AUC sorts N scores per class: asks stop(stop_ctx) between classes (stop may be NULL;
+ * the AUC sorts N scores per class (the scratch from mem): asks stop(stop_ctx) between classes
+ * (stop may be NULL;
  * NN_INTERRUPTED with err "interrupted"). NN_ERROR on bad input (a class id out of range, a
  * probability that is negative or not finite), naming the row. */
 int nn_metrics_evaluate(nn_evaluation *out, const int *y_true /*(N)*/,
                         const float *probs /*(N, C)*/, int64_t N, int C, nn_interrupt_fn stop,
-                        void *stop_ctx, char *err);
+                        void *stop_ctx, const nn_allocator *mem, char *err);
 
 /* ---------------------------------------------------------------- curves (curve.c) */
 
@@ -434,6 +458,9 @@ typedef struct nn_trainer_args {
    * vocabulary and encodes the rows; NULL: never stopped */
   nn_interrupt_fn stop;
   void *stop_ctx;
+  /* the trainer's memory and its model's (NULL: the C library); nn_trainer_take_model's model
+   * keeps it */
+  const nn_allocator *mem;
 } nn_trainer_args;
 
 /* Prepare a training run over the rows of a: sorted label set, stratified train/validation
@@ -449,7 +476,8 @@ int nn_trainer_epoch(nn_trainer *tr, nn_epoch_stats *stats, nn_progress_fn fn, v
 int nn_trainer_done(const nn_trainer *tr);
 /* The model with the best validation weights; ownership passes to the caller. Call once. */
 int nn_trainer_take_model(nn_trainer *tr, nn_model **out, char *err);
-/* Summary of the run as a JSON object (best epoch, best val metrics, train/val sizes, ...). */
+/* Summary of the run as a JSON object (best epoch, best val metrics, train/val sizes, ...),
+ * from the trainer's allocator (free it with that); NULL when out of memory. */
 char *nn_trainer_metrics_json(const nn_trainer *tr);
 void nn_trainer_free(nn_trainer *tr);
 /* The rows of the validation split, as indices into the rows given to nn_trainer_create
@@ -480,7 +508,7 @@ int nn_trainer_freeze_embeddings(nn_trainer *tr, int freeze, char *err);
 /* Serialise the model as a self-contained safetensors file: F32 tensors named as
  * nn_model_tensor gives them, __metadata__ = {"format_version": "1", "config": <json>,
  * "vocab": <json array>, "labels": <json array>} (safetensors metadata values are strings).
- * *out is malloc'd. */
+ * *out comes from the model's allocator: free it with that (free() for NULL). */
 int nn_model_save(const nn_model *model, unsigned char **out, size_t *out_len, char *err);
 
 /* Parse and validate a safetensors BLOB (header size, JSON, dtypes, shapes against the config,
@@ -488,9 +516,10 @@ int nn_model_save(const nn_model *model, unsigned char **out, size_t *out_len, c
  * outside [blob, blob + len). */
 int nn_model_load(nn_model **out, const unsigned char *blob, size_t len, char *err);
 /* The same, asking stop(stop_ctx) between its stages and every few thousand tokens or
- * tensors (stop may be NULL). */
+ * tensors (stop may be NULL), with the model and what loading it takes from mem (nn_model_load:
+ * NULL, the C library). */
 int nn_model_load_ex(nn_model **out, const unsigned char *blob, size_t len, nn_interrupt_fn stop,
-                     void *stop_ctx, char *err);
+                     void *stop_ctx, const nn_allocator *mem, char *err);
 
 /* Generic reader, used by tests (fixtures) and by nn_model_load. */
 typedef enum { NN_DTYPE_F32 = 0, NN_DTYPE_I32 = 1, NN_DTYPE_I64 = 2, NN_DTYPE_F64 = 3 } nn_dtype;
@@ -507,6 +536,7 @@ typedef struct nn_st_file {
   int count;
   char **meta_keys, **meta_values; /* __metadata__ */
   int meta_count;
+  const nn_allocator *mem; /* of the above (nn_st_parse's) */
 } nn_st_file;
 
 /* ---------------------------------------------------------------- about the build */

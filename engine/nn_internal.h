@@ -23,7 +23,7 @@ void nn_config_lesson(nn_config *cfg);
  *   option "hidden" must be an integer from 1 to 4096, got "big"
  * Bounds are chosen so that no combination can make the engine allocate without limit.
  * json may be NULL or "" (no options). On error *cfg is left unchanged. */
-int nn_config_parse_json(nn_config *cfg, const char *json, char *err);
+int nn_config_parse_json(nn_config *cfg, const char *json, const nn_allocator *mem, char *err);
 /* Check ranges of an already filled config (used after parse and after loading a file). */
 int nn_config_validate(const nn_config *cfg, char *err);
 const char *nn_device_name(nn_device device);    /* "auto" | "cpu" | "cuda" */
@@ -31,8 +31,8 @@ const char *nn_monitor_name(nn_monitor monitor); /* "val_loss" | "val_f1" | "val
 const char *nn_recipe_name(nn_recipe recipe);    /* "default" | "lesson" */
 const char *nn_lr_schedule_name(nn_lr_schedule schedule); /* "plateau" | "cosine" */
 /* The cleaned text (tokens joined by one space; for char level the cleaned string), as the
- * lesson's preprocess() returns it. malloc'd, NUL-terminated; NULL when out of memory. */
-char *nn_text_clean(const char *text, int len, const nn_config *cfg);
+ * lesson's preprocess() returns it, from mem, NUL-terminated; NULL when out of memory. */
+char *nn_text_clean(const char *text, int len, const nn_config *cfg, const nn_allocator *mem);
 /* Build from training texts: the cfg->vocab_size - 2 most frequent tokens, ties broken by
  * first occurrence (as Python's Counter.most_common), after <PAD> and <UNK>; tokens seen fewer
  * than cfg->min_count times are left out. */
@@ -46,14 +46,16 @@ void nn_vocab_free(nn_vocab *vocab);
  * sequences), subword_min <= n <= subword_max, of "<" + token + ">", in order of start then
  * length, each hashed with 32-bit FNV-1a over its bytes modulo cfg->subword_buckets. Writes at
  * most cap ids to out and returns how many there are (0 when cfg->subword_buckets is 0). */
-int nn_subword_ids(int *out, int cap, const char *tok, int len, const nn_config *cfg);
+int nn_subword_ids(int *out, int cap, const char *tok, int len, const nn_config *cfg,
+                   const nn_allocator *mem);    /* -1: out of memory (a token of over 63 chars) */
 float nn_rng_normal(nn_rng *rng);               /* N(0, 1) */
 uint32_t nn_rng_below(nn_rng *rng, uint32_t n); /* uniform integer in [0, n), unbiased */
 /* mask[i] = nn_rng_uniform(rng) < keep ? scale : 0 for i < n: the same stream and values as
  * that loop, with the state held in registers (6 ns -> ~1.5 ns a value) */
 void nn_rng_dropout_mask(nn_rng *rng, float *mask, size_t n, float keep, float scale);
 /* Create a model with PyTorch's default initialisation drawn from `seed`. Takes ownership of
- * vocab (freed with the model, also on error). labels: num_classes strings (copied). */
+ * vocab (freed with the model, also on error). labels: num_classes strings (copied). The model's
+ * memory comes from vocab's allocator (nn_vocab_build_ex). */
 int nn_model_create(nn_model **out, const nn_config *cfg, nn_vocab *vocab,
                     const char *const *labels, int num_classes, uint64_t seed, char *err);
 /* Parameters: one contiguous float buffer; the tensors are views into it, in state_dict
@@ -103,7 +105,9 @@ void nn_adam_step(nn_adam *adam, float *params, const float *grads);
  * sklearn's classification_report (0 where undefined) and their support-weighted average. */
 void nn_metrics_from_confusion(nn_class_metrics *per_class /*(C)*/, nn_class_metrics *weighted,
                                double *accuracy, const int64_t *confusion, int C);
-int nn_st_parse(nn_st_file *out, const unsigned char *blob, size_t len, char *err);
+/* The file's names and metadata come from mem (nn_st_free frees them with it). */
+int nn_st_parse(nn_st_file *out, const unsigned char *blob, size_t len, const nn_allocator *mem,
+                char *err);
 const nn_st_tensor *nn_st_find(const nn_st_file *file, const char *name);
 const char *nn_st_meta(const nn_st_file *file, const char *key);
 void nn_st_free(nn_st_file *file);

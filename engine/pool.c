@@ -19,8 +19,10 @@
 #include <unistd.h>
 
 #include "nn_internal.h"
+#include "nn_mem.h"
 
 struct nn_pool {
+  const nn_allocator *mem; /* of the pool, its workers array and their arguments */
   int threads; /* including the caller */
   pthread_t *workers;
   pthread_mutex_t lock;
@@ -76,8 +78,8 @@ static inline void cpu_relax(void) {
 
 static void *worker_main(void *p) {
   worker_arg arg = *(worker_arg *)p;
-  free(p);
   nn_pool *pool = arg.pool;
+  nn_mem_free(pool->mem, p);
   unsigned long long seen = 0;
   for (;;) {
     for (int i = 0; i < POOL_SPINS && !atomic_load(&pool->quit) &&
@@ -106,27 +108,28 @@ int nn_cpu_count(void) {
   return n < 1 ? 1 : n > 64 ? 64 : (int)n;
 }
 
-int nn_pool_create(nn_pool **out, int threads, char *err) {
+int nn_pool_create(nn_pool **out, int threads, const nn_allocator *mem, char *err) {
   *out = NULL;
   if (threads <= 0) threads = nn_cpu_count();
   if (threads > 64) threads = 64;
-  nn_pool *pool = calloc(1, sizeof *pool);
+  nn_pool *pool = nn_mem_calloc(mem, 1, sizeof *pool);
   if (!pool) goto nomem;
+  pool->mem = mem;
   pool->threads = 1;
   atomic_store(&pool->claim, CLAIM_CLOSED);
   pthread_mutex_init(&pool->lock, NULL);
   pthread_cond_init(&pool->start, NULL);
   pthread_cond_init(&pool->finish, NULL);
   if (threads > 1) {
-    pool->workers = calloc((size_t)threads, sizeof *pool->workers);
+    pool->workers = nn_mem_calloc(mem, (size_t)threads, sizeof *pool->workers);
     if (!pool->workers) goto nomem;
     for (int i = 1; i < threads; i++) {
-      worker_arg *arg = malloc(sizeof *arg);
+      worker_arg *arg = nn_mem_alloc(mem, sizeof *arg);
       if (!arg) break;
       arg->pool = pool;
       arg->index = i;
       if (pthread_create(&pool->workers[i], NULL, worker_main, arg) != 0) {
-        free(arg);
+        nn_mem_free(mem, arg);
         break; /* fewer threads than asked: still correct, just slower */
       }
       pool->threads = i + 1;
@@ -187,11 +190,11 @@ void nn_pool_free(nn_pool *pool) {
   pthread_cond_broadcast(&pool->start);
   pthread_mutex_unlock(&pool->lock);
   for (int i = 1; i < pool->threads; i++) pthread_join(pool->workers[i], NULL);
-  free(pool->workers);
+  nn_mem_free(pool->mem, pool->workers);
   pthread_mutex_destroy(&pool->lock);
   pthread_cond_destroy(&pool->start);
   pthread_cond_destroy(&pool->finish);
-  free(pool);
+  nn_mem_free(pool->mem, pool);
 }
 
 /* OpenBLAS's thread count is process-wide and belongs to the host (numpy in the same Python

@@ -3,11 +3,14 @@
 #ifndef ATTNEXT_POOL_H
 #define ATTNEXT_POOL_H
 
+#include "nn.h" /* nn_allocator */
+
 typedef struct nn_pool nn_pool;
 typedef void (*nn_task_fn)(void *ctx, int task);
 
-/* threads: total threads including the caller (0 = one per online CPU, capped at 64). */
-int nn_pool_create(nn_pool **out, int threads, char *err);
+/* threads: total threads including the caller (0 = one per online CPU, capped at 64); the
+ * pool's memory from mem (NULL: the C library). */
+int nn_pool_create(nn_pool **out, int threads, const nn_allocator *mem, char *err);
 int nn_pool_threads(const nn_pool *pool);
 /* Run fn(ctx, i) for i in [0, ntasks) on the pool's threads, the caller among them; returns
  * when all are done. Tasks are claimed in index order by whichever thread is free (a worker

@@ -16,6 +16,7 @@
 #include "json.h"
 #include "model.h"
 #include "nn_internal.h"
+#include "nn_mem.h"
 #include "text.h"
 
 #include <limits.h>
@@ -47,24 +48,16 @@ static uint64_t read_le64(const unsigned char *p) {
 
 void nn_st_free(nn_st_file *file) {
   if (!file) return;
-  for (int i = 0; i < file->count; i++) free(file->tensors[i].name);
+  const nn_allocator *mem = file->mem;
+  for (int i = 0; file->tensors && i < file->count; i++) nn_mem_free(mem, file->tensors[i].name);
   for (int i = 0; i < file->meta_count; i++) {
-    free(file->meta_keys[i]);
-    free(file->meta_values[i]);
+    nn_mem_free(mem, file->meta_keys[i]);
+    nn_mem_free(mem, file->meta_values[i]);
   }
-  free(file->tensors);
-  free(file->meta_keys);
-  free(file->meta_values);
+  nn_mem_free(mem, file->tensors);
+  nn_mem_free(mem, file->meta_keys);
+  nn_mem_free(mem, file->meta_values);
   memset(file, 0, sizeof *file);
-}
-
-static char *dup_bytes(const char *s, size_t n) {
-  char *d = malloc(n + 1);
-  if (d) {
-    memcpy(d, s, n);
-    d[n] = 0;
-  }
-  return d;
 }
 
 static int st_error(char *err, const char *quoted_name, const char *what) {
@@ -91,8 +84,8 @@ static int st_parse_metadata(nn_st_file *f, const nn_json *meta, char *err) {
     return NN_ERROR;
   }
   size_t n = meta->count ? meta->count : 1;
-  f->meta_keys = calloc(n, sizeof(char *));
-  f->meta_values = calloc(n, sizeof(char *));
+  f->meta_keys = nn_mem_calloc(f->mem, n, sizeof(char *));
+  f->meta_values = nn_mem_calloc(f->mem, n, sizeof(char *));
   if (!f->meta_keys || !f->meta_values) goto nomem;
   for (size_t i = 0; i < meta->count; i++) {
     const nn_json *m = &meta->items[i];
@@ -106,8 +99,8 @@ static int st_parse_metadata(nn_st_file *f, const nn_json *meta, char *err) {
       snprintf(err, NN_ERR_LEN, "safetensors: __metadata__ entry %s contains a NUL character", q);
       return NN_ERROR;
     }
-    f->meta_keys[i] = dup_bytes(m->key, m->key_len);
-    f->meta_values[i] = dup_bytes(m->str, m->str_len);
+    f->meta_keys[i] = nn_mem_strndup(f->mem, m->key, m->key_len);
+    f->meta_values[i] = nn_mem_strndup(f->mem, m->str, m->str_len);
     f->meta_count = (int)i + 1;
     if (!f->meta_keys[i] || !f->meta_values[i]) goto nomem;
   }
@@ -119,7 +112,7 @@ nomem:
 
 /* One tensor entry: {"dtype": .., "shape": [..], "data_offsets": [b, e]} and nothing else. */
 static int st_parse_tensor(nn_st_tensor *t, const nn_json *e, const unsigned char *buffer,
-                           uint64_t buffer_len, char *err) {
+                           uint64_t buffer_len, const nn_allocator *mem, char *err) {
   char q[160], what[256];
   nn_json_quote_for_message(q, sizeof q, e->key, e->key_len);
   if (memchr(e->key, 0, e->key_len)) return st_error(err, q, "the name contains a NUL character");
@@ -187,7 +180,7 @@ static int st_parse_tensor(nn_st_tensor *t, const nn_json *e, const unsigned cha
   t->dtype = (nn_dtype)dt;
   t->data = buffer + begin;
   t->nbytes = (size_t)nbytes;
-  t->name = dup_bytes(e->key, e->key_len);
+  t->name = nn_mem_strndup(mem, e->key, e->key_len);
   if (!t->name) {
     snprintf(err, NN_ERR_LEN, "safetensors: out of memory");
     return NN_NOMEM;
@@ -201,8 +194,10 @@ static int st_cmp_begin(const void *a, const void *b) {
   return x->nbytes < y->nbytes ? -1 : x->nbytes > y->nbytes;
 }
 
-int nn_st_parse(nn_st_file *out, const unsigned char *blob, size_t len, char *err) {
+int nn_st_parse(nn_st_file *out, const unsigned char *blob, size_t len, const nn_allocator *mem,
+                char *err) {
   memset(out, 0, sizeof *out);
+  out->mem = mem;
   if (!blob || len < 8) {
     snprintf(err, NN_ERR_LEN, "safetensors: %zu bytes is too short (the header length alone is 8)",
              blob ? len : (size_t)0);
@@ -229,7 +224,7 @@ int nn_st_parse(nn_st_file *out, const unsigned char *blob, size_t len, char *er
   uint64_t buffer_len = len - 8 - n;
   nn_json *doc = NULL;
   char jerr[NN_ERR_LEN];
-  int rc = nn_json_parse(&doc, header, (size_t)n, jerr);
+  int rc = nn_json_parse(&doc, header, (size_t)n, mem, jerr);
   if (rc != NN_OK) {
     snprintf(err, NN_ERR_LEN, "safetensors: the header is not valid JSON (%.400s)", jerr);
     return rc;
@@ -245,21 +240,21 @@ int nn_st_parse(nn_st_file *out, const unsigned char *blob, size_t len, char *er
     rc = NN_ERROR;
     goto done;
   }
-  out->tensors = calloc(doc->count ? doc->count : 1, sizeof *out->tensors);
+  out->tensors = nn_mem_calloc(mem, doc->count ? doc->count : 1, sizeof *out->tensors);
   if (!out->tensors) goto nomem;
   for (size_t i = 0; i < doc->count; i++) {
     const nn_json *e = &doc->items[i];
     if (strcmp(e->key, "__metadata__") == 0 && e->key_len == 12) {
       rc = st_parse_metadata(out, e, err);
     } else {
-      rc = st_parse_tensor(&out->tensors[out->count], e, buffer, buffer_len, err);
+      rc = st_parse_tensor(&out->tensors[out->count], e, buffer, buffer_len, mem, err);
       if (rc == NN_OK) out->count++;
     }
     if (rc != NN_OK) goto done;
   }
   /* no two tensors share a byte: sort by begin and compare neighbours */
   if (out->count > 1) {
-    sorted = malloc((size_t)out->count * sizeof *sorted);
+    sorted = nn_mem_alloc(mem, (size_t)out->count * sizeof *sorted);
     if (!sorted) goto nomem;
     for (int i = 0; i < out->count; i++) sorted[i] = &out->tensors[i];
     qsort(sorted, (size_t)out->count, sizeof *sorted, st_cmp_begin);
@@ -280,7 +275,7 @@ int nn_st_parse(nn_st_file *out, const unsigned char *blob, size_t len, char *er
   }
   rc = NN_OK;
 done:
-  free(sorted);
+  nn_mem_free(mem, sorted);
   nn_json_free(doc);
   if (rc != NN_OK) nn_st_free(out);
   return rc;
@@ -316,10 +311,11 @@ int nn_model_save(const nn_model *model, unsigned char **out, size_t *out_len, c
   const nn_vocab *vocab = nn_model_vocab(model);
   int ntensors = nn_model_tensor_count(model), C = nn_model_num_classes(model);
   const float *params = nn_model_weights(model);
+  const nn_allocator *mem = nn_vocab_allocator(vocab); /* the model's */
   nn_strbuf list, header;
-  nn_strbuf_init(&list);
-  nn_strbuf_init(&header);
-  char *config = nn_config_to_json(nn_model_config(model));
+  nn_strbuf_init(&list, mem);
+  nn_strbuf_init(&header, mem);
+  char *config = nn_config_to_json(nn_model_config(model), mem);
   int rc = NN_NOMEM;
   if (!config) goto done;
 
@@ -368,12 +364,12 @@ int nn_model_save(const nn_model *model, unsigned char **out, size_t *out_len, c
     offset += 4 * (uint64_t)info.size;
   }
   nn_strbuf_puts(&header, "}");
-  while (header.len % 8) nn_strbuf_puts(&header, " ");
+  while (header.len % 8 && !header.oom) nn_strbuf_puts(&header, " "); /* oom: appends stop */
   if (header.oom) goto done;
   if (offset > SIZE_MAX - 8 - header.len) goto done;
 
   size_t total = 8 + header.len + (size_t)offset;
-  unsigned char *blob = malloc(total);
+  unsigned char *blob = nn_mem_alloc(mem, total);
   if (!blob) goto done;
   uint64_t n = header.len;
   for (int b = 0; b < 8; b++) blob[b] = (unsigned char)(n >> (8 * b));
@@ -400,7 +396,7 @@ int nn_model_save(const nn_model *model, unsigned char **out, size_t *out_len, c
   rc = NN_OK;
 done:
   if (rc == NN_NOMEM) snprintf(err, NN_ERR_LEN, "nn_model_save: out of memory");
-  free(config);
+  nn_mem_free(mem, config);
   nn_strbuf_free(&list);
   nn_strbuf_free(&header);
   return rc;
@@ -417,7 +413,7 @@ static int load_string_list(nn_json **doc, const nn_st_file *f, const char *key,
     return NN_ERROR;
   }
   char jerr[NN_ERR_LEN];
-  int rc = nn_json_parse(doc, text, strlen(text), jerr);
+  int rc = nn_json_parse(doc, text, strlen(text), f->mem, jerr);
   if (rc != NN_OK) {
     snprintf(err, NN_ERR_LEN, "weights: __metadata__ \"%s\" is not a JSON array (%.400s)", key, jerr);
     return rc;
@@ -503,7 +499,8 @@ static int load_fail(char *err, int status, const char *fmt, ...) {
   } while (0)
 
 /* labels[0..C) from the "labels" array: no NUL inside, all distinct. */
-static int load_labels(const char **labels, const nn_json *doc, int C, char *err) {
+static int load_labels(const char **labels, const nn_json *doc, int C, const nn_allocator *mem,
+                       char *err) {
   int rc = NN_OK;
   const char **sorted = NULL;
   for (int c = 0; c < C; c++) {
@@ -513,7 +510,8 @@ static int load_labels(const char **labels, const nn_json *doc, int C, char *err
     labels[c] = s->str;
   }
   if (C < 2) goto done;
-  sorted = malloc((size_t)C * sizeof *sorted); /* distinct: sort a copy, compare neighbours */
+  sorted =
+      nn_mem_alloc(mem, (size_t)C * sizeof *sorted); /* distinct: sort a copy, compare neighbours */
   if (!sorted) LOAD_FAIL(NN_NOMEM, "weights: out of memory");
   memcpy(sorted, labels, (size_t)C * sizeof *sorted);
   qsort(sorted, (size_t)C, sizeof *sorted, st_cmp_label);
@@ -524,7 +522,7 @@ static int load_labels(const char **labels, const nn_json *doc, int C, char *err
       LOAD_FAIL(NN_ERROR, "weights: __metadata__ \"labels\" has %s twice", q);
     }
 done:
-  free(sorted);
+  nn_mem_free(mem, (void *)sorted);
   return rc;
 }
 
@@ -608,11 +606,11 @@ done:
 }
 
 int nn_model_load(nn_model **out, const unsigned char *blob, size_t len, char *err) {
-  return nn_model_load_ex(out, blob, len, NULL, NULL, err);
+  return nn_model_load_ex(out, blob, len, NULL, NULL, NULL, err);
 }
 
 int nn_model_load_ex(nn_model **out, const unsigned char *blob, size_t len, nn_interrupt_fn stop,
-                     void *stop_ctx, char *err) {
+                     void *stop_ctx, const nn_allocator *mem, char *err) {
   *out = NULL;
   nn_st_file f;
   nn_json *vocab_doc = NULL, *labels_doc = NULL;
@@ -622,7 +620,7 @@ int nn_model_load_ex(nn_model **out, const unsigned char *blob, size_t len, nn_i
   nn_model *model = NULL;
   char sub[NN_ERR_LEN];
   if (stop && stop(stop_ctx)) return load_fail(err, NN_INTERRUPTED, "interrupted");
-  int rc = nn_st_parse(&f, blob, len, err);
+  int rc = nn_st_parse(&f, blob, len, mem, err);
   if (rc != NN_OK) return rc;
 
   if ((rc = load_format_version(&f, err)) != NN_OK) goto done;
@@ -630,7 +628,7 @@ int nn_model_load_ex(nn_model **out, const unsigned char *blob, size_t len, nn_i
   nn_config_lesson(&cfg); /* a key the file leaves out has the lesson's value (nn.h) */
   const char *config = nn_st_meta(&f, "config");
   if (!config) LOAD_FAIL(NN_ERROR, "weights: __metadata__ has no \"config\"");
-  if ((rc = nn_config_parse_json(&cfg, config, sub)) != NN_OK ||
+  if ((rc = nn_config_parse_json(&cfg, config, mem, sub)) != NN_OK ||
       (rc = nn_config_validate(&cfg, sub)) != NN_OK)
     LOAD_FAIL(rc, "weights: config: %.480s", sub);
   /* a model saved before label_smoothing existed trained without it, whatever its recipe
@@ -662,17 +660,17 @@ int nn_model_load_ex(nn_model **out, const unsigned char *blob, size_t len, nn_i
     LOAD_FAIL(NN_ERROR,
               "weights: the config, %d tokens and %d labels need %llu floats, the file holds %llu",
               V, C, (unsigned long long)need, (unsigned long long)have);
-  tokens = malloc((size_t)(V ? V : 1) * sizeof *tokens);
-  lens = malloc((size_t)(V ? V : 1) * sizeof *lens);
-  labels = malloc((size_t)C * sizeof *labels);
+  tokens = nn_mem_alloc(mem, (size_t)(V ? V : 1) * sizeof *tokens);
+  lens = nn_mem_alloc(mem, (size_t)(V ? V : 1) * sizeof *lens);
+  labels = nn_mem_alloc(mem, (size_t)C * sizeof *labels);
   if (!tokens || !lens || !labels) LOAD_FAIL(NN_NOMEM, "weights: out of memory");
   for (int i = 0; i < V; i++) {
     tokens[i] = vocab_doc->items[i].str;
     lens[i] = (int)vocab_doc->items[i].str_len;
   }
-  if ((rc = load_labels(labels, labels_doc, C, err)) != NN_OK) goto done;
+  if ((rc = load_labels(labels, labels_doc, C, mem, err)) != NN_OK) goto done;
   LOAD_STOP_CHECK();
-  if ((rc = nn_vocab_from_list_ex(&vocab, tokens, lens, V, stop, stop_ctx, sub)) != NN_OK) {
+  if ((rc = nn_vocab_from_list_ex(&vocab, tokens, lens, V, stop, stop_ctx, mem, sub)) != NN_OK) {
     if (rc == NN_INTERRUPTED) LOAD_FAIL(rc, "interrupted");
     LOAD_FAIL(rc, "weights: vocab: %.480s", sub);
   }
@@ -697,9 +695,9 @@ int nn_model_load_ex(nn_model **out, const unsigned char *blob, size_t len, nn_i
 done:
   if (model) nn_model_free(model);
   if (vocab) nn_vocab_free(vocab);
-  free(tokens);
-  free(lens);
-  free(labels);
+  nn_mem_free(mem, (void *)tokens);
+  nn_mem_free(mem, lens);
+  nn_mem_free(mem, (void *)labels);
   nn_json_free(vocab_doc);
   nn_json_free(labels_doc);
   nn_st_free(&f);

@@ -42,6 +42,7 @@
 #include <time.h>
 
 #include "nn_internal.h"
+#include "nn_mem.h"
 #include "text.h"
 #include "utf8.h"
 
@@ -192,6 +193,7 @@ typedef struct scanner {
   int cap, len;
   int can_grow;  /* grow buf on the heap (else: count bytes past cap, drop them) */
   char *heap;    /* buf when grown */
+  const nn_allocator *mem; /* of heap */
   int in_token;  /* a word is open */
   int tok_start, tok_end;
   int words;     /* words opened so far */
@@ -200,8 +202,9 @@ typedef struct scanner {
 } scanner;
 
 static void scanner_init(scanner *sc, const nn_config *cfg, scan_fn fn, void *ctx, char *stack,
-                         int cap, int can_grow) {
+                         int cap, int can_grow, const nn_allocator *mem) {
   memset(sc, 0, sizeof *sc);
+  sc->mem = mem;
   if (cfg) {
     sc->mode.lower = cfg->lower;
     sc->mode.stopwords = cfg->stopwords;
@@ -235,7 +238,7 @@ static void append(scanner *sc, const char *bytes, int n) {
   if (sc->len + n > sc->cap && sc->can_grow) {
     int cap = sc->cap;
     while (cap < sc->len + n) cap *= 2;
-    char *grown = realloc(sc->heap, (size_t)cap);
+    char *grown = nn_mem_realloc(sc->mem, sc->heap, (size_t)cap);
     if (!grown) {
       sc->oom = sc->stop = 1;
       return;
@@ -343,7 +346,7 @@ static void scan(scanner *sc, const char *text, int len) {
 }
 
 static void scanner_free(scanner *sc) {
-  free(sc->heap);
+  nn_mem_free(sc->mem, sc->heap);
   sc->heap = NULL;
 }
 
@@ -362,11 +365,12 @@ static int tokenize_cb(void *ctx, const char *tok, int len, int start, int end) 
 
 /* Returns the number of tokens, or -1 when a token longer than TOKEN_STACK bytes needed memory
  * that could not be had. cfg NULL: the default text options. */
-int nn_text_tokenize(const char *text, int len, const nn_config *cfg, nn_token_fn fn, void *ctx) {
+int nn_text_tokenize(const char *text, int len, const nn_config *cfg, nn_token_fn fn, void *ctx,
+                     const nn_allocator *mem) {
   char stack[TOKEN_STACK];
   tokenize_ctx t = {fn, ctx};
   scanner sc;
-  scanner_init(&sc, cfg, tokenize_cb, &t, stack, TOKEN_STACK, 1);
+  scanner_init(&sc, cfg, tokenize_cb, &t, stack, TOKEN_STACK, 1, mem);
   scan(&sc, text, len);
   scanner_free(&sc);
   return sc.oom ? -1 : sc.count;
@@ -385,21 +389,21 @@ static int clean_cb(void *ctx, const char *tok, int len, int start, int end) {
   return 0;
 }
 
-char *nn_text_clean(const char *text, int len, const nn_config *cfg) {
+char *nn_text_clean(const char *text, int len, const nn_config *cfg, const nn_allocator *mem) {
   if (!text || len < 0) len = 0;
   /* Each token has at least as many bytes in the original as in the output, and two tokens
    * are separated in the original by at least one byte (or follow a U+0130, 2 bytes in, 1 out):
    * len + 1 bytes suffice. */
-  clean_ctx c = {malloc((size_t)len + 1), 0};
+  clean_ctx c = {nn_mem_alloc(mem, (size_t)len + 1), 0};
   if (!c.out) return NULL;
   char stack[TOKEN_STACK];
   scanner sc;
-  scanner_init(&sc, cfg, clean_cb, &c, stack, TOKEN_STACK, 1);
+  scanner_init(&sc, cfg, clean_cb, &c, stack, TOKEN_STACK, 1, mem);
   sc.mode.char_level = 0; /* the cleaned string is the same at char level */
   scan(&sc, text, len);
   scanner_free(&sc);
   if (sc.oom) {
-    free(c.out);
+    nn_mem_free(mem, c.out);
     return NULL;
   }
   c.out[c.len] = '\0';
@@ -482,6 +486,7 @@ struct nn_vocab {
   int *table;     /* open addressing: token id or -1; size mask + 1, a power of 2 */
   uint32_t mask;
   hash_key key;   /* this table's secret hash key */
+  const nn_allocator *mem; /* of the vocabulary and its arrays */
 };
 
 static int vocab_len(const nn_vocab *v, int id) {
@@ -506,11 +511,14 @@ static int vocab_find(const nn_vocab *v, const char *tok, int len, uint32_t *slo
 
 void nn_vocab_free(nn_vocab *vocab) {
   if (!vocab) return;
-  free(vocab->arena);
-  free(vocab->offset);
-  free(vocab->table);
-  free(vocab);
+  const nn_allocator *mem = vocab->mem;
+  nn_mem_free(mem, vocab->arena);
+  nn_mem_free(mem, vocab->offset);
+  nn_mem_free(mem, vocab->table);
+  nn_mem_free(mem, vocab);
 }
+
+const nn_allocator *nn_vocab_allocator(const nn_vocab *vocab) { return vocab ? vocab->mem : NULL; }
 
 /* How often long loops ask their nn_interrupt_fn: every this many tokens or texts. */
 #define INTERRUPT_EVERY 4096
@@ -523,11 +531,12 @@ static int interrupted(nn_interrupt_fn stop, void *ctx, char *err) {
 
 int nn_vocab_from_list(nn_vocab **out, const char *const *tokens, const int *lens, int n,
                        char *err) {
-  return nn_vocab_from_list_ex(out, tokens, lens, n, NULL, NULL, err);
+  return nn_vocab_from_list_ex(out, tokens, lens, n, NULL, NULL, NULL, err);
 }
 
 int nn_vocab_from_list_ex(nn_vocab **out, const char *const *tokens, const int *lens, int n,
-                          nn_interrupt_fn stop, void *stop_ctx, char *err) {
+                          nn_interrupt_fn stop, void *stop_ctx, const nn_allocator *mem,
+                          char *err) {
   *out = NULL;
   if (n < 2 || !tokens) {
     snprintf(err, NN_ERR_LEN, "vocabulary: expected at least 2 tokens (<PAD>, <UNK>), got %d", n);
@@ -557,11 +566,12 @@ int nn_vocab_from_list_ex(nn_vocab **out, const char *const *tokens, const int *
   }
   uint32_t size = 16;
   while (size < 2u * (uint32_t)n) size *= 2;
-  nn_vocab *v = calloc(1, sizeof *v);
+  nn_vocab *v = nn_mem_calloc(mem, 1, sizeof *v);
   if (!v) goto nomem;
-  v->arena = malloc(total);
-  v->offset = malloc(sizeof(int) * ((size_t)n + 1));
-  v->table = malloc(sizeof(int) * (size_t)size);
+  v->mem = mem;
+  v->arena = nn_mem_alloc(mem, total);
+  v->offset = nn_mem_alloc(mem, sizeof(int) * ((size_t)n + 1));
+  v->table = nn_mem_alloc(mem, sizeof(int) * (size_t)size);
   if (!v->arena || !v->offset || !v->table) goto nomem;
   v->mask = size - 1;
   v->key = hash_key_new(v);
@@ -632,11 +642,12 @@ typedef struct counter {
   uint32_t mask;
   hash_key key; /* this table's secret hash key */
   int oom;
+  const nn_allocator *mem;
 } counter;
 
 static int counter_grow_table(counter *c) {
   uint32_t size = (c->mask + 1) * 2;
-  int *table = malloc(sizeof(int) * (size_t)size);
+  int *table = nn_mem_alloc(c->mem, sizeof(int) * (size_t)size);
   if (!table) return 0;
   memset(table, 0xff, sizeof(int) * (size_t)size);
   for (int e = 0; e < c->n; e++) {
@@ -644,7 +655,7 @@ static int counter_grow_table(counter *c) {
     while (table[i] >= 0) i = (i + 1) & (size - 1);
     table[i] = e;
   }
-  free(c->table);
+  nn_mem_free(c->mem, c->table);
   c->table = table;
   c->mask = size - 1;
   return 1;
@@ -664,7 +675,7 @@ static int count_cb(void *ctx, const char *tok, int len, int start, int end) {
   }
   if (c->n == c->cap) {
     int cap = c->cap ? c->cap * 2 : 1024;
-    count_entry *entries = realloc(c->entries, sizeof *entries * (size_t)cap);
+    count_entry *entries = nn_mem_realloc(c->mem, c->entries, sizeof *entries * (size_t)cap);
     if (!entries) goto nomem;
     c->entries = entries;
     c->cap = cap;
@@ -672,7 +683,7 @@ static int count_cb(void *ctx, const char *tok, int len, int start, int end) {
   if (c->arena_len + (size_t)len + 1 > c->arena_cap || c->arena_len > (size_t)0x7fff0000) {
     size_t cap = c->arena_cap ? c->arena_cap * 2 : 16384;
     while (cap < c->arena_len + (size_t)len + 1) cap *= 2;
-    char *arena = cap <= (size_t)0x7fffffff ? realloc(c->arena, cap) : NULL;
+    char *arena = cap <= (size_t)0x7fffffff ? nn_mem_realloc(c->mem, c->arena, cap) : NULL;
     if (!arena) goto nomem;
     c->arena = arena;
     c->arena_cap = cap;
@@ -697,11 +708,12 @@ static int by_count_then_first(const void *a, const void *b) {
 
 int nn_vocab_build(nn_vocab **out, const char *const *texts, const int *lens, int n,
                    const nn_config *cfg, char *err) {
-  return nn_vocab_build_ex(out, texts, lens, n, cfg, NULL, NULL, err);
+  return nn_vocab_build_ex(out, texts, lens, n, cfg, NULL, NULL, NULL, err);
 }
 
 int nn_vocab_build_ex(nn_vocab **out, const char *const *texts, const int *lens, int n,
-                      const nn_config *cfg, nn_interrupt_fn stop, void *stop_ctx, char *err) {
+                      const nn_config *cfg, nn_interrupt_fn stop, void *stop_ctx,
+                      const nn_allocator *mem, char *err) {
   *out = NULL;
   if (!cfg || cfg->vocab_size < 2) {
     snprintf(err, NN_ERR_LEN, "nn_vocab_build: vocab_size must be at least 2, got %d",
@@ -716,7 +728,8 @@ int nn_vocab_build_ex(nn_vocab **out, const char *const *texts, const int *lens,
   const char **list = NULL;
   int *list_lens = NULL;
   counter c = {0};
-  c.table = malloc(sizeof(int) * 1024);
+  c.mem = mem;
+  c.table = nn_mem_alloc(mem, sizeof(int) * 1024);
   if (!c.table) goto done;
   memset(c.table, 0xff, sizeof(int) * 1024);
   c.mask = 1023;
@@ -734,7 +747,7 @@ int nn_vocab_build_ex(nn_vocab **out, const char *const *texts, const int *lens,
     }
     char stack[TOKEN_STACK];
     scanner sc;
-    scanner_init(&sc, cfg, count_cb, &c, stack, TOKEN_STACK, 1);
+    scanner_init(&sc, cfg, count_cb, &c, stack, TOKEN_STACK, 1, mem);
     scan(&sc, texts[t], len);
     scanner_free(&sc);
     if (sc.oom || c.oom) goto done;
@@ -745,8 +758,8 @@ int nn_vocab_build_ex(nn_vocab **out, const char *const *texts, const int *lens,
   int keep = c.n < cfg->vocab_size - 2 ? c.n : cfg->vocab_size - 2;
   /* min_count: the entries are sorted by count, so the rare ones are a suffix */
   while (keep > 0 && c.entries[keep - 1].count < (int64_t)cfg->min_count) keep--;
-  list = malloc(sizeof *list * ((size_t)keep + 2));
-  list_lens = malloc(sizeof *list_lens * ((size_t)keep + 2));
+  list = nn_mem_alloc(mem, sizeof *list * ((size_t)keep + 2));
+  list_lens = nn_mem_alloc(mem, sizeof *list_lens * ((size_t)keep + 2));
   if (!list || !list_lens) goto done;
   list[0] = "<PAD>";
   list[1] = "<UNK>";
@@ -755,19 +768,19 @@ int nn_vocab_build_ex(nn_vocab **out, const char *const *texts, const int *lens,
     list[i + 2] = c.arena + c.entries[i].offset;
     list_lens[i + 2] = c.entries[i].len;
   }
-  status = nn_vocab_from_list_ex(out, list, list_lens, keep + 2, stop, stop_ctx, err);
-  free(list);
-  free(list_lens);
-  free(c.entries);
-  free(c.arena);
-  free(c.table);
+  status = nn_vocab_from_list_ex(out, list, list_lens, keep + 2, stop, stop_ctx, mem, err);
+  nn_mem_free(mem, (void *)list);
+  nn_mem_free(mem, list_lens);
+  nn_mem_free(mem, c.entries);
+  nn_mem_free(mem, c.arena);
+  nn_mem_free(mem, c.table);
   return status;
 done:
-  free(list);
-  free(list_lens);
-  free(c.entries);
-  free(c.arena);
-  free(c.table);
+  nn_mem_free(mem, (void *)list);
+  nn_mem_free(mem, list_lens);
+  nn_mem_free(mem, c.entries);
+  nn_mem_free(mem, c.arena);
+  nn_mem_free(mem, c.table);
   if (status == NN_NOMEM)
     snprintf(err, NN_ERR_LEN, "nn_vocab_build: out of memory counting the tokens of %d texts", n);
   return status;
@@ -775,14 +788,15 @@ done:
 
 /* ---------------------------------------------------------------- subwords */
 
-int nn_subword_ids(int *out, int cap, const char *tok, int len, const nn_config *cfg) {
+int nn_subword_ids(int *out, int cap, const char *tok, int len, const nn_config *cfg,
+                   const nn_allocator *mem) {
   if (!cfg || cfg->subword_buckets <= 0 || len < 0 || (len > 0 && !tok)) return 0;
   /* character starts of "<" tok ">": a token holds valid UTF-8 only (the scanner's letters),
    * but a byte that does not decode counts as one character all the same */
   int chars = 0, count = 0;
   const unsigned char *s = (const unsigned char *)tok;
   int stack_starts[66], *starts = stack_starts, heap = len + 3 > 66;
-  if (heap && !(starts = malloc(((size_t)len + 3) * sizeof *starts))) return 0;
+  if (heap && !(starts = nn_mem_alloc(mem, ((size_t)len + 3) * sizeof *starts))) return -1;
   starts[chars++] = -1; /* "<" */
   for (int i = 0; i < len;) {
     uint32_t cp;
@@ -803,7 +817,7 @@ int nn_subword_ids(int *out, int cap, const char *tok, int len, const nn_config 
       if (count < cap) out[count] = (int)(h % (uint32_t)cfg->subword_buckets);
       count++;
     }
-  if (heap) free(starts);
+  if (heap) nn_mem_free(mem, starts);
   return count;
 }
 
@@ -834,7 +848,7 @@ int nn_text_encode(nn_token *out, const char *text, int len, const nn_config *cf
    * vocabulary with tokens over TOKEN_STACK bytes needs a heap buffer; if that allocation
    * fails, such long tokens encode as <UNK>.) */
   if (vocab && vocab->max_len > TOKEN_STACK) {
-    buf = malloc((size_t)vocab->max_len);
+    buf = nn_mem_alloc(vocab->mem, (size_t)vocab->max_len);
     cap = vocab->max_len;
     if (!buf) {
       buf = stack;
@@ -843,9 +857,9 @@ int nn_text_encode(nn_token *out, const char *text, int len, const nn_config *cf
   }
   encode_ctx e = {out, 0, max_len, vocab, cap};
   scanner sc;
-  scanner_init(&sc, cfg, encode_cb, &e, buf, cap, 0);
+  scanner_init(&sc, cfg, encode_cb, &e, buf, cap, 0, NULL);
   scan(&sc, text, len);
-  if (buf != stack) free(buf);
+  if (buf != stack) nn_mem_free(vocab->mem, buf);
   if (e.n == 0) out[e.n++] = (nn_token){NN_UNK, -1, -1};
   return e.n;
 }

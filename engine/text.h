@@ -26,10 +26,15 @@ int nn_unicode_is_space(uint32_t cp);
 size_t nn_vocab_memory(const nn_vocab *vocab);
 
 /* nn_vocab_from_list and nn_vocab_build asking stop(stop_ctx) every few thousand tokens or
- * texts (stop may be NULL): NN_INTERRUPTED with err "interrupted" when it returns non-zero. */
+ * texts (stop may be NULL): NN_INTERRUPTED with err "interrupted" when it returns non-zero.
+ * The vocabulary, and what building it takes, comes from mem (NULL: the C library; the
+ * functions without _ex use NULL). */
 int nn_vocab_from_list_ex(nn_vocab **out, const char *const *tokens, const int *lens, int n,
-                          nn_interrupt_fn stop, void *stop_ctx, char *err);
+                          nn_interrupt_fn stop, void *stop_ctx, const nn_allocator *mem, char *err);
 int nn_vocab_build_ex(nn_vocab **out, const char *const *texts, const int *lens, int n,
-                      const nn_config *cfg, nn_interrupt_fn stop, void *stop_ctx, char *err);
+                      const nn_config *cfg, nn_interrupt_fn stop, void *stop_ctx,
+                      const nn_allocator *mem, char *err);
+/* The allocator the vocabulary was made with; a model made from it uses the same. */
+const nn_allocator *nn_vocab_allocator(const nn_vocab *vocab);
 
 #endif

@@ -37,6 +37,7 @@
 #include "metrics.h"
 #include "model.h"
 #include "nn_internal.h"
+#include "nn_mem.h"
 #include "pool.h"
 #include "text.h"
 #include "train.h"
@@ -54,7 +55,8 @@ static double now_seconds(void) {
 static int model_from_base(nn_model **out, const nn_model *base, const nn_config *cfg,
                            nn_vocab *vocab, char *err) {
   int C = nn_model_num_classes(base);
-  const char **names = malloc((size_t)C * sizeof *names);
+  const nn_allocator *mem = nn_vocab_allocator(vocab); /* the trainer's */
+  const char **names = nn_mem_alloc(mem, (size_t)C * sizeof *names);
   if (!names) {
     nn_vocab_free(vocab);
     snprintf(err, NN_ERR_LEN, "out of memory copying the base model");
@@ -62,7 +64,7 @@ static int model_from_base(nn_model **out, const nn_model *base, const nn_config
   }
   for (int c = 0; c < C; c++) names[c] = nn_model_label(base, c);
   int status = nn_model_create_uninit(out, cfg, vocab, names, C, err);
-  free(names);
+  nn_mem_free(mem, names);
   if (status != NN_OK) return status;
   if (nn_model_param_count(*out) != nn_model_param_count(base)) { /* cannot be: same shapes */
     snprintf(err, NN_ERR_LEN, "warm start: %zu parameters, the base model has %zu",
@@ -84,6 +86,7 @@ int nn_trainer_create(nn_trainer **out, const nn_trainer_args *a, char *err) {
   int n = a->n;
   nn_interrupt_fn stop = a->stop;
   void *stop_ctx = a->stop_ctx;
+  const nn_allocator *mem = a->mem;
   *out = NULL;
   if (n <= 0) {
     snprintf(err, NN_ERR_LEN, "no training rows");
@@ -103,11 +106,12 @@ int nn_trainer_create(nn_trainer **out, const nn_trainer_args *a, char *err) {
     }
   }
 
-  nn_trainer *tr = calloc(1, sizeof *tr);
+  nn_trainer *tr = nn_mem_calloc(mem, 1, sizeof *tr);
   char **names = NULL;
   int names_count = 0;
   nn_vocab *vocab = NULL;
   if (!tr) goto oom;
+  tr->mem = mem;
   tr->cfg = *cfg;
   tr->n = n;
   tr->stop = stop;
@@ -130,7 +134,7 @@ int nn_trainer_create(nn_trainer **out, const nn_trainer_args *a, char *err) {
     status = NN_INTERRUPTED;
     goto fail;
   }
-  status = nn_workspace_create(&tr->ws, err);
+  status = nn_workspace_create(&tr->ws, mem, err);
   if (status != NN_OK) goto fail;
   tr->be = tr->model->be;
   tr->K = tr->model->K;
@@ -138,37 +142,39 @@ int nn_trainer_create(nn_trainer **out, const nn_trainer_args *a, char *err) {
   tr->shards = B / SHARD_ROWS < 1 ? 1 : B / SHARD_ROWS > MAX_SHARDS ? MAX_SHARDS : B / SHARD_ROWS;
   if (tr->be->device_memory) tr->shards = 1;
   int want = cfg->pool_threads > 0 ? cfg->pool_threads : cfg->threads;
-  status = nn_pool_create(&tr->pool, want < tr->shards && want > 0
-                                         ? want
-                                         : (nn_cpu_count() < tr->shards ? nn_cpu_count() : tr->shards),
-                          err);
+  status = nn_pool_create(&tr->pool,
+                          want < tr->shards && want > 0
+                              ? want
+                              : (nn_cpu_count() < tr->shards ? nn_cpu_count() : tr->shards),
+                          mem, err);
   if (status != NN_OK) goto fail;
   status = nn_model_zero_grads(tr->model, err);
   if (status != NN_OK) goto fail;
   tr->shard_ws[0] = tr->ws;
   tr->shard_grads[0] = tr->model->grads; /* backend memory */
   for (int s = 1; s < tr->shards; s++) {
-    status = nn_workspace_create(&tr->shard_ws[s], err);
+    status = nn_workspace_create(&tr->shard_ws[s], mem, err);
     if (status != NN_OK) goto fail;
-    tr->shard_grads[s] = tr->be->alloc((tr->param_count ? tr->param_count : 1) * sizeof(float));
+    tr->shard_grads[s] =
+        nn_backend_alloc(tr->mem, tr->be, (tr->param_count ? tr->param_count : 1) * sizeof(float));
     if (!tr->shard_grads[s]) goto oom;
   }
-  status = nn_adam_init_on(&tr->adam, tr->be, tr->param_count, cfg->lr, err);
+  status = nn_adam_init_on(&tr->adam, tr->be, mem, tr->param_count, cfg->lr, err);
   if (status != NN_OK) goto fail;
   /* the embedding tables come first in the buffers: each member's V word rows, then its S
    * subword rows (model.h), K members */
   tr->table_rows = (size_t)tr->model->V + (size_t)tr->model->S;
   tr->emb_tables = tr->table_rows * (size_t)tr->model->E * (size_t)tr->K;
   if (cfg->lazy_adam) {
-    tr->lazy_rows = malloc((tr->table_rows + 1) * sizeof *tr->lazy_rows);
-    tr->lazy_stamp = calloc(tr->table_rows + 1, sizeof *tr->lazy_stamp);
+    tr->lazy_rows = nn_mem_alloc(tr->mem, (tr->table_rows + 1) * sizeof *tr->lazy_rows);
+    tr->lazy_stamp = nn_mem_calloc(tr->mem, tr->table_rows + 1, sizeof *tr->lazy_stamp);
     if (!tr->lazy_rows || !tr->lazy_stamp) goto oom;
   }
   tr->sparse_embedding = !tr->be->device_memory;
   if (tr->sparse_embedding) {
     tr->emb_size = tr->emb_tables;
     for (int s = 0; s < tr->shards; s++) {
-      tr->stamp[s] = calloc(tr->table_rows, sizeof(unsigned));
+      tr->stamp[s] = nn_mem_calloc(tr->mem, tr->table_rows, sizeof(unsigned));
       if (!tr->stamp[s]) goto oom;
     }
   }
@@ -186,25 +192,28 @@ int nn_trainer_create(nn_trainer **out, const nn_trainer_args *a, char *err) {
     status = NN_ERROR;
     goto fail;
   }
-  tr->order = malloc((size_t)tr->n_train * sizeof *tr->order);
+  tr->order = nn_mem_alloc(tr->mem, (size_t)tr->n_train * sizeof *tr->order);
   /* sorts: the validation rows once, then chunks of BUCKET_BATCHES batches of the training rows */
   size_t chunk_rows = (size_t)B * BUCKET_BATCHES < (size_t)tr->n_train ? (size_t)B * BUCKET_BATCHES
                                                                        : (size_t)tr->n_train;
   size_t scratch_rows = chunk_rows > (size_t)tr->n_val ? chunk_rows : (size_t)tr->n_val;
-  tr->sort_scratch = malloc((scratch_rows ? scratch_rows : 1) * sizeof *tr->sort_scratch);
-  tr->length_count = malloc(((size_t)max_len + 2) * sizeof *tr->length_count);
-  tr->batch_perm = malloc((size_t)batches * sizeof *tr->batch_perm);
+  tr->sort_scratch =
+      nn_mem_alloc(tr->mem, (scratch_rows ? scratch_rows : 1) * sizeof *tr->sort_scratch);
+  tr->length_count = nn_mem_alloc(tr->mem, ((size_t)max_len + 2) * sizeof *tr->length_count);
+  tr->batch_perm = nn_mem_alloc(tr->mem, (size_t)batches * sizeof *tr->batch_perm);
   tr->member_stride = (size_t)batch_rows * longest; /* one member's copy of a batch */
-  tr->tokens = malloc((size_t)tr->K * tr->member_stride * sizeof *tr->tokens);
-  tr->lengths = malloc((size_t)batch_rows * sizeof *tr->lengths);
-  tr->labels = malloc((size_t)batch_rows * sizeof *tr->labels);
+  tr->tokens = nn_mem_alloc(tr->mem, (size_t)tr->K * tr->member_stride * sizeof *tr->tokens);
+  tr->lengths = nn_mem_alloc(tr->mem, (size_t)batch_rows * sizeof *tr->lengths);
+  tr->labels = nn_mem_alloc(tr->mem, (size_t)batch_rows * sizeof *tr->labels);
   tr->batch_rows = batch_rows;
-  tr->logits = malloc((size_t)tr->K * batch_rows * C * sizeof *tr->logits); /* per member */
-  tr->dlogits = malloc((size_t)tr->K * batch_rows * C * sizeof *tr->dlogits);
-  tr->true_positive = malloc((size_t)C * sizeof *tr->true_positive);
-  tr->predicted = malloc((size_t)C * sizeof *tr->predicted);
-  tr->support = malloc((size_t)C * sizeof *tr->support);
-  tr->best_params = malloc((tr->param_count ? tr->param_count : 1) * sizeof *tr->best_params);
+  tr->logits =
+      nn_mem_alloc(tr->mem, (size_t)tr->K * batch_rows * C * sizeof *tr->logits); /* per member */
+  tr->dlogits = nn_mem_alloc(tr->mem, (size_t)tr->K * batch_rows * C * sizeof *tr->dlogits);
+  tr->true_positive = nn_mem_alloc(tr->mem, (size_t)C * sizeof *tr->true_positive);
+  tr->predicted = nn_mem_alloc(tr->mem, (size_t)C * sizeof *tr->predicted);
+  tr->support = nn_mem_alloc(tr->mem, (size_t)C * sizeof *tr->support);
+  tr->best_params =
+      nn_mem_alloc(tr->mem, (tr->param_count ? tr->param_count : 1) * sizeof *tr->best_params);
   if (!tr->order || !tr->sort_scratch || !tr->length_count || !tr->batch_perm || !tr->tokens ||
       !tr->lengths || !tr->labels || !tr->logits || !tr->dlogits || !tr->true_positive ||
       !tr->predicted || !tr->support || !tr->best_params)
@@ -231,8 +240,9 @@ fail:
   nn_trainer_free(tr);
   tr = NULL;
 done:
-  for (int c = 0; c < names_count; c++) free(names[c]); /* nn_model_create copied them */
-  free(names);
+  for (int c = 0; c < names_count; c++)
+    nn_mem_free(mem, names[c]); /* nn_model_create copied them */
+  nn_mem_free(mem, names);
   if (vocab) nn_vocab_free(vocab);
   *out = tr;
   return status;
@@ -316,7 +326,7 @@ static int list_touched_rows(nn_trainer *tr, int s) {
     P += ws->P + ws->Q; /* its tokens' rows and their subword rows */
   }
   if (P > tr->rows_cap[s]) {
-    int *r = realloc(tr->rows[s], (size_t)P * sizeof *r);
+    int *r = nn_mem_realloc(tr->mem, tr->rows[s], (size_t)P * sizeof *r);
     if (!r) return NN_NOMEM;
     tr->rows[s] = r;
     tr->rows_cap[s] = P;
@@ -747,7 +757,7 @@ char *nn_trainer_metrics_json(const nn_trainer *tr) {
   int len = snprintf(NULL, 0, format, tr->best.epoch, loss, accuracy, f1, monitor, tr->n_train,
                      tr->n_val, tr->epochs_run, seconds, extra);
   if (len < 0) return NULL;
-  char *json = malloc((size_t)len + 1);
+  char *json = nn_mem_alloc(tr->mem, (size_t)len + 1);
   if (!json) return NULL;
   snprintf(json, (size_t)len + 1, format, tr->best.epoch, loss, accuracy, f1, monitor,
            tr->n_train, tr->n_val, tr->epochs_run, seconds, extra);
@@ -780,7 +790,7 @@ int nn_trainer_set_embedding(nn_trainer *tr, const char *word, int len, const fl
   tr->embeddings_option = 1;
   if (id <= NN_UNK || id >= V) return NN_OK; /* not in the vocabulary (or <PAD>, <UNK>) */
   if (!tr->pretrained) {
-    tr->pretrained = calloc((size_t)V, 1);
+    tr->pretrained = nn_mem_calloc(tr->mem, (size_t)V, 1);
     if (!tr->pretrained) {
       snprintf(err, NN_ERR_LEN, "out of memory setting pretrained embeddings");
       return NN_NOMEM;
@@ -807,45 +817,45 @@ int nn_trainer_freeze_embeddings(nn_trainer *tr, int freeze, char *err) {
 
 void nn_trainer_free(nn_trainer *tr) {
   if (!tr) return;
-  free(tr->pretrained);
+  nn_mem_free(tr->mem, tr->pretrained);
   if (tr->model) nn_model_free(tr->model);
   if (tr->ws) nn_workspace_free(tr->ws);
   for (int s = 1; s < MAX_SHARDS; s++) {
     nn_workspace_free(tr->shard_ws[s]);
-    if (tr->shard_grads[s]) tr->be->free(tr->shard_grads[s]);
+    if (tr->shard_grads[s]) nn_backend_free(tr->mem, tr->be, tr->shard_grads[s]);
   }
   for (int s = 0; s < MAX_SHARDS; s++) {
-    free(tr->rows[s]);
-    free(tr->stamp[s]);
+    nn_mem_free(tr->mem, tr->rows[s]);
+    nn_mem_free(tr->mem, tr->stamp[s]);
   }
   nn_pool_free(tr->pool);
   if (tr->be) nn_adam_free_on(&tr->adam, tr->be);
   else nn_adam_free(&tr->adam);
-  free(tr->ids16);
-  free(tr->ids32);
-  free(tr->token_start);
-  free(tr->token_block);
-  free(tr->row_length);
-  free(tr->row_class);
-  free(tr->train_rows);
-  free(tr->val_rows);
-  free(tr->class_weights);
-  free(tr->order);
-  free(tr->sort_scratch);
-  free(tr->length_count);
-  free(tr->batch_perm);
-  free(tr->tokens);
-  free(tr->lengths);
-  free(tr->labels);
-  free(tr->logits);
-  free(tr->dlogits);
-  free(tr->true_positive);
-  free(tr->predicted);
-  free(tr->support);
-  free(tr->best_params);
-  free(tr->lazy_rows);
-  free(tr->lazy_stamp);
-  free(tr);
+  nn_mem_free(tr->mem, tr->ids16);
+  nn_mem_free(tr->mem, tr->ids32);
+  nn_mem_free(tr->mem, tr->token_start);
+  nn_mem_free(tr->mem, tr->token_block);
+  nn_mem_free(tr->mem, tr->row_length);
+  nn_mem_free(tr->mem, tr->row_class);
+  nn_mem_free(tr->mem, tr->train_rows);
+  nn_mem_free(tr->mem, tr->val_rows);
+  nn_mem_free(tr->mem, tr->class_weights);
+  nn_mem_free(tr->mem, tr->order);
+  nn_mem_free(tr->mem, tr->sort_scratch);
+  nn_mem_free(tr->mem, tr->length_count);
+  nn_mem_free(tr->mem, tr->batch_perm);
+  nn_mem_free(tr->mem, tr->tokens);
+  nn_mem_free(tr->mem, tr->lengths);
+  nn_mem_free(tr->mem, tr->labels);
+  nn_mem_free(tr->mem, tr->logits);
+  nn_mem_free(tr->mem, tr->dlogits);
+  nn_mem_free(tr->mem, tr->true_positive);
+  nn_mem_free(tr->mem, tr->predicted);
+  nn_mem_free(tr->mem, tr->support);
+  nn_mem_free(tr->mem, tr->best_params);
+  nn_mem_free(tr->mem, tr->lazy_rows);
+  nn_mem_free(tr->mem, tr->lazy_stamp);
+  nn_mem_free(tr->mem, tr);
 }
 
 /* ---------------------------------------------------------------- for ext/ */
@@ -861,7 +871,7 @@ int nn_trainer_set_class_weights(nn_trainer *tr, const char *const *labels, cons
     snprintf(err, NN_ERR_LEN, "class weights: only before the first epoch");
     return NN_ERROR;
   }
-  float *w = malloc((size_t)tr->C * sizeof *w);
+  float *w = nn_mem_alloc(tr->mem, (size_t)tr->C * sizeof *w);
   if (!w) {
     snprintf(err, NN_ERR_LEN, "out of memory setting %d class weights", tr->C);
     return NN_NOMEM;
@@ -880,20 +890,20 @@ int nn_trainer_set_class_weights(nn_trainer *tr, const char *const *labels, cons
       }
       snprintf(err, NN_ERR_LEN, "option \"class_weights\": label %s is not one of the %d labels "
                "of the rows (%s%s)", quoted, tr->C, known, tr->C > 5 ? ", ..." : "");
-      free(w);
+      nn_mem_free(tr->mem, w);
       return NN_ERROR;
     }
     if (!isfinite(weights[i]) || !(weights[i] > 0) || weights[i] > 1e6) {
       snprintf(err, NN_ERR_LEN, "option \"class_weights\": the weight of label \"%.*s\" must be "
                "a number in (0, 1000000], got %g", lens[i] > 100 ? 100 : lens[i], labels[i],
                weights[i]);
-      free(w);
+      nn_mem_free(tr->mem, w);
       return NN_ERROR;
     }
     w[c] = (float)weights[i];
   }
   memcpy(tr->class_weights, w, (size_t)tr->C * sizeof *w);
-  free(w);
+  nn_mem_free(tr->mem, w);
   return NN_OK;
 }
 

@@ -21,6 +21,7 @@
 #define SEED_WORD_DROPOUT 0x574f524400000004ull /* "WORD" */
 
 struct nn_trainer {
+  const nn_allocator *mem; /* nn_trainer_args.mem: the trainer's memory, its model's too */
   nn_config cfg;
   nn_model *model; /* NULL once taken */
   const nn_backend *be; /* the model's: gradients and Adam's moments live in its memory */

@@ -17,6 +17,7 @@
 
 #include "config.h"
 #include "json.h"
+#include "nn_mem.h"
 #include "text.h"
 #include "train.h"
 
@@ -65,10 +66,10 @@ static int label_ref_cmp(const void *pa, const void *pb) {
 
 /* Sorted distinct labels -> *out_labels (C NUL-terminated copies), row_class[i]. */
 static int build_classes(char ***out_labels, int *out_C, int *row_class, const char *const *labels,
-                         const int *label_lens, int n, char *err) {
+                         const int *label_lens, int n, const nn_allocator *mem, char *err) {
   int status = NN_NOMEM, C = 0;
   char **names = NULL;
-  label_ref *refs = malloc((size_t)n * sizeof *refs);
+  label_ref *refs = nn_mem_alloc(mem, (size_t)n * sizeof *refs);
   if (!refs) goto oom;
   for (int i = 0; i < n; i++) {
     int len = label_lens ? label_lens[i] : (labels[i] ? (int)strlen(labels[i]) : 0);
@@ -105,12 +106,12 @@ static int build_classes(char ***out_labels, int *out_C, int *row_class, const c
     status = NN_ERROR;
     goto done;
   }
-  names = calloc((size_t)C, sizeof *names);
+  names = nn_mem_calloc(mem, (size_t)C, sizeof *names);
   if (!names) goto oom;
   for (int i = 0, c = -1; i < n; i++) {
     if (row_class[refs[i].row] == c) continue;
     c = row_class[refs[i].row];
-    names[c] = malloc((size_t)refs[i].len + 1);
+    names[c] = nn_mem_alloc(mem, (size_t)refs[i].len + 1);
     if (!names[c]) goto oom;
     memcpy(names[c], refs[i].bytes, (size_t)refs[i].len);
     names[c][refs[i].len] = 0;
@@ -125,29 +126,29 @@ oom:
   status = NN_NOMEM;
 done:
   if (names)
-    for (int c = 0; c < C; c++) free(names[c]);
-  free(names);
-  free(refs);
+    for (int c = 0; c < C; c++) nn_mem_free(mem, names[c]);
+  nn_mem_free(mem, names);
+  nn_mem_free(mem, refs);
   return status;
 }
 /* ---------------------------------------------------------------- split and encoding */
 
 /* *out = a copy of vocab (the same ids). */
 static int copy_vocab(nn_vocab **out, const nn_vocab *vocab, nn_interrupt_fn stop, void *stop_ctx,
-                      char *err) {
+                      const nn_allocator *mem, char *err) {
   int n = nn_vocab_count(vocab);
-  const char **tokens = malloc((size_t)n * sizeof *tokens);
-  int *lens = malloc((size_t)n * sizeof *lens);
+  const char **tokens = nn_mem_alloc(mem, (size_t)n * sizeof *tokens);
+  int *lens = nn_mem_alloc(mem, (size_t)n * sizeof *lens);
   int status = NN_NOMEM;
   *out = NULL;
   if (tokens && lens) {
     for (int id = 0; id < n; id++) tokens[id] = nn_vocab_token(vocab, id, &lens[id]);
-    status = nn_vocab_from_list_ex(out, tokens, lens, n, stop, stop_ctx, err);
+    status = nn_vocab_from_list_ex(out, tokens, lens, n, stop, stop_ctx, mem, err);
   } else {
     snprintf(err, NN_ERR_LEN, "out of memory copying a vocabulary of %d tokens", n);
   }
-  free(tokens);
-  free(lens);
+  nn_mem_free(mem, tokens);
+  nn_mem_free(mem, lens);
   return status;
 }
 
@@ -181,13 +182,13 @@ static int base_classes(nn_trainer *tr, const nn_model *base, const char *const 
  * by length later). class_count: (C) rows per class. */
 static int split_rows(nn_trainer *tr, const int *class_count, char *err) {
   int n = tr->n, C = tr->C;
-  int *start = malloc(((size_t)C + 1) * sizeof *start);
-  int *by_class = malloc((size_t)n * sizeof *by_class);
-  unsigned char *is_val = calloc((size_t)n, 1);
+  int *start = nn_mem_alloc(tr->mem, ((size_t)C + 1) * sizeof *start);
+  int *by_class = nn_mem_alloc(tr->mem, (size_t)n * sizeof *by_class);
+  unsigned char *is_val = nn_mem_calloc(tr->mem, (size_t)n, 1);
   if (!start || !by_class || !is_val) {
-    free(start);
-    free(by_class);
-    free(is_val);
+    nn_mem_free(tr->mem, start);
+    nn_mem_free(tr->mem, by_class);
+    nn_mem_free(tr->mem, is_val);
     snprintf(err, NN_ERR_LEN, "out of memory splitting %d rows", n);
     return NN_NOMEM;
   }
@@ -222,8 +223,8 @@ static int split_rows(nn_trainer *tr, const int *class_count, char *err) {
              n, C, (double)tr->cfg.val_fraction, need);
     status = NN_ERROR;
   } else {
-    tr->train_rows = malloc((size_t)tr->n_train * sizeof *tr->train_rows);
-    tr->val_rows = malloc((size_t)n_val * sizeof *tr->val_rows);
+    tr->train_rows = nn_mem_alloc(tr->mem, (size_t)tr->n_train * sizeof *tr->train_rows);
+    tr->val_rows = nn_mem_alloc(tr->mem, (size_t)n_val * sizeof *tr->val_rows);
     if (!tr->train_rows || !tr->val_rows) {
       snprintf(err, NN_ERR_LEN, "out of memory splitting %d rows", n);
       status = NN_NOMEM;
@@ -236,9 +237,9 @@ static int split_rows(nn_trainer *tr, const int *class_count, char *err) {
       }
     }
   }
-  free(start);
-  free(by_class);
-  free(is_val);
+  nn_mem_free(tr->mem, start);
+  nn_mem_free(tr->mem, by_class);
+  nn_mem_free(tr->mem, is_val);
   return status;
 }
 
@@ -266,8 +267,8 @@ static int split_rows_ordered(nn_trainer *tr, char *err) {
   }
   tr->n_val = n_val;
   tr->n_train = n - n_val;
-  tr->train_rows = malloc((size_t)tr->n_train * sizeof *tr->train_rows);
-  tr->val_rows = malloc((size_t)(n_val ? n_val : 1) * sizeof *tr->val_rows);
+  tr->train_rows = nn_mem_alloc(tr->mem, (size_t)tr->n_train * sizeof *tr->train_rows);
+  tr->val_rows = nn_mem_alloc(tr->mem, (size_t)(n_val ? n_val : 1) * sizeof *tr->val_rows);
   if (!tr->train_rows || !tr->val_rows) {
     snprintf(err, NN_ERR_LEN, "out of memory splitting %d rows", n);
     return NN_NOMEM;
@@ -283,20 +284,20 @@ static int split_rows_ordered(nn_trainer *tr, char *err) {
 static int encode_rows(nn_trainer *tr, nn_vocab **vocab, const nn_vocab *fixed,
                        const char *const *texts, const int *text_lens, char *err) {
   int n = tr->n, max_len = tr->cfg.max_len, status;
-  const char **train_texts = malloc((size_t)tr->n_train * sizeof *train_texts);
-  int *train_lens = malloc((size_t)tr->n_train * sizeof *train_lens);
-  nn_token *tokens = malloc((size_t)max_len * sizeof *tokens);
+  const char **train_texts = nn_mem_alloc(tr->mem, (size_t)tr->n_train * sizeof *train_texts);
+  int *train_lens = nn_mem_alloc(tr->mem, (size_t)tr->n_train * sizeof *train_lens);
+  nn_token *tokens = nn_mem_alloc(tr->mem, (size_t)max_len * sizeof *tokens);
   if (!train_texts || !train_lens || !tokens) goto oom;
   for (int k = 0; k < tr->n_train; k++) {
     int i = tr->train_rows[k];
     train_texts[k] = texts[i] ? texts[i] : "";
     train_lens[k] = texts[i] ? text_lens[i] : 0;
   }
-  status = fixed ? copy_vocab(vocab, fixed, tr->stop, tr->stop_ctx, err)
+  status = fixed ? copy_vocab(vocab, fixed, tr->stop, tr->stop_ctx, tr->mem, err)
                  : nn_vocab_build_ex(vocab, train_texts, train_lens, tr->n_train, &tr->cfg,
-                                     tr->stop, tr->stop_ctx, err);
-  free(train_texts); /* not needed while the ids grow */
-  free(train_lens);
+                                     tr->stop, tr->stop_ctx, tr->mem, err);
+  nn_mem_free(tr->mem, train_texts); /* not needed while the ids grow */
+  nn_mem_free(tr->mem, train_lens);
   train_texts = NULL;
   train_lens = NULL;
   if (status != NN_OK) goto done;
@@ -305,10 +306,11 @@ static int encode_rows(nn_trainer *tr, nn_vocab **vocab, const nn_vocab *fixed,
   int narrow = nn_vocab_count(*vocab) <= 65536;
   size_t width = narrow ? sizeof(uint16_t) : sizeof(int32_t);
   size_t capacity = (size_t)n * 8 + 16, used = 0, block_start = 0;
-  void *ids = malloc(capacity * width);
-  tr->token_start = malloc((size_t)n * sizeof *tr->token_start);
-  tr->token_block = malloc((((size_t)n >> TOKEN_BLOCK_SHIFT) + 1) * sizeof *tr->token_block);
-  tr->row_length = malloc((size_t)n * sizeof *tr->row_length);
+  void *ids = nn_mem_alloc(tr->mem, capacity * width);
+  tr->token_start = nn_mem_alloc(tr->mem, (size_t)n * sizeof *tr->token_start);
+  tr->token_block =
+      nn_mem_alloc(tr->mem, (((size_t)n >> TOKEN_BLOCK_SHIFT) + 1) * sizeof *tr->token_block);
+  tr->row_length = nn_mem_alloc(tr->mem, (size_t)n * sizeof *tr->row_length);
   if (narrow)
     tr->ids16 = ids;
   else
@@ -326,7 +328,7 @@ static int encode_rows(nn_trainer *tr, nn_vocab **vocab, const nn_vocab *fixed,
     if (count > max_len) count = max_len;
     if (used + (size_t)count > capacity) {
       size_t grown = capacity * 2 > used + (size_t)max_len ? capacity * 2 : used + (size_t)max_len;
-      void *bigger = realloc(ids, grown * width);
+      void *bigger = nn_mem_realloc(tr->mem, ids, grown * width);
       if (!bigger) goto oom;
       ids = bigger;
       if (narrow)
@@ -345,7 +347,7 @@ static int encode_rows(nn_trainer *tr, nn_vocab **vocab, const nn_vocab *fixed,
     used += (size_t)count;
   }
   if (used < capacity) { /* give back the slack */
-    void *fitted = realloc(ids, (used ? used : 1) * width);
+    void *fitted = nn_mem_realloc(tr->mem, ids, (used ? used : 1) * width);
     if (fitted) {
       if (narrow)
         tr->ids16 = fitted;
@@ -359,9 +361,9 @@ oom:
   snprintf(err, NN_ERR_LEN, "out of memory encoding %d texts", n);
   status = NN_NOMEM;
 done:
-  free(train_texts);
-  free(train_lens);
-  free(tokens);
+  nn_mem_free(tr->mem, train_texts);
+  nn_mem_free(tr->mem, train_lens);
+  nn_mem_free(tr->mem, tokens);
   return status;
 }
 
@@ -376,14 +378,14 @@ int nn_train_data_prepare(nn_trainer *tr, char ***names_out, nn_vocab **vocab_ou
   nn_vocab *vocab = NULL;
   *names_out = NULL;
   *vocab_out = NULL;
-  tr->row_class = malloc((size_t)n * sizeof *tr->row_class);
+  tr->row_class = nn_mem_alloc(tr->mem, (size_t)n * sizeof *tr->row_class);
   if (!tr->row_class) goto oom;
   status = base ? base_classes(tr, base, labels, label_lens, err)
-                : build_classes(&names, &tr->C, tr->row_class, labels, label_lens, n, err);
+                : build_classes(&names, &tr->C, tr->row_class, labels, label_lens, n, tr->mem, err);
   if (status != NN_OK) goto done;
   C = tr->C;
-  class_count = calloc((size_t)C, sizeof *class_count);
-  train_count = calloc((size_t)C, sizeof *train_count);
+  class_count = nn_mem_calloc(tr->mem, (size_t)C, sizeof *class_count);
+  train_count = nn_mem_calloc(tr->mem, (size_t)C, sizeof *train_count);
   if (!class_count || !train_count) goto oom;
   for (int i = 0; i < n; i++) class_count[tr->row_class[i]]++;
 
@@ -392,7 +394,7 @@ int nn_train_data_prepare(nn_trainer *tr, char ***names_out, nn_vocab **vocab_ou
   if (status != NN_OK) goto done;
 
   if (!text_lens) { /* NUL-terminated texts */
-    lens_copy = malloc((size_t)n * sizeof *lens_copy);
+    lens_copy = nn_mem_alloc(tr->mem, (size_t)n * sizeof *lens_copy);
     if (!lens_copy) goto oom;
     for (int i = 0; i < n; i++) lens_copy[i] = texts[i] ? (int)strlen(texts[i]) : 0;
     text_lens = lens_copy;
@@ -400,7 +402,7 @@ int nn_train_data_prepare(nn_trainer *tr, char ***names_out, nn_vocab **vocab_ou
   status = encode_rows(tr, &vocab, base ? nn_model_vocab(base) : NULL, texts, text_lens, err);
   if (status != NN_OK) goto done;
 
-  tr->class_weights = malloc((size_t)C * sizeof *tr->class_weights);
+  tr->class_weights = nn_mem_alloc(tr->mem, (size_t)C * sizeof *tr->class_weights);
   if (!tr->class_weights) goto oom;
   for (int k = 0; k < tr->n_train; k++) train_count[tr->row_class[tr->train_rows[k]]]++;
   for (int c = 0; c < C; c++) /* a warm start's class may have no rows: no loss reads its 0 */
@@ -416,12 +418,12 @@ done:
     *names_out = names;
     *vocab_out = vocab;
   } else {
-    for (int c = 0; names && c < C; c++) free(names[c]);
-    free(names);
+    for (int c = 0; names && c < C; c++) nn_mem_free(tr->mem, names[c]);
+    nn_mem_free(tr->mem, names);
     nn_vocab_free(vocab);
   }
-  free(class_count);
-  free(train_count);
-  free(lens_copy);
+  nn_mem_free(tr->mem, class_count);
+  nn_mem_free(tr->mem, train_count);
+  nn_mem_free(tr->mem, lens_copy);
   return status;
 }

@@ -218,7 +218,7 @@ int attn_conn_may_write(attn_conn *conn) {
 nn_workspace *attn_conn_workspace(attn_conn *conn, char **errmsg) {
   if (!conn->ws) {
     char err[NN_ERR_LEN] = "";
-    if (nn_workspace_create(&conn->ws, err) != NN_OK) {
+    if (nn_workspace_create(&conn->ws, &attn_mem, err) != NN_OK) {
       *errmsg = sqlite3_mprintf("%s", err);
       conn->ws = NULL;
       return NULL;
@@ -229,7 +229,7 @@ nn_workspace *attn_conn_workspace(attn_conn *conn, char **errmsg) {
 
 int attn_conn_pool(attn_conn *conn, nn_pool **pool, nn_workspace ***ws, char **errmsg) {
   char err[NN_ERR_LEN] = "";
-  if (!conn->pool && nn_pool_create(&conn->pool, 0, err) != NN_OK) {
+  if (!conn->pool && nn_pool_create(&conn->pool, 0, &attn_mem, err) != NN_OK) {
     conn->pool = NULL;
     *errmsg = sqlite3_mprintf("%s", err);
     return SQLITE_NOMEM;
@@ -241,7 +241,7 @@ int attn_conn_pool(attn_conn *conn, nn_pool **pool, nn_workspace ***ws, char **e
     memset(conn->pool_ws, 0, sizeof *conn->pool_ws * (size_t)threads);
   }
   for (int t = 0; t < threads; t++) {
-    if (!conn->pool_ws[t] && nn_workspace_create(&conn->pool_ws[t], err) != NN_OK) {
+    if (!conn->pool_ws[t] && nn_workspace_create(&conn->pool_ws[t], &attn_mem, err) != NN_OK) {
       conn->pool_ws[t] = NULL;
       *errmsg = sqlite3_mprintf("%s", err);
       return SQLITE_NOMEM;
@@ -493,7 +493,7 @@ static int attn_cache_load(attn_conn *conn, const char *fn, const char *name, in
   static const unsigned char empty[1] = {0};
   attn_interrupt interrupt = {db, NULL, 0};
   int st = nn_model_load_ex(&m->nn, blob ? blob : empty, len, attn_interrupt_check, &interrupt,
-                            err);
+                            &attn_mem, err);
   attn_interrupt_end(&interrupt);
   if (st != NN_OK) {
     m->nn = NULL;

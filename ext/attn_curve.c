@@ -111,7 +111,7 @@ static int curve_thresholds(const char *fn, sqlite3_value *v, double **out, int 
                            fn, CURVE_MAX_THRESHOLDS, len);
     return SQLITE_ERROR;
   }
-  int st = nn_json_parse(&doc, text, (size_t)len, err);
+  int st = nn_json_parse(&doc, text, (size_t)len, &attn_mem, err);
   if (st == NN_NOMEM) return SQLITE_NOMEM;
   if (st != NN_OK || doc->type != NN_JSON_ARRAY) {
     int cut = attn_svg_prefix_bytes(text, len, 40);

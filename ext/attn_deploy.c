@@ -36,7 +36,8 @@ static int attn_deploy_resolve(sqlite3 *db, const char *fn, const char *name, in
       const char *metrics = (const char *)sqlite3_column_text(stmt, 1);
       nn_json *doc = NULL;
       char err[NN_ERR_LEN];
-      int st = metrics ? nn_json_parse(&doc, metrics, (size_t)sqlite3_column_bytes(stmt, 1), err)
+      int st = metrics ? nn_json_parse(&doc, metrics, (size_t)sqlite3_column_bytes(stmt, 1),
+                                       &attn_mem, err)
                        : NN_NOMEM;
       if (st == NN_NOMEM) {
         rc = SQLITE_NOMEM;
@@ -211,7 +212,7 @@ void attn_import_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   size_t len = (size_t)sqlite3_value_bytes(argv[1]);
   attn_interrupt interrupt = {attn_conn_db(conn), NULL, 0};
   int st = nn_model_load_ex(&model, blob ? blob : empty, blob ? len : 0, attn_interrupt_check,
-                            &interrupt, err);
+                            &interrupt, &attn_mem, err);
   attn_interrupt_end(&interrupt);
   if (st != NN_OK) {
     model = NULL;

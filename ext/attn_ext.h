@@ -443,7 +443,7 @@ typedef struct attn_training {
   int stopped;          /* interrupted or failed: nothing more to run, nothing to save */
   int saved;            /* the model is in the store, as `version` */
   int64_t version;
-  char *metrics;        /* the trainer's summary (JSON object, malloc'd) */
+  char *metrics;        /* the trainer's summary (JSON object, sqlite3_malloc'd) */
   sqlite3_stmt *probe;  /* "SELECT 1": fails with SQLITE_INTERRUPT after sqlite3_interrupt */
   attn_progress progress;
   attn_rows data;       /* the training data, kept while the trainer lives */
@@ -531,6 +531,14 @@ void attn_training_reset(attn_training *t);
 void attn_training_free(attn_training *t);
 
 /* ------------------------------------------------------- vtab plumbing and errors (attn_vtab.c) */
+
+/* The engine's allocator (nn.h nn_allocator): sqlite3_malloc64, sqlite3_realloc64 and
+ * sqlite3_free. Every engine object ext/ makes (models, trainers, workspaces, pools, parsed JSON,
+ * string buffers) is made with it, so SQLite's memory accounting (sqlite3_memory_used), its heap
+ * limit (sqlite3_hard_heap_limit64) and test_faults_oom see the engine's memory, and what the
+ * engine hands back (a saved BLOB, a JSON text) is freed with sqlite3_free. SQLite refuses one
+ * allocation of 2^31 bytes or more: the engine then fails with its out-of-memory error. */
+extern const nn_allocator attn_mem;
 
 /* Register a scalar SQL function whose user data is conn (takes a reference for it). */
 int attn_create_function(sqlite3 *db, attn_conn *conn, const char *name, int nargs, int flags,

@@ -139,7 +139,8 @@ static int attn_explain_token_texts(attn_explain *ex, nn_model *nn, const char *
                                     const char *fn, char **errmsg) {
   int n = ex->n;
   attn_token_collect tc = {ex, 0, n, 0};
-  nn_text_tokenize(text ? text : "", text ? len : 0, nn_model_config(nn), attn_collect_token, &tc);
+  nn_text_tokenize(text ? text : "", text ? len : 0, nn_model_config(nn), attn_collect_token, &tc,
+                   &attn_mem);
   if (tc.nomem) {
     *errmsg = sqlite3_mprintf("%s: out of memory", fn);
     return SQLITE_NOMEM;

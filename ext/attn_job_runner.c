@@ -530,7 +530,7 @@ static int job_result(sqlite3_stmt *stmt, const char *const *keys, char **out, c
     return *out ? SQLITE_OK : SQLITE_NOMEM;
   }
   nn_strbuf sb;
-  nn_strbuf_init(&sb);
+  nn_strbuf_init(&sb, &attn_mem);
   nn_strbuf_puts(&sb, "[");
   int n = 0;
   while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
@@ -543,7 +543,8 @@ static int job_result(sqlite3_stmt *stmt, const char *const *keys, char **out, c
         const char *text = (const char *)sqlite3_value_text(v);
         nn_json *doc = NULL;
         char err[NN_ERR_LEN];
-        int st = text ? nn_json_parse(&doc, text, (size_t)sqlite3_value_bytes(v), err) : NN_NOMEM;
+        int st = text ? nn_json_parse(&doc, text, (size_t)sqlite3_value_bytes(v), &attn_mem, err)
+                      : NN_NOMEM;
         if (st == NN_OK) nn_strbuf_append_json_compact(&sb, doc, text);
         nn_json_free(doc);
         if (st == NN_ERROR) snprintf(error, cap, "malformed JSON");
@@ -582,7 +583,7 @@ static int p_exec(sqlite3 *p, const char *sql, const char *const *texts, int n,
 static int job_versions(const char *result, int64_t range[2]) {
   nn_json *doc = NULL;
   char err[NN_ERR_LEN];
-  int st = nn_json_parse(&doc, result, strlen(result), err), found = 0;
+  int st = nn_json_parse(&doc, result, strlen(result), &attn_mem, err), found = 0;
   if (st != NN_OK) return st == NN_NOMEM ? SQLITE_NOMEM : SQLITE_NOTFOUND;
   int array = doc->type == NN_JSON_ARRAY;
   size_t n = array ? doc->count : 1;

@@ -129,7 +129,7 @@ static int attn_jobs_epochs(sqlite3_stmt *stmt, sqlite3_value *job, char **out) 
   static const char *const keys[6] = {"trial",    "epoch",        "train_loss",
                                       "val_loss", "val_accuracy", "val_f1"};
   nn_strbuf sb;
-  nn_strbuf_init(&sb);
+  nn_strbuf_init(&sb, &attn_mem);
   nn_strbuf_puts(&sb, "[");
   sqlite3_reset(stmt);
   int rc = sqlite3_bind_value(stmt, 1, job), n = 0;
@@ -601,12 +601,12 @@ static int attn_commit_json_set(char **json, const char *path, int kind, int64_t
   nn_json *doc = NULL;
   char err[NN_ERR_LEN];
   if (!*json) return SQLITE_OK;
-  int st = nn_json_parse(&doc, *json, strlen(*json), err);
+  int st = nn_json_parse(&doc, *json, strlen(*json), &attn_mem, err);
   if (st == NN_NOMEM) return SQLITE_NOMEM;
   if (st != NN_OK) return SQLITE_OK;
   nn_strbuf value, sb;
-  nn_strbuf_init(&value);
-  nn_strbuf_init(&sb);
+  nn_strbuf_init(&value, &attn_mem);
+  nn_strbuf_init(&sb, &attn_mem);
   if (kind == 0) nn_strbuf_printf(&value, "%lld", (long long)number);
   else if (kind == 1) nn_strbuf_puts(&value, number ? "true" : "false");
   else nn_strbuf_append_json_string(&value, text, strlen(text));
@@ -749,8 +749,9 @@ void attn_job_commit_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) 
     char err[NN_ERR_LEN] = "";
     const unsigned char *blob = sqlite3_column_blob(stmt, 3);
     static const unsigned char empty[1] = {0};
-    int st = nn_model_load(&it->model, blob ? blob : empty,
-                           blob ? (size_t)sqlite3_column_bytes(stmt, 3) : 0, err);
+    int st = nn_model_load_ex(&it->model, blob ? blob : empty,
+                              blob ? (size_t)sqlite3_column_bytes(stmt, 3) : 0, NULL, NULL,
+                              &attn_mem, err);
     if (st != NN_OK) {
       it->model = NULL;
       msg = sqlite3_mprintf("%s: job %lld's version %lld: %s", fn, (long long)job,
@@ -764,7 +765,7 @@ void attn_job_commit_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) 
     nn_json *doc = NULL; /* the metrics: its deploy policy and deploy_reason */
     char jerr[NN_ERR_LEN];
     if (deploy && changed && it->metrics &&
-        nn_json_parse(&doc, it->metrics, strlen(it->metrics), jerr) == NN_NOMEM) {
+        nn_json_parse(&doc, it->metrics, strlen(it->metrics), &attn_mem, jerr) == NN_NOMEM) {
       rc = SQLITE_NOMEM;
       break;
     }
@@ -819,7 +820,7 @@ void attn_job_commit_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) 
       if (tune) {
         nn_json *doc = NULL;
         char jerr[NN_ERR_LEN];
-        if (nn_json_parse(&doc, result, strlen(result), jerr) == NN_NOMEM) {
+        if (nn_json_parse(&doc, result, strlen(result), &attn_mem, jerr) == NN_NOMEM) {
           rc = SQLITE_NOMEM;
           break;
         }

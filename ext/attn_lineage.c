@@ -181,13 +181,13 @@ int attn_lineage_write(sqlite3 *db, const char *fn, const char *name, int64_t ve
   if (l->options) {
     nn_json *doc = NULL;
     char err[NN_ERR_LEN];
-    int st = nn_json_parse(&doc, l->options, strlen(l->options), err);
+    int st = nn_json_parse(&doc, l->options, strlen(l->options), &attn_mem, err);
     if (st == NN_ERROR) {
       *errmsg = sqlite3_mprintf("%s: cannot save the lineage: malformed JSON", fn);
       return SQLITE_ERROR;
     }
     nn_strbuf sb;
-    nn_strbuf_init(&sb);
+    nn_strbuf_init(&sb, &attn_mem);
     if (st == NN_OK) nn_strbuf_append_json_compact(&sb, doc, l->options);
     options = st == NN_OK && !sb.oom ? sqlite3_mprintf("%s", sb.data) : NULL;
     nn_strbuf_free(&sb);

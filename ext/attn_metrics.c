@@ -101,7 +101,7 @@ static int attn_metrics_filter(sqlite3_vtab_cursor *base, int idx_num, const cha
   rc = attn_labelled_read_all(&q, &msg);
   if (rc != SQLITE_OK) goto done;
   int st = nn_metrics_evaluate(&cur->eval, q.y_true, q.probs, q.N, C, attn_interrupt_check,
-                               &interrupt, err);
+                               &interrupt, &attn_mem, err);
   if (st != NN_OK) {
     rc = attn_nn_error(st, fn, err, &msg);
     goto done;

@@ -64,7 +64,7 @@ static int embeddings_dim(sqlite3 *db, const char *fn, attn_embeddings *emb, cha
 int attn_options_parse(nn_options *o, const char *fn, const char *options, unsigned accept,
                        char **msg) {
   char err[NN_ERR_LEN] = "";
-  int st = nn_options_parse(o, options, accept, err);
+  int st = nn_options_parse(o, options, accept, &attn_mem, err);
   if (st == NN_OK) return SQLITE_OK;
   if (st == NN_NOMEM) return SQLITE_NOMEM;
   *msg = sqlite3_mprintf("%s: %s", fn, err);
@@ -74,7 +74,7 @@ int attn_options_parse(nn_options *o, const char *fn, const char *options, unsig
 char *attn_option_value(const char *text, const nn_json *v) {
   if (v->type == NN_JSON_STRING) return sqlite3_mprintf("%s", v->str);
   nn_strbuf sb;
-  nn_strbuf_init(&sb);
+  nn_strbuf_init(&sb, &attn_mem);
   nn_strbuf_append_json_compact(&sb, v, text);
   char *shown = sb.oom ? NULL : sqlite3_mprintf("%s", sb.data ? sb.data : "");
   nn_strbuf_free(&sb);

@@ -218,7 +218,7 @@ static int attn_store_insert(sqlite3 *db, const char *fn, const char *name,
     rc = attn_nn_rc(st);
     goto done;
   }
-  config = nn_config_to_json(nn_model_config(item->model));
+  config = nn_config_to_json(nn_model_config(item->model), &attn_mem);
   labels = attn_labels_json(item->model);
   if (!config || !labels) {
     rc = SQLITE_NOMEM;
@@ -266,8 +266,8 @@ static int attn_store_insert(sqlite3 *db, const char *fn, const char *name,
   if (rc == SQLITE_OK && item->lineage)
     rc = attn_lineage_write(db, fn, name, version, item->lineage, errmsg);
 done:
-  free(blob);
-  free(config);
+  sqlite3_free(blob); /* the engine's, from attn_mem (as every model of ext/) */
+  sqlite3_free(config);
   sqlite3_free(labels);
   return rc;
 }

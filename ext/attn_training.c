@@ -108,7 +108,7 @@ void attn_training_reset(attn_training *t) {
   sqlite3_free(t->log);
   t->log = NULL;
   t->nlog = t->cap_log = 0;
-  free(t->metrics);
+  sqlite3_free(t->metrics);
   t->metrics = NULL;
   nn_model_free(t->model);
   t->model = NULL;
@@ -264,7 +264,7 @@ static int attn_training_class_weights(attn_training *t, char **msg) {
   nn_json *doc = NULL;
   char err[NN_ERR_LEN] = "";
   if (!t->class_weights) return SQLITE_OK;
-  int st = nn_json_parse(&doc, t->class_weights, strlen(t->class_weights), err);
+  int st = nn_json_parse(&doc, t->class_weights, strlen(t->class_weights), &attn_mem, err);
   if (st != NN_OK) {
     rc = st == NN_NOMEM ? SQLITE_NOMEM : attn_nn_error(st, t->fn, err, msg);
     goto done;
@@ -427,7 +427,8 @@ int attn_training_create(attn_training *t, char **msg) {
                           .label_lens = t->all_label_lens,
                           .n = t->nall,
                           .stop = attn_interrupt_check,
-                          .stop_ctx = &interrupt};
+                          .stop_ctx = &interrupt,
+                          .mem = &attn_mem};
   int st = nn_trainer_create(&t->trainer, &args, err);
   attn_interrupt_end(&interrupt);
   /* the base's weights are copied: let it go (the cache may drop it) */
@@ -829,10 +830,10 @@ static int attn_training_save(attn_training *t, char **msg) {
   }
   if (rc == SQLITE_OK) { /* attn_fit's summary: the stored metrics, the decision included */
     size_t len = strlen(metrics);
-    char *copy = malloc(len + 1);
+    char *copy = sqlite3_malloc64(len + 1);
     if (copy) {
       memcpy(copy, metrics, len + 1);
-      free(t->metrics);
+      sqlite3_free(t->metrics);
       t->metrics = copy;
     }
   }

@@ -55,7 +55,7 @@ typedef struct attn_tune_trial {
   int64_t version;
   int deployed;
   nn_model *model;   /* NULL once saved */
-  char *metrics;     /* malloc'd (nn_trainer_metrics_json) */
+  char *metrics;     /* sqlite3_malloc'd (nn_trainer_metrics_json, attn_mem) */
   nn_epoch_stats *log;
   int nlog;
   int *val_rows, nval; /* its validation rows (the deploy decision's) */
@@ -126,7 +126,7 @@ static void attn_tune_trials_free(attn_tune_trial *trials, int n) {
     sqlite3_free(trials[i].config);
     sqlite3_free(trials[i].options);
     nn_model_free(trials[i].model);
-    free(trials[i].metrics);
+    sqlite3_free(trials[i].metrics); /* nn_trainer_metrics_json's: attn_mem */
     sqlite3_free(trials[i].log);
     sqlite3_free(trials[i].val_rows);
     sqlite3_free(trials[i].from_name);
@@ -166,7 +166,7 @@ static char *attn_tune_value(const nn_json *v, const char *text) {
     return v->is_integer ? sqlite3_mprintf("%lld", (long long)v->integer)
                          : sqlite3_mprintf("%!.15g", v->number);
   nn_strbuf sb;
-  nn_strbuf_init(&sb);
+  nn_strbuf_init(&sb, &attn_mem);
   if (v->type == NN_JSON_STRING) nn_strbuf_append_json_string(&sb, v->str, v->str_len);
   else nn_strbuf_append_json_compact(&sb, v, text);
   char *out = sb.oom ? NULL : sqlite3_mprintf("%s", sb.data ? sb.data : "");
@@ -189,7 +189,7 @@ static int attn_tune_grid(const char *fn, const char *grid, int random, attn_tun
   *keys = NULL;
   *nkeys = 0;
   *combinations = 0;
-  int st = grid ? nn_json_parse(&doc, grid, strlen(grid), err) : NN_ERROR;
+  int st = grid ? nn_json_parse(&doc, grid, strlen(grid), &attn_mem, err) : NN_ERROR;
   if (st == NN_NOMEM) return SQLITE_NOMEM;
   if (st != NN_OK || doc->type != NN_JSON_OBJECT) {
     nn_json_free(doc);
@@ -361,10 +361,10 @@ static int attn_tune_trial_options(sqlite3 *db, const char *fn, const attn_tune_
   nn_json *target = NULL, *patch = NULL;
   char err[NN_ERR_LEN] = "";
   nn_strbuf sb;
-  nn_strbuf_init(&sb);
-  int st = options ? nn_json_parse(&target, options, strlen(options), err) : NN_OK;
+  nn_strbuf_init(&sb, &attn_mem);
+  int st = options ? nn_json_parse(&target, options, strlen(options), &attn_mem, err) : NN_OK;
   int rc = SQLITE_OK;
-  if (st == NN_OK) st = nn_json_parse(&patch, trial->config, strlen(trial->config), err);
+  if (st == NN_OK) st = nn_json_parse(&patch, trial->config, strlen(trial->config), &attn_mem, err);
   if (st == NN_OK) {
     attn_tune_patch(&sb, target, options, patch, trial->config);
     trial->options = sb.oom ? NULL : sqlite3_mprintf("%s", sb.data);
@@ -406,7 +406,8 @@ static void attn_tune_figures(attn_tune_trial *trial, const attn_training *t) {
   char err[NN_ERR_LEN];
   trial->best_epoch = 0;
   trial->val_loss = trial->val_accuracy = trial->val_f1 = NAN;
-  if (!t->metrics || nn_json_parse(&doc, t->metrics, strlen(t->metrics), err) != NN_OK) return;
+  if (!t->metrics || nn_json_parse(&doc, t->metrics, strlen(t->metrics), &attn_mem, err) != NN_OK)
+    return;
   const nn_json *v = nn_json_get(doc, "best_epoch");
   if (v && v->type == NN_JSON_NUMBER) trial->best_epoch = (int)v->number;
   if ((v = nn_json_get(doc, "val_loss")) && v->type == NN_JSON_NUMBER) trial->val_loss = v->number;
@@ -428,7 +429,7 @@ static int attn_tune_settings_read(const char *fn, const char *options, attn_tun
   st->parallel = 1;
   *rest = NULL;
   if (!options) return SQLITE_OK;
-  int rc = nn_options_parse(&o, options, NN_KEYS_TUNE, err);
+  int rc = nn_options_parse(&o, options, NN_KEYS_TUNE, &attn_mem, err);
   if (rc == NN_NOMEM) return SQLITE_NOMEM;
   if (rc != NN_OK || !o.doc) { /* not an object: attn_training_options says so */
     *rest = sqlite3_mprintf("%s", options);
@@ -495,7 +496,7 @@ static int attn_tune_settings_read(const char *fn, const char *options, attn_tun
   if (rc == SQLITE_OK) { /* the others, for the training options */
     nn_strbuf sb;
     int n = 0;
-    nn_strbuf_init(&sb);
+    nn_strbuf_init(&sb, &attn_mem);
     nn_strbuf_puts(&sb, "{");
     for (size_t i = 0; i < o.doc->count; i++) {
       const nn_json *m = &o.doc->items[i];

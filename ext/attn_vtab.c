@@ -2,12 +2,26 @@
  * a table-valued function with the connection's state, the common parts of a virtual table
  * (xConnect, xBestIndex, xOpen, xDisconnect), one place that formats errors (an engine status as
  * SQLite's too), the model name argument check, JSON strings and float32 BLOBs. Registers nothing
- * itself (attnext.c does). */
+ * itself (attnext.c does). Also the engine's allocator, attn_mem. */
 #include <stdint.h>
 #include <string.h>
 
 #include "attn_ext.h"
 #include "json.h"
+
+static void *attn_mem_alloc(void *ctx, size_t n) {
+  (void)ctx;
+  return sqlite3_malloc64((sqlite3_uint64)n);
+}
+static void *attn_mem_resize(void *ctx, void *p, size_t n) {
+  (void)ctx;
+  return sqlite3_realloc64(p, (sqlite3_uint64)n);
+}
+static void attn_mem_release(void *ctx, void *p) {
+  (void)ctx;
+  sqlite3_free(p);
+}
+const nn_allocator attn_mem = {attn_mem_alloc, attn_mem_resize, attn_mem_release, NULL};
 
 static void attn_vtab_error(sqlite3_vtab *vtab, char *msg /* sqlite3_malloc'd, taken */) {
   sqlite3_free(vtab->zErrMsg);

@@ -190,7 +190,7 @@ static void run_fixture(const char *path) {
 
   CHECK(blob != NULL, "%s: cannot read", path);
   if (!blob) goto done;
-  int rc = nn_st_parse(&fx, blob, len, err);
+  int rc = nn_st_parse(&fx, blob, len, NULL, err);
   CHECK(rc == NN_OK, "%s: nn_st_parse: %s", path, err);
   if (rc != NN_OK) goto done;
   have_fx = 1;
@@ -208,7 +208,7 @@ static void run_fixture(const char *path) {
   if (C < 2 || C > 100) goto done;
   nn_config cfg;
   test_config_base(&cfg);
-  rc = nn_config_parse_json(&cfg, config_json, err);
+  rc = nn_config_parse_json(&cfg, config_json, NULL, err);
   CHECK(rc == NN_OK, "%s: nn_config_parse_json(%s): %s", path, config_json, err);
   if (rc != NN_OK) goto done;
   if (golden_device >= 0) cfg.device = (nn_device)golden_device;
@@ -307,7 +307,7 @@ static void run_fixture(const char *path) {
     goto done;
 
   /* forward (training mode, dropout 0), loss, backward */
-  rc = nn_workspace_create(&ws, err);
+  rc = nn_workspace_create(&ws, NULL, err);
   CHECK(rc == NN_OK, "nn_workspace_create: %s", err);
   if (rc != NN_OK) {
     ws = NULL;

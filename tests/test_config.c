@@ -34,7 +34,7 @@ static void expect_error(const char *json, const char *want) {
   nn_config_default(&cfg);
   cfg.hidden = 77; /* a non-default value that must survive the failed parse */
   before = cfg;
-  int rc = nn_config_parse_json(&cfg, json, err);
+  int rc = nn_config_parse_json(&cfg, json, NULL, err);
   CHECK(rc == NN_ERROR, "%s: rc %d, expected NN_ERROR", json, rc);
   CHECK(strcmp(err, want) == 0, "%s:\n  got      %s\n  expected %s", json, err, want);
   CHECK(same_config(&cfg, &before, what, sizeof what), "%s: cfg changed on error: %s", json, what);
@@ -44,7 +44,7 @@ static nn_config parse_ok(const char *json) {
   nn_config cfg;
   char err[NN_ERR_LEN] = "";
   nn_config_default(&cfg);
-  int rc = nn_config_parse_json(&cfg, json, err);
+  int rc = nn_config_parse_json(&cfg, json, NULL, err);
   CHECK(rc == NN_OK, "%s: rc %d: %s", json, rc, err);
   return cfg;
 }
@@ -146,7 +146,7 @@ static void test_defaults(void) {
   CHECK(same_config(&f, &c, what, sizeof what), "blank options: %s", what);
   CHECK(same_config(&g, &c, what, sizeof what), "{} options: %s", what);
 
-  char *json = nn_config_to_json(&c);
+  char *json = nn_config_to_json(&c, NULL);
   const char *want =
       "{\"recipe\":\"default\",\"cell\":\"gru\",\"layers\":1,\"bidirectional\":false,"
       "\"attention\":\"linear\",\"embed_dim\":64,\"hidden\":64,\"fc_hidden\":100,\"dropout\":0.5,"
@@ -201,7 +201,8 @@ static void test_every_key(void) {
   char err[NN_ERR_LEN] = "";
   nn_config_default(&base);
   base.hidden = 9;
-  CHECK(nn_config_parse_json(&base, "{\"layers\":2}", err) == NN_OK && base.hidden == 9 && base.layers == 2,
+  CHECK(nn_config_parse_json(&base, "{\"layers\":2}", NULL, err) == NN_OK && base.hidden == 9 &&
+            base.layers == 2,
         "parse over current values: hidden %d layers %d (%s)", base.hidden, base.layers, err);
 }
 
@@ -388,11 +389,11 @@ static void test_round_trip(void) {
     c.threads = rnd_int(0, 1024), c.device = (nn_device)rnd_int(0, 2), c.progress = rnd_int(0, 1);
     c.subword_buckets = c.char_level ? 0 : rnd_int(0, 3) * 4096; /* subwords need word tokens */
     char err[NN_ERR_LEN] = "", what[64] = "";
-    char *json = nn_config_to_json(&c);
+    char *json = nn_config_to_json(&c, NULL);
     nn_config back;
     memset(&back, 0, sizeof back);
     nn_config_default(&back);
-    int rc = json ? nn_config_parse_json(&back, json, err) : NN_NOMEM;
+    int rc = json ? nn_config_parse_json(&back, json, NULL, err) : NN_NOMEM;
     int same = rc == NN_OK && same_config(&back, &c, what, sizeof what);
     if (same) ok++;
     else CHECK(same, "round trip %d: rc %d %s, %s\n  %s", k, rc, err, what, json ? json : "(null)");
@@ -412,14 +413,14 @@ static void test_ext_keys(void) {
   nn_options o;
   nn_config c;
   nn_config_default(&c);
-  CHECK(nn_options_parse(&o, json, NN_KEYS_TUNE, err) == NN_OK, "parse: %s", err);
+  CHECK(nn_options_parse(&o, json, NN_KEYS_TUNE, NULL, err) == NN_OK, "parse: %s", err);
   const nn_json *from = o.ext[NN_KEY_FROM], *deploy = o.ext[NN_KEY_DEPLOY];
   CHECK(from && from->type == NN_JSON_STRING && strcmp(from->str, "news") == 0, "from handed back");
   CHECK(o.ext[NN_KEY_TRIALS] && o.ext[NN_KEY_TRIALS]->integer == 3, "trials handed back");
   CHECK(o.ext[NN_KEY_CLASS_WEIGHTS] && !o.ext[NN_KEY_EMBEDDINGS],
         "class_weights object handed back");
   nn_strbuf sb;
-  nn_strbuf_init(&sb);
+  nn_strbuf_init(&sb, NULL);
   nn_strbuf_append_json_compact(&sb, deploy, o.text);
   nn_strbuf_append_json_compact(&sb, o.ext[NN_KEY_CLASS_WEIGHTS], o.text);
   CHECK(sb.data && strcmp(sb.data, "[\"always\"]{\"a\":2}") == 0, "compact: %s", sb.data);
@@ -428,12 +429,13 @@ static void test_ext_keys(void) {
         "apply: %s, hidden %d", err, c.hidden);
   nn_options_free(&o);
   /* attn_train reads no "trials": unknown there */
-  CHECK(nn_options_parse(&o, json, NN_KEYS_TRAIN, err) == NN_OK && !o.ext[NN_KEY_TRIALS], "parse");
+  CHECK(nn_options_parse(&o, json, NN_KEYS_TRAIN, NULL, err) == NN_OK && !o.ext[NN_KEY_TRIALS],
+        "parse");
   CHECK(nn_options_apply(&o, &c, err) == NN_ERROR && strcmp(err, "unknown option \"trials\"") == 0,
         "trials in attn_train: %s", err);
   nn_options_free(&o);
   /* a misspelt ext/ key is offered its name, where the caller reads it */
-  CHECK(nn_options_parse(&o, "{\"froom\":1}", NN_KEYS_TRAIN, err) == NN_OK, "parse");
+  CHECK(nn_options_parse(&o, "{\"froom\":1}", NN_KEYS_TRAIN, NULL, err) == NN_OK, "parse");
   CHECK(nn_options_apply(&o, &c, err) == NN_ERROR &&
             strcmp(err, "unknown option \"froom\" (did you mean \"from\"?)") == 0,
         "froom: %s", err);
@@ -441,10 +443,10 @@ static void test_ext_keys(void) {
   expect_error("{\"from\":\"news\"}", "unknown option \"from\"");
   expect_error("{\"class_weights\":{\"a\":2}}",
                "option \"class_weights\" must be true or false, got an object");
-  CHECK(nn_options_parse(&o, "[1]", NN_KEYS_TRAIN, err) == NN_ERROR &&
+  CHECK(nn_options_parse(&o, "[1]", NN_KEYS_TRAIN, NULL, err) == NN_ERROR &&
             strcmp(err, "options must be a JSON object") == 0 && !o.doc,
         "not an object: %s", err);
-  CHECK(nn_options_parse(&o, " ", NN_KEYS_TRAIN, err) == NN_OK && !o.doc &&
+  CHECK(nn_options_parse(&o, " ", NN_KEYS_TRAIN, NULL, err) == NN_OK && !o.doc &&
             nn_options_apply(&o, &c, err) == NN_OK,
         "only spaces: no options");
   printf("ext keys: handed back, applied, refused where not read\n");

@@ -41,7 +41,7 @@ static const char *labels3[3] = {"a", "b", "c"};
 static nn_model *make_model(const char *json, int device, int V, uint64_t seed, char *err) {
   nn_config cfg;
   test_config_base(&cfg);
-  if (nn_config_parse_json(&cfg, json, err) != NN_OK) return NULL;
+  if (nn_config_parse_json(&cfg, json, NULL, err) != NN_OK) return NULL;
   cfg.device = (nn_device)device;
   cfg.vocab_size = V;
   const char **toks = calloc((size_t)V, sizeof *toks);
@@ -96,7 +96,7 @@ static void check_unavailable(const char *why) {
   CHECK(m && !m->be->device_memory, "device \"auto\" without a GPU runs on the CPU (%s)", err);
   if (m) {
     nn_workspace *ws = NULL;
-    nn_workspace_create(&ws, err);
+    nn_workspace_create(&ws, NULL, err);
     int tokens[3] = {2, 3, 4}, lengths[1] = {3};
     nn_batch b = {tokens, lengths, NULL, 1, 3};
     float logits[3];
@@ -184,7 +184,7 @@ typedef struct thread_job {
 static void *thread_forward(void *arg) {
   thread_job *j = arg;
   nn_workspace *ws = NULL;
-  j->rc = nn_workspace_create(&ws, j->err);
+  j->rc = nn_workspace_create(&ws, NULL, j->err);
   for (int k = 0; j->rc == NN_OK && k < 5; k++)
     j->rc = nn_model_forward(j->m, ws, j->batch, 0, NULL, j->logits, NULL, j->err);
   nn_workspace_free(ws);
@@ -206,7 +206,7 @@ static void check_cpu_vs_cuda(const char *json) {
   nn_workspace *ws[2] = {NULL, NULL};
   size_t n = nn_model_param_count(cpu);
   for (int k = 0; k < 2; k++) {
-    nn_workspace_create(&ws[k], err);
+    nn_workspace_create(&ws[k], NULL, err);
     nn_rng r;
     nn_rng_seed(&r, 3);
     int rc = nn_model_forward(m[k], ws[k], &batch, 1, &r, logits[k], attn[k], err);
@@ -299,7 +299,7 @@ static void check_training(void) {
   for (int k = 0; k < 3; k++) { /* cpu, cuda, cuda again (determinism) */
     nn_config cfg;
     test_config_base(&cfg);
-    nn_config_parse_json(&cfg, json, err);
+    nn_config_parse_json(&cfg, json, NULL, err);
     cfg.device = k ? NN_DEVICE_CUDA : NN_DEVICE_CPU;
     nn_trainer *tr = NULL;
     int rc = nn_trainer_create(
@@ -355,7 +355,7 @@ static void check_out_of_memory(void) {
   int *tokens = calloc((size_t)B * T, sizeof *tokens), lengths[B];
   float logits[B * 3];
   nn_workspace *ws = NULL;
-  nn_workspace_create(&ws, err);
+  nn_workspace_create(&ws, NULL, err);
   if (tokens && ws) {
     for (int b = 0; b < B; b++) lengths[b] = T;
     for (size_t i = 0; i < (size_t)B * T; i++) tokens[i] = 2 + (int)(i % 90);

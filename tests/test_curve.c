@@ -48,7 +48,7 @@ static void check_fixture(const char *path, int64_t *points_checked) {
   if (!blob) return;
   nn_st_file f;
   char err[NN_ERR_LEN] = "";
-  int rc = nn_st_parse(&f, blob, len, err);
+  int rc = nn_st_parse(&f, blob, len, NULL, err);
   CHECK(rc == NN_OK, "%s: %s", path, err);
   if (rc != NN_OK) {
     free(blob);

@@ -30,7 +30,7 @@ static nn_model *make_model(const char *json, int device, uint64_t seed) {
   char err[NN_ERR_LEN];
   nn_config cfg;
   test_config_base(&cfg);
-  int rc = nn_config_parse_json(&cfg, json, err);
+  int rc = nn_config_parse_json(&cfg, json, NULL, err);
   CHECK(rc == NN_OK, "config %s: %s", json, err);
   cfg.device = (nn_device)device;
   cfg.vocab_size = V;
@@ -88,8 +88,8 @@ static void check_config(const char *json) {
   nn_workspace *ws[2] = {NULL, NULL};
   nn_adam adam[2];
   int have_adam = 0;
-  nn_workspace_create(&ws[0], err);
-  nn_workspace_create(&ws[1], err);
+  nn_workspace_create(&ws[0], NULL, err);
+  nn_workspace_create(&ws[1], NULL, err);
   nn_model *m[2] = {cpu, dev};
   for (int step = 0; step < 4; step++) {
     for (int k = 0; k < 2; k++) {
@@ -112,7 +112,8 @@ static void check_config(const char *json) {
     if (step == 3) break;
     if (!have_adam) {
       CHECK(nn_adam_init(&adam[0], n, 1e-2f, err) == NN_OK, "adam: %s", err);
-      CHECK(nn_adam_init_on(&adam[1], dev->be, n, 1e-2f, err) == NN_OK, "adam on device: %s", err);
+      CHECK(nn_adam_init_on(&adam[1], dev->be, NULL, n, 1e-2f, err) == NN_OK, "adam on device: %s",
+            err);
       have_adam = 1;
     }
     nn_adam_step(&adam[0], nn_model_params(cpu), nn_model_grads(cpu));
@@ -174,7 +175,7 @@ static void check_config(const char *json) {
       CHECK(loaded->be->device_memory && nn_model_config(loaded)->device == NN_DEVICE_CUDA,
             "%s: a \"cuda\" file loads on the device", json);
       nn_workspace *lw = NULL;
-      nn_workspace_create(&lw, err);
+      nn_workspace_create(&lw, NULL, err);
       CHECK(nn_model_forward(loaded, lw, &batch, 0, NULL, logits[1], attn[1], err) == NN_OK,
             "%s: forward of the loaded model: %s", json, err);
       same(logits[0], logits[1], sizeof logits[0], "logits of the loaded model", json);
@@ -226,7 +227,7 @@ static void check_training(const char *json, int exact) {
   for (int k = 0; k < 2; k++) {
     nn_config cfg;
     test_config_base(&cfg);
-    CHECK(nn_config_parse_json(&cfg, json, err) == NN_OK, "%s: %s", json, err);
+    CHECK(nn_config_parse_json(&cfg, json, NULL, err) == NN_OK, "%s: %s", json, err);
     cfg.device = k ? NN_DEVICE_CUDA : NN_DEVICE_CPU;
     int rc = nn_trainer_create(
         &tr[k],
@@ -281,7 +282,7 @@ static void check_errors(void (*fail_after)(long)) {
   char err[NN_ERR_LEN] = "";
   nn_model *dev = make_model("{\"cell\":\"lstm\",\"attention\":\"self\"}", NN_DEVICE_CUDA, 1);
   nn_workspace *ws = NULL;
-  nn_workspace_create(&ws, err);
+  nn_workspace_create(&ws, NULL, err);
   int tokens[6] = {2, 3, 4, 5, 6, 0}, lengths[2] = {3, 2}, labels[2] = {0, 1};
   nn_batch batch = {tokens, lengths, labels, 2, 3};
   float logits[2 * C], dl[2 * C];

@@ -1,5 +1,5 @@
 /* test_faults_oom.c -- out of memory from sqlite3_malloc at every allocation of the extension's
- * work: an error, never a crash, no half-written model, nothing leaked.
+ * work, the engine's included: an error, never a crash, no half-written model, nothing leaked.
  *
  * The harness replaces SQLite's allocator (sqlite3_config(SQLITE_CONFIG_MALLOC)) with one that
  * counts allocations and fails the Nth one, loads attnext.so ($ATTNEXT, default ./attnext) into
@@ -14,8 +14,14 @@
  * Scenarios: loading the extension, attn_train, attn_import, attn_deploy, attn_predict,
  * attn_probs, attn_weights, attn_classify, attn_evaluate, attn_confusion, the thresholds of
  * attn_predict and attn_classify, attn_embed, attn_curve, attn_curve_svg, attn_matrix's kinds.
- * The engine allocates with malloc (not seen here); its leaks are found by ASan's leak checker
- * under `make test-asan`. */
+ * The engine allocates through the allocator ext/ gives it (attn_mem: sqlite3_malloc64), so its
+ * allocations -- models, trainers, vocabularies, workspaces, parsed JSON, saved BLOBs -- are
+ * counted and failed here like ext/'s, from the pool's threads too (the counters are locked).
+ * A run whose error is one of the engine's out-of-memory messages ("out of memory creating the
+ * model", "safetensors: out of memory", ...) failed inside the engine: each scenario prints how
+ * many did, and every scenario that reaches the engine must have some (others surface as
+ * SQLite's bare "out of memory"). */
+#include <pthread.h>
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,31 +38,42 @@ static long oom_failed = 0;
 static int oom_persistent = 0; /* 1: allocation N and every later one fail */
 
 static long long oom_live = 0; /* bytes allocated and not freed (by xSize) */
+/* the engine's thread pool allocates and frees from its workers too */
+static pthread_mutex_t oom_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Whether this allocation fails (oom_lock held). */
+static int oom_fails(void) {
+  if (oom_fail_at != 0 && (++oom_count == oom_fail_at ||
+                           (oom_persistent && oom_fail_at > 0 && oom_count > oom_fail_at))) {
+    oom_failed++;
+    return 1;
+  }
+  return 0;
+}
 
 static void *oom_malloc(int n) {
-  if (oom_fail_at != 0 && (++oom_count == oom_fail_at || (oom_persistent && oom_fail_at > 0 &&
-                                                           oom_count > oom_fail_at))) {
-    oom_failed++;
-    return NULL;
-  }
-  void *p = oom_orig.xMalloc(n);
+  pthread_mutex_lock(&oom_lock);
+  void *p = oom_fails() ? NULL : oom_orig.xMalloc(n);
   if (p) oom_live += oom_orig.xSize(p);
+  pthread_mutex_unlock(&oom_lock);
   return p;
 }
 static void *oom_realloc(void *p, int n) {
-  if (oom_fail_at != 0 && (++oom_count == oom_fail_at || (oom_persistent && oom_fail_at > 0 &&
-                                                           oom_count > oom_fail_at))) {
-    oom_failed++;
-    return NULL;
+  pthread_mutex_lock(&oom_lock);
+  void *q = NULL;
+  if (!oom_fails()) {
+    int old = p ? oom_orig.xSize(p) : 0;
+    q = oom_orig.xRealloc(p, n);
+    if (q) oom_live += oom_orig.xSize(q) - old;
   }
-  int old = p ? oom_orig.xSize(p) : 0;
-  void *q = oom_orig.xRealloc(p, n);
-  if (q) oom_live += oom_orig.xSize(q) - old;
+  pthread_mutex_unlock(&oom_lock);
   return q;
 }
 static void oom_free(void *p) {
+  pthread_mutex_lock(&oom_lock);
   if (p) oom_live -= oom_orig.xSize(p);
   oom_orig.xFree(p);
+  pthread_mutex_unlock(&oom_lock);
 }
 static int oom_size(void *p) { return oom_orig.xSize(p); }
 static int oom_roundup(int n) { return oom_orig.xRoundup(n); }
@@ -65,14 +82,26 @@ static void oom_shutdown(void *a) { oom_orig.xShutdown(a); }
 
 /* Count allocations from now on; fail the Nth (n = 0: count only). */
 static void oom_arm(long n) {
+  pthread_mutex_lock(&oom_lock);
   oom_count = 0;
   oom_failed = 0;
   oom_fail_at = n > 0 ? n : -1;
+  pthread_mutex_unlock(&oom_lock);
 }
 static long oom_disarm(void) {
+  pthread_mutex_lock(&oom_lock);
   long n = oom_count;
   oom_fail_at = 0;
+  pthread_mutex_unlock(&oom_lock);
   return n;
+}
+
+/* An error the engine wrote: its out-of-memory messages say what it was doing ("out of memory
+ * creating the model", "... for a batch of 8 rows") or name its part ("safetensors: out of
+ * memory"); ext/'s own are "attn_x: out of memory". */
+static int engine_oom_message(const char *msg) {
+  return strstr(msg, "out of memory ") || strstr(msg, "safetensors: out of memory") ||
+         strstr(msg, "weights: out of memory") || strstr(msg, "nn_model_save: out of memory");
 }
 
 /* ------------------------------------------------------------------ helpers */
@@ -181,11 +210,14 @@ typedef struct scenario {
   const char *sql;
   int with_model; /* the database has model 'm' (version 1) first */
   int writes;     /* success adds a version of 'n' (2 log rows when trained) */
+  int engine;     /* some failures must surface as the engine's out-of-memory errors (all but
+                     attn_deploy, which flips flags in the store) */
 } scenario;
 
 static unsigned char *g_blob;
 static long g_after_commit = 0; /* errors reported after the commit (the model saved whole) */
 static long g_leaky_runs = 0;   /* runs that did not free every byte they allocated */
+static long g_engine_errors = 0; /* runs whose error is the engine's out of memory */
 static int g_nblob;
 
 /* One run with allocation n failing (0: none). Returns the allocations counted; *ok = result
@@ -211,6 +243,7 @@ static long run_scenario(const scenario *s, long n, int *ok, int *failed_rc) {
     if (!*ok) fprintf(stderr, "%s, N=%ld: succeeded with %lld models, %lld log rows\n", s->name, n, models, logs);
   } else {
     int named = strstr(msg, "attn_") != NULL || strstr(msg, "out of memory") != NULL;
+    if (engine_oom_message(msg)) g_engine_errors++;
     *ok = strcmp(before, after) == 0 && named;
     if (!*ok && s->writes && named) {
       /* An allocation failing inside the COMMIT (the RELEASE of the save) itself, after the
@@ -285,26 +318,29 @@ int main(void) {
   snprintf(train_sql, sizeof train_sql,
            "SELECT * FROM attn_train('n', 'SELECT text, label FROM docs', '%s')", TINY);
   const scenario scenarios[] = {
-      {"attn_train", train_sql, 0, 1},
-      {"attn_train (second model)", train_sql, 1, 1},
-      {"attn_import", "SELECT attn_import('n', ?1)", 1, 1},
-      {"attn_deploy", "SELECT attn_deploy('m', 1)", 1, 0},
-      {"attn_predict", "SELECT attn_predict('m', text), attn_predict(text) FROM docs", 1, 0},
-      {"attn_probs", "SELECT * FROM attn_probs('m', 'goal match')", 1, 0},
-      {"attn_weights", "SELECT * FROM attn_weights('m', 'goal match the team')", 1, 0},
-      {"attn_classify", "SELECT * FROM attn_classify('m', 'SELECT id, text FROM docs')", 1, 0},
-      {"attn_evaluate", "SELECT * FROM attn_evaluate('m', 'SELECT text, label FROM docs')", 1, 0},
-      {"attn_confusion", "SELECT * FROM attn_confusion('m', 'SELECT text, label || id % 2 FROM docs')", 1, 0},
-      {"attn_predict threshold", "SELECT attn_predict('m', text, 0.5, 'u') FROM docs", 1, 0},
+      {"attn_train", train_sql, 0, 1, 1},
+      {"attn_train (second model)", train_sql, 1, 1, 1},
+      {"attn_import", "SELECT attn_import('n', ?1)", 1, 1, 1},
+      {"attn_deploy", "SELECT attn_deploy('m', 1)", 1, 0, 0},
+      {"attn_predict", "SELECT attn_predict('m', text), attn_predict(text) FROM docs", 1, 0, 1},
+      {"attn_probs", "SELECT * FROM attn_probs('m', 'goal match')", 1, 0, 1},
+      {"attn_weights", "SELECT * FROM attn_weights('m', 'goal match the team')", 1, 0, 1},
+      {"attn_classify", "SELECT * FROM attn_classify('m', 'SELECT id, text FROM docs')", 1, 0, 1},
+      {"attn_evaluate", "SELECT * FROM attn_evaluate('m', 'SELECT text, label FROM docs')", 1, 0,
+       0},
+      {"attn_confusion",
+       "SELECT * FROM attn_confusion('m', 'SELECT text, label || id % 2 FROM docs')", 1, 0, 1},
+      {"attn_predict threshold", "SELECT attn_predict('m', text, 0.5, 'u') FROM docs", 1, 0, 1},
       {"attn_classify threshold",
-       "SELECT * FROM attn_classify('m', 'SELECT id, text FROM docs', 0.5, 'u')", 1, 0},
-      {"attn_embed", "SELECT attn_embed('m', text) FROM docs", 1, 0},
+       "SELECT * FROM attn_classify('m', 'SELECT id, text FROM docs', 0.5, 'u')", 1, 0, 1},
+      {"attn_embed", "SELECT attn_embed('m', text) FROM docs", 1, 0, 1},
       {"attn_curve thresholds",
-       "SELECT * FROM attn_curve('m', 'SELECT text, label FROM docs', '[0.2, 0.5]')", 1, 0},
-      {"attn_curve_svg", "SELECT attn_curve_svg('m', 'SELECT text, label FROM docs')", 1, 0},
+       "SELECT * FROM attn_curve('m', 'SELECT text, label FROM docs', '[0.2, 0.5]')", 1, 0, 1},
+      {"attn_curve_svg", "SELECT attn_curve_svg('m', 'SELECT text, label FROM docs')", 1, 0, 1},
       {"attn_matrix trainable",
        "SELECT *, length(context) FROM attn_matrix('goal match', 'the team', 'model:m', "
-       "'trainable', 3)", 1, 0},
+       "'trainable', 3)",
+       1, 0, 0},
   };
   for (size_t k = 0; k < sizeof scenarios / sizeof scenarios[0]; k++) {
     const scenario *s = &scenarios[k];
@@ -313,7 +349,7 @@ int main(void) {
     CHECK(total > 0 && ok && rc == SQLITE_DONE, "%s: the clean run (rc %d, %ld allocations)", s->name, rc, total);
     if (total <= 0) continue;
     long stride = total > 600 ? total / 600 + 1 : 1, runs = 0, errors = 0, bad = 0;
-    g_after_commit = g_leaky_runs = 0;
+    g_after_commit = g_leaky_runs = g_engine_errors = 0;
     for (int persistent = 0; persistent < 2; persistent++) {
       oom_persistent = persistent;
       for (long n = 1; n <= total; n += persistent ? 4 * stride : stride) {
@@ -325,14 +361,20 @@ int main(void) {
     }
     oom_persistent = 0;
     long long used = oom_live;
-    printf("%-26s %5ld allocations; %ld runs failing N (and N..): %ld errors (%ld after the commit), "
-           "%ld successes, %ld inconsistent, %ld leaking; in use after close %lld (baseline "
-           "%lld)\n",
-           s->name, total, runs, errors, g_after_commit, runs - errors, bad, g_leaky_runs,
-           (long long)used, (long long)baseline);
+    printf(
+        "%-26s %5ld allocations; %ld runs failing N (and N..): %ld errors (%ld in the engine, "
+        "%ld after the commit), %ld successes, %ld inconsistent, %ld leaking; in use after close "
+        "%lld (baseline %lld)\n",
+        s->name, total, runs, errors, g_engine_errors, g_after_commit, runs - errors, bad,
+        g_leaky_runs, (long long)used, (long long)baseline);
     fflush(stdout);
     CHECK(bad == 0, "%s: %ld runs left the store inconsistent or gave an unnamed error", s->name, bad);
     CHECK(errors > 0, "%s: no injected failure surfaced as an error", s->name);
+    if (s->engine)
+      CHECK(g_engine_errors > 0,
+            "%s: no injected failure reached the engine (its allocations are "
+            "not SQLite's?)",
+            s->name);
     CHECK(used == baseline, "%s: %lld bytes of sqlite3_malloc memory leaked", s->name,
           (long long)(used - baseline));
   }

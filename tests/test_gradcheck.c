@@ -134,7 +134,7 @@ static void check_variant(nn_cell cell, int bi, nn_attention attn, int layers, i
   CHECK(m != NULL, "%s: model created", name);
   if (!m) return;
   nn_workspace *ws = NULL;
-  CHECK(nn_workspace_create(&ws, err) == NN_OK, "workspace: %s", err);
+  CHECK(nn_workspace_create(&ws, NULL, err) == NN_OK, "workspace: %s", err);
   int tokens[B * T];
   make_tokens(tokens, 0);
   nn_batch batch = {tokens, lengths, labels, B, T};

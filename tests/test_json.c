@@ -14,7 +14,7 @@
 static int parse_exact(nn_json **out, const char *s, size_t len, char *err) {
   char *copy = malloc(len ? len : 1);
   memcpy(copy, s, len);
-  int rc = nn_json_parse(out, copy, len, err);
+  int rc = nn_json_parse(out, copy, len, NULL, err);
   free(copy);
   return rc;
 }
@@ -136,7 +136,7 @@ static void test_invalid(void) {
   CHECK(parse_exact(&v, "\"a\0b\"", 5, err) == NN_ERROR, "raw NUL in a string is an error");
   /* many duplicate-free keys (sorted check) and one duplicate among many */
   nn_strbuf sb;
-  nn_strbuf_init(&sb);
+  nn_strbuf_init(&sb, NULL);
   nn_strbuf_puts(&sb, "{");
   for (int i = 0; i < 5000; i++) nn_strbuf_printf(&sb, "%s\"k%d\":%d", i ? "," : "", i, i);
   nn_strbuf_puts(&sb, "}");
@@ -172,7 +172,7 @@ static void test_limits(void) {
   /* too many values */
   size_t count = NN_JSON_MAX_VALUES + 1;
   nn_strbuf sb;
-  nn_strbuf_init(&sb);
+  nn_strbuf_init(&sb, NULL);
   nn_strbuf_puts(&sb, "[");
   for (size_t i = 0; i < count; i++) nn_strbuf_puts(&sb, i ? ",0" : "0");
   nn_strbuf_puts(&sb, "]");
@@ -227,7 +227,7 @@ static void test_writer(void) {
       for (size_t i = 0; i < n; i++) s[i] = (char)rnd();
     }
     nn_strbuf sb;
-    nn_strbuf_init(&sb);
+    nn_strbuf_init(&sb, NULL);
     nn_strbuf_append_json_string(&sb, s, n);
     nn_json *v = NULL;
     total++;
@@ -252,7 +252,7 @@ static void test_writer(void) {
     memcpy(&f, &fbits, 4);
     if (!isfinite(f)) f = 0.5f;
     nn_strbuf sb;
-    nn_strbuf_init(&sb);
+    nn_strbuf_init(&sb, NULL);
     nn_strbuf_append_double(&sb, d);
     nn_json *v = NULL;
     if (parse_exact(&v, sb.data, sb.len, err) == NN_OK && memcmp(&v->number, &d, 8) == 0) dsame++;
@@ -267,7 +267,7 @@ static void test_writer(void) {
   }
   printf("writer: %d doubles and %d floats read back bit-identical\n", dsame, fsame);
   nn_strbuf sb;
-  nn_strbuf_init(&sb);
+  nn_strbuf_init(&sb, NULL);
   nn_strbuf_append_float(&sb, 1e-3f);
   nn_strbuf_puts(&sb, " ");
   nn_strbuf_append_float(&sb, 0.1f);

@@ -31,16 +31,18 @@ int main(void) {
     char err[NN_ERR_LEN];
     nn_config cfg;
     nn_config_default(&cfg);
-    int rc = nn_config_parse_json(&cfg, "{\"dropout\":0.25,\"lr\":0.002,\"val_fraction\":0.2}", err);
+    int rc = nn_config_parse_json(&cfg, "{\"dropout\":0.25,\"lr\":0.002,\"val_fraction\":0.2}",
+                                  NULL, err);
     CHECK(rc == NN_OK, "%s: options parse: %s", locales[i][1], err);
     CHECK(cfg.dropout == 0.25f, "%s: dropout %g, want 0.25", locales[i][1], cfg.dropout);
     CHECK(cfg.lr == 0.002f, "%s: lr %g, want 0.002", locales[i][1], cfg.lr);
     CHECK(cfg.val_fraction == 0.2f, "%s: val_fraction %g, want 0.2", locales[i][1], cfg.val_fraction);
     /* and the config written out reads back the same */
-    char *json = nn_config_to_json(&cfg);
+    char *json = nn_config_to_json(&cfg, NULL);
     nn_config back;
     nn_config_default(&back);
-    CHECK(json && nn_config_parse_json(&back, json, err) == NN_OK, "%s: round trip: %s", locales[i][1], err);
+    CHECK(json && nn_config_parse_json(&back, json, NULL, err) == NN_OK, "%s: round trip: %s",
+          locales[i][1], err);
     CHECK(back.dropout == cfg.dropout && back.lr == cfg.lr, "%s: round trip values", locales[i][1]);
     CHECK(json && strstr(json, "0.25") != NULL, "%s: written with '.': %s", locales[i][1], json);
     free(json);
@@ -50,7 +52,8 @@ int main(void) {
     const char *labels[8] = {"pos", "pos", "pos", "pos", "neg", "neg", "neg", "neg"};
     nn_config tc;
     nn_config_default(&tc);
-    nn_config_parse_json(&tc, "{\"epochs\":1,\"hidden\":4,\"embed_dim\":3,\"val_fraction\":0.5}", err);
+    nn_config_parse_json(&tc, "{\"epochs\":1,\"hidden\":4,\"embed_dim\":3,\"val_fraction\":0.5}",
+                         NULL, err);
     nn_trainer *tr = NULL;
     CHECK(nn_trainer_create(
               &tr, &(nn_trainer_args){.cfg = &tc, .texts = texts, .labels = labels, .n = 8}, err) ==
@@ -63,7 +66,7 @@ int main(void) {
       nn_config probe;
       /* a valid JSON object: the config parser rejects it for its keys, not its syntax */
       nn_config_default(&probe);
-      int prc = metrics ? nn_config_parse_json(&probe, metrics, err) : NN_ERROR;
+      int prc = metrics ? nn_config_parse_json(&probe, metrics, NULL, err) : NN_ERROR;
       CHECK(metrics && prc == NN_ERROR && strstr(err, "unknown option") != NULL,
             "%s: metrics JSON is valid JSON: %s (%s)", locales[i][1], metrics ? metrics : "NULL", err);
       free(metrics);

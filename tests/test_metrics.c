@@ -42,7 +42,7 @@ static void check_fixture(const char *path, double *worst) {
   if (!blob) return;
   nn_st_file f;
   char err[NN_ERR_LEN] = "";
-  int rc = nn_st_parse(&f, blob, len, err);
+  int rc = nn_st_parse(&f, blob, len, NULL, err);
   CHECK(rc == NN_OK, "%s: %s", path, err);
   if (rc != NN_OK) {
     free(blob);
@@ -67,7 +67,7 @@ static void check_fixture(const char *path, double *worst) {
     memcpy(probs, tp->data, (size_t)N * C * sizeof *probs);
     memcpy(expected, te->data, sizeof expected);
     nn_evaluation e;
-    rc = nn_metrics_evaluate(&e, y, probs, N, C, NULL, NULL, err);
+    rc = nn_metrics_evaluate(&e, y, probs, N, C, NULL, NULL, NULL, err);
     CHECK(rc == NN_OK, "%s: %s", path, err);
     const double got[10] = {e.accuracy, e.macro_precision, e.macro_recall, e.macro_f1,
                             e.weighted_precision, e.weighted_recall, e.weighted_f1, e.log_loss,
@@ -128,7 +128,8 @@ static void check_evaluate(void) {
   float p_one[12] = {0.2f, 0.7f, 0.1f, 0.5f, 0.4f, 0.1f, 0.1f, 0.8f, 0.1f, 0.3f, 0.3f, 0.4f};
   nn_evaluation e;
   char err[NN_ERR_LEN] = "";
-  CHECK(nn_metrics_evaluate(&e, y_one, p_one, 4, 3, NULL, NULL, err) == NN_OK, "one class: %s", err);
+  CHECK(nn_metrics_evaluate(&e, y_one, p_one, 4, 3, NULL, NULL, NULL, err) == NN_OK,
+        "one class: %s", err);
   CHECK(isnan(e.roc_auc) && e.roc_auc_classes == 0, "one class: roc_auc %g over %d classes",
         e.roc_auc, e.roc_auc_classes);
   CHECK_CLOSE(e.accuracy, 0.5, 1e-12, 0, "one class accuracy");
@@ -138,21 +139,22 @@ static void check_evaluate(void) {
   /* errors, naming the row */
   int y_bad[2] = {0, 3};
   float p_bad[4] = {0.5f, 0.5f, 0.5f, 0.5f};
-  CHECK(nn_metrics_evaluate(&e, y_bad, p_bad, 2, 2, NULL, NULL, err) == NN_ERROR &&
+  CHECK(nn_metrics_evaluate(&e, y_bad, p_bad, 2, 2, NULL, NULL, NULL, err) == NN_ERROR &&
             strcmp(err, "metrics: class id 3 of row 2 is outside 0..1") == 0,
         "bad class: %s", err);
   int y_ok[2] = {0, 1};
   p_bad[3] = NAN;
-  CHECK(nn_metrics_evaluate(&e, y_ok, p_bad, 2, 2, NULL, NULL, err) == NN_ERROR &&
-            strcmp(err, "metrics: probability nan of row 2, class 1 is not a finite number >= 0") == 0,
+  CHECK(nn_metrics_evaluate(&e, y_ok, p_bad, 2, 2, NULL, NULL, NULL, err) == NN_ERROR &&
+            strcmp(err, "metrics: probability nan of row 2, class 1 is not a finite number >= 0") ==
+                0,
         "NaN probability: %s", err);
   p_bad[3] = -0.25f;
-  CHECK(nn_metrics_evaluate(&e, y_ok, p_bad, 2, 2, NULL, NULL, err) == NN_ERROR, "negative");
-  CHECK(nn_metrics_evaluate(&e, y_ok, p_bad, 0, 2, NULL, NULL, err) == NN_ERROR &&
+  CHECK(nn_metrics_evaluate(&e, y_ok, p_bad, 2, 2, NULL, NULL, NULL, err) == NN_ERROR, "negative");
+  CHECK(nn_metrics_evaluate(&e, y_ok, p_bad, 0, 2, NULL, NULL, NULL, err) == NN_ERROR &&
             strcmp(err, "metrics: need at least 1 row and 2 classes, got 0 rows, 2 classes") == 0,
         "no rows: %s", err);
   p_bad[3] = 0.5f;
-  CHECK(nn_metrics_evaluate(&e, y_ok, p_bad, 2, 2, stop_now, NULL, err) == NN_INTERRUPTED &&
+  CHECK(nn_metrics_evaluate(&e, y_ok, p_bad, 2, 2, stop_now, NULL, NULL, err) == NN_INTERRUPTED &&
             strcmp(err, "interrupted") == 0,
         "interrupt: %s", err);
 }

@@ -17,7 +17,7 @@
 static nn_model *deep_model(const char *options, char *err) {
   nn_config cfg;
   test_config_base(&cfg);
-  if (nn_config_parse_json(&cfg, options, err) != NN_OK) return NULL;
+  if (nn_config_parse_json(&cfg, options, NULL, err) != NN_OK) return NULL;
   const char *toks[6] = {"<PAD>", "<UNK>", "a", "b", "c", "d"};
   int lens[6] = {5, 5, 1, 1, 1, 1};
   nn_vocab *vocab;
@@ -50,7 +50,7 @@ int main(void) {
     nn_batch batch = {tokens, lengths, NULL, 2, 3};
     float logits[4], logits2[4];
     nn_workspace *ws;
-    nn_workspace_create(&ws, err);
+    nn_workspace_create(&ws, NULL, err);
     CHECK(nn_model_forward(m, ws, &batch, 0, NULL, logits, NULL, err) == NN_OK, "forward: %s", err);
     unsigned char *blob;
     size_t len;
@@ -88,7 +88,7 @@ int main(void) {
   CHECK(m != NULL, "small model: %s", err);
   if (m) {
     nn_workspace *ws;
-    nn_workspace_create(&ws, err);
+    nn_workspace_create(&ws, NULL, err);
     int tokens[2 * 3] = {2, 3, 4, 5, 0, 0}, lengths[2] = {3, 1}, labels[2] = {0, 1};
     nn_batch good = {tokens, lengths, labels, 2, 3};
     float logits[4], dlogits[4] = {0.1f, -0.1f, 0.2f, -0.2f};

@@ -49,7 +49,7 @@ static nn_vocab *numbered_vocab(int V, char *err) {
 static nn_model *make_model(const char *options, int V, int C, char *err) {
   nn_config cfg;
   test_config_base(&cfg);
-  if (nn_config_parse_json(&cfg, options, err) != NN_OK) return NULL;
+  if (nn_config_parse_json(&cfg, options, NULL, err) != NN_OK) return NULL;
   nn_vocab *vocab = numbered_vocab(V, err);
   if (!vocab) return NULL;
   const char **labels = malloc(sizeof *labels * (size_t)C);
@@ -96,7 +96,7 @@ static void test_table_budget(void) {
     nn_batch batch = {tokens, lengths, NULL, 3, 5};
     float a[6], b[6];
     nn_workspace *ws;
-    nn_workspace_create(&ws, err);
+    nn_workspace_create(&ws, NULL, err);
     CHECK(nn_model_forward(m, ws, &batch, 0, NULL, a, NULL, err) == NN_OK, "%s", err);
     CHECK(nn_model_forward(loaded, ws, &batch, 0, NULL, b, NULL, err) == NN_OK, "%s", err);
     for (int i = 0; i < 6; i++) CHECK_CLOSE(b[i], a[i], 1e-5, 1e-6, "logits without tables");
@@ -140,7 +140,7 @@ static void test_batched_inference(void) {
   nn_batch batch = {tokens, lengths, NULL, B, T};
   float logits[B * 2], one[2];
   nn_workspace *ws;
-  nn_workspace_create(&ws, err);
+  nn_workspace_create(&ws, NULL, err);
   long before = peak_rss_kb();
   CHECK(nn_model_forward(m, ws, &batch, 0, NULL, logits, NULL, err) == NN_OK, "%s", err);
   long grown_kb = peak_rss_kb() - before;
@@ -216,14 +216,14 @@ static void test_interrupts(void) {
   nn_model_free(m);
   stopper never = {0, 0};
   nn_model *loaded = NULL;
-  CHECK(nn_model_load_ex(&loaded, blob, len, stop_fn, &never, err) == NN_OK, "%s", err);
+  CHECK(nn_model_load_ex(&loaded, blob, len, stop_fn, &never, NULL, err) == NN_OK, "%s", err);
   /* 200,000 tokens: asked at least once per 4096 while the vocabulary is built */
   CHECK(never.calls >= 200000 / 4096, "load asked %d times", never.calls);
   nn_model_free(loaded);
   for (int at = 1; at <= never.calls; at++) { /* stopped at each point: a clean NN_INTERRUPTED */
     stopper s = {0, at};
     loaded = NULL;
-    int rc = nn_model_load_ex(&loaded, blob, len, stop_fn, &s, err);
+    int rc = nn_model_load_ex(&loaded, blob, len, stop_fn, &s, NULL, err);
     CHECK(rc == NN_INTERRUPTED && loaded == NULL && strcmp(err, "interrupted") == 0,
           "stop at call %d: rc %d, %s", at, rc, err);
     nn_model_free(loaded);

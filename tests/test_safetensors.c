@@ -52,7 +52,7 @@ static int parse_copy(const unsigned char *blob, size_t len, char *err) {
   unsigned char *copy = malloc(len ? len : 1);
   if (len) memcpy(copy, blob, len);
   nn_st_file f;
-  int rc = nn_st_parse(&f, copy, len, err);
+  int rc = nn_st_parse(&f, copy, len, NULL, err);
   if (rc == NN_OK) nn_st_free(&f);
   free(copy);
   return rc;
@@ -98,7 +98,7 @@ static void test_fixture(void) {
   memcpy(blob, buf, len);
   nn_st_file f;
   char err[NN_ERR_LEN] = "";
-  int rc = nn_st_parse(&f, blob, len, err);
+  int rc = nn_st_parse(&f, blob, len, NULL, err);
   CHECK(rc == NN_OK, "fixture parses: %s", err);
   if (rc == NN_OK) {
     CHECK(f.count == 5 && f.meta_count == 2, "5 tensors (%d), 2 metadata entries (%d)", f.count, f.meta_count);
@@ -192,7 +192,8 @@ static void small_config(nn_config *cfg) {
 }
 
 static int same_model(nn_model *a, nn_model *b, char *what, size_t n) {
-  char *ja = nn_config_to_json(nn_model_config(a)), *jb = nn_config_to_json(nn_model_config(b));
+  char *ja = nn_config_to_json(nn_model_config(a), NULL),
+       *jb = nn_config_to_json(nn_model_config(b), NULL);
   int same = ja && jb && strcmp(ja, jb) == 0;
   free(ja);
   free(jb);
@@ -249,7 +250,7 @@ static void test_round_trip(void) {
             CHECK(n % 8 == 0 && blob[8] == '{', "header length %llu is a multiple of 8", (unsigned long long)n);
             /* the generic reader sees the tensors in model order, contiguous, F32 */
             nn_st_file f;
-            rc = nn_st_parse(&f, blob, len, err);
+            rc = nn_st_parse(&f, blob, len, NULL, err);
             CHECK(rc == NN_OK, "saved blob parses: %s", err);
             if (rc == NN_OK && cfg.attention == NN_ATTN_DOT) { /* no parameters: no attn.* */
               int attn_tensors = 0;
@@ -273,7 +274,7 @@ static void test_round_trip(void) {
               CHECK(ok && 8 + n + at == len, "tensors in model order, contiguous, data as params");
               CHECK(nn_st_meta(&f, "format_version") && strcmp(nn_st_meta(&f, "format_version"), "1") == 0,
                     "format_version \"1\"");
-              char *cj = nn_config_to_json(nn_model_config(m));
+              char *cj = nn_config_to_json(nn_model_config(m), NULL);
               CHECK(nn_st_meta(&f, "config") && strcmp(nn_st_meta(&f, "config"), cj) == 0, "config JSON");
               free(cj);
               const char *labels = nn_st_meta(&f, "labels");
@@ -336,7 +337,7 @@ static void spec_from_blob(spec *s, const unsigned char *blob, size_t len) {
   memset(s, 0, sizeof *s);
   nn_st_file f;
   char err[NN_ERR_LEN];
-  if (nn_st_parse(&f, blob, len, err) != NN_OK) {
+  if (nn_st_parse(&f, blob, len, NULL, err) != NN_OK) {
     CHECK(0, "spec_from_blob: %s", err);
     return;
   }
@@ -358,7 +359,7 @@ static void spec_from_blob(spec *s, const unsigned char *blob, size_t len) {
   for (int i = 0; i < f.meta_count; i++) {
     snprintf(s->key[i], sizeof s->key[i], "%s", f.meta_keys[i]);
     nn_strbuf sb;
-    nn_strbuf_init(&sb);
+    nn_strbuf_init(&sb, NULL);
     nn_strbuf_append_json_string(&sb, f.meta_values[i], strlen(f.meta_values[i]));
     s->value[i] = nn_strbuf_take(&sb);
   }
@@ -397,7 +398,7 @@ static void spec_set_meta(spec *s, const char *key, const char *value, int raw) 
     return;
   }
   nn_strbuf sb;
-  nn_strbuf_init(&sb);
+  nn_strbuf_init(&sb, NULL);
   if (raw) nn_strbuf_puts(&sb, value);
   else nn_strbuf_append_json_string(&sb, value, strlen(value));
   s->value[i] = nn_strbuf_take(&sb);
@@ -405,7 +406,7 @@ static void spec_set_meta(spec *s, const char *key, const char *value, int raw) 
 
 static unsigned char *spec_to_blob(const spec *s, size_t *len) {
   nn_strbuf sb;
-  nn_strbuf_init(&sb);
+  nn_strbuf_init(&sb, NULL);
   nn_strbuf_puts(&sb, "{\"__metadata__\":{");
   for (int i = 0; i < s->nmeta; i++) {
     if (i) nn_strbuf_puts(&sb, ",");
@@ -568,7 +569,7 @@ static void test_hostile_model_blobs(void) {
   expect_load_error("NUL in metadata", &s, "safetensors: __metadata__ entry \"note\" contains a NUL character");
   spec_set_meta(&s, "note", NULL, 0);
 
-  char *config = nn_config_to_json(&cfg);
+  char *config = nn_config_to_json(&cfg, NULL);
   spec_set_meta(&s, "config", "{\"hidden\":\"big\"}", 0);
   expect_load_error("bad config", &s, "weights: config: option \"hidden\" must be an integer from 1 to 4096, got \"big\"");
   spec_set_meta(&s, "config", "{\"hidden\":5", 0);
@@ -578,7 +579,7 @@ static void test_hostile_model_blobs(void) {
   expect_load_error("no config", &s, "weights: __metadata__ has no \"config\"");
   nn_config other = cfg;
   other.hidden = 6;
-  char *other_json = nn_config_to_json(&other);
+  char *other_json = nn_config_to_json(&other, NULL);
   spec_set_meta(&s, "config", other_json, 0);
   nn_config sized = other;
   sized.vocab_size = NTOKENS;
@@ -589,7 +590,7 @@ static void test_hostile_model_blobs(void) {
   free(other_json);
   other = cfg;
   other.embed_dim = 2, other.hidden = 5; /* fewer floats in total, other shapes */
-  other_json = nn_config_to_json(&other);
+  other_json = nn_config_to_json(&other, NULL);
   spec_set_meta(&s, "config", other_json, 0);
   snprintf(want, sizeof want, "weights: tensor \"embeddings.weight\" has shape [8, 3], expected [8, 2]");
   expect_load_error("config does not match the tensors", &s, want);
@@ -597,7 +598,7 @@ static void test_hostile_model_blobs(void) {
     free(other_json);
     other = cfg;
     other.cell = NN_CELL_LSTM, other.hidden = 2048, other.layers = 8, other.bidirectional = 1;
-    other_json = nn_config_to_json(&other);
+    other_json = nn_config_to_json(&other, NULL);
     spec_set_meta(&s, "config", other_json, 0);
     sized = other;
     sized.vocab_size = NTOKENS;
@@ -641,7 +642,7 @@ static void test_hostile_model_blobs(void) {
   { /* 300,000 labels: refused before the model allocates an fc2 that large (issue 17: by the
      * limit training has, NN_MAX_CLASSES; before, by the size check: see "3 labels" above) */
     nn_strbuf sb;
-    nn_strbuf_init(&sb);
+    nn_strbuf_init(&sb, NULL);
     nn_strbuf_puts(&sb, "[");
     for (int i = 0; i < 300000; i++) nn_strbuf_puts(&sb, i ? ",\"\"" : "\"\"");
     nn_strbuf_puts(&sb, "]");
@@ -649,7 +650,7 @@ static void test_hostile_model_blobs(void) {
     nn_strbuf_free(&sb);
     expect_load_error("300000 labels", &s,
                       "weights: __metadata__ \"labels\" has 300000 labels, at most 10000");
-    nn_strbuf_init(&sb); /* one more than training makes: refused by the same limit */
+    nn_strbuf_init(&sb, NULL); /* one more than training makes: refused by the same limit */
     nn_strbuf_puts(&sb, "[");
     for (int i = 0; i < 10001; i++) nn_strbuf_printf(&sb, "%s\"%d\"", i ? "," : "", i);
     nn_strbuf_puts(&sb, "]");
@@ -784,7 +785,7 @@ static void test_hostile_headers(void) {
                                 "\"__metadata__\":{}}",
                                 data, 40, &len);
   nn_st_file f;
-  CHECK(nn_st_parse(&f, ok, len, err) == NN_OK && f.count == 2 && f.meta_count == 0 &&
+  CHECK(nn_st_parse(&f, ok, len, NULL, err) == NN_OK && f.count == 2 && f.meta_count == 0 &&
             nn_st_find(&f, "a")->ndim == 4 && nn_st_find(&f, "b")->data == ok + len - 16,
         "holes and any order: %s", err);
   nn_st_free(&f);

@@ -33,7 +33,7 @@ static char *exact_copy(const char *text, int len) {
 static void check_clean_len(const char *text, int len, const nn_config *cfg, const char *want,
                             int line) {
   char *copy = exact_copy(text, len);
-  char *got = nn_text_clean(copy, len, cfg);
+  char *got = nn_text_clean(copy, len, cfg, NULL);
   CHECK(got && strcmp(got, want) == 0, "line %d: clean(\"%.*s\") = \"%s\", expected \"%s\"", line,
         len, text, got ? got : "(null)", want);
   free(got);
@@ -62,7 +62,7 @@ static void check_tokens(const char *text, int len, const nn_config *cfg, const 
                          int line) {
   char *copy = exact_copy(text, len);
   collected c = {0};
-  int n = nn_text_tokenize(copy, len, cfg, collect, &c);
+  int n = nn_text_tokenize(copy, len, cfg, collect, &c, NULL);
   char got[2048] = "";
   for (int i = 0; i < c.n && i < 64; i++) {
     char item[128];
@@ -179,7 +179,7 @@ static void test_nul_bytes(void) {
   check_clean_len("\0\0\0", 3, &cfg, "", __LINE__);
   check_clean_len("abc", 0, &cfg, "", __LINE__); /* len, not strlen */
   check_clean_len("abcdef", 3, &cfg, "abc", __LINE__);
-  char *null_text = nn_text_clean(NULL, 0, &cfg);
+  char *null_text = nn_text_clean(NULL, 0, &cfg, NULL);
   CHECK(null_text && null_text[0] == '\0', "clean(NULL, 0) is \"\"");
   free(null_text);
 }
@@ -205,14 +205,15 @@ static void test_long_tokens(void) {
   char *text = malloc((size_t)len);
   for (int i = 0; i < len; i++) text[i] = (char)('A' + i % 26);
   text[2500] = ' ';
-  char *clean = nn_text_clean(text, len, &cfg);
+  char *clean = nn_text_clean(text, len, &cfg, NULL);
   int ok = clean && (int)strlen(clean) == len;
   for (int i = 0; ok && i < len; i++) ok = clean[i] == (i == 2500 ? ' ' : 'a' + i % 26);
   CHECK(ok, "a 5000-byte text with two long tokens is lower-cased whole");
   free(clean);
   collected c = {0};
-  CHECK(nn_text_tokenize(text, len, &cfg, collect, &c) == 2 && c.start[1] == 2501 &&
-            c.end[1] == 5000, "two long tokens, second span [%d, %d)", c.start[1], c.end[1]);
+  CHECK(nn_text_tokenize(text, len, &cfg, collect, &c, NULL) == 2 && c.start[1] == 2501 &&
+            c.end[1] == 5000,
+        "two long tokens, second span [%d, %d)", c.start[1], c.end[1]);
   /* encode: a long token is <UNK> unless the vocabulary has it */
   char *tok = malloc(300);
   for (int i = 0; i < 300; i++) tok[i] = (char)('a' + i % 26);
@@ -362,8 +363,8 @@ static void test_random_bytes(void) {
     cfg.char_level = (iter >> 3) & 1;
     cfg.max_len = 1 + iter % 7;
     collected c = {0};
-    int n = nn_text_tokenize(text, len, &cfg, collect, &c);
-    char *clean = nn_text_clean(text, len, &cfg);
+    int n = nn_text_tokenize(text, len, &cfg, collect, &c, NULL);
+    char *clean = nn_text_clean(text, len, &cfg, NULL);
     /* rebuild the cleaned string from the tokens */
     char joined[4096] = "";
     for (int i = 0; i < c.n && i < 64; i++) {

@@ -318,8 +318,9 @@ static void check_warm_start(void) {
     data.text_lens[i] = len;
   }
   nn_config warm_cfg = *nn_model_config(base); /* as ext/ does: the base's options, then the user's */
-  CHECK(nn_config_parse_json(&warm_cfg, "{\"epochs\":2,\"lr\":0.003,\"monitor\":\"val_f1\"}",
-                             err) == NN_OK, "warm options: %s", err);
+  CHECK(nn_config_parse_json(&warm_cfg, "{\"epochs\":2,\"lr\":0.003,\"monitor\":\"val_f1\"}", NULL,
+                             err) == NN_OK,
+        "warm options: %s", err);
   nn_model *fresh = train_model(&cfg, NULL, &data, &fresh_loss);
   nn_model *warm = train_model(&warm_cfg, base, &data, &warm_loss);
   if (fresh && warm) {
@@ -388,7 +389,8 @@ static void check_warm_start(void) {
   };
   for (int k = 0; k < 3; k++) {
     nn_config c = *nn_model_config(base);
-    CHECK(nn_config_parse_json(&c, changes[k][0], err) == NN_OK, "parse %s: %s", changes[k][0], err);
+    CHECK(nn_config_parse_json(&c, changes[k][0], NULL, err) == NN_OK, "parse %s: %s",
+          changes[k][0], err);
     status = create_trainer(&tr, d, &c, base, -1, err);
     CHECK(status == NN_ERROR && !tr && strcmp(err, changes[k][1]) == 0, "%s: %d %s", changes[k][0],
           status, err);

@@ -55,7 +55,7 @@ static int save_random(const char *config_json, const char *out_path, int nlabel
   char err[NN_ERR_LEN];
   nn_config cfg;
   nn_config_default(&cfg);
-  if (nn_config_parse_json(&cfg, config_json, err) != NN_OK) {
+  if (nn_config_parse_json(&cfg, config_json, NULL, err) != NN_OK) {
     fprintf(stderr, "tool_predict: config: %s\n", err);
     return 1;
   }
@@ -168,7 +168,7 @@ static int predict(const char *model_path) {
   logits = malloc(sizeof *logits * (size_t)B * C);
   attn = malloc(sizeof *attn * (size_t)B * T);
   if (!logits || !attn) goto done;
-  if (nn_workspace_create(&ws, err) != NN_OK) {
+  if (nn_workspace_create(&ws, NULL, err) != NN_OK) {
     fprintf(stderr, "tool_predict: nn_workspace_create: %s\n", err);
     ws = NULL;
     goto done;

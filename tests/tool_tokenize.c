@@ -70,10 +70,10 @@ int main(int argc, char **argv) {
       lens[n++] = len;
     } else if (spans) {
       int first = 1;
-      if (nn_text_tokenize(line, len, &cfg, print_span, &first) < 0) return 3;
+      if (nn_text_tokenize(line, len, &cfg, print_span, &first, NULL) < 0) return 3;
       putchar('\n');
     } else {
-      char *clean = nn_text_clean(line, len, &cfg);
+      char *clean = nn_text_clean(line, len, &cfg, NULL);
       if (!clean) return 3;
       puts(clean);
       free(clean);

@@ -72,7 +72,8 @@ int main(int argc, char **argv) {
   nn_config cfg;
   nn_config_default(&cfg);
   cfg.progress = 0;
-  if (nn_config_parse_json(&cfg, argv[3], err) != NN_OK) return fprintf(stderr, "%s\n", err), 1;
+  if (nn_config_parse_json(&cfg, argv[3], NULL, err) != NN_OK)
+    return fprintf(stderr, "%s\n", err), 1;
   nn_trainer *tr = NULL;
   if (nn_trainer_create(&tr,
                         &(nn_trainer_args){.cfg = &cfg,
@@ -109,7 +110,7 @@ int main(int argc, char **argv) {
   int *bt = malloc(sizeof *bt * (size_t)B * T), *bl = malloc(sizeof *bl * (size_t)B);
   float *logits = malloc(sizeof *logits * (size_t)B * nn_model_num_classes(m));
   nn_workspace *ws = NULL;
-  nn_workspace_create(&ws, err);
+  nn_workspace_create(&ws, NULL, err);
   long long done = 0;
   int next = 0, rounds = 0;
   double t0 = 0;

@@ -23,7 +23,8 @@ int main(int argc, char **argv) {
   if (argc > 1) {
     char json[128];
     snprintf(json, sizeof json, "{\"cell\":\"%s\"}", argv[1]);
-    if (nn_config_parse_json(&cfg, json, err) != NN_OK) return fprintf(stderr, "%s\n", err), 1;
+    if (nn_config_parse_json(&cfg, json, NULL, err) != NN_OK)
+      return fprintf(stderr, "%s\n", err), 1;
   }
   if (argc > 2) cfg.hidden = atoi(argv[2]);
   int batches = argc > 3 ? atoi(argv[3]) : 100;
@@ -42,7 +43,7 @@ int main(int argc, char **argv) {
   nn_model *m;
   if (nn_model_create(&m, &cfg, vocab, labels, C, 1, err) != NN_OK) return fprintf(stderr, "%s\n", err), 1;
   nn_workspace *ws;
-  nn_workspace_create(&ws, err);
+  nn_workspace_create(&ws, NULL, err);
   nn_adam adam;
   nn_adam_init(&adam, nn_model_param_count(m), 1e-3f, err);
   nn_rng rng;

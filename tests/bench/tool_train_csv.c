@@ -124,7 +124,7 @@ int main(int argc, char **argv) {
   char err[NN_ERR_LEN];
   nn_config cfg;
   nn_config_default(&cfg);
-  if (argc > 3 && nn_config_parse_json(&cfg, argv[3], err) != NN_OK) {
+  if (argc > 3 && nn_config_parse_json(&cfg, argv[3], NULL, err) != NN_OK) {
     fprintf(stderr, "options: %s\n", err);
     return 2;
   }
@@ -171,7 +171,7 @@ int main(int argc, char **argv) {
   float *logits = malloc(sizeof(float) * B * C);
   nn_token *toks = malloc(sizeof(nn_token) * T);
   nn_workspace *ws;
-  nn_workspace_create(&ws, err);
+  nn_workspace_create(&ws, NULL, err);
   int unknown = 0;
   t0 = now();
   for (int first = 0; first < test.n; first += B) {

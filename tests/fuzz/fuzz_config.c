@@ -23,17 +23,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   nn_config_default(&cfg);
   before = cfg;
   err[0] = 0;
-  int rc = nn_config_parse_json(&cfg, json, err);
+  int rc = nn_config_parse_json(&cfg, json, NULL, err);
   if (rc != NN_OK) {
     if (!err[0] || memchr(err, 0, NN_ERR_LEN) == NULL) FUZZ_TRAP();
     if (memcmp(&cfg, &before, sizeof cfg) != 0) FUZZ_TRAP(); /* unchanged on error */
   } else {
     if (nn_config_validate(&cfg, err) != NN_OK) FUZZ_TRAP();
-    char *out = nn_config_to_json(&cfg);
+    char *out = nn_config_to_json(&cfg, NULL);
     if (out) {
       nn_config back;
       nn_config_default(&back);
-      if (nn_config_parse_json(&back, out, err) != NN_OK) FUZZ_TRAP();
+      if (nn_config_parse_json(&back, out, NULL, err) != NN_OK) FUZZ_TRAP();
       if (memcmp(&back, &cfg, sizeof cfg) != 0) FUZZ_TRAP(); /* round trip */
       free(out);
     }

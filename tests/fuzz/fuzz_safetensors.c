@@ -36,7 +36,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
   nn_st_file file;
   memset(&file, 0, sizeof file);
-  if (nn_st_parse(&file, blob, size, err) == NN_OK) {
+  if (nn_st_parse(&file, blob, size, NULL, err) == NN_OK) {
     for (int i = 0; i < file.count; i++) { /* touch every tensor's bytes: must be in bounds */
       const nn_st_tensor *t = &file.tensors[i];
       volatile unsigned char sum = 0;
@@ -56,7 +56,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (nn_vocab_count(nn_model_vocab(model)) > cfg->vocab_size) FUZZ_TRAP();
     int asked = 0;
     nn_model *stopped = NULL;
-    if (nn_model_load_ex(&stopped, blob, size, fuzz_stop_now, &asked, err) != NN_INTERRUPTED ||
+    if (nn_model_load_ex(&stopped, blob, size, fuzz_stop_now, &asked, NULL, err) !=
+            NN_INTERRUPTED ||
         stopped || asked != 1)
       FUZZ_TRAP();
     int T = cfg->max_len; /* 1..4096: nn_text_encode writes up to max_len tokens */
@@ -66,7 +67,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     int C = nn_model_num_classes(model);
     float *logits = malloc(sizeof *logits * (size_t)(C > 0 ? C : 1));
     nn_workspace *ws = NULL;
-    if (tokens && ids && attn && logits && nn_workspace_create(&ws, err) == NN_OK) {
+    if (tokens && ids && attn && logits && nn_workspace_create(&ws, NULL, err) == NN_OK) {
       int n = nn_text_encode(tokens, "fuzz the loader now", 19, cfg, nn_model_vocab(model));
       if (n < 1 || n > T) FUZZ_TRAP();
       if (n > T) n = T;

@@ -56,10 +56,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
   }
   for (int k = 0; k < n; k++) {
-    char *clean = nn_text_clean(texts[k], lens[k], &cfg);
+    char *clean = nn_text_clean(texts[k], lens[k], &cfg, NULL);
     free(clean);
     fuzz_text_ctx c = {lens[k], 0, 0};
-    int got = nn_text_tokenize(texts[k], lens[k], &cfg, fuzz_text_token, &c);
+    int got = nn_text_tokenize(texts[k], lens[k], &cfg, fuzz_text_token, &c, NULL);
     if (c.bad || (got >= 0 && got != c.count)) FUZZ_TRAP();
   }
   nn_vocab *vocab = NULL;
