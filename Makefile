@@ -138,8 +138,11 @@ demo: deps-build attnext.so
 	@rm -f demo.db
 	$(SQLITE3) -bail demo.db < sql/demo.sql
 
+# TEST_JOBS tests at a time (make test, make test-asan): the machine's cores, at most 4; the tests
+# that measure time run alone after them (ALONE in tests/run_all.sh). TEST_JOBS=1: one at a time.
+TEST_JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ "$$n" -gt 4 ] && n=4; echo $$n)
 test: deps attnext.so $(CUDA_SO) $(TEST_BIN) $(TOOL_BIN) $(FAKE_STALE) $(NATIVE_SO) packages
-	@BUILD=$(BUILD) PYTHON=$(PYTHON) SQLITE3=$(SQLITE3) sh tests/run_all.sh
+	@BUILD=$(BUILD) PYTHON=$(PYTHON) SQLITE3=$(SQLITE3) sh tests/run_all.sh -j $(TEST_JOBS)
 
 # The loop to run while changing code (under a minute on 2 cores, built): the C unit and golden
 # tests (not test_faults_oom: 2.5 min of injected failures), the SQL scripts of tests/sql/, the
@@ -299,10 +302,12 @@ $(BUILD)/tests/test_fuzz_replay: $(wildcard tests/fuzz/*.c)
 # Without the run-time dispatch (CPU_LEVELS empty): ASan checks a 32- or 64-byte vector access
 # through a call (__asan_loadN), which made the x86-64-v3/v4 copies 4x slower than the baseline's
 # 16-byte accesses (test_agnews's speed floor failed); the copies are the same C code.
+# The sub-makes build TEST_JOBS objects at a time (deps has run; -j given to make wins).
+SUBMAKE_J = $(if $(filter -j%,$(MAKEFLAGS)),,-j$(TEST_JOBS))
 test-asan: deps
-	$(MAKE) BUILD=$(ASAN_BUILD) OPT="$(ASAN_OPT)" CPU_LEVELS= CPU_DEFS= $(ASAN_BUILD)/attnext.so \
-	  $(TEST_SRC:tests/%.c=$(ASAN_BUILD)/tests/%) $(TOOL_SRC:%.c=$(ASAN_BUILD)/%) \
-	  $(FAKE_STALE:$(BUILD)/%=$(ASAN_BUILD)/%)
+	$(MAKE) $(SUBMAKE_J) BUILD=$(ASAN_BUILD) OPT="$(ASAN_OPT)" CPU_LEVELS= CPU_DEFS= \
+	  $(ASAN_BUILD)/attnext.so $(TEST_SRC:tests/%.c=$(ASAN_BUILD)/tests/%) \
+	  $(TOOL_SRC:%.c=$(ASAN_BUILD)/%) $(FAKE_STALE:$(BUILD)/%=$(ASAN_BUILD)/%)
 	@# Python loads the ASan extension with libasan preloaded (no leak report for Python itself)
 	@printf '#!/bin/sh\nLD_PRELOAD=%s ASAN_OPTIONS="$$ASAN_OPTIONS:detect_leaks=0" exec %s "$$@"\n' \
 	  "$(LIBASAN)" "$(PYTHON)" > $(ASAN_BUILD)/python-asan && chmod +x $(ASAN_BUILD)/python-asan
@@ -310,7 +315,7 @@ test-asan: deps
 	 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	 ATTNEXT=$(ASAN_BUILD)/attnext ATTNEXT_PRELOAD=$(LIBASAN) \
 	 SQLITE3="env LD_PRELOAD=$(LIBASAN) $(SQLITE3)" \
-	 BUILD=$(ASAN_BUILD) PYTHON=$(ASAN_BUILD)/python-asan sh tests/run_all.sh
+	 BUILD=$(ASAN_BUILD) PYTHON=$(ASAN_BUILD)/python-asan sh tests/run_all.sh -j $(TEST_JOBS)
 
 test-valgrind: deps
 	$(MAKE) BUILD=$(VALGRIND_BUILD) OPT="-O1 -g -mavx2 -mfma" $(VALGRIND_BUILD)/attnext.so
