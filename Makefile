@@ -317,10 +317,21 @@ test-asan: deps
 	 SQLITE3="env LD_PRELOAD=$(LIBASAN) $(SQLITE3)" \
 	 BUILD=$(ASAN_BUILD) PYTHON=$(ASAN_BUILD)/python-asan sh tests/run_all.sh -j $(TEST_JOBS)
 
+# The SQL scripts run in two halves beside test_hostile_sql, TEST_JOBS of the three at a time
+# (valgrind runs a process on one core), each one's lines printed when it ends.
+VALGRIND_SQL := $(sort $(basename $(notdir $(wildcard tests/sql/*.sql))))
+VALGRIND_RUNS := valgrind-hostile_sql valgrind-sql-1 valgrind-sql-2
+.PHONY: $(VALGRIND_RUNS)
 test-valgrind: deps
-	$(MAKE) BUILD=$(VALGRIND_BUILD) OPT="-O1 -g -mavx2 -mfma" $(VALGRIND_BUILD)/attnext.so
-	@for t in tests/test_hostile_sql.sh tests/test_sql.sh; do echo "== valgrind: $$t"; \
-	  ATTNEXT=$(VALGRIND_BUILD)/attnext SQLITE3="$(VALGRIND) $(SQLITE3)" sh $$t || exit 1; done
+	$(MAKE) $(SUBMAKE_J) BUILD=$(VALGRIND_BUILD) OPT="-O1 -g -mavx2 -mfma" $(VALGRIND_BUILD)/attnext.so
+	@$(MAKE) --no-print-directory -k $(SUBMAKE_J) -Otarget $(VALGRIND_RUNS)
+valgrind-hostile_sql:
+	@echo "== valgrind: tests/test_hostile_sql.sh"; \
+	ATTNEXT=$(VALGRIND_BUILD)/attnext SQLITE3="$(VALGRIND) $(SQLITE3)" sh tests/test_hostile_sql.sh
+valgrind-sql-1 valgrind-sql-2: valgrind-sql-%:
+	@names="$$(printf '%s\n' $(VALGRIND_SQL) | awk 'NR % 2 == $* % 2')"; \
+	echo "== valgrind: tests/test_sql.sh" $$names; \
+	ATTNEXT=$(VALGRIND_BUILD)/attnext SQLITE3="$(VALGRIND) $(SQLITE3)" sh tests/test_sql.sh $$names
 
 $(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(ENGINE_SRC) $(HEADERS)
 	@mkdir -p $(dir $@)
