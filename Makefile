@@ -338,19 +338,24 @@ $(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(ENGINE_SRC) $(HEADERS)
 	clang -g -O1 -std=c11 -D_GNU_SOURCE -pthread -fsanitize=fuzzer,address,undefined \
 	  -fno-sanitize-recover=undefined $(BLAS_CFLAGS) -Iengine $< $(ENGINE_SRC) -o $@ $(LDLIBS)
 
-# Each target runs FUZZ_SECONDS over a copy of its corpus; a crash is left in
+# Each target runs FUZZ_SECONDS over a copy of its corpus, FUZZ_JOBS targets at a time (each
+# fuzzer is one process on one core; its lines are printed when it ends); a crash is left in
 # $(FUZZ_BUILD)/crashes/ (copy it to tests/fuzz/crashes/<target>/ as a regression input).
-fuzz: $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz_%)
-	@for t in $(FUZZ_TARGETS); do \
-	  mkdir -p $(FUZZ_BUILD)/corpus/$$t $(FUZZ_BUILD)/crashes; \
-	  cp tests/fuzz/corpus/$$t/* tests/fuzz/crashes/$$t/* $(FUZZ_BUILD)/corpus/$$t/ 2>/dev/null; \
-	  echo "== fuzz $$t for $(FUZZ_SECONDS)s"; \
-	  $(FUZZ_BUILD)/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -timeout=20 \
-	    -rss_limit_mb=4096 -print_final_stats=1 -artifact_prefix=$(FUZZ_BUILD)/crashes/$$t- \
-	    $(FUZZ_BUILD)/corpus/$$t >$(FUZZ_BUILD)/fuzz_$$t.log 2>&1; \
-	  grep -E '^(#[0-9]+.*DONE|==[0-9]+==|SUMMARY|stat::number_of_executed_units|Test unit written)' $(FUZZ_BUILD)/fuzz_$$t.log; \
-	  ls $(FUZZ_BUILD)/crashes/$$t-* >/dev/null 2>&1 && { echo "fuzz $$t: crash inputs in $(FUZZ_BUILD)/crashes/"; exit 1; }; \
-	done; echo "fuzz: no crash"
+FUZZ_JOBS ?= $(TEST_JOBS)
+FUZZ_RUNS := $(FUZZ_TARGETS:%=fuzz-run-%)
+.PHONY: $(FUZZ_RUNS)
+fuzz:
+	@$(MAKE) --no-print-directory -k -j$(FUZZ_JOBS) -Otarget $(FUZZ_RUNS) && echo "fuzz: no crash"
+$(FUZZ_RUNS): fuzz-run-%: $(FUZZ_BUILD)/fuzz_%
+	@mkdir -p $(FUZZ_BUILD)/corpus/$* $(FUZZ_BUILD)/crashes; \
+	cp tests/fuzz/corpus/$*/* tests/fuzz/crashes/$*/* $(FUZZ_BUILD)/corpus/$*/ 2>/dev/null; \
+	echo "== fuzz $* for $(FUZZ_SECONDS)s"; \
+	$< -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -timeout=20 \
+	  -rss_limit_mb=4096 -print_final_stats=1 -artifact_prefix=$(FUZZ_BUILD)/crashes/$*- \
+	  $(FUZZ_BUILD)/corpus/$* >$(FUZZ_BUILD)/fuzz_$*.log 2>&1; \
+	grep -E '^(#[0-9]+.*DONE|==[0-9]+==|SUMMARY|stat::number_of_executed_units|Test unit written)' $(FUZZ_BUILD)/fuzz_$*.log; \
+	! ls $(FUZZ_BUILD)/crashes/$*-* >/dev/null 2>&1 || \
+	  { echo "fuzz $*: crash inputs in $(FUZZ_BUILD)/crashes/"; exit 1; }
 
 # ---------------------------------------------------------------- scale-out (issue 13)
 #   build/attnext-node   a dqlite node with attnext linked in (built by `make` when
