@@ -138,8 +138,11 @@ demo: deps-build attnext.so
 	@rm -f demo.db
 	$(SQLITE3) -bail demo.db < sql/demo.sql
 
+# TEST_JOBS tests at a time (make test, make test-asan): the machine's cores, at most 4; the tests
+# that measure time run alone after them (ALONE in tests/run_all.sh). TEST_JOBS=1: one at a time.
+TEST_JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ "$$n" -gt 4 ] && n=4; echo $$n)
 test: deps attnext.so $(CUDA_SO) $(TEST_BIN) $(TOOL_BIN) $(FAKE_STALE) $(NATIVE_SO) packages
-	@BUILD=$(BUILD) PYTHON=$(PYTHON) SQLITE3=$(SQLITE3) sh tests/run_all.sh
+	@BUILD=$(BUILD) PYTHON=$(PYTHON) SQLITE3=$(SQLITE3) sh tests/run_all.sh -j $(TEST_JOBS)
 
 # The loop to run while changing code (under a minute on 2 cores, built): the C unit and golden
 # tests (not test_faults_oom: 2.5 min of injected failures), the SQL scripts of tests/sql/, the
@@ -299,10 +302,12 @@ $(BUILD)/tests/test_fuzz_replay: $(wildcard tests/fuzz/*.c)
 # Without the run-time dispatch (CPU_LEVELS empty): ASan checks a 32- or 64-byte vector access
 # through a call (__asan_loadN), which made the x86-64-v3/v4 copies 4x slower than the baseline's
 # 16-byte accesses (test_agnews's speed floor failed); the copies are the same C code.
+# The sub-makes build TEST_JOBS objects at a time (deps has run; -j given to make wins).
+SUBMAKE_J = $(if $(filter -j%,$(MAKEFLAGS)),,-j$(TEST_JOBS))
 test-asan: deps
-	$(MAKE) BUILD=$(ASAN_BUILD) OPT="$(ASAN_OPT)" CPU_LEVELS= CPU_DEFS= $(ASAN_BUILD)/attnext.so \
-	  $(TEST_SRC:tests/%.c=$(ASAN_BUILD)/tests/%) $(TOOL_SRC:%.c=$(ASAN_BUILD)/%) \
-	  $(FAKE_STALE:$(BUILD)/%=$(ASAN_BUILD)/%)
+	$(MAKE) $(SUBMAKE_J) BUILD=$(ASAN_BUILD) OPT="$(ASAN_OPT)" CPU_LEVELS= CPU_DEFS= \
+	  $(ASAN_BUILD)/attnext.so $(TEST_SRC:tests/%.c=$(ASAN_BUILD)/tests/%) \
+	  $(TOOL_SRC:%.c=$(ASAN_BUILD)/%) $(FAKE_STALE:$(BUILD)/%=$(ASAN_BUILD)/%)
 	@# Python loads the ASan extension with libasan preloaded (no leak report for Python itself)
 	@printf '#!/bin/sh\nLD_PRELOAD=%s ASAN_OPTIONS="$$ASAN_OPTIONS:detect_leaks=0" exec %s "$$@"\n' \
 	  "$(LIBASAN)" "$(PYTHON)" > $(ASAN_BUILD)/python-asan && chmod +x $(ASAN_BUILD)/python-asan
@@ -310,31 +315,47 @@ test-asan: deps
 	 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	 ATTNEXT=$(ASAN_BUILD)/attnext ATTNEXT_PRELOAD=$(LIBASAN) PREDICT_FLOOR=10000 \
 	 SQLITE3="env LD_PRELOAD=$(LIBASAN) $(SQLITE3)" \
-	 BUILD=$(ASAN_BUILD) PYTHON=$(ASAN_BUILD)/python-asan sh tests/run_all.sh
+	 BUILD=$(ASAN_BUILD) PYTHON=$(ASAN_BUILD)/python-asan sh tests/run_all.sh -j $(TEST_JOBS)
 
+# The SQL scripts run in two halves beside test_hostile_sql, TEST_JOBS of the three at a time
+# (valgrind runs a process on one core), each one's lines printed when it ends.
+VALGRIND_SQL := $(sort $(basename $(notdir $(wildcard tests/sql/*.sql))))
+VALGRIND_RUNS := valgrind-hostile_sql valgrind-sql-1 valgrind-sql-2
+.PHONY: $(VALGRIND_RUNS)
 test-valgrind: deps
-	$(MAKE) BUILD=$(VALGRIND_BUILD) OPT="-O1 -g -mavx2 -mfma" $(VALGRIND_BUILD)/attnext.so
-	@for t in tests/test_hostile_sql.sh tests/test_sql.sh; do echo "== valgrind: $$t"; \
-	  ATTNEXT=$(VALGRIND_BUILD)/attnext SQLITE3="$(VALGRIND) $(SQLITE3)" sh $$t || exit 1; done
+	$(MAKE) $(SUBMAKE_J) BUILD=$(VALGRIND_BUILD) OPT="-O1 -g -mavx2 -mfma" $(VALGRIND_BUILD)/attnext.so
+	@$(MAKE) --no-print-directory -k $(SUBMAKE_J) -Otarget $(VALGRIND_RUNS)
+valgrind-hostile_sql:
+	@echo "== valgrind: tests/test_hostile_sql.sh"; \
+	ATTNEXT=$(VALGRIND_BUILD)/attnext SQLITE3="$(VALGRIND) $(SQLITE3)" sh tests/test_hostile_sql.sh
+valgrind-sql-1 valgrind-sql-2: valgrind-sql-%:
+	@names="$$(printf '%s\n' $(VALGRIND_SQL) | awk 'NR % 2 == $* % 2')"; \
+	echo "== valgrind: tests/test_sql.sh" $$names; \
+	ATTNEXT=$(VALGRIND_BUILD)/attnext SQLITE3="$(VALGRIND) $(SQLITE3)" sh tests/test_sql.sh $$names
 
 $(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(ENGINE_SRC) $(HEADERS)
 	@mkdir -p $(dir $@)
 	clang -g -O1 -std=c11 -D_GNU_SOURCE -pthread -fsanitize=fuzzer,address,undefined \
 	  -fno-sanitize-recover=undefined $(BLAS_CFLAGS) -Iengine $< $(ENGINE_SRC) -o $@ $(LDLIBS)
 
-# Each target runs FUZZ_SECONDS over a copy of its corpus; a crash is left in
+# Each target runs FUZZ_SECONDS over a copy of its corpus, FUZZ_JOBS targets at a time (each
+# fuzzer is one process on one core; its lines are printed when it ends); a crash is left in
 # $(FUZZ_BUILD)/crashes/ (copy it to tests/fuzz/crashes/<target>/ as a regression input).
-fuzz: $(FUZZ_TARGETS:%=$(FUZZ_BUILD)/fuzz_%)
-	@for t in $(FUZZ_TARGETS); do \
-	  mkdir -p $(FUZZ_BUILD)/corpus/$$t $(FUZZ_BUILD)/crashes; \
-	  cp tests/fuzz/corpus/$$t/* tests/fuzz/crashes/$$t/* $(FUZZ_BUILD)/corpus/$$t/ 2>/dev/null; \
-	  echo "== fuzz $$t for $(FUZZ_SECONDS)s"; \
-	  $(FUZZ_BUILD)/fuzz_$$t -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -timeout=20 \
-	    -rss_limit_mb=4096 -print_final_stats=1 -artifact_prefix=$(FUZZ_BUILD)/crashes/$$t- \
-	    $(FUZZ_BUILD)/corpus/$$t >$(FUZZ_BUILD)/fuzz_$$t.log 2>&1; \
-	  grep -E '^(#[0-9]+.*DONE|==[0-9]+==|SUMMARY|stat::number_of_executed_units|Test unit written)' $(FUZZ_BUILD)/fuzz_$$t.log; \
-	  ls $(FUZZ_BUILD)/crashes/$$t-* >/dev/null 2>&1 && { echo "fuzz $$t: crash inputs in $(FUZZ_BUILD)/crashes/"; exit 1; }; \
-	done; echo "fuzz: no crash"
+FUZZ_JOBS ?= $(TEST_JOBS)
+FUZZ_RUNS := $(FUZZ_TARGETS:%=fuzz-run-%)
+.PHONY: $(FUZZ_RUNS)
+fuzz:
+	@$(MAKE) --no-print-directory -k -j$(FUZZ_JOBS) -Otarget $(FUZZ_RUNS) && echo "fuzz: no crash"
+$(FUZZ_RUNS): fuzz-run-%: $(FUZZ_BUILD)/fuzz_%
+	@mkdir -p $(FUZZ_BUILD)/corpus/$* $(FUZZ_BUILD)/crashes; \
+	cp tests/fuzz/corpus/$*/* tests/fuzz/crashes/$*/* $(FUZZ_BUILD)/corpus/$*/ 2>/dev/null; \
+	echo "== fuzz $* for $(FUZZ_SECONDS)s"; \
+	$< -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -timeout=20 \
+	  -rss_limit_mb=4096 -print_final_stats=1 -artifact_prefix=$(FUZZ_BUILD)/crashes/$*- \
+	  $(FUZZ_BUILD)/corpus/$* >$(FUZZ_BUILD)/fuzz_$*.log 2>&1; \
+	grep -E '^(#[0-9]+.*DONE|==[0-9]+==|SUMMARY|stat::number_of_executed_units|Test unit written)' $(FUZZ_BUILD)/fuzz_$*.log; \
+	! ls $(FUZZ_BUILD)/crashes/$*-* >/dev/null 2>&1 || \
+	  { echo "fuzz $*: crash inputs in $(FUZZ_BUILD)/crashes/"; exit 1; }
 
 # ---------------------------------------------------------------- scale-out (issue 13)
 #   build/attnext-node   a dqlite node with attnext linked in (built by `make` when

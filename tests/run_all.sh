@@ -1,25 +1,35 @@
 #!/bin/sh
 # run_all.sh [-j N] [-l] [PATTERN...] -- runs the tests of attnext and prints one line per test
 # and a summary.
-#   sh tests/run_all.sh               every test, one after another (what `make test` and CI run)
+#   sh tests/run_all.sh               every test, one after another (TEST_JOBS=N: N at a time)
 #   sh tests/run_all.sh sql           the tests whose name matches sql (test_sql, test_hostile_sql,
 #                                     test_python_sqlite, ...); PATTERN is an extended regular
 #                                     expression (grep -E) on the name; several: any of them
 #   sh tests/run_all.sh '^test_sql$'  one test (its log: $BUILD/test-logs/test_sql.log)
-#   sh tests/run_all.sh -j2 sql       N tests at a time; the lines come as tests end
+#   sh tests/run_all.sh -j2 sql       N tests at a time (make test: TEST_JOBS, the machine's cores)
 #   sh tests/run_all.sh -l sql        list the names PATTERN selects, run nothing
 # A test is: a C program build/tests/test_*, a shell script tests/test_*.sh, or a Python
 # script tests/test_*.py (run with Debian's python3). Exit status 0 = pass, 77 = could not run
-# on this machine (its last output line says why), anything else = fail.
-# With -j, the tests of ALONE run after the others, one at a time: they measure time (speed
-# floors, lock waits, the cluster's election timeouts) or share a directory of build/ (build/node:
-# test_field_node installs better-sqlite3 there, test_package_npm copies it). The other tests
-# write only to their own temporary directories and pick free ports (checked for issue 23).
+# on this machine (its last output line says why), anything else = fail. Each line gives the
+# test's wall time and CPU time (user + sys of it and the processes it waited for).
+# With -j N, the tests run N at a time, each line printed whole as its test ends; the tests of
+# ALONE then run one at a time, with nothing beside them: they measure time against a bound
+# that another test's load could break (predict rows/s, 1,000 versions against 1, an
+# interrupt's delay, lock waits against busy timeouts) or use what a test of the batch leaves in
+# build/ (test_package_npm copies the better-sqlite3 that test_field_node installs in
+# build/node). Every other test writes only to its own temporary directories and picks free
+# ports. A new test that cannot run beside another goes into ALONE (tests/README.md).
 BUILD=${BUILD:-build}
 PYTHON=${PYTHON:-/usr/bin/python3}
 export BUILD PYTHON SQLITE3
-ALONE="test_agnews test_store_speed test_bench_smoke test_cluster test_concurrency
-  test_field_concurrency test_field_clients test_python_sqlite test_field_node test_package_npm"
+ALONE="test_agnews test_store_speed test_concurrency test_field_clients test_python_sqlite
+  test_package_npm"
+# The batch starts with its longest tests, slowest first, so that it does not end with one long
+# test running while the other slots stay idle; the ones that mostly wait (test_cluster's 60 s
+# training job and elections, test_field_concurrency's lock holds) overlap the CPU-bound ones.
+FIRST="test_field_node test_cluster test_store_stress test_faults_oom test_field_concurrency
+  test_clients test_cuda_emulated test_bench_smoke test_explain test_determinism test_model_life
+  test_text_reference"
 logs=$BUILD/test-logs
 usage() { sed -n '2,10s/^# \{0,1\}//p' "$0"; }
 
@@ -31,11 +41,17 @@ run_one() { # kind name: runs it, prints its line(s) at once, writes $logs/NAME.
     py) set -- "$PYTHON" "tests/$name.py" ;;
   esac
   start=$(date +%s)
-  "$@" >"$logs/$name.log" 2>&1
+  # a subshell: its `times` counts this test's processes alone
+  ( "$@" >"$logs/$name.log" 2>&1; rc=$?; times >"$logs/$name.times"; exit $rc )
   rc=$?
   secs=$(( $(date +%s) - start ))
+  # times' second line: the children's user and system time, as 1m2.345s 0m0.678s
+  cpu=$(sed -n 2p "$logs/$name.times" 2>/dev/null | awk '{ n = 0
+    for (i = 1; i <= 2; i++) { split($i, t, "m"); n += t[1] * 60 + t[2] } printf "%.0f", n }')
+  rm -f "$logs/$name.times"
   if [ $rc -eq 0 ]; then
-    echo PASS > "$logs/$name.result"; printf 'PASS %-28s (%ss)\n' "$name" "$secs"
+    echo PASS > "$logs/$name.result"
+    printf 'PASS %-28s (%ss, %ss CPU)\n' "$name" "$secs" "${cpu:-?}"
   elif [ $rc -eq 77 ]; then
     why=$(tail -n 1 "$logs/$name.log")
     printf 'SKIP\n%s\n' "$why" > "$logs/$name.result"; printf 'SKIP %-28s %s\n' "$name" "$why"
@@ -54,7 +70,7 @@ if [ "$1" = "--one" ]; then
   exit 0
 fi
 
-jobs=1; list=""
+jobs=${TEST_JOBS:-1}; list=""
 while [ $# -gt 0 ]; do
   case $1 in
     -j) [ $# -ge 2 ] || { usage >&2; exit 2; }; jobs=$2; shift 2 ;;
@@ -99,18 +115,26 @@ fi
 
 mkdir -p "$logs"
 for kt in $selected; do rm -f "$logs/${kt#*:}.result"; done
+began=$(date +%s)
 if [ "$jobs" -eq 1 ]; then
   for kt in $selected; do run_one "${kt%%:*}" "${kt#*:}"; done
 else
-  shared=""; alone=""
+  first=""; shared=""; alone=""
   for kt in $selected; do
-    case " $(echo $ALONE) " in *" ${kt#*:} "*) alone="$alone $kt" ;; *) shared="$shared $kt" ;; esac
+    case " $(echo $ALONE) " in *" ${kt#*:} "*) alone="$alone $kt"; continue ;; esac
+    case " $(echo $FIRST) " in *" ${kt#*:} "*) continue ;; esac
+    shared="$shared $kt"
   done
+  for f in $FIRST; do # in FIRST's order
+    for kt in $selected; do [ "${kt#*:}" = "$f" ] && first="$first $kt"; done
+  done
+  shared="$first$shared"
   n=$(echo $shared | wc -w); a=$(echo $alone | wc -w)
   echo "run_all.sh: $n tests, $jobs at a time; then $a alone"
   [ -n "$shared" ] && printf '%s\n' $shared | xargs -P "$jobs" -n 1 sh "$0" --one
   for kt in $alone; do run_one "${kt%%:*}" "${kt#*:}"; done
 fi
+took=$(( $(date +%s) - began ))
 
 pass=0; fail=0; skip=0; failed=""; skipped=""
 for kt in $selected; do
@@ -123,5 +147,7 @@ for kt in $selected; do
 done
 [ $skip -gt 0 ] && printf "not run on this machine:$skipped\n"
 [ $fail -gt 0 ] && echo "failed:$failed"
+echo "run_all.sh: $(echo $selected | wc -w) tests in $((took / 60))m$((took % 60))s," \
+  "$jobs at a time"
 echo "$pass passed, $fail failed, $skip skipped"
 [ $fail -eq 0 ]

@@ -4,6 +4,7 @@
 # Each script runs in a fresh temporary directory holding links to attnext.so and tests/, so
 # scripts say `.load ./attnext` and may `.open` a second connection to a file there.
 # UPDATE_EXPECTED=1 sh tests/test_sql.sh rewrites the .expected files (review the diff!).
+# sh tests/test_sql.sh NAME... runs tests/sql/NAME.sql alone (make test-valgrind: two halves at once).
 # The extension is $ATTNEXT (default ./attnext, without .so); $SQLITE3 may be a command line
 # (make test-asan: "env LD_PRELOAD=... sqlite3").
 SQLITE3=${SQLITE3:-sqlite3}
@@ -18,8 +19,11 @@ trap 'rm -rf "$tmp"' EXIT
 unbuf=""
 command -v stdbuf >/dev/null 2>&1 && unbuf="stdbuf -oL -eL"
 fails=0; n=0
-for script in tests/sql/*.sql; do
+scripts=tests/sql/*.sql
+[ $# -gt 0 ] && scripts=$(for name in "$@"; do echo "tests/sql/$name.sql"; done)
+for script in $scripts; do
   name=$(basename "$script" .sql)
+  [ -f "$script" ] || { echo "FAIL $name: no $script"; n=$((n + 1)); fails=$((fails + 1)); continue; }
   dir="$tmp/$name"
   mkdir -p "$dir"
   ln -s "$so" "$dir/attnext.so"
