@@ -160,8 +160,12 @@ def main():
     train = make_rows(rng, 600, labels4)
     db.execute("CREATE TABLE train(text, label)")
     db.executemany("INSERT INTO train VALUES (?, ?)", train)
+    # label_smoothing 0: the smoothed default squeezes the probabilities together, and the near
+    # ties that sklearn and attn_curve may split apart (float rounding) passed 5% of the points
+    # under make test-asan; this test is about the curve, not the recipe
     R.train(db, "m", "SELECT text, label FROM train",
-            '{"epochs":4,"hidden":8,"embed_dim":8,"fc_hidden":8,"lr":0.01,"progress":false}')
+            '{"epochs":4,"hidden":8,"embed_dim":8,"fc_hidden":8,"lr":0.01,"progress":false,'
+            '"label_smoothing":0}')
     test = make_rows(rng, 300, labels4)
     test += test[:40]  # duplicated texts: tied scores
     db.execute("CREATE TABLE test(id INTEGER PRIMARY KEY, text, label)")
