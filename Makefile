@@ -313,7 +313,7 @@ test-asan: deps
 	  "$(LIBASAN)" "$(PYTHON)" > $(ASAN_BUILD)/python-asan && chmod +x $(ASAN_BUILD)/python-asan
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:allocator_may_return_null=1 \
 	 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-	 ATTNEXT=$(ASAN_BUILD)/attnext ATTNEXT_PRELOAD=$(LIBASAN) PREDICT_FLOOR=10000 \
+	 ATTNEXT=$(ASAN_BUILD)/attnext ATTNEXT_PRELOAD=$(LIBASAN) PREDICT_FLOOR=5000 \
 	 SQLITE3="env LD_PRELOAD=$(LIBASAN) $(SQLITE3)" \
 	 BUILD=$(ASAN_BUILD) PYTHON=$(ASAN_BUILD)/python-asan sh tests/run_all.sh -j $(TEST_JOBS)
 

@@ -8,8 +8,9 @@
 #    every test title;
 #  - attn_predict runs >= PREDICT_FLOOR rows per CPU second over the test titles: 40,000 (0.4 of
 #    the ~100,000 a 2-core AMD EPYC with AVX2 gives; the one-row kernel spilling its registers
-#    gave ~19,000, and the model parsed per row would give ~1,000); make test-asan and
-#    test-cuda-emulated set 10,000.
+#    gave ~19,000, and the model parsed per row would give ~1,000); make test-cuda-emulated sets
+#    10,000 and make test-asan 5,000 (ASan checks every 16-byte load of the baseline kernels it
+#    builds: 8,969 measured on the AMD EPYC).
 SQLITE3=${SQLITE3:-sqlite3}
 ATTNEXT=${ATTNEXT:-./attnext}
 data=${ATTNEXT_DATA:-data/ag_news}
