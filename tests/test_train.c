@@ -65,8 +65,6 @@ static void free_dataset(dataset *d) {
   d->n = 0;
 }
 
-/* n rows: a keyword (one of 3 per class) at a random position among 2..7 filler words; the
- * label is the keyword's class. With random_labels the label is drawn independently. */
 /* nn_trainer_create over the first n rows of d (all of them when n < 0). */
 static int create_trainer(nn_trainer **tr, const dataset *d, const nn_config *cfg,
                           const nn_model *base, int n, char *err) {
@@ -80,6 +78,8 @@ static int create_trainer(nn_trainer **tr, const dataset *d, const nn_config *cf
   return nn_trainer_create(tr, &args, err);
 }
 
+/* n rows: a keyword (one of 3 per class) at a random position among 2..7 filler words; the
+ * label is the keyword's class. With random_labels the label is drawn independently. */
 static void make_keyword_data(dataset *d, int n, int classes, int random_labels, uint64_t seed) {
   static const char *class_names[] = {"sports", "business", "world", "science"};
   lcg_state = seed;
@@ -268,14 +268,7 @@ static nn_model *train_model(const nn_config *cfg, const nn_model *base, dataset
   char err[NN_ERR_LEN] = "";
   nn_trainer *tr = NULL;
   nn_model *model = NULL;
-  nn_trainer_args args = {.cfg = cfg,
-                          .base = base,
-                          .texts = (const char *const *)d->texts,
-                          .text_lens = d->text_lens,
-                          .labels = (const char *const *)d->labels,
-                          .label_lens = d->label_lens,
-                          .n = d->n};
-  int status = nn_trainer_create(&tr, &args, err);
+  int status = create_trainer(&tr, d, cfg, base, -1, err);
   CHECK(status == NN_OK, "%s: create: %s", base ? "warm start" : "fresh", err);
   if (status != NN_OK) return NULL;
   nn_epoch_stats s;
