@@ -232,6 +232,14 @@ int nn_text_tokenize(const char *text, int len, const nn_config *cfg, nn_token_f
 
 typedef struct nn_vocab nn_vocab; /* token string <-> id; id 0 "<PAD>", id 1 "<UNK>" */
 
+/* The hash of the engine's tables (SipHash-1-3 with a secret key per table, text.c), for any
+ * table of strings a database may choose: ext/ interns the labels of training rows with it. */
+typedef struct nn_hash_key {
+  uint64_t k0, k1;
+} nn_hash_key;
+nn_hash_key nn_hash_key_new(const void *salt); /* from getrandom(); salt: any address */
+uint32_t nn_hash_bytes(const nn_hash_key *key, const char *s, int n);
+
 int nn_vocab_count(const nn_vocab *vocab);
 const char *nn_vocab_token(const nn_vocab *vocab, int id, int *len);  /* NULL if out of range */
 int nn_vocab_lookup(const nn_vocab *vocab, const char *tok, int len); /* NN_UNK when absent */
@@ -427,6 +435,9 @@ typedef int (*nn_progress_fn)(void *ctx, int batches_done, int batches_total, do
 
 typedef struct nn_trainer nn_trainer;
 
+/* Row i's text or label, *len bytes (NULL with *len 0: empty); see nn_trainer_args. */
+typedef const char *(*nn_row_fn)(void *ctx, int i, int *len);
+
 /* What a trainer is made of: the options, the n rows, and where it starts from. */
 typedef struct nn_trainer_args {
   const nn_config *cfg;
@@ -453,6 +464,13 @@ typedef struct nn_trainer_args {
   const int *text_lens;
   const char *const *labels; /* (n) labels[i] of label_lens[i] bytes (label_lens NULL: strlen) */
   const int *label_lens;
+  /* Or, with texts and labels NULL, the rows read through functions: row_text(rows_ctx, i,
+   * &len) and row_label(...) give row i's bytes (NULL with len 0: empty), in any order, any
+   * number of times while nn_trainer_create runs, never after; each pointer stays valid until
+   * it returns. So a caller can keep millions of rows packed (ext/ does: attn_train_rows)
+   * instead of building arrays of pointers and lengths. */
+  nn_row_fn row_text, row_label;
+  void *rows_ctx;
   int n;
   /* asked between the stages and every few thousand texts while it counts tokens, builds the
    * vocabulary and encodes the rows; NULL: never stopped */

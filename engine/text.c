@@ -419,9 +419,7 @@ char *nn_text_clean(const char *text, int len, const nn_config *cfg, const nn_al
  * cost n^2 / 2 comparisons (131k tokens: 22 s instead of 0.2 s). With a secret key nobody can
  * choose such tokens. Only where a token sits in the table depends on the key: ids, the
  * vocabulary order and every result stay the same from run to run. */
-typedef struct hash_key {
-  uint64_t k0, k1;
-} hash_key;
+typedef nn_hash_key hash_key;
 
 /* A fresh key from the kernel; if getrandom() cannot give one (very old kernels, seccomp), a
  * key mixed from the clock and addresses: weaker against an attacker who sees the process, never
@@ -476,6 +474,12 @@ static uint32_t hash_bytes(const hash_key *key, const char *s, int n) {
   SIP_ROUND;
   uint64_t h = v0 ^ v1 ^ v2 ^ v3;
   return (uint32_t)(h ^ (h >> 32));
+}
+
+nn_hash_key nn_hash_key_new(const void *salt) { return hash_key_new(salt); }
+
+uint32_t nn_hash_bytes(const nn_hash_key *key, const char *s, int n) {
+  return hash_bytes(key, s, n);
 }
 
 struct nn_vocab {
@@ -711,16 +715,39 @@ int nn_vocab_build(nn_vocab **out, const char *const *texts, const int *lens, in
   return nn_vocab_build_ex(out, texts, lens, n, cfg, NULL, NULL, NULL, err);
 }
 
+/* nn_vocab_build_ex's texts as nn_vocab_build_rows asks for them. */
+typedef struct text_arrays {
+  const char *const *texts;
+  const int *lens;
+} text_arrays;
+
+static const char *text_arrays_get(void *ctx, int t, int *len) {
+  const text_arrays *a = ctx;
+  *len = a->lens ? a->lens[t] : (a->texts[t] ? (int)strlen(a->texts[t]) : 0);
+  return a->texts[t];
+}
+
 int nn_vocab_build_ex(nn_vocab **out, const char *const *texts, const int *lens, int n,
                       const nn_config *cfg, nn_interrupt_fn stop, void *stop_ctx,
                       const nn_allocator *mem, char *err) {
+  *out = NULL;
+  if (n < 0 || (n > 0 && !texts)) {
+    snprintf(err, NN_ERR_LEN, "nn_vocab_build: expected n >= 0 texts, got %d", n);
+    return NN_ERROR;
+  }
+  text_arrays a = {texts, lens};
+  return nn_vocab_build_rows(out, text_arrays_get, &a, n, cfg, stop, stop_ctx, mem, err);
+}
+
+int nn_vocab_build_rows(nn_vocab **out, nn_row_fn text, void *ctx, int n, const nn_config *cfg,
+                        nn_interrupt_fn stop, void *stop_ctx, const nn_allocator *mem, char *err) {
   *out = NULL;
   if (!cfg || cfg->vocab_size < 2) {
     snprintf(err, NN_ERR_LEN, "nn_vocab_build: vocab_size must be at least 2, got %d",
              cfg ? cfg->vocab_size : 0);
     return NN_ERROR;
   }
-  if (n < 0 || (n > 0 && !texts)) {
+  if (n < 0) {
     snprintf(err, NN_ERR_LEN, "nn_vocab_build: expected n >= 0 texts, got %d", n);
     return NN_ERROR;
   }
@@ -736,8 +763,10 @@ int nn_vocab_build_ex(nn_vocab **out, const char *const *texts, const int *lens,
   c.key = hash_key_new(&c);
   size_t scanned = 0; /* bytes since the last interrupt check */
   for (int t = 0; t < n; t++) {
-    int len = lens ? lens[t] : (texts[t] ? (int)strlen(texts[t]) : 0);
-    scanned += (size_t)(len > 0 ? len : 0);
+    int len = 0;
+    const char *bytes = text(ctx, t, &len);
+    if (!bytes || len < 0) len = 0;
+    scanned += (size_t)len;
     if ((t % INTERRUPT_EVERY == INTERRUPT_EVERY - 1 || scanned > ((size_t)1 << 20))) {
       scanned = 0;
       if (interrupted(stop, stop_ctx, err)) {
@@ -748,7 +777,7 @@ int nn_vocab_build_ex(nn_vocab **out, const char *const *texts, const int *lens,
     char stack[TOKEN_STACK];
     scanner sc;
     scanner_init(&sc, cfg, count_cb, &c, stack, TOKEN_STACK, 1, mem);
-    scan(&sc, texts[t], len);
+    scan(&sc, bytes ? bytes : "", len);
     scanner_free(&sc);
     if (sc.oom || c.oom) goto done;
   }

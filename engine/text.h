@@ -34,6 +34,10 @@ int nn_vocab_from_list_ex(nn_vocab **out, const char *const *tokens, const int *
 int nn_vocab_build_ex(nn_vocab **out, const char *const *texts, const int *lens, int n,
                       const nn_config *cfg, nn_interrupt_fn stop, void *stop_ctx,
                       const nn_allocator *mem, char *err);
+/* nn_vocab_build_ex over n texts given by a function: text(ctx, t, &len) is asked once for each
+ * t = 0, 1, ..., n - 1, in that order (so ctx may keep a cursor). */
+int nn_vocab_build_rows(nn_vocab **out, nn_row_fn text, void *ctx, int n, const nn_config *cfg,
+                        nn_interrupt_fn stop, void *stop_ctx, const nn_allocator *mem, char *err);
 /* The allocator the vocabulary was made with; a model made from it uses the same. */
 const nn_allocator *nn_vocab_allocator(const nn_vocab *vocab);
 

@@ -78,11 +78,24 @@ static int model_from_base(nn_model **out, const nn_model *base, const nn_config
   return NN_OK;
 }
 
+/* nn_trainer_args's arrays read as nn_train_rows (a length array NULL: strlen). */
+static const char *args_text(void *ctx, int i, int *len) {
+  const nn_trainer_args *a = ctx;
+  *len = a->text_lens ? a->text_lens[i] : (a->texts[i] ? (int)strlen(a->texts[i]) : 0);
+  return a->texts[i];
+}
+
+static const char *args_label(void *ctx, int i, int *len) {
+  const nn_trainer_args *a = ctx;
+  *len = a->label_lens ? a->label_lens[i] : (a->labels[i] ? (int)strlen(a->labels[i]) : 0);
+  return a->labels[i];
+}
+
 int nn_trainer_create(nn_trainer **out, const nn_trainer_args *a, char *err) {
   const nn_config *cfg = a->cfg;
   const nn_model *base = a->base;
-  const char *const *texts = a->texts, *const *labels = a->labels;
-  const int *text_lens = a->text_lens, *label_lens = a->label_lens;
+  nn_train_rows rows = {args_text, args_label, (void *)a};
+  if (a->row_text || a->row_label) rows = (nn_train_rows){a->row_text, a->row_label, a->rows_ctx};
   int n = a->n;
   nn_interrupt_fn stop = a->stop;
   void *stop_ctx = a->stop_ctx;
@@ -92,6 +105,10 @@ int nn_trainer_create(nn_trainer **out, const nn_trainer_args *a, char *err) {
     snprintf(err, NN_ERR_LEN, "no training rows");
     return NN_ERROR;
   }
+  if (a->row_text || a->row_label ? !a->row_text || !a->row_label : !a->texts || !a->labels) {
+    snprintf(err, NN_ERR_LEN, "the rows need both texts and labels");
+    return NN_ERROR;
+  }
   int status = nn_config_validate(cfg, err);
   if (status != NN_OK) return status;
   if (base) {
@@ -99,8 +116,9 @@ int nn_trainer_create(nn_trainer **out, const nn_trainer_args *a, char *err) {
     if (status != NN_OK) return status;
   }
   for (int i = 0; i < n; i++) {
-    int len = text_lens ? text_lens[i] : (texts[i] ? (int)strlen(texts[i]) : 0);
-    if (len < 0 || (len > 0 && !texts[i])) {
+    int len = 0;
+    const char *text = rows.text(rows.ctx, i, &len);
+    if (len < 0 || (len > 0 && !text)) {
       snprintf(err, NN_ERR_LEN, "text of row %d has an invalid length %d", i + 1, len);
       return NN_ERROR;
     }
@@ -116,8 +134,7 @@ int nn_trainer_create(nn_trainer **out, const nn_trainer_args *a, char *err) {
   tr->n = n;
   tr->stop = stop;
   tr->stop_ctx = stop_ctx;
-  status = nn_train_data_prepare(tr, &names, &vocab, base, texts, text_lens, labels, label_lens,
-                                 err);
+  status = nn_train_data_prepare(tr, &names, &vocab, base, &rows, err);
   if (status != NN_OK) goto fail;
   int C = tr->C, max_len = cfg->max_len, B = cfg->batch_size;
   names_count = names ? C : 0;
@@ -192,11 +209,15 @@ int nn_trainer_create(nn_trainer **out, const nn_trainer_args *a, char *err) {
     status = NN_ERROR;
     goto fail;
   }
-  tr->order = nn_mem_alloc(tr->mem, (size_t)tr->n_train * sizeof *tr->order);
-  /* sorts: the validation rows once, then chunks of BUCKET_BATCHES batches of the training rows */
+  if (!tr->order) /* the random split hands over its buffer */
+    tr->order = nn_mem_alloc(tr->mem, (size_t)tr->n_train * sizeof *tr->order);
+  /* sorts: the validation rows once (through order, not in use yet, when it is large enough),
+   * then chunks of BUCKET_BATCHES batches of the training rows */
   size_t chunk_rows = (size_t)B * BUCKET_BATCHES < (size_t)tr->n_train ? (size_t)B * BUCKET_BATCHES
                                                                        : (size_t)tr->n_train;
-  size_t scratch_rows = chunk_rows > (size_t)tr->n_val ? chunk_rows : (size_t)tr->n_val;
+  int val_through_order = tr->n_val <= tr->n_train;
+  size_t scratch_rows =
+      val_through_order || chunk_rows > (size_t)tr->n_val ? chunk_rows : (size_t)tr->n_val;
   tr->sort_scratch =
       nn_mem_alloc(tr->mem, (scratch_rows ? scratch_rows : 1) * sizeof *tr->sort_scratch);
   tr->length_count = nn_mem_alloc(tr->mem, ((size_t)max_len + 2) * sizeof *tr->length_count);
@@ -219,7 +240,7 @@ int nn_trainer_create(nn_trainer **out, const nn_trainer_args *a, char *err) {
       !tr->predicted || !tr->support || !tr->best_params)
     goto oom;
   nn_train_sort_by_length(tr->val_rows, tr->n_val, tr->row_length, max_len, tr->length_count,
-                 tr->sort_scratch);
+                          val_through_order ? tr->order : tr->sort_scratch);
 
   nn_rng_seed(&tr->shuffle_rng, cfg->seed ^ SEED_SHUFFLE);
   nn_rng_seed(&tr->dropout_rng, cfg->seed ^ SEED_DROPOUT);
@@ -264,11 +285,10 @@ static nn_batch make_batch(nn_trainer *tr, const int *rows, int count, int train
   for (int b = 0; b < count; b++) {
     int row = rows[b], len = tr->row_length[row];
     int *dst = tr->tokens + (size_t)b * T;
-    size_t start = tr->token_block[row >> TOKEN_BLOCK_SHIFT] + tr->token_start[row];
+    const void *ids = nn_train_row_ids(tr, row);
     if (tr->ids16)
-      for (int t = 0; t < len; t++) dst[t] = tr->ids16[start + t];
-    else
-      memcpy(dst, tr->ids32 + start, (size_t)len * sizeof *dst);
+      for (int t = 0; t < len; t++) dst[t] = ((const uint16_t *)ids)[t];
+    else memcpy(dst, ids, (size_t)len * sizeof *dst);
     memset(dst + len, 0, (size_t)(T - len) * sizeof *dst); /* <PAD>; never read */
     tr->lengths[b] = len;
     tr->labels[b] = tr->row_class[row];
@@ -634,7 +654,8 @@ int nn_trainer_epoch(nn_trainer *tr, nn_epoch_stats *stats, nn_progress_fn fn, v
 
   /* this epoch's order: shuffle, sort chunks of BUCKET_BATCHES batches by length, shuffle the
    * batches */
-  memcpy(tr->order, tr->train_rows, (size_t)n_train * sizeof *tr->order);
+  for (int i = 0, k = 0; k < n_train; i++) /* the training rows, ascending */
+    if (!nn_train_is_val(tr, i)) tr->order[k++] = i;
   nn_train_shuffle(tr->order, n_train, &tr->shuffle_rng);
   size_t chunk = (size_t)B * BUCKET_BATCHES;
   for (size_t first = 0; first < (size_t)n_train; first += chunk) {
@@ -831,13 +852,13 @@ void nn_trainer_free(nn_trainer *tr) {
   nn_pool_free(tr->pool);
   if (tr->be) nn_adam_free_on(&tr->adam, tr->be);
   else nn_adam_free(&tr->adam);
-  nn_mem_free(tr->mem, tr->ids16);
-  nn_mem_free(tr->mem, tr->ids32);
-  nn_mem_free(tr->mem, tr->token_start);
-  nn_mem_free(tr->mem, tr->token_block);
+  for (int b = 0; tr->id_blocks && b <= (tr->n - 1) >> TOKEN_BLOCK_SHIFT; b++)
+    nn_mem_free(tr->mem, tr->id_blocks[b]);
+  nn_mem_free(tr->mem, tr->id_blocks);
+  nn_mem_free(tr->mem, tr->group_start);
   nn_mem_free(tr->mem, tr->row_length);
   nn_mem_free(tr->mem, tr->row_class);
-  nn_mem_free(tr->mem, tr->train_rows);
+  nn_mem_free(tr->mem, tr->val_bits);
   nn_mem_free(tr->mem, tr->val_rows);
   nn_mem_free(tr->mem, tr->class_weights);
   nn_mem_free(tr->mem, tr->order);

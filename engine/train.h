@@ -10,7 +10,8 @@
 #define NN_TRAIN_MAX_LOGITS (1u << 26) /* batch rows x classes: bounds the (B, C) buffers */
 #define BUCKET_BATCHES 50 /* batches per length-sorted chunk of an epoch */
 #define MAX_SHARDS 8      /* data-parallel pieces of a batch */
-#define TOKEN_BLOCK_SHIFT 12 /* token_start is relative to blocks of 4096 rows: < 2^24 ids */
+#define TOKEN_BLOCK_SHIFT 12 /* the ids of each 4096 rows in an allocation of their own */
+#define TOKEN_GROUP_SHIFT 4  /* where a row's ids begin: its group's (16 rows) start + lengths */
 #define SHARD_ROWS 32     /* a batch of B rows runs as clamp(B / 32, 1, 8) shards */
 
 /* Seeds of the trainer's random streams, derived from cfg->seed (the model's initialisation
@@ -36,22 +37,24 @@ struct nn_trainer {
   nn_interrupt_fn stop; /* nn_trainer_args.stop, during creation only; NULL after */
   void *stop_ctx;
 
-  /* every row, encoded once, compactly (the bytes per row are what millions of rows cost):
-   * row i's ids are ids[start .. start + row_length[i]) with start = token_block[i >> 12] +
-   * token_start[i], in ids16 when every id fits 16 bits (the vocabulary has <= 65,536 words),
-   * else in ids32 */
-  uint16_t *ids16;
-  int32_t *ids32;
-  uint32_t *token_start; /* (n) from the start of the row's block of TOKEN_BLOCK_ROWS rows */
-  size_t *token_block;   /* (n / TOKEN_BLOCK_ROWS + 1) where each block begins */
-  uint16_t *row_length;  /* (n) 1..max_len */
-  int *row_class;        /* (n) */
-  int *train_rows;      /* (n_train) ascending */
-  int *val_rows;        /* (n_val) sorted by length (stable) */
-  float *class_weights; /* (C) */
+  /* Every row, encoded once, compactly: the bytes per row are what millions of rows cost
+   * (tests/bench/memory_bench.py). Row i's ids are the row_length[i] ids of id_blocks[i >> 12]
+   * from group_start[i >> 4] + the lengths of the rows before i in its group of 16 (at most
+   * 15 x 4096 ids, so a 32-bit start for 16 rows instead of one per row); 16 bits each when
+   * the vocabulary has <= 65,536 words (ids16), else 32. Each block of 4096 rows is its own
+   * allocation of its exact size: no array of all ids grows by copying. */
+  void **id_blocks;        /* (n / 4096 + 1) uint16_t (ids16) or int32_t ids */
+  int ids16;               /* 1: every id fits 16 bits */
+  uint32_t *group_start;   /* (n / 16 + 1) from the start of the group's block */
+  uint16_t *row_length;    /* (n) 1..max_len */
+  uint16_t *row_class;     /* (n) < NN_MAX_CLASSES */
+  unsigned char *val_bits; /* (n / 8 + 1) bit i: row i is in the validation split */
+  int *val_rows;           /* (n_val) sorted by length (stable) */
+  float *class_weights;    /* (C) */
 
   /* epoch buffers */
-  int *order;        /* (n_train) this epoch's row order */
+  int *order;        /* (n_train) this epoch's row order: the training rows (ascending), then
+                      * shuffled and sorted */
   int *sort_scratch; /* (n_train) */
   int *length_count; /* (max_len + 2) counting sort */
   int *batch_perm;   /* (batches per epoch) */
@@ -127,16 +130,34 @@ void nn_train_shuffle(int *a, int n, nn_rng *rng);
 void nn_train_sort_by_length(int *rows, int count, const uint16_t *row_length, int max_len,
                              int *counts, int *scratch);
 
+/* Whether row i is in the validation split. */
+static inline int nn_train_is_val(const nn_trainer *tr, int i) {
+  return (tr->val_bits[i >> 3] >> (i & 7)) & 1;
+}
+
+/* The rows of nn_trainer_args: its functions, or its arrays read through functions. */
+typedef struct nn_train_rows {
+  nn_row_fn text, label;
+  void *ctx;
+} nn_train_rows;
+
 /* train_data.c: the rows of a training run, prepared once: the sorted label set (tr->C,
- * tr->row_class, *names: C NUL-terminated copies), the stratified split (tr->train_rows,
- * tr->val_rows, tr->n_train, tr->n_val), the vocabulary of the training split (*vocab), every
- * row encoded (tr->ids16 or ids32, token_start, token_block, row_length) and the class weights. Reads tr->cfg,
- * tr->n, tr->stop. text_lens may be NULL (NUL-terminated texts), label_lens too. With a base
- * model (a warm start) the classes are its labels (*names NULL; a label it lacks is an error)
- * and *vocab is a copy of its vocabulary. On success *names and *vocab are the caller's; on
- * error they are NULL and what tr holds is freed with it. */
+ * tr->row_class, *names: C NUL-terminated copies), the stratified split (tr->val_bits,
+ * tr->val_rows, tr->n_train, tr->n_val; tr->order allocated), the vocabulary of the training
+ * split (*vocab), every row encoded (tr->id_blocks, ids16, group_start, row_length) and the
+ * class weights. Reads tr->cfg, tr->n, tr->stop. With a base model (a warm start) the classes
+ * are its labels (*names NULL; a label it lacks is an error) and *vocab is a copy of its
+ * vocabulary. On success *names and *vocab are the caller's; on error they are NULL and what
+ * tr holds is freed with it. */
 int nn_train_data_prepare(nn_trainer *tr, char ***names, nn_vocab **vocab, const nn_model *base,
-                          const char *const *texts, const int *text_lens,
-                          const char *const *labels, const int *label_lens, char *err);
+                          const nn_train_rows *rows, char *err);
+/* Row i's ids (row_length[i] of them): a uint16_t * when tr->ids16, else an int32_t *. */
+static inline const void *nn_train_row_ids(const nn_trainer *tr, int i) {
+  size_t start = tr->group_start[i >> TOKEN_GROUP_SHIFT];
+  for (int j = i & ~((1 << TOKEN_GROUP_SHIFT) - 1); j < i; j++) start += tr->row_length[j];
+  const void *block = tr->id_blocks[i >> TOKEN_BLOCK_SHIFT];
+  return tr->ids16 ? (const void *)((const uint16_t *)block + start)
+                   : (const void *)((const int32_t *)block + start);
+}
 
 #endif

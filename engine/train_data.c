@@ -8,6 +8,8 @@
  *             or none ("none")
  *   vocab     from the training split's texts (in row order); every text encoded once
  *   weights   1/count per class over the training split (class_weights), else 1
+ * The rows are read through functions (nn_train_rows), never copied: what stays per row is the
+ * encoded ids, the length, the class and the split (train.h), a few bytes besides the ids.
  */
 #include <math.h>
 #include <stdint.h>
@@ -20,6 +22,8 @@
 #include "nn_mem.h"
 #include "text.h"
 #include "train.h"
+
+_Static_assert(NN_MAX_CLASSES <= 65535, "row_class holds a class in 16 bits");
 
 /* Fisher-Yates, as numpy's shuffle: for i from n-1 down to 1, swap a[i] and a[j], j in [0, i]. */
 void nn_train_shuffle(int *a, int n, nn_rng *rng) {
@@ -44,12 +48,6 @@ void nn_train_sort_by_length(int *rows, int count, const uint16_t *row_length, i
 
 /* ---------------------------------------------------------------- labels */
 
-typedef struct label_ref {
-  const char *bytes;
-  int len;
-  int row;
-} label_ref;
-
 static int label_bytes_cmp(const char *a, int alen, const char *b, int blen) {
   int common = alen < blen ? alen : blen;
   int c = common ? memcmp(a, b, (size_t)common) : 0;
@@ -57,46 +55,92 @@ static int label_bytes_cmp(const char *a, int alen, const char *b, int blen) {
   return (alen > blen) - (alen < blen);
 }
 
-static int label_ref_cmp(const void *pa, const void *pb) {
-  const label_ref *a = pa, *b = pb;
-  int c = label_bytes_cmp(a->bytes, a->len, b->bytes, b->len);
-  if (c) return c;
-  return (a->row > b->row) - (a->row < b->row); /* a total order: qsort's result is unique */
+/* A distinct label of the rows: its bytes (the rows'), and its number in first-seen order. */
+typedef struct label_entry {
+  const char *bytes;
+  int len;
+  int first;
+} label_entry;
+
+static int label_entry_cmp(const void *pa, const void *pb) {
+  const label_entry *a = pa, *b = pb;
+  return label_bytes_cmp(a->bytes, a->len, b->bytes, b->len); /* distinct: never 0 */
 }
 
-/* Sorted distinct labels -> *out_labels (C NUL-terminated copies), row_class[i]. */
-static int build_classes(char ***out_labels, int *out_C, int *row_class, const char *const *labels,
-                         const int *label_lens, int n, const nn_allocator *mem, char *err) {
-  int status = NN_NOMEM, C = 0;
+/* Row i's label (never NULL: "" when empty), or NN_ERROR naming the row for a length that
+ * cannot be. */
+static int row_label(const nn_train_rows *rows, int i, const char **bytes, int *len, char *err) {
+  int l = 0;
+  const char *p = rows->label(rows->ctx, i, &l);
+  if (l < 0 || (l > 0 && !p)) {
+    snprintf(err, NN_ERR_LEN, "label of row %d has an invalid length %d", i + 1, l);
+    return NN_ERROR;
+  }
+  *bytes = l > 0 ? p : "";
+  *len = l;
+  return NN_OK;
+}
+
+/* Sorted distinct labels -> *out_labels (C NUL-terminated copies), tr->row_class. Each row's
+ * label is looked up in a hash table of the distinct ones (numbered as first seen; no array of
+ * all rows is sorted), then the distinct labels are sorted and the rows' numbers mapped to
+ * their ranks. */
+static int build_classes(nn_trainer *tr, char ***out_labels, const nn_train_rows *rows, char *err) {
+  int n = tr->n, status = NN_NOMEM, C = 0, cap = 0;
+  label_entry *labels = NULL;
+  int *slots = NULL, *rank = NULL;
   char **names = NULL;
-  label_ref *refs = nn_mem_alloc(mem, (size_t)n * sizeof *refs);
-  if (!refs) goto oom;
+  uint32_t mask = 63;
+  nn_hash_key key = nn_hash_key_new(tr);
+  slots = nn_mem_alloc(tr->mem, ((size_t)mask + 1) * sizeof *slots);
+  if (!slots) goto oom;
+  memset(slots, 0xff, ((size_t)mask + 1) * sizeof *slots);
   for (int i = 0; i < n; i++) {
-    int len = label_lens ? label_lens[i] : (labels[i] ? (int)strlen(labels[i]) : 0);
-    if (len < 0 || (len > 0 && !labels[i])) {
-      snprintf(err, NN_ERR_LEN, "label of row %d has an invalid length %d", i + 1, len);
-      status = NN_ERROR;
-      goto done;
-    }
-    if (len > 0 && memchr(labels[i], 0, (size_t)len)) {
+    const char *bytes;
+    int len;
+    status = row_label(rows, i, &bytes, &len, err);
+    if (status != NN_OK) goto done;
+    if (len > 0 && memchr(bytes, 0, (size_t)len)) {
       snprintf(err, NN_ERR_LEN, "label of row %d contains a NUL byte", i + 1);
       status = NN_ERROR;
       goto done;
     }
-    refs[i].bytes = len > 0 ? labels[i] : "";
-    refs[i].len = len;
-    refs[i].row = i;
-  }
-  qsort(refs, (size_t)n, sizeof *refs, label_ref_cmp);
-  for (int i = 0; i < n; i++) {
-    if (i == 0 || label_bytes_cmp(refs[i].bytes, refs[i].len, refs[i - 1].bytes,
-                                  refs[i - 1].len) != 0)
-      C++;
-    row_class[refs[i].row] = C - 1;
+    uint32_t h = nn_hash_bytes(&key, bytes, len) & mask;
+    int e;
+    while ((e = slots[h]) >= 0 &&
+           (labels[e].len != len || memcmp(labels[e].bytes, bytes, (size_t)len) != 0))
+      h = (h + 1) & mask;
+    if (e < 0) { /* a new label */
+      if (C == cap) {
+        int grown = cap ? 2 * cap : 16;
+        label_entry *more = nn_mem_realloc(tr->mem, labels, (size_t)grown * sizeof *more);
+        if (!more) goto oom;
+        labels = more;
+        cap = grown;
+      }
+      labels[C] = (label_entry){bytes, len, C};
+      slots[h] = e = C++;
+      if ((uint32_t)C * 2 > mask + 1) { /* half full: double the table */
+        uint32_t size = (mask + 1) * 2;
+        int *bigger = nn_mem_alloc(tr->mem, (size_t)size * sizeof *bigger);
+        if (!bigger) goto oom;
+        memset(bigger, 0xff, (size_t)size * sizeof *bigger);
+        for (int k = 0; k < C; k++) {
+          uint32_t j = nn_hash_bytes(&key, labels[k].bytes, labels[k].len) & (size - 1);
+          while (bigger[j] >= 0) j = (j + 1) & (size - 1);
+          bigger[j] = k;
+        }
+        nn_mem_free(tr->mem, slots);
+        slots = bigger;
+        mask = size - 1;
+      }
+    }
+    /* beyond NN_MAX_CLASSES the labels are only counted: that is an error below */
+    if (e < NN_MAX_CLASSES) tr->row_class[i] = (uint16_t)e;
   }
   if (C < 2) {
     snprintf(err, NN_ERR_LEN, "need at least 2 distinct labels, got 1 (\"%.*s\")",
-             refs[0].len > 200 ? 200 : refs[0].len, refs[0].bytes);
+             labels[0].len > 200 ? 200 : labels[0].len, labels[0].bytes);
     status = NN_ERROR;
     goto done;
   }
@@ -106,18 +150,20 @@ static int build_classes(char ***out_labels, int *out_C, int *row_class, const c
     status = NN_ERROR;
     goto done;
   }
-  names = nn_mem_calloc(mem, (size_t)C, sizeof *names);
-  if (!names) goto oom;
-  for (int i = 0, c = -1; i < n; i++) {
-    if (row_class[refs[i].row] == c) continue;
-    c = row_class[refs[i].row];
-    names[c] = nn_mem_alloc(mem, (size_t)refs[i].len + 1);
+  qsort(labels, (size_t)C, sizeof *labels, label_entry_cmp);
+  rank = nn_mem_alloc(tr->mem, (size_t)C * sizeof *rank);
+  names = nn_mem_calloc(tr->mem, (size_t)C, sizeof *names);
+  if (!rank || !names) goto oom;
+  for (int c = 0; c < C; c++) rank[labels[c].first] = c;
+  for (int i = 0; i < n; i++) tr->row_class[i] = (uint16_t)rank[tr->row_class[i]];
+  for (int c = 0; c < C; c++) {
+    names[c] = nn_mem_alloc(tr->mem, (size_t)labels[c].len + 1);
     if (!names[c]) goto oom;
-    memcpy(names[c], refs[i].bytes, (size_t)refs[i].len);
-    names[c][refs[i].len] = 0;
+    memcpy(names[c], labels[c].bytes, (size_t)labels[c].len);
+    names[c][labels[c].len] = 0;
   }
   *out_labels = names;
-  *out_C = C;
+  tr->C = C;
   names = NULL;
   status = NN_OK;
   goto done;
@@ -126,9 +172,11 @@ oom:
   status = NN_NOMEM;
 done:
   if (names)
-    for (int c = 0; c < C; c++) nn_mem_free(mem, names[c]);
-  nn_mem_free(mem, names);
-  nn_mem_free(mem, refs);
+    for (int c = 0; c < C; c++) nn_mem_free(tr->mem, names[c]);
+  nn_mem_free(tr->mem, names);
+  nn_mem_free(tr->mem, rank);
+  nn_mem_free(tr->mem, labels);
+  nn_mem_free(tr->mem, slots);
   return status;
 }
 /* ---------------------------------------------------------------- split and encoding */
@@ -154,41 +202,47 @@ static int copy_vocab(nn_vocab **out, const nn_vocab *vocab, nn_interrupt_fn sto
 
 /* A warm start: each row's label as the base model's class id (C = the base model's classes),
  * or an error naming the first label the base model does not have. */
-static int base_classes(nn_trainer *tr, const nn_model *base, const char *const *labels,
-                        const int *label_lens, char *err) {
+static int base_classes(nn_trainer *tr, const nn_model *base, const nn_train_rows *rows,
+                        char *err) {
   tr->C = nn_model_num_classes(base);
+  const char *last = NULL; /* the previous row's label and class: labels repeat */
+  int last_len = -1, last_class = -1;
   for (int i = 0; i < tr->n; i++) {
-    int len = label_lens ? label_lens[i] : (labels[i] ? (int)strlen(labels[i]) : 0);
-    if (len < 0 || (len > 0 && !labels[i])) {
-      snprintf(err, NN_ERR_LEN, "label of row %d has an invalid length %d", i + 1, len);
-      return NN_ERROR;
-    }
-    int c = nn_model_label_lookup(base, len > 0 ? labels[i] : "", len);
+    const char *bytes;
+    int len;
+    int status = row_label(rows, i, &bytes, &len, err);
+    if (status != NN_OK) return status;
+    int c = len == last_len && memcmp(bytes, last, (size_t)len) == 0
+                ? last_class
+                : nn_model_label_lookup(base, bytes, len);
     if (c < 0) {
       char quoted[240];
-      nn_json_quote_for_message(quoted, sizeof quoted, len > 0 ? labels[i] : "", (size_t)len);
+      nn_json_quote_for_message(quoted, sizeof quoted, bytes, (size_t)len);
       snprintf(err, NN_ERR_LEN,
                "label %s of row %d is not one of the base model's %d labels: a warm start keeps "
                "the base model's labels",
                quoted, i + 1, tr->C);
       return NN_ERROR;
     }
-    tr->row_class[i] = c;
+    tr->row_class[i] = (uint16_t)c;
+    last = bytes;
+    last_len = len;
+    last_class = c;
   }
   return NN_OK;
 }
 
-/* Stratified split into tr->train_rows and tr->val_rows, both ascending (validation is sorted
- * by length later). class_count: (C) rows per class. */
+/* Stratified split into tr->val_bits and tr->val_rows (ascending; sorted by length later).
+ * class_count: (C) rows per class. The rows listed by class for the shuffles become the
+ * epochs' order buffer (tr->order): no array of n rows is freed and allocated again. */
 static int split_rows(nn_trainer *tr, const int *class_count, char *err) {
   int n = tr->n, C = tr->C;
   int *start = nn_mem_alloc(tr->mem, ((size_t)C + 1) * sizeof *start);
   int *by_class = nn_mem_alloc(tr->mem, (size_t)n * sizeof *by_class);
-  unsigned char *is_val = nn_mem_calloc(tr->mem, (size_t)n, 1);
-  if (!start || !by_class || !is_val) {
+  tr->val_bits = nn_mem_calloc(tr->mem, (size_t)n / 8 + 1, 1);
+  if (!start || !by_class || !tr->val_bits) {
     nn_mem_free(tr->mem, start);
     nn_mem_free(tr->mem, by_class);
-    nn_mem_free(tr->mem, is_val);
     snprintf(err, NN_ERR_LEN, "out of memory splitting %d rows", n);
     return NN_NOMEM;
   }
@@ -208,7 +262,10 @@ static int split_rows(nn_trainer *tr, const int *class_count, char *err) {
     int take = (int)round(fraction * count);
     if (take > count - 1) take = count - 1;
     if (take < 0) take = 0;
-    for (int k = 0; k < take; k++) is_val[by_class[start[c] + k]] = 1;
+    for (int k = 0; k < take; k++) {
+      int i = by_class[start[c] + k];
+      tr->val_bits[i >> 3] |= (unsigned char)(1u << (i & 7));
+    }
     n_val += take;
   }
   tr->n_val = n_val;
@@ -223,23 +280,21 @@ static int split_rows(nn_trainer *tr, const int *class_count, char *err) {
              n, C, (double)tr->cfg.val_fraction, need);
     status = NN_ERROR;
   } else {
-    tr->train_rows = nn_mem_alloc(tr->mem, (size_t)tr->n_train * sizeof *tr->train_rows);
     tr->val_rows = nn_mem_alloc(tr->mem, (size_t)n_val * sizeof *tr->val_rows);
-    if (!tr->train_rows || !tr->val_rows) {
+    if (!tr->val_rows) {
       snprintf(err, NN_ERR_LEN, "out of memory splitting %d rows", n);
       status = NN_NOMEM;
     } else {
-      for (int i = 0, t = 0, v = 0; i < n; i++) {
-        if (is_val[i])
-          tr->val_rows[v++] = i;
-        else
-          tr->train_rows[t++] = i;
-      }
+      for (int i = 0, v = 0; i < n; i++)
+        if (nn_train_is_val(tr, i)) tr->val_rows[v++] = i;
+      /* n_train <= n: shrunk in place (a failed shrink keeps the larger buffer) */
+      int *order = nn_mem_realloc(tr->mem, by_class, (size_t)tr->n_train * sizeof *order);
+      tr->order = order ? order : by_class;
+      by_class = NULL;
     }
   }
   nn_mem_free(tr->mem, start);
   nn_mem_free(tr->mem, by_class);
-  nn_mem_free(tr->mem, is_val);
   return status;
 }
 
@@ -267,93 +322,95 @@ static int split_rows_ordered(nn_trainer *tr, char *err) {
   }
   tr->n_val = n_val;
   tr->n_train = n - n_val;
-  tr->train_rows = nn_mem_alloc(tr->mem, (size_t)tr->n_train * sizeof *tr->train_rows);
+  tr->val_bits = nn_mem_calloc(tr->mem, (size_t)n / 8 + 1, 1);
   tr->val_rows = nn_mem_alloc(tr->mem, (size_t)(n_val ? n_val : 1) * sizeof *tr->val_rows);
-  if (!tr->train_rows || !tr->val_rows) {
+  if (!tr->val_bits || !tr->val_rows) {
     snprintf(err, NN_ERR_LEN, "out of memory splitting %d rows", n);
     return NN_NOMEM;
   }
-  for (int i = 0; i < tr->n_train; i++) tr->train_rows[i] = i;
-  for (int i = 0; i < n_val; i++) tr->val_rows[i] = tr->n_train + i;
+  for (int i = 0; i < n_val; i++) {
+    int row = tr->n_train + i;
+    tr->val_rows[i] = row;
+    tr->val_bits[row >> 3] |= (unsigned char)(1u << (row & 7));
+  }
   return NN_OK;
 }
 
+/* The training split's texts in row order, as nn_vocab_build_rows asks for them. */
+typedef struct train_texts {
+  const nn_trainer *tr;
+  const nn_train_rows *rows;
+  int next; /* the row after the last one given */
+} train_texts;
+
+static const char *train_text(void *ctx, int t, int *len) {
+  train_texts *c = ctx;
+  while (nn_train_is_val(c->tr, c->next)) c->next++;
+  int i = c->next++;
+  return c->rows->text(c->rows->ctx, i, len);
+}
+
 /* Vocabulary from the training texts (in row order) into *vocab -- or a copy of `fixed` when it
- * is given (a warm start) -- then every row encoded into tr->ids16 or ids32 / token_start /
- * row_length. *vocab stays the caller's to free, also on error. */
+ * is given (a warm start) -- then every row encoded into tr->id_blocks / group_start /
+ * row_length: each block's ids through a scratch buffer into an allocation of their exact size.
+ * *vocab stays the caller's to free, also on error. */
 static int encode_rows(nn_trainer *tr, nn_vocab **vocab, const nn_vocab *fixed,
-                       const char *const *texts, const int *text_lens, char *err) {
+                       const nn_train_rows *rows, char *err) {
   int n = tr->n, max_len = tr->cfg.max_len, status;
-  const char **train_texts = nn_mem_alloc(tr->mem, (size_t)tr->n_train * sizeof *train_texts);
-  int *train_lens = nn_mem_alloc(tr->mem, (size_t)tr->n_train * sizeof *train_lens);
+  void *stage = NULL;
   nn_token *tokens = nn_mem_alloc(tr->mem, (size_t)max_len * sizeof *tokens);
-  if (!train_texts || !train_lens || !tokens) goto oom;
-  for (int k = 0; k < tr->n_train; k++) {
-    int i = tr->train_rows[k];
-    train_texts[k] = texts[i] ? texts[i] : "";
-    train_lens[k] = texts[i] ? text_lens[i] : 0;
-  }
+  if (!tokens) goto oom;
+  train_texts cursor = {tr, rows, 0};
   status = fixed ? copy_vocab(vocab, fixed, tr->stop, tr->stop_ctx, tr->mem, err)
-                 : nn_vocab_build_ex(vocab, train_texts, train_lens, tr->n_train, &tr->cfg,
-                                     tr->stop, tr->stop_ctx, tr->mem, err);
-  nn_mem_free(tr->mem, train_texts); /* not needed while the ids grow */
-  nn_mem_free(tr->mem, train_lens);
-  train_texts = NULL;
-  train_lens = NULL;
+                 : nn_vocab_build_rows(vocab, train_text, &cursor, tr->n_train, &tr->cfg, tr->stop,
+                                       tr->stop_ctx, tr->mem, err);
   if (status != NN_OK) goto done;
 
   /* ids are < the vocabulary's size: 16 bits each when they fit */
-  int narrow = nn_vocab_count(*vocab) <= 65536;
-  size_t width = narrow ? sizeof(uint16_t) : sizeof(int32_t);
-  size_t capacity = (size_t)n * 8 + 16, used = 0, block_start = 0;
-  void *ids = nn_mem_alloc(tr->mem, capacity * width);
-  tr->token_start = nn_mem_alloc(tr->mem, (size_t)n * sizeof *tr->token_start);
-  tr->token_block =
-      nn_mem_alloc(tr->mem, (((size_t)n >> TOKEN_BLOCK_SHIFT) + 1) * sizeof *tr->token_block);
+  tr->ids16 = nn_vocab_count(*vocab) <= 65536;
+  size_t width = tr->ids16 ? sizeof(uint16_t) : sizeof(int32_t);
+  int blocks = ((n - 1) >> TOKEN_BLOCK_SHIFT) + 1;
+  size_t capacity = ((size_t)8 << TOKEN_BLOCK_SHIFT) + (size_t)max_len; /* grows when needed */
+  stage = nn_mem_alloc(tr->mem, capacity * width);
+  tr->id_blocks = nn_mem_calloc(tr->mem, (size_t)blocks, sizeof *tr->id_blocks);
+  tr->group_start =
+      nn_mem_alloc(tr->mem, ((size_t)((n - 1) >> TOKEN_GROUP_SHIFT) + 1) * sizeof *tr->group_start);
   tr->row_length = nn_mem_alloc(tr->mem, (size_t)n * sizeof *tr->row_length);
-  if (narrow)
-    tr->ids16 = ids;
-  else
-    tr->ids32 = ids;
-  if (!ids || !tr->token_start || !tr->token_block || !tr->row_length) goto oom;
-  for (int i = 0; i < n; i++) {
-    if (i % 4096 == 4095 && tr->stop && tr->stop(tr->stop_ctx)) {
-      snprintf(err, NN_ERR_LEN, "interrupted");
-      status = NN_INTERRUPTED;
-      goto done;
-    }
-    int count = nn_text_encode(tokens, texts[i] ? texts[i] : "", texts[i] ? text_lens[i] : 0,
-                               &tr->cfg, *vocab);
-    if (count < 1) count = 1, tokens[0].id = NN_UNK; /* the contract says >= 1; be safe */
-    if (count > max_len) count = max_len;
-    if (used + (size_t)count > capacity) {
-      size_t grown = capacity * 2 > used + (size_t)max_len ? capacity * 2 : used + (size_t)max_len;
-      void *bigger = nn_mem_realloc(tr->mem, ids, grown * width);
-      if (!bigger) goto oom;
-      ids = bigger;
-      if (narrow)
-        tr->ids16 = ids;
+  if (!stage || !tr->id_blocks || !tr->group_start || !tr->row_length) goto oom;
+  for (int b = 0; b < blocks; b++) {
+    int first = b << TOKEN_BLOCK_SHIFT;
+    int end = n - first > (1 << TOKEN_BLOCK_SHIFT) ? first + (1 << TOKEN_BLOCK_SHIFT) : n;
+    size_t used = 0; /* < 4096 rows x 4096 ids */
+    for (int i = first; i < end; i++) {
+      if (i % 4096 == 4095 && tr->stop && tr->stop(tr->stop_ctx)) {
+        snprintf(err, NN_ERR_LEN, "interrupted");
+        status = NN_INTERRUPTED;
+        goto done;
+      }
+      int len = 0;
+      const char *text = rows->text(rows->ctx, i, &len);
+      int count = nn_text_encode(tokens, text ? text : "", text ? len : 0, &tr->cfg, *vocab);
+      if (count < 1) count = 1, tokens[0].id = NN_UNK; /* the contract says >= 1; be safe */
+      if (count > max_len) count = max_len;
+      if (used + (size_t)count > capacity) {
+        size_t grown = 2 * capacity;
+        void *bigger = nn_mem_realloc(tr->mem, stage, grown * width);
+        if (!bigger) goto oom;
+        stage = bigger;
+        capacity = grown;
+      }
+      if ((i & ((1 << TOKEN_GROUP_SHIFT) - 1)) == 0)
+        tr->group_start[i >> TOKEN_GROUP_SHIFT] = (uint32_t)used;
+      tr->row_length[i] = (uint16_t)count; /* max_len <= 4096 */
+      if (tr->ids16)
+        for (int t = 0; t < count; t++) ((uint16_t *)stage)[used + t] = (uint16_t)tokens[t].id;
       else
-        tr->ids32 = ids;
-      capacity = grown;
+        for (int t = 0; t < count; t++) ((int32_t *)stage)[used + t] = tokens[t].id;
+      used += (size_t)count;
     }
-    if ((i & ((1 << TOKEN_BLOCK_SHIFT) - 1)) == 0) tr->token_block[i >> TOKEN_BLOCK_SHIFT] = block_start = used;
-    tr->token_start[i] = (uint32_t)(used - block_start); /* < 4096 rows x 4096 ids */
-    tr->row_length[i] = (uint16_t)count;                 /* max_len <= 4096 */
-    if (narrow)
-      for (int t = 0; t < count; t++) tr->ids16[used + t] = (uint16_t)tokens[t].id;
-    else
-      for (int t = 0; t < count; t++) tr->ids32[used + t] = tokens[t].id;
-    used += (size_t)count;
-  }
-  if (used < capacity) { /* give back the slack */
-    void *fitted = nn_mem_realloc(tr->mem, ids, (used ? used : 1) * width);
-    if (fitted) {
-      if (narrow)
-        tr->ids16 = fitted;
-      else
-        tr->ids32 = fitted;
-    }
+    tr->id_blocks[b] = nn_mem_alloc(tr->mem, used * width);
+    if (!tr->id_blocks[b]) goto oom;
+    memcpy(tr->id_blocks[b], stage, used * width);
   }
   status = NN_OK;
   goto done;
@@ -361,8 +418,7 @@ oom:
   snprintf(err, NN_ERR_LEN, "out of memory encoding %d texts", n);
   status = NN_NOMEM;
 done:
-  nn_mem_free(tr->mem, train_texts);
-  nn_mem_free(tr->mem, train_lens);
+  nn_mem_free(tr->mem, stage);
   nn_mem_free(tr->mem, tokens);
   return status;
 }
@@ -370,18 +426,16 @@ done:
 /* ---------------------------------------------------------------- all of it */
 
 int nn_train_data_prepare(nn_trainer *tr, char ***names_out, nn_vocab **vocab_out,
-                          const nn_model *base, const char *const *texts, const int *text_lens,
-                          const char *const *labels, const int *label_lens, char *err) {
+                          const nn_model *base, const nn_train_rows *rows, char *err) {
   int n = tr->n, status, C = 0;
   char **names = NULL;
-  int *class_count = NULL, *train_count = NULL, *lens_copy = NULL;
+  int *class_count = NULL, *train_count = NULL;
   nn_vocab *vocab = NULL;
   *names_out = NULL;
   *vocab_out = NULL;
   tr->row_class = nn_mem_alloc(tr->mem, (size_t)n * sizeof *tr->row_class);
   if (!tr->row_class) goto oom;
-  status = base ? base_classes(tr, base, labels, label_lens, err)
-                : build_classes(&names, &tr->C, tr->row_class, labels, label_lens, n, tr->mem, err);
+  status = base ? base_classes(tr, base, rows, err) : build_classes(tr, &names, rows, err);
   if (status != NN_OK) goto done;
   C = tr->C;
   class_count = nn_mem_calloc(tr->mem, (size_t)C, sizeof *class_count);
@@ -393,18 +447,13 @@ int nn_train_data_prepare(nn_trainer *tr, char ***names_out, nn_vocab **vocab_ou
                                                        : split_rows_ordered(tr, err);
   if (status != NN_OK) goto done;
 
-  if (!text_lens) { /* NUL-terminated texts */
-    lens_copy = nn_mem_alloc(tr->mem, (size_t)n * sizeof *lens_copy);
-    if (!lens_copy) goto oom;
-    for (int i = 0; i < n; i++) lens_copy[i] = texts[i] ? (int)strlen(texts[i]) : 0;
-    text_lens = lens_copy;
-  }
-  status = encode_rows(tr, &vocab, base ? nn_model_vocab(base) : NULL, texts, text_lens, err);
+  status = encode_rows(tr, &vocab, base ? nn_model_vocab(base) : NULL, rows, err);
   if (status != NN_OK) goto done;
 
   tr->class_weights = nn_mem_alloc(tr->mem, (size_t)C * sizeof *tr->class_weights);
   if (!tr->class_weights) goto oom;
-  for (int k = 0; k < tr->n_train; k++) train_count[tr->row_class[tr->train_rows[k]]]++;
+  for (int i = 0; i < n; i++)
+    if (!nn_train_is_val(tr, i)) train_count[tr->row_class[i]]++;
   for (int c = 0; c < C; c++) /* a warm start's class may have no rows: no loss reads its 0 */
     tr->class_weights[c] = !tr->cfg.class_weights ? 1.0f
                            : train_count[c] ? (float)(1.0 / (double)train_count[c]) : 0.0f;
@@ -424,6 +473,5 @@ done:
   }
   nn_mem_free(tr->mem, class_count);
   nn_mem_free(tr->mem, train_count);
-  nn_mem_free(tr->mem, lens_copy);
   return status;
 }
