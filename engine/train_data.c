@@ -98,6 +98,11 @@ static int build_classes(nn_trainer *tr, char ***out_labels, const nn_train_rows
   for (int i = 0; i < n; i++) {
     const char *bytes;
     int len;
+    if (i % 4096 == 4095 && tr->stop && tr->stop(tr->stop_ctx)) {
+      snprintf(err, NN_ERR_LEN, "interrupted");
+      status = NN_INTERRUPTED;
+      goto done;
+    }
     status = row_label(rows, i, &bytes, &len, err);
     if (status != NN_OK) goto done;
     if (len > 0 && memchr(bytes, 0, (size_t)len)) {
@@ -210,6 +215,10 @@ static int base_classes(nn_trainer *tr, const nn_model *base, const nn_train_row
   for (int i = 0; i < tr->n; i++) {
     const char *bytes;
     int len;
+    if (i % 4096 == 4095 && tr->stop && tr->stop(tr->stop_ctx)) {
+      snprintf(err, NN_ERR_LEN, "interrupted");
+      return NN_INTERRUPTED;
+    }
     int status = row_label(rows, i, &bytes, &len, err);
     if (status != NN_OK) return status;
     int c = len == last_len && memcmp(bytes, last, (size_t)len) == 0
