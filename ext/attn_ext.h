@@ -252,6 +252,40 @@ typedef struct attn_rows {
 int attn_rows_read(attn_rows *r, sqlite3_stmt *stmt, int mode, int max_rows, int *done,
                    const char *fn, char **errmsg);
 void attn_rows_free(attn_rows *r);
+/* The rows (text, label) of a training run, packed: tens of millions of rows cost their text
+ * and ~6 bytes each (tests/bench/memory_bench.py), where attn_rows costs 24 bytes and a NUL.
+ * Per row: where its text begins in its block (32 bits; it ends where the next row's begins)
+ * and its label as a number in the table of distinct labels (16 bits, 32 in a block that needs
+ * more). Filled by attn_train_rows_read, read-only afterwards (attn_tune's trials share it from
+ * two threads). */
+typedef struct attn_row_block {
+  char *bytes; /* the texts of rows first .. first + n - 1, back to back */
+  uint32_t used, cap;
+  int first, n;
+  uint32_t *starts;   /* (n) */
+  uint16_t *labels16; /* (n) label numbers; NULL when labels32 holds them */
+  uint32_t *labels32;
+} attn_row_block;
+typedef struct attn_train_rows {
+  int n;
+  attn_row_block *blocks;
+  int nblocks, cap_blocks, open; /* open: the last block takes more rows */
+  /* the distinct labels: bytes in one arena, a hash table (nn_hash_bytes) of their numbers */
+  char *label_bytes;
+  sqlite3_uint64 label_used, label_cap, *label_start;
+  int *label_len, nlabels, cap_labels, last_label;
+  int *label_slots;
+  uint32_t label_mask;
+  nn_hash_key key;
+} attn_train_rows;
+/* Append every row of stmt (text, label; a NULL in either is an error naming the row, counted
+ * from the first of stmt) to r. SQLITE_OK, or an error with *errmsg (NULL: out of memory). */
+int attn_train_rows_read(attn_train_rows *r, sqlite3_stmt *stmt, const char *fn, char **errmsg);
+/* Row i's text and label (len bytes, not NUL-terminated), its label's number (< r->nlabels). */
+const char *attn_train_rows_text(const attn_train_rows *r, int i, int *len);
+const char *attn_train_rows_label(const attn_train_rows *r, int i, int *len);
+int attn_train_rows_label_id(const attn_train_rows *r, int i);
+void attn_train_rows_free(attn_train_rows *r);
 /* One sqlite3_step of the user's query stmt for function fn; the functions that write the model
  * store refuse to run inside it (attn_conn_query_begin: its query must be read-only). */
 int attn_query_step(attn_conn *conn, sqlite3_stmt *stmt, const char *fn);
@@ -446,7 +480,6 @@ typedef struct attn_training {
   char *metrics;        /* the trainer's summary (JSON object, sqlite3_malloc'd) */
   sqlite3_stmt *probe;  /* "SELECT 1": fails with SQLITE_INTERRUPT after sqlite3_interrupt */
   attn_progress progress;
-  attn_rows data;       /* the training data, kept while the trainer lives */
   attn_embeddings emb;  /* options "embeddings", "freeze_embeddings" until the trainer exists */
   attn_model *base;     /* option "from": the warm start's model until the trainer exists */
   int keep;             /* attn_tune: at the end keep the model in `model` instead of saving */
@@ -457,11 +490,9 @@ typedef struct attn_training {
   char *validation_query; /* option "validation_query", or NULL */
   char *class_weights;  /* option "class_weights" as an object: its JSON, or NULL */
   char *options_text;   /* the options as given (the lineage's) */
-  /* the rows: data (the query's), vdata (validation_query's), all: both in one list */
-  attn_rows vdata;
-  const char **all_texts, **all_labels;
-  int *all_lens, *all_label_lens;
-  int nall;
+  /* the rows: the query's (nquery), then validation_query's (nvalidation), in one store */
+  attn_train_rows rows;
+  int nquery, nvalidation;
   char *query_text;     /* the training query (lineage) */
   char rows_sha256[65], val_sha256[65];
   char *from_name;      /* option "from": the base's name and version (lineage) */
@@ -502,16 +533,16 @@ int attn_training_start(attn_training *t, attn_conn *conn, const char *fn, sqlit
  * that would change its architecture or vocabulary are refused (nn_config_check_warm_start),
  * "embeddings" is refused. Errors "fn: option \"from\": no model named 'x'", ... */
 int attn_training_options(attn_training *t, const char *options, char **msg);
-/* The trainer of t->cfg over t->data (a warm start from t->base when set). */
+/* The trainer of t->cfg over t->rows (a warm start from t->base when set). */
 int attn_training_create(attn_training *t, char **msg);
 /* Run the next epoch (its statistics in *row); after the last, save the model (or keep it).
  * SQLITE_ROW when an epoch ran, SQLITE_DONE when there was none left, else an error. */
 int attn_training_epoch(attn_training *t, nn_epoch_stats *row, char **msg);
 /* Run every epoch left and save (or keep). SQLITE_OK or an error with *msg. */
 int attn_training_finish(attn_training *t, char **msg);
-/* The rows of option "validation_query" (t->validation_query) read into t->vdata and appended
- * to the training rows (t->all_*), their count into cfg.validation_rows; without the option,
- * t->all_* are the training rows. SQLITE_OK or an error with *msg. */
+/* The rows of option "validation_query" (t->validation_query) appended to t->rows after the
+ * query's (t->nvalidation of them; the caller puts that into cfg.validation_rows). SQLITE_OK or
+ * an error with *msg. */
 int attn_training_rows(attn_training *t, char **msg);
 /* Option "deploy": "if_better": whether `model` (validation rows `rows` of t's rows, n of them)
  * beats the deployed version of t->name on them by t->cfg.monitor, both scored the same way;
@@ -623,11 +654,11 @@ void attn_result_error(sqlite3_context *ctx, int rc, char *msg, const char *fn);
 
 /* ------------------------------------- lineage (attn_lineage.c) and live progress (attn_status.c) */
 
-/* SHA-256 of rows (text, label) in order, as lowercase hex (out: 65 bytes): for each row the
- * text's UTF-8 bytes and the label's, each preceded by its length as 8 bytes little-endian
- * (ext/CONCURRENCY.md: The model store, with the Python that recomputes it). */
-void attn_rows_sha256(const char *const *texts, const int *lens, const char *const *labels,
-                      const int *label_lens, int n, char *out);
+/* SHA-256 of rows first .. first + n - 1 of r (text, label) in order, as lowercase hex (out: 65
+ * bytes): for each row the text's UTF-8 bytes and the label's, each preceded by its length as 8
+ * bytes little-endian (ext/CONCURRENCY.md: The model store, with the Python that recomputes
+ * it). */
+void attn_train_rows_sha256(const attn_train_rows *r, int first, int n, char *out);
 /* The current UTC time as ISO 8601 with milliseconds (out: 32 bytes). */
 void attn_utc_now(char *out);
 /* "attnext 0.1.0" (out: 64 bytes). */

@@ -124,13 +124,15 @@ static void sha256_field(attn_sha256 *s, const char *bytes, int len) {
   if (n) sha256_update(s, bytes, (size_t)n);
 }
 
-void attn_rows_sha256(const char *const *texts, const int *lens, const char *const *labels,
-                      const int *label_lens, int n, char *out) {
+void attn_train_rows_sha256(const attn_train_rows *r, int first, int n, char *out) {
   attn_sha256 s;
   sha256_init(&s);
-  for (int i = 0; i < n; i++) {
-    sha256_field(&s, texts[i], texts[i] ? lens[i] : 0);
-    sha256_field(&s, labels[i], labels[i] ? label_lens[i] : 0);
+  for (int i = first; i < first + n; i++) {
+    int len;
+    const char *bytes = attn_train_rows_text(r, i, &len);
+    sha256_field(&s, bytes, len);
+    bytes = attn_train_rows_label(r, i, &len);
+    sha256_field(&s, bytes, len);
   }
   sha256_hex(&s, out);
 }

@@ -209,3 +209,244 @@ int attn_query_step(attn_conn *conn, sqlite3_stmt *stmt, const char *fn) {
   attn_conn_query_end(conn);
   return rc;
 }
+
+/* ------------------------------------------------------------------ the rows of a training run */
+
+/* attn_train_rows (attn_ext.h): the texts back to back in blocks of at most ROWS_PER_BLOCK rows
+ * and BLOCK_BYTES bytes (a longer text: a block of its own), each allocated once and shrunk to
+ * what it holds when the next one begins -- no array of all rows grows by copying, so glibc
+ * leaves no freed copies behind in the heap (they count in the process's peak). */
+
+#define ROWS_PER_BLOCK 4096
+#define BLOCK_BYTES ((uint32_t)1 << 20)
+
+void attn_train_rows_free(attn_train_rows *r) {
+  for (int b = 0; b < r->nblocks; b++) {
+    sqlite3_free(r->blocks[b].bytes);
+    sqlite3_free(r->blocks[b].starts);
+    sqlite3_free(r->blocks[b].labels16);
+    sqlite3_free(r->blocks[b].labels32);
+  }
+  sqlite3_free(r->blocks);
+  sqlite3_free(r->label_bytes);
+  sqlite3_free(r->label_start);
+  sqlite3_free(r->label_len);
+  sqlite3_free(r->label_slots);
+  memset(r, 0, sizeof *r);
+}
+
+/* The block being filled gives back what it did not use (a failed shrink keeps it all). */
+static void attn_train_rows_close(attn_train_rows *r) {
+  if (!r->open) return;
+  r->open = 0; /* rows appended later (validation_query's) go to a new block */
+  attn_row_block *b = &r->blocks[r->nblocks - 1];
+  if (b->used < b->cap) {
+    char *bytes = sqlite3_realloc64(b->bytes, b->used ? b->used : 1);
+    if (bytes) b->bytes = bytes, b->cap = b->used;
+  }
+  if (b->n < ROWS_PER_BLOCK) {
+    sqlite3_uint64 n = (sqlite3_uint64)(b->n ? b->n : 1);
+    uint32_t *starts = sqlite3_realloc64(b->starts, n * sizeof *starts);
+    if (starts) b->starts = starts;
+    if (b->labels16) {
+      uint16_t *labels = sqlite3_realloc64(b->labels16, n * sizeof *labels);
+      if (labels) b->labels16 = labels;
+    } else {
+      uint32_t *labels = sqlite3_realloc64(b->labels32, n * sizeof *labels);
+      if (labels) b->labels32 = labels;
+    }
+  }
+}
+
+/* A block for the next row, whose text has len bytes: the current one when the row fits, else
+ * a new one (its row arrays first, then its bytes: shrinking the bytes leaves no hole). */
+static attn_row_block *attn_train_rows_block(attn_train_rows *r, int len) {
+  attn_row_block *b = r->open ? &r->blocks[r->nblocks - 1] : NULL;
+  if (b && b->n < ROWS_PER_BLOCK && (uint64_t)b->used + (uint64_t)len <= b->cap) return b;
+  attn_train_rows_close(r);
+  if (r->nblocks == r->cap_blocks) {
+    int cap = r->cap_blocks ? 2 * r->cap_blocks : 16;
+    attn_row_block *blocks = sqlite3_realloc64(r->blocks, (sqlite3_uint64)cap * sizeof *blocks);
+    if (!blocks) return NULL;
+    r->blocks = blocks;
+    r->cap_blocks = cap;
+  }
+  b = &r->blocks[r->nblocks];
+  memset(b, 0, sizeof *b);
+  b->first = r->n;
+  b->cap = (uint32_t)len > BLOCK_BYTES ? (uint32_t)len : BLOCK_BYTES;
+  b->starts = sqlite3_malloc64(ROWS_PER_BLOCK * sizeof *b->starts);
+  if (r->nlabels > 65536) b->labels32 = sqlite3_malloc64(ROWS_PER_BLOCK * sizeof *b->labels32);
+  else b->labels16 = sqlite3_malloc64(ROWS_PER_BLOCK * sizeof *b->labels16);
+  b->bytes = b->starts && (b->labels16 || b->labels32) ? sqlite3_malloc64(b->cap) : NULL;
+  if (!b->bytes) {
+    sqlite3_free(b->starts);
+    sqlite3_free(b->labels16);
+    sqlite3_free(b->labels32);
+    return NULL;
+  }
+  r->nblocks++;
+  r->open = 1;
+  return b;
+}
+
+/* The number of the label (bytes, len) in r's table of distinct labels, added when new; -1 when
+ * out of memory. */
+static int attn_train_rows_intern(attn_train_rows *r, const char *bytes, int len) {
+  if (r->nlabels && r->label_len[r->last_label] == len &&
+      memcmp(r->label_bytes + r->label_start[r->last_label], bytes, (size_t)len) == 0)
+    return r->last_label; /* most rows: the label of the row before, or of one soon before */
+  if (!r->label_slots) {
+    r->key = nn_hash_key_new(r);
+    r->label_mask = 15;
+    r->label_slots = sqlite3_malloc64(16 * sizeof *r->label_slots);
+    if (!r->label_slots) return -1;
+    memset(r->label_slots, 0xff, 16 * sizeof *r->label_slots);
+  }
+  uint32_t h = nn_hash_bytes(&r->key, bytes, len) & r->label_mask;
+  int e;
+  while ((e = r->label_slots[h]) >= 0 &&
+         (r->label_len[e] != len ||
+          memcmp(r->label_bytes + r->label_start[e], bytes, (size_t)len) != 0))
+    h = (h + 1) & r->label_mask;
+  if (e >= 0) return r->last_label = e;
+  if (r->nlabels == r->cap_labels) {
+    int cap = r->cap_labels ? 2 * r->cap_labels : 16;
+    sqlite3_uint64 *start = sqlite3_realloc64(r->label_start, (sqlite3_uint64)cap * sizeof *start);
+    if (start) r->label_start = start;
+    int *lens = sqlite3_realloc64(r->label_len, (sqlite3_uint64)cap * sizeof *lens);
+    if (lens) r->label_len = lens;
+    if (!start || !lens) return -1;
+    r->cap_labels = cap;
+  }
+  if (!r->label_bytes || r->label_used + (sqlite3_uint64)len > r->label_cap) {
+    sqlite3_uint64 cap = r->label_cap ? 2 * r->label_cap : 256;
+    while (cap < r->label_used + (sqlite3_uint64)len) cap *= 2;
+    char *more = sqlite3_realloc64(r->label_bytes, cap);
+    if (!more) return -1;
+    r->label_bytes = more;
+    r->label_cap = cap;
+  }
+  if (len) memcpy(r->label_bytes + r->label_used, bytes, (size_t)len);
+  r->label_start[r->nlabels] = r->label_used;
+  r->label_len[r->nlabels] = len;
+  r->label_used += (sqlite3_uint64)len;
+  e = r->nlabels++;
+  r->label_slots[h] = e;
+  if ((uint32_t)r->nlabels * 2 > r->label_mask + 1) { /* half full: double the table */
+    uint32_t size = (r->label_mask + 1) * 2;
+    int *slots = sqlite3_malloc64((sqlite3_uint64)size * sizeof *slots);
+    if (!slots) return -1;
+    memset(slots, 0xff, (size_t)size * sizeof *slots);
+    for (int k = 0; k < r->nlabels; k++) {
+      uint32_t j =
+          nn_hash_bytes(&r->key, r->label_bytes + r->label_start[k], r->label_len[k]) & (size - 1);
+      while (slots[j] >= 0) j = (j + 1) & (size - 1);
+      slots[j] = k;
+    }
+    sqlite3_free(r->label_slots);
+    r->label_slots = slots;
+    r->label_mask = size - 1;
+  }
+  return r->last_label = e;
+}
+
+int attn_train_rows_read(attn_train_rows *r, sqlite3_stmt *stmt, const char *fn, char **errmsg) {
+  sqlite3 *db = sqlite3_db_handle(stmt);
+  int rc = SQLITE_OK;
+  for (int row = 1;; row++) { /* row: of this query, for messages */
+    rc = sqlite3_step(stmt);
+    if (rc == SQLITE_DONE) {
+      rc = SQLITE_OK;
+      break;
+    }
+    if (rc != SQLITE_ROW) {
+      *errmsg = sqlite3_mprintf("%s: the query failed: %s", fn, sqlite3_errmsg(db));
+      break;
+    }
+    if (sqlite3_column_type(stmt, 0) == SQLITE_NULL) {
+      *errmsg = sqlite3_mprintf("%s: row %d of the query has a NULL text", fn, row);
+      rc = SQLITE_ERROR;
+      break;
+    }
+    const char *text = (const char *)sqlite3_column_text(stmt, 0);
+    int len = sqlite3_column_bytes(stmt, 0);
+    if (!text) {
+      rc = SQLITE_NOMEM;
+      break;
+    }
+    if (sqlite3_column_type(stmt, 1) == SQLITE_NULL) {
+      *errmsg = sqlite3_mprintf("%s: row %d of the query has a NULL label", fn, row);
+      rc = SQLITE_ERROR;
+      break;
+    }
+    const char *label = (const char *)sqlite3_column_text(stmt, 1);
+    int label_len = sqlite3_column_bytes(stmt, 1);
+    if (!label) {
+      rc = SQLITE_NOMEM;
+      break;
+    }
+    if (r->n == INT_MAX) {
+      *errmsg = sqlite3_mprintf("%s: too many rows", fn);
+      rc = SQLITE_ERROR;
+      break;
+    }
+    int id = attn_train_rows_intern(r, label, label_len);
+    attn_row_block *b = id < 0 ? NULL : attn_train_rows_block(r, len);
+    if (!b) {
+      rc = SQLITE_NOMEM;
+      break;
+    }
+    if (id > 65535 && b->labels16) { /* this block's labels now need 32 bits */
+      uint32_t *wide = sqlite3_malloc64(ROWS_PER_BLOCK * sizeof *wide);
+      if (!wide) {
+        rc = SQLITE_NOMEM;
+        break;
+      }
+      for (int k = 0; k < b->n; k++) wide[k] = b->labels16[k];
+      sqlite3_free(b->labels16);
+      b->labels16 = NULL;
+      b->labels32 = wide;
+    }
+    if (len) memcpy(b->bytes + b->used, text, (size_t)len);
+    b->starts[b->n] = b->used;
+    if (b->labels16) b->labels16[b->n] = (uint16_t)id;
+    else b->labels32[b->n] = (uint32_t)id;
+    b->used += (uint32_t)len;
+    b->n++;
+    r->n++;
+  }
+  attn_train_rows_close(r);
+  return rc;
+}
+
+/* The block of row i (0 <= i < r->n). */
+static const attn_row_block *attn_train_rows_find(const attn_train_rows *r, int i) {
+  int lo = 0, hi = r->nblocks - 1;
+  while (lo < hi) { /* the last block whose first row is <= i */
+    int mid = (lo + hi + 1) / 2;
+    if (r->blocks[mid].first <= i) lo = mid;
+    else hi = mid - 1;
+  }
+  return &r->blocks[lo];
+}
+
+const char *attn_train_rows_text(const attn_train_rows *r, int i, int *len) {
+  const attn_row_block *b = attn_train_rows_find(r, i);
+  int k = i - b->first;
+  uint32_t end = k + 1 < b->n ? b->starts[k + 1] : b->used;
+  *len = (int)(end - b->starts[k]);
+  return b->bytes + b->starts[k];
+}
+
+int attn_train_rows_label_id(const attn_train_rows *r, int i) {
+  const attn_row_block *b = attn_train_rows_find(r, i);
+  int k = i - b->first;
+  return b->labels16 ? b->labels16[k] : (int)b->labels32[k];
+}
+
+const char *attn_train_rows_label(const attn_train_rows *r, int i, int *len) {
+  int id = attn_train_rows_label_id(r, i);
+  *len = r->label_len[id];
+  return r->label_bytes + r->label_start[id];
+}

@@ -77,17 +77,8 @@ void attn_training_free(attn_training *t) {
   t->probe = NULL;
   sqlite3_free(t->name);
   t->name = NULL;
-  if (t->all_texts != t->data.texts) { /* else the same arrays as data's (no vdata) */
-    sqlite3_free((void *)t->all_texts);
-    sqlite3_free((void *)t->all_labels);
-    sqlite3_free(t->all_lens);
-    sqlite3_free(t->all_label_lens);
-  }
-  t->all_texts = t->all_labels = NULL;
-  t->all_lens = t->all_label_lens = NULL;
-  t->nall = 0;
-  attn_rows_free(&t->data);
-  attn_rows_free(&t->vdata);
+  attn_train_rows_free(&t->rows);
+  t->nquery = t->nvalidation = 0;
   sqlite3_free(t->validation_query);
   t->validation_query = NULL;
   sqlite3_free(t->query_text);
@@ -412,6 +403,15 @@ done:
   return rc;
 }
 
+/* t->rows as the trainer reads them (nn_trainer_args.row_text, row_label). */
+static const char *attn_training_text(void *ctx, int i, int *len) {
+  return attn_train_rows_text(ctx, i, len);
+}
+
+static const char *attn_training_label(void *ctx, int i, int *len) {
+  return attn_train_rows_label(ctx, i, len);
+}
+
 /* Create the trainer of t->cfg over t's rows (a warm start from t->base when set). */
 int attn_training_create(attn_training *t, char **msg) {
   sqlite3 *db = attn_conn_db(t->conn);
@@ -421,11 +421,10 @@ int attn_training_create(attn_training *t, char **msg) {
   attn_interrupt interrupt = {db, NULL, 0}; /* the vocabulary of many rows takes a while */
   nn_trainer_args args = {.cfg = &t->cfg,
                           .base = t->base ? t->base->nn : NULL,
-                          .texts = t->all_texts,
-                          .text_lens = t->all_lens,
-                          .labels = t->all_labels,
-                          .label_lens = t->all_label_lens,
-                          .n = t->nall,
+                          .row_text = attn_training_text,
+                          .row_label = attn_training_label,
+                          .rows_ctx = &t->rows,
+                          .n = t->rows.n,
                           .stop = attn_interrupt_check,
                           .stop_ctx = &interrupt,
                           .mem = &attn_mem};
@@ -500,18 +499,17 @@ int attn_training_open(attn_training *t, attn_conn *conn, const char *fn, sqlite
     goto done;
   }
   t->status = attn_status_register(db, fn, name);
-  int query_done = 0;
   attn_conn_query_begin(conn, fn);
-  rc = attn_rows_read(&t->data, stmt, ATTN_ROWS_TEXT_LABEL, INT_MAX, &query_done, fn, msg);
+  rc = attn_train_rows_read(&t->rows, stmt, fn, msg);
   attn_conn_query_end(conn);
   if (rc != SQLITE_OK) goto done;
-  if (t->data.n == 0) {
+  t->nquery = t->rows.n;
+  if (t->nquery == 0) {
     *msg = sqlite3_mprintf("%s: the query returned no rows", fn);
     rc = SQLITE_ERROR;
     goto done;
   }
-  attn_rows_sha256(t->data.texts, t->data.lens, t->data.labels, t->data.label_lens, t->data.n,
-                   t->rows_sha256);
+  attn_train_rows_sha256(&t->rows, 0, t->nquery, t->rows_sha256);
 done:
   sqlite3_finalize(stmt);
   if (rc != SQLITE_OK) {
@@ -525,8 +523,8 @@ int attn_training_rows(attn_training *t, char **msg) {
   sqlite3 *db = attn_conn_db(t->conn);
   sqlite3_stmt *stmt = NULL;
   const char *fn = t->fn;
-  int rc = SQLITE_OK, done = 0;
-  if (t->validation_query && t->vdata.n == 0) {
+  int rc = SQLITE_OK;
+  if (t->validation_query && t->nvalidation == 0) {
     rc = attn_prepare_query(db, fn, t->validation_query, 2, "(text, label)", &stmt, msg);
     if (rc != SQLITE_OK) {
       /* "attn_fit: the query ..." is about the validation query here: say so */
@@ -535,48 +533,19 @@ int attn_training_rows(attn_training *t, char **msg) {
       *msg = full;
       return rc;
     }
+    /* the training rows, then the validation query's: "validation": "query" takes the last */
     attn_conn_query_begin(t->conn, fn);
-    rc = attn_rows_read(&t->vdata, stmt, ATTN_ROWS_TEXT_LABEL, INT_MAX, &done, fn, msg);
+    rc = attn_train_rows_read(&t->rows, stmt, fn, msg);
     attn_conn_query_end(t->conn);
     sqlite3_finalize(stmt);
     if (rc != SQLITE_OK) return rc;
-    if (t->vdata.n == 0) {
+    t->nvalidation = t->rows.n - t->nquery;
+    if (t->nvalidation == 0) {
       *msg = sqlite3_mprintf("%s: option \"validation_query\" returned no rows", fn);
       return SQLITE_ERROR;
     }
-    if ((int64_t)t->data.n + t->vdata.n > INT_MAX) {
-      *msg = sqlite3_mprintf("%s: too many rows", fn);
-      return SQLITE_ERROR;
-    }
-    attn_rows_sha256(t->vdata.texts, t->vdata.lens, t->vdata.labels, t->vdata.label_lens,
-                     t->vdata.n, t->val_sha256);
+    attn_train_rows_sha256(&t->rows, t->nquery, t->nvalidation, t->val_sha256);
   }
-  if (t->all_texts) return SQLITE_OK;
-  /* the training rows, then the validation query's: "validation": "query" takes the last ones */
-  int n = t->data.n + t->vdata.n;
-  if (t->vdata.n == 0) { /* the query's rows are all of them: no copy of the arrays */
-    t->all_texts = t->data.texts;
-    t->all_lens = t->data.lens;
-    t->all_labels = t->data.labels;
-    t->all_label_lens = t->data.label_lens;
-    t->nall = n;
-    return rc;
-  }
-  sqlite3_uint64 cap = (sqlite3_uint64)(n ? n : 1);
-  t->all_texts = sqlite3_malloc64(sizeof *t->all_texts * cap);
-  t->all_labels = sqlite3_malloc64(sizeof *t->all_labels * cap);
-  t->all_lens = sqlite3_malloc64(sizeof *t->all_lens * cap);
-  t->all_label_lens = sqlite3_malloc64(sizeof *t->all_label_lens * cap);
-  if (!t->all_texts || !t->all_labels || !t->all_lens || !t->all_label_lens) return SQLITE_NOMEM;
-  for (int i = 0; i < n; i++) {
-    const attn_rows *r = i < t->data.n ? &t->data : &t->vdata;
-    int k = i < t->data.n ? i : i - t->data.n;
-    t->all_texts[i] = r->texts[k];
-    t->all_lens[i] = r->lens[k];
-    t->all_labels[i] = r->labels[k];
-    t->all_label_lens[i] = r->label_lens[k];
-  }
-  t->nall = n;
   return rc;
 }
 
@@ -585,7 +554,7 @@ int attn_training_start(attn_training *t, attn_conn *conn, const char *fn,
                         sqlite3_value *options_arg, char **msg) {
   int rc = attn_training_open(t, conn, fn, name_arg, query_arg, options_arg, msg);
   if (rc == SQLITE_OK) rc = attn_training_rows(t, msg);
-  if (rc == SQLITE_OK) t->cfg.validation_rows = t->vdata.n;
+  if (rc == SQLITE_OK) t->cfg.validation_rows = t->nvalidation;
   attn_status_phase(t->status, "training", t->cfg.epochs, 0, 0);
   if (rc == SQLITE_OK) rc = attn_training_create(t, msg);
   return rc;
@@ -603,42 +572,40 @@ typedef struct attn_figures {
 static int attn_training_score(attn_training *t, const nn_model *model, const int *rows, int n,
                                attn_figures *out, char **msg) {
   const char *fn = t->fn;
-  int C = nn_model_num_classes(model), rc;
+  int C = nn_model_num_classes(model), L = t->rows.nlabels, rc;
   const char **texts = sqlite3_malloc64(sizeof *texts * (sqlite3_uint64)n);
   int *lens = sqlite3_malloc64(sizeof *lens * (sqlite3_uint64)n);
   int *pred = sqlite3_malloc64(sizeof *pred * (sqlite3_uint64)n);
   int *truth = sqlite3_malloc64(sizeof *truth * (sqlite3_uint64)n);
   float *probs = sqlite3_malloc64(sizeof *probs * (sqlite3_uint64)n * (sqlite3_uint64)C);
-  /* counts over the model's classes, then one more for labels it does not have */
-  int64_t *tp = sqlite3_malloc64(sizeof *tp * 3 * (sqlite3_uint64)(C + n));
-  if (!texts || !lens || !pred || !truth || !probs || !tp) {
+  /* counts over the model's classes, then one more for each label it does not have */
+  int64_t *tp = sqlite3_malloc64(sizeof *tp * 3 * (sqlite3_uint64)(C + (L < n ? L : n)));
+  int *class_of = sqlite3_malloc64(sizeof *class_of * (sqlite3_uint64)(L ? L : 1));
+  if (!texts || !lens || !pred || !truth || !probs || !tp || !class_of) {
     rc = SQLITE_NOMEM;
     goto done;
   }
-  for (int i = 0; i < n; i++) {
-    texts[i] = t->all_texts[rows[i]];
-    lens[i] = t->all_lens[rows[i]];
-  }
+  for (int i = 0; i < n; i++) texts[i] = attn_train_rows_text(&t->rows, rows[i], &lens[i]);
   attn_model wrapper;
   memset(&wrapper, 0, sizeof wrapper);
   wrapper.nn = (nn_model *)model;
   wrapper.refs = 1;
   rc = attn_classify_probs(t->conn, &wrapper, texts, lens, n, pred, probs, fn, msg);
   if (rc != SQLITE_OK) goto done;
-  /* true labels as the model's class ids; labels it lacks get ids C, C + 1, ... */
+  /* true labels as the model's class ids; labels it lacks get ids C, C + 1, ... in the order
+   * first seen (class_of: by the label's number in t->rows, -2 until seen) */
   int extra = 0;
   double loss = 0;
+  for (int k = 0; k < L; k++) class_of[k] = -2;
   for (int i = 0; i < n; i++) {
-    const char *label = t->all_labels[rows[i]];
-    int len = t->all_label_lens[rows[i]];
-    int c = nn_model_label_lookup(model, label, len);
-    if (c < 0) {
-      for (int j = 0; j < i && c < 0; j++) /* an unknown label seen before: its id */
-        if (truth[j] >= C && t->all_label_lens[rows[j]] == len &&
-            memcmp(t->all_labels[rows[j]], label, (size_t)len) == 0)
-          c = truth[j];
-      if (c < 0) c = C + extra++;
+    int id = attn_train_rows_label_id(&t->rows, rows[i]);
+    if (class_of[id] == -2) {
+      int len;
+      const char *label = attn_train_rows_label(&t->rows, rows[i], &len);
+      int c = nn_model_label_lookup(model, label, len);
+      class_of[id] = c >= 0 ? c : C + extra++;
     }
+    int c = class_of[id];
     truth[i] = c;
     double p = c < C ? probs[(size_t)i * C + c] : 0;
     loss += p > 0 ? -log(p) : INFINITY;
@@ -662,6 +629,7 @@ done:
   sqlite3_free(truth);
   sqlite3_free(probs);
   sqlite3_free(tp);
+  sqlite3_free(class_of);
   if (rc == SQLITE_NOMEM && !*msg) *msg = sqlite3_mprintf("%s: out of memory", fn);
   return rc;
 }
@@ -770,10 +738,10 @@ void attn_training_lineage(const attn_training *t, attn_lineage_info *l, const c
   memset(l, 0, sizeof *l);
   l->function = t->fn;
   l->query = t->query_text;
-  l->rows = t->data.n;
+  l->rows = t->nquery;
   l->rows_sha256 = t->rows_sha256;
   l->validation_query = t->validation_query;
-  l->validation_rows = t->validation_query ? t->vdata.n : -1;
+  l->validation_rows = t->validation_query ? t->nvalidation : -1;
   l->validation_sha256 = t->validation_query ? t->val_sha256 : NULL;
   l->options = options;
   l->from_name = t->from_name;
@@ -802,21 +770,29 @@ static int attn_training_save(attn_training *t, char **msg) {
   const int *rows = NULL;
   int nrows = 0;
   nn_trainer_validation_rows(t->trainer, &rows, &nrows);
+  /* the validation rows copied, the trainer and its rows' state let go before the deploy
+   * decision reads the validation texts again (the run's peak memory stays the training's) */
+  t->val_rows = sqlite3_malloc64(sizeof *t->val_rows * (sqlite3_uint64)(nrows ? nrows : 1));
+  if (t->val_rows && nrows) memcpy(t->val_rows, rows, sizeof *rows * (size_t)nrows);
+  t->nval = t->val_rows ? nrows : 0;
+  nn_trainer_free(t->trainer);
+  t->trainer = NULL;
   if (t->keep) {
     t->model = model;
-    t->val_rows = sqlite3_malloc64(sizeof *t->val_rows * (sqlite3_uint64)(nrows ? nrows : 1));
     if (!t->val_rows) {
       t->stopped = 1;
       return SQLITE_NOMEM;
     }
-    if (nrows) memcpy(t->val_rows, rows, sizeof *rows * (size_t)nrows);
-    t->nval = nrows;
-    nn_trainer_free(t->trainer);
-    t->trainer = NULL;
     return SQLITE_OK;
   }
+  if (!t->val_rows) {
+    nn_model_free(model);
+    t->stopped = 1;
+    *msg = sqlite3_mprintf("%s: out of memory", t->fn);
+    return SQLITE_NOMEM;
+  }
   int deploy = 1;
-  int rc = attn_training_decide(t, model, rows, nrows, &deploy, msg);
+  int rc = attn_training_decide(t, model, t->val_rows, t->nval, &deploy, msg);
   char *metrics = rc == SQLITE_OK ? attn_training_metrics(t, t->metrics, deploy) : NULL;
   if (rc == SQLITE_OK && !metrics) rc = SQLITE_NOMEM;
   if (rc == SQLITE_OK) {
@@ -839,8 +815,6 @@ static int attn_training_save(attn_training *t, char **msg) {
   }
   sqlite3_free(metrics);
   nn_model_free(model);
-  nn_trainer_free(t->trainer);
-  t->trainer = NULL;
   if (rc == SQLITE_OK) {
     t->saved = 1;
     t->deployed = deploy;

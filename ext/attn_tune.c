@@ -552,13 +552,9 @@ static void attn_tune_share(attn_training *tt, const attn_training *t) {
   tt->conn = t->conn;
   tt->fn = t->fn;
   tt->name = t->name;
-  tt->data = t->data;
-  tt->vdata = t->vdata;
-  tt->all_texts = t->all_texts;
-  tt->all_labels = t->all_labels;
-  tt->all_lens = t->all_lens;
-  tt->all_label_lens = t->all_label_lens;
-  tt->nall = t->nall;
+  tt->rows = t->rows;
+  tt->nquery = t->nquery;
+  tt->nvalidation = t->nvalidation;
   tt->query_text = t->query_text;
   tt->validation_query = t->validation_query;
   memcpy(tt->rows_sha256, t->rows_sha256, sizeof tt->rows_sha256);
@@ -575,7 +571,7 @@ static int attn_tune_prepare(attn_training *tt, const attn_training *t, attn_tun
   attn_tune_share(tt, t);
   int rc = attn_training_options(tt, trial->options, msg);
   if (rc != SQLITE_OK) return rc;
-  tt->cfg.validation_rows = t->vdata.n;
+  tt->cfg.validation_rows = t->nvalidation;
   tt->cfg.pool_threads = threads;
   tt->status = attn_status_register(attn_conn_db(t->conn), t->fn, t->name);
   attn_status_phase(tt->status, "training", tt->cfg.epochs, i + 1, ntrials);

@@ -183,6 +183,23 @@ check(n == 1003 * 3, f"attn_confusion over 1000 unknown labels: {n} rows = (1000
 db.execute("DROP TABLE temp.many")
 unchanged("many labels")
 
+# more distinct labels than 16 bits number: attn_train keeps each row's label as a 16-bit number
+# in a table of the distinct ones, widened to 32 bits in the block of 4096 rows where the
+# 65,537th appears (here mid-block: 100 rows share a label first); every row's label must read
+# back right: the count of distinct labels, and a NUL byte in the last row's, named by row
+db.execute("CREATE TEMP TABLE wide(id INTEGER PRIMARY KEY, text, label)")
+db.executemany("INSERT INTO wide(text, label) VALUES(?, ?)",
+               [("goal match", "same" if i < 100 else f"L{i}") for i in range(70000)])
+err, secs = train_error("SELECT text, label FROM wide ORDER BY id")
+check(err == "attn_train: too many distinct labels: 69901 (at most 10000)" and secs < 60,
+      f"70,000 rows, 69,901 distinct labels: {err} ({secs:.1f}s)")
+err, secs = train_error("SELECT text, CASE WHEN id = 70000 THEN CAST(X'6100' || label AS TEXT) "
+                        "ELSE label END FROM wide ORDER BY id")
+check(err == "attn_train: label of row 70000 contains a NUL byte" and secs < 60,
+      f"a NUL byte in the label of row 70,000, after the widening: {err} ({secs:.1f}s)")
+db.execute("DROP TABLE temp.wide")
+unchanged("labels past 16 bits")
+
 # ------------------------------------------------------------------ options
 Q = "SELECT text, label FROM docs"
 option_cases = [

@@ -333,6 +333,36 @@ def test_lineage(mode):
           lin["started_at"] <= lin["ended_at"] and lin["started_at"].endswith("Z"),
           f"{mode}: options as given, {lin['attnext']}, backend {lin['backend']}, "
           f"{lin['started_at']} .. {lin['ended_at']}")
+    # the rows are kept packed (ext/attn_query.c: texts back to back in blocks of 4096 rows and
+    # ~1 MiB, a longer text in a block of its own): texts of 0 bytes, over 1 MiB, numbers and
+    # BLOBs, over one block of rows, then the validation query's appended after a part-filled
+    # block, must come back byte for byte (their hashes, recomputed from CAST(... AS BLOB))
+    db.execute("CREATE TABLE packed(id INTEGER PRIMARY KEY, text, label)")
+    db.execute("CREATE TABLE packed_held(id INTEGER PRIMARY KEY, text, label)")
+    words = [t for t, _ in R.make_rows(60, seed=3)]
+    big = " ".join(words) * 12000  # ~2.3 MB
+    odd = {0: big, 1: "", 2: 12345, 3: b"blob \xc3\xa9 bytes", 4100: big[:1 << 20], 4101: "",
+           4102: big[:(1 << 20) - 7], 4999: big}
+    prows = [(odd.get(i, words[i % 60]), ["a", "", 7, "b"][i % 4]) for i in range(5000)]
+    db.executemany("INSERT INTO packed(text, label) VALUES(?, ?)", prows)
+    db.executemany("INSERT INTO packed_held(text, label) VALUES(?, ?)",
+                   [(big if i == 3 else words[i], ["b", "a", "", 7][i % 4]) for i in range(40)])
+    raw = "SELECT CAST(text AS BLOB), CAST(label AS BLOB) FROM {} ORDER BY id"
+
+    def raw_sha256(rows):
+        h = hashlib.sha256()
+        for t, lab in rows:
+            h.update(len(t).to_bytes(8, "little") + t + len(lab).to_bytes(8, "little") + lab)
+        return h.hexdigest()
+    pq = "SELECT text, label FROM packed ORDER BY id"
+    hq = "SELECT text, label FROM packed_held ORDER BY id"
+    p = fit(db, "p", opts(epochs=1, validation_query=hq), pq)
+    lin = db.execute("SELECT rows, rows_sha256, validation_rows, validation_sha256 FROM "
+                     "attn_lineage WHERE name = 'p' AND version = ?", (p["version"],)).fetchone()
+    check(lin == (5000, raw_sha256(db.execute(raw.format("packed"))), 40,
+                  raw_sha256(db.execute(raw.format("packed_held")))),
+          f"{mode}: packed rows (empty, 1 MiB, 2.3 MB, numbers, BLOBs; 5000 + 40 appended) "
+          f"hash as recomputed: {lin[1][:16]}..., {lin[3][:16]}...")
     warm = fit(db, "w", opts(**{"from": "m", "epochs": 1}), query)
     w = db.execute("SELECT from_name, from_version FROM attn_lineage WHERE name = 'w'"
                    ).fetchone()
