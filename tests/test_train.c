@@ -339,6 +339,7 @@ static void check_row_functions(void) {
         "rows through functions: the same weights as arrays (%s)", err);
   nn_model_free(arrays);
   nn_model_free(functions);
+  free_dataset(&data);
   /* 9,000 rows, each with 10 words of its own besides the keyword: 76,500 in training */
   make_keyword_data(&data, 9000, 3, 0, 13);
   for (int i = 0; i < data.n; i++) {
