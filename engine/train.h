@@ -12,6 +12,7 @@
 #define MAX_SHARDS 8      /* data-parallel pieces of a batch */
 #define TOKEN_BLOCK_SHIFT 12 /* the ids of each 4096 rows in an allocation of their own */
 #define TOKEN_GROUP_SHIFT 4  /* where a row's ids begin: its group's (16 rows) start + lengths */
+_Static_assert(TOKEN_GROUP_SHIFT <= TOKEN_BLOCK_SHIFT, "a group of rows never spans two blocks");
 #define SHARD_ROWS 32     /* a batch of B rows runs as clamp(B / 32, 1, 8) shards */
 
 /* Seeds of the trainer's random streams, derived from cfg->seed (the model's initialisation

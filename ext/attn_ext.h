@@ -503,7 +503,7 @@ typedef struct attn_training {
   /* the outcome */
   int deployed;         /* the save deployed the new version */
   char *deploy_reason;  /* why it was or was not deployed (sqlite3_malloc'd) */
-  int *val_rows, nval;  /* keep: the validation rows of the run (attn_tune's comparison) */
+  int *val_rows, nval;  /* the validation rows (the deploy decision, attn_tune's comparison) */
   /* the live log (WAL): the version reserved, the name's mark before, epochs written, when */
   int64_t live_version, live_prev_mark;
   int live_written;

@@ -110,8 +110,8 @@ int attn_rows_read(attn_rows *r, sqlite3_stmt *stmt, int mode, int max_rows, int
   r->nlabels_seen = 0;
   *done = 0;
   /* While reading, texts[i] / labels[i] hold offsets into data (which moves as it grows), as
-   * integers; they become pointers once the chunk is read. No separate offset array: training
-   * keeps every row, and its bytes per row are what a million rows cost. */
+   * integers; they become pointers once the chunk is read (training keeps its rows packed
+   * instead: attn_train_rows). */
   while (r->n < max_rows) {
     rc = sqlite3_step(stmt);
     if (rc == SQLITE_DONE) {

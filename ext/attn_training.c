@@ -753,10 +753,10 @@ void attn_training_lineage(const attn_training *t, attn_lineage_info *l, const c
 
 /* ------------------------------------------------------------------ the save */
 
-/* Training is over: decide whether the new version is deployed ("deploy"), store it with its log
- * and lineage in one transaction, then let the trainer and the training data go. With t->keep:
- * keep the model in t->model (and the validation rows), save nothing (attn_tune saves its trials
- * at the end). */
+/* Training is over: take the model and the validation rows, let the trainer go, then decide
+ * whether the new version is deployed ("deploy") and store it with its log and lineage in one
+ * transaction. With t->keep: keep the model in t->model (and the validation rows), save nothing
+ * (attn_tune saves its trials at the end). */
 static int attn_training_save(attn_training *t, char **msg) {
   char err[NN_ERR_LEN] = "";
   nn_model *model = NULL;

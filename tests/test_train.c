@@ -25,6 +25,7 @@
 #include "check.h"
 #include "config_base.h"
 #include "nn_internal.h"
+#include "train.h"
 
 #define MAX_ROWS 12000
 
@@ -321,6 +322,39 @@ static nn_model *train_with_functions(const nn_config *cfg, dataset *d, char *er
   return model;
 }
 
+/* White box: every row's stored ids (train_data.c: blocks of 4096 rows, a start per 16 rows,
+ * 16- or 32-bit ids) equal its text encoded again with the trainer's vocabulary. */
+static void check_stored_ids(const nn_config *cfg, dataset *d, int want_ids16, const char *what) {
+  char err[NN_ERR_LEN] = "";
+  nn_trainer *tr = NULL;
+  nn_trainer_args args = {
+      .cfg = cfg, .row_text = data_text, .row_label = data_label, .rows_ctx = d, .n = d->n};
+  int status = nn_trainer_create(&tr, &args, err);
+  CHECK(status == NN_OK, "%s: create: %s", what, err);
+  if (status != NN_OK) return;
+  const nn_config *mc = nn_model_config(tr->model);
+  const nn_vocab *vocab = nn_model_vocab(tr->model);
+  nn_token *tokens = malloc((size_t)mc->max_len * sizeof *tokens);
+  int bad = -1;
+  for (int i = 0; tokens && i < d->n && bad < 0; i++) {
+    int count = nn_text_encode(tokens, d->texts[i], d->text_lens[i], mc, vocab);
+    if (count < 1) count = 1, tokens[0].id = NN_UNK;
+    if (count > mc->max_len) count = mc->max_len;
+    const void *ids = nn_train_row_ids(tr, i);
+    if (tr->row_length[i] != count) bad = i;
+    for (int t = 0; bad < 0 && t < count; t++) {
+      int id = tr->ids16 ? ((const uint16_t *)ids)[t] : ((const int32_t *)ids)[t];
+      if (id != tokens[t].id) bad = i;
+    }
+  }
+  CHECK(tokens && tr->ids16 == want_ids16 && bad < 0,
+        "%s: %d rows, %d-bit ids (want %d); first row whose stored ids differ from its "
+        "encoding: %d (-1: none)",
+        what, d->n, tr->ids16 ? 16 : 32, want_ids16 ? 16 : 32, bad);
+  free(tokens);
+  nn_trainer_free(tr);
+}
+
 /* The rows through functions train the same weights as the same rows as arrays; over more than
  * one block of 4096 rows and a vocabulary past 16-bit ids (train_data.c keeps the ids of each
  * 4096 rows apart, 32 bits each here, a start per 16 rows), the keyword still decides. */
@@ -330,6 +364,9 @@ static void check_row_functions(void) {
   double loss;
   small_config(&cfg);
   cfg.epochs = 2;
+  make_keyword_data(&data, 9000, 3, 0, 17); /* 3 blocks of rows, 16-bit ids */
+  check_stored_ids(&cfg, &data, 1, "narrow vocabulary");
+  free_dataset(&data);
   make_keyword_data(&data, 800, 3, 0, 11);
   nn_model *arrays = train_model(&cfg, NULL, &data, &loss);
   nn_model *functions = train_with_functions(&cfg, &data, err);
@@ -354,6 +391,7 @@ static void check_row_functions(void) {
   cfg.vocab_size = 100000;
   cfg.epochs = 3;
   cfg.batch_size = 64;
+  check_stored_ids(&cfg, &data, 0, "wide vocabulary");
   nn_model *wide = train_with_functions(&cfg, &data, err);
   CHECK(wide != NULL, "9,000 rows, 76,500 words: %s", err);
   if (wide) {
