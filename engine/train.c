@@ -115,12 +115,21 @@ int nn_trainer_create(nn_trainer **out, const nn_trainer_args *a, char *err) {
     status = nn_config_check_warm_start(cfg, nn_model_config(base), err);
     if (status != NN_OK) return status;
   }
+  size_t seen = 0; /* text bytes since the last interrupt check (strlen reads them) */
   for (int i = 0; i < n; i++) {
     int len = 0;
     const char *text = rows.text(rows.ctx, i, &len);
     if (len < 0 || (len > 0 && !text)) {
       snprintf(err, NN_ERR_LEN, "text of row %d has an invalid length %d", i + 1, len);
       return NN_ERROR;
+    }
+    seen += (size_t)len;
+    if ((i % 4096 == 4095 || seen > ((size_t)1 << 20)) && stop) {
+      seen = 0;
+      if (stop(stop_ctx)) {
+        snprintf(err, NN_ERR_LEN, "interrupted");
+        return NN_INTERRUPTED;
+      }
     }
   }
 

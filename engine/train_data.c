@@ -386,18 +386,23 @@ static int encode_rows(nn_trainer *tr, nn_vocab **vocab, const nn_vocab *fixed,
       nn_mem_alloc(tr->mem, ((size_t)((n - 1) >> TOKEN_GROUP_SHIFT) + 1) * sizeof *tr->group_start);
   tr->row_length = nn_mem_alloc(tr->mem, (size_t)n * sizeof *tr->row_length);
   if (!stage || !tr->id_blocks || !tr->group_start || !tr->row_length) goto oom;
+  size_t scanned = 0; /* text bytes since the last interrupt check */
   for (int b = 0; b < blocks; b++) {
     int first = b << TOKEN_BLOCK_SHIFT;
     int end = n - first > (1 << TOKEN_BLOCK_SHIFT) ? first + (1 << TOKEN_BLOCK_SHIFT) : n;
     size_t used = 0; /* < 4096 rows x 4096 ids */
     for (int i = first; i < end; i++) {
-      if (i % 4096 == 4095 && tr->stop && tr->stop(tr->stop_ctx)) {
-        snprintf(err, NN_ERR_LEN, "interrupted");
-        status = NN_INTERRUPTED;
-        goto done;
-      }
       int len = 0;
       const char *text = rows->text(rows->ctx, i, &len);
+      scanned += text && len > 0 ? (size_t)len : 0;
+      if ((i % 4096 == 4095 || scanned > ((size_t)1 << 20)) && tr->stop) { /* long texts too */
+        scanned = 0;
+        if (tr->stop(tr->stop_ctx)) {
+          snprintf(err, NN_ERR_LEN, "interrupted");
+          status = NN_INTERRUPTED;
+          goto done;
+        }
+      }
       int count = nn_text_encode(tokens, text ? text : "", text ? len : 0, &tr->cfg, *vocab);
       if (count < 1) count = 1, tokens[0].id = NN_UNK; /* the contract says >= 1; be safe */
       if (count > max_len) count = max_len;

@@ -291,11 +291,19 @@ static nn_model *train_model(const nn_config *cfg, const nn_model *base, dataset
 /* nn_trainer_args.row_text / row_label over a dataset (as ext/ reads its packed rows); counts
  * the calls. */
 static long row_fn_calls;
+static size_t text_bytes_unchecked, text_bytes_most; /* text bytes read between stop checks */
 static const char *data_text(void *ctx, int i, int *len) {
   const dataset *d = ctx;
   row_fn_calls++;
   *len = d->text_lens[i];
+  text_bytes_unchecked += (size_t)d->text_lens[i];
+  if (text_bytes_unchecked > text_bytes_most) text_bytes_most = text_bytes_unchecked;
   return d->texts[i];
+}
+static int count_stop(void *ctx) { /* never stops: records how much text went by unchecked */
+  (void)ctx;
+  text_bytes_unchecked = 0;
+  return 0;
 }
 static const char *data_label(void *ctx, int i, int *len) {
   const dataset *d = ctx;
@@ -320,6 +328,44 @@ static nn_model *train_with_functions(const nn_config *cfg, dataset *d, char *er
   if (status == NN_DONE) status = nn_trainer_take_model(tr, &model, err);
   nn_trainer_free(tr);
   return model;
+}
+
+/* Long texts: the trainer asks whether to stop at least every few MiB of text it reads, while
+ * it counts the words and while it encodes the rows (a few rows of megabytes each must not
+ * stall an interrupt for the whole of them). */
+static void check_stop_long_texts(void) {
+  char err[NN_ERR_LEN] = "";
+  nn_config cfg;
+  small_config(&cfg);
+  dataset d;
+  make_keyword_data(&d, 24, 2, 0, 29);
+  size_t big = (size_t)2 << 20; /* 24 texts of 2 MiB: 48 MiB */
+  for (int i = 0; i < d.n; i++) {
+    char *t = malloc(big + 1);
+    if (!t) break;
+    for (size_t k = 0; k < big; k++) t[k] = "abcd efg "[k % 9];
+    memcpy(t, d.texts[i], strlen(d.texts[i]));
+    t[big] = 0;
+    free(d.texts[i]);
+    d.texts[i] = t;
+    d.text_lens[i] = (int)big;
+  }
+  nn_trainer *tr = NULL;
+  nn_trainer_args args = {.cfg = &cfg,
+                          .row_text = data_text,
+                          .row_label = data_label,
+                          .rows_ctx = &d,
+                          .n = d.n,
+                          .stop = count_stop};
+  text_bytes_unchecked = text_bytes_most = 0;
+  int status = nn_trainer_create(&tr, &args, err);
+  CHECK(status == NN_OK, "24 texts of 2 MiB: %s", err);
+  printf("long texts: at most %.1f MiB of text read between two stop checks\n",
+         (double)text_bytes_most / (1 << 20));
+  CHECK(text_bytes_most <= (size_t)4 << 20,
+        "at most 4 MiB of text between stop checks (2 MiB texts), got %zu bytes", text_bytes_most);
+  nn_trainer_free(tr);
+  free_dataset(&d);
 }
 
 /* White box: every row's stored ids (train_data.c: blocks of 4096 rows, a start per 16 rows,
@@ -537,6 +583,7 @@ static void check_warm_start(void) {
 int main(void) {
   check_dropout_mask_stream();
   check_row_functions();
+  check_stop_long_texts();
   check_warm_start();
   nn_config cfg;
   run_result a, b;
