@@ -657,8 +657,10 @@ void attn_result_error(sqlite3_context *ctx, int rc, char *msg, const char *fn);
 /* SHA-256 of rows first .. first + n - 1 of r (text, label) in order, as lowercase hex (out: 65
  * bytes): for each row the text's UTF-8 bytes and the label's, each preceded by its length as 8
  * bytes little-endian (ext/CONCURRENCY.md: The model store, with the Python that recomputes
- * it). */
-void attn_train_rows_sha256(const attn_train_rows *r, int first, int n, char *out);
+ * it). SQLITE_INTERRUPT when the connection is interrupted on the way (interrupt: NULL for no
+ * checks), else SQLITE_OK. */
+int attn_train_rows_sha256(const attn_train_rows *r, int first, int n, attn_interrupt *interrupt,
+                           char *out);
 /* The current UTC time as ISO 8601 with milliseconds (out: 32 bytes). */
 void attn_utc_now(char *out);
 /* "attnext 0.1.0" (out: 64 bytes). */

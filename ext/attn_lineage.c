@@ -124,17 +124,26 @@ static void sha256_field(attn_sha256 *s, const char *bytes, int len) {
   if (n) sha256_update(s, bytes, (size_t)n);
 }
 
-void attn_train_rows_sha256(const attn_train_rows *r, int first, int n, char *out) {
+int attn_train_rows_sha256(const attn_train_rows *r, int first, int n, attn_interrupt *interrupt,
+                           char *out) {
   attn_sha256 s;
   sha256_init(&s);
+  size_t hashed = 0; /* bytes since the last interrupt check: a few long texts take a while */
   for (int i = first; i < first + n; i++) {
     int len;
     const char *bytes = attn_train_rows_text(r, i, &len);
     sha256_field(&s, bytes, len);
+    hashed += len > 0 ? (size_t)len : 0;
     bytes = attn_train_rows_label(r, i, &len);
     sha256_field(&s, bytes, len);
+    hashed += len > 0 ? (size_t)len : 0;
+    if ((i % 4096 == 4095 || hashed > ((size_t)1 << 22)) && interrupt) {
+      hashed = 0;
+      if (attn_interrupted(interrupt, 1)) return SQLITE_INTERRUPT;
+    }
   }
   sha256_hex(&s, out);
+  return SQLITE_OK;
 }
 
 /* ------------------------------------------------------------------ the row */

@@ -509,7 +509,10 @@ int attn_training_open(attn_training *t, attn_conn *conn, const char *fn, sqlite
     rc = SQLITE_ERROR;
     goto done;
   }
-  attn_train_rows_sha256(&t->rows, 0, t->nquery, t->rows_sha256);
+  attn_interrupt interrupt = {db, NULL, 0};
+  rc = attn_train_rows_sha256(&t->rows, 0, t->nquery, &interrupt, t->rows_sha256);
+  attn_interrupt_end(&interrupt);
+  if (rc != SQLITE_OK) *msg = sqlite3_mprintf("%s: interrupted", fn);
 done:
   sqlite3_finalize(stmt);
   if (rc != SQLITE_OK) {
@@ -544,7 +547,10 @@ int attn_training_rows(attn_training *t, char **msg) {
       *msg = sqlite3_mprintf("%s: option \"validation_query\" returned no rows", fn);
       return SQLITE_ERROR;
     }
-    attn_train_rows_sha256(&t->rows, t->nquery, t->nvalidation, t->val_sha256);
+    attn_interrupt interrupt = {db, NULL, 0};
+    rc = attn_train_rows_sha256(&t->rows, t->nquery, t->nvalidation, &interrupt, t->val_sha256);
+    attn_interrupt_end(&interrupt);
+    if (rc != SQLITE_OK) *msg = sqlite3_mprintf("%s: interrupted", fn);
   }
   return rc;
 }
