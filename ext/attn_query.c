@@ -351,6 +351,19 @@ static int attn_train_rows_intern(attn_train_rows *r, const char *bytes, int len
   return r->last_label = e;
 }
 
+/* Column col of the current row as text: an error naming the row when it is NULL ("row 3 of the
+ * query has a NULL label"), SQLITE_NOMEM when SQLite cannot convert it. */
+static int attn_column_text(sqlite3_stmt *stmt, int col, const char *what, int row, const char *fn,
+                            const char **text, int *len, char **errmsg) {
+  if (sqlite3_column_type(stmt, col) == SQLITE_NULL) {
+    *errmsg = sqlite3_mprintf("%s: row %d of the query has a NULL %s", fn, row, what);
+    return SQLITE_ERROR;
+  }
+  *text = (const char *)sqlite3_column_text(stmt, col);
+  *len = sqlite3_column_bytes(stmt, col);
+  return *text ? SQLITE_OK : SQLITE_NOMEM;
+}
+
 int attn_train_rows_read(attn_train_rows *r, sqlite3_stmt *stmt, const char *fn, char **errmsg) {
   sqlite3 *db = sqlite3_db_handle(stmt);
   int rc = SQLITE_OK;
@@ -364,28 +377,12 @@ int attn_train_rows_read(attn_train_rows *r, sqlite3_stmt *stmt, const char *fn,
       *errmsg = sqlite3_mprintf("%s: the query failed: %s", fn, sqlite3_errmsg(db));
       break;
     }
-    if (sqlite3_column_type(stmt, 0) == SQLITE_NULL) {
-      *errmsg = sqlite3_mprintf("%s: row %d of the query has a NULL text", fn, row);
-      rc = SQLITE_ERROR;
-      break;
-    }
-    const char *text = (const char *)sqlite3_column_text(stmt, 0);
-    int len = sqlite3_column_bytes(stmt, 0);
-    if (!text) {
-      rc = SQLITE_NOMEM;
-      break;
-    }
-    if (sqlite3_column_type(stmt, 1) == SQLITE_NULL) {
-      *errmsg = sqlite3_mprintf("%s: row %d of the query has a NULL label", fn, row);
-      rc = SQLITE_ERROR;
-      break;
-    }
-    const char *label = (const char *)sqlite3_column_text(stmt, 1);
-    int label_len = sqlite3_column_bytes(stmt, 1);
-    if (!label) {
-      rc = SQLITE_NOMEM;
-      break;
-    }
+    const char *text, *label;
+    int len, label_len;
+    rc = attn_column_text(stmt, 0, "text", row, fn, &text, &len, errmsg);
+    if (rc == SQLITE_OK)
+      rc = attn_column_text(stmt, 1, "label", row, fn, &label, &label_len, errmsg);
+    if (rc != SQLITE_OK) break;
     if (r->n == INT_MAX) {
       *errmsg = sqlite3_mprintf("%s: too many rows", fn);
       rc = SQLITE_ERROR;
