@@ -1,0 +1,66 @@
+"""default_time.py -- the default recipe's training time against 0.1.0's default (issue 20's
+time budget: at most 3x), on the same rows, the same machine, in one run.
+
+Each corpus's training rows go into an in-memory database; attn_fit trains 0.1.0's default
+({"recipe": "lesson", "lr": 0.001, "epochs": 20}) and today's default, alternating, --rounds
+times each, with "threads": 1. The figure is CPU seconds of this process around attn_fit (user +
+system: another process on the machine moves it less than wall time), the best of the rounds.
+
+    /usr/bin/python3 tests/bench/default_time.py --corpora ag,debian,wordnet
+"""
+import argparse
+import json
+import os
+import resource
+import sqlite3
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import quality as q  # noqa: E402
+from lesson_text import cpu_model  # noqa: E402
+
+ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
+RECIPES = (("0.1.0", q.PREVIOUS_DEFAULT), ("default", {}))
+
+
+def cpu_seconds():
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--ext", default=os.path.join(ROOT, "attnext"))
+    ap.add_argument("--corpora", default="ag,debian,wordnet")
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--data", default=None, help="AG News CSVs (default: $ATTNEXT_DATA)")
+    ap.add_argument("--corpora-dir", default=os.path.join(ROOT, "data", "corpora"))
+    args = ap.parse_args()
+    print("# default vs 0.1.0's default, CPU seconds, one thread (%s)" % cpu_model())
+    print("\n| corpus | 0.1.0 | default | ratio |\n| --- | --- | --- | --- |", flush=True)
+    for corpus in args.corpora.split(","):
+        train_path, _ = q.corpus_paths(corpus, args)
+        db = sqlite3.connect(":memory:")
+        db.enable_load_extension(True)
+        db.load_extension(args.ext)
+        db.execute("CREATE TABLE t(text, label)")
+        db.executemany("INSERT INTO t VALUES (?, ?)", q.read_csv(train_path))
+        best = {}
+        for n in range(args.rounds):
+            for name, options in RECIPES:
+                opts = json.dumps(dict(options, threads=1, progress=False))
+                start = cpu_seconds()
+                db.execute("SELECT attn_fit(?, 'SELECT text, label FROM t', ?)",
+                           ("%s_%d" % (name, n), opts)).fetchone()
+                s = cpu_seconds() - start
+                best[name] = min(best.get(name, s), s)
+                print("default_time: %s round %d %s: %.2f s" % (corpus, n + 1, name, s),
+                      file=sys.stderr, flush=True)
+        db.close()
+        print("| %s | %.2f s | %.2f s | %.2fx |" % (corpus, best["0.1.0"], best["default"],
+                                                   best["default"] / best["0.1.0"]), flush=True)
+
+
+if __name__ == "__main__":
+    main()
