@@ -61,7 +61,8 @@ run default $PORTABLE || fail=1
 # real processor (one seen here: Haswell on an AMD Zen 5), and OpenBLAS then runs that core's
 # kernels whatever CPUID says, so AVX2 under the Nehalem emulation: an illegal instruction in
 # OpenBLAS, not in attnext. The name given is the one its own detection picks under qemu.
-run nehalem $PORTABLE env OPENBLAS_CORETYPE=Nehalem qemu-x86_64 -cpu Nehalem || fail=1
+NEHALEM="env OPENBLAS_CORETYPE=Nehalem qemu-x86_64 -cpu Nehalem"
+run nehalem $PORTABLE $NEHALEM || fail=1
 run haswell $PORTABLE env OPENBLAS_CORETYPE=Haswell qemu-x86_64 -cpu Haswell || fail=1
 [ $fail = 0 ] || exit 1
 kernels() { sed -n 's/^version|.*backends: cpu (\([^ ]*\) kernels.*/\1/p' "$tmp/$1.out"; }
@@ -81,7 +82,7 @@ for name in default nehalem haswell; do
   fi
 done
 # What the issue reproduced: the native build (this machine's -march=native) under an older CPU.
-if qemu-x86_64 -cpu Nehalem "$shell" :memory: -cmd ".load $NATIVE_LIB" "SELECT 1;" >/dev/null 2>&1; then
+if $NEHALEM "$shell" :memory: -cmd ".load $NATIVE_LIB" "SELECT 1;" >/dev/null 2>&1; then
   echo "note: the native build happens to run under Nehalem too (this machine's CPU is old enough)"
 else
   echo "note: the native build fails under Nehalem (exit $?), as expected of -march=native"

@@ -25,6 +25,7 @@ import argparse
 import json
 import os
 import random
+import statistics
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -52,6 +53,15 @@ def split(rows, holdout, seed):
         inner += group[k:]
     rng.shuffle(inner)
     return inner, held
+
+
+def paired(f1s, ref):
+    """Per-seed differences f1s - ref, their mean and sample sd; None unless both have the same
+    two or more seeds."""
+    if len(f1s) != len(ref) or len(f1s) < 2:
+        return None
+    d = [a - b for a, b in zip(f1s, ref)]
+    return d, statistics.mean(d), statistics.stdev(d)
 
 
 def main():
@@ -100,13 +110,10 @@ def main():
         for name, f1s in scores.items():
             line = "%s %s mean of %d: %s %.4f" % (corpus, args.holdout, len(f1s), name,
                                                   sum(f1s) / len(f1s))
-            ref = scores[first]
-            if name != first and len(f1s) == len(ref) and len(f1s) > 1:
-                d = [a - b for a, b in zip(f1s, ref)]
-                mean = sum(d) / len(d)
-                sd = (sum((x - mean) ** 2 for x in d) / (len(d) - 1)) ** 0.5
+            diff = paired(f1s, scores[first]) if name != first else None
+            if diff:
                 line += " (against %s, per seed %s: mean %+.4f, sd %.4f)" % (
-                    first, " ".join("%+.4f" % x for x in d), mean, sd)
+                    first, " ".join("%+.4f" % x for x in diff[0]), diff[1], diff[2])
             print(line, flush=True)
 
 
