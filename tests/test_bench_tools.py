@@ -97,6 +97,13 @@ with tempfile.TemporaryDirectory() as d:
     check(m is not None and abs((float(m.group(2)) + float(m.group(3))) / 2 - float(m.group(4))) < 2e-4,
           "val_fraction_holdout: the second set's mean line has its paired differences and their "
           "mean (%s)" % (m.group(0) if m else out[-600:]))
+for bad in ("[]", "{}", "[1]", "[{"):
+    run = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "bench",
+                                                       "val_fraction_holdout.py"),
+                          "--variants", bad], capture_output=True, text=True, timeout=60)
+    check(run.returncode == 2 and "--variants" in run.stderr and "Traceback" not in run.stderr,
+          "val_fraction_holdout --variants %r: argparse's error (exit %d: %s)"
+          % (bad, run.returncode, run.stderr.strip()[-200:]))
 run = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "bench", "default_time.py"),
                       "--rounds", "0"], capture_output=True, text=True, timeout=60)
 check(run.returncode == 2 and "--rounds must be at least 1" in run.stderr,

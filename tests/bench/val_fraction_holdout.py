@@ -79,8 +79,14 @@ def main():
     ap.add_argument("--data", default=None, help="AG News CSVs (default: $ATTNEXT_DATA)")
     ap.add_argument("--corpora-dir", default=os.path.join(ROOT, "data", "corpora"))
     args = ap.parse_args()
-    variants = (json.loads(args.variants) if args.variants else
-                [{"val_fraction": float(x)} for x in args.fractions.split(",")])
+    try:
+        variants = (json.loads(args.variants) if args.variants else
+                    [{"val_fraction": float(x)} for x in args.fractions.split(",")])
+    except ValueError as e:
+        ap.error("--variants / --fractions: %s" % e)
+    if (not isinstance(variants, list) or not variants
+            or not all(isinstance(v, dict) for v in variants)):
+        ap.error("--variants must be a non-empty JSON array of option objects, e.g. '[{}]'")
     seeds = [int(s) for s in args.seeds.split(",")]
     for corpus in args.corpora.split(","):
         train_path, _ = q.corpus_paths(corpus, args)
