@@ -9,7 +9,10 @@ says they do, on data made here (no AG News, no fastText needed):
   - val_fraction_holdout.py end to end through the extension (--holdout tail, two option sets,
     two seeds): a line per seed and option set, the mean line of the second set carrying its
     per-seed differences against the first.
-  - default_time.py refuses --rounds 0 with argparse's error (exit 2), before training.
+  - default_time.py refuses --rounds 0 with argparse's error (exit 2), before training;
+    val_fraction_holdout.py refuses an empty or malformed --variants the same way.
+  - pretrained_holdout.py: tokens as attnext's default reads them; read_vectors standardises a
+    word2vec text file (mean 0, sd 1 over all its numbers) and skips malformed lines.
 """
 import csv
 import os
@@ -23,6 +26,7 @@ ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)),
 sys.path.insert(0, os.path.join(ROOT, "tests", "bench"))
 import quality  # noqa: E402
 import val_fraction_holdout as holdout  # noqa: E402
+import pretrained_holdout  # noqa: E402
 
 passed = failures = 0
 
@@ -109,6 +113,23 @@ run = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "bench", "defa
 check(run.returncode == 2 and "--rounds must be at least 1" in run.stderr,
       "default_time.py --rounds 0: argparse's error (exit %d: %s)" % (run.returncode,
                                                                      run.stderr.strip()[-200:]))
+
+# ---- pretrained_holdout.py's helpers (fastText itself is the bench's, not make test's)
+check(pretrained_holdout.tokens("Oil (Reuters) -- U.S. prices hit $50!") ==
+      ["oil", "reuters", "u", "s", "prices", "hit", "50"],
+      "pretrained_holdout.tokens: lower case, runs of [a-z0-9]")
+with tempfile.TemporaryDirectory() as d:
+    vec = os.path.join(d, "v.vec")
+    with open(vec, "w") as f:
+        f.write("3 2\nalpha 1 3\nbeta 5 7\nbroken 1\ngamma 9 11\n")
+    v = pretrained_holdout.read_vectors(vec, 2)
+    flat = [1, 3, 5, 7, 9, 11]
+    m, sd = statistics.mean(flat), statistics.pstdev(flat)
+    check(sorted(v) == ["alpha", "beta", "gamma"]
+          and all(abs(a - (b - m) / sd) < 1e-12 for a, b in zip(v["beta"], [5, 7]))
+          and abs(statistics.mean([x for w in v.values() for x in w])) < 1e-12
+          and abs(statistics.pstdev([x for w in v.values() for x in w]) - 1) < 1e-12,
+          "pretrained_holdout.read_vectors: standardised, the short line skipped (%s)" % (v,))
 
 print("%d checks passed, %d failed" % (passed, failures))
 sys.exit(1 if failures else 0)
