@@ -105,7 +105,8 @@ for bad in ("[]", "{}", "[1]", "[{"):
     run = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "bench",
                                                        "val_fraction_holdout.py"),
                           "--variants", bad], capture_output=True, text=True, timeout=60)
-    check(run.returncode == 2 and "--variants" in run.stderr and "Traceback" not in run.stderr,
+    check(run.returncode == 2 and "error: --variants" in run.stderr
+          and "Traceback" not in run.stderr,
           "val_fraction_holdout --variants %r: argparse's error (exit %d: %s)"
           % (bad, run.returncode, run.stderr.strip()[-200:]))
 run = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "bench", "default_time.py"),

@@ -7,8 +7,9 @@ or the last 15%). For each seed, attnext's default trains on the other 85% (its 
 split taken from them) three ways:
   none       the default as it is (embedding rows drawn N(0, 1))
   train      its embedding rows start from skip-gram vectors (fastText's `skipgram`, 64 wide as
-             the default's embeddings, subwords 3-6, 10 epochs, window 5) learnt on the texts it
-             trains on, through the existing "embeddings" option
+             the default's embeddings, subwords 3-6, 10 epochs, window 5) learnt on the texts
+             given to attn_fit (its validation rows included), through the existing
+             "embeddings" option
   unlabelled the same, learnt on those texts and the holdout's texts too (without their labels:
              the unlabelled rows a user's table may hold beside the labelled ones)
 The vectors are standardised to the N(0, 1) scale of the rows they replace. Tokens as attnext's
@@ -97,13 +98,13 @@ def main():
                         if way == "unlabelled":
                             texts += [r[0] for r in holdout]
                         vecs = skipgram(texts, 64, work)
-                        a.db.execute("BEGIN")  # one transaction, not one per row
-                        a.db.execute("DROP TABLE IF EXISTS vecs")
-                        a.db.execute("CREATE TABLE vecs(word TEXT, vector BLOB)")
-                        a.db.executemany("INSERT INTO vecs VALUES (?, ?)",
-                                         [(w, struct.pack("<%df" % len(v), *v))
-                                          for w, v in vecs.items()])
-                        a.db.execute("COMMIT")
+                        with a.db:  # one transaction, not one per row; rolled back on error
+                            a.db.execute("BEGIN")
+                            a.db.execute("DROP TABLE IF EXISTS vecs")
+                            a.db.execute("CREATE TABLE vecs(word TEXT, vector BLOB)")
+                            a.db.executemany("INSERT INTO vecs VALUES (?, ?)",
+                                             [(w, struct.pack("<%df" % len(v), *v))
+                                              for w, v in vecs.items()])
                         opts["embeddings"] = "vecs"
                     r = a.run(opts)
                     scores[way].append(r["test_f1"])

@@ -115,10 +115,14 @@ class Attnext:
         self.db.load_extension(extension)
         self.db.execute("CREATE TABLE train(text, label)")
         self.db.execute("CREATE TABLE test(text, label)")
-        self.db.execute("BEGIN")  # one transaction: autocommit would sync every row
-        self.db.executemany("INSERT INTO train VALUES (?, ?)", train)
-        self.db.executemany("INSERT INTO test VALUES (?, ?)", test)
-        self.db.execute("COMMIT")
+        try:
+            self.db.execute("BEGIN")  # one transaction: autocommit would sync every row
+            self.db.executemany("INSERT INTO train VALUES (?, ?)", train)
+            self.db.executemany("INSERT INTO test VALUES (?, ?)", test)
+            self.db.execute("COMMIT")
+        except BaseException:
+            self.close()
+            raise
         self.test_labels = [r[1] for r in test]
         self.threads = threads
         self.n = 0
