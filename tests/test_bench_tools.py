@@ -9,7 +9,8 @@ says they do, on data made here (no AG News, no fastText needed):
   - val_fraction_holdout.py end to end through the extension (--holdout tail, two option sets,
     two seeds): a line per seed and option set, the mean line of the second set carrying its
     per-seed differences against the first.
-  - default_time.py refuses --rounds 0 with argparse's error (exit 2), before training;
+  - default_time.py refuses --rounds 0, and --options that is not a JSON object, with
+    argparse's error (exit 2), before training;
     val_fraction_holdout.py refuses an empty or malformed --variants the same way.
   - pretrained_holdout.py: tokens as attnext's default reads them; read_vectors standardises a
     word2vec text file (mean 0, sd 1 over all its numbers) and skips malformed lines.
@@ -101,6 +102,13 @@ with tempfile.TemporaryDirectory() as d:
     check(m is not None and abs((float(m.group(2)) + float(m.group(3))) / 2 - float(m.group(4))) < 2e-4,
           "val_fraction_holdout: the second set's mean line has its paired differences and their "
           "mean (%s)" % (m.group(0) if m else out[-600:]))
+for bad in ("[]", "[3]", "{"):
+    run = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "bench", "default_time.py"),
+                          "--options", bad], capture_output=True, text=True, timeout=60)
+    check(run.returncode == 2 and "error: --options" in run.stderr
+          and "Traceback" not in run.stderr,
+          "default_time.py --options %r: argparse's error (exit %d: %s)"
+          % (bad, run.returncode, run.stderr.strip()[-200:]))
 for bad in ("[]", "{}", "[1]", "[{"):
     run = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "bench",
                                                        "val_fraction_holdout.py"),

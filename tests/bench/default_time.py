@@ -9,6 +9,9 @@ swapped every other round, so neither always runs first), --rounds times each, w
 system: another process on the machine moves it less than wall time), the best of the rounds.
 
     /usr/bin/python3 tests/bench/default_time.py --corpora ag,debian,wordnet
+
+--options adds options to today's default's side (e.g. '{"ensemble": 3}': what a default of
+three networks would cost against the same 0.1.0 budget).
 """
 import argparse
 import json
@@ -38,11 +41,21 @@ def main():
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--data", default=None, help="AG News CSVs (default: $ATTNEXT_DATA)")
     ap.add_argument("--corpora-dir", default=os.path.join(ROOT, "data", "corpora"))
+    ap.add_argument("--options", default="{}",
+                    help="a JSON object of options added to the default's side")
     args = ap.parse_args()
     if args.rounds < 1:
         ap.error("--rounds must be at least 1")
-    print("# default vs 0.1.0's default, CPU seconds, one thread (%s)" % cpu_model())
-    print("\n| corpus | 0.1.0 | default | ratio |\n| --- | --- | --- | --- |", flush=True)
+    try:
+        extra = json.loads(args.options)
+    except ValueError as e:
+        ap.error("--options: %s" % e)
+    if not isinstance(extra, dict):
+        ap.error("--options must be a JSON object, e.g. '{\"ensemble\": 3}'")
+    recipes = (RECIPES[0], ("default", dict(RECIPES[1][1], **extra)))
+    label = "default" + (" + " + json.dumps(extra, sort_keys=True) if extra else "")
+    print("# %s vs 0.1.0's default, CPU seconds, one thread (%s)" % (label, cpu_model()))
+    print("\n| corpus | 0.1.0 | %s | ratio |\n| --- | --- | --- | --- |" % label, flush=True)
     for corpus in args.corpora.split(","):
         train_path, _ = q.corpus_paths(corpus, args)
         db = sqlite3.connect(":memory:")
@@ -52,7 +65,7 @@ def main():
         db.executemany("INSERT INTO t VALUES (?, ?)", q.read_csv(train_path))
         best = {}
         for n in range(args.rounds):
-            for name, options in (RECIPES if n % 2 == 0 else RECIPES[::-1]):
+            for name, options in (recipes if n % 2 == 0 else recipes[::-1]):
                 opts = json.dumps(dict(options, threads=1, progress=False))
                 start = cpu_seconds()
                 db.execute("SELECT attn_fit(?, 'SELECT text, label FROM t', ?)",
