@@ -39,8 +39,7 @@ def main():
     ap.add_argument("--ext", default=os.path.join(ROOT, "attnext"))
     ap.add_argument("--corpora", default="ag,debian,wordnet")
     ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--data", default=None, help="AG News CSVs (default: $ATTNEXT_DATA)")
-    ap.add_argument("--corpora-dir", default=os.path.join(ROOT, "data", "corpora"))
+    q.corpus_args(ap)
     ap.add_argument("--options", default="{}",
                     help="a JSON object of options added to the default's side")
     args = ap.parse_args()

@@ -77,8 +77,7 @@ def main():
     ap.add_argument("--corpora", default="ag,debian,wordnet")
     ap.add_argument("--seeds", default="1,2,3")
     ap.add_argument("--holdout", choices=("random", "tail"), default="random")
-    ap.add_argument("--data", default=None, help="AG News CSVs (default: $ATTNEXT_DATA)")
-    ap.add_argument("--corpora-dir", default=os.path.join(ROOT, "data", "corpora"))
+    q.corpus_args(ap)
     args = ap.parse_args()
     if not shutil.which("fasttext"):
         ap.error("needs fastText's command (apt-get install fasttext)")
@@ -98,13 +97,8 @@ def main():
                         if way == "unlabelled":
                             texts += [r[0] for r in holdout]
                         vecs = skipgram(texts, 64, work)
-                        with a.db:  # one transaction, not one per row; rolled back on error
-                            a.db.execute("BEGIN")
-                            a.db.execute("DROP TABLE IF EXISTS vecs")
-                            a.db.execute("CREATE TABLE vecs(word TEXT, vector BLOB)")
-                            a.db.executemany("INSERT INTO vecs VALUES (?, ?)",
-                                             [(w, struct.pack("<%df" % len(v), *v))
-                                              for w, v in vecs.items()])
+                        a.table("vecs", "word TEXT, vector BLOB",
+                                [(w, struct.pack("<%df" % len(v), *v)) for w, v in vecs.items()])
                         opts["embeddings"] = "vecs"
                     r = a.run(opts)
                     scores[way].append(r["test_f1"])

@@ -113,19 +113,24 @@ class Attnext:
         self.db = sqlite3.connect(os.path.join(self.dir, "q.db"), isolation_level=None)
         self.db.enable_load_extension(True)
         self.db.load_extension(extension)
-        self.db.execute("CREATE TABLE train(text, label)")
-        self.db.execute("CREATE TABLE test(text, label)")
         try:
-            self.db.execute("BEGIN")  # one transaction: autocommit would sync every row
-            self.db.executemany("INSERT INTO train VALUES (?, ?)", train)
-            self.db.executemany("INSERT INTO test VALUES (?, ?)", test)
-            self.db.execute("COMMIT")
+            self.table("train", "text, label", train)
+            self.table("test", "text, label", test)
         except BaseException:
             self.close()
             raise
         self.test_labels = [r[1] for r in test]
         self.threads = threads
         self.n = 0
+
+    def table(self, name, columns, rows):
+        """(Re)create table name(columns) holding rows of two values, in one transaction
+        (autocommit would sync every row), rolled back on error."""
+        with self.db:
+            self.db.execute("BEGIN")
+            self.db.execute("DROP TABLE IF EXISTS %s" % name)
+            self.db.execute("CREATE TABLE %s(%s)" % (name, columns))
+            self.db.executemany("INSERT INTO %s VALUES (?, ?)" % name, rows)
 
     def run(self, options):
         self.n += 1
@@ -229,11 +234,16 @@ def seed_spread(results):
             "min": min(f1s), "max": max(f1s), "test_f1": f1s}
 
 
+def corpus_args(ap):
+    """--data and --corpora-dir, which corpus_paths reads: every accuracy script's."""
+    ap.add_argument("--data", help="directory of the AG News CSVs (default: $ATTNEXT_DATA)")
+    ap.add_argument("--corpora-dir", default=os.path.join(ROOT, "data", "corpora"))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--corpora", default="ag,debian,wordnet")
-    ap.add_argument("--data", help="directory of the AG News CSVs (default: $ATTNEXT_DATA)")
-    ap.add_argument("--corpora-dir", default=os.path.join(ROOT, "data", "corpora"))
+    corpus_args(ap)
     ap.add_argument("--extension", default=os.path.join(ROOT, "attnext"))
     ap.add_argument("--no-ablations", action="store_true")
     ap.add_argument("--quick", action="store_true",

@@ -76,8 +76,7 @@ def main():
     ap.add_argument("--holdout", choices=("random", "tail"), default="random")
     ap.add_argument("--baselines", action="store_true",
                     help="also TF-IDF + logistic regression and fastText on the same holdout")
-    ap.add_argument("--data", default=None, help="AG News CSVs (default: $ATTNEXT_DATA)")
-    ap.add_argument("--corpora-dir", default=os.path.join(ROOT, "data", "corpora"))
+    q.corpus_args(ap)
     args = ap.parse_args()
     try:
         variants = (json.loads(args.variants) if args.variants else
