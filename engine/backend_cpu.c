@@ -154,6 +154,138 @@ static void rows_dot_vector(float *restrict c, int ldc, float alpha, const float
   }
 }
 
+#if defined(__AVX512F__) && defined(__FMA__)
+#include <immintrin.h>
+/* The AVX-512 copy's own products for training's shapes (C of a shard's 32 rows or a batch's
+ * tokens by 100-512 columns, K up to a few hundred). OpenBLAS's speed there depends on the core
+ * it runs, which OPENBLAS_CORETYPE can force and which an OpenBLAS older than the CPU guesses:
+ * on an AMD Zen 5 its AVX2 (Haswell) kernels reach 70-100 GFLOP/s on these shapes, its AVX-512
+ * ones (Cooperlake, its own pick there) 110-204. This kernel reaches 130-199 whatever OpenBLAS
+ * runs, and the products' bits no longer depend on that choice: C in blocks of GEMM_ROWS rows
+ * by 32 columns held in 24 registers, each element the sum of its K products in k order (one
+ * FMA each), then alpha s + beta c; the 32 columns of B a block reads are contiguous (B, or B^T
+ * copied once per call into a panel). Results depend on the shapes only, not on the thread. */
+enum { GEMM_ROWS = 12, GEMM_MAX_PANEL = 1 << 20 /* floats of B^T copied (4 MiB) */ };
+
+static inline __attribute__((always_inline)) void gemm_block(
+    int R, int K, const float *A, size_t a_row, size_t a_k, const float *B, size_t ldb,
+    __mmask16 m0, __mmask16 m1, float alpha, float beta, float *C, size_t ldc) {
+  __m512 s0[GEMM_ROWS], s1[GEMM_ROWS];
+#pragma GCC unroll 12
+  for (int r = 0; r < R; r++) s0[r] = s1[r] = _mm512_setzero_ps();
+  for (int k = 0; k < K; k++) {
+    const float *b = B + (size_t)k * ldb, *a = A + (size_t)k * a_k;
+    __m512 b0 = _mm512_maskz_loadu_ps(m0, b), b1 = _mm512_maskz_loadu_ps(m1, b + 16);
+#pragma GCC unroll 12
+    for (int r = 0; r < R; r++) {
+      __m512 x = _mm512_set1_ps(a[(size_t)r * a_row]);
+      s0[r] = _mm512_fmadd_ps(x, b0, s0[r]);
+      s1[r] = _mm512_fmadd_ps(x, b1, s1[r]);
+    }
+  }
+  __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
+#pragma GCC unroll 12
+  for (int r = 0; r < R; r++) {
+    float *c = C + (size_t)r * ldc;
+    __m512 c0 = _mm512_mul_ps(va, s0[r]), c1 = _mm512_mul_ps(va, s1[r]);
+    if (beta != 0.0f) { /* beta 0: C is not read (it may hold anything) */
+      c0 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m0, c), c0);
+      c1 = _mm512_fmadd_ps(vb, _mm512_maskz_loadu_ps(m1, c + 16), c1);
+    }
+    _mm512_mask_storeu_ps(c, m0, c0);
+    _mm512_mask_storeu_ps(c + 16, m1, c1);
+  }
+}
+
+/* dst (16,16) = src (16,16)^T, in registers: 64 shuffles for what 256 scalar moves did */
+static inline __attribute__((always_inline)) void transpose16(const float *src, size_t lds,
+                                                              float *dst, size_t ldd) {
+  __m512 r[16], t[16];
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; i++) r[i] = _mm512_loadu_ps(src + (size_t)i * lds);
+#pragma GCC unroll 8
+  for (int i = 0; i < 16; i += 2) { /* pairs of rows interleaved */
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+  }
+#pragma GCC unroll 4
+  for (int i = 0; i < 16; i += 4) { /* then pairs of pairs */
+    r[i] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44);
+    r[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xee);
+    r[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+    r[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xee);
+  }
+#pragma GCC unroll 2
+  for (int i = 0; i < 16; i += 8) /* then 128-bit lanes of four rows */
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; j++) {
+      t[i + j] = _mm512_shuffle_f32x4(r[i + j], r[i + j + 4], 0x88);
+      t[i + j + 4] = _mm512_shuffle_f32x4(r[i + j], r[i + j + 4], 0xdd);
+    }
+#pragma GCC unroll 8
+  for (int j = 0; j < 8; j++) { /* and of eight */
+    r[j] = _mm512_shuffle_f32x4(t[j], t[j + 8], 0x88);
+    r[j + 8] = _mm512_shuffle_f32x4(t[j], t[j + 8], 0xdd);
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; i++) _mm512_storeu_ps(dst + (size_t)i * ldd, r[i]);
+}
+
+/* R rows of C (1 <= R <= GEMM_ROWS) at a time, R a constant in each case so that the
+ * accumulators stay in registers */
+static void gemm_rows(int R, int K, const float *A, size_t a_row, size_t a_k, const float *B,
+                      size_t ldb, __mmask16 m0, __mmask16 m1, float alpha, float beta, float *C,
+                      size_t ldc) {
+#define GEMM_CASE(n)                                                                           \
+  case n:                                                                                      \
+    gemm_block(n, K, A, a_row, a_k, B, ldb, m0, m1, alpha, beta, C, ldc);                      \
+    break;
+  switch (R) {
+    GEMM_CASE(1) GEMM_CASE(2) GEMM_CASE(3) GEMM_CASE(4) GEMM_CASE(5) GEMM_CASE(6)
+    GEMM_CASE(7) GEMM_CASE(8) GEMM_CASE(9) GEMM_CASE(10) GEMM_CASE(11) GEMM_CASE(12)
+  default: break;
+  }
+#undef GEMM_CASE
+}
+
+/* C (M,N) = alpha op(A) op(B) + beta C for every form but A^T B^T (which nothing calls); 0 when
+ * it declines (that form, or B^T larger than the panel, or no memory for it): OpenBLAS then. */
+static int gemm_avx512(int trans_a, int trans_b, int M, int N, int K, float alpha,
+                       const float *A, int lda, const float *B, int ldb, float beta, float *C,
+                       int ldc) {
+  if (trans_a && trans_b) return 0;
+  float *panel = NULL;
+  size_t ld = (size_t)ldb;
+  if (trans_b) { /* B (N,K): B^T copied to a (K, N rounded up to 16) panel, 16 x 16 tiles */
+    size_t n16 = ((size_t)N + 15) & ~(size_t)15;
+    if ((size_t)K * n16 > GEMM_MAX_PANEL) return 0;
+    panel = aligned_alloc(64, (size_t)K * n16 * sizeof *panel);
+    if (!panel) return 0;
+    for (int j0 = 0; j0 < N; j0 += 16)
+      for (int k0 = 0; k0 < K; k0 += 16)
+        if (j0 + 16 <= N && k0 + 16 <= K)
+          transpose16(B + (size_t)j0 * ldb + k0, (size_t)ldb, panel + (size_t)k0 * n16 + j0, n16);
+        else /* the edges */
+          for (int j = j0; j < j0 + 16 && j < N; j++)
+            for (int k = k0; k < k0 + 16 && k < K; k++)
+              panel[(size_t)k * n16 + j] = B[(size_t)j * ldb + k];
+    B = panel;
+    ld = n16;
+  }
+  size_t a_row = trans_a ? 1 : (size_t)lda, a_k = trans_a ? (size_t)lda : 1;
+  for (int j = 0; j < N; j += 32) {
+    int left = N - j;
+    __mmask16 m0 = left >= 16 ? 0xffff : (__mmask16)((1u << left) - 1);
+    __mmask16 m1 = left >= 32 ? 0xffff : left > 16 ? (__mmask16)((1u << (left - 16)) - 1) : 0;
+    for (int i = 0; i < M; i += GEMM_ROWS)
+      gemm_rows(M - i < GEMM_ROWS ? M - i : GEMM_ROWS, K, A + (size_t)i * a_row, a_row, a_k,
+                B + j, ld, m0, m1, alpha, beta, C + (size_t)i * ldc + j, (size_t)ldc);
+  }
+  free(panel);
+  return 1;
+}
+#endif
+
 /* Each OpenBLAS call runs with one BLAS thread, the host's setting back after it
  * (nn_blas_enter / nn_blas_leave, pool.h); the kernels of our own need neither. */
 static void cpu_sgemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
@@ -199,6 +331,9 @@ static void cpu_sgemm(int trans_a, int trans_b, int M, int N, int K, float alpha
     nn_blas_leave();
     return;
   }
+#if defined(__AVX512F__) && defined(__FMA__)
+  if (gemm_avx512(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc)) return;
+#endif
   nn_blas_enter();
   cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
               trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);

@@ -1,8 +1,10 @@
-/* test_row_kernels.c -- the CPU backend's one-row kernels against sums in double.
+/* test_row_kernels.c -- the CPU backend's own product kernels against sums in double.
  * One-row inference (attn_predict) runs through kernels of the CPU backend rather than
  * OpenBLAS: the small-product paths of sgemm (a row times a matrix, a few dot products). Their
  * vector loops have tails for sizes that are not multiples of 16, 32 or 64, so every shape
- * class is tried here, with beta 0 (the output is not read: it holds NaNs) and beta 1. */
+ * class is tried here, with beta 0 (the output is not read: it holds NaNs) and beta 1. The
+ * AVX-512 copy also multiplies training's matrices itself (blocks of 12 rows by 32 columns, B^T
+ * through a transposed panel): every form, ragged sizes, padded strides and alpha/beta. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,6 +66,50 @@ static void check_sgemm_rows(const nn_backend *be, int K, int N, float beta, nn_
   free(c);
 }
 
+/* C (M,N) = alpha op(A) op(B) + beta C, every form, with rows longer than the matrices (lda,
+ * ldb, ldc padded) against the double sum */
+static void check_sgemm_matrix(const nn_backend *be, int ta, int tb, int M, int N, int K,
+                               float alpha, float beta, nn_rng *rng) {
+  int lda = (ta ? M : K) + 3, ldb = (tb ? K : N) + 5, ldc = N + 2;
+  size_t na = (size_t)(ta ? K : M) * lda, nb = (size_t)(tb ? N : K) * ldb, nc = (size_t)M * ldc;
+  float *a = malloc(sizeof(float) * na), *b = malloc(sizeof(float) * nb);
+  float *c0 = malloc(sizeof(float) * nc), *c = malloc(sizeof(float) * nc);
+  fill(a, na, rng);
+  fill(b, nb, rng);
+  fill(c0, nc, rng);
+  for (size_t i = 0; i < nc; i++) /* beta 0: C holds NaNs that must not show through */
+    c[i] = beta == 0.0f && i % (size_t)ldc < (size_t)N ? NAN : c0[i];
+  be->sgemm(ta, tb, M, N, K, alpha, a, lda, b, ldb, beta, c, ldc);
+  int bad = 0;
+  for (int i = 0; i < M; i++)
+    for (int j = 0; j < ldc; j++) {
+      size_t at = (size_t)i * ldc + j;
+      if (j >= N) { /* the padding is not written */
+        if (memcmp(&c[at], &c0[at], sizeof(float)) != 0 && !bad++)
+          fprintf(stderr, "  padding (%d,%d) written\n", i, j);
+        continue;
+      }
+      double ref = 0.0, mag = 0.0;
+      for (int k = 0; k < K; k++) {
+        double x = ta ? a[(size_t)k * lda + i] : a[(size_t)i * lda + k];
+        double y = tb ? b[(size_t)j * ldb + k] : b[(size_t)k * ldb + j];
+        ref += x * y;
+        mag += fabs(x * y);
+      }
+      ref = alpha * ref + beta * (double)c0[at];
+      double tol = 4.0 * (K + 2) * 6e-8 * (fabs(alpha) * mag + fabs(beta * c0[at])) + 1e-30;
+      if (!(fabs(c[at] - ref) <= tol) && !bad++)
+        fprintf(stderr, "  ta %d tb %d M %d N %d K %d: (%d,%d) %.9g, want %.9g\n", ta, tb, M, N, K,
+                i, j, c[at], ref);
+    }
+  CHECK(bad == 0, "sgemm ta %d tb %d M %d N %d K %d alpha %g beta %g: %d elements off", ta, tb,
+        M, N, K, alpha, beta, bad);
+  free(a);
+  free(b);
+  free(c0);
+  free(c);
+}
+
 int main(void) {
   const nn_backend *be = nn_backend_cpu();
   nn_rng rng;
@@ -75,5 +121,19 @@ int main(void) {
       for (int beta = 0; beta < 2; beta++) {
         check_sgemm_rows(be, Ks[i], Ns[j], (float)beta, &rng);
       }
+  const int Ms[] = {2, 3, 11, 12, 13, 32, 37};
+  const int MNs[] = {2, 15, 16, 17, 31, 32, 33, 100, 128, 130};
+  const int MKs[] = {1, 3, 16, 17, 100, 128, 300};
+  for (int form = 0; form < 4; form++)
+    for (size_t i = 0; i < sizeof Ms / sizeof *Ms; i++)
+      for (size_t j = 0; j < sizeof MNs / sizeof *MNs; j++)
+        for (size_t k = 0; k < sizeof MKs / sizeof *MKs; k++)
+          check_sgemm_matrix(be, form & 1, form >> 1, Ms[i], MNs[j], MKs[k], (k & 1) ? 0.5f : 1.0f,
+                             (float)((i + j) % 2), &rng);
+  /* a batch's tokens by the gate width, B^T larger than the transposed panel (OpenBLAS) */
+  check_sgemm_matrix(be, 0, 0, 180, 384, 100, 1.0f, 0.0f, &rng);
+  check_sgemm_matrix(be, 0, 1, 180, 384, 100, 1.0f, 1.0f, &rng);
+  check_sgemm_matrix(be, 1, 0, 128, 512, 700, 1.0f, 1.0f, &rng);
+  check_sgemm_matrix(be, 0, 1, 20, 2100, 520, 1.0f, 0.0f, &rng);
   return check_finish("test_row_kernels");
 }
