@@ -148,7 +148,7 @@ __attribute__((target("avx512f"))) static void adam_update_avx512(
     _mm512_storeu_ps(m + i, mi);
     _mm512_storeu_ps(v + i, vi);
   }
-  if (i < n) /* the last n % 16 */
+  if (i < n) /* the last (n - head) % 16 */
     adam_update_avx(params + i, m + i, v + i, grads + i, n - i, beta1, one_minus_beta1, beta2,
                     one_minus_beta2, bc2_sqrt, eps, neg_step_size);
 }
@@ -159,7 +159,8 @@ static void adam_update(float *restrict params, float *restrict m, float *restri
                         float beta2, float one_minus_beta2, float bc2_sqrt, float eps,
                         float neg_step_size) {
 #ifdef ADAM_AVX
-  if (__builtin_cpu_supports("avx512f")) { /* the check includes the OS's saving of zmm */
+  /* the 16-lane loop's ends run the AVX + FMA one; the check includes the OS's saving of zmm */
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma")) {
     adam_update_avx512(params, m, v, grads, n, beta1, one_minus_beta1, beta2, one_minus_beta2,
                        bc2_sqrt, eps, neg_step_size);
     return;

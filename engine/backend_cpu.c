@@ -1,4 +1,5 @@
-/* backend_cpu.c -- the CPU backend: GEMMs on OpenBLAS, every other kernel in plain C loops
+/* backend_cpu.c -- the CPU backend: GEMMs on OpenBLAS (the AVX-512 copy multiplies training's
+ * matrices itself, and every copy its one-row products), every other kernel in plain C loops
  * the compiler vectorises. Formulas follow PyTorch (gate orders GRU r,z,n; LSTM i,f,g,o).
  * Every reduction runs in a fixed order, so results are bit-identical from run to run. */
 #include <cblas.h>
@@ -248,8 +249,25 @@ static void gemm_rows(int R, int K, const float *A, size_t a_row, size_t a_k, co
 #undef GEMM_CASE
 }
 
+/* Without memory for the B^T panel: the same sums, one element at a time (fmaf is the FMA
+ * instruction here), so that a failed allocation changes no bit, only the speed. */
+static void gemm_scalar(int trans_a, int trans_b, int M, int N, int K, float alpha,
+                        const float *A, int lda, const float *B, int ldb, float beta, float *C,
+                        int ldc) {
+  for (int i = 0; i < M; i++)
+    for (int j = 0; j < N; j++) {
+      float s = 0.0f;
+      for (int k = 0; k < K; k++)
+        s = fmaf(trans_a ? A[(size_t)k * lda + i] : A[(size_t)i * lda + k],
+                 trans_b ? B[(size_t)j * ldb + k] : B[(size_t)k * ldb + j], s);
+      float *c = C + (size_t)i * ldc + j;
+      float t = alpha * s;
+      *c = beta != 0.0f ? fmaf(beta, *c, t) : t;
+    }
+}
+
 /* C (M,N) = alpha op(A) op(B) + beta C for every form but A^T B^T (which nothing calls); 0 when
- * it declines (that form, or B^T larger than the panel, or no memory for it): OpenBLAS then. */
+ * it declines, by the shapes only (that form, or B^T larger than the panel): OpenBLAS then. */
 static int gemm_avx512(int trans_a, int trans_b, int M, int N, int K, float alpha,
                        const float *A, int lda, const float *B, int ldb, float beta, float *C,
                        int ldc) {
@@ -260,7 +278,10 @@ static int gemm_avx512(int trans_a, int trans_b, int M, int N, int K, float alph
     size_t n16 = ((size_t)N + 15) & ~(size_t)15;
     if ((size_t)K * n16 > GEMM_MAX_PANEL) return 0;
     panel = aligned_alloc(64, (size_t)K * n16 * sizeof *panel);
-    if (!panel) return 0;
+    if (!panel) {
+      gemm_scalar(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+      return 1;
+    }
     for (int j0 = 0; j0 < N; j0 += 16)
       for (int k0 = 0; k0 < K; k0 += 16)
         if (j0 + 16 <= N && k0 + 16 <= K)

@@ -121,7 +121,7 @@ int main(void) {
       for (int beta = 0; beta < 2; beta++) {
         check_sgemm_rows(be, Ks[i], Ns[j], (float)beta, &rng);
       }
-  const int Ms[] = {2, 3, 11, 12, 13, 32, 37};
+  const int Ms[] = {2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 32, 37}; /* every row remainder */
   const int MNs[] = {2, 15, 16, 17, 31, 32, 33, 100, 128, 130};
   const int MKs[] = {1, 3, 16, 17, 100, 128, 300};
   for (int form = 0; form < 4; form++)
@@ -130,7 +130,7 @@ int main(void) {
         for (size_t k = 0; k < sizeof MKs / sizeof *MKs; k++)
           check_sgemm_matrix(be, form & 1, form >> 1, Ms[i], MNs[j], MKs[k], (k & 1) ? 0.5f : 1.0f,
                              (float)((i + j) % 2), &rng);
-  /* a batch's tokens by the gate width, B^T larger than the transposed panel (OpenBLAS) */
+  /* a batch's tokens by the gate width; the last, B^T larger than the panel (OpenBLAS) */
   check_sgemm_matrix(be, 0, 0, 180, 384, 100, 1.0f, 0.0f, &rng);
   check_sgemm_matrix(be, 0, 1, 180, 384, 100, 1.0f, 1.0f, &rng);
   check_sgemm_matrix(be, 1, 0, 128, 512, 700, 1.0f, 1.0f, &rng);
