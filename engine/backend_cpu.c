@@ -168,9 +168,9 @@ static void rows_dot_vector(float *restrict c, int ldc, float alpha, const float
  * copied once per call into a panel). Results depend on the shapes only, not on the thread. */
 enum { GEMM_ROWS = 12, GEMM_MAX_PANEL = 1 << 20 /* floats of B^T copied (4 MiB) */ };
 
-static inline __attribute__((always_inline)) void gemm_block(
-    int R, int K, const float *A, size_t a_row, size_t a_k, const float *B, size_t ldb,
-    __mmask16 m0, __mmask16 m1, float alpha, float beta, float *C, size_t ldc) {
+static inline __attribute__((always_inline)) void
+gemm_block(int R, int K, const float *A, size_t a_row, size_t a_k, const float *B, size_t ldb,
+           __mmask16 m0, __mmask16 m1, float alpha, float beta, float *C, size_t ldc) {
   __m512 s0[GEMM_ROWS], s1[GEMM_ROWS];
 #pragma GCC unroll 12
   for (int r = 0; r < R; r++) s0[r] = s1[r] = _mm512_setzero_ps();
@@ -237,23 +237,29 @@ static inline __attribute__((always_inline)) void transpose16(const float *src, 
 static void gemm_rows(int R, int K, const float *A, size_t a_row, size_t a_k, const float *B,
                       size_t ldb, __mmask16 m0, __mmask16 m1, float alpha, float beta, float *C,
                       size_t ldc) {
-#define GEMM_CASE(n)                                                                           \
-  case n:                                                                                      \
-    gemm_block(n, K, A, a_row, a_k, B, ldb, m0, m1, alpha, beta, C, ldc);                      \
-    break;
+#define GEMM_ROWS_OF(n) gemm_block(n, K, A, a_row, a_k, B, ldb, m0, m1, alpha, beta, C, ldc)
   switch (R) {
-    GEMM_CASE(1) GEMM_CASE(2) GEMM_CASE(3) GEMM_CASE(4) GEMM_CASE(5) GEMM_CASE(6)
-    GEMM_CASE(7) GEMM_CASE(8) GEMM_CASE(9) GEMM_CASE(10) GEMM_CASE(11) GEMM_CASE(12)
+  case 1: GEMM_ROWS_OF(1); break;
+  case 2: GEMM_ROWS_OF(2); break;
+  case 3: GEMM_ROWS_OF(3); break;
+  case 4: GEMM_ROWS_OF(4); break;
+  case 5: GEMM_ROWS_OF(5); break;
+  case 6: GEMM_ROWS_OF(6); break;
+  case 7: GEMM_ROWS_OF(7); break;
+  case 8: GEMM_ROWS_OF(8); break;
+  case 9: GEMM_ROWS_OF(9); break;
+  case 10: GEMM_ROWS_OF(10); break;
+  case 11: GEMM_ROWS_OF(11); break;
+  case 12: GEMM_ROWS_OF(12); break;
   default: break;
   }
-#undef GEMM_CASE
+#undef GEMM_ROWS_OF
 }
 
 /* Without memory for the B^T panel: the same sums, one element at a time (fmaf is the FMA
  * instruction here), so that a failed allocation changes no bit, only the speed. */
-static void gemm_scalar(int trans_a, int trans_b, int M, int N, int K, float alpha,
-                        const float *A, int lda, const float *B, int ldb, float beta, float *C,
-                        int ldc) {
+static void gemm_scalar(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
+                        int lda, const float *B, int ldb, float beta, float *C, int ldc) {
   for (int i = 0; i < M; i++)
     for (int j = 0; j < N; j++) {
       float s = 0.0f;
@@ -268,9 +274,8 @@ static void gemm_scalar(int trans_a, int trans_b, int M, int N, int K, float alp
 
 /* C (M,N) = alpha op(A) op(B) + beta C for every form but A^T B^T (which nothing calls); 0 when
  * it declines, by the shapes only (that form, or B^T larger than the panel): OpenBLAS then. */
-static int gemm_avx512(int trans_a, int trans_b, int M, int N, int K, float alpha,
-                       const float *A, int lda, const float *B, int ldb, float beta, float *C,
-                       int ldc) {
+static int gemm_avx512(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
+                       int lda, const float *B, int ldb, float beta, float *C, int ldc) {
   if (trans_a && trans_b) return 0;
   float *panel = NULL;
   size_t ld = (size_t)ldb;
@@ -299,8 +304,8 @@ static int gemm_avx512(int trans_a, int trans_b, int M, int N, int K, float alph
     __mmask16 m0 = left >= 16 ? 0xffff : (__mmask16)((1u << left) - 1);
     __mmask16 m1 = left >= 32 ? 0xffff : left > 16 ? (__mmask16)((1u << (left - 16)) - 1) : 0;
     for (int i = 0; i < M; i += GEMM_ROWS)
-      gemm_rows(M - i < GEMM_ROWS ? M - i : GEMM_ROWS, K, A + (size_t)i * a_row, a_row, a_k,
-                B + j, ld, m0, m1, alpha, beta, C + (size_t)i * ldc + j, (size_t)ldc);
+      gemm_rows(M - i < GEMM_ROWS ? M - i : GEMM_ROWS, K, A + (size_t)i * a_row, a_row, a_k, B + j,
+                ld, m0, m1, alpha, beta, C + (size_t)i * ldc + j, (size_t)ldc);
   }
   free(panel);
   return 1;

@@ -107,9 +107,8 @@ static void *worker_main(void *p) {
   for (;;) {
     int spins = long_share > LONG_SHARE_BUSY ? POOL_SHORT_SPINS : POOL_SPINS;
     long long waited_from = now_ns();
-    for (int i = 0; i < spins && !atomic_load(&pool->quit) &&
-                    (atomic_load(&pool->claim) >> 32) == seen;
-         i++)
+    for (int i = 0;
+         i < spins && !atomic_load(&pool->quit) && (atomic_load(&pool->claim) >> 32) == seen; i++)
       cpu_relax();
     pthread_mutex_lock(&pool->lock);
     while (!atomic_load(&pool->quit) && (atomic_load(&pool->claim) >> 32) == seen)

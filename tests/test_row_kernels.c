@@ -102,8 +102,8 @@ static void check_sgemm_matrix(const nn_backend *be, int ta, int tb, int M, int 
         fprintf(stderr, "  ta %d tb %d M %d N %d K %d: (%d,%d) %.9g, want %.9g\n", ta, tb, M, N, K,
                 i, j, c[at], ref);
     }
-  CHECK(bad == 0, "sgemm ta %d tb %d M %d N %d K %d alpha %g beta %g: %d elements off", ta, tb,
-        M, N, K, alpha, beta, bad);
+  CHECK(bad == 0, "sgemm ta %d tb %d M %d N %d K %d alpha %g beta %g: %d elements off", ta, tb, M,
+        N, K, alpha, beta, bad);
   free(a);
   free(b);
   free(c0);
