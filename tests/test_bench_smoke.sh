@@ -27,7 +27,7 @@ for row in "seconds per epoch (" "seconds per epoch, PyTorch at its best thread 
            "test weighted F1 vs PyTorch packed" "peak RSS, training (MiB)" \
            "RSS growth in training (MiB)" "attn_predict vs PyTorch batched" \
            "attn_predict vs PyTorch one at a time" "attn_classify vs PyTorch batched" \
-           "attn_classify / attn_predict"; do
+           "attn_classify / attn_predict" "seconds per epoch, attnext threads 0 vs its best fixed"; do
   line=$(grep -F "| $row" "$out/stdout" | head -n 1)
   if [ -z "$line" ]; then
     echo "FAIL: no table row '$row'"; fail=1; continue
@@ -41,6 +41,9 @@ for row in "seconds per epoch (" "seconds per epoch, PyTorch at its best thread 
     echo "ok: $row"
   fi
 done
+# The threads row is the median of the rounds' ratios (one round in --quick)
+grep -qF "median of 1 rounds' ratios" "$out/stdout" && echo "ok: threads row from 1 round" ||
+  { echo "FAIL: the threads row does not say its rounds"; fail=1; }
 # Scaling table: 3 cells x 3 points in --quick, both systems' seconds numeric.
 n=$(grep -cE '^\| (rnn|gru|lstm) \| [0-9]+ \| [0-9]+ \| [0-9]+ \| [0-9.e-]+ \| [0-9.e-]+ \|' "$out/stdout")
 [ "$n" -eq 9 ] || { echo "FAIL: expected 9 scaling lines with both timings, found $n"; fail=1; }
