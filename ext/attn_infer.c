@@ -5,9 +5,10 @@
  * attn_evaluate, attn_confusion).
  *
  * Batched prediction runs on the connection's thread pool (engine/pool.c, created on first use,
- * see attn_conn_pool): the texts are split into one share per pool thread (at least ATTN_BATCH
- * texts a share); each thread encodes its share and runs it through the model in batches of
- * ATTN_BATCH texts with its own workspace (the model is shared read-only). A NULL text gives
+ * see attn_conn_pool): the texts are split into one share per pool thread (at least one batch
+ * a share); each thread encodes its share and runs it through the model in batches of
+ * ATTN_BATCH texts (ATTN_BATCH_DEVICE on a GPU) with its own workspace (the model is shared
+ * read-only). A NULL text gives
  * class -1. Results are per text: they do not depend on how texts are grouped.
  */
 #include <math.h>
@@ -17,7 +18,11 @@
 
 #include "attn_ext.h"
 
-#define ATTN_BATCH 256      /* texts per forward pass */
+#define ATTN_BATCH 256 /* texts per forward pass on the CPU */
+/* on a GPU: a forward pass launches a few kernels per time step whatever its rows, so 256-row
+ * batches left an H200 launch-bound (attn_classify 350,000 rows/s, slower than the same
+ * machine's 16 cores); 4096-row batches from fewer threads keep it busy */
+#define ATTN_BATCH_DEVICE 4096
 #define ATTN_MAX_THREADS 64 /* threads of a pool at most (nn_pool_create) */
 
 /* ------------------------------------------------------------------ explain one text */
@@ -364,19 +369,20 @@ typedef struct attn_classify_batch {
   int *pred;
   float *prob;
   float *probs; /* (n, C) every class's probability, or NULL */
+  int batch;    /* texts per forward pass: ATTN_BATCH, or ATTN_BATCH_DEVICE on a GPU */
   attn_classify_job *jobs;
 } attn_classify_batch;
 
 static void attn_classify_run(attn_classify_job *job, const attn_classify_batch *all) {
   nn_model *nn = job->nn;
   const nn_config *cfg = nn_model_config(nn);
-  int T = cfg->max_len > 0 ? cfg->max_len : 1, C = nn_model_num_classes(nn);
+  int T = cfg->max_len > 0 ? cfg->max_len : 1, C = nn_model_num_classes(nn), batch = all->batch;
   nn_token *tokens = malloc(sizeof *tokens * (size_t)T);
-  int *ids = malloc(sizeof *ids * (size_t)ATTN_BATCH * T);
-  int *lengths = malloc(sizeof *lengths * ATTN_BATCH);
-  int *rows = malloc(sizeof *rows * ATTN_BATCH);
-  int *ids_row = malloc(sizeof *ids_row * (size_t)ATTN_BATCH * T);
-  float *logits = malloc(sizeof *logits * (size_t)ATTN_BATCH * C);
+  int *ids = malloc(sizeof *ids * (size_t)batch * T);
+  int *lengths = malloc(sizeof *lengths * (size_t)batch);
+  int *rows = malloc(sizeof *rows * (size_t)batch);
+  int *ids_row = malloc(sizeof *ids_row * (size_t)batch * T);
+  float *logits = malloc(sizeof *logits * (size_t)batch * C);
   job->status = NN_OK;
   if (!tokens || !ids || !lengths || !rows || !ids_row || !logits) {
     job->status = NN_NOMEM;
@@ -384,9 +390,9 @@ static void attn_classify_run(attn_classify_job *job, const attn_classify_batch 
     goto done;
   }
   for (int i = job->begin; i < job->end && job->status == NN_OK;) {
-    /* Encode up to ATTN_BATCH non-NULL texts; ids_row keeps each text's ids at stride T. */
+    /* Encode up to batch non-NULL texts; ids_row keeps each text's ids at stride T. */
     int B = 0, Tmax = 1;
-    for (; i < job->end && B < ATTN_BATCH; i++) {
+    for (; i < job->end && B < batch; i++) {
       if (!all->texts[i]) {
         all->pred[i] = -1;
         if (all->prob) all->prob[i] = 0;
@@ -441,8 +447,14 @@ static int attn_classify_batched(attn_conn *conn, attn_model *model, const char 
     return rc;
   }
   int threads = nn_pool_threads(pool);
+  int batch = ATTN_BATCH;
+  if (nn_model_device_memory(model->nn) > 0) { /* on a GPU: larger, ids arrays of 1 MiB at most */
+    int T = nn_model_config(model->nn)->max_len;
+    batch = T > 0 && ATTN_BATCH_DEVICE * T > (1 << 18) ? (1 << 18) / T : ATTN_BATCH_DEVICE;
+    if (batch < ATTN_BATCH) batch = ATTN_BATCH;
+  }
   int per = (n + threads - 1) / threads;
-  if (per < ATTN_BATCH) per = ATTN_BATCH; /* small inputs: fewer tasks */
+  if (per < batch) per = batch;           /* small inputs: fewer tasks */
   int tasks = (n + per - 1) / per;        /* <= threads: one task per pool thread */
   attn_classify_job jobs[ATTN_MAX_THREADS];
   for (int t = 0; t < tasks; t++) {
@@ -453,7 +465,7 @@ static int attn_classify_batched(attn_conn *conn, attn_model *model, const char 
     job->begin = t * per;
     job->end = (t + 1) * per < n ? (t + 1) * per : n;
   }
-  attn_classify_batch all = {texts, lens, pred, prob, probs, jobs};
+  attn_classify_batch all = {texts, lens, pred, prob, probs, batch, jobs};
   nn_pool_run(pool, attn_classify_task, &all, tasks);
   for (int t = 0; t < tasks; t++) {
     if (jobs[t].status != NN_OK) return attn_nn_error(jobs[t].status, fn, jobs[t].err, errmsg);
