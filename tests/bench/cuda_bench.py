@@ -3,7 +3,7 @@
 For each configuration, both systems train on $ATTNEXT_DATA/ag_news_train_10k.csv (85/15 split)
 and then classify ag_news_test.csv in large batches:
   lesson   rnn, embed 100, hidden 128, fc 100, dropout 0.1, batch 64, Adam 1e-3 (the lesson)
-  large    the same with hidden 512 and batch 512
+  large    the same with hidden 512 and batch 512 (large256, large1024: batch 256, 1024)
 Measured, per system: seconds per epoch (median; an epoch = training over the split + the
 validation pass, as make bench), and batched inference rows/s (forward of already encoded
 rows, in batches of --infer-batch, logits back on the host; at least --seconds seconds after 2
@@ -39,6 +39,9 @@ CONFIGS = {
     "large": dict(cell="rnn", embed_dim=100, hidden=512, fc_hidden=100, dropout=0.1,
                   batch_size=512, lr=1e-3),
 }
+# hidden 512 at batch 256 and 1024 beside it (issue 26: batch 256-1024)
+CONFIGS["large256"] = dict(CONFIGS["large"], batch_size=256)
+CONFIGS["large1024"] = dict(CONFIGS["large"], batch_size=1024)
 
 
 def write_tsv(path, titles, labels):
