@@ -164,17 +164,30 @@ static void rows_dot_vector(float *restrict c, int ldc, float alpha, const float
  * ones (Cooperlake, its own pick there) 110-204. This kernel reaches 130-199 whatever OpenBLAS
  * runs, and the products' bits no longer depend on that choice: C in blocks of GEMM_ROWS rows
  * by 32 columns held in 24 registers, each element the sum of its K products in k order (one
- * FMA each), then alpha s + beta c; the 32 columns of B a block reads are contiguous (B, or B^T
- * copied once per call into a panel). Results depend on the shapes only, not on the thread. */
-enum { GEMM_ROWS = 12, GEMM_MAX_PANEL = 1 << 20 /* floats of B^T copied (4 MiB) */ };
+ * FMA each), then alpha s + beta c; the 32 columns of B a block reads are contiguous (B, or for
+ * B^T a strip of 32 columns by up to GEMM_STRIP_K k copied on the stack). Nothing is allocated:
+ * a product may run while the process forks, under the caller's heap limit. Results depend on
+ * the shapes only, not on the thread. */
+enum {
+  GEMM_ROWS = 12,      /* rows of C a block holds in registers */
+  GEMM_STRIP_K = 256,  /* k of B^T a strip holds: 32 KiB on the stack */
+  GEMM_GROUP_ROWS = 60 /* rows of C that share a strip when K > GEMM_STRIP_K */
+};
 
+/* R rows by (up to) 32 columns of C over kn k: the sums start at 0 (first) or from part (R x 32,
+ * the sums so far), and end in C (last: alpha s + beta c) or in part. Split this way, each sum
+ * still takes its products in k order: the bits do not depend on the split. */
 static inline __attribute__((always_inline)) void
-gemm_block(int R, int K, const float *A, size_t a_row, size_t a_k, const float *B, size_t ldb,
-           __mmask16 m0, __mmask16 m1, float alpha, float beta, float *C, size_t ldc) {
+gemm_block(int R, int kn, const float *A, size_t a_row, size_t a_k, const float *B, size_t ldb,
+           __mmask16 m0, __mmask16 m1, int first, int last, float *part, float alpha, float beta,
+           float *C, size_t ldc) {
   __m512 s0[GEMM_ROWS], s1[GEMM_ROWS];
 #pragma GCC unroll 12
-  for (int r = 0; r < R; r++) s0[r] = s1[r] = _mm512_setzero_ps();
-  for (int k = 0; k < K; k++) {
+  for (int r = 0; r < R; r++) {
+    s0[r] = first ? _mm512_setzero_ps() : _mm512_load_ps(part + r * 32);
+    s1[r] = first ? _mm512_setzero_ps() : _mm512_load_ps(part + r * 32 + 16);
+  }
+  for (int k = 0; k < kn; k++) {
     const float *b = B + (size_t)k * ldb, *a = A + (size_t)k * a_k;
     __m512 b0 = _mm512_maskz_loadu_ps(m0, b), b1 = _mm512_maskz_loadu_ps(m1, b + 16);
 #pragma GCC unroll 12
@@ -183,6 +196,14 @@ gemm_block(int R, int K, const float *A, size_t a_row, size_t a_k, const float *
       s0[r] = _mm512_fmadd_ps(x, b0, s0[r]);
       s1[r] = _mm512_fmadd_ps(x, b1, s1[r]);
     }
+  }
+  if (!last) {
+#pragma GCC unroll 12
+    for (int r = 0; r < R; r++) {
+      _mm512_store_ps(part + r * 32, s0[r]);
+      _mm512_store_ps(part + r * 32 + 16, s1[r]);
+    }
+    return;
   }
   __m512 va = _mm512_set1_ps(alpha), vb = _mm512_set1_ps(beta);
 #pragma GCC unroll 12
@@ -232,12 +253,27 @@ static inline __attribute__((always_inline)) void transpose16(const float *src, 
   for (int i = 0; i < 16; i++) _mm512_storeu_ps(dst + (size_t)i * ldd, r[i]);
 }
 
+/* strip (kn, 32) = columns k0 .. k0 + kn of rows j .. j + cols of B (N,K): B^T's piece that a
+ * block of 32 columns of C reads. Columns cols .. 31 are left as they are (the blocks' masked
+ * loads do not read them). */
+static void gemm_strip(const float *B, size_t ldb, int cols, int kn, float *strip) {
+  for (int j0 = 0; j0 < cols; j0 += 16)
+    for (int k0 = 0; k0 < kn; k0 += 16)
+      if (j0 + 16 <= cols && k0 + 16 <= kn)
+        transpose16(B + (size_t)j0 * ldb + k0, ldb, strip + (size_t)k0 * 32 + j0, 32);
+      else /* the edges */
+        for (int j = j0; j < j0 + 16 && j < cols; j++)
+          for (int k = k0; k < k0 + 16 && k < kn; k++)
+            strip[(size_t)k * 32 + j] = B[(size_t)j * ldb + k];
+}
+
 /* R rows of C (1 <= R <= GEMM_ROWS) at a time, R a constant in each case so that the
  * accumulators stay in registers */
-static void gemm_rows(int R, int K, const float *A, size_t a_row, size_t a_k, const float *B,
-                      size_t ldb, __mmask16 m0, __mmask16 m1, float alpha, float beta, float *C,
-                      size_t ldc) {
-#define GEMM_ROWS_OF(n) gemm_block(n, K, A, a_row, a_k, B, ldb, m0, m1, alpha, beta, C, ldc)
+static void gemm_rows(int R, int kn, const float *A, size_t a_row, size_t a_k, const float *B,
+                      size_t ldb, __mmask16 m0, __mmask16 m1, int first, int last, float *part,
+                      float alpha, float beta, float *C, size_t ldc) {
+#define GEMM_ROWS_OF(n)                                                                            \
+  gemm_block(n, kn, A, a_row, a_k, B, ldb, m0, m1, first, last, part, alpha, beta, C, ldc)
   switch (R) {
   case 1: GEMM_ROWS_OF(1); break;
   case 2: GEMM_ROWS_OF(2); break;
@@ -256,58 +292,48 @@ static void gemm_rows(int R, int K, const float *A, size_t a_row, size_t a_k, co
 #undef GEMM_ROWS_OF
 }
 
-/* Without memory for the B^T panel: the same sums, one element at a time (fmaf is the FMA
- * instruction here), so that a failed allocation changes no bit, only the speed. */
-static void gemm_scalar(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
-                        int lda, const float *B, int ldb, float beta, float *C, int ldc) {
-  for (int i = 0; i < M; i++)
-    for (int j = 0; j < N; j++) {
-      float s = 0.0f;
-      for (int k = 0; k < K; k++)
-        s = fmaf(trans_a ? A[(size_t)k * lda + i] : A[(size_t)i * lda + k],
-                 trans_b ? B[(size_t)j * ldb + k] : B[(size_t)k * ldb + j], s);
-      float *c = C + (size_t)i * ldc + j;
-      float t = alpha * s;
-      *c = beta != 0.0f ? fmaf(beta, *c, t) : t;
-    }
-}
-
-/* C (M,N) = alpha op(A) op(B) + beta C for every form but A^T B^T (which nothing calls); 0 when
- * it declines, by the shapes only (that form, or B^T larger than the panel): OpenBLAS then. */
+/* C (M,N) = alpha op(A) op(B) + beta C for every form but A^T B^T (which nothing calls: 0, and
+ * OpenBLAS runs it). B^T (B (N,K)) goes 32 columns at a time through a strip on the stack: whole
+ * when K <= GEMM_STRIP_K; else in pieces of GEMM_STRIP_K k, each shared by up to
+ * GEMM_GROUP_ROWS rows of C whose sums so far wait in part. */
 static int gemm_avx512(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
                        int lda, const float *B, int ldb, float beta, float *C, int ldc) {
   if (trans_a && trans_b) return 0;
-  float *panel = NULL;
-  size_t ld = (size_t)ldb;
-  if (trans_b) { /* B (N,K): B^T copied to a (K, N rounded up to 16) panel, 16 x 16 tiles */
-    size_t n16 = ((size_t)N + 15) & ~(size_t)15;
-    if ((size_t)K * n16 > GEMM_MAX_PANEL) return 0;
-    panel = aligned_alloc(64, (size_t)K * n16 * sizeof *panel);
-    if (!panel) {
-      gemm_scalar(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-      return 1;
-    }
-    for (int j0 = 0; j0 < N; j0 += 16)
-      for (int k0 = 0; k0 < K; k0 += 16)
-        if (j0 + 16 <= N && k0 + 16 <= K)
-          transpose16(B + (size_t)j0 * ldb + k0, (size_t)ldb, panel + (size_t)k0 * n16 + j0, n16);
-        else /* the edges */
-          for (int j = j0; j < j0 + 16 && j < N; j++)
-            for (int k = k0; k < k0 + 16 && k < K; k++)
-              panel[(size_t)k * n16 + j] = B[(size_t)j * ldb + k];
-    B = panel;
-    ld = n16;
-  }
+  _Alignas(64) float strip[GEMM_STRIP_K * 32];
+  _Alignas(64) float part[GEMM_GROUP_ROWS * 32];
   size_t a_row = trans_a ? 1 : (size_t)lda, a_k = trans_a ? (size_t)lda : 1;
   for (int j = 0; j < N; j += 32) {
-    int left = N - j;
+    int left = N - j, cols = left < 32 ? left : 32;
     __mmask16 m0 = left >= 16 ? 0xffff : (__mmask16)((1u << left) - 1);
     __mmask16 m1 = left >= 32 ? 0xffff : left > 16 ? (__mmask16)((1u << (left - 16)) - 1) : 0;
-    for (int i = 0; i < M; i += GEMM_ROWS)
-      gemm_rows(M - i < GEMM_ROWS ? M - i : GEMM_ROWS, K, A + (size_t)i * a_row, a_row, a_k, B + j,
-                ld, m0, m1, alpha, beta, C + (size_t)i * ldc + j, (size_t)ldc);
+    if (!trans_b) { /* B's 32 columns are contiguous in its rows already */
+      for (int i = 0; i < M; i += GEMM_ROWS)
+        gemm_rows(M - i < GEMM_ROWS ? M - i : GEMM_ROWS, K, A + (size_t)i * a_row, a_row, a_k,
+                  B + j, (size_t)ldb, m0, m1, 1, 1, NULL, alpha, beta, C + (size_t)i * ldc + j,
+                  (size_t)ldc);
+      continue;
+    }
+    const float *bj = B + (size_t)j * ldb;
+    if (K <= GEMM_STRIP_K) { /* one strip for every row */
+      gemm_strip(bj, (size_t)ldb, cols, K, strip);
+      for (int i = 0; i < M; i += GEMM_ROWS)
+        gemm_rows(M - i < GEMM_ROWS ? M - i : GEMM_ROWS, K, A + (size_t)i * a_row, a_row, a_k,
+                  strip, 32, m0, m1, 1, 1, NULL, alpha, beta, C + (size_t)i * ldc + j, (size_t)ldc);
+      continue;
+    }
+    for (int g = 0; g < M; g += GEMM_GROUP_ROWS) {
+      int rows = M - g < GEMM_GROUP_ROWS ? M - g : GEMM_GROUP_ROWS;
+      for (int k0 = 0; k0 < K; k0 += GEMM_STRIP_K) {
+        int kn = K - k0 < GEMM_STRIP_K ? K - k0 : GEMM_STRIP_K;
+        gemm_strip(bj + k0, (size_t)ldb, cols, kn, strip);
+        for (int i = 0; i < rows; i += GEMM_ROWS)
+          gemm_rows(rows - i < GEMM_ROWS ? rows - i : GEMM_ROWS, kn,
+                    A + (size_t)(g + i) * a_row + (size_t)k0 * a_k, a_row, a_k, strip, 32, m0, m1,
+                    k0 == 0, k0 + kn == K, part + (size_t)i * 32, alpha, beta,
+                    C + (size_t)(g + i) * ldc + j, (size_t)ldc);
+      }
+    }
   }
-  free(panel);
   return 1;
 }
 #endif

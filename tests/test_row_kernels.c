@@ -110,6 +110,36 @@ static void check_sgemm_matrix(const nn_backend *be, int ta, int tb, int M, int 
   free(c);
 }
 
+/* A B^T against A (B^T) with B^T written out (two rows or more: one row takes the dot-product
+ * and matrix-vector paths): the products of B^T go through strips of it
+ * (engine/backend_cpu.c, in pieces of k when K is long), the others read B in place; each
+ * element must be the same sum in the same order, so the two agree to the bit. */
+static void check_sgemm_bt_bits(const nn_backend *be, int M, int N, int K, float alpha, float beta,
+                                nn_rng *rng) {
+  int lda = K + 1, ldb = K + 3, ldbt = N + 7, ldc = N + 2;
+  float *a = malloc(sizeof(float) * (size_t)M * lda), *b = malloc(sizeof(float) * (size_t)N * ldb);
+  float *bt = malloc(sizeof(float) * (size_t)K * ldbt);
+  float *c1 = malloc(sizeof(float) * (size_t)M * ldc),
+        *c2 = malloc(sizeof(float) * (size_t)M * ldc);
+  fill(a, (size_t)M * lda, rng);
+  fill(b, (size_t)N * ldb, rng);
+  fill(c1, (size_t)M * ldc, rng);
+  memcpy(c2, c1, sizeof(float) * (size_t)M * ldc);
+  for (int k = 0; k < K; k++)
+    for (int j = 0; j < N; j++) bt[(size_t)k * ldbt + j] = b[(size_t)j * ldb + k];
+  be->sgemm(0, 1, M, N, K, alpha, a, lda, b, ldb, beta, c1, ldc);
+  be->sgemm(0, 0, M, N, K, alpha, a, lda, bt, ldbt, beta, c2, ldc);
+  int differ = 0;
+  for (size_t i = 0; i < (size_t)M * ldc; i++) differ += memcmp(&c1[i], &c2[i], sizeof(float)) != 0;
+  CHECK(differ == 0, "sgemm A B^T and A (B^T) M %d N %d K %d beta %g: %d elements differ", M, N, K,
+        beta, differ);
+  free(a);
+  free(b);
+  free(bt);
+  free(c1);
+  free(c2);
+}
+
 int main(void) {
   const nn_backend *be = nn_backend_cpu();
   nn_rng rng;
@@ -130,10 +160,20 @@ int main(void) {
         for (size_t k = 0; k < sizeof MKs / sizeof *MKs; k++)
           check_sgemm_matrix(be, form & 1, form >> 1, Ms[i], MNs[j], MKs[k], (k & 1) ? 0.5f : 1.0f,
                              (float)((i + j) % 2), &rng);
-  /* a batch's tokens by the gate width; the last, B^T larger than the panel (OpenBLAS) */
+  /* a batch's tokens by the gate width; a long B^T */
   check_sgemm_matrix(be, 0, 0, 180, 384, 100, 1.0f, 0.0f, &rng);
   check_sgemm_matrix(be, 0, 1, 180, 384, 100, 1.0f, 1.0f, &rng);
   check_sgemm_matrix(be, 1, 0, 128, 512, 700, 1.0f, 1.0f, &rng);
   check_sgemm_matrix(be, 0, 1, 20, 2100, 520, 1.0f, 0.0f, &rng);
+  /* B^T in pieces of k, rows of C in groups: K past one strip, M past one group */
+  check_sgemm_matrix(be, 0, 1, 130, 70, 700, 0.5f, 1.0f, &rng);
+  check_sgemm_matrix(be, 0, 1, 61, 33, 513, 1.0f, 0.0f, &rng);
+  const int BMs[] = {2, 3, 12, 13, 32, 60, 61, 130}, BNs[] = {2, 17, 32, 33, 100, 512};
+  const int BKs[] = {1, 16, 100, 255, 256, 257, 512, 700};
+  for (size_t i = 0; i < sizeof BMs / sizeof *BMs; i++)
+    for (size_t j = 0; j < sizeof BNs / sizeof *BNs; j++)
+      for (size_t k = 0; k < sizeof BKs / sizeof *BKs; k++)
+        check_sgemm_bt_bits(be, BMs[i], BNs[j], BKs[k], (k & 1) ? 0.5f : 1.0f, (float)((i + j) % 2),
+                            &rng);
   return check_finish("test_row_kernels");
 }
