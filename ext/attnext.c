@@ -8,6 +8,7 @@
  */
 #ifndef _WIN32
 #include <dlfcn.h>
+#include <pthread.h>
 #endif
 
 #include "attn_ext.h"
@@ -104,6 +105,38 @@ static int attn_host_check(char **msg) {
   return SQLITE_OK;
 }
 
+#ifndef _WIN32
+/* fork() beside a training (a prefork server, Python's 'fork' start method). attnext's threads
+ * allocate through SQLite (sqlite3_malloc), which takes SQLite's allocator mutex when memory
+ * statistics are on (the default: Debian's SQLite, Python's sqlite3). The child has only the
+ * thread that forked and every lock as it was at that instant: a fork while a thread held that
+ * mutex left the child hanging in its first sqlite3_open (tests/test_fork.py: about one fork in
+ * 1,000 beside a training under ASan, one in 20 to 200 beside busy predictions). So fork takes
+ * SQLite's process-wide mutexes that attnext's threads use -- the main one (opening a
+ * database), the unix VFS's (opening and closing its files) and the allocator's, in the order
+ * SQLite nests them, the allocator's innermost -- and releases them in the parent and the
+ * child; each is held a few instructions at a time, so fork waits at most that long.
+ * engine/pool.c does the same for OpenBLAS. glibc removes the handlers when the library is
+ * unloaded (dlclose), and a later load registers them again. The mutexes and routines are those
+ * of the SQLite that first loaded attnext in the process. */
+static pthread_once_t attn_fork_once = PTHREAD_ONCE_INIT;
+static const sqlite3_api_routines *attn_fork_api;
+static sqlite3_mutex *attn_fork_mutexes[3];
+static void attn_fork_prepare(void) {
+  for (int i = 0; i < 3; i++) attn_fork_api->mutex_enter(attn_fork_mutexes[i]);
+}
+static void attn_fork_release(void) { /* in the parent, and in the child (the same thread) */
+  for (int i = 2; i >= 0; i--) attn_fork_api->mutex_leave(attn_fork_mutexes[i]);
+}
+static void attn_fork_register(void) {
+  attn_fork_api = sqlite3_api;
+  attn_fork_mutexes[0] = sqlite3_mutex_alloc(SQLITE_MUTEX_STATIC_MAIN);
+  attn_fork_mutexes[1] = sqlite3_mutex_alloc(SQLITE_MUTEX_STATIC_VFS1);
+  attn_fork_mutexes[2] = sqlite3_mutex_alloc(SQLITE_MUTEX_STATIC_MEM);
+  pthread_atfork(attn_fork_prepare, attn_fork_release, attn_fork_release);
+}
+#endif
+
 #ifdef _WIN32
 __declspec(dllexport)
 #endif
@@ -118,6 +151,9 @@ int sqlite3_attnext_init(sqlite3 *db, char **pzErrMsg, const sqlite3_api_routine
       sqlite3_free(unsupported);
     return host;
   }
+#ifndef _WIN32
+  pthread_once(&attn_fork_once, attn_fork_register);
+#endif
   attn_conn *conn = attn_conn_create(db);
   if (!conn) return SQLITE_NOMEM;
   int rc = SQLITE_OK;
