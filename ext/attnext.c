@@ -112,27 +112,32 @@ static int attn_host_check(char **msg) {
  * thread that forked and every lock as it was at that instant: a fork while a thread held that
  * mutex left the child hanging in its first sqlite3_open (tests/test_fork.py: about one fork in
  * 1,000 beside a training under ASan, one in 20 to 200 beside busy predictions). So fork takes
- * SQLite's process-wide mutexes that attnext's threads use -- the main one (opening a
- * database), the unix VFS's (opening and closing its files) and the allocator's, in the order
- * SQLite nests them, the allocator's innermost -- and releases them in the parent and the
- * child; each is held a few instructions at a time, so fork waits at most that long.
- * engine/pool.c does the same for OpenBLAS. glibc removes the handlers when the library is
- * unloaded (dlclose), and a later load registers them again. The mutexes and routines are those
- * of the SQLite that first loaded attnext in the process. */
+ * the process-wide mutexes of SQLite that a thread reading or writing a database takes and a
+ * child's sqlite3_open needs -- the main one (opening a database), the unix VFS's (opening and
+ * closing its files), the allocator's and the page cache's statistics' -- in the order SQLite
+ * nests them (the last two never nest), and releases them in the parent and the child. Each is
+ * held for an allocation or a file's open or close, so fork waits at most that long. Not taken:
+ * the random generator's (its first use takes the main one inside it; a thread inside it at a
+ * fork is rare: temporary file names, random()). engine/pool.c does the same for OpenBLAS.
+ * glibc removes the handlers when the library is unloaded (dlclose), and a later load registers
+ * them again. The mutexes and routines are those of the SQLite that first loaded attnext in the
+ * process. */
 static pthread_once_t attn_fork_once = PTHREAD_ONCE_INIT;
 static const sqlite3_api_routines *attn_fork_api;
-static sqlite3_mutex *attn_fork_mutexes[3];
+static sqlite3_mutex *attn_fork_mutexes[4];
+enum { ATTN_FORK_MUTEXES = sizeof attn_fork_mutexes / sizeof attn_fork_mutexes[0] };
 static void attn_fork_prepare(void) {
-  for (int i = 0; i < 3; i++) attn_fork_api->mutex_enter(attn_fork_mutexes[i]);
+  for (int i = 0; i < ATTN_FORK_MUTEXES; i++) attn_fork_api->mutex_enter(attn_fork_mutexes[i]);
 }
 static void attn_fork_release(void) { /* in the parent, and in the child (the same thread) */
-  for (int i = 2; i >= 0; i--) attn_fork_api->mutex_leave(attn_fork_mutexes[i]);
+  for (int i = ATTN_FORK_MUTEXES - 1; i >= 0; i--) attn_fork_api->mutex_leave(attn_fork_mutexes[i]);
 }
 static void attn_fork_register(void) {
   attn_fork_api = sqlite3_api;
   attn_fork_mutexes[0] = sqlite3_mutex_alloc(SQLITE_MUTEX_STATIC_MAIN);
   attn_fork_mutexes[1] = sqlite3_mutex_alloc(SQLITE_MUTEX_STATIC_VFS1);
   attn_fork_mutexes[2] = sqlite3_mutex_alloc(SQLITE_MUTEX_STATIC_MEM);
+  attn_fork_mutexes[3] = sqlite3_mutex_alloc(SQLITE_MUTEX_STATIC_PMEM);
   pthread_atfork(attn_fork_prepare, attn_fork_release, attn_fork_release);
 }
 #endif
