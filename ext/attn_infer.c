@@ -448,29 +448,40 @@ static int attn_classify_batched(attn_conn *conn, attn_model *model, const char 
   }
   int threads = nn_pool_threads(pool);
   int batch = ATTN_BATCH;
-  if (nn_model_device_memory(model->nn) > 0) { /* on a GPU: larger, ids arrays of 1 MiB at most */
-    int T = nn_model_config(model->nn)->max_len;
+  if (nn_model_device_memory(model->nn) > 0) {   /* on a GPU: larger, ids arrays <= 1 MiB each */
+    int T = nn_model_config(model->nn)->max_len; /* (from max_len 1024 on, 256 rows as the CPU) */
     batch = T > 0 && ATTN_BATCH_DEVICE * T > (1 << 18) ? (1 << 18) / T : ATTN_BATCH_DEVICE;
     if (batch < ATTN_BATCH) batch = ATTN_BATCH;
   }
-  int per = (n + threads - 1) / threads;
-  if (per < batch) per = batch;           /* small inputs: fewer tasks */
-  int tasks = (n + per - 1) / per;        /* <= threads: one task per pool thread */
-  attn_classify_job jobs[ATTN_MAX_THREADS];
-  for (int t = 0; t < tasks; t++) {
-    attn_classify_job *job = &jobs[t];
-    memset(job, 0, sizeof *job);
-    job->nn = model->nn;
-    job->ws = ws[t];
-    job->begin = t * per;
-    job->end = (t + 1) * per < n ? (t + 1) * per : n;
+  for (;;) {
+    int per = (n + threads - 1) / threads;
+    if (per < batch) per = batch;    /* small inputs: fewer tasks */
+    int tasks = (n + per - 1) / per; /* <= threads: one task per pool thread */
+    attn_classify_job jobs[ATTN_MAX_THREADS];
+    for (int t = 0; t < tasks; t++) {
+      attn_classify_job *job = &jobs[t];
+      memset(job, 0, sizeof *job);
+      job->nn = model->nn;
+      job->ws = ws[t];
+      job->begin = t * per;
+      job->end = (t + 1) * per < n ? (t + 1) * per : n;
+    }
+    attn_classify_batch all = {texts, lens, pred, prob, probs, batch, jobs};
+    nn_pool_run(pool, attn_classify_task, &all, tasks);
+    int failed = -1, short_of_memory = 0;
+    for (int t = 0; t < tasks; t++) {
+      if (jobs[t].status != NN_OK && failed < 0) failed = t;
+      if (jobs[t].status == NN_NOMEM) short_of_memory = 1;
+    }
+    if (failed < 0) return SQLITE_OK;
+    /* a GPU short of memory for the larger passes (several threads' workspaces at once): all
+     * again in the CPU's 256-row passes (each text's result does not depend on its pass) */
+    if (short_of_memory && batch > ATTN_BATCH) {
+      batch = ATTN_BATCH;
+      continue;
+    }
+    return attn_nn_error(jobs[failed].status, fn, jobs[failed].err, errmsg);
   }
-  attn_classify_batch all = {texts, lens, pred, prob, probs, batch, jobs};
-  nn_pool_run(pool, attn_classify_task, &all, tasks);
-  for (int t = 0; t < tasks; t++) {
-    if (jobs[t].status != NN_OK) return attn_nn_error(jobs[t].status, fn, jobs[t].err, errmsg);
-  }
-  return SQLITE_OK;
 }
 
 int attn_classify_texts(attn_conn *conn, attn_model *model, const char *const *texts,

@@ -73,8 +73,10 @@ static inline cudaError_t cudaGetLastError(void) {
   emu_last_error = cudaSuccess;
   return e;
 }
+/* ATTNEXT_EMU_CUDA_MAX_ALLOC=N: an allocation of more than N bytes fails, as on a small GPU */
 static inline cudaError_t cudaMalloc(void **p, size_t bytes) {
-  *p = malloc(bytes);
+  const char *cap = getenv("ATTNEXT_EMU_CUDA_MAX_ALLOC");
+  *p = cap && bytes > strtoull(cap, NULL, 10) ? NULL : malloc(bytes);
   if (!*p) emu_last_error = cudaErrorMemoryAllocation;
   return *p ? cudaSuccess : cudaErrorMemoryAllocation;
 }
