@@ -4,7 +4,9 @@
  * vector loops have tails for sizes that are not multiples of 16, 32 or 64, so every shape
  * class is tried here, with beta 0 (the output is not read: it holds NaNs) and beta 1. The
  * AVX-512 copy also multiplies training's matrices itself (blocks of 12 rows by 32 columns, B^T
- * through a transposed panel): every form, ragged sizes, padded strides and alpha/beta. */
+ * through strips copied on the stack): every form, ragged sizes, padded strides and alpha/beta.
+ * Those run only where the CPU has AVX-512 (the kernel level is printed); elsewhere the same
+ * checks test OpenBLAS. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -142,6 +144,10 @@ static void check_sgemm_bt_bits(const nn_backend *be, int M, int N, int K, float
 
 int main(void) {
   const nn_backend *be = nn_backend_cpu();
+  const char *level = nn_backend_cpu_level();
+  int own = !strcmp(level, "x86-64-v4") || !strcmp(level, "native"); /* native: if AVX-512 */
+  printf("test_row_kernels: the CPU backend's %s kernels%s\n", level,
+         own ? "" : " (no AVX-512: the products of 2 rows or more are OpenBLAS's)");
   nn_rng rng;
   nn_rng_seed(&rng, 2024);
   const int Ks[] = {1, 2, 3, 16, 31, 64, 100, 127, 128, 129, 256};
