@@ -8,8 +8,8 @@
  * see attn_conn_pool): the texts are split into one share per pool thread (at least one batch
  * a share); each thread encodes its share and runs it through the model in batches of
  * ATTN_BATCH texts (ATTN_BATCH_DEVICE on a GPU) with its own workspace (the model is shared
- * read-only). A NULL text gives
- * class -1. Results are per text: they do not depend on how texts are grouped.
+ * read-only). A NULL text gives class -1. Results are per text: they do not depend on how texts
+ * are grouped.
  */
 #include <math.h>
 #include <stdio.h>
