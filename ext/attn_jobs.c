@@ -12,6 +12,7 @@
  * The leader's own jobs show their batch-level progress live (attn_status of the job's private
  * connection). Outside a node the tables exist only in a copy of a node's database.
  */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -155,8 +156,8 @@ static int attn_jobs_epochs(sqlite3_stmt *stmt, sqlite3_value *job, char **out) 
 
 /* The rows are read at once (a few hundred jobs at most in practice): no statement of ours
  * stays open on the database while the caller reads them. */
-static int attn_jobs_filter(sqlite3_vtab_cursor *base, int idx_num, const char *idx_str,
-                            int argc, sqlite3_value **argv) {
+static int attn_jobs_filter(sqlite3_vtab_cursor *base, int idx_num, const char *idx_str, int argc,
+                            sqlite3_value **argv) {
   attn_jobs_cursor *cur = (attn_jobs_cursor *)base;
   attn_vtab *vtab = (attn_vtab *)base->pVtab;
   sqlite3 *db = attn_conn_db(vtab->conn);
@@ -169,7 +170,8 @@ static int attn_jobs_filter(sqlite3_vtab_cursor *base, int idx_num, const char *
   int runs = attn_jobs_table(db, "attn_job_runs"), epochs = attn_jobs_table(db, "attn_job_epochs");
   if (runs < 0 || epochs < 0) {
     msg = sqlite3_mprintf("attn_jobs: %s is not an ordinary table: not the jobs table attnext "
-                          "writes", runs < 0 ? "attn_job_runs" : "attn_job_epochs");
+                          "writes",
+                          runs < 0 ? "attn_job_runs" : "attn_job_epochs");
     rc = SQLITE_ERROR;
     goto done;
   }
@@ -251,7 +253,9 @@ static int attn_jobs_column(sqlite3_vtab_cursor *base, sqlite3_context *ctx, int
   const attn_status_view *v = &r->view;
   if (r->live) { /* this process trains it: the figures of now, not of the last progress write */
     switch (col) {
-    case ATTN_JOBS_COL_PHASE: sqlite3_result_text(ctx, v->phase, -1, SQLITE_STATIC); return SQLITE_OK;
+    case ATTN_JOBS_COL_PHASE:
+      sqlite3_result_text(ctx, v->phase, -1, SQLITE_STATIC);
+      return SQLITE_OK;
     case ATTN_JOBS_COL_TRIAL: attn_jobs_count(ctx, v->trial); return SQLITE_OK;
     case ATTN_JOBS_COL_TRIALS: attn_jobs_count(ctx, v->trials); return SQLITE_OK;
     case ATTN_JOBS_COL_EPOCH: sqlite3_result_int(ctx, v->epoch); return SQLITE_OK;
@@ -303,19 +307,35 @@ const sqlite3_module attn_jobs_module = {
 
 /* ------------------------------------------------------------------ attn_cancel */
 
-/* A job id argument: an integer (or a text that reads as one). */
+/* A job id argument: an integer (or a text that reads as one, spaces around it allowed). The text
+ * is read here rather than by sqlite3_value_numeric_type on a copy of the value: a copy from
+ * sqlite3_value_dup has no connection, which SQLite 3.52's conversion dereferences (a crash). */
 static int attn_job_id_value(const char *fn, sqlite3_value *v, int64_t *out, char **msg) {
-  sqlite3_value *num = sqlite3_value_dup(v);
-  if (!num) return SQLITE_NOMEM;
-  sqlite3_value_numeric_type(num);
-  int ok = sqlite3_value_type(num) == SQLITE_INTEGER;
-  *out = sqlite3_value_int64(num);
-  sqlite3_value_free(num);
+  int ok = 0;
+  if (sqlite3_value_type(v) == SQLITE_INTEGER) {
+    *out = sqlite3_value_int64(v);
+    ok = 1;
+  } else if (sqlite3_value_type(v) == SQLITE_TEXT) {
+    const char *t = (const char *)sqlite3_value_text(v);
+    if (!t) return SQLITE_NOMEM;
+    while (*t == ' ' || (*t >= '\t' && *t <= '\r')) t++;
+    const char *d = t + (*t == '+' || *t == '-');
+    if (*d >= '0' && *d <= '9') {
+      char *end;
+      errno = 0;
+      long long n = strtoll(t, &end, 10);
+      while (*end == ' ' || (*end >= '\t' && *end <= '\r')) end++;
+      if (!*end && errno != ERANGE) {
+        *out = n;
+        ok = 1;
+      }
+    }
+  }
   if (ok) return SQLITE_OK;
   const char *text = (const char *)sqlite3_value_text(v);
   *msg = sqlite3_mprintf("%s: the job must be an integer (a job of attn_jobs), got %s%s%s", fn,
-                         sqlite3_value_type(v) == SQLITE_TEXT ? "'" : "",
-                         text ? text : "NULL", sqlite3_value_type(v) == SQLITE_TEXT ? "'" : "");
+                         sqlite3_value_type(v) == SQLITE_TEXT ? "'" : "", text ? text : "NULL",
+                         sqlite3_value_type(v) == SQLITE_TEXT ? "'" : "");
   return SQLITE_ERROR;
 }
 
@@ -334,7 +354,8 @@ void attn_cancel_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   if (!attn_jobs_here(conn)) {
     msg = sqlite3_mprintf("%s: no jobs here: jobs run only in a dqlite node "
                           "(build/attnext-node); here attn_train, attn_fit and attn_tune train in "
-                          "the caller's statement: interrupt it (sqlite3_interrupt, Ctrl-C)", fn);
+                          "the caller's statement: interrupt it (sqlite3_interrupt, Ctrl-C)",
+                          fn);
     rc = SQLITE_ERROR;
     goto done;
   }
@@ -471,7 +492,8 @@ static int attn_commit_item_read(sqlite3 *m, attn_commit_item *item, int64_t ver
     l->started_at = item->texts[8];
     l->ended_at = item->texts[9];
     for (int k = 10; k < 13; k++) {
-      int64_t v = sqlite3_column_type(stmt, k) == SQLITE_INTEGER ? sqlite3_column_int64(stmt, k) : -1;
+      int64_t v =
+          sqlite3_column_type(stmt, k) == SQLITE_INTEGER ? sqlite3_column_int64(stmt, k) : -1;
       if (k == 10) l->rows = v;
       if (k == 11) l->validation_rows = v;
       if (k == 12) l->from_version = v;
@@ -642,14 +664,16 @@ void attn_job_commit_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) 
   if ((rc = attn_job_id_value(fn, argv[0], &job, &msg)) != SQLITE_OK) goto done;
   if (!attn_jobs_here(conn)) {
     msg = sqlite3_mprintf("%s: a dqlite node's job thread commits its result with it; there are "
-                          "no jobs here", fn);
+                          "no jobs here",
+                          fn);
     rc = SQLITE_ERROR;
     goto done;
   }
   if ((rc = attn_conn_check_write(conn, fn, &msg)) != SQLITE_OK) goto done;
   if (sqlite3_value_type(argv[1]) != SQLITE_TEXT || sqlite3_value_type(argv[2]) != SQLITE_BLOB) {
     msg = sqlite3_mprintf("%s: expected (job, token, image): a job's token (text) and the image "
-                          "of its result (a BLOB)", fn);
+                          "of its result (a BLOB)",
+                          fn);
     rc = SQLITE_ERROR;
     goto done;
   }
@@ -700,8 +724,10 @@ void attn_job_commit_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) 
     sqlite3_free(copy);
   }
   if (rc == SQLITE_OK)
-    rc = sqlite3_prepare_v2(m, "SELECT function, name, base_version, base_rowid, first_version, "
-                               "result FROM meta", -1, &stmt, NULL);
+    rc = sqlite3_prepare_v2(m,
+                            "SELECT function, name, base_version, base_rowid, first_version, "
+                            "result FROM meta",
+                            -1, &stmt, NULL);
   if (rc == SQLITE_OK && sqlite3_step(stmt) == SQLITE_ROW) {
     const char *f = (const char *)sqlite3_column_text(stmt, 0);
     const char *nm = (const char *)sqlite3_column_text(stmt, 1);
@@ -777,7 +803,8 @@ void attn_job_commit_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) 
       if (cur_version) snprintf(now, sizeof now, "%lld", (long long)cur_version);
       char *reason = sqlite3_mprintf("%s; but the deployed version changed while the job ran "
                                      "(%s, now %s): not deployed, compare them and deploy with "
-                                     "attn_deploy", why ? why : "", before, now);
+                                     "attn_deploy",
+                                     why ? why : "", before, now);
       deploy = 0;
       rc = reason ? attn_commit_json_set(&it->metrics, "$.deployed", 1, 0, NULL) : SQLITE_NOMEM;
       if (rc == SQLITE_OK) rc = attn_commit_json_set(&it->metrics, "$.deploy_reason", 2, 0, reason);
@@ -801,8 +828,9 @@ void attn_job_commit_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) 
     rc = SQLITE_ERROR;
   }
   if (rc != SQLITE_OK) {
-    if (!msg) msg = sqlite3_mprintf("%s: cannot read job %lld's result: %s", fn, (long long)job,
-                                    rc == SQLITE_NOMEM ? "out of memory" : sqlite3_errmsg(m));
+    if (!msg)
+      msg = sqlite3_mprintf("%s: cannot read job %lld's result: %s", fn, (long long)job,
+                            rc == SQLITE_NOMEM ? "out of memory" : sqlite3_errmsg(m));
     goto done;
   }
   rc = attn_store_save_items(conn, function, name, store, n, &msg);
@@ -841,8 +869,7 @@ void attn_job_commit_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) 
   }
   /* the job's epochs (all of them now) and its row: done */
   if (rc == SQLITE_OK)
-    rc = sqlite3_prepare_v2(db, "DELETE FROM main.attn_job_epochs WHERE job = ?1", -1, &stmt,
-                            NULL);
+    rc = sqlite3_prepare_v2(db, "DELETE FROM main.attn_job_epochs WHERE job = ?1", -1, &stmt, NULL);
   if (rc == SQLITE_OK) {
     sqlite3_bind_int64(stmt, 1, job);
     rc = attn_exec_step(stmt, db, fn, "write the job's epochs", &msg);
@@ -858,17 +885,15 @@ void attn_job_commit_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) 
   for (int i = 0; rc == SQLITE_OK && i < n; i++)
     for (int e = 0; rc == SQLITE_OK && e < items[i].nlog; e++) {
       const nn_epoch_stats *s = &items[i].log[e];
-      double figures[6] = {s->train_loss, s->val_loss, s->val_accuracy, s->val_f1, s->lr,
-                           s->seconds};
+      double figures[6] = {s->train_loss, s->val_loss, s->val_accuracy,
+                           s->val_f1,     s->lr,       s->seconds};
       sqlite3_reset(stmt);
       sqlite3_bind_int64(stmt, 1, job);
       sqlite3_bind_int64(stmt, 2, tune ? items[i].old_version - first + 1 : 0);
       sqlite3_bind_int(stmt, 3, s->epoch);
       for (int k = 0; k < 6; k++) {
-        if (isfinite(figures[k]))
-          sqlite3_bind_double(stmt, 4 + k, figures[k]);
-        else
-          sqlite3_bind_null(stmt, 4 + k);
+        if (isfinite(figures[k])) sqlite3_bind_double(stmt, 4 + k, figures[k]);
+        else sqlite3_bind_null(stmt, 4 + k);
       }
       rc = attn_exec_step(stmt, db, fn, "write the job's epochs", &msg);
     }
