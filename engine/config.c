@@ -99,6 +99,7 @@ static const config_option config_options[] = {
     OPT_I(subword_min, 1, 16),
     OPT_I(subword_max, 1, 16),
     OPT_E(validation, OPT_VALIDATION),
+    OPT_I(pretrain_epochs, 0, 1000),
     /* ext/'s (nn_ext_key), beside "class_weights" as an object (nn_options_parse) */
     OPT_X("from", NN_KEY_FROM),
     OPT_X("from_version", NN_KEY_FROM_VERSION),
@@ -106,6 +107,7 @@ static const config_option config_options[] = {
     OPT_X("freeze_embeddings", NN_KEY_FREEZE_EMBEDDINGS),
     OPT_X("deploy", NN_KEY_DEPLOY),
     OPT_X("validation_query", NN_KEY_VALIDATION_QUERY),
+    OPT_X("unlabelled", NN_KEY_UNLABELLED),
     OPT_X("search", NN_KEY_SEARCH),
     OPT_X("trials", NN_KEY_TRIALS),
     OPT_X("seconds", NN_KEY_SECONDS),
@@ -222,6 +224,37 @@ void nn_config_default(nn_config *cfg) {
   cfg->drop_parentheses = 0;
   cfg->class_weights = 0;
   cfg->label_smoothing = 0.1f;
+  cfg->pretrain_epochs = 5;
+  cfg->data_sized = NN_SIZED_ALL;
+}
+
+void nn_config_size_to_data(nn_config *cfg, int n_train, int C, int64_t tokens) {
+  unsigned sized = cfg->data_sized;
+  cfg->data_sized = 0;
+  cfg->data_sized_done |= sized;
+  if (n_train < 1) n_train = 1;
+  (void)C;
+  if (sized & NN_SIZED_BATCH) { /* about 32 batches an epoch, 8 to 64 rows each */
+    int b = 8;
+    while (b < 64 && b * 32 < n_train) b *= 2;
+    cfg->batch_size = b;
+  }
+  int batches = (n_train + cfg->batch_size - 1) / cfg->batch_size;
+  if (sized & NN_SIZED_EPOCHS) { /* at least 1,000 optimizer steps, 15 to 60 epochs */
+    int e = (1000 + batches - 1) / batches;
+    cfg->epochs = e < 15 ? 15 : e > 60 ? 60 : e;
+  }
+  if (sized & NN_SIZED_PATIENCE) { /* a third of the epochs, at least 10 */
+    int p = cfg->epochs / 3;
+    cfg->patience = p < 10 ? 10 : p;
+  }
+  if (sized & NN_SIZED_PRETRAIN) { /* about 2 million tokens seen, 5 to 50 passes */
+    if (tokens <= 0) cfg->pretrain_epochs = 0;
+    else {
+      int64_t e = (2000000 + tokens - 1) / tokens;
+      cfg->pretrain_epochs = e < 5 ? 5 : e > 50 ? 50 : (int)e;
+    }
+  }
 }
 
 /* The recipe a config starts from (the "recipe" option). */
@@ -545,6 +578,18 @@ static int parse_option(nn_config *cfg, const config_option *o, const nn_json *v
   return option_error(err, o, got);
 }
 
+/* The NN_SIZED_* bit of the option named name (0: none). */
+static unsigned sized_bit(const char *name) {
+  return !strcmp(name, "batch_size")        ? NN_SIZED_BATCH
+         : !strcmp(name, "epochs")          ? NN_SIZED_EPOCHS
+         : !strcmp(name, "patience")        ? NN_SIZED_PATIENCE | NN_SIZED_VALIDATION
+         : !strcmp(name, "pretrain_epochs") ? NN_SIZED_PRETRAIN
+         : !strcmp(name, "validation") || !strcmp(name, "val_fraction") ||
+                 !strcmp(name, "monitor") || !strcmp(name, "lr_patience")
+             ? NN_SIZED_VALIDATION
+             : 0u;
+}
+
 /* The table's entry named key (len bytes), or NULL. */
 static const config_option *find_option(const char *key, size_t len) {
   for (size_t i = 0; i < NUM_OPTIONS; i++)
@@ -619,6 +664,7 @@ int nn_options_apply(const nn_options *o, nn_config *cfg, char *err) {
     if (!opt || opt->kind == OPT_EXT)
       rc = unknown_option_error(err, member->key, member->key_len, o->accept);
     else rc = parse_option(&c, opt, member, json, err);
+    if (opt) c.data_sized &= ~sized_bit(opt->name); /* given: not sized to the data */
   }
   /* a character model has no words to split: asking for char_level turns the default's
    * subwords off, unless the options name subword_buckets too (then validation decides) */

@@ -150,7 +150,36 @@ typedef struct nn_config {
   int pool_threads;           /* > 0: the trainer's threads instead of `threads` (attn_tune's trials
                              two at a time). Not an option, not stored: results do not depend on
                              the number of threads */
+  int pretrain_epochs;        /* skip-gram passes over the training split's and the unlabelled
+                             rows' texts before the classifier trains (pretrain.c); 0: none (the
+                             lesson) */
+  unsigned data_sized;        /* NN_SIZED_* bits: options still at the recipe's value, which the
+                             trainer sizes to the rows (nn_config_size_to_data). Not an option,
+                             not stored: the values chosen are */
+  unsigned data_sized_done;   /* the NN_SIZED_* bits the trainer sized (the metrics' "sized") */
 } nn_config;
+
+/* The options the default recipe sizes to the data (nn_config.data_sized); an option given
+ * clears its bit. */
+#define NN_SIZED_BATCH 1u    /* batch_size */
+#define NN_SIZED_EPOCHS 2u   /* epochs */
+#define NN_SIZED_PATIENCE 4u /* patience */
+#define NN_SIZED_PRETRAIN 8u /* pretrain_epochs */
+/* validation: with fewer labelled rows than NN_SMALL_ROWS, "random" becomes "none" (every row
+ * trains for the sized epochs, the last kept): a validation split of a few dozen rows wastes
+ * labels and picks epochs by noise. Given "validation", "val_fraction", "monitor", "patience"
+ * or "lr_patience" keep the split. */
+#define NN_SIZED_VALIDATION 16u
+#define NN_SIZED_ALL 31u
+#define NN_SMALL_ROWS 5000
+
+/* The default recipe's options sized to a training of n_train training rows (labelled, outside
+ * the validation split), C classes and `tokens` tokens of pretraining text (the training rows'
+ * and the unlabelled rows'; 0 when there are no unlabelled rows), for those of cfg->data_sized;
+ * clears data_sized. Small data sets get smaller batches and more epochs (so that the
+ * classifier takes enough optimizer steps); unlabelled rows get pretraining passes enough for
+ * the skip-gram to see a few million tokens, no rows none. */
+void nn_config_size_to_data(nn_config *cfg, int n_train, int C, int64_t tokens);
 
 /* The default recipe (recipe "default"). */
 void nn_config_default(nn_config *cfg);
@@ -167,6 +196,7 @@ typedef enum nn_ext_key {
   NN_KEY_DEPLOY,
   NN_KEY_VALIDATION_QUERY,
   NN_KEY_CLASS_WEIGHTS,
+  NN_KEY_UNLABELLED, /* whether the rows with a NULL label are read (attn_training.c) */
   NN_KEY_SEARCH, /* attn_tune's own: the search */
   NN_KEY_TRIALS,
   NN_KEY_SECONDS,
@@ -472,6 +502,10 @@ typedef struct nn_trainer_args {
   nn_row_fn row_text, row_label;
   void *rows_ctx;
   int n;
+  /* Unlabelled rows: texts n .. n + n_unlabelled - 1 (texts[] or row_text; no label is asked
+   * for them). They join the vocabulary and the pretraining (cfg.pretrain_epochs), never the
+   * classifier's loss or the validation split; without pretraining they are not read. */
+  int n_unlabelled;
   /* asked between the stages and every few thousand texts while it counts tokens, builds the
    * vocabulary and encodes the rows; NULL: never stopped */
   nn_interrupt_fn stop;
@@ -485,6 +519,12 @@ typedef struct nn_trainer_args {
  * split, vocabulary from the training split, encoding, class weights, model initialisation
  * (or a->base's weights). */
 int nn_trainer_create(nn_trainer **out, const nn_trainer_args *a, char *err);
+/* The pretraining (cfg.pretrain_epochs skip-gram passes over the training split's and the
+ * unlabelled rows' texts, learning the embedding and subword tables), with fn called every few
+ * hundred rows (batches_done / batches_total count rows of all passes; loss: the skip-gram's).
+ * The first nn_trainer_epoch runs it when it has not run; a caller that reports phases calls it
+ * first. Nothing to do (NN_OK) with pretrain_epochs 0, a warm start or pretrained embeddings. */
+int nn_trainer_pretrain(nn_trainer *tr, nn_progress_fn fn, void *ctx, char *err);
 /* Run one epoch. Returns NN_OK with *stats filled, NN_DONE when training is over (epochs
  * reached or early stopping; *stats untouched), or an error / NN_INTERRUPTED. */
 int nn_trainer_epoch(nn_trainer *tr, nn_epoch_stats *stats, nn_progress_fn fn, void *ctx,
@@ -492,6 +532,9 @@ int nn_trainer_epoch(nn_trainer *tr, nn_epoch_stats *stats, nn_progress_fn fn, v
 /* 1 when no epoch is left to run (the last one was the final epoch or early stopping
  * triggered): the caller can store the model as the last epoch's row is returned. */
 int nn_trainer_done(const nn_trainer *tr);
+/* The trainer's options: those given, with what the recipe sized to the rows
+ * (nn_config_size_to_data). */
+const nn_config *nn_trainer_config(const nn_trainer *tr);
 /* The model with the best validation weights; ownership passes to the caller. Call once. */
 int nn_trainer_take_model(nn_trainer *tr, nn_model **out, char *err);
 /* Summary of the run as a JSON object (best epoch, best val metrics, train/val sizes, ...),

@@ -26,6 +26,7 @@
 #ifndef _GNU_SOURCE
 #define _POSIX_C_SOURCE 200809L /* clock_gettime */
 #endif
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -115,8 +116,14 @@ int nn_trainer_create(nn_trainer **out, const nn_trainer_args *a, char *err) {
     status = nn_config_check_warm_start(cfg, nn_model_config(base), err);
     if (status != NN_OK) return status;
   }
+  if (a->n_unlabelled < 0 || a->n_unlabelled > INT_MAX - n) {
+    snprintf(err, NN_ERR_LEN, "too many unlabelled rows: %d", a->n_unlabelled);
+    return NN_ERROR;
+  }
+  /* the unlabelled rows serve the pretraining alone; a warm start keeps its embeddings */
+  int n_unlab = cfg->pretrain_epochs > 0 && !base ? a->n_unlabelled : 0;
   size_t seen = 0; /* text bytes since the last interrupt check (strlen reads them) */
-  for (int i = 0; i < n; i++) {
+  for (int i = 0; i < n + n_unlab; i++) {
     int len = 0;
     const char *text = rows.text(rows.ctx, i, &len);
     if (len < 0 || (len > 0 && !text)) {
@@ -140,11 +147,22 @@ int nn_trainer_create(nn_trainer **out, const nn_trainer_args *a, char *err) {
   if (!tr) goto oom;
   tr->mem = mem;
   tr->cfg = *cfg;
+  if (base) tr->cfg.data_sized = 0; /* a warm start keeps the base model's recipe */
+  tr->cfg.data_sized_done = 0;
+  if ((tr->cfg.data_sized & NN_SIZED_VALIDATION) && tr->cfg.validation == NN_VALIDATION_RANDOM) {
+    if (n < NN_SMALL_ROWS) tr->cfg.validation = NN_VALIDATION_NONE;
+    tr->cfg.data_sized_done |= NN_SIZED_VALIDATION;
+  }
+  tr->cfg.data_sized &= ~NN_SIZED_VALIDATION;
   tr->n = n;
+  tr->n_unlab = n_unlab;
   tr->stop = stop;
   tr->stop_ctx = stop_ctx;
   status = nn_train_data_prepare(tr, &names, &vocab, base, &rows, err);
   if (status != NN_OK) goto fail;
+  /* pretraining is sized to the unlabelled rows: without them it is not run by default */
+  nn_config_size_to_data(&tr->cfg, tr->n_train, tr->C, tr->n_unlab ? tr->pretrain_tokens : 0);
+  cfg = &tr->cfg;
   int C = tr->C, max_len = cfg->max_len, B = cfg->batch_size;
   names_count = names ? C : 0;
 
@@ -658,6 +676,8 @@ int nn_trainer_epoch(nn_trainer *tr, nn_epoch_stats *stats, nn_progress_fn fn, v
     tr->done = 1;
     return NN_DONE;
   }
+  int status = nn_train_pretrain(tr, fn, ctx, err);
+  if (status != NN_OK) return status;
   double start = now_seconds();
   int B = tr->cfg.batch_size, n_train = tr->n_train, max_len = tr->cfg.max_len;
 
@@ -680,7 +700,7 @@ int nn_trainer_epoch(nn_trainer *tr, nn_epoch_stats *stats, nn_progress_fn fn, v
   int cosine = tr->cfg.lr_schedule == NN_SCHEDULE_COSINE;
   double epoch_lr = cosine ? cosine_lr(tr, 0, batches) : tr->lr;
   double train_loss = 0;
-  int rows_done = 0, status;
+  int rows_done = 0;
   for (int k = 0; k < batches; k++) {
     int first = tr->batch_perm[k] * B;
     int count = n_train - first < B ? n_train - first : B;
@@ -740,6 +760,12 @@ int nn_trainer_epoch(nn_trainer *tr, nn_epoch_stats *stats, nn_progress_fn fn, v
 
 /* ---------------------------------------------------------------- results */
 
+int nn_trainer_pretrain(nn_trainer *tr, nn_progress_fn fn, void *ctx, char *err) {
+  return nn_train_pretrain(tr, fn, ctx, err);
+}
+
+const nn_config *nn_trainer_config(const nn_trainer *tr) { return &tr->cfg; }
+
 int nn_trainer_done(const nn_trainer *tr) {
   return tr->done || tr->epochs_run >= tr->cfg.epochs;
 }
@@ -772,13 +798,54 @@ char *nn_trainer_metrics_json(const nn_trainer *tr) {
   json_number(accuracy, sizeof accuracy, have ? tr->best.val_accuracy : NAN);
   json_number(f1, sizeof f1, have ? tr->best.val_f1 : NAN);
   json_number(seconds, sizeof seconds, tr->seconds);
-  char extra[128] = "";
+  char extra[512] = "";
   if (tr->embeddings_option)
     snprintf(extra, sizeof extra, ",\"pretrained_words\":%d,\"freeze_embeddings\":%s",
              tr->pretrained_words, tr->freeze_embeddings ? "true" : "false");
   if (tr->warm_start) {
     size_t used = strlen(extra);
     snprintf(extra + used, sizeof extra - used, ",\"warm_start\":true");
+  }
+  unsigned sized = tr->cfg.data_sized_done;
+  if (sized) { /* what the recipe chose for these rows */
+    size_t used = strlen(extra);
+    used += (size_t)snprintf(extra + used, sizeof extra - used, ",\"sized\":{");
+    const char *sep = "";
+    if (sized & NN_SIZED_VALIDATION) {
+      used += (size_t)snprintf(extra + used, sizeof extra - used, "%s\"validation\":\"%s\"", sep,
+                               nn_validation_name(tr->cfg.validation));
+      sep = ",";
+    }
+    if (sized & NN_SIZED_BATCH) {
+      used += (size_t)snprintf(extra + used, sizeof extra - used, "%s\"batch_size\":%d", sep,
+                               tr->cfg.batch_size);
+      sep = ",";
+    }
+    if (sized & NN_SIZED_EPOCHS) {
+      used += (size_t)snprintf(extra + used, sizeof extra - used, "%s\"epochs\":%d", sep,
+                               tr->cfg.epochs);
+      sep = ",";
+    }
+    if ((sized & NN_SIZED_PATIENCE) && tr->cfg.validation != NN_VALIDATION_NONE) {
+      used += (size_t)snprintf(extra + used, sizeof extra - used, "%s\"patience\":%d", sep,
+                               tr->cfg.patience);
+      sep = ",";
+    }
+    if ((sized & NN_SIZED_PRETRAIN) && tr->n_unlab) {
+      used += (size_t)snprintf(extra + used, sizeof extra - used, "%s\"pretrain_epochs\":%d", sep,
+                               tr->cfg.pretrain_epochs);
+      sep = ",";
+    }
+    if (used < sizeof extra) snprintf(extra + used, sizeof extra - used, "}");
+  }
+  if (tr->cfg.pretrain_epochs > 0 && tr->pretrain_tokens > 0 && !tr->warm_start &&
+      !tr->pretrained_words) {
+    char pseconds[40];
+    json_number(pseconds, sizeof pseconds, tr->pretrain_seconds);
+    size_t used = strlen(extra);
+    snprintf(extra + used, sizeof extra - used,
+             ",\"unlabelled_rows\":%d,\"pretrain_epochs\":%d,\"pretrain_seconds\":%s", tr->n_unlab,
+             tr->cfg.pretrain_epochs, pseconds);
   }
   const char *format = "{\"best_epoch\":%d,\"val_loss\":%s,\"val_accuracy\":%s,\"val_f1\":%s,"
                        "\"monitor\":\"%s\",\"train_rows\":%d,\"val_rows\":%d,\"epochs_run\":%d,"

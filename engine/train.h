@@ -34,6 +34,10 @@ struct nn_trainer {
   nn_adam adam;
   int C;                /* classes */
   int n, n_train, n_val; /* rows */
+  int n_unlab;          /* unlabelled rows n .. n + n_unlab - 1: encoded, for pretraining only */
+  int64_t pretrain_tokens; /* tokens of the training and unlabelled rows */
+  double pretrain_seconds, pretrain_loss; /* the pretraining's (pretrain.c) */
+  int pretrain_done; /* nn_train_pretrain ran (or had nothing to do) */
   size_t param_count;
   nn_interrupt_fn stop; /* nn_trainer_args.stop, during creation only; NULL after */
   void *stop_ctx;
@@ -152,6 +156,16 @@ typedef struct nn_train_rows {
  * tr holds is freed with it. */
 int nn_train_data_prepare(nn_trainer *tr, char ***names, nn_vocab **vocab, const nn_model *base,
                           const nn_train_rows *rows, char *err);
+/* pretrain.c: skip-gram vectors learnt on the texts of the training split and the unlabelled
+ * rows, written into every member's embedding and subword tables (cfg.pretrain_epochs passes;
+ * none: nothing changes). Before the first epoch. */
+int nn_train_pretrain(nn_trainer *tr, nn_progress_fn fn, void *ctx, char *err);
+/* One skip-gram pair, as fastText's binary logistic loss: L = -log sigmoid(u.o) for label 1,
+ * -log(1 - sigmoid(u.o)) for label 0. grad (E) += -lr dL/du (accumulates: the input vector's
+ * step, taken after all its pairs); o (E) += -lr dL/do (in place, with u as it was). Returns L
+ * (before the step). */
+double nn_skipgram_pair(const float *u, float *o, float *grad, int E, float label, float lr);
+
 /* Row i's ids (row_length[i] of them): a uint16_t * when tr->ids16, else an int32_t *. */
 static inline const void *nn_train_row_ids(const nn_trainer *tr, int i) {
   size_t start = tr->group_start[i >> TOKEN_GROUP_SHIFT];

@@ -354,7 +354,7 @@ typedef struct train_texts {
 
 static const char *train_text(void *ctx, int t, int *len) {
   train_texts *c = ctx;
-  while (nn_train_is_val(c->tr, c->next)) c->next++;
+  while (c->next < c->tr->n && nn_train_is_val(c->tr, c->next)) c->next++;
   int i = c->next++;
   return c->rows->text(c->rows->ctx, i, len);
 }
@@ -365,14 +365,14 @@ static const char *train_text(void *ctx, int t, int *len) {
  * *vocab stays the caller's to free, also on error. */
 static int encode_rows(nn_trainer *tr, nn_vocab **vocab, const nn_vocab *fixed,
                        const nn_train_rows *rows, char *err) {
-  int n = tr->n, max_len = tr->cfg.max_len, status;
+  int n = tr->n + tr->n_unlab, max_len = tr->cfg.max_len, status; /* the unlabelled rows last */
   void *stage = NULL;
   nn_token *tokens = nn_mem_alloc(tr->mem, (size_t)max_len * sizeof *tokens);
   if (!tokens) goto oom;
   train_texts cursor = {tr, rows, 0};
   status = fixed ? copy_vocab(vocab, fixed, tr->stop, tr->stop_ctx, tr->mem, err)
-                 : nn_vocab_build_rows(vocab, train_text, &cursor, tr->n_train, &tr->cfg, tr->stop,
-                                       tr->stop_ctx, tr->mem, err);
+                 : nn_vocab_build_rows(vocab, train_text, &cursor, tr->n_train + tr->n_unlab,
+                                       &tr->cfg, tr->stop, tr->stop_ctx, tr->mem, err);
   if (status != NN_OK) goto done;
 
   /* ids are < the vocabulary's size: 16 bits each when they fit */
@@ -416,6 +416,7 @@ static int encode_rows(nn_trainer *tr, nn_vocab **vocab, const nn_vocab *fixed,
       if ((i & ((1 << TOKEN_GROUP_SHIFT) - 1)) == 0)
         tr->group_start[i >> TOKEN_GROUP_SHIFT] = (uint32_t)used;
       tr->row_length[i] = (uint16_t)count; /* max_len <= 4096 */
+      if (i >= tr->n || !nn_train_is_val(tr, i)) tr->pretrain_tokens += count;
       if (tr->ids16)
         for (int t = 0; t < count; t++) ((uint16_t *)stage)[used + t] = (uint16_t)tokens[t].id;
       else

@@ -278,9 +278,12 @@ typedef struct attn_train_rows {
   uint32_t label_mask;
   nn_hash_key key;
 } attn_train_rows;
-/* Append every row of stmt (text, label; a NULL in either is an error naming the row, counted
- * from the first of stmt) to r. SQLITE_OK, or an error with *errmsg (NULL: out of memory). */
-int attn_train_rows_read(attn_train_rows *r, sqlite3_stmt *stmt, const char *fn, char **errmsg);
+/* Append every row of stmt (text, label; a NULL text is an error naming the row, counted from
+ * the first of stmt) to r. A NULL label: an unlabelled row, appended to *unlabelled (its label
+ * "") when given, else counted in *skipped when given, else an error naming the row. SQLITE_OK,
+ * or an error with *errmsg (NULL: out of memory). */
+int attn_train_rows_read(attn_train_rows *r, sqlite3_stmt *stmt, const char *fn, char **errmsg,
+                         attn_train_rows *unlabelled, int *skipped);
 /* Row i's text and label (len bytes, not NUL-terminated), its label's number (< r->nlabels). */
 const char *attn_train_rows_text(const attn_train_rows *r, int i, int *len);
 const char *attn_train_rows_label(const attn_train_rows *r, int i, int *len);
@@ -493,6 +496,10 @@ typedef struct attn_training {
   /* the rows: the query's (nquery), then validation_query's (nvalidation), in one store */
   attn_train_rows rows;
   int nquery, nvalidation;
+  /* the query's rows with a NULL label (option "unlabelled", default true): texts the
+   * pretraining reads; with the option false they are only counted (nskipped) */
+  attn_train_rows unlabelled;
+  int use_unlabelled, nskipped;
   char *query_text;     /* the training query (lineage) */
   char rows_sha256[65], val_sha256[65];
   char *from_name;      /* option "from": the base's name and version (lineage) */
@@ -797,6 +804,7 @@ extern const sqlite3_module attn_probs_weights_module; /* attn_probs, attn_weigh
 extern const sqlite3_module attn_explain_module; /* attn_explain */
 /* attn_classify.c */
 extern const sqlite3_module attn_classify_module;
+extern const sqlite3_module attn_uncertain_module;
 /* attn_train.c */
 extern const sqlite3_module attn_train_module;
 void attn_fit_func(sqlite3_context *ctx, int argc, sqlite3_value **argv);

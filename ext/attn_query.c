@@ -364,7 +364,36 @@ static int attn_column_text(sqlite3_stmt *stmt, int col, const char *what, int r
   return *text ? SQLITE_OK : SQLITE_NOMEM;
 }
 
-int attn_train_rows_read(attn_train_rows *r, sqlite3_stmt *stmt, const char *fn, char **errmsg) {
+/* One row (text, label) appended to r. */
+static int attn_train_rows_append(attn_train_rows *r, const char *text, int len, const char *label,
+                                  int label_len, const char *fn, char **errmsg) {
+  if (r->n == INT_MAX) {
+    *errmsg = sqlite3_mprintf("%s: too many rows", fn);
+    return SQLITE_ERROR;
+  }
+  int id = attn_train_rows_intern(r, label, label_len);
+  attn_row_block *b = id < 0 ? NULL : attn_train_rows_block(r, len);
+  if (!b) return SQLITE_NOMEM;
+  if (id > 65535 && b->labels16) { /* this block's labels now need 32 bits */
+    uint32_t *wide = sqlite3_malloc64(ROWS_PER_BLOCK * sizeof *wide);
+    if (!wide) return SQLITE_NOMEM;
+    for (int k = 0; k < b->n; k++) wide[k] = b->labels16[k];
+    sqlite3_free(b->labels16);
+    b->labels16 = NULL;
+    b->labels32 = wide;
+  }
+  if (len) memcpy(b->bytes + b->used, text, (size_t)len);
+  b->starts[b->n] = b->used;
+  if (b->labels16) b->labels16[b->n] = (uint16_t)id;
+  else b->labels32[b->n] = (uint32_t)id;
+  b->used += (uint32_t)len;
+  b->n++;
+  r->n++;
+  return SQLITE_OK;
+}
+
+int attn_train_rows_read(attn_train_rows *r, sqlite3_stmt *stmt, const char *fn, char **errmsg,
+                         attn_train_rows *unlabelled, int *skipped) {
   sqlite3 *db = sqlite3_db_handle(stmt);
   int rc = SQLITE_OK;
   for (int row = 1;; row++) { /* row: of this query, for messages */
@@ -380,40 +409,25 @@ int attn_train_rows_read(attn_train_rows *r, sqlite3_stmt *stmt, const char *fn,
     const char *text, *label;
     int len, label_len;
     rc = attn_column_text(stmt, 0, "text", row, fn, &text, &len, errmsg);
-    if (rc == SQLITE_OK)
-      rc = attn_column_text(stmt, 1, "label", row, fn, &label, &label_len, errmsg);
     if (rc != SQLITE_OK) break;
-    if (r->n == INT_MAX) {
-      *errmsg = sqlite3_mprintf("%s: too many rows", fn);
-      rc = SQLITE_ERROR;
-      break;
-    }
-    int id = attn_train_rows_intern(r, label, label_len);
-    attn_row_block *b = id < 0 ? NULL : attn_train_rows_block(r, len);
-    if (!b) {
-      rc = SQLITE_NOMEM;
-      break;
-    }
-    if (id > 65535 && b->labels16) { /* this block's labels now need 32 bits */
-      uint32_t *wide = sqlite3_malloc64(ROWS_PER_BLOCK * sizeof *wide);
-      if (!wide) {
-        rc = SQLITE_NOMEM;
-        break;
+    attn_train_rows *into = r;
+    if (sqlite3_column_type(stmt, 1) == SQLITE_NULL && (unlabelled || skipped)) {
+      if (!unlabelled) {
+        if (*skipped < INT_MAX) ++*skipped;
+        continue;
       }
-      for (int k = 0; k < b->n; k++) wide[k] = b->labels16[k];
-      sqlite3_free(b->labels16);
-      b->labels16 = NULL;
-      b->labels32 = wide;
+      into = unlabelled; /* its rows all have the label "" */
+      label = "";
+      label_len = 0;
+    } else {
+      rc = attn_column_text(stmt, 1, "label", row, fn, &label, &label_len, errmsg);
+      if (rc != SQLITE_OK) break;
     }
-    if (len) memcpy(b->bytes + b->used, text, (size_t)len);
-    b->starts[b->n] = b->used;
-    if (b->labels16) b->labels16[b->n] = (uint16_t)id;
-    else b->labels32[b->n] = (uint32_t)id;
-    b->used += (uint32_t)len;
-    b->n++;
-    r->n++;
+    rc = attn_train_rows_append(into, text, len, label, label_len, fn, errmsg);
+    if (rc != SQLITE_OK) break;
   }
   attn_train_rows_close(r);
+  if (unlabelled) attn_train_rows_close(unlabelled);
   return rc;
 }
 

@@ -78,7 +78,8 @@ void attn_training_free(attn_training *t) {
   sqlite3_free(t->name);
   t->name = NULL;
   attn_train_rows_free(&t->rows);
-  t->nquery = t->nvalidation = 0;
+  attn_train_rows_free(&t->unlabelled);
+  t->nquery = t->nvalidation = t->nskipped = 0;
   sqlite3_free(t->validation_query);
   t->validation_query = NULL;
   sqlite3_free(t->query_text);
@@ -151,8 +152,19 @@ static int attn_training_ext_options(attn_training *t, const nn_options *o, char
   const char *fn = t->fn;
   const nn_json *deploy = o->ext[NN_KEY_DEPLOY], *query = o->ext[NN_KEY_VALIDATION_QUERY];
   const nn_json *weights = o->ext[NN_KEY_CLASS_WEIGHTS];
+  const nn_json *unlabelled = o->ext[NN_KEY_UNLABELLED];
   char *got = NULL;
   int rc = SQLITE_OK;
+  t->use_unlabelled = 1;
+  if (unlabelled && unlabelled->type != NN_JSON_NULL) {
+    if (unlabelled->type != NN_JSON_TRUE && unlabelled->type != NN_JSON_FALSE) {
+      if (!(got = attn_option_value(o->text, unlabelled))) return SQLITE_NOMEM;
+      *msg = sqlite3_mprintf("%s: option \"unlabelled\" must be true or false, got %s", fn, got);
+      sqlite3_free(got);
+      return SQLITE_ERROR;
+    }
+    t->use_unlabelled = unlabelled->type == NN_JSON_TRUE;
+  }
   if (deploy && deploy->type != NN_JSON_NULL) {
     static const char *const names[] = {"if_better", "always", "never"};
     t->deploy_given = 1;
@@ -403,13 +415,17 @@ done:
   return rc;
 }
 
-/* t->rows as the trainer reads them (nn_trainer_args.row_text, row_label). */
+/* t's rows as the trainer reads them (nn_trainer_args.row_text, row_label): the labelled rows,
+ * then the unlabelled ones. */
 static const char *attn_training_text(void *ctx, int i, int *len) {
-  return attn_train_rows_text(ctx, i, len);
+  const attn_training *t = ctx;
+  return i < t->rows.n ? attn_train_rows_text(&t->rows, i, len)
+                       : attn_train_rows_text(&t->unlabelled, i - t->rows.n, len);
 }
 
 static const char *attn_training_label(void *ctx, int i, int *len) {
-  return attn_train_rows_label(ctx, i, len);
+  const attn_training *t = ctx;
+  return attn_train_rows_label(&t->rows, i, len);
 }
 
 /* Create the trainer of t->cfg over t's rows (a warm start from t->base when set). */
@@ -419,12 +435,16 @@ int attn_training_create(attn_training *t, char **msg) {
   char err[NN_ERR_LEN] = "";
   int rc = SQLITE_OK;
   attn_interrupt interrupt = {db, NULL, 0}; /* the vocabulary of many rows takes a while */
+  /* "deploy": "if_better" asked for compares on a validation split: keep one */
+  if (t->deploy == ATTN_DEPLOY_IF_BETTER && t->deploy_given)
+    t->cfg.data_sized &= ~NN_SIZED_VALIDATION;
   nn_trainer_args args = {.cfg = &t->cfg,
                           .base = t->base ? t->base->nn : NULL,
                           .row_text = attn_training_text,
                           .row_label = attn_training_label,
-                          .rows_ctx = &t->rows,
+                          .rows_ctx = t,
                           .n = t->rows.n,
+                          .n_unlabelled = t->unlabelled.n,
                           .stop = attn_interrupt_check,
                           .stop_ctx = &interrupt,
                           .mem = &attn_mem};
@@ -438,6 +458,9 @@ int attn_training_create(attn_training *t, char **msg) {
     rc = attn_nn_error(st, fn, err, msg);
     goto done;
   }
+  t->cfg = *nn_trainer_config(t->trainer); /* with what the recipe sized to the rows */
+  if (t->cfg.validation == NN_VALIDATION_NONE && !t->deploy_given)
+    t->deploy = ATTN_DEPLOY_ALWAYS; /* a few rows, no validation split: nothing to compare on */
   rc = attn_embeddings_apply(db, fn, t->trainer, &t->emb, msg);
   if (rc != SQLITE_OK) goto done;
   rc = attn_training_class_weights(t, msg);
@@ -500,12 +523,17 @@ int attn_training_open(attn_training *t, attn_conn *conn, const char *fn, sqlite
   }
   t->status = attn_status_register(db, fn, name);
   attn_conn_query_begin(conn, fn);
-  rc = attn_train_rows_read(&t->rows, stmt, fn, msg);
+  rc = attn_train_rows_read(&t->rows, stmt, fn, msg, t->use_unlabelled ? &t->unlabelled : NULL,
+                            &t->nskipped);
   attn_conn_query_end(conn);
   if (rc != SQLITE_OK) goto done;
   t->nquery = t->rows.n;
   if (t->nquery == 0) {
-    *msg = sqlite3_mprintf("%s: the query returned no rows", fn);
+    int nulls = t->unlabelled.n + t->nskipped;
+    *msg = nulls ? sqlite3_mprintf("%s: the query returned no labelled rows (%d rows, every "
+                                   "label NULL): at least 2 labels are needed",
+                                   fn, nulls)
+                 : sqlite3_mprintf("%s: the query returned no rows", fn);
     rc = SQLITE_ERROR;
     goto done;
   }
@@ -538,7 +566,7 @@ int attn_training_rows(attn_training *t, char **msg) {
     }
     /* the training rows, then the validation query's: "validation": "query" takes the last */
     attn_conn_query_begin(t->conn, fn);
-    rc = attn_train_rows_read(&t->rows, stmt, fn, msg);
+    rc = attn_train_rows_read(&t->rows, stmt, fn, msg, NULL, NULL);
     attn_conn_query_end(t->conn);
     sqlite3_finalize(stmt);
     if (rc != SQLITE_OK) return rc;
@@ -730,6 +758,10 @@ char *attn_training_metrics(const attn_training *t, const char *metrics, int dep
   } else {
     sqlite3_str_appendchar(s, 1, '{');
   }
+  /* unlabelled rows the pretraining did not read ("unlabelled": false, no pretraining) */
+  int unread = t->nskipped + (metrics && strstr(metrics, "\"unlabelled_rows\":") ? 0 : t->unlabelled.n);
+  if (unread)
+    sqlite3_str_appendf(s, "\"unlabelled_rows\":%d,\"unlabelled_read\":false,", unread);
   sqlite3_str_appendf(s, "\"deploy\":\"%s\",\"deployed\":%s,\"deploy_reason\":",
                       names[t->deploy], deployed ? "true" : "false");
   const char *why = t->deploy_reason ? t->deploy_reason : "";
@@ -863,6 +895,17 @@ static int attn_training_epoch_step(attn_training *t, nn_epoch_stats *row, char 
   nn_epoch_stats stats;
   memset(&stats, 0, sizeof stats);
   if (!t->trainer) return SQLITE_DONE;
+  if (t->nlog == 0) { /* the pretraining first, as a phase of its own */
+    attn_status_phase(t->status, "pretraining", t->cfg.pretrain_epochs, 0, 0);
+    attn_progress_begin(&t->progress, t->cfg.progress && !t->quiet, 0, t->cfg.pretrain_epochs);
+    int st = nn_trainer_pretrain(t->trainer, attn_training_progress, t, err);
+    attn_progress_clear(&t->progress);
+    attn_status_phase(t->status, "training", t->cfg.epochs, 0, 0);
+    if (st != NN_OK) {
+      t->stopped = 1;
+      return attn_nn_error(st, t->fn, err, msg);
+    }
+  }
   attn_progress_begin(&t->progress, t->cfg.progress && !t->quiet, t->nlog + 1, t->cfg.epochs);
   int st = nn_trainer_epoch(t->trainer, &stats, attn_training_progress, t, err);
   attn_progress_clear(&t->progress);

@@ -553,6 +553,9 @@ static void attn_tune_share(attn_training *tt, const attn_training *t) {
   tt->fn = t->fn;
   tt->name = t->name;
   tt->rows = t->rows;
+  tt->unlabelled = t->unlabelled;
+  tt->use_unlabelled = t->use_unlabelled;
+  tt->nskipped = t->nskipped;
   tt->nquery = t->nquery;
   tt->nvalidation = t->nvalidation;
   tt->query_text = t->query_text;
@@ -573,6 +576,7 @@ static int attn_tune_prepare(attn_training *tt, const attn_training *t, attn_tun
   if (rc != SQLITE_OK) return rc;
   tt->cfg.validation_rows = t->nvalidation;
   tt->cfg.pool_threads = threads;
+  tt->cfg.data_sized &= ~NN_SIZED_VALIDATION; /* trials are chosen on their validation rows */
   tt->status = attn_status_register(attn_conn_db(t->conn), t->fn, t->name);
   attn_status_phase(tt->status, "training", tt->cfg.epochs, i + 1, ntrials);
   return attn_training_create(tt, msg);

@@ -53,6 +53,7 @@ static const attn_registration attn_functions[] = {
     {"attn_cache_limit", 0, SQLITE_DIRECTONLY, attn_cache_limit_func, NULL}, /* attn_conn.c */
     {"attn_cache_limit", 1, SQLITE_DIRECTONLY, attn_cache_limit_func, NULL}, /* attn_conn.c */
     {"attn_classify", -1, 0, NULL, &attn_classify_module},                   /* attn_classify.c */
+    {"attn_uncertain", -1, 0, NULL, &attn_uncertain_module},                 /* attn_uncertain.c */
     {"attn_train", -1, 0, NULL, &attn_train_module},                         /* attn_train.c */
     {"attn_fit", 2, SQLITE_DIRECTONLY | SQLITE_RESULT_SUBTYPE, attn_fit_func, NULL}, /* JSON */
     {"attn_fit", 3, SQLITE_DIRECTONLY | SQLITE_RESULT_SUBTYPE, attn_fit_func, NULL}, /* JSON */

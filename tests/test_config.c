@@ -157,7 +157,8 @@ static void test_defaults(void) {
       "\"monitor\":\"val_f1\",\"seed\":1234,\"threads\":0,\"device\":\"auto\",\"progress\":true,"
       "\"lower\":true,\"stopwords\":true,\"drop_parentheses\":false,\"char_level\":false,"
       "\"unicode\":false,\"max_len\":64,\"vocab_size\":100000,\"min_count\":1,"
-      "\"subword_buckets\":16384,\"subword_min\":3,\"subword_max\":5,\"validation\":\"random\"}";
+      "\"subword_buckets\":16384,\"subword_min\":3,\"subword_max\":5,\"validation\":\"random\","
+      "\"pretrain_epochs\":5}";
   CHECK(json && strcmp(json, want) == 0, "defaults as JSON:\n  got      %s\n  expected %s", json, want);
   free(json);
 }

@@ -29,7 +29,10 @@ SELECT * FROM attn_train('m', '');
 SELECT * FROM attn_train('m', 'SELECT text FROM docs');
 SELECT * FROM attn_train('m', 'SELECT text, label FROM docs WHERE 0');
 SELECT * FROM attn_train('m', 'SELECT text, label FROM docs UNION ALL SELECT NULL, ''x''');
-SELECT * FROM attn_train('m', 'SELECT text, label FROM docs UNION ALL SELECT ''x'', NULL');
+-- a NULL label is an unlabelled row; a query of only those has nothing to learn labels from
+SELECT * FROM attn_train('m', 'SELECT text, NULL FROM docs');
+SELECT * FROM attn_train('m', 'SELECT text, NULL FROM docs', '{"unlabelled":false}');
+SELECT * FROM attn_train('m', 'SELECT text, label FROM docs', '{"unlabelled":1}');
 SELECT * FROM attn_train('m', 'SELECT text, 1 FROM docs');
 SELECT count(*) AS store_tables FROM sqlite_schema WHERE name LIKE 'attn\_%' ESCAPE '\';
 

@@ -31,7 +31,7 @@ CREATE TEMP TABLE run AS
 SELECT * FROM attn_train('news', 'SELECT text, label FROM docs',
                          json_object('epochs', 15, 'hidden', 16, 'embed_dim', 16,
                                      'fc_hidden', 16, 'lr', 0.01, 'label_smoothing', 0,
-                                     'progress', json('false')));
+                                     'validation', 'random', 'batch_size', 64, 'progress', json('false')));
 SELECT count(*) AS epochs, min(epoch) AS first, max(epoch) AS last,
        sum(epoch) = count(*) * (count(*) + 1) / 2 AS epochs_in_order,
        min(train_loss) > 0 AND min(val_loss) > 0 AS losses_positive,

@@ -40,18 +40,19 @@ SELECT version FROM attn_tune('m', 'SELECT text, label FROM docs', '{"lr":[0.01,
   '{"epochs":1,"hidden":4,"embed_dim":4,"fc_hidden":4,"progress":false}');
 
 -- deploy: "if_better" (the default) compares the new version with the deployed one on the new
--- run's validation rows; "always"; "never"
+-- run's validation rows; "always"; "never". (300 rows are fewer than the default recipe splits
+-- for validation: the runs that compare ask for the split.)
 .open life_deploy.db
 .load ./attnext
 .read tests/sql/docs.inc
 SELECT json_extract(j, '$.version') AS v, json_extract(j, '$.deployed') AS deployed,
        json_extract(j, '$.deploy_reason') AS why
 FROM (SELECT attn_fit('news', 'SELECT text, label FROM docs',
-  '{"epochs":6,"hidden":8,"embed_dim":8,"fc_hidden":8,"lr":0.01,"progress":false}') AS j);
+  '{"epochs":6,"hidden":8,"embed_dim":8,"fc_hidden":8,"lr":0.01,"validation":"random","progress":false}') AS j);
 SELECT json_extract(j, '$.version') AS v, json_extract(j, '$.deployed') AS deployed,
        json_extract(j, '$.deploy_reason') LIKE 'val_loss % does not beat the deployed version 1''s % on the same 30 validation rows' AS why
 FROM (SELECT attn_fit('news', 'SELECT text, label FROM docs',
-  '{"epochs":1,"hidden":8,"embed_dim":8,"fc_hidden":8,"lr":0.0001,"progress":false}') AS j);
+  '{"epochs":1,"hidden":8,"embed_dim":8,"fc_hidden":8,"lr":0.0001,"validation":"random","progress":false}') AS j);
 SELECT json_extract(j, '$.version') AS v, json_extract(j, '$.deployed') AS deployed,
        json_extract(j, '$.deploy_reason') AS why
 FROM (SELECT attn_fit('news', 'SELECT text, label FROM docs',
@@ -71,7 +72,12 @@ FROM (SELECT attn_fit('last', 'SELECT text, label FROM docs',
 CREATE TABLE toy(text, label);
 INSERT INTO toy VALUES ('I love this movie', 'pos'), ('what a great film', 'pos'),
   ('I hate this movie', 'neg'), ('what a terrible film', 'neg');
-SELECT attn_fit('toy', 'SELECT text, label FROM toy', '{"epochs":5}');
+SELECT attn_fit('toy', 'SELECT text, label FROM toy', '{"epochs":5,"validation":"random"}');
+-- with no options the toy trains: so few rows have no validation split, every row trains
+SELECT json_extract(j, '$.train_rows') AS train_rows, json_extract(j, '$.val_rows') AS val_rows,
+       json_extract(j, '$.deployed') AS deployed, json_extract(j, '$.sized.batch_size') AS batch_size,
+       json_extract(j, '$.epochs_run') AS epochs
+FROM (SELECT attn_fit('toy_defaults', 'SELECT text, label FROM toy') AS j);
 SELECT json_extract(j, '$.train_rows') AS train_rows, json_extract(j, '$.val_rows') AS val_rows,
        json_extract(j, '$.best_epoch') AS best_epoch, json_extract(j, '$.val_loss') AS val_loss
 FROM (SELECT attn_fit('toy', 'SELECT text, label FROM toy',

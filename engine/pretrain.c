@@ -1,0 +1,232 @@
+/* pretrain.c -- word vectors learnt from the table's own texts before the classifier trains.
+ *
+ * A person labelling texts has a few hundred labels and thousands of texts without one. The
+ * texts alone say which words occur together: skip-gram with negative sampling (word2vec, as
+ * fastText's `skipgram` with subwords) over the token ids of the training split and the
+ * unlabelled rows learns, for each word, a vector that predicts its neighbours. A word's input
+ * vector is the classifier's own: the mean of its embedding row and its subword rows (model.h),
+ * so the tables the classifier starts from are exactly the ones learnt here, and a word no
+ * label ever reached still lands near the words it is used like.
+ *
+ *   SELECT attn_fit('news', 'SELECT title, category FROM headlines');  -- NULL categories too
+ *   -> {"pretrain_epochs": 34, "unlabelled_rows": 9500, ...}
+ *
+ * One thread and one random stream, so the vectors are the same bits at any thread count.
+ * The validation rows are not read: their texts stay unseen, as the test's. Per pass over the
+ * rows: each kept token (frequent words subsampled, t = 1e-4) predicts the tokens within a
+ * window of 1..5 on each side, against 5 negatives drawn from the unigram distribution to the
+ * power 0.75; plain SGD with a learning rate falling linearly from 0.05 to 0 over all passes.
+ * The output vectors are dropped at the end; the input tables are scaled so that the words'
+ * vectors have elements of mean square 1, the scale of the classifier's N(0, 1) initialisation
+ * that its learning rate and dropouts were chosen for. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "model.h"
+#include "nn_internal.h"
+#include "nn_mem.h"
+#include "train.h"
+
+#define PRETRAIN_WINDOW 5
+#define PRETRAIN_NEGATIVES 5
+#define PRETRAIN_LR 0.05
+#define PRETRAIN_SAMPLE 1e-4
+#define SEED_PRETRAIN 0x5052455400000005ull /* "PRET" */
+#define PRETRAIN_REPORT 256 /* rows between progress calls (an interrupt is answered there) */
+
+static double seconds_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* The table rows of word w: w itself, then its subword rows (none for <PAD>, <UNK>). */
+static int word_rows(const nn_model *m, int w, const int **subs) {
+  if (!m->S || !m->sub_start) {
+    *subs = NULL;
+    return 0;
+  }
+  *subs = m->sub_rows + m->sub_start[w];
+  return m->sub_start[w + 1] - m->sub_start[w];
+}
+
+/* A draw from the unigram^0.75 distribution: the first word whose cumulative weight exceeds
+ * u * total (cum ascending, (V) doubles). */
+static int draw_negative(const double *cum, int V, nn_rng *rng) {
+  double x = nn_rng_uniform(rng) * cum[V - 1];
+  int lo = 0, hi = V - 1;
+  while (lo < hi) {
+    int mid = (lo + hi) / 2;
+    if (cum[mid] > x) hi = mid;
+    else lo = mid + 1;
+  }
+  return lo;
+}
+
+static float sigmoid(float x) {
+  if (x > 20.0f) return 1.0f;
+  if (x < -20.0f) return 0.0f;
+  return 1.0f / (1.0f + expf(-x));
+}
+
+double nn_skipgram_pair(const float *u, float *o, float *grad, int E, float label, float lr) {
+  float dot = 0.0f;
+  for (int e = 0; e < E; e++) dot += u[e] * o[e];
+  float p = sigmoid(dot);
+  float g = lr * (label - p); /* -lr dL/d(u.o) */
+  for (int e = 0; e < E; e++) {
+    grad[e] += g * o[e];
+    o[e] += g * u[e];
+  }
+  return -log(label > 0.0f ? fmax(p, 1e-7) : fmax(1.0 - p, 1e-7));
+}
+
+int nn_train_pretrain(nn_trainer *tr, nn_progress_fn fn, void *ctx, char *err) {
+  if (tr->pretrain_done) return NN_OK;
+  tr->pretrain_done = 1;
+  int P = tr->cfg.pretrain_epochs;
+  if (P <= 0 || !tr->model || tr->warm_start || tr->pretrained_words || tr->pretrain_tokens <= 0)
+    return NN_OK;
+  double start = seconds_now();
+  nn_model *m = tr->model;
+  int V = m->V, E = m->E, status = NN_OK;
+  size_t R = (size_t)V + (size_t)m->S;
+  int nrows = tr->n_train + tr->n_unlab;
+  int *rows = nn_mem_alloc(tr->mem, (size_t)(nrows ? nrows : 1) * sizeof *rows);
+  int64_t *count = nn_mem_calloc(tr->mem, (size_t)V, sizeof *count);
+  double *cum = nn_mem_alloc(tr->mem, (size_t)V * sizeof *cum);
+  float *keep = nn_mem_alloc(tr->mem, (size_t)V * sizeof *keep);
+  float *out = nn_mem_calloc(tr->mem, (size_t)V * (size_t)E, sizeof *out); /* output vectors */
+  float *u = nn_mem_alloc(tr->mem, (size_t)E * 2 * sizeof *u), *grad = u ? u + E : NULL;
+  int *kept = nn_mem_alloc(tr->mem, (size_t)tr->cfg.max_len * sizeof *kept);
+  if (!rows || !count || !cum || !keep || !out || !u || !kept) {
+    snprintf(err, NN_ERR_LEN, "out of memory pretraining %d words over %d rows", V, nrows);
+    status = NN_NOMEM;
+    goto done;
+  }
+  /* the rows read: the training split, then the unlabelled rows */
+  int k = 0;
+  for (int i = 0; i < tr->n; i++)
+    if (!nn_train_is_val(tr, i)) rows[k++] = i;
+  for (int i = tr->n; i < tr->n + tr->n_unlab; i++) rows[k++] = i;
+  int64_t total = 0;
+  for (int r = 0; r < nrows; r++) {
+    const void *ids = nn_train_row_ids(tr, rows[r]);
+    for (int t = 0; t < tr->row_length[rows[r]]; t++) {
+      int w = tr->ids16 ? ((const uint16_t *)ids)[t] : ((const int32_t *)ids)[t];
+      if (w > NN_UNK) count[w]++, total++;
+    }
+  }
+  if (total == 0) goto done;
+  double acc = 0.0;
+  for (int w = 0; w < V; w++) {
+    acc += w > NN_UNK && count[w] ? pow((double)count[w], 0.75) : 0.0;
+    cum[w] = acc;
+    double f = (double)count[w] / (double)total;
+    keep[w] = count[w] ? (float)fmin(1.0, sqrt(PRETRAIN_SAMPLE / f) + PRETRAIN_SAMPLE / f) : 0.0f;
+  }
+
+  nn_rng rng;
+  nn_rng_seed(&rng, tr->cfg.seed ^ SEED_PRETRAIN);
+  float *params = nn_model_params(m);
+  float *table = params + m->emb;            /* member 0's V word rows, then its S subword rows */
+  for (size_t i = 0; i < R * (size_t)E; i++) /* fastText's initialisation */
+    table[i] = (float)((2.0 * nn_rng_uniform(&rng) - 1.0) / E);
+
+  int64_t seen = 0, planned = (int64_t)P * total;
+  double loss_sum = 0.0;
+  int64_t loss_n = 0;
+  for (int epoch = 0; epoch < P; epoch++) {
+    nn_train_shuffle(rows, nrows, &rng);
+    for (int r = 0; r < nrows; r++) {
+      if (fn && r % PRETRAIN_REPORT == 0 &&
+          fn(ctx, epoch * nrows + r, P * nrows, loss_n ? loss_sum / (double)loss_n : 0.0, 0)) {
+        snprintf(err, NN_ERR_LEN, "interrupted");
+        status = NN_INTERRUPTED;
+        goto done;
+      }
+      const void *ids = nn_train_row_ids(tr, rows[r]);
+      int len = tr->row_length[rows[r]], n = 0;
+      for (int t = 0; t < len; t++) {
+        int w = tr->ids16 ? ((const uint16_t *)ids)[t] : ((const int32_t *)ids)[t];
+        if (w <= NN_UNK) continue;
+        seen++;
+        if (nn_rng_uniform(&rng) < keep[w]) kept[n++] = w;
+      }
+      for (int t = 0; t < n; t++) {
+        float lr = (float)(PRETRAIN_LR * (1.0 - (double)seen / (double)(planned + 1)));
+        int w = kept[t];
+        const int *subs;
+        int nsub = word_rows(m, w, &subs);
+        float inv = 1.0f / (float)(1 + nsub);
+        /* u = the mean of the word's rows */
+        memcpy(u, table + (size_t)w * E, (size_t)E * sizeof *u);
+        for (int s = 0; s < nsub; s++) {
+          const float *row = table + (size_t)subs[s] * E;
+          for (int e = 0; e < E; e++) u[e] += row[e];
+        }
+        for (int e = 0; e < E; e++) u[e] *= inv;
+        int b = 1 + (int)(nn_rng_uniform(&rng) * PRETRAIN_WINDOW);
+        if (b > PRETRAIN_WINDOW) b = PRETRAIN_WINDOW;
+        memset(grad, 0, (size_t)E * sizeof *grad);
+        for (int c = t - b; c <= t + b; c++) {
+          if (c < 0 || c >= n || c == t) continue;
+          for (int j = 0; j <= PRETRAIN_NEGATIVES; j++) {
+            int target = kept[c];
+            float label = 1.0f;
+            if (j > 0) {
+              target = draw_negative(cum, V, &rng);
+              if (target == kept[c]) continue;
+              label = 0.0f;
+            }
+            loss_sum += nn_skipgram_pair(u, out + (size_t)target * E, grad, E, label, lr);
+            loss_n++;
+          }
+        }
+        /* the gradient of the mean reaches each of its rows divided by their count */
+        for (int e = 0; e < E; e++) grad[e] *= inv;
+        float *row = table + (size_t)w * E;
+        for (int e = 0; e < E; e++) row[e] += grad[e];
+        for (int s = 0; s < nsub; s++) {
+          row = table + (size_t)subs[s] * E;
+          for (int e = 0; e < E; e++) row[e] += grad[e];
+        }
+      }
+    }
+  }
+  /* scale: the words' input vectors (means of their rows) get elements of mean square 1 */
+  double sq = 0.0;
+  int64_t words = 0;
+  for (int w = NN_UNK + 1; w < V; w++) {
+    const int *subs;
+    int nsub = word_rows(m, w, &subs);
+    memcpy(u, table + (size_t)w * E, (size_t)E * sizeof *u);
+    for (int s = 0; s < nsub; s++)
+      for (int e = 0; e < E; e++) u[e] += table[(size_t)subs[s] * E + e];
+    for (int e = 0; e < E; e++) {
+      double x = u[e] / (1 + nsub);
+      sq += x * x;
+    }
+    words++;
+  }
+  float scale = words && sq > 0.0 ? (float)(1.0 / sqrt(sq / ((double)words * E))) : 1.0f;
+  const char *env = getenv("ATTN_PRETRAIN_SCALE");
+  if (env) scale *= (float)atof(env);
+  for (size_t i = 0; i < R * (size_t)E; i++) table[i] *= scale;
+  for (int j = 1; j < tr->K; j++) /* every member starts from the same vectors */
+    memcpy(params + nn_model_member(m, j)->emb, table, R * (size_t)E * sizeof *table);
+  tr->pretrain_loss = loss_n ? loss_sum / (double)loss_n : 0.0;
+done:
+  tr->pretrain_seconds = seconds_now() - start;
+  nn_mem_free(tr->mem, rows);
+  nn_mem_free(tr->mem, count);
+  nn_mem_free(tr->mem, cum);
+  nn_mem_free(tr->mem, keep);
+  nn_mem_free(tr->mem, out);
+  nn_mem_free(tr->mem, u);
+  nn_mem_free(tr->mem, kept);
+  return status;
+}
