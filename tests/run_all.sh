@@ -27,7 +27,8 @@ ALONE="test_agnews test_store_speed test_concurrency test_field_clients test_pyt
 # The batch starts with its longest tests, slowest first, so that it does not end with one long
 # test running while the other slots stay idle; the ones that mostly wait (test_cluster's 60 s
 # training job and elections, test_field_concurrency's lock holds) overlap the CPU-bound ones.
-FIRST="test_field_node test_cluster test_store_stress test_faults_oom test_field_concurrency
+FIRST="test_field_node test_cluster test_store_stress test_faults_oom test_sqlite_versions
+  test_field_concurrency
   test_clients test_cuda_emulated test_bench_smoke test_explain test_determinism test_model_life
   test_text_reference"
 logs=$BUILD/test-logs
