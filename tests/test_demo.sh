@@ -28,8 +28,9 @@ for step in 1 2 3 4 5 6 7 8; do
   grep -q "^== $step\. " "$tmp/out" || fail "step $step's heading is missing from the output"
 done
 
-# box rows: "│ a │ b │ ..." -> fields separated by |
-rows() { grep "^│ $1" "$tmp/out" | sed 's/ *│ */|/g; s/^|//; s/|$//'; }
+# box rows: "│ a │ b │ ..." -> fields separated by |; the shell of SQLite 3.52 and later aligns
+# numbers right ("│    40 │")
+rows() { grep "^│ *$1" "$tmp/out" | sed 's/ *│ */|/g; s/^|//; s/|$//'; }
 overall=$(rows overall)
 f1=$(echo "$overall" | cut -d'|' -f4)
 echo "held-out overall: $overall"
@@ -38,12 +39,12 @@ awk -v f="$f1" 'BEGIN { exit !(f + 0 >= 0.85) }' || fail "held-out weighted F1 $
 correct=$(grep -A 3 'attn_classify:' "$tmp/out" | rows 40 | cut -d'|' -f2)
 echo "new headlines right: ${correct:-?} of 40"
 [ "${correct:-0}" -ge 30 ] 2>/dev/null || fail "attn_classify got ${correct:-?} of 40 new headlines right, expected >= 30"
-misses=$(grep -c '│ x    │$' "$tmp/out")
+misses=$(grep -c '│ x *│$' "$tmp/out")
 [ $((40 - misses)) -eq "${correct:-0}" ] ||
   fail "attn_predict misses ($misses) and attn_classify's correct count ($correct) disagree"
 
 # attention weights of the two headlines of step 6 each sum to 1
-sed -n '/^== 6\./,/^== 7\./p' "$tmp/out" | grep '^│ [0-9]' | sed 's/ *│ */|/g; s/^|//' |
+sed -n '/^== 6\./,/^== 7\./p' "$tmp/out" | grep '^│ *[0-9]' | sed 's/ *│ */|/g; s/^|//' |
   awk -F'|' '$1 == 0 && NR > 1 { print s; s = 0 } { s += $3 } END { print s }' > "$tmp/sums"
 echo "attention sums: $(tr '\n' ' ' < "$tmp/sums")"
 [ "$(wc -l < "$tmp/sums")" -eq 2 ] || fail "expected two attention tables in step 6"
