@@ -1,7 +1,7 @@
 #!/bin/sh
 # test_sqlite_versions.sh -- the SQL suite (tests/test_sql.sh: tests/sql/*.sql against their
 # .expected) through the sqlite3 shell of each SQLite a user loads attnext into: the floor
-# (3.37), Debian's 3.40, the 3.52 that npm's `sqlite3` vendors, and the newest amalgamation npm
+# (3.37.0, the oldest attnext loads into), Debian's 3.40, the 3.52 that npm's `sqlite3` vendors, and the newest amalgamation npm
 # ships; `N passed, N failed` (scripts) per version. Then, on each built version,
 # `SELECT attn_cancel('one')` must be an error and the shell must go on: 3.52's
 # sqlite3_value_numeric_type dereferences the connection of the value, which a sqlite3_value_dup
@@ -16,7 +16,8 @@
 # when their recipe (sources, hashes, flags) changes. Offline with nothing kept: exit 77.
 #
 # Where the sources come from (npm has no package with both shell.c and a 3.37 amalgamation):
-#   3.37.2  sqlite3.c from better-sqlite3@7.5.0 (deps/sqlite3/: sqlite3.c and .h, no shell.c);
+#   3.37.0  sqlite3.c from better-sqlite3@7.4.6 (deps/sqlite3.tar.gz: sqlite3.c and .h, no
+#           shell.c);
 #           shell.c of 3.38.2 from sqlite3@5.0.3 (its sqlite-autoconf), the oldest shell that
 #           prints errors as the .expected files do ("Parse error near line N:"; 3.36's says
 #           "Error: near line N:"). It calls two things 3.38 added, stubbed by -include of
@@ -45,7 +46,7 @@ command -v "$CC" >/dev/null 2>&1 || { echo "no C compiler ($CC) to build the SQL
 # registry's tarball as it is: these match the registry's sha512 integrity too).
 sha256_of() {
   case $1 in
-    better-sqlite3@7.5.0) echo c6feb7b1dfa1a985725e6e25fa3a72c55042fb44ded28aa2f7ee7a08ce642d4c ;;
+    better-sqlite3@7.4.6) echo e893c1608ce81fab1e067c958c2c60531d63188b8baa0c2e16a241355480d7d8 ;;
     better-sqlite3@13.2.0) echo 40487589df3496f2ee0079d22b73c63fccebe7db0e8ee9a2c42421861e321e0b ;;
     sqlite3@5.0.3) echo 7fc238dabaeae1b19d325c8a4a80cb40d706a90024e1ed61db02ba5de176a38c ;;
     sqlite3@6.0.1) echo ab8d044a93e05bd031d7ea75547c7fa60387cdc259d27f93c0e3e2832c4b1df9 ;;
@@ -55,7 +56,7 @@ sha256_of() {
 # decide whether it is still current)
 recipe() {
   case $1 in
-    3.37.2) lib=better-sqlite3@7.5.0; shell=sqlite3@5.0.3; extra="-include $root/tests/sqlite_337_shell.h" ;;
+    3.37.0) lib=better-sqlite3@7.4.6; shell=sqlite3@5.0.3; extra="-include $root/tests/sqlite_337_shell.h" ;;
     3.52.0) lib=sqlite3@6.0.1; shell=sqlite3@6.0.1; extra="" ;;
     3.54.1) lib=better-sqlite3@13.2.0; shell=sqlite3@6.0.1; extra="" ;;
   esac
@@ -63,7 +64,7 @@ recipe() {
   echo "$CC $cflags $(echo "$extra" | sed "s|$root/||") shell.c sqlite3.c $libs"
   [ -z "$extra" ] || cat "$root/tests/sqlite_337_shell.h"
 }
-built="3.37.2 3.52.0 3.54.1"
+built="3.37.0 3.52.0 3.54.1"
 
 case $cache in /*) ;; *) cache=$root/$cache ;; esac
 tmp=$(mktemp -d)
@@ -96,6 +97,7 @@ sources() {
   lt=$tmp/npm/$(echo "$lib" | sed 's/@/-/').tgz
   st=$tmp/npm/$(echo "$shell" | sed 's/@/-/').tgz
   case $lib in
+    better-sqlite3@7.4.6) tar xzOf "$lt" package/deps/sqlite3.tar.gz | tar xzf - -C "$d" sqlite3.c sqlite3.h ;;
     better-sqlite3@*) tar xzf "$lt" -C "$d" --strip-components=3 package/deps/sqlite3/sqlite3.c \
                         package/deps/sqlite3/sqlite3.h ;;
     sqlite3@6.0.1) tar xzOf "$lt" package/deps/sqlite-autoconf-3520000.tar.gz |
@@ -169,7 +171,7 @@ suite() { # suite LABEL SQLITE3-COMMAND-LINE
   results="${results}SQLite $1: $((n - f)) passed, $f failed\n"
 }
 debian=$(echo 'SELECT sqlite_version();' | $SQLITE3 -batch 2>/dev/null)
-for v in 3.37.2 debian 3.52.0 3.54.1; do # in version order
+for v in 3.37.0 debian 3.52.0 3.54.1; do # in version order
   if [ $v = debian ]; then suite "${debian:-?} (Debian's)" "$SQLITE3"
   elif usable $v; then suite "$v" "$(with_preload "$cache/$v/sqlite3")"; fi
 done
