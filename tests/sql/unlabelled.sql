@@ -29,11 +29,11 @@ SELECT count(*) AS rows, sum(margin >= 0 AND margin <= 1) AS margins_in_range,
        sum(probability >= 0.3 AND probability <= 1) AS probabilities_in_range,
        sum(entropy >= 0 AND entropy <= 1.0987) AS entropies_in_range
   FROM attn_uncertain('pool', 'SELECT id, text FROM pool WHERE label IS NULL');
-WITH u AS (SELECT rowid AS k, margin, entropy
-             FROM attn_uncertain('pool', 'SELECT id, text FROM pool WHERE label IS NULL'))
 SELECT count(*) AS out_of_order
-  FROM u a JOIN u b ON b.k = a.k + 1
- WHERE b.margin < a.margin OR (b.margin = a.margin AND b.entropy > a.entropy);
+  FROM (SELECT margin, entropy, lag(margin) OVER (ORDER BY rowid) AS m0,
+               lag(entropy) OVER (ORDER BY rowid) AS e0
+          FROM attn_uncertain('pool', 'SELECT id, text FROM pool WHERE label IS NULL'))
+ WHERE margin < m0 OR (margin = m0 AND entropy > e0);
 SELECT u.label = attn_predict('pool', p.text) AS same_as_predict, count(*) AS n
   FROM attn_uncertain('pool', 'SELECT id, text FROM pool WHERE label IS NULL') u
   JOIN pool p ON p.id = u.id GROUP BY 1;
