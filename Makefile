@@ -192,6 +192,16 @@ bench: attnext.so $(NATIVE_SO)
 .PHONY: bench-quality
 bench-quality: attnext.so data/corpora/SOURCES.txt
 	$(PYTHON) tests/bench/quality.py $(QUALITY_ARGS)
+# Few labels: the learning curve (200 rows to all, with and without the rest of the training
+# split as unlabelled rows) against TF-IDF + LR, fastText, fastText with skip-gram vectors and
+# self-training (tests/bench/learning_curve.py; CURVE_ARGS=--corpora ag --sizes 200,500 for a
+# short run), and attn_uncertain's labelling loop against random labels
+# (tests/bench/active_learning.py).
+.PHONY: bench-curve bench-active
+bench-curve: attnext.so data/corpora/SOURCES.txt
+	$(PYTHON) tests/bench/learning_curve.py $(CURVE_ARGS)
+bench-active: attnext.so data/corpora/SOURCES.txt
+	$(PYTHON) tests/bench/active_learning.py $(ACTIVE_ARGS)
 data/corpora/SOURCES.txt: data/make_corpora.py
 	$(PYTHON) data/make_corpora.py data/corpora
 .PHONY: bench-portable

@@ -213,8 +213,6 @@ int nn_train_pretrain(nn_trainer *tr, nn_progress_fn fn, void *ctx, char *err) {
     words++;
   }
   float scale = words && sq > 0.0 ? (float)(1.0 / sqrt(sq / ((double)words * E))) : 1.0f;
-  const char *env = getenv("ATTN_PRETRAIN_SCALE");
-  if (env) scale *= (float)atof(env);
   for (size_t i = 0; i < R * (size_t)E; i++) table[i] *= scale;
   for (int j = 1; j < tr->K; j++) /* every member starts from the same vectors */
     memcpy(params + nn_model_member(m, j)->emb, table, R * (size_t)E * sizeof *table);

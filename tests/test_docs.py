@@ -34,8 +34,8 @@ DOCS = {
     "ext/node/README.md": [None],
     "ext/CHANGES.md": [None],
     "tests/README.md": ["Tests", "Performance"],
-    "sql/TUTORIAL.md": ["The lesson's workflow on AG News", "Is attention an explanation?",
-                        "Demo data"],
+    "sql/TUTORIAL.md": ["The lesson's workflow on AG News", "The labelling loop",
+                        "Is attention an explanation?", "Demo data"],
 }
 failures = []
 
@@ -223,6 +223,29 @@ if tour:
         check(re.search(r"^\d+\|.*\|2\|[01]$", out, re.M) is not None,
               "attn_train's last epoch row saved version 2")
 ext = os.path.abspath(ATTNEXT)
+tutorial = open("sql/TUTORIAL.md").read()
+loop = re.search(r"## The labelling loop\n.*?```sql\n(.*?)```", tutorial, re.S)
+check(loop is not None, "sql/TUTORIAL.md has the labelling loop (a sql block)")
+if loop:
+    with tempfile.TemporaryDirectory() as tmp:
+        run = subprocess.run(SQLITE3 + ["-bail", os.path.join(tmp, "inbox.db")],
+                             input=loop.group(1).replace(".load ./attnext\n",
+                                                         ".load %s\n" % ATTNEXT),
+                             capture_output=True, text=True)
+        check(run.returncode == 0 and not run.stderr,
+              "the labelling loop runs in the sqlite3 shell (exit %d%s)"
+              % (run.returncode, (": " + run.stderr.strip()) if run.stderr else ""))
+        curve = re.findall(r"^(\d+)\|(\d+)\|([0-9.]+)$", run.stdout, re.M)
+        check([int(c[0]) for c in curve] == [40, 80, 120] and
+              [int(c[1]) for c in curve] == [1, 2, 3],
+              "the curve has 40, 80 and 120 labels for versions 1, 2, 3: %s" % curve)
+        check(len(curve) == 3 and all(0.0 <= float(c[2]) <= 1.0 for c in curve),
+              "each version's held-out F1 is a number from 0 to 1")
+        asked = re.findall(r"^(\d+)\|[^|\n]+\|[^|\n]+\|([0-9.]+)$", run.stdout, re.M)
+        check(len(asked) == 5 and [float(a[1]) for a in asked] == sorted(float(a[1]) for a in asked),
+              "attn_uncertain gave 5 rows, least sure first: %s" % asked)
+        print("the labelling loop's curve: %s" % curve)
+
 run = subprocess.run([sys.executable, "tests/bench/explain_quality.py", "--quick",
                       "--extension", ext], capture_output=True, text=True)
 check(run.returncode == 0 and "| `linear`" in run.stdout,
