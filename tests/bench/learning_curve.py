@@ -143,7 +143,10 @@ def main():
     ap.add_argument("--systems", default=",".join(SYSTEMS))
     ap.add_argument("--options", default="{}", help="attnext's options (JSON), for both runs")
     ap.add_argument("--threads", type=int, default=0)
-    ap.add_argument("--pool", type=int, default=30000,
+    ap.add_argument("--self-training-max", type=int, default=1000,
+                    help="self-training only up to this many labelled rows (it refits a "
+                    "logistic regression on the whole pool up to 10 times: minutes a run)")
+    ap.add_argument("--pool", type=int, default=10000,
                     help="at most this many training rows in all (labelled + unlabelled)")
     ap.add_argument("--out", default=os.path.join(HERE, "out"))
     args = ap.parse_args()
@@ -176,8 +179,9 @@ def main():
                             r = tfidf_lr(labelled, test)
                         elif system == "fastText":
                             r = fasttext_run(labelled, test, args.threads)
-                        elif system == "self-training":
-                            r = self_training(labelled, unlabelled, test) if unlabelled else None
+                        elif system == "self-training":  # the semi-supervised sizes only
+                            r = self_training(labelled, unlabelled, test) \
+                                if unlabelled and n <= args.self_training_max else None
                         elif system == "fastText+vec":
                             r = fasttext_run(labelled, test, args.threads, vectors) \
                                 if vectors else {"error": "no fasttext"}

@@ -1,0 +1,128 @@
+"""test_unlabelled.py -- unlabelled rows and attn_uncertain as a Python program uses them, in a
+file database with a second connection:
+  - NULL labels train (counted in the summary), from Python's sqlite3; the same rows and options
+    give the same weights at 1 and 2 threads; unlabelled rows change the model;
+  - the pretraining is a phase of attn_status that a second connection sees, and an interrupt
+    during it stops attn_fit with "attn_fit: interrupted", nothing saved, within a bounded time;
+  - hostile pools: texts of 1 MB with NULL labels (bounded: each row is cut at max_len), a
+    query of only NULL labels, a NULL id or text in attn_uncertain's query -- errors naming the
+    function and the row;
+  - attn_uncertain over a file database while another connection writes: every row once,
+    sorted by margin.
+No wall-clock bound: the interrupt must end a pretraining planned for 1000 passes.
+Run from the repository root: /usr/bin/python3 tests/test_unlabelled.py
+"""
+import json
+import os
+import sys
+import tempfile
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import reliability as R  # noqa: E402
+
+R.reexec_with_preload()
+R.require_extension()
+check = R.check
+
+SMALL = {"epochs": 2, "hidden": 8, "embed_dim": 8, "fc_hidden": 8, "progress": False}
+
+tmp = tempfile.mkdtemp(prefix="attnext-unlabelled-")
+path = os.path.join(tmp, "pool.db")
+db = R.connect(path)
+db.execute("PRAGMA journal_mode = WAL")
+db.execute("CREATE TABLE pool(id INTEGER PRIMARY KEY, text, label)")
+rows = R.make_rows(3000, seed=3)
+db.executemany("INSERT INTO pool(text, label) VALUES (?, ?)",
+               [(t, l if i < 90 else None) for i, (t, l) in enumerate(rows)])
+
+
+def fit(name, options, query="SELECT text, label FROM pool", conn=db):
+    return json.loads(conn.execute("SELECT attn_fit(?, ?, ?)",
+                                   (name, query, json.dumps(options))).fetchone()[0])
+
+
+# ------------------------------------------------------------------ NULL labels train
+s = fit("a", dict(SMALL, threads=1, pretrain_epochs=3))
+check(s["train_rows"] == 90 and s["unlabelled_rows"] == 2910 and s["pretrain_epochs"] == 3,
+      "90 labelled and 2910 unlabelled rows: %s" % {k: s.get(k) for k in
+                                                   ("train_rows", "unlabelled_rows",
+                                                    "pretrain_epochs")})
+fit("b", dict(SMALL, threads=2, pretrain_epochs=3))
+fit("c", dict(SMALL, threads=1, pretrain_epochs=3, unlabelled=False))
+w = {n: db.execute("SELECT weights FROM attn_models WHERE name = ?", (n,)).fetchone()[0]
+     for n in "abc"}
+
+
+def tensors(blob):  # the safetensors data after its header (the header's config names threads)
+    return blob[8 + int.from_bytes(blob[:8], "little"):]
+
+
+check(tensors(w["a"]) == tensors(w["b"]),
+      "the same weights at 1 and 2 threads, unlabelled rows included")
+check(tensors(w["a"]) != tensors(w["c"]), "the unlabelled rows change the model")
+
+# ------------------------------------------------------------------ the phase and an interrupt
+other = R.connect(path)
+seen, done = [], {}
+
+
+def run():
+    try:
+        fit("slow", dict(SMALL, pretrain_epochs=1000))
+        done["error"] = None
+    except Exception as e:  # noqa: BLE001
+        done["error"] = str(e)
+
+
+worker = threading.Thread(target=run)
+worker.start()
+deadline = time.time() + 60
+while time.time() < deadline and not seen:
+    seen = other.execute("SELECT phase, batch, batches FROM attn_status WHERE name = 'slow' AND "
+                         "phase = 'pretraining' AND batch > 0").fetchall()
+    time.sleep(0.05)
+check(bool(seen), "a second connection sees the pretraining phase in attn_status: %s" % seen)
+batches = seen[0][2] if seen else 0
+db.interrupt()
+worker.join(120)
+check(not worker.is_alive(), "attn_fit returned after the interrupt")
+check(done.get("error") == "attn_fit: interrupted", "the error: %r" % done.get("error"))
+check(db.execute("SELECT count(*) FROM attn_models WHERE name = 'slow'").fetchone()[0] == 0,
+      "nothing saved")
+check(batches == 1000 * 3000, "the pretraining's progress counts the rows (90 labelled, 2910 "
+      "not) of all 1000 passes: %d" % batches)
+after = other.execute("SELECT count(*) FROM attn_status WHERE name = 'slow'").fetchone()[0]
+check(after == 0, "the run left attn_status")
+
+# ------------------------------------------------------------------ hostile pools
+big = ("word " * 200_000).strip()  # 1 MB
+db.execute("CREATE TABLE bigpool(text, label)")
+db.executemany("INSERT INTO bigpool VALUES (?, ?)", rows[:60] + [(big, None)] * 20)
+s = fit("big", dict(SMALL, pretrain_epochs=1), "SELECT text, label FROM bigpool")
+check(s["unlabelled_rows"] == 20, "1 MB unlabelled texts train (cut at max_len): %s"
+      % s.get("unlabelled_rows"))
+err = R.error_of(db, "SELECT attn_fit('none', 'SELECT text, NULL FROM pool')")
+check(err == "attn_fit: the query returned no labelled rows (3000 rows, every label NULL): at "
+      "least 2 labels are needed", "only NULL labels: %s" % err)
+err = R.error_of(db, "SELECT * FROM attn_uncertain('a', 'SELECT NULL, text FROM pool')")
+check(err == "attn_uncertain: row 1 of the query has a NULL id", "NULL id: %s" % err)
+err = R.error_of(db, "SELECT * FROM attn_uncertain('a', 'SELECT id, iif(id = 7, NULL, text) "
+                     "FROM pool')")
+check(err == "attn_uncertain: row 7 of the query has a NULL text", "NULL text: %s" % err)
+
+# ------------------------------------------------------------------ attn_uncertain beside a writer
+writer = R.connect(path)
+writer.execute("BEGIN")
+writer.execute("UPDATE pool SET label = 'sports' WHERE id = 100")
+got = db.execute("SELECT id, margin FROM attn_uncertain('a', 'SELECT id, text FROM pool WHERE "
+                 "label IS NULL')").fetchall()
+writer.execute("COMMIT")
+check(len(got) == 2910 and len({g[0] for g in got}) == 2910,
+      "every unlabelled row once while another connection writes: %d" % len(got))
+check(all(got[i][1] <= got[i + 1][1] for i in range(len(got) - 1)), "sorted by margin")
+
+for c in (db, other, writer):
+    c.close()
+R.finish("test_unlabelled")
