@@ -49,6 +49,7 @@ CALLS = [
     ("attn_cache_limit", "SELECT attn_cache_limit()"),
     ("attn_cache_limit", "SELECT attn_cache_limit(1 << 28)"),
     ("attn_classify", f"SELECT {{v}} FROM attn_classify('m', {IDQ})"),
+    ("attn_uncertain", f"SELECT {{v}} FROM attn_uncertain('m', {IDQ})"),
     ("attn_evaluate", f"SELECT {{v}} FROM attn_evaluate('m', {TQ})"),
     ("attn_confusion", f"SELECT {{v}} FROM attn_confusion('m', {TQ})"),
     ("attn_metrics", f"SELECT {{v}} FROM attn_metrics('m', {TQ})"),
