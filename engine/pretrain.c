@@ -19,6 +19,7 @@
  * The output vectors are dropped at the end; the input tables are scaled so that the words'
  * vectors have elements of mean square 1, the scale of the classifier's N(0, 1) initialisation
  * that its learning rate and dropouts were chosen for. */
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -142,8 +143,12 @@ int nn_train_pretrain(nn_trainer *tr, nn_progress_fn fn, void *ctx, char *err) {
   for (int epoch = 0; epoch < P; epoch++) {
     nn_train_shuffle(rows, nrows, &rng);
     for (int r = 0; r < nrows; r++) {
+      /* progress in rows of all passes, scaled to fit an int (10 million rows x 1000 passes) */
+      int64_t done_rows = (int64_t)epoch * nrows + r, all_rows = (int64_t)P * nrows;
+      int64_t unit = all_rows / INT_MAX + 1;
       if (fn && r % PRETRAIN_REPORT == 0 &&
-          fn(ctx, epoch * nrows + r, P * nrows, loss_n ? loss_sum / (double)loss_n : 0.0, 0)) {
+          fn(ctx, (int)(done_rows / unit), (int)(all_rows / unit),
+             loss_n ? loss_sum / (double)loss_n : 0.0, 0)) {
         snprintf(err, NN_ERR_LEN, "interrupted");
         status = NN_INTERRUPTED;
         goto done;
