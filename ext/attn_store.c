@@ -123,16 +123,21 @@ static int attn_table_exists(sqlite3 *db, const char *table) {
 static int attn_store_top_version(sqlite3 *db, const char *fn, const char *name, int count,
                                   int64_t *top, char **errmsg) {
   static const char *const parts[] = {
-      "attn_models", "SELECT max(version) AS v FROM main.attn_models WHERE name = ?1 AND "
-                     "typeof(version) IN ('integer', 'real')",
-      "attn_training_log", "SELECT max(version) FROM main.attn_training_log WHERE name = ?1 AND "
-                           "typeof(version) IN ('integer', 'real')",
-      "attn_versions", "SELECT max(last_version) FROM main.attn_versions WHERE name = ?1 AND "
-                       "typeof(last_version) IN ('integer', 'real')"};
+      "attn_models",
+      "SELECT max(version) AS v FROM main.attn_models WHERE name = ?1 AND "
+      "typeof(version) IN ('integer', 'real')",
+      "attn_training_log",
+      "SELECT max(version) AS v FROM main.attn_training_log WHERE name = ?1 "
+      "AND typeof(version) IN ('integer', 'real')",
+      "attn_versions",
+      "SELECT max(last_version) AS v FROM main.attn_versions WHERE name = ?1 AND "
+      "typeof(last_version) IN ('integer', 'real')"};
   sqlite3_str *sql = sqlite3_str_new(db);
   sqlite3_stmt *stmt = NULL;
   int n = 0, rc;
   *top = 0;
+  /* each branch names its column v: a compound SELECT takes the names of its first branch,
+   * which is whichever table exists first */
   sqlite3_str_appendall(sql, "SELECT max(v) FROM (");
   for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i += 2) {
     if (!attn_table_exists(db, parts[i])) continue;
