@@ -937,6 +937,8 @@ int nn_trainer_set_class_weights(nn_trainer *tr, const char *const *labels, cons
   return NN_OK;
 }
 
+size_t nn_trainer_param_count(const nn_trainer *tr) { return tr->param_count; }
+
 const char *nn_trainer_backend(const nn_trainer *tr, char *buf, size_t len) {
   char device[256] = "";
   if (tr->be->describe) tr->be->describe(device, sizeof device);

@@ -203,6 +203,14 @@ void attn_store_live_abort(attn_conn *conn, const char *name, int64_t version,
 int attn_store_check_save(attn_conn *conn, const char *fn, const char *name, int count,
                           char **errmsg);
 
+/* Can this connection store the model of cfg? Its file (nn_model_save) must fit
+ * SQLITE_LIMIT_LENGTH, the largest BLOB. params: the model's parameters (nn_trainer_param_count),
+ * or 0 before the rows are read (then the smallest model cfg allows: two words, one class).
+ * SQLITE_OK, or SQLITE_TOOBIG with *errmsg "fn: ..." naming the size, the limit and the options
+ * to make smaller. */
+int attn_store_check_size(sqlite3 *db, const char *fn, const nn_config *cfg, uint64_t params,
+                          char **errmsg);
+
 /* One statement run once on db, its first row read: ?1 .. ?ntexts bound to texts (a NULL text
  * binds NULL), the next nints to ints, the row's first ncols columns read as integers into out
  * (NULL reads as 0; out untouched when no row comes). SQLITE_ROW, SQLITE_DONE when no row

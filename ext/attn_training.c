@@ -389,6 +389,8 @@ int attn_training_options(attn_training *t, const char *options, char **msg) {
     rc = SQLITE_ERROR;
     goto done;
   }
+  /* a model the store could not hold: refused before the query runs */
+  rc = attn_store_check_size(db, fn, &t->cfg, 0, msg);
 done:
   nn_options_free(&o);
   sqlite3_free(what);
@@ -438,6 +440,9 @@ int attn_training_create(attn_training *t, char **msg) {
     rc = attn_nn_error(st, fn, err, msg);
     goto done;
   }
+  /* its real size, once the vocabulary is known: refused before the first epoch */
+  rc = attn_store_check_size(db, fn, &t->cfg, nn_trainer_param_count(t->trainer), msg);
+  if (rc != SQLITE_OK) goto done;
   rc = attn_embeddings_apply(db, fn, t->trainer, &t->emb, msg);
   if (rc != SQLITE_OK) goto done;
   rc = attn_training_class_weights(t, msg);
