@@ -137,9 +137,11 @@ static int attn_table_exists(sqlite3 *db, const char *table) {
          SQLITE_OK;
 }
 
-/* The largest version `name` ever had: the largest number among its rows of attn_models and
- * attn_training_log (a log whose model row was deleted included) and its
- * attn_versions.last_version (a version deleted with its log included). Values that are not
+/* The largest version `name` ever had: the largest number among its rows of attn_models,
+ * attn_training_log (a log whose model row was deleted included) and attn_lineage (the history:
+ * a version whose other rows were deleted, or a store whose attn_versions was emptied, must not
+ * hand its number out again and replace that row) and its attn_versions.last_version (a version
+ * deleted with its log included). Values that are not
  * numbers (a store edited by hand) are not versions; a REAL counts as its integer part. Tables
  * that do not exist count as empty. SQLITE_OK with *top (0: none), or an error with *errmsg
  * "fn: cannot save the model: ..." (no next version: a number at the largest integer). */
@@ -154,7 +156,10 @@ static int attn_store_top_version(sqlite3 *db, const char *fn, const char *name,
       "AND typeof(version) IN ('integer', 'real')",
       "attn_versions",
       "SELECT max(last_version) AS v FROM main.attn_versions WHERE name = ?1 AND "
-      "typeof(last_version) IN ('integer', 'real')"};
+      "typeof(last_version) IN ('integer', 'real')",
+      "attn_lineage",
+      "SELECT max(version) AS v FROM main.attn_lineage WHERE name = ?1 AND "
+      "typeof(version) IN ('integer', 'real')"};
   sqlite3_str *sql = sqlite3_str_new(db);
   sqlite3_stmt *stmt = NULL;
   int n = 0, rc;
@@ -196,9 +201,10 @@ static int attn_store_top_version(sqlite3 *db, const char *fn, const char *name,
     else
       sqlite3_snprintf(sizeof number, number, "%lld", (long long)integer);
     *errmsg = sqlite3_mprintf("%s: cannot save the model: '%s' already has version %s (the "
-                              "largest of attn_models, attn_training_log and attn_versions), too "
-                              "close to the largest integer for %d more; delete or renumber its "
-                              "rows there", fn, name, number, count);
+                              "largest of attn_models, attn_training_log, attn_versions and "
+                              "attn_lineage), too close to the largest integer for %d more; "
+                              "delete or renumber its rows there",
+                              fn, name, number, count);
     return SQLITE_ERROR;
   }
   if (type == SQLITE_INTEGER)

@@ -23,3 +23,10 @@ DROP TABLE attn_models; DROP TABLE attn_versions; DROP TABLE attn_lineage;
 SELECT json_extract(attn_fit('n', 'SELECT text, label FROM docs', o), '$.version') AS log_only
   FROM opts;
 SELECT name, version FROM attn_models ORDER BY version;
+
+-- a version's rows deleted everywhere but attn_lineage (the history): its number is not given
+-- again, and its lineage row is not replaced
+DELETE FROM attn_models; DELETE FROM attn_training_log; DELETE FROM attn_versions;
+SELECT json_extract(attn_fit('n', 'SELECT text, label FROM docs', o), '$.version') AS lineage_only
+  FROM opts;
+SELECT version, function FROM attn_lineage ORDER BY version;
