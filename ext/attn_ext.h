@@ -635,8 +635,11 @@ int attn_vtab_disconnect(sqlite3_vtab *vtab);
 int attn_vtab_open(sqlite3_vtab *vtab, sqlite3_vtab_cursor **out);
 /* Whether argument k (0: the first) was given, from the idxNum attn_vtab_best_index chose. */
 #define attn_arg_given(idx_num, k) (((idx_num) >> (k)) & 1)
+/* The code an error of ours is returned with: rc, except SQLITE_NOMEM, which becomes
+ * SQLITE_ERROR so that its message ("attn_x: out of memory ...") reaches Python's sqlite3. */
+int attn_error_code(int rc);
 /* A cursor's call failed with rc: make msg (sqlite3_malloc'd, taken; NULL: "fn: out of memory")
- * the vtab's error message, replacing one there, and return rc. */
+ * the vtab's error message, replacing one there, and return attn_error_code(rc). */
 int attn_vtab_fail(sqlite3_vtab *vtab, int rc, char *msg, const char *fn);
 /* An engine status as an SQLite result code: NN_OK -> SQLITE_OK, NN_NOMEM -> SQLITE_NOMEM,
  * NN_INTERRUPTED -> SQLITE_INTERRUPT, any other -> SQLITE_ERROR. */
@@ -657,7 +660,7 @@ int attn_name_value(const char *fn, sqlite3_value *v, const char **name, char **
 int attn_probability_value(const char *fn, const char *arg, sqlite3_value *v, double *out,
                            char **errmsg);
 /* Make a scalar function's result the error msg (sqlite3_malloc'd, taken; NULL: "fn: out of
- * memory"), with rc as its code unless rc is SQLITE_ERROR. */
+ * memory"), with rc as its code unless attn_error_code(rc) is SQLITE_ERROR. */
 void attn_result_error(sqlite3_context *ctx, int rc, char *msg, const char *fn);
 
 /* ------------------------------------- lineage (attn_lineage.c) and live progress (attn_status.c) */

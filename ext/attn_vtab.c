@@ -28,9 +28,17 @@ static void attn_vtab_error(sqlite3_vtab *vtab, char *msg /* sqlite3_malloc'd, t
   vtab->zErrMsg = msg;
 }
 
+int attn_error_code(int rc) {
+  /* Python's sqlite3 raises a bare MemoryError('') for SQLITE_NOMEM, dropping the message that
+   * says which function ran out and doing what ("attn_fit: out of memory creating the model"):
+   * the message carries the meaning, SQLITE_ERROR carries it to every client. SQLite's own
+   * allocation failures still end the statement with SQLITE_NOMEM. */
+  return rc == SQLITE_NOMEM ? SQLITE_ERROR : rc;
+}
+
 int attn_vtab_fail(sqlite3_vtab *vtab, int rc, char *msg, const char *fn) {
   attn_vtab_error(vtab, msg ? msg : sqlite3_mprintf("%s: out of memory", fn));
-  return rc;
+  return attn_error_code(rc);
 }
 
 int attn_nn_rc(int st) {
@@ -213,7 +221,7 @@ void attn_result_error(sqlite3_context *ctx, int rc, char *msg, const char *fn) 
     sqlite3_snprintf(sizeof buf, buf, "%s: out of memory", fn);
     sqlite3_result_error(ctx, buf, -1);
   }
-  if (rc != SQLITE_ERROR) sqlite3_result_error_code(ctx, rc);
+  if (attn_error_code(rc) != SQLITE_ERROR) sqlite3_result_error_code(ctx, rc);
   sqlite3_free(msg);
 }
 
