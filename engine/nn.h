@@ -326,7 +326,8 @@ int nn_model_forward(nn_model *model, nn_workspace *ws, const nn_batch *batch, i
  * logits as nn_model_forward. (attn_embed.) */
 int nn_model_forward_pooled(nn_model *model, nn_workspace *ws, const nn_batch *batch, float *logits,
                             float *pooled, char *err);
-/* Width of the pooled representation: hidden x directions (the recurrent output's). */
+/* Width of the pooled representation: hidden x directions (the recurrent output's) x the
+ * ensemble's members. */
 int nn_model_pooled_dim(const nn_model *model);
 
 /* Softmax of each row of logits (B, C) into probs (may alias). */
