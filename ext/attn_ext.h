@@ -659,6 +659,9 @@ int attn_name_value(const char *fn, sqlite3_value *v, const char **name, char **
  * (SQLITE_NOMEM when the message cannot be made). */
 int attn_probability_value(const char *fn, const char *arg, sqlite3_value *v, double *out,
                            char **errmsg);
+/* x as the shortest text that reads back as x (%.15g, else %.17g), for messages that quote a
+ * number: %g's 6 digits print 1.0000000000000002 as 1. Returns out. */
+const char *attn_number_text(char out[32], double x);
 /* Make a scalar function's result the error msg (sqlite3_malloc'd, taken; NULL: "fn: out of
  * memory"), with rc as its code unless attn_error_code(rc) is SQLITE_ERROR. */
 void attn_result_error(sqlite3_context *ctx, int rc, char *msg, const char *fn);
