@@ -71,6 +71,19 @@ typedef struct attn_tune_cursor {
   attn_job_receipt job; /* in a node: the job submitted (its one row) */
 } attn_tune_cursor;
 
+/* The message of an interrupt that came once the trials were saved: they stay saved. */
+static char *attn_tune_saved_interrupt(const attn_tune_cursor *cur) {
+  int64_t lo = INT64_MAX, hi = 0;
+  for (int i = 0; i < cur->ntrials; i++) {
+    if (cur->trials[i].version > 0 && cur->trials[i].version < lo) lo = cur->trials[i].version;
+    if (cur->trials[i].version > hi) hi = cur->trials[i].version;
+  }
+  if (hi == 0) return sqlite3_mprintf("attn_tune: interrupted");
+  return sqlite3_mprintf("attn_tune: interrupted after its %d trials were saved (versions %lld "
+                         "to %lld)",
+                         cur->ntrials, (long long)lo, (long long)hi);
+}
+
 /* The options of the search itself (taken out of the options argument): "search" ("grid" or
  * "random"), "trials" (a random search's count), "seconds" (no trial starts after this long),
  * "parallel" (trials two at a time where cores allow). */
@@ -933,6 +946,13 @@ static int attn_tune_filter(sqlite3_vtab_cursor *base, int idx_num, const char *
     nn_model_free(cur->trials[i].model);
     cur->trials[i].model = NULL;
   }
+  /* an interrupt during the commit: SQLite would end the statement with a bare "interrupted"
+   * at its next check; say it with the function's name and what was saved */
+  if (attn_tune_interrupted(db)) {
+    msg = attn_tune_saved_interrupt(cur);
+    rc = SQLITE_INTERRUPT;
+    goto done;
+  }
   rc = SQLITE_OK;
 done:
   attn_tune_keys_free(keys, nkeys);
@@ -952,7 +972,21 @@ done:
 }
 
 static int attn_tune_next(sqlite3_vtab_cursor *base) {
-  ((attn_tune_cursor *)base)->row++;
+  attn_tune_cursor *cur = (attn_tune_cursor *)base;
+  cur->row++;
+  /* SQLite checks for an interrupt after each row of a table-valued function and fails with a
+   * bare "interrupted": one that comes once the trials are saved (the commit window, or while
+   * the caller reads the rows) is said here first, with the function's name and what was
+   * saved. */
+  if (!cur->job.job && cur->row < cur->ntrials) {
+    attn_vtab *vtab = (attn_vtab *)base->pVtab;
+    attn_interrupt it = {attn_conn_db(vtab->conn), NULL, 0};
+    int stop = attn_interrupted(&it, 1);
+    attn_interrupt_end(&it);
+    if (stop)
+      return attn_vtab_fail(base->pVtab, SQLITE_INTERRUPT, attn_tune_saved_interrupt(cur),
+                            "attn_tune");
+  }
   return SQLITE_OK;
 }
 
