@@ -187,6 +187,41 @@ static char *attn_tune_value(const nn_json *v, const char *text) {
   return out;
 }
 
+typedef struct attn_tune_seen {
+  const char *value;
+  int i;
+} attn_tune_seen;
+
+static int attn_tune_seen_cmp(const void *a, const void *b) {
+  const attn_tune_seen *x = a, *y = b;
+  int c = strcmp(x->value, y->value);
+  return c ? c : (x->i > y->i) - (x->i < y->i);
+}
+
+/* Drop the repeats among a key's values, keeping the first of each in its place: a value given
+ * twice makes the same configuration twice, which a search would train twice (a random search
+ * drew distinct combinations, not distinct configurations). Sorted, so 65,536 values cost
+ * n log n. SQLITE_OK or SQLITE_NOMEM. */
+static int attn_tune_unique(attn_tune_key *k) {
+  if (k->n < 2) return SQLITE_OK;
+  attn_tune_seen *seen = sqlite3_malloc64(sizeof *seen * (sqlite3_uint64)k->n);
+  if (!seen) return SQLITE_NOMEM;
+  for (int i = 0; i < k->n; i++) seen[i] = (attn_tune_seen){k->values[i], i};
+  qsort(seen, (size_t)k->n, sizeof *seen, attn_tune_seen_cmp);
+  /* from the last: each freed value is compared before it is freed */
+  for (int i = k->n - 1; i > 0; i--)
+    if (strcmp(seen[i].value, seen[i - 1].value) == 0) {
+      sqlite3_free(k->values[seen[i].i]);
+      k->values[seen[i].i] = NULL; /* a repeat of an earlier one */
+    }
+  sqlite3_free(seen);
+  int n = 0;
+  for (int i = 0; i < k->n; i++)
+    if (k->values[i]) k->values[n++] = k->values[i];
+  k->n = n;
+  return SQLITE_OK;
+}
+
 /* Read the grid (a JSON object of non-empty arrays) into *keys / *nkeys and the number of its
  * combinations (*combinations; at most ATTN_TUNE_MAX_TRIALS for a grid search, at most 2^62 for
  * a random search, whose arrays may hold up to ATTN_TUNE_MAX_VALUES values each). Errors name
@@ -262,6 +297,7 @@ static int attn_tune_grid(const char *fn, const char *grid, int random, attn_tun
         goto done;
       }
     }
+    if ((rc = attn_tune_unique(cur)) != SQLITE_OK) goto done;
   }
   if (n == 0) {
     *msg = sqlite3_mprintf("%s: the grid is empty: give at least one option with an array of "

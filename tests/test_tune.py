@@ -126,6 +126,17 @@ def main():
     check(db.execute("SELECT count(*) FROM attn_models").fetchone()[0] == before,
           "no error stored anything")
 
+    # A value repeated in a grid's array counts once: neither search trains one configuration
+    # twice (a random search drew distinct combinations of [4, 4, 4, 6]: 4 trials, 3 alike)
+    for search in ("random", "grid"):
+        o = json.dumps(dict(json.loads(opts), search=search, **({"trials": 10} if search ==
+                                                                  "random" else {})))
+        got = [c for (c,) in db.execute(
+            "SELECT config FROM attn_tune('rep', 'SELECT text, label FROM docs', ?, ?)",
+            ('{"hidden":[4,4,4,6],"lr":[0.01,0.01]}', o))]
+        check(sorted(got) == ['{"hidden":4,"lr":0.01}', '{"hidden":6,"lr":0.01}'],
+              f"{search} search over repeated values: {len(got)} trials {got}")
+
     # An interrupt in the window between the tune's commit and SQLite's next check of the
     # interrupt (which would say a bare "interrupted"): a progress handler interrupts the
     # connection as soon as a second connection sees the trials committed. The error names
