@@ -13,11 +13,6 @@
 /* The largest model the options may describe, in floats (parameters only). */
 #define NN_MAX_PARAMS ((uint64_t)1 << 30)
 
-/* Number of parameters of the network described by cfg with cfg->vocab_size tokens and
- * num_classes classes: embedding + encoder (PyTorch's RNN/GRU/LSTM layout) + attention + fc1 +
- * fc2, as model.c lays them out (attention with P = hidden * directions: linear P+1, additive
- * P*P+2P, self 3(P*P+P), dot 0); test_safetensors checks it equals nn_model_param_count. Used as the
- * bound of nn_config_validate with num_classes = 2. */
-uint64_t nn_config_param_count(const nn_config *cfg, uint64_t num_classes);
+/* nn_config_param_count: in nn.h (ext/ sizes a model before training it) */
 
 #endif

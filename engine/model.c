@@ -148,7 +148,29 @@ static uint64_t member_seed(uint64_t seed, int k) { return seed + (uint64_t)k; }
  * 1/sqrt(H)) for every tensor; Linear weight and bias U(-1/sqrt(in), 1/sqrt(in)). Each member
  * draws from its own stream, its embedding first, then its tensors in state_dict order (as a
  * single network seeded with member_seed would). */
-static void init_params(nn_model *m, float *p, uint64_t seed) {
+_Thread_local nn_interrupt_fn nn_mem_stop = NULL;
+_Thread_local void *nn_mem_stop_ctx = NULL;
+
+/* stop(stop_ctx) is asked every this many weights drawn: a table of 2^22 subword rows is
+ * hundreds of millions of draws, seconds (about 10 ms between asks) */
+#define INIT_STOP_EVERY ((size_t)1 << 18)
+
+/* Fill x (n floats) from rng: N(0, 1) (bound 0) or U(-bound, bound); asks stop(stop_ctx) every
+ * INIT_STOP_EVERY values. NN_OK or NN_INTERRUPTED. */
+static int init_fill(float *x, size_t n, nn_rng *rng, float bound, nn_interrupt_fn stop,
+                     void *stop_ctx) {
+  for (size_t lo = 0; lo < n; lo += INIT_STOP_EVERY) {
+    size_t hi = n - lo < INIT_STOP_EVERY ? n : lo + INIT_STOP_EVERY;
+    if (bound == 0.0f)
+      for (size_t j = lo; j < hi; j++) x[j] = nn_rng_normal(rng);
+    else
+      for (size_t j = lo; j < hi; j++) x[j] = (2.0f * nn_rng_uniform(rng) - 1.0f) * bound;
+    if (stop && hi < n && stop(stop_ctx)) return NN_INTERRUPTED;
+  }
+  return NN_OK;
+}
+
+static int init_params(nn_model *m, float *p, uint64_t seed, nn_interrupt_fn stop, void *stop_ctx) {
   char prefix[20];
   for (int k = 0; k < m->K; k++) {
     nn_rng rng;
@@ -162,13 +184,13 @@ static void init_params(nn_model *m, float *p, uint64_t seed) {
       const char *name = t->name + plen;
       float *x = p + t->offset;
       if (strcmp(name, "embeddings.weight") == 0) {
-        for (size_t j = 0; j < t->size; j++) x[j] = nn_rng_normal(&rng);
+        if (init_fill(x, t->size, &rng, 0.0f, stop, stop_ctx) != NN_OK) return NN_INTERRUPTED;
         memset(x + (size_t)NN_PAD * m->E, 0, sizeof(float) * m->E);
         prev = t;
         continue;
       }
       if (strcmp(name, "subwords.weight") == 0) { /* an nn.Embedding too: N(0, 1) */
-        for (size_t j = 0; j < t->size; j++) x[j] = nn_rng_normal(&rng);
+        if (init_fill(x, t->size, &rng, 0.0f, stop, stop_ctx) != NN_OK) return NN_INTERRUPTED;
         prev = t;
         continue;
       }
@@ -180,10 +202,11 @@ static void init_params(nn_model *m, float *p, uint64_t seed) {
         fan_in = (double)w->shape[1];
       }
       float bound = (float)(1.0 / sqrt(fan_in));
-      for (size_t j = 0; j < t->size; j++) x[j] = (2.0f * nn_rng_uniform(&rng) - 1.0f) * bound;
+      if (init_fill(x, t->size, &rng, bound, stop, stop_ctx) != NN_OK) return NN_INTERRUPTED;
       prev = t;
     }
   }
+  return NN_OK;
 }
 
 /* The subword rows of every vocabulary word (model.h): m->sub_start, m->sub_rows. */
@@ -250,7 +273,7 @@ static nn_model *make_view(const nn_model *m) {
 
 static int model_create(nn_model **out, const nn_config *cfg, nn_vocab *vocab,
                         const char *const *labels, int num_classes, int init, uint64_t seed,
-                        char *err) {
+                        nn_interrupt_fn stop, void *stop_ctx, char *err) {
   *out = NULL;
   int rc = nn_config_validate(cfg, err);
   if (rc != NN_OK) {
@@ -335,7 +358,7 @@ static int model_create(nn_model **out, const nn_config *cfg, nn_vocab *vocab,
       m->member[k]->params = m->params;
       m->member[k]->host_params = m->host_params;
     }
-    if (init) init_params(m, m->host_params, seed);
+    if (init && init_params(m, m->host_params, seed, stop, stop_ctx) != NN_OK) goto interrupted;
     m->params_state = NN_PARAMS_HOST_NEWER;
     rc = nn_model_sync(m, err);
     if (rc != NN_OK) {
@@ -347,10 +370,15 @@ static int model_create(nn_model **out, const nn_config *cfg, nn_vocab *vocab,
     m->host_params = m->params;
     for (int k = 0; k < m->K && m->K > 1; k++)
       m->member[k]->params = m->member[k]->host_params = m->params;
-    if (init) init_params(m, m->params, seed); /* else zero: the backend's alloc zeroes */
+    /* else zero: the backend's alloc zeroes */
+    if (init && init_params(m, m->params, seed, stop, stop_ctx) != NN_OK) goto interrupted;
   }
   *out = m;
   return NN_OK;
+interrupted:
+  nn_model_free(m);
+  snprintf(err, NN_ERR_LEN, "interrupted");
+  return NN_INTERRUPTED;
 nomem:
   nn_vocab_free(vocab);
   nn_model_free(m);
@@ -360,12 +388,18 @@ nomem:
 
 int nn_model_create(nn_model **out, const nn_config *cfg, nn_vocab *vocab,
                     const char *const *labels, int num_classes, uint64_t seed, char *err) {
-  return model_create(out, cfg, vocab, labels, num_classes, 1, seed, err);
+  return model_create(out, cfg, vocab, labels, num_classes, 1, seed, NULL, NULL, err);
+}
+
+int nn_model_create_ex(nn_model **out, const nn_config *cfg, nn_vocab *vocab,
+                       const char *const *labels, int num_classes, uint64_t seed,
+                       nn_interrupt_fn stop, void *stop_ctx, char *err) {
+  return model_create(out, cfg, vocab, labels, num_classes, 1, seed, stop, stop_ctx, err);
 }
 
 int nn_model_create_uninit(nn_model **out, const nn_config *cfg, nn_vocab *vocab,
                            const char *const *labels, int num_classes, char *err) {
-  return model_create(out, cfg, vocab, labels, num_classes, 0, 0, err);
+  return model_create(out, cfg, vocab, labels, num_classes, 0, 0, NULL, NULL, err);
 }
 
 /* A view frees only its inference tables (model_infer.c); the owner the rest. */

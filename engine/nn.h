@@ -235,6 +235,14 @@ void nn_options_free(nn_options *o);
  * Every other option (epochs, lr, dropout, monitor, max_len, seed, device, ...) may change. */
 int nn_config_check_warm_start(const nn_config *cfg, const nn_config *base, char *err);
 
+/* Number of parameters of the network described by cfg with cfg->vocab_size tokens and
+ * num_classes classes: embedding + encoder (PyTorch's RNN/GRU/LSTM layout) + attention + fc1 +
+ * fc2, as model.c lays them out (attention with P = hidden * directions: linear P+1, additive
+ * P*P+2P, self 3(P*P+P), dot 0); test_safetensors checks it equals nn_model_param_count. Used as the
+ * bound of nn_config_validate with num_classes = 2, and by ext/ to size a model's file before
+ * training it. */
+uint64_t nn_config_param_count(const nn_config *cfg, uint64_t num_classes);
+
 /* The config as a JSON object (all keys), from mem (free it with mem), NUL-terminated; NULL
  * when out of memory. */
 char *nn_config_to_json(const nn_config *cfg, const nn_allocator *mem);
@@ -348,7 +356,8 @@ int nn_model_forward(nn_model *model, nn_workspace *ws, const nn_batch *batch, i
  * logits as nn_model_forward. (attn_embed.) */
 int nn_model_forward_pooled(nn_model *model, nn_workspace *ws, const nn_batch *batch, float *logits,
                             float *pooled, char *err);
-/* Width of the pooled representation: hidden x directions (the recurrent output's). */
+/* Width of the pooled representation: hidden x directions (the recurrent output's) x the
+ * ensemble's members. */
 int nn_model_pooled_dim(const nn_model *model);
 
 /* Softmax of each row of logits (B, C) into probs (may alias). */
@@ -552,6 +561,9 @@ int nn_trainer_set_class_weights(nn_trainer *tr, const char *const *labels, cons
 /* Where the trainer runs, e.g. "cpu (x86-64-v3 kernels)" or "cuda (NVIDIA H100 80GB HBM3, ...)";
  * written into buf (len bytes), which is returned. */
 const char *nn_trainer_backend(const nn_trainer *tr, char *buf, size_t len);
+/* Parameters of the model being trained (every member of an ensemble): its file holds 4 bytes
+ * each (nn_model_save), so a caller can refuse a model its store cannot hold before training. */
+size_t nn_trainer_param_count(const nn_trainer *tr);
 
 /* Pretrained word vectors (attn_train's "embeddings" option); call after nn_trainer_create,
  * before the first epoch. Sets the embedding row of `word` (len bytes, matched exactly against

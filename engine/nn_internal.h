@@ -58,6 +58,11 @@ void nn_rng_dropout_mask(nn_rng *rng, float *mask, size_t n, float keep, float s
  * memory comes from vocab's allocator (nn_vocab_build_ex). */
 int nn_model_create(nn_model **out, const nn_config *cfg, nn_vocab *vocab,
                     const char *const *labels, int num_classes, uint64_t seed, char *err);
+/* The same, asking stop(stop_ctx) (may be NULL) while it draws the weights (every 2^18):
+ * NN_INTERRUPTED (nothing made, vocab freed) once it says so. */
+int nn_model_create_ex(nn_model **out, const nn_config *cfg, nn_vocab *vocab,
+                       const char *const *labels, int num_classes, uint64_t seed,
+                       nn_interrupt_fn stop, void *stop_ctx, char *err);
 /* Parameters: one contiguous float buffer; the tensors are views into it, in state_dict
  * order, named as PyTorch names them. */
 size_t nn_model_param_count(const nn_model *model);

@@ -13,6 +13,27 @@
 #include "backend.h"
 #include "nn.h"
 
+/* While a trainer is made (nn_trainer_create), the calling thread's interrupt callback, else
+ * NULL: zeroing a large block asks it every NN_MEM_STOP_BYTES (a fresh block's first touch is
+ * its page faults: an 800 MB table takes a second or more), and once it says stop the block is
+ * freed and the allocation returns NULL, which nn_trainer_create reports as interrupted. */
+extern _Thread_local nn_interrupt_fn nn_mem_stop;
+extern _Thread_local void *nn_mem_stop_ctx;
+#define NN_MEM_STOP_BYTES ((size_t)4 << 20)
+
+/* Zero p (n bytes), asking nn_mem_stop between pieces: 0, or 1 when it said stop. */
+static inline int nn_mem_zero(void *p, size_t n) {
+  if (!nn_mem_stop || n <= NN_MEM_STOP_BYTES) {
+    memset(p, 0, n);
+    return 0;
+  }
+  for (size_t lo = 0; lo < n; lo += NN_MEM_STOP_BYTES) {
+    memset((unsigned char *)p + lo, 0, n - lo < NN_MEM_STOP_BYTES ? n - lo : NN_MEM_STOP_BYTES);
+    if (nn_mem_stop(nn_mem_stop_ctx)) return 1;
+  }
+  return 0;
+}
+
 static inline void *nn_mem_alloc(const nn_allocator *a, size_t n) {
   if (!n) n = 1;
   return a ? a->alloc(a->ctx, n) : malloc(n);
@@ -23,7 +44,10 @@ static inline void *nn_mem_calloc(const nn_allocator *a, size_t count, size_t si
   if (!a) return calloc(count ? count : 1, size ? size : 1);
   if (size && count > SIZE_MAX / size) return NULL;
   void *p = nn_mem_alloc(a, count * size);
-  if (p) memset(p, 0, count * size);
+  if (p && nn_mem_zero(p, count * size)) {
+    a->release(a->ctx, p);
+    return NULL;
+  }
   return p;
 }
 
@@ -55,16 +79,20 @@ static inline void *nn_mem_alloc_aligned(const nn_allocator *a, size_t bytes) {
   size_t n = (bytes + 63) & ~(size_t)63;
   if (n < bytes || n > SIZE_MAX - 64) return NULL;
   if (!n) n = 64;
-  unsigned char *p;
+  unsigned char *p, *raw = NULL;
   if (!a) {
     p = aligned_alloc(64, n);
   } else {
-    unsigned char *raw = a->alloc(a->ctx, n + 64);
+    raw = a->alloc(a->ctx, n + 64);
     if (!raw) return NULL;
     p = (unsigned char *)(((uintptr_t)raw + 64) & ~(uintptr_t)63);
     memcpy(p - sizeof raw, &raw, sizeof raw);
   }
-  if (p) memset(p, 0, n);
+  if (p && nn_mem_zero(p, n)) { /* interrupted (nn_mem_stop) */
+    if (a) a->release(a->ctx, raw);
+    else free(p);
+    return NULL;
+  }
   return p;
 }
 

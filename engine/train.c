@@ -158,6 +158,8 @@ int nn_trainer_create(nn_trainer **out, const nn_trainer_args *a, char *err) {
   tr->n_unlab = n_unlab;
   tr->stop = stop;
   tr->stop_ctx = stop_ctx;
+  nn_mem_stop = stop; /* the zeroing of large blocks asks it too (nn_mem.h) */
+  nn_mem_stop_ctx = stop_ctx;
   status = nn_train_data_prepare(tr, &names, &vocab, base, &rows, err);
   if (status != NN_OK) goto fail;
   /* pretraining is sized to the unlabelled rows: without them it is not run by default */
@@ -169,15 +171,12 @@ int nn_trainer_create(nn_trainer **out, const nn_trainer_args *a, char *err) {
   if (base)
     status = model_from_base(&tr->model, base, cfg, vocab, err);
   else
-    status = nn_model_create(&tr->model, cfg, vocab, (const char *const *)names, C, cfg->seed, err);
+    status = nn_model_create_ex(&tr->model, cfg, vocab, (const char *const *)names, C, cfg->seed,
+                                stop, stop_ctx, err); /* asks stop while it draws the weights */
   vocab = NULL; /* owned by the model now, also on error */
   tr->warm_start = base != NULL;
   if (status != NN_OK) goto fail;
-  if (stop && stop(stop_ctx)) { /* the initialisation draws every weight */
-    snprintf(err, NN_ERR_LEN, "interrupted");
-    status = NN_INTERRUPTED;
-    goto fail;
-  }
+  if (stop && stop(stop_ctx)) goto interrupted;
   status = nn_workspace_create(&tr->ws, mem, err);
   if (status != NN_OK) goto fail;
   tr->be = tr->model->be;
@@ -194,6 +193,8 @@ int nn_trainer_create(nn_trainer **out, const nn_trainer_args *a, char *err) {
   if (status != NN_OK) goto fail;
   status = nn_model_zero_grads(tr->model, err);
   if (status != NN_OK) goto fail;
+  /* each buffer of the size of the parameters is zeroed at its allocation: ask between them */
+  if (stop && stop(stop_ctx)) goto interrupted;
   tr->shard_ws[0] = tr->ws;
   tr->shard_grads[0] = tr->model->grads; /* backend memory */
   for (int s = 1; s < tr->shards; s++) {
@@ -202,9 +203,11 @@ int nn_trainer_create(nn_trainer **out, const nn_trainer_args *a, char *err) {
     tr->shard_grads[s] =
         nn_backend_alloc(tr->mem, tr->be, (tr->param_count ? tr->param_count : 1) * sizeof(float));
     if (!tr->shard_grads[s]) goto oom;
+    if (stop && stop(stop_ctx)) goto interrupted;
   }
   status = nn_adam_init_on(&tr->adam, tr->be, mem, tr->param_count, cfg->lr, err);
   if (status != NN_OK) goto fail;
+  if (stop && stop(stop_ctx)) goto interrupted;
   /* the embedding tables come first in the buffers: each member's V word rows, then its S
    * subword rows (model.h), K members */
   tr->table_rows = (size_t)tr->model->V + (size_t)tr->model->S;
@@ -260,8 +263,10 @@ int nn_trainer_create(nn_trainer **out, const nn_trainer_args *a, char *err) {
   tr->true_positive = nn_mem_alloc(tr->mem, (size_t)C * sizeof *tr->true_positive);
   tr->predicted = nn_mem_alloc(tr->mem, (size_t)C * sizeof *tr->predicted);
   tr->support = nn_mem_alloc(tr->mem, (size_t)C * sizeof *tr->support);
+  /* zeroed now, while nn_mem_stop asks for interrupts: its first copy at the end of the first
+   * epoch would otherwise take the page faults of a parameter-sized block at once */
   tr->best_params =
-      nn_mem_alloc(tr->mem, (tr->param_count ? tr->param_count : 1) * sizeof *tr->best_params);
+      nn_mem_calloc(tr->mem, tr->param_count ? tr->param_count : 1, sizeof *tr->best_params);
   if (!tr->order || !tr->sort_scratch || !tr->length_count || !tr->batch_perm || !tr->tokens ||
       !tr->lengths || !tr->labels || !tr->logits || !tr->dlogits || !tr->true_positive ||
       !tr->predicted || !tr->support || !tr->best_params)
@@ -284,10 +289,21 @@ int nn_trainer_create(nn_trainer **out, const nn_trainer_args *a, char *err) {
 oom:
   snprintf(err, NN_ERR_LEN, "out of memory preparing training over %d rows", n);
   status = NN_NOMEM;
+  goto fail;
+interrupted:
+  snprintf(err, NN_ERR_LEN, "interrupted");
+  status = NN_INTERRUPTED;
 fail:
+  /* an allocation that stopped zeroing on an interrupt returned NULL: not out of memory */
+  if (status == NN_NOMEM && stop && stop(stop_ctx)) {
+    snprintf(err, NN_ERR_LEN, "interrupted");
+    status = NN_INTERRUPTED;
+  }
   nn_trainer_free(tr);
   tr = NULL;
 done:
+  nn_mem_stop = NULL;
+  nn_mem_stop_ctx = NULL;
   for (int c = 0; c < names_count; c++)
     nn_mem_free(mem, names[c]); /* nn_model_create copied them */
   nn_mem_free(mem, names);
@@ -1003,6 +1019,8 @@ int nn_trainer_set_class_weights(nn_trainer *tr, const char *const *labels, cons
   nn_mem_free(tr->mem, w);
   return NN_OK;
 }
+
+size_t nn_trainer_param_count(const nn_trainer *tr) { return tr->param_count; }
 
 const char *nn_trainer_backend(const nn_trainer *tr, char *buf, size_t len) {
   char device[256] = "";

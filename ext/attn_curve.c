@@ -90,12 +90,13 @@ static int curve_thresholds(const char *fn, sqlite3_value *v, double **out, int 
   if (type == SQLITE_INTEGER || type == SQLITE_FLOAT) {
     double t = sqlite3_value_double(v);
     if (!(t >= 0 && t <= 1)) {
-      *msg = sqlite3_mprintf("%s: %s, got %g", fn, usage, t);
+      char got[32];
+      *msg = sqlite3_mprintf("%s: %s, got %s", fn, usage, attn_number_text(got, t));
       return SQLITE_ERROR;
     }
     *out = sqlite3_malloc64(sizeof **out);
     if (!*out) return SQLITE_NOMEM;
-    **out = t;
+    **out = t == 0 ? 0.0 : t; /* -0.0 is 0: the threshold column never says -0.0 */
     *n = 1;
     return SQLITE_OK;
   }
@@ -134,9 +135,10 @@ static int curve_thresholds(const char *fn, sqlite3_value *v, double **out, int 
   for (size_t i = 0; i < count; i++) {
     const nn_json *item = nn_json_at(doc, i);
     if (item->type != NN_JSON_NUMBER || !(item->number >= 0 && item->number <= 1)) {
+      char got[32];
       if (item->type == NN_JSON_NUMBER)
-        *msg = sqlite3_mprintf("%s: %s, got %g (item %lld)", fn, usage, item->number,
-                               (long long)i + 1);
+        *msg = sqlite3_mprintf("%s: %s, got %s (item %lld)", fn, usage,
+                               attn_number_text(got, item->number), (long long)i + 1);
       else
         *msg = sqlite3_mprintf("%s: %s, got a JSON %s (item %lld)", fn, usage,
                                nn_json_type_name(item->type), (long long)i + 1);
@@ -145,7 +147,7 @@ static int curve_thresholds(const char *fn, sqlite3_value *v, double **out, int 
       nn_json_free(doc);
       return SQLITE_ERROR;
     }
-    (*out)[i] = item->number;
+    (*out)[i] = item->number == 0 ? 0.0 : item->number;
   }
   *n = (int)count;
   nn_json_free(doc);

@@ -10,7 +10,8 @@
  *
  * The vector is the context that attention pooling makes of the recurrent outputs (the weighted
  * sum of the hidden states, or of their value projections for "self" attention), the input of
- * fc1: D = hidden x directions numbers (nn_model_forward_pooled). The BLOB is D float32 in
+ * fc1: D = hidden x directions numbers (nn_model_forward_pooled), times the members of an
+ * ensemble (each member's context in turn: each has its own space). The BLOB is D float32 in
  * little-endian byte order, whatever the host (attn_floats_to_le): the layout of sqlite-vec's
  * float vectors, of attn_vectors_load's and of numpy's '<f4'. A NULL text gives NULL; an empty
  * text is one <UNK> token, as attn_predict reads it. Innocuous: the model is looked up as

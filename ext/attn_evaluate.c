@@ -6,11 +6,15 @@
  *   --                                                with support-weighted averages (sklearn's
  *   --                                                classification_report "weighted avg")
  *   SELECT * FROM attn_confusion('news', 'SELECT title, category FROM test_headlines');
- *   --  actual | predicted | count                   every (actual, predicted) pair, zeros too
+ *   --  actual | predicted | count                   every pair of the labels that occur in the
+ *   --                                               rows (as actual or predicted), zeros too
+ *   SELECT * FROM attn_confusion('news', 'SELECT ...', '{"all_labels":true}');
+ *   --                                               every label of the model and of the rows
  *
  * Memory: per class a few counters; the confusion counts are kept sparse (the pairs seen), so a
- * model of many classes costs no K x K matrix (its attn_confusion still has K x C rows, made
- * one at a time).
+ * model of many classes costs no K x K matrix. Its rows are bounded by the rows read: at most
+ * (2n)^2 for n rows (their labels and predictions); with "all_labels" a 10,000-class model has
+ * 10^8, made one at a time.
  *
  * The query: one read-only statement, columns text and label (labels compared as text; a NULL
  * text or label is an error naming the row). The classes are the union of the model's labels
@@ -22,6 +26,7 @@
 #include <string.h>
 
 #include "attn_ext.h"
+#include "json.h"
 
 enum { ATTN_EVALUATE = 0, ATTN_CONFUSION = 1 }; /* the mode: which of the two names was called */
 
@@ -38,8 +43,10 @@ typedef struct attn_eval_cursor {
   nn_class_metrics *metrics; /* (K + 1): per class, then weighted */
   /* attn_confusion: rows are (actual, predicted) for every class and every model class, in
    * sorted order; the counts are kept sparse (a 16,000-class model is not 16,000^2 cells) */
-  int *model_ranks;    /* (C) sorted positions of the model's classes, ascending */
+  int *model_ranks; /* (C) sorted positions of the predicted column's classes, ascending */
   int C;
+  int *actual_ranks; /* (A) sorted positions of the actual column's classes, ascending */
+  int A;
   attn_eval_cell *cells; /* (ncells) keys in sorted positions, ascending */
   int64_t ncells;
   int64_t nrows, row;
@@ -64,10 +71,12 @@ enum {
   ATTN_CONFUSION_COL_PREDICTED,
   ATTN_CONFUSION_COL_COUNT,
   ATTN_CONFUSION_COL_ARG_NAME,
-  ATTN_CONFUSION_COL_ARG_QUERY
+  ATTN_CONFUSION_COL_ARG_QUERY,
+  ATTN_CONFUSION_COL_ARG_OPTIONS
 };
 static const char attn_confusion_schema[] =
-    "CREATE TABLE x(actual TEXT, predicted TEXT, count INTEGER, arg_name HIDDEN, arg_query HIDDEN)";
+    "CREATE TABLE x(actual TEXT, predicted TEXT, count INTEGER, arg_name HIDDEN, arg_query HIDDEN, "
+    "arg_options HIDDEN)";
 
 /* One module under two names: argv[0] is the name it was called by. Direct-only: it runs a query
  * given as text. */
@@ -82,8 +91,9 @@ static int attn_eval_best_index(sqlite3_vtab *base, sqlite3_index_info *info) {
   if (((attn_vtab *)base)->mode == ATTN_EVALUATE)
     return attn_vtab_best_index(base, info, ATTN_EVALUATE_COL_ARG_NAME, 2, 2,
                                 "attn_evaluate: expected 2 arguments: attn_evaluate(name, query)");
-  return attn_vtab_best_index(base, info, ATTN_CONFUSION_COL_ARG_NAME, 2, 2,
-                              "attn_confusion: expected 2 arguments: attn_confusion(name, query)");
+  return attn_vtab_best_index(base, info, ATTN_CONFUSION_COL_ARG_NAME, 3, 2,
+                              "attn_confusion: expected 2 or 3 arguments: attn_confusion(name, "
+                              "query) or attn_confusion(name, query, options)");
 }
 
 static void attn_eval_reset(attn_eval_cursor *cur) {
@@ -91,12 +101,14 @@ static void attn_eval_reset(attn_eval_cursor *cur) {
   sqlite3_free(cur->labels);
   sqlite3_free(cur->metrics);
   sqlite3_free(cur->model_ranks);
+  sqlite3_free(cur->actual_ranks);
   sqlite3_free(cur->cells);
   cur->labels = NULL;
   cur->metrics = NULL;
   cur->model_ranks = NULL;
+  cur->actual_ranks = NULL;
   cur->cells = NULL;
-  cur->K = cur->C = 0;
+  cur->K = cur->C = cur->A = 0;
   cur->ncells = cur->nrows = cur->row = 0;
 }
 
@@ -198,6 +210,46 @@ static int attn_eval_order_cmp(const void *a, const void *b) {
   return c ? c : (x->id > y->id) - (x->id < y->id);
 }
 
+/* attn_confusion's options: {"all_labels": true} for every label of the model and of the rows;
+ * NULL, {} or false for the labels that occur. SQLITE_OK or an error with *msg. */
+static int attn_confusion_options(sqlite3_value *arg, int *all_labels, char **msg) {
+  static const char usage[] = "attn_confusion: the options must be a JSON object as text, e.g. "
+                              "'{\"all_labels\":true}'";
+  *all_labels = 0;
+  if (!arg || sqlite3_value_type(arg) == SQLITE_NULL) return SQLITE_OK;
+  if (sqlite3_value_type(arg) != SQLITE_TEXT) {
+    *msg = sqlite3_mprintf("%s", usage);
+    return SQLITE_ERROR;
+  }
+  const char *text = (const char *)sqlite3_value_text(arg);
+  char err[NN_ERR_LEN] = "";
+  nn_json *doc = NULL;
+  int st = nn_json_parse(&doc, text, (size_t)sqlite3_value_bytes(arg), &attn_mem, err);
+  if (st == NN_NOMEM) return SQLITE_NOMEM;
+  int rc = SQLITE_OK;
+  if (st != NN_OK || doc->type != NN_JSON_OBJECT) {
+    *msg = sqlite3_mprintf("%s", usage);
+    rc = SQLITE_ERROR;
+  }
+  for (size_t i = 0; rc == SQLITE_OK && i < doc->count; i++) {
+    const nn_json *m = &doc->items[i];
+    if (strcmp(m->key, "all_labels") != 0) {
+      *msg = sqlite3_mprintf("attn_confusion: unknown option \"%s\" (expected \"all_labels\")",
+                             m->key);
+      rc = SQLITE_ERROR;
+    } else if (m->type != NN_JSON_TRUE && m->type != NN_JSON_FALSE) {
+      *msg = sqlite3_mprintf("attn_confusion: option \"all_labels\" must be true or false, got "
+                             "%s",
+                             nn_json_type_name(m->type));
+      rc = SQLITE_ERROR;
+    } else {
+      *all_labels = m->type == NN_JSON_TRUE;
+    }
+  }
+  nn_json_free(doc);
+  return rc;
+}
+
 static int attn_eval_filter(sqlite3_vtab_cursor *base, int idx_num, const char *idx_str, int argc,
                             sqlite3_value **argv) {
   attn_eval_cursor *cur = (attn_eval_cursor *)base;
@@ -211,7 +263,13 @@ static int attn_eval_filter(sqlite3_vtab_cursor *base, int idx_num, const char *
   int *rank = NULL, rc;
   int64_t *sorted_counts = NULL;
   memset(&ec, 0, sizeof ec);
+  memset(&q, 0, sizeof q); /* freed at done: also when the options are refused */
   attn_eval_reset(cur);
+  int all_labels = 0;
+  if (vtab->mode == ATTN_CONFUSION) {
+    rc = attn_confusion_options(argc > 2 ? argv[2] : NULL, &all_labels, &msg);
+    if (rc != SQLITE_OK) goto done;
+  }
   rc = attn_labelled_open(&q, vtab->conn, &interrupt, fn, 0, argc > 0 ? argv[0] : NULL,
                           argc > 1 ? argv[1] : NULL, &msg);
   if (rc != SQLITE_OK) goto done;
@@ -273,14 +331,16 @@ static int attn_eval_filter(sqlite3_vtab_cursor *base, int idx_num, const char *
   cur->labels = sqlite3_malloc64(sizeof *cur->labels * (sqlite3_uint64)K);
   cur->metrics = sqlite3_malloc64(sizeof *cur->metrics * (sqlite3_uint64)(K + 1));
   cur->model_ranks = sqlite3_malloc64(sizeof *cur->model_ranks * (sqlite3_uint64)(C ? C : 1));
-  if (!order || !rank || !sorted_counts || !cur->labels || !cur->metrics || !cur->model_ranks) {
+  cur->actual_ranks = sqlite3_malloc64(sizeof *cur->actual_ranks * (sqlite3_uint64)K);
+  if (!order || !rank || !sorted_counts || !cur->labels || !cur->metrics || !cur->model_ranks ||
+      !cur->actual_ranks) {
     rc = SQLITE_NOMEM;
     goto done;
   }
   for (int k = 0; k < K; k++) order[k] = (attn_eval_order){ec.labels[k], k};
   qsort(order, (size_t)K, sizeof *order, attn_eval_order_cmp);
   int64_t *tp = sorted_counts, *predicted = tp + K, *support = predicted + K;
-  int m = 0;
+  int m = 0, a = 0;
   for (int s = 0; s < K; s++) {
     int id = order[s].id;
     rank[id] = s;
@@ -289,10 +349,15 @@ static int attn_eval_filter(sqlite3_vtab_cursor *base, int idx_num, const char *
     tp[s] = ec.correct[id];
     predicted[s] = ec.predicted[id];
     support[s] = ec.support[id];
-    if (id < C) cur->model_ranks[m++] = s;
+    /* the confusion matrix: the labels that occur in the rows, as actual or predicted (so its
+     * size follows the rows read, not the model), or with "all_labels" every class */
+    int occurs = all_labels || ec.support[id] > 0 || ec.predicted[id] > 0;
+    if (occurs) cur->actual_ranks[a++] = s;
+    if (occurs && id < C) cur->model_ranks[m++] = s;
   }
   cur->K = K;
   cur->C = m;
+  cur->A = a;
   double accuracy = 0;
   nn_metrics_from_counts(cur->metrics, &cur->metrics[K], &accuracy, tp, predicted, support, K);
   if (vtab->mode == ATTN_EVALUATE) {
@@ -307,7 +372,7 @@ static int attn_eval_filter(sqlite3_vtab_cursor *base, int idx_num, const char *
     cur->cells = ec.cells;
     cur->ncells = ec.ncells;
     ec.cells = NULL;
-    cur->nrows = (int64_t)K * m;
+    cur->nrows = (int64_t)a * m;
   }
   rc = SQLITE_OK;
 done:
@@ -372,7 +437,7 @@ static int attn_eval_column(sqlite3_vtab_cursor *base, sqlite3_context *ctx, int
     }
     return SQLITE_OK;
   }
-  int a = (int)(cur->row / cur->C), p = cur->model_ranks[cur->row % cur->C];
+  int a = cur->actual_ranks[cur->row / cur->C], p = cur->model_ranks[cur->row % cur->C];
   switch (col) {
   case ATTN_CONFUSION_COL_ACTUAL: sqlite3_result_text(ctx, cur->labels[a], -1, SQLITE_TRANSIENT); break;
   case ATTN_CONFUSION_COL_PREDICTED:

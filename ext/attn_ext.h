@@ -203,6 +203,14 @@ void attn_store_live_abort(attn_conn *conn, const char *name, int64_t version,
 int attn_store_check_save(attn_conn *conn, const char *fn, const char *name, int count,
                           char **errmsg);
 
+/* Can this connection store the model of cfg? Its file (nn_model_save) must fit
+ * SQLITE_LIMIT_LENGTH, the largest BLOB. params: the model's parameters (nn_trainer_param_count),
+ * or 0 before the rows are read (then the smallest model cfg allows: two words, one class).
+ * SQLITE_OK, or SQLITE_TOOBIG with *errmsg "fn: ..." naming the size, the limit and the options
+ * to make smaller. */
+int attn_store_check_size(sqlite3 *db, const char *fn, const nn_config *cfg, uint64_t params,
+                          char **errmsg);
+
 /* One statement run once on db, its first row read: ?1 .. ?ntexts bound to texts (a NULL text
  * binds NULL), the next nints to ints, the row's first ncols columns read as integers into out
  * (NULL reads as 0; out untouched when no row comes). SQLITE_ROW, SQLITE_DONE when no row
@@ -634,8 +642,11 @@ int attn_vtab_disconnect(sqlite3_vtab *vtab);
 int attn_vtab_open(sqlite3_vtab *vtab, sqlite3_vtab_cursor **out);
 /* Whether argument k (0: the first) was given, from the idxNum attn_vtab_best_index chose. */
 #define attn_arg_given(idx_num, k) (((idx_num) >> (k)) & 1)
+/* The code an error of ours is returned with: rc, except SQLITE_NOMEM, which becomes
+ * SQLITE_ERROR so that its message ("attn_x: out of memory ...") reaches Python's sqlite3. */
+int attn_error_code(int rc);
 /* A cursor's call failed with rc: make msg (sqlite3_malloc'd, taken; NULL: "fn: out of memory")
- * the vtab's error message, replacing one there, and return rc. */
+ * the vtab's error message, replacing one there, and return attn_error_code(rc). */
 int attn_vtab_fail(sqlite3_vtab *vtab, int rc, char *msg, const char *fn);
 /* An engine status as an SQLite result code: NN_OK -> SQLITE_OK, NN_NOMEM -> SQLITE_NOMEM,
  * NN_INTERRUPTED -> SQLITE_INTERRUPT, any other -> SQLITE_ERROR. */
@@ -655,8 +666,11 @@ int attn_name_value(const char *fn, sqlite3_value *v, const char **name, char **
  * (SQLITE_NOMEM when the message cannot be made). */
 int attn_probability_value(const char *fn, const char *arg, sqlite3_value *v, double *out,
                            char **errmsg);
+/* x as the shortest text that reads back as x (%.15g, else %.17g), for messages that quote a
+ * number: %g's 6 digits print 1.0000000000000002 as 1. Returns out. */
+const char *attn_number_text(char out[32], double x);
 /* Make a scalar function's result the error msg (sqlite3_malloc'd, taken; NULL: "fn: out of
- * memory"), with rc as its code unless rc is SQLITE_ERROR. */
+ * memory"), with rc as its code unless attn_error_code(rc) is SQLITE_ERROR. */
 void attn_result_error(sqlite3_context *ctx, int rc, char *msg, const char *fn);
 
 /* ------------------------------------- lineage (attn_lineage.c) and live progress (attn_status.c) */

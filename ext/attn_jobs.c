@@ -59,13 +59,23 @@ static const char attn_jobs_schema[] =
     "finished_at TEXT, seconds REAL, result TEXT, error TEXT)";
 
 /* The rows, in ATTN_JOBS_COL order; the epochs (NULL here) from attn_jobs_epochs_query. */
+#define ATTN_JOBS_COLUMNS                                                                          \
+  "SELECT r.job, r.function, r.name, r.state, r.node, r.phase, r.trial, r.trials, r.epoch, "       \
+  "r.epochs, r.batch, r.batches, r.train_loss, r.val_loss, r.val_accuracy, r.val_f1, NULL, "       \
+  "r.version, r.deployed, r.submitted_at, r.started_at, r.finished_at, "                           \
+  "(julianday(coalesce(r.finished_at, CASE WHEN r.state IN ('queued', 'running') THEN 'now' "      \
+  "END)) - julianday(r.started_at)) * 86400.0, r.result, r.error "
 static const char attn_jobs_query[] =
-    "SELECT r.job, r.function, r.name, r.state, r.node, r.phase, r.trial, r.trials, r.epoch, "
-    "r.epochs, r.batch, r.batches, r.train_loss, r.val_loss, r.val_accuracy, r.val_f1, NULL, "
-    "r.version, r.deployed, r.submitted_at, r.started_at, r.finished_at, "
-    "(julianday(coalesce(r.finished_at, CASE WHEN r.state IN ('queued', 'running') THEN 'now' "
-    "END)) - julianday(r.started_at)) * 86400.0, r.result, r.error "
-    "FROM main.attn_job_runs AS r ORDER BY r.job";
+    ATTN_JOBS_COLUMNS "FROM main.attn_job_runs AS r ORDER BY r.job";
+/* The same rows, each run once per epoch of its job (LEFT JOIN: once with none) in the order of
+ * attn_jobs_epochs_query, after the run's rowid: one statement, so that SQLite joins through
+ * attn_job_epochs' primary key, or an automatic index when a crafted table has none, instead
+ * of a scan of the whole table per job (20,000 jobs x 20,000 epochs: 10 s). +r.job: compared as
+ * the bound job of attn_jobs_epochs_query is, with attn_job_epochs.job's affinity. */
+static const char attn_jobs_joined_query[] = ATTN_JOBS_COLUMNS
+    ", r.rowid, e.rowid IS NOT NULL, e.trial > 0, e.trial, e.epoch, "
+    "e.train_loss, e.val_loss, e.val_accuracy, e.val_f1 FROM main.attn_job_runs AS r LEFT JOIN "
+    "main.attn_job_epochs AS e ON e.job = +r.job ORDER BY r.job, r.rowid, e.trial, e.epoch";
 /* A job's epochs, for the JSON array of objects of its `losses` column (a tune's, trial > 0,
  * say which trial; the comparison is SQL's, whatever the column holds). */
 static const char attn_jobs_epochs_query[] =
@@ -123,27 +133,34 @@ static int attn_jobs_table(sqlite3 *db, const char *name) {
   return is_table ? 1 : -1;
 }
 
+/* Append one epoch's object to sb, from stmt's columns col (trial > 0), col + 1 (trial), epoch,
+ * train_loss, val_loss, val_accuracy, val_f1; `n` objects before it. SQLITE_OK, or
+ * SQLITE_MISMATCH when a figure is a BLOB (no JSON form). */
+static int attn_jobs_epoch_json(nn_strbuf *sb, sqlite3_stmt *stmt, int col, int n) {
+  static const char *const keys[6] = {"trial",    "epoch",        "train_loss",
+                                      "val_loss", "val_accuracy", "val_f1"};
+  int rc = SQLITE_OK;
+  nn_strbuf_puts(sb, n ? ",{" : "{");
+  int first = sqlite3_column_int(stmt, col) ? 0 : 1; /* a trial's, or the epoch first */
+  for (int k = first; rc == SQLITE_OK && k < 6; k++) {
+    nn_strbuf_printf(sb, "%s\"%s\":", k > first ? "," : "", keys[k]);
+    rc = attn_json_value(sb, sqlite3_column_value(stmt, col + 1 + k));
+  }
+  nn_strbuf_puts(sb, "}");
+  return rc;
+}
+
 /* *out = the epochs of job (stmt: attn_jobs_epochs_query) as SQLite's json_group_array of
  * json_object would write them: [{"trial":1,"epoch":1,"train_loss":0.5,...},...], "[]" for
  * none. SQLITE_MISMATCH when a figure is a BLOB (no JSON form). */
 static int attn_jobs_epochs(sqlite3_stmt *stmt, sqlite3_value *job, char **out) {
-  static const char *const keys[6] = {"trial",    "epoch",        "train_loss",
-                                      "val_loss", "val_accuracy", "val_f1"};
   nn_strbuf sb;
   nn_strbuf_init(&sb, &attn_mem);
   nn_strbuf_puts(&sb, "[");
   sqlite3_reset(stmt);
   int rc = sqlite3_bind_value(stmt, 1, job), n = 0;
-  while (rc == SQLITE_OK && (rc = sqlite3_step(stmt)) == SQLITE_ROW) {
-    rc = SQLITE_OK;
-    nn_strbuf_puts(&sb, n++ ? ",{" : "{");
-    int first = sqlite3_column_int(stmt, 0) ? 0 : 1; /* a trial's, or the epoch first */
-    for (int k = first; rc == SQLITE_OK && k < 6; k++) {
-      nn_strbuf_printf(&sb, "%s\"%s\":", k > first ? "," : "", keys[k]);
-      rc = attn_json_value(&sb, sqlite3_column_value(stmt, 1 + k));
-    }
-    nn_strbuf_puts(&sb, "}");
-  }
+  while (rc == SQLITE_OK && (rc = sqlite3_step(stmt)) == SQLITE_ROW)
+    rc = attn_jobs_epoch_json(&sb, stmt, 0, n++);
   if (rc == SQLITE_DONE) rc = SQLITE_OK;
   nn_strbuf_puts(&sb, "]");
   if (rc == SQLITE_OK && sb.oom) rc = SQLITE_NOMEM;
@@ -152,6 +169,14 @@ static int attn_jobs_epochs(sqlite3_stmt *stmt, sqlite3_value *job, char **out) 
   nn_strbuf_free(&sb);
   sqlite3_reset(stmt);
   return rc;
+}
+
+/* The losses of the joined path's run r: sb's objects closed as an array. */
+static int attn_jobs_losses(nn_strbuf *sb, attn_jobs_row *r) {
+  nn_strbuf_puts(sb, "]");
+  if (sb->oom) return SQLITE_NOMEM;
+  r->losses = sqlite3_mprintf("%s", sb->data);
+  return r->losses ? SQLITE_OK : SQLITE_NOMEM;
 }
 
 /* The rows are read at once (a few hundred jobs at most in practice): no statement of ours
@@ -176,15 +201,30 @@ static int attn_jobs_filter(sqlite3_vtab_cursor *base, int idx_num, const char *
     goto done;
   }
   if (runs == 0) goto done; /* no job ever ran here */
-  rc = sqlite3_prepare_v2(db, attn_jobs_query, -1, &stmt, NULL);
-  if (rc == SQLITE_OK && epochs)
+  /* with attn_job_epochs: joined in one statement; the query of one job's epochs per run only
+   * where the join cannot be made (a table without rowid) */
+  int joined =
+      epochs && sqlite3_prepare_v2(db, attn_jobs_joined_query, -1, &stmt, NULL) == SQLITE_OK;
+  rc = joined ? SQLITE_OK : sqlite3_prepare_v2(db, attn_jobs_query, -1, &stmt, NULL);
+  if (rc == SQLITE_OK && epochs && !joined)
     rc = sqlite3_prepare_v2(db, attn_jobs_epochs_query, -1, &epochs_stmt, NULL);
   if (rc != SQLITE_OK) {
     msg = sqlite3_mprintf("attn_jobs: cannot read attn_job_runs: %s", sqlite3_errmsg(db));
     goto done;
   }
   const char *database = sqlite3_db_filename(db, "main");
+  nn_strbuf sb; /* joined: the losses of the run being read */
+  nn_strbuf_init(&sb, &attn_mem);
+  int64_t run_rowid = 0;
+  int nepochs = 0;
   while ((rc = sqlite3_step(stmt)) == SQLITE_ROW) {
+    if (joined && cur->n > 0 && sqlite3_column_int64(stmt, ATTN_JOBS_NCOLS) == run_rowid) {
+      rc = attn_jobs_epoch_json(&sb, stmt, ATTN_JOBS_NCOLS + 2, nepochs++); /* the same run */
+      if (rc != SQLITE_OK) break;
+      continue;
+    }
+    if (joined && cur->n > 0 && (rc = attn_jobs_losses(&sb, &cur->rows[cur->n - 1])) != SQLITE_OK)
+      break;
     if (cur->n == cap) {
       int c = cap ? 2 * cap : 16;
       attn_jobs_row *rows = sqlite3_realloc64(cur->rows, sizeof *rows * (sqlite3_uint64)c);
@@ -202,7 +242,15 @@ static int attn_jobs_filter(sqlite3_vtab_cursor *base, int idx_num, const char *
       if (!r->values[c]) rc = SQLITE_NOMEM;
     }
     if (rc == SQLITE_NOMEM) break;
-    if (epochs_stmt) {
+    if (joined) {
+      run_rowid = sqlite3_column_int64(stmt, ATTN_JOBS_NCOLS);
+      nepochs = 0;
+      sb.len = 0;
+      nn_strbuf_puts(&sb, "[");
+      if (sqlite3_column_int(stmt, ATTN_JOBS_NCOLS + 1) &&
+          (rc = attn_jobs_epoch_json(&sb, stmt, ATTN_JOBS_NCOLS + 2, nepochs++)) != SQLITE_OK)
+        break;
+    } else if (epochs_stmt) {
       rc = attn_jobs_epochs(epochs_stmt, r->values[ATTN_JOBS_COL_JOB], &r->losses);
       if (rc != SQLITE_OK) break;
     }
@@ -210,6 +258,9 @@ static int attn_jobs_filter(sqlite3_vtab_cursor *base, int idx_num, const char *
     if (state && strcmp(state, "running") == 0 && database)
       r->live = attn_job_live(database, sqlite3_column_int64(stmt, ATTN_JOBS_COL_JOB), &r->view);
   }
+  if (rc == SQLITE_DONE && joined && cur->n > 0) rc = attn_jobs_losses(&sb, &cur->rows[cur->n - 1]);
+  if (rc == SQLITE_OK) rc = SQLITE_DONE;
+  nn_strbuf_free(&sb);
   if (rc == SQLITE_DONE) {
     rc = SQLITE_OK;
   } else if (rc == SQLITE_MISMATCH) {

@@ -168,18 +168,17 @@ void attn_version_short(char *out) {
   out[n] = 0;
 }
 
-static void bind_text_or_null(sqlite3_stmt *stmt, int i, const char *text) {
-  if (text)
-    sqlite3_bind_text(stmt, i, text, -1, SQLITE_STATIC);
-  else
-    sqlite3_bind_null(stmt, i);
+/* Each keeps the first failing bind's code in *rc (a text past SQLITE_LIMIT_LENGTH: the row
+ * must not be written with that column NULL). */
+static void bind_text_or_null(int *rc, sqlite3_stmt *stmt, int i, const char *text) {
+  int bound =
+      text ? sqlite3_bind_text(stmt, i, text, -1, SQLITE_STATIC) : sqlite3_bind_null(stmt, i);
+  if (*rc == SQLITE_OK) *rc = bound;
 }
 
-static void bind_int_or_null(sqlite3_stmt *stmt, int i, int64_t v) {
-  if (v >= 0)
-    sqlite3_bind_int64(stmt, i, v);
-  else
-    sqlite3_bind_null(stmt, i);
+static void bind_int_or_null(int *rc, sqlite3_stmt *stmt, int i, int64_t v) {
+  int bound = v >= 0 ? sqlite3_bind_int64(stmt, i, v) : sqlite3_bind_null(stmt, i);
+  if (*rc == SQLITE_OK) *rc = bound;
 }
 
 int attn_lineage_write(sqlite3 *db, const char *fn, const char *name, int64_t version,
@@ -218,22 +217,28 @@ int attn_lineage_write(sqlite3 *db, const char *fn, const char *name, int64_t ve
     sqlite3_free(options);
     return rc;
   }
-  sqlite3_bind_text(stmt, 1, name, -1, SQLITE_STATIC);
-  sqlite3_bind_int64(stmt, 2, version);
-  bind_text_or_null(stmt, 3, l->function);
-  bind_text_or_null(stmt, 4, l->query);
-  bind_int_or_null(stmt, 5, l->rows);
-  bind_text_or_null(stmt, 6, l->rows_sha256);
-  bind_text_or_null(stmt, 7, l->validation_query);
-  bind_int_or_null(stmt, 8, l->validation_rows);
-  bind_text_or_null(stmt, 9, l->validation_sha256);
-  bind_text_or_null(stmt, 10, options);
-  bind_text_or_null(stmt, 11, l->from_name);
-  bind_int_or_null(stmt, 12, l->from_version);
-  sqlite3_bind_text(stmt, 13, attnext, -1, SQLITE_TRANSIENT);
-  bind_text_or_null(stmt, 14, l->backend);
-  bind_text_or_null(stmt, 15, l->started_at);
-  bind_text_or_null(stmt, 16, l->ended_at);
+  bind_text_or_null(&rc, stmt, 1, name);
+  bind_int_or_null(&rc, stmt, 2, version);
+  bind_text_or_null(&rc, stmt, 3, l->function);
+  bind_text_or_null(&rc, stmt, 4, l->query);
+  bind_int_or_null(&rc, stmt, 5, l->rows);
+  bind_text_or_null(&rc, stmt, 6, l->rows_sha256);
+  bind_text_or_null(&rc, stmt, 7, l->validation_query);
+  bind_int_or_null(&rc, stmt, 8, l->validation_rows);
+  bind_text_or_null(&rc, stmt, 9, l->validation_sha256);
+  bind_text_or_null(&rc, stmt, 10, options);
+  bind_text_or_null(&rc, stmt, 11, l->from_name);
+  bind_int_or_null(&rc, stmt, 12, l->from_version);
+  bind_text_or_null(&rc, stmt, 13, attnext);
+  bind_text_or_null(&rc, stmt, 14, l->backend);
+  bind_text_or_null(&rc, stmt, 15, l->started_at);
+  bind_text_or_null(&rc, stmt, 16, l->ended_at);
+  if (rc != SQLITE_OK) {
+    *errmsg = sqlite3_mprintf("%s: cannot save the lineage: %s", fn, sqlite3_errstr(rc));
+    sqlite3_finalize(stmt);
+    sqlite3_free(options);
+    return rc;
+  }
   rc = sqlite3_step(stmt);
   if (rc == SQLITE_DONE) {
     rc = SQLITE_OK;

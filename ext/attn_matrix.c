@@ -647,7 +647,7 @@ void attn_matrix_svg_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) 
     } else {
       sqlite3_result_error(ctx, "attn_matrix_svg: out of memory", -1);
     }
-    if (rc != SQLITE_ERROR) sqlite3_result_error_code(ctx, rc);
+    if (attn_error_code(rc) != SQLITE_ERROR) sqlite3_result_error_code(ctx, rc);
     mx_free(&m);
     return;
   }

@@ -60,6 +60,29 @@ int attn_exec_step(sqlite3_stmt *stmt, sqlite3 *db, const char *fn, const char *
   return rc;
 }
 
+/* Keeps the first failure among a statement's binds in *rc: a bind fails on a text or BLOB
+ * longer than SQLITE_LIMIT_LENGTH (SQLITE_TOOBIG) or out of memory, and the statement must not
+ * then run with that parameter NULL. */
+static void attn_bound(int *rc, int bind_rc) {
+  if (*rc == SQLITE_OK) *rc = bind_rc;
+}
+
+/* Binds one epoch's row of attn_training_log, ?1 .. ?9 in the table's order. */
+static int attn_bind_epoch(sqlite3_stmt *stmt, const char *name, int64_t version,
+                           const nn_epoch_stats *e) {
+  int rc = SQLITE_OK;
+  attn_bound(&rc, sqlite3_bind_text(stmt, 1, name, -1, SQLITE_STATIC));
+  attn_bound(&rc, sqlite3_bind_int64(stmt, 2, version));
+  attn_bound(&rc, sqlite3_bind_int(stmt, 3, e->epoch));
+  attn_bound(&rc, sqlite3_bind_double(stmt, 4, e->train_loss));
+  attn_bound(&rc, sqlite3_bind_double(stmt, 5, e->val_loss));
+  attn_bound(&rc, sqlite3_bind_double(stmt, 6, e->val_accuracy));
+  attn_bound(&rc, sqlite3_bind_double(stmt, 7, e->val_f1));
+  attn_bound(&rc, sqlite3_bind_double(stmt, 8, e->lr));
+  attn_bound(&rc, sqlite3_bind_double(stmt, 9, e->seconds));
+  return rc;
+}
+
 /* The labels of a model as a JSON array. sqlite3_malloc'd; NULL when out of memory. */
 static char *attn_labels_json(const nn_model *model) {
   sqlite3_str *s = sqlite3_str_new(NULL);
@@ -79,9 +102,9 @@ int attn_sql_ints(sqlite3 *db, const char *sql, const char *const *texts, int nt
   sqlite3_stmt *stmt = NULL;
   int rc = sqlite3_prepare_v2(db, sql, -1, &stmt, NULL);
   for (int i = 0; rc == SQLITE_OK && i < ntexts; i++)
-    sqlite3_bind_text(stmt, i + 1, texts[i], -1, SQLITE_STATIC);
+    rc = sqlite3_bind_text(stmt, i + 1, texts[i], -1, SQLITE_STATIC);
   for (int i = 0; rc == SQLITE_OK && i < nints; i++)
-    sqlite3_bind_int64(stmt, ntexts + i + 1, ints[i]);
+    rc = sqlite3_bind_int64(stmt, ntexts + i + 1, ints[i]);
   if (rc == SQLITE_OK) rc = sqlite3_step(stmt);
   for (int c = 0; rc == SQLITE_ROW && c < ncols; c++) out[c] = sqlite3_column_int64(stmt, c);
   sqlite3_finalize(stmt); /* keeps the error and its message on db */
@@ -114,25 +137,35 @@ static int attn_table_exists(sqlite3 *db, const char *table) {
          SQLITE_OK;
 }
 
-/* The largest version `name` ever had: the largest number among its rows of attn_models and
- * attn_training_log (a log whose model row was deleted included) and its
- * attn_versions.last_version (a version deleted with its log included). Values that are not
+/* The largest version `name` ever had: the largest number among its rows of attn_models,
+ * attn_training_log (a log whose model row was deleted included) and attn_lineage (the history:
+ * a version whose other rows were deleted, or a store whose attn_versions was emptied, must not
+ * hand its number out again and replace that row) and its attn_versions.last_version (a version
+ * deleted with its log included). Values that are not
  * numbers (a store edited by hand) are not versions; a REAL counts as its integer part. Tables
  * that do not exist count as empty. SQLITE_OK with *top (0: none), or an error with *errmsg
  * "fn: cannot save the model: ..." (no next version: a number at the largest integer). */
 static int attn_store_top_version(sqlite3 *db, const char *fn, const char *name, int count,
                                   int64_t *top, char **errmsg) {
   static const char *const parts[] = {
-      "attn_models", "SELECT max(version) AS v FROM main.attn_models WHERE name = ?1 AND "
-                     "typeof(version) IN ('integer', 'real')",
-      "attn_training_log", "SELECT max(version) FROM main.attn_training_log WHERE name = ?1 AND "
-                           "typeof(version) IN ('integer', 'real')",
-      "attn_versions", "SELECT max(last_version) FROM main.attn_versions WHERE name = ?1 AND "
-                       "typeof(last_version) IN ('integer', 'real')"};
+      "attn_models",
+      "SELECT max(version) AS v FROM main.attn_models WHERE name = ?1 AND "
+      "typeof(version) IN ('integer', 'real')",
+      "attn_training_log",
+      "SELECT max(version) AS v FROM main.attn_training_log WHERE name = ?1 "
+      "AND typeof(version) IN ('integer', 'real')",
+      "attn_versions",
+      "SELECT max(last_version) AS v FROM main.attn_versions WHERE name = ?1 AND "
+      "typeof(last_version) IN ('integer', 'real')",
+      "attn_lineage",
+      "SELECT max(version) AS v FROM main.attn_lineage WHERE name = ?1 AND "
+      "typeof(version) IN ('integer', 'real')"};
   sqlite3_str *sql = sqlite3_str_new(db);
   sqlite3_stmt *stmt = NULL;
   int n = 0, rc;
   *top = 0;
+  /* each branch names its column v: a compound SELECT takes the names of its first branch,
+   * which is whichever table exists first */
   sqlite3_str_appendall(sql, "SELECT max(v) FROM (");
   for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i += 2) {
     if (!attn_table_exists(db, parts[i])) continue;
@@ -148,10 +181,8 @@ static int attn_store_top_version(sqlite3 *db, const char *fn, const char *name,
   }
   rc = sqlite3_prepare_v2(db, text, -1, &stmt, NULL);
   sqlite3_free(text);
-  if (rc == SQLITE_OK) {
-    sqlite3_bind_text(stmt, 1, name, -1, SQLITE_STATIC);
-    rc = sqlite3_step(stmt) == SQLITE_ROW ? SQLITE_OK : sqlite3_errcode(db);
-  }
+  if (rc == SQLITE_OK) rc = sqlite3_bind_text(stmt, 1, name, -1, SQLITE_STATIC);
+  if (rc == SQLITE_OK) rc = sqlite3_step(stmt) == SQLITE_ROW ? SQLITE_OK : sqlite3_errcode(db);
   if (rc != SQLITE_OK) {
     *errmsg = sqlite3_mprintf("%s: cannot save the model: %s", fn, sqlite3_errmsg(db));
     sqlite3_finalize(stmt);
@@ -170,9 +201,10 @@ static int attn_store_top_version(sqlite3 *db, const char *fn, const char *name,
     else
       sqlite3_snprintf(sizeof number, number, "%lld", (long long)integer);
     *errmsg = sqlite3_mprintf("%s: cannot save the model: '%s' already has version %s (the "
-                              "largest of attn_models, attn_training_log and attn_versions), too "
-                              "close to the largest integer for %d more; delete or renumber its "
-                              "rows there", fn, name, number, count);
+                              "largest of attn_models, attn_training_log, attn_versions and "
+                              "attn_lineage), too close to the largest integer for %d more; "
+                              "delete or renumber its rows there",
+                              fn, name, number, count);
     return SQLITE_ERROR;
   }
   if (type == SQLITE_INTEGER)
@@ -189,6 +221,53 @@ int attn_store_check_save(attn_conn *conn, const char *fn, const char *name, int
   if (rc == SQLITE_OK) rc = attn_store_top_version(attn_conn_db(conn), fn, name, count, &top,
                                                    errmsg);
   return rc;
+}
+
+int attn_store_check_size(sqlite3 *db, const char *fn, const nn_config *cfg, uint64_t params,
+                          char **errmsg) {
+  int64_t limit = sqlite3_limit(db, SQLITE_LIMIT_LENGTH, -1);
+  nn_config small = *cfg;
+  int exact = params > 0;
+  if (!exact) {
+    /* before the rows are read: the smallest vocabulary (<PAD>, <UNK>) and one class, so that
+     * the bound never refuses a model that would fit */
+    small.vocab_size = 2;
+    params = nn_config_param_count(&small, 1);
+  }
+  /* the file (nn_model_save): 8 bytes of header length, a header, 4 bytes a parameter */
+  uint64_t bytes = 8 + 4 * params;
+  if (limit < 0 || bytes <= (uint64_t)limit) return SQLITE_OK;
+  /* name the options of the largest share: the subword table, the vocabulary's table or the
+   * rest of the network */
+  uint64_t K = (uint64_t)(cfg->ensemble > 1 ? cfg->ensemble : 1);
+  uint64_t E = (uint64_t)cfg->embed_dim;
+  uint64_t subwords = (uint64_t)cfg->subword_buckets * E * K;
+  nn_config net = *cfg;
+  net.vocab_size = 0;
+  net.subword_buckets = 0;
+  uint64_t rest = nn_config_param_count(&net, 1);
+  uint64_t words = params > subwords + rest ? params - subwords - rest : 0;
+  char options[160];
+  if (subwords >= words && subwords >= rest)
+    sqlite3_snprintf(sizeof options, options, "\"subword_buckets\" (%d) or \"embed_dim\" (%d)",
+                     cfg->subword_buckets, cfg->embed_dim);
+  else if (words >= rest)
+    sqlite3_snprintf(sizeof options, options, "\"vocab_size\" (%d) or \"embed_dim\" (%d)",
+                     cfg->vocab_size, cfg->embed_dim);
+  else
+    sqlite3_snprintf(sizeof options, options, "\"hidden\" (%d) or \"layers\" (%d)", cfg->hidden,
+                     cfg->layers);
+  if (K > 1) {
+    size_t used = strlen(options);
+    sqlite3_snprintf((int)(sizeof options - used), options + used, " or \"ensemble\" (%d)",
+                     cfg->ensemble);
+  }
+  *errmsg = sqlite3_mprintf("%s: the model would be a file of at least %llu bytes (%llu "
+                            "parameters), more than this connection's largest BLOB "
+                            "(SQLITE_LIMIT_LENGTH, %lld bytes): make option %s smaller",
+                            fn, (unsigned long long)bytes, (unsigned long long)params,
+                            (long long)limit, options);
+  return SQLITE_TOOBIG;
 }
 
 /* A rowid for a new row of attn_models: random, so that a row written again under the same name
@@ -227,23 +306,35 @@ static int attn_store_insert(sqlite3 *db, const char *fn, const char *name,
   /* a random rowid taken already (a chance of one in 2^62 per row): draw again */
   for (int attempt = 0; attempt < 4; attempt++) {
     sqlite3_reset(ins);
-    sqlite3_bind_int64(ins, 1, attn_store_random_rowid());
-    sqlite3_bind_text(ins, 2, name, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(ins, 3, version);
-    sqlite3_bind_int(ins, 4, item->deploy ? 1 : 0);
-    sqlite3_bind_int64(ins, 5, item->deploy ? seq : 0);
-    sqlite3_bind_text(ins, 6, config, -1, SQLITE_STATIC);
-    sqlite3_bind_text(ins, 7, labels, -1, SQLITE_STATIC);
-    if (item->metrics)
-      sqlite3_bind_text(ins, 8, item->metrics, -1, SQLITE_STATIC);
-    else
-      sqlite3_bind_null(ins, 8);
-    sqlite3_bind_blob64(ins, 9, blob, blob_len, SQLITE_STATIC);
+    rc = SQLITE_OK;
+    attn_bound(&rc, sqlite3_bind_int64(ins, 1, attn_store_random_rowid()));
+    attn_bound(&rc, sqlite3_bind_text(ins, 2, name, -1, SQLITE_STATIC));
+    attn_bound(&rc, sqlite3_bind_int64(ins, 3, version));
+    attn_bound(&rc, sqlite3_bind_int(ins, 4, item->deploy ? 1 : 0));
+    attn_bound(&rc, sqlite3_bind_int64(ins, 5, item->deploy ? seq : 0));
+    attn_bound(&rc, sqlite3_bind_text(ins, 6, config, -1, SQLITE_STATIC));
+    attn_bound(&rc, sqlite3_bind_text(ins, 7, labels, -1, SQLITE_STATIC));
+    attn_bound(&rc, item->metrics ? sqlite3_bind_text(ins, 8, item->metrics, -1, SQLITE_STATIC)
+                                  : sqlite3_bind_null(ins, 8));
+    if (rc != SQLITE_OK) break;
+    /* a file past the connection's BLOB limit (one imported, or a lower limit set since the
+     * training began): said in bytes, not as a NULL weights column */
+    rc = sqlite3_bind_blob64(ins, 9, blob, blob_len, SQLITE_STATIC);
+    if (rc != SQLITE_OK) {
+      if (rc == SQLITE_TOOBIG)
+        *errmsg = sqlite3_mprintf("%s: cannot save the model: its file is %llu bytes, more than "
+                                  "this connection's largest BLOB (SQLITE_LIMIT_LENGTH, %d "
+                                  "bytes)",
+                                  fn, (unsigned long long)blob_len,
+                                  sqlite3_limit(db, SQLITE_LIMIT_LENGTH, -1));
+      break;
+    }
     rc = sqlite3_step(ins);
     if (rc != SQLITE_CONSTRAINT || sqlite3_extended_errcode(db) != SQLITE_CONSTRAINT_ROWID) break;
   }
   sqlite3_reset(ins);
   if (rc != SQLITE_DONE) {
+    if (*errmsg) goto done;
     *errmsg = sqlite3_mprintf("%s: cannot save the model: %s", fn, sqlite3_errmsg(db));
     goto done;
   }
@@ -251,16 +342,10 @@ static int attn_store_insert(sqlite3 *db, const char *fn, const char *name,
   for (int i = 0; rc == SQLITE_OK && i < item->nlog; i++) {
     const nn_epoch_stats *e = &item->log[i];
     sqlite3_reset(log);
-    sqlite3_bind_text(log, 1, name, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(log, 2, version);
-    sqlite3_bind_int(log, 3, e->epoch);
-    sqlite3_bind_double(log, 4, e->train_loss);
-    sqlite3_bind_double(log, 5, e->val_loss);
-    sqlite3_bind_double(log, 6, e->val_accuracy);
-    sqlite3_bind_double(log, 7, e->val_f1);
-    sqlite3_bind_double(log, 8, e->lr);
-    sqlite3_bind_double(log, 9, e->seconds);
-    rc = attn_exec_step(log, db, fn, "save the training log", errmsg);
+    rc = attn_bind_epoch(log, name, version, e);
+    if (rc != SQLITE_OK)
+      *errmsg = sqlite3_mprintf("%s: cannot save the training log: %s", fn, sqlite3_errstr(rc));
+    else rc = attn_exec_step(log, db, fn, "save the training log", errmsg);
   }
   sqlite3_reset(log);
   if (rc == SQLITE_OK && item->lineage)
@@ -314,9 +399,9 @@ static int attn_store_write(sqlite3 *db, const char *fn, const char *name,
     sqlite3_stmt *clear = NULL;
     rc = sqlite3_prepare_v2(db, "DELETE FROM main.attn_training_log WHERE name = ?1 AND "
                                 "version = ?2", -1, &clear, NULL);
+    if (rc == SQLITE_OK) rc = sqlite3_bind_text(clear, 1, name, -1, SQLITE_STATIC);
+    if (rc == SQLITE_OK) rc = sqlite3_bind_int64(clear, 2, first);
     if (rc == SQLITE_OK) {
-      sqlite3_bind_text(clear, 1, name, -1, SQLITE_STATIC);
-      sqlite3_bind_int64(clear, 2, first);
       rc = attn_exec_step(clear, db, fn, "save the training log", errmsg);
     } else {
       *errmsg = sqlite3_mprintf("%s: cannot save the model: %s", fn, sqlite3_errmsg(db));
@@ -330,8 +415,8 @@ static int attn_store_write(sqlite3 *db, const char *fn, const char *name,
                             "UPDATE main.attn_models SET deployed = 0 "
                             "WHERE name = ?1 AND deployed != 0",
                             -1, &stmt, NULL);
+    if (rc == SQLITE_OK) rc = sqlite3_bind_text(stmt, 1, name, -1, SQLITE_STATIC);
     if (rc == SQLITE_OK) {
-      sqlite3_bind_text(stmt, 1, name, -1, SQLITE_STATIC);
       rc = attn_exec_step(stmt, db, fn, "save the model", errmsg);
     } else {
       *errmsg = sqlite3_mprintf("%s: cannot save the model: %s", fn, sqlite3_errmsg(db));
@@ -369,9 +454,9 @@ static int attn_store_write(sqlite3 *db, const char *fn, const char *name,
                           "typeof(last_version) IN ('integer', 'real') AND last_version > "
                           "excluded.last_version THEN last_version ELSE excluded.last_version END",
                           -1, &stmt, NULL);
+  if (rc == SQLITE_OK) rc = sqlite3_bind_text(stmt, 1, name, -1, SQLITE_STATIC);
+  if (rc == SQLITE_OK) rc = sqlite3_bind_int64(stmt, 2, first + n - 1 > top ? first + n - 1 : top);
   if (rc == SQLITE_OK) {
-    sqlite3_bind_text(stmt, 1, name, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(stmt, 2, first + n - 1 > top ? first + n - 1 : top);
     rc = attn_exec_step(stmt, db, fn, "save the model", errmsg);
   } else {
     *errmsg = sqlite3_mprintf("%s: cannot save the model: %s", fn, sqlite3_errmsg(db));
@@ -810,22 +895,22 @@ static int attn_live_rows_write(sqlite3 *db, void *ctx, char **errmsg) {
     if (rc == SQLITE_OK) rc = attn_store_top_version(db, r->fn, r->name, 1, &top, errmsg);
     if (rc != SQLITE_OK) return rc;
     r->prev_mark = -1;
-    if (sqlite3_prepare_v2(db, "SELECT last_version FROM main.attn_versions WHERE name = ?1 AND "
-                               "typeof(last_version) = 'integer'", -1, &stmt, NULL) == SQLITE_OK) {
-      sqlite3_bind_text(stmt, 1, r->name, -1, SQLITE_STATIC);
-      if (sqlite3_step(stmt) == SQLITE_ROW) r->prev_mark = sqlite3_column_int64(stmt, 0);
-    }
+    if (sqlite3_prepare_v2(db,
+                           "SELECT last_version FROM main.attn_versions WHERE name = ?1 AND "
+                           "typeof(last_version) = 'integer'",
+                           -1, &stmt, NULL) == SQLITE_OK &&
+        sqlite3_bind_text(stmt, 1, r->name, -1, SQLITE_STATIC) == SQLITE_OK &&
+        sqlite3_step(stmt) == SQLITE_ROW)
+      r->prev_mark = sqlite3_column_int64(stmt, 0);
     sqlite3_finalize(stmt);
     stmt = NULL;
     rc = sqlite3_prepare_v2(db,
                             "INSERT INTO main.attn_versions(name, last_version) VALUES(?1, ?2) "
                             "ON CONFLICT(name) DO UPDATE SET last_version = excluded.last_version",
                             -1, &stmt, NULL);
-    if (rc == SQLITE_OK) {
-      sqlite3_bind_text(stmt, 1, r->name, -1, SQLITE_STATIC);
-      sqlite3_bind_int64(stmt, 2, top + 1);
-      rc = attn_exec_step(stmt, db, r->fn, "log the epoch", errmsg);
-    }
+    if (rc == SQLITE_OK) rc = sqlite3_bind_text(stmt, 1, r->name, -1, SQLITE_STATIC);
+    if (rc == SQLITE_OK) rc = sqlite3_bind_int64(stmt, 2, top + 1);
+    if (rc == SQLITE_OK) rc = attn_exec_step(stmt, db, r->fn, "log the epoch", errmsg);
     sqlite3_finalize(stmt);
     stmt = NULL;
     if (rc != SQLITE_OK) return rc;
@@ -839,16 +924,8 @@ static int attn_live_rows_write(sqlite3 *db, void *ctx, char **errmsg) {
   for (int i = r->from; rc == SQLITE_OK && i < r->to; i++) {
     const nn_epoch_stats *e = &r->log[i];
     sqlite3_reset(stmt);
-    sqlite3_bind_text(stmt, 1, r->name, -1, SQLITE_STATIC);
-    sqlite3_bind_int64(stmt, 2, r->version);
-    sqlite3_bind_int(stmt, 3, e->epoch);
-    sqlite3_bind_double(stmt, 4, e->train_loss);
-    sqlite3_bind_double(stmt, 5, e->val_loss);
-    sqlite3_bind_double(stmt, 6, e->val_accuracy);
-    sqlite3_bind_double(stmt, 7, e->val_f1);
-    sqlite3_bind_double(stmt, 8, e->lr);
-    sqlite3_bind_double(stmt, 9, e->seconds);
-    rc = attn_exec_step(stmt, db, r->fn, "log the epoch", errmsg);
+    rc = attn_bind_epoch(stmt, r->name, r->version, e);
+    if (rc == SQLITE_OK) rc = attn_exec_step(stmt, db, r->fn, "log the epoch", errmsg);
   }
   sqlite3_finalize(stmt);
   return rc;

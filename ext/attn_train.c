@@ -302,11 +302,10 @@ void attn_fit_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     if (json) {
       sqlite3_result_text(ctx, json, -1, sqlite3_free);
       sqlite3_result_subtype(ctx, ATTN_JSON_SUBTYPE); /* json_object() nests it as an object */
-    } else
-      sqlite3_result_error_nomem(ctx);
+    } else sqlite3_result_error(ctx, "attn_fit: out of memory", -1);
   } else {
     sqlite3_result_error(ctx, msg ? msg : "attn_fit: out of memory", -1);
-    if (rc != SQLITE_ERROR) sqlite3_result_error_code(ctx, rc);
+    if (attn_error_code(rc) != SQLITE_ERROR) sqlite3_result_error_code(ctx, rc);
   }
   sqlite3_free(msg);
   attn_training_free(&t);

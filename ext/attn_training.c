@@ -401,6 +401,8 @@ int attn_training_options(attn_training *t, const char *options, char **msg) {
     rc = SQLITE_ERROR;
     goto done;
   }
+  /* a model the store could not hold: refused before the query runs */
+  rc = attn_store_check_size(db, fn, &t->cfg, 0, msg);
 done:
   nn_options_free(&o);
   sqlite3_free(what);
@@ -461,6 +463,9 @@ int attn_training_create(attn_training *t, char **msg) {
   t->cfg = *nn_trainer_config(t->trainer); /* with what the recipe sized to the rows */
   if (t->cfg.validation == NN_VALIDATION_NONE && !t->deploy_given)
     t->deploy = ATTN_DEPLOY_ALWAYS; /* a few rows, no validation split: nothing to compare on */
+  /* its real size, once the vocabulary is known: refused before the first epoch */
+  rc = attn_store_check_size(db, fn, &t->cfg, nn_trainer_param_count(t->trainer), msg);
+  if (rc != SQLITE_OK) goto done;
   rc = attn_embeddings_apply(db, fn, t->trainer, &t->emb, msg);
   if (rc != SQLITE_OK) goto done;
   rc = attn_training_class_weights(t, msg);

@@ -71,6 +71,19 @@ typedef struct attn_tune_cursor {
   attn_job_receipt job; /* in a node: the job submitted (its one row) */
 } attn_tune_cursor;
 
+/* The message of an interrupt that came once the trials were saved: they stay saved. */
+static char *attn_tune_saved_interrupt(const attn_tune_cursor *cur) {
+  int64_t lo = INT64_MAX, hi = 0;
+  for (int i = 0; i < cur->ntrials; i++) {
+    if (cur->trials[i].version > 0 && cur->trials[i].version < lo) lo = cur->trials[i].version;
+    if (cur->trials[i].version > hi) hi = cur->trials[i].version;
+  }
+  if (hi == 0) return sqlite3_mprintf("attn_tune: interrupted");
+  return sqlite3_mprintf("attn_tune: interrupted after its %d trials were saved (versions %lld "
+                         "to %lld)",
+                         cur->ntrials, (long long)lo, (long long)hi);
+}
+
 /* The options of the search itself (taken out of the options argument): "search" ("grid" or
  * "random"), "trials" (a random search's count), "seconds" (no trial starts after this long),
  * "parallel" (trials two at a time where cores allow). */
@@ -174,6 +187,41 @@ static char *attn_tune_value(const nn_json *v, const char *text) {
   return out;
 }
 
+typedef struct attn_tune_seen {
+  const char *value;
+  int i;
+} attn_tune_seen;
+
+static int attn_tune_seen_cmp(const void *a, const void *b) {
+  const attn_tune_seen *x = a, *y = b;
+  int c = strcmp(x->value, y->value);
+  return c ? c : (x->i > y->i) - (x->i < y->i);
+}
+
+/* Drop the repeats among a key's values, keeping the first of each in its place: a value given
+ * twice makes the same configuration twice, which a search would train twice (a random search
+ * drew distinct combinations, not distinct configurations). Sorted, so 65,536 values cost
+ * n log n. SQLITE_OK or SQLITE_NOMEM. */
+static int attn_tune_unique(attn_tune_key *k) {
+  if (k->n < 2) return SQLITE_OK;
+  attn_tune_seen *seen = sqlite3_malloc64(sizeof *seen * (sqlite3_uint64)k->n);
+  if (!seen) return SQLITE_NOMEM;
+  for (int i = 0; i < k->n; i++) seen[i] = (attn_tune_seen){k->values[i], i};
+  qsort(seen, (size_t)k->n, sizeof *seen, attn_tune_seen_cmp);
+  /* from the last: each freed value is compared before it is freed */
+  for (int i = k->n - 1; i > 0; i--)
+    if (strcmp(seen[i].value, seen[i - 1].value) == 0) {
+      sqlite3_free(k->values[seen[i].i]);
+      k->values[seen[i].i] = NULL; /* a repeat of an earlier one */
+    }
+  sqlite3_free(seen);
+  int n = 0;
+  for (int i = 0; i < k->n; i++)
+    if (k->values[i]) k->values[n++] = k->values[i];
+  k->n = n;
+  return SQLITE_OK;
+}
+
 /* Read the grid (a JSON object of non-empty arrays) into *keys / *nkeys and the number of its
  * combinations (*combinations; at most ATTN_TUNE_MAX_TRIALS for a grid search, at most 2^62 for
  * a random search, whose arrays may hold up to ATTN_TUNE_MAX_VALUES values each). Errors name
@@ -249,6 +297,7 @@ static int attn_tune_grid(const char *fn, const char *grid, int random, attn_tun
         goto done;
       }
     }
+    if ((rc = attn_tune_unique(cur)) != SQLITE_OK) goto done;
   }
   if (n == 0) {
     *msg = sqlite3_mprintf("%s: the grid is empty: give at least one option with an array of "
@@ -937,6 +986,13 @@ static int attn_tune_filter(sqlite3_vtab_cursor *base, int idx_num, const char *
     nn_model_free(cur->trials[i].model);
     cur->trials[i].model = NULL;
   }
+  /* an interrupt during the commit: SQLite would end the statement with a bare "interrupted"
+   * at its next check; say it with the function's name and what was saved */
+  if (attn_tune_interrupted(db)) {
+    msg = attn_tune_saved_interrupt(cur);
+    rc = SQLITE_INTERRUPT;
+    goto done;
+  }
   rc = SQLITE_OK;
 done:
   attn_tune_keys_free(keys, nkeys);
@@ -956,7 +1012,21 @@ done:
 }
 
 static int attn_tune_next(sqlite3_vtab_cursor *base) {
-  ((attn_tune_cursor *)base)->row++;
+  attn_tune_cursor *cur = (attn_tune_cursor *)base;
+  cur->row++;
+  /* SQLite checks for an interrupt after each row of a table-valued function and fails with a
+   * bare "interrupted": one that comes once the trials are saved (the commit window, or while
+   * the caller reads the rows) is said here first, with the function's name and what was
+   * saved. */
+  if (!cur->job.job && cur->row < cur->ntrials) {
+    attn_vtab *vtab = (attn_vtab *)base->pVtab;
+    attn_interrupt it = {attn_conn_db(vtab->conn), NULL, 0};
+    int stop = attn_interrupted(&it, 1);
+    attn_interrupt_end(&it);
+    if (stop)
+      return attn_vtab_fail(base->pVtab, SQLITE_INTERRUPT, attn_tune_saved_interrupt(cur),
+                            "attn_tune");
+  }
   return SQLITE_OK;
 }
 

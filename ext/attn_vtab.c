@@ -4,6 +4,7 @@
  * SQLite's too), the model name argument check, JSON strings and float32 BLOBs. Registers nothing
  * itself (attnext.c does). Also the engine's allocator, attn_mem. */
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "attn_ext.h"
@@ -28,9 +29,17 @@ static void attn_vtab_error(sqlite3_vtab *vtab, char *msg /* sqlite3_malloc'd, t
   vtab->zErrMsg = msg;
 }
 
+int attn_error_code(int rc) {
+  /* Python's sqlite3 raises a bare MemoryError('') for SQLITE_NOMEM, dropping the message that
+   * says which function ran out and doing what ("attn_fit: out of memory creating the model"):
+   * the message carries the meaning, SQLITE_ERROR carries it to every client. SQLite's own
+   * allocation failures still end the statement with SQLITE_NOMEM. */
+  return rc == SQLITE_NOMEM ? SQLITE_ERROR : rc;
+}
+
 int attn_vtab_fail(sqlite3_vtab *vtab, int rc, char *msg, const char *fn) {
   attn_vtab_error(vtab, msg ? msg : sqlite3_mprintf("%s: out of memory", fn));
-  return rc;
+  return attn_error_code(rc);
 }
 
 int attn_nn_rc(int st) {
@@ -182,16 +191,30 @@ int attn_name_value(const char *fn, sqlite3_value *v, const char **name, char **
   return *errmsg ? SQLITE_ERROR : SQLITE_NOMEM;
 }
 
+const char *attn_number_text(char out[32], double x) {
+  /* %g's 6 digits print 1.0000000000000002 as 1, a value the range allows: 15 digits when they
+   * read back as x (0.1 stays 0.1), else 17. SQLite's printf stops at 16 digits without the !
+   * flag. (Under a locale whose decimal point is not '.', strtod reads less and the 17 digits
+   * are printed: still x.) */
+  sqlite3_snprintf(32, out, "%.15g", x);
+  if (strtod(out, NULL) != x) sqlite3_snprintf(32, out, "%!.17g", x);
+  return out;
+}
+
 int attn_probability_value(const char *fn, const char *arg, sqlite3_value *v, double *out,
                            char **errmsg) {
   int type = v ? sqlite3_value_numeric_type(v) : SQLITE_NULL; /* '0.5' reads as 0.5 */
   if (type == SQLITE_INTEGER || type == SQLITE_FLOAT) {
     double x = sqlite3_value_double(v);
     if (x >= 0 && x <= 1) { /* false for NaN */
-      *out = x;
+      *out = x == 0 ? 0.0 : x; /* -0.0 is 0: never reported back as -0.0 */
       return SQLITE_OK;
     }
-    *errmsg = sqlite3_mprintf("%s: %s must be a number from 0 to 1, got %g", fn, arg, x);
+    char got[32];
+    if (type == SQLITE_INTEGER) /* as given, every digit */
+      sqlite3_snprintf(sizeof got, got, "%lld", (long long)sqlite3_value_int64(v));
+    else attn_number_text(got, x);
+    *errmsg = sqlite3_mprintf("%s: %s must be a number from 0 to 1, got %s", fn, arg, got);
   } else if (type == SQLITE_TEXT) {
     const char *s = (const char *)sqlite3_value_text(v);
     int len = sqlite3_value_bytes(v);
@@ -213,7 +236,7 @@ void attn_result_error(sqlite3_context *ctx, int rc, char *msg, const char *fn) 
     sqlite3_snprintf(sizeof buf, buf, "%s: out of memory", fn);
     sqlite3_result_error(ctx, buf, -1);
   }
-  if (rc != SQLITE_ERROR) sqlite3_result_error_code(ctx, rc);
+  if (attn_error_code(rc) != SQLITE_ERROR) sqlite3_result_error_code(ctx, rc);
   sqlite3_free(msg);
 }
 

@@ -23,7 +23,7 @@ BUILD=${BUILD:-build}
 PYTHON=${PYTHON:-/usr/bin/python3}
 export BUILD PYTHON SQLITE3
 ALONE="test_agnews test_store_speed test_concurrency test_field_clients test_python_sqlite
-  test_package_npm"
+  test_package_npm test_interrupt_latency"
 # The batch starts with its longest tests, slowest first, so that it does not end with one long
 # test running while the other slots stay idle; the ones that mostly wait (test_cluster's 60 s
 # training job and elections, test_field_concurrency's lock holds) overlap the CPU-bound ones.

@@ -77,6 +77,31 @@ for (const kind of ['memory', 'wal']) {
   db.close();
 }
 
+// The engine's out of memory keeps its message (the function, what ran out): a batch whose
+// activations take one block past 2^31 bytes, which sqlite3_malloc64 never gives (better-sqlite3's
+// own SQLite does not enforce PRAGMA hard_heap_limit, so that way out is not reachable here).
+{
+  const db = new Database(':memory:');
+  db.loadExtension(ext);
+  db.exec(`CREATE TABLE long(text, label);
+    WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 64)
+    INSERT INTO long SELECT (SELECT group_concat('w' || ((i * 7 + j) % 50), ' ') FROM
+      (WITH RECURSIVE k(j) AS (SELECT 1 UNION ALL SELECT j + 1 FROM k WHERE j < 4096)
+       SELECT j FROM k)), 'l' || (i % 2) FROM n;`);
+  const big = JSON.stringify({ epochs: 1, hidden: 1024, embed_dim: 8, fc_hidden: 0,
+                               subword_buckets: 0, max_len: 4096, batch_size: 64,
+                               stopwords: false, progress: false });
+  for (const [fn, sql] of [['attn_fit', "SELECT attn_fit('n', 'SELECT text, label FROM long', ?)"],
+                           ['attn_train', "SELECT count(*) FROM attn_train('n', " +
+                                          "'SELECT text, label FROM long', ?)"]]) {
+    let e = null;
+    try { db.prepare(sql).all(big); } catch (x) { e = x; }
+    check(e !== null && e.message.startsWith(`${fn}: out of memory for a batch of `),
+          `out of memory in ${fn}: ${e && e.code} '${e && e.message}'`);
+  }
+  db.close();
+}
+
 // attn_fit in a worker thread; the main thread's timer keeps firing meanwhile.
 const file = path.join(dir, 'node-worker.db');
 const setup = new Database(file);

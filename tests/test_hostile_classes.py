@@ -100,17 +100,39 @@ base = in_child("SELECT attn_predict('big', 'goal') IS NOT NULL")
 print(f"     a child that loads the 10,000-class model and predicts: peak {base[2] // 1024} MB")
 for what, sql, nrows in (
         ("attn_evaluate", "SELECT * FROM attn_evaluate('big', 'SELECT text, label FROM one')", 10001),
-        ("attn_confusion (first 5 rows)",
-         "SELECT * FROM attn_confusion('big', 'SELECT text, label FROM one') LIMIT 5", 5),
-        ("attn_confusion (the row's cell among the first 100,000)",
-         "SELECT * FROM (SELECT * FROM attn_confusion('big', 'SELECT text, label FROM one') "
-         "LIMIT 100000) WHERE count > 0", 1)):
+        ("attn_confusion all_labels (first 5 rows)",
+         "SELECT * FROM attn_confusion('big', 'SELECT text, label FROM one', "
+         "'{\"all_labels\":true}') LIMIT 5", 5),
+        ("attn_confusion all_labels (the row's cell among the first 100,000)",
+         "SELECT * FROM (SELECT * FROM attn_confusion('big', 'SELECT text, label FROM one', "
+         "'{\"all_labels\":true}') LIMIT 100000) WHERE count > 0", 1)):
     got = in_child(sql)
     ok = got is not None and got[0] == nrows and got[2] - base[2] < 100 * 1024
     check(ok, f"{what} of a 10,000-class model on one row: {got and got[0]} rows (expected "
               f"{nrows}) in {got and got[1]} s, peak {got and got[2] // 1024} MB, "
               f"{got and (got[2] - base[2]) // 1024} MB over loading the model (< 100 MB; a dense "
               f"K x K matrix is 800 MB)")
+
+# By default the matrix has the labels that occur in the rows (as actual or predicted): three
+# rows of the 10,000-class model give at most 6 x 6 cells, not 10^8 (9 s).
+db = R.connect(path)
+db.execute("CREATE TABLE three(text, label)")
+db.executemany("INSERT INTO three VALUES(?, ?)",
+               [("goal match team", "c00007"), ("chip phone", "c00042"), ("bank", "c09999")])
+pred3 = [db.execute("SELECT attn_predict('big', text) FROM three WHERE rowid = ?", (i,)).fetchone()[0]
+         for i in (1, 2, 3)]
+actual3 = ["c00007", "c00042", "c09999"]
+occur = sorted(set(actual3) | set(pred3))
+want = [(a, p, sum(1 for x, y in zip(actual3, pred3) if (x, y) == (a, p)))
+        for a in occur for p in occur]
+start = time.time()
+got = db.execute("SELECT actual, predicted, count FROM attn_confusion('big', "
+                 "'SELECT text, label FROM three')").fetchall()
+secs = time.time() - start
+check(got == want and secs < 1,
+      f"attn_confusion of 3 rows of a 10,000-class model: {len(got)} rows in {secs:.3f} s, the "
+      f"{len(occur)} labels that occur ({len(want)} expected; with all_labels 10^8)")
+db.close()
 
 # Answers: checked against counts made here, on a 300-class model with unknown labels too.
 db = R.connect(path)
@@ -126,11 +148,20 @@ for t, label in rows:
 model_labels = [f"c{i:05d}" for i in range(300)]
 classes = sorted(set(model_labels) | {label for _, label in rows})
 confusion = db.execute("SELECT actual, predicted, count FROM attn_confusion('mid', "
-                       "'SELECT text, label FROM many')").fetchall()
+                       "'SELECT text, label FROM many', '{\"all_labels\":true}')").fetchall()
 expected = [(a, p, counts.get((a, p), 0)) for a in classes for p in model_labels]
 check(confusion == expected,
-      f"attn_confusion of 2,000 rows, 300 model classes and {len(classes) - 300} unknown labels: "
-      f"{len(confusion)} rows, equal to the counts made in Python ({len(expected)} rows)")
+      f"attn_confusion all_labels of 2,000 rows, 300 model classes and {len(classes) - 300} "
+      f"unknown labels: {len(confusion)} rows, equal to the counts made in Python "
+      f"({len(expected)} rows)")
+occurring = sorted({label for _, label in rows} | set(pred.values()))
+confusion = db.execute("SELECT actual, predicted, count FROM attn_confusion('mid', "
+                       "'SELECT text, label FROM many')").fetchall()
+expected = [(a, p, counts.get((a, p), 0)) for a in occurring for p in occurring
+            if p in set(model_labels)]
+check(confusion == expected,
+      f"attn_confusion of the same rows: the {len(occurring)} labels that occur, {len(confusion)} "
+      f"rows, equal to the counts made in Python ({len(expected)} rows)")
 evaluate = {r[0]: r[1:] for r in db.execute(
     "SELECT * FROM attn_evaluate('mid', 'SELECT text, label FROM many')")}
 bad = 0

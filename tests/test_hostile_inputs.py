@@ -178,7 +178,7 @@ secs = time.time() - t
 check(err is not None and err.startswith("attn_confusion: ") and "1000 labels" in err and secs < 60,
       f"attn_confusion over 20000 unknown labels: {err or 'rows'} ({secs:.1f}s)")
 n = db.execute("SELECT count(*) FROM attn_confusion('m', "
-               "'SELECT text, label FROM many LIMIT 1000')").fetchone()[0]
+               "'SELECT text, label FROM many LIMIT 1000', '{\"all_labels\":true}')").fetchone()[0]
 check(n == 1003 * 3, f"attn_confusion over 1000 unknown labels: {n} rows = (1000 + 3) x 3")
 db.execute("DROP TABLE temp.many")
 unchanged("many labels")

@@ -10,6 +10,7 @@ tests/test_cluster.py.
 import os
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from reliability import check, connect, finish, reexec_with_preload, require_extension  # noqa
@@ -68,6 +69,43 @@ for what, query in (("JSON1", JSON1_LOSSES), ("attn_jobs", "SELECT job, losses F
         check(False, f"{what}: a BLOB loss is refused")
     except Exception as e:
         check("JSON cannot hold BLOB values" in str(e), f"{what}: a BLOB loss is refused: {e}")
+
+# the same answers from tables without rowid (each job's epochs read by a query of their own)
+db.execute("DELETE FROM attn_job_epochs WHERE typeof(val_loss) = 'blob' OR "
+           "typeof(train_loss) = 'blob'")
+want = db.execute("SELECT job, losses FROM attn_jobs").fetchall()
+db.executescript("""
+ALTER TABLE attn_job_epochs RENAME TO e_copy;
+CREATE TABLE attn_job_epochs(job, trial, epoch, train_loss, val_loss, val_accuracy, val_f1, lr,
+  seconds, PRIMARY KEY(job, trial, epoch)) WITHOUT ROWID;
+INSERT INTO attn_job_epochs SELECT * FROM e_copy;
+""")
+got = db.execute("SELECT job, losses FROM attn_jobs").fetchall()
+check(got == want, f"attn_job_epochs without rowid: the same losses ({len(got)} jobs)")
+db.executescript("DROP TABLE attn_job_epochs; ALTER TABLE e_copy RENAME TO attn_job_epochs;")
+
+# crafted tables of 20,000 jobs and 20,000 epochs without an index: one scan of each (with an
+# automatic index), not a scan of the epochs per job (10 s)
+big = connect(os.path.join(tmp, "big.db"))
+big.executescript("""
+CREATE TABLE attn_job_runs(job, function, name, state, node, phase, trial, trials, epoch, epochs,
+  batch, batches, train_loss, val_loss, val_accuracy, val_f1, version, deployed, submitted_at,
+  started_at, finished_at, result, error);
+CREATE TABLE attn_job_epochs(job, trial, epoch, train_loss, val_loss, val_accuracy, val_f1, lr,
+  seconds);
+WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 20000)
+INSERT INTO attn_job_runs(job, function, name, state) SELECT i, 'attn_fit', 'm', 'done' FROM n;
+WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 20000)
+INSERT INTO attn_job_epochs SELECT i, 0, 1, 0.5, 0.5, 0.5, 0.5, 0.001, 1 FROM n;
+""")
+start = time.time()
+got = big.execute("SELECT count(*), sum(losses = '[{\"epoch\":1,\"train_loss\":0.5,"
+                  "\"val_loss\":0.5,\"val_accuracy\":0.5,\"val_f1\":0.5}]') FROM attn_jobs"
+                  ).fetchone()
+secs = time.time() - start
+check(got == (20000, 20000) and secs < 3,
+      f"20,000 jobs x 20,000 epochs without an index: {got} in {secs:.2f} s (< 3 s)")
+big.close()
 
 # without attn_job_epochs the column is NULL
 db.execute("DROP TABLE attn_job_epochs")

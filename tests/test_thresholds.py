@@ -104,7 +104,7 @@ def main():
     # hostile thresholds: each an error naming the function and the argument
     bad = [(1.5, "got 1.5"), (-0.1, "got -0.1"), (1e308, "got 1e+308"), (-1e-300, "got -1e-300"),
            (math.inf, "got Inf"), (-math.inf, "got -Inf"), (math.nan, "got NULL"),
-           (2 ** 62, "got 4.61169e+18"), ("high", "got 'high'"), ("", "got ''"),
+           (2 ** 62, "got 4611686018427387904"), ("high", "got 'high'"), ("", "got ''"),
            ("1e999", "got Inf"), (None, "got NULL"), (b"\x3f\x00\x00\x00", "got a BLOB"),
            ("x" * 100000, "got '" + "x" * 40 + "...'"), ("é" * 50, "got '" + "é" * 40 + "...'")]
     for t, tail in bad:
@@ -142,6 +142,20 @@ def main():
                       "'SELECT 1, ''goal match''', 0, 'unknown')").fetchone()
     check(got == (None, "unknown") and got2 == ("unknown", None),
           f"NaN probabilities (overflowing weights): abstains at any threshold: {got}, {got2}")
+    # -0.0 is the threshold 0: attn_curve reports it as 0.0, not -0.0 (the shell prints both
+    # as 0.0; Python's float keeps the sign)
+    for given in (-0.0, "[-0.0]", "[0.5, -0.0]"):
+        got = db.execute("SELECT DISTINCT threshold FROM attn_curve('m', 'SELECT text, label FROM "
+                         "docs WHERE text IS NOT NULL', ?) WHERE threshold = 0", (given,)).fetchall()
+        check(len(got) == 1 and math.copysign(1.0, got[0][0]) == 1.0,
+              f"attn_curve with thresholds {given!r}: threshold {got}")
+    # a number just past the range is quoted with the digits that tell it from the bound
+    for fn, sql in (("attn_predict", "SELECT attn_predict('m', 'goal', ?)"),
+                    ("attn_classify", "SELECT * FROM attn_classify('m', 'SELECT 1, ''goal''', ?)"),
+                    ("attn_curve", "SELECT * FROM attn_curve('m', 'SELECT text, label FROM docs "
+                                   "WHERE id < 5', ?)")):
+        err = error_of(db, sql, (1.0000000000000002,))
+        check(err is not None and "got 1.0000000000000002" in err, f"{fn} 1.0000000000000002: {err}")
     R.finish("test_thresholds")
 
 

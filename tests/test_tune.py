@@ -18,6 +18,7 @@ import json
 import os
 import sqlite3
 import sys
+import tempfile
 import threading
 import time
 
@@ -124,6 +125,48 @@ def main():
           f"two arguments: {e}")
     check(db.execute("SELECT count(*) FROM attn_models").fetchone()[0] == before,
           "no error stored anything")
+
+    # A value repeated in a grid's array counts once: neither search trains one configuration
+    # twice (a random search drew distinct combinations of [4, 4, 4, 6]: 4 trials, 3 alike)
+    for search in ("random", "grid"):
+        o = json.dumps(dict(json.loads(opts), search=search, **({"trials": 10} if search ==
+                                                                  "random" else {})))
+        got = [c for (c,) in db.execute(
+            "SELECT config FROM attn_tune('rep', 'SELECT text, label FROM docs', ?, ?)",
+            ('{"hidden":[4,4,4,6],"lr":[0.01,0.01]}', o))]
+        check(sorted(got) == ['{"hidden":4,"lr":0.01}', '{"hidden":6,"lr":0.01}'],
+              f"{search} search over repeated values: {len(got)} trials {got}")
+
+    # An interrupt in the window between the tune's commit and SQLite's next check of the
+    # interrupt (which would say a bare "interrupted"): a progress handler interrupts the
+    # connection as soon as a second connection sees the trials committed. The error names
+    # attn_tune and the versions it saved.
+    path = os.path.join(tempfile.mkdtemp(), "late.db")
+    late = connect(path)
+    late.execute("PRAGMA journal_mode = WAL")
+    late.execute("CREATE TABLE docs(text TEXT, label TEXT)")
+    late.executemany("INSERT INTO docs VALUES (?, ?)", rows)
+    late.execute("SELECT attn_fit('late', 'SELECT text, label FROM docs', ?)", (opts,)).fetchone()
+    watch = connect(path)
+    fired = []
+
+    def after_commit():
+        if not fired and watch.execute("SELECT count(*) FROM attn_models WHERE name = 'late'"
+                                       ).fetchone()[0] == 3:
+            fired.append(1)
+            late.interrupt()
+        return 0
+    late.set_progress_handler(after_commit, 1)
+    e = error_of(late, "SELECT count(*) FROM attn_tune('late', 'SELECT text, label FROM docs', "
+                       "'{\"hidden\":[4,6]}', ?)", (opts,))
+    late.set_progress_handler(None, 0)
+    saved = watch.execute("SELECT group_concat(version) FROM attn_models WHERE name = 'late'"
+                          ).fetchone()[0]
+    check(fired and e is not None and e.startswith("attn_tune: interrupted after its 2 trials were "
+                                                   "saved (versions 2 to 3)") and saved == "1,2,3",
+          f"interrupted once the trials were committed: {e!r}, versions saved {saved}")
+    late.close()
+    watch.close()
 
     print("FAILED: %d check(s)" % R.failures if R.failures else "all attn_tune checks passed")
     return 1 if R.failures else 0

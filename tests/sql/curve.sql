@@ -60,8 +60,12 @@ SELECT substr(svg, 1, 5) AS head, svg LIKE '%</svg>' || char(10) AS closed,
        svg LIKE '%Business: AUC 1.0000, average precision 1.0000 (100 rows)%' AS legend_ok
 FROM (SELECT attn_curve_svg('news', 'SELECT text, label FROM docs') AS svg);
 
--- errors name the function and the argument
+-- errors name the function and the argument, and quote a number as it reads back
 SELECT * FROM attn_curve('news', 'SELECT text, label FROM docs', 1.5);
+SELECT * FROM attn_curve('news', 'SELECT text, label FROM docs', 1.0000000000000002);
+SELECT * FROM attn_curve('news', 'SELECT text, label FROM docs', '[0.5, 1.0000000000000002]');
+SELECT * FROM attn_curve('news', 'SELECT text, label FROM docs', -0.1);
+SELECT attn_predict('news', 'Team wins the cup', 1.0000000000000002);
 SELECT * FROM attn_curve('news', 'SELECT text, label FROM docs', '[0.2, -1]');
 SELECT * FROM attn_curve('news', 'SELECT text, label FROM docs', '[0.2, null]');
 SELECT * FROM attn_curve('news', 'SELECT text, label FROM docs', '{"t": 0.5}');

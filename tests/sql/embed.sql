@@ -1,6 +1,6 @@
--- embed.sql -- attn_embed(name, text) through the shell: a BLOB of hidden x directions
--- little-endian float32 (the layout sqlite-vec reads), the same bytes for the same text, NULL
--- for NULL, the errors. tests/test_embed.py compares the vector with PyTorch's and searches it
+-- embed.sql -- attn_embed(name, text) through the shell: a BLOB of hidden x directions (x
+-- members) little-endian float32 (the layout sqlite-vec reads), the same bytes for the same
+-- text, NULL for NULL, the errors. tests/test_embed.py compares the vector with PyTorch's and searches it
 -- with sqlite-vec.
 .load ./attnext
 .headers on
@@ -21,6 +21,12 @@ SELECT typeof(attn_embed('news', 'Team wins the cup')) AS type,
        length(attn_embed('news', '')) AS empty_bytes,
        attn_embed('news', '') = attn_embed('news', 'qqqq') AS empty_is_unk,
        attn_embed('news', 7) = attn_embed('news', '7') AS number_as_text;
+-- an ensemble: its members' contexts side by side, hidden x directions x members (8 x 2 x 3 x
+-- 4 bytes), as REFERENCE.md says
+SELECT count(*) AS epochs FROM attn_train('ens', 'SELECT text, label FROM docs',
+  json_object('epochs', 1, 'hidden', 8, 'embed_dim', 8, 'fc_hidden', 8, 'bidirectional',
+              json('true'), 'ensemble', 3, 'progress', json('false')));
+SELECT length(attn_embed('ens', 'Team wins the cup')) AS ensemble_bytes;
 -- the same text gives the same bytes; different classes give different vectors
 SELECT count(*) AS rows, count(DISTINCT attn_embed('news', text)) = count(DISTINCT text) AS distinct_ok,
        sum(attn_embed('news', text) = attn_embed('news', text)) AS same_bytes,

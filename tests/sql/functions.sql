@@ -99,9 +99,17 @@ SELECT abs(c.probability - p.probability) < 1e-5 AS same_as_probs
 FROM attn_classify('news', 'SELECT 1, ''Stocks rally as investors cheer''') c,
      (SELECT probability FROM attn_probs('news', 'Stocks rally as investors cheer') LIMIT 1) p;
 
--- attn_evaluate: one row per class (sorted), then overall; attn_confusion: every pair
+-- attn_evaluate: one row per class (sorted), then overall; attn_confusion: every pair of the
+-- labels that occur in the rows (actual or predicted), zeros too
 SELECT * FROM attn_evaluate('news', 'SELECT text, label FROM docs');
 SELECT * FROM attn_confusion('news', 'SELECT text, label FROM docs');
+-- one row of sports: its label and its prediction, not the model's other classes; every class
+-- with all_labels
+SELECT * FROM attn_confusion('news', 'SELECT text, label FROM docs WHERE id = 3');
+SELECT count(*) AS all_labels FROM attn_confusion('news', 'SELECT text, label FROM docs WHERE id = 3',
+  '{"all_labels":true}');
+SELECT count(*) AS all_labels_false FROM attn_confusion('news',
+  'SELECT text, label FROM docs WHERE id = 3', '{"all_labels":false}');
 -- a label the model does not know and integer labels compared as text
 SELECT label, precision, recall, support
 FROM attn_evaluate('news', 'SELECT text, label FROM docs WHERE id <= 6 UNION ALL SELECT ''Player wins'', ''Weather''');
