@@ -9,7 +9,8 @@ One safetensors file per network variant, tests/fixtures/golden/<case>.safetenso
   lengths (B) I64, labels (B) I64, class_weights (C) F32
   logits (B,C), attn (B,T)                 forward with dropout 0
   loss [1]                                 nn.CrossEntropyLoss(weight=class_weights, label_smoothing=
-                                           the case's label_smoothing, 0 but in *_smooth), mean
+                                           the case's label_smoothing: 0.1 in *_smooth and *_subwords,
+                                           else 0), mean
   grad.<param name>                        after loss.backward()
   adam_losses [5]                          loss before each of 5 torch.optim.Adam(lr=1e-2) steps
                                            on the same batch
@@ -38,6 +39,10 @@ from attn_reference import AttnClassifier, engine_config, st_save  # noqa: E402
 V, E, H, FC, C, B, T = 30, 8, 6, 5, 3, 5, 7
 LR, ADAM_STEPS = 1e-2, 5
 RTOL, ATOL = 1e-4, 1e-6
+# tests/golden.h names the V tokens so; the subword case hashes their n-grams into few buckets,
+# so that buckets are shared between words (as in a real vocabulary) and some stay untouched
+VOCAB = ["<PAD>", "<UNK>"] + ["tok%d" % i for i in range(2, V)]
+SUBWORD_BUCKETS = 24
 
 
 def cases():
@@ -63,6 +68,12 @@ def cases():
     # label smoothing (issue 20): torch.nn.CrossEntropyLoss(weight=w, label_smoothing=0.1)
     out.append(("gru_uni_linear_smooth", dict(cell="gru", layers=1, bidirectional=False,
                                               attention="linear", label_smoothing=0.1)))
+    # subwords in a training step, not only forward: the default recipe's GRU with hashed character
+    # n-grams of the runner's vocabulary ("<PAD>", "<UNK>", "tok2".."tok29") and its smoothing
+    out.append(("gru_uni_linear_subwords", dict(cell="gru", layers=1, bidirectional=False,
+                                                attention="linear", label_smoothing=0.1,
+                                                subword_buckets=SUBWORD_BUCKETS, subword_min=3,
+                                                subword_max=5, vocab=VOCAB)))
     for _, cfg in out:
         cfg.setdefault("fc_hidden", FC)
         cfg.update(vocab_size=V, embed_dim=E, hidden=H, dropout=0.0, num_classes=C)
