@@ -1,6 +1,10 @@
-"""gen_fixtures.py -- regenerate the PyTorch golden fixtures of tests/test_golden.c.
+"""gen_fixtures.py -- regenerate the PyTorch golden fixtures of tests/test_golden.c and
+tests/test_golden_train.c.
 
-    /usr/bin/python3 tests/gen_fixtures.py     (from the repository root; rewrites tests/fixtures/golden/)
+    /usr/bin/python3 tests/gen_fixtures.py     (from the repository root; rewrites tests/fixtures/golden/
+                                                and tests/fixtures/golden_train/)
+    /usr/bin/python3 tests/gen_fixtures.py --train    (tests/fixtures/golden_train/ only; what
+                                                they hold: the comment above TRAIN_ROWS)
 
 One safetensors file per network variant, tests/fixtures/golden/<case>.safetensors, holding:
   <param name>          every parameter of tests/attn_reference.py's AttnClassifier (state_dict names)
@@ -26,6 +30,7 @@ the tolerance of test_golden (rtol 1e-4, atol 1e-6).
 """
 import copy
 import json
+import math
 import os
 import sys
 
@@ -34,7 +39,8 @@ import torch
 import torch.nn as nn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from attn_reference import AttnClassifier, engine_config, st_save  # noqa: E402
+from attn_reference import (AttnClassifier, EnsembleClassifier, classifier,  # noqa: E402
+                            engine_config, st_save)
 
 V, E, H, FC, C, B, T = 30, 8, 6, 5, 3, 5, 7
 LR, ADAM_STEPS = 1e-2, 5
@@ -228,5 +234,206 @@ def main():
         print("%-22s %5d bytes, lengths %s; float32 torch vs stored (max abs/rel err): %s"
               % (name, os.path.getsize(path), lengths.tolist(), ", ".join(report)))
 
+# ---------------------------------------------------------------- training-loop fixtures
+#
+# tests/fixtures/golden_train/<case>.safetensors, for tests/test_golden_train.c: the engine's
+# trainer (nn_trainer_epoch: its batches, learning-rate schedule, optimizer) as a warm start
+# from the fixture's parameters, against a float64 PyTorch loop over the same batches:
+#   <param name>             the initial parameters (state_dict names)
+#   batch_tokens (S,B,T) I64, batch_lengths (S,B) I64, batch_labels (S,B) I64
+#                            the batch of each of the S steps, in the order the trainer must
+#                            form it (rows sorted by length within a batch: test_golden_train
+#                            finds a seed whose shuffle gives this order of the batches)
+#   class_weights (C) F32    set with nn_trainer_set_class_weights
+#   lrs (S) F32              the learning rate of each step, read from the optimizer before it
+#   train_loss (S) F32       the running mean of the epoch's batch losses after each step (the
+#                            value nn_progress_fn is given; an ensemble's batch loss: its
+#                            members' mean)
+#   final.<param name>       the parameters after the S steps
+#   __metadata__ config      the model's config JSON plus "num_classes" (as above); train: the
+#                            nn_config options of the training (JSON); texts: the rows' texts,
+#                            one a line; labels: their labels, comma-separated; case; params
+# Linear attention's attn.bias has a zero gradient up to rounding (softmax ignores a shift), so
+# Adam moves it by up to ~lr a step in a direction rounding decides (as in the fixtures above):
+# test_golden_train compares it with atol sum(lrs).
+# The rows have distinct lengths, so the engine's sort by length fixes every batch's rows and
+# their order; only the order of the batches within an epoch is the shuffle's.
+#
+# lazy_adam: the rows of the word and subword tables that a batch reads are stepped by
+# torch.optim.SparseAdam (which rows move, which moments persist, one step count), every other
+# parameter by torch.optim.Adam. The engine steps those rows with Adam's arithmetic (adam.c),
+# whose eps is added after sqrt(v) is bias-corrected: sqrt(v) / sqrt(1 - b2^t) + eps, while
+# SparseAdam adds it before: (sqrt(v) + eps) / sqrt(1 - b2^t). The two differ where a gradient
+# is near eps / sqrt(1 - b2^t) (3e-7 at the first step): on these fixtures by up to 2.4% on
+# rarely read subword rows. So SparseAdam runs with eps * sqrt(1 - b2^t) at step t, which is
+# Adam's placement exactly.
+TRAIN_ROWS, TRAIN_B, TRAIN_EPOCHS, TRAIN_LR = 8, 4, 2, 1e-2
+TRAIN_SUBWORD_BUCKETS = 64  # enough that each batch leaves some subword rows untouched
+
+
+def train_cases():
+    net = dict(cell="gru", layers=1, bidirectional=False, attention="linear", fc_hidden=FC,
+               vocab_size=V, embed_dim=E, hidden=H, dropout=0.0, num_classes=C,
+               subword_buckets=TRAIN_SUBWORD_BUCKETS, subword_min=3, subword_max=5, vocab=VOCAB)
+    base = {"epochs": TRAIN_EPOCHS, "batch_size": TRAIN_B, "lr": TRAIN_LR,
+            "label_smoothing": 0.1, "validation": "none", "class_weights": False,
+            "pretrain_epochs": 0, "dropout": 0, "embed_dropout": 0, "word_dropout": 0,
+            "patience": 100, "lr_schedule": "plateau", "lazy_adam": False}
+    return [
+        # lr * (1 + cos(pi step / steps)) / 2 every batch: LambdaLR
+        ("cosine", net, dict(base, lr_schedule="cosine")),
+        # the batch's embedding and subword rows by SparseAdam, the rest by Adam
+        ("lazy_adam", net, dict(base, lazy_adam=True)),
+        # two networks, each learning from its own loss
+        ("ensemble", dict(net, ensemble=2), dict(base)),
+        # the three together
+        ("cosine_lazy_ensemble", dict(net, ensemble=2),
+         dict(base, lr_schedule="cosine", lazy_adam=True)),
+    ]
+
+
+def train_rows(gen):
+    """TRAIN_ROWS rows of distinct lengths 1..TRAIN_ROWS in shuffled order; the short rows (the
+    first batch) draw their words from ids 2..13, the long ones from 10..25, so that the batches
+    touch different embedding rows (some both, 26..29 none)."""
+    lengths = (torch.randperm(TRAIN_ROWS, generator=gen) + 1).tolist()
+    rows = []
+    for n in lengths:
+        lo, hi = (2, 14) if n <= TRAIN_B else (10, 26)
+        ids = torch.randint(lo, hi, (n,), generator=gen).tolist()
+        rows.append((ids, int(torch.randint(0, C, (1,), generator=gen))))
+    return rows
+
+
+def train_batches(rows, order):
+    """The trainer's batches: rows sorted by length, cut into batches of TRAIN_B, taken in
+    `order` (one list of batch indices per epoch)."""
+    ranked = sorted(rows, key=lambda r: len(r[0]))
+    cut = [ranked[i:i + TRAIN_B] for i in range(0, len(ranked), TRAIN_B)]
+    out = []
+    for epoch in order:
+        for k in epoch:
+            batch = cut[k]
+            T = max(len(ids) for ids, _ in batch)
+            tokens = torch.zeros(len(batch), T, dtype=torch.long)
+            for b, (ids, _) in enumerate(batch):
+                tokens[b, :len(ids)] = torch.tensor(ids)
+            out.append((tokens, torch.tensor([len(ids) for ids, _ in batch]),
+                        torch.tensor([label for _, label in batch])))
+    return out
+
+
+def table_rows(model, tokens, lengths):
+    """{parameter: the rows a batch reads} of the embedding tables of model (one network): its
+    word ids, and their subword buckets."""
+    ids = sorted({int(tokens[b, t]) for b in range(tokens.shape[0]) for t in range(lengths[b])})
+    out = {model.embeddings.weight: ids}
+    if model.subwords is not None:
+        sub = model.sub_bucket[torch.isin(model.sub_word, torch.tensor(ids))]
+        out[model.subwords.weight] = sorted(set(sub.tolist()))
+    return out
+
+
+def train_run(model, batches, class_weights, train, dtype, per_epoch):
+    """The PyTorch loop of the engine's trainer over batches; returns lrs, train_loss, final."""
+    m = copy.deepcopy(model).to(dtype)
+    m.train()
+    loss_fn = nn.CrossEntropyLoss(weight=class_weights.to(dtype),
+                                  label_smoothing=train["label_smoothing"])
+    members = list(m.members) if isinstance(m, EnsembleClassifier) else [m]
+    tables = [] if not train["lazy_adam"] else \
+        [t for net in members for t in (net.embeddings.weight, net.subwords.weight)]
+    dense = [p for p in m.parameters() if all(p is not t for t in tables)]
+    opts = [torch.optim.Adam(dense, lr=train["lr"])]
+    if tables:
+        opts.append(torch.optim.SparseAdam(tables, lr=train["lr"]))
+    steps = len(batches)
+    scheds = []
+    if train["lr_schedule"] == "cosine":
+        scheds = [torch.optim.lr_scheduler.LambdaLR(
+            o, lambda s: (1 + math.cos(math.pi * s / steps)) / 2) for o in opts]
+    lrs, running = [], []
+    mean = 0.0
+    for k, (tokens, lengths, labels) in enumerate(batches):
+        if k % per_epoch == 0:  # the engine's running mean is the epoch's
+            mean = 0.0
+        lrs.append(opts[0].param_groups[0]["lr"])
+        for o in opts:
+            o.zero_grad()
+        losses = [loss_fn(net(tokens, lengths)[0], labels) for net in members]
+        sum(losses).backward()
+        mean += (sum(l.item() for l in losses) / len(losses) - mean) / (k % per_epoch + 1)
+        running.append(mean)
+        for table in tables:  # the rows the batch read, as the engine lists them: sparse
+            net = next(n for n in members
+                       if table is n.embeddings.weight or table is n.subwords.weight)
+            rows = torch.tensor(table_rows(net, tokens, lengths)[table], dtype=torch.long)
+            table.grad = torch.sparse_coo_tensor(rows[None, :], table.grad[rows],
+                                                 table.shape).coalesce()
+        if tables:  # Adam's eps placement (the comment above TRAIN_ROWS)
+            sparse = opts[1]
+            t = sparse.state[tables[0]]["step"] + 1 if sparse.state.get(tables[0]) else 1
+            sparse.param_groups[0]["eps"] = 1e-8 * math.sqrt(1 - 0.999 ** float(t))
+        for o in opts:
+            o.step()
+        for sc in scheds:
+            sc.step()
+    res = {"lrs": torch.tensor(lrs, dtype=torch.float64),
+           "train_loss": torch.tensor(running, dtype=torch.float64)}
+    for name, p in m.named_parameters():
+        res["final." + name] = p.detach().clone()
+    return {k: v.to(torch.float32).numpy() for k, v in res.items()}
+
+
+def train_main():
+    outdir = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "golden_train")
+    os.makedirs(outdir, exist_ok=True)
+    for old in os.listdir(outdir):
+        if old.endswith(".safetensors"):
+            os.remove(os.path.join(outdir, old))
+    for index, (name, cfg, train) in enumerate(train_cases()):
+        torch.manual_seed(3000 + index)
+        model = classifier(cfg)
+        gen = torch.Generator().manual_seed(4000 + index)
+        rows = train_rows(gen)
+        # the second epoch takes the batches in the other order than the first
+        order = [[1, 0], [0, 1]] if index % 2 == 0 else [[0, 1], [1, 0]]
+        batches = train_batches(rows, order[:TRAIN_EPOCHS])
+        class_weights = (0.5 + 1.5 * torch.rand(C, generator=gen)).float()
+        exact = train_run(model, batches, class_weights, train, torch.float64, len(order[0]))
+        single = train_run(model, batches, class_weights, train, torch.float32, len(order[0]))
+        S, T = len(batches), max(int(b[1].max()) for b in batches)
+        tokens = np.zeros((S, TRAIN_B, T), dtype=np.int64)
+        for s, (tok, _, _) in enumerate(batches):
+            tokens[s, :, :tok.shape[1]] = tok.numpy()
+        tensors = {k: v.detach().to(torch.float32).numpy() for k, v in model.state_dict().items()}
+        tensors["batch_tokens"] = tokens
+        tensors["batch_lengths"] = np.stack([b[1].numpy() for b in batches]).astype(np.int64)
+        tensors["batch_labels"] = np.stack([b[2].numpy() for b in batches]).astype(np.int64)
+        tensors["class_weights"] = class_weights.numpy().astype(np.float32)
+        tensors.update(exact)
+        config = engine_config(cfg)
+        config["num_classes"] = C
+        meta = {"config": json.dumps(config), "train": json.dumps(train), "case": name,
+                "texts": "\n".join(" ".join(VOCAB[i] for i in ids) for ids, _ in rows),
+                "labels": ",".join(str(label) for _, label in rows),
+                "params": ",".join(model.state_dict().keys())}
+        path = os.path.join(outdir, name + ".safetensors")
+        with open(path, "wb") as f:
+            f.write(st_save(tensors, meta))
+        finals = [k for k in exact if k.startswith("final.") and not k.endswith("attn.bias")]
+        a, r = max((worst(single[k], exact[k]) for k in finals), key=lambda x: x[1])
+        print("%-22s %5d bytes, %d steps, lrs %s; float32 torch vs stored (max abs/rel err): "
+              "final %.2g/%.2g (attn.bias aside), train_loss %.2g/%.2g" % (name, os.path.getsize(path), S,
+                                        " ".join("%.4g" % x for x in exact["lrs"]), a, r,
+                                        *worst(single["train_loss"], exact["train_loss"])))
+
+
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:] == ["--train"]:
+        train_main()
+    elif sys.argv[1:]:
+        sys.exit("usage: gen_fixtures.py [--train]")
+    else:
+        main()
+        train_main()
