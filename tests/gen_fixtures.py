@@ -1,10 +1,10 @@
 """gen_fixtures.py -- regenerate the PyTorch golden fixtures of tests/test_golden.c and
 tests/test_golden_train.c.
 
-    /usr/bin/python3 tests/gen_fixtures.py     (from the repository root; rewrites tests/fixtures/golden/
-                                                and tests/fixtures/golden_train/)
-    /usr/bin/python3 tests/gen_fixtures.py --train    (tests/fixtures/golden_train/ only; what
-                                                they hold: the comment above TRAIN_ROWS)
+    /usr/bin/python3 tests/gen_fixtures.py          (from the repository root; rewrites
+                                                     tests/fixtures/golden/ and golden_train/)
+    /usr/bin/python3 tests/gen_fixtures.py --train  (golden_train/ only: the comment above
+                                                     TRAIN_ROWS; runs build/tests/test_golden_train)
 
 One safetensors file per network variant, tests/fixtures/golden/<case>.safetensors, holding:
   <param name>          every parameter of tests/attn_reference.py's AttnClassifier (state_dict names)
@@ -250,6 +250,12 @@ def main():
 #                            value nn_progress_fn is given; an ensemble's batch loss: its
 #                            members' mean)
 #   final.<param name>       the parameters after the S steps
+#   emb_masks (S,B,T,E) F32, head_masks (S,B,F) F32
+#                            the case "dropouts" only: the embed_dropout and dropout masks of
+#                            each step (0 or 1 / keep; batch row order), as the engine drew them
+#                            with the seed of its training options: engine_record runs
+#                            test_golden_train --record for them and for the batches (word_dropout
+#                            applied), check_draws checks them, PyTorch is given them
 #   __metadata__ config      the model's config JSON plus "num_classes" (as above); train: the
 #                            nn_config options of the training (JSON); texts: the rows' texts,
 #                            one a line; labels: their labels, comma-separated; case; params
@@ -264,9 +270,10 @@ def main():
 # parameter by torch.optim.Adam. The engine steps those rows with Adam's arithmetic (adam.c),
 # whose eps is added after sqrt(v) is bias-corrected: sqrt(v) / sqrt(1 - b2^t) + eps, while
 # SparseAdam adds it before: (sqrt(v) + eps) / sqrt(1 - b2^t). The two differ where a gradient
-# is near eps / sqrt(1 - b2^t) (3e-7 at the first step): on these fixtures by up to 2.4% on
-# rarely read subword rows. So SparseAdam runs with eps * sqrt(1 - b2^t) at step t, which is
-# Adam's placement exactly.
+# is near eps / sqrt(1 - b2^t) (3e-7 at the first step), as on rarely read subword rows: after
+# the 4 steps of lazy_adam and cosine_lazy_ensemble, plain SparseAdam is 0.11 and 0.6 in
+# relative error from the engine (the tolerance is 1e-4). So SparseAdam runs with
+# eps * sqrt(1 - b2^t) at step t, which is Adam's placement exactly.
 TRAIN_ROWS, TRAIN_B, TRAIN_EPOCHS, TRAIN_LR = 8, 4, 2, 1e-2
 TRAIN_SUBWORD_BUCKETS = 64  # enough that each batch leaves some subword rows untouched
 
@@ -289,6 +296,8 @@ def train_cases():
         # the three together
         ("cosine_lazy_ensemble", dict(net, ensemble=2),
          dict(base, lr_schedule="cosine", lazy_adam=True)),
+        # the default recipe's dropouts, drawn by the engine (recorded with seed 1)
+        ("dropouts", net, dict(base, embed_dropout=0.5, word_dropout=0.2, dropout=0.5, seed=1)),
     ]
 
 
@@ -334,10 +343,24 @@ def table_rows(model, tokens, lengths):
     return out
 
 
-def train_run(model, batches, class_weights, train, dtype, per_epoch):
-    """The PyTorch loop of the engine's trainer over batches; returns lrs, train_loss, final."""
+class FixedMask(nn.Module):
+    """A dropout whose mask is given: x * mask (0 or 1 / keep, as the engine drew it)."""
+
+    def __init__(self):
+        super().__init__()
+        self.mask = None
+
+    def forward(self, x):
+        return x * self.mask
+
+
+def train_run(model, batches, class_weights, train, dtype, per_epoch, masks=None):
+    """The PyTorch loop of the engine's trainer over batches; returns lrs, train_loss, final.
+    masks: each step's (embed_dropout mask (B, T, E), dropout mask (B, F)), or None."""
     m = copy.deepcopy(model).to(dtype)
     m.train()
+    if masks is not None:
+        m.embed_dropout, m.dropout = FixedMask(), FixedMask()
     loss_fn = nn.CrossEntropyLoss(weight=class_weights.to(dtype),
                                   label_smoothing=train["label_smoothing"])
     members = list(m.members) if isinstance(m, EnsembleClassifier) else [m]
@@ -360,6 +383,9 @@ def train_run(model, batches, class_weights, train, dtype, per_epoch):
         lrs.append(opts[0].param_groups[0]["lr"])
         for o in opts:
             o.zero_grad()
+        if masks is not None:
+            m.embed_dropout.mask = torch.from_numpy(masks[k][0]).to(dtype)
+            m.dropout.mask = torch.from_numpy(masks[k][1]).to(dtype)
         losses = [loss_fn(net(tokens, lengths)[0], labels) for net in members]
         sum(losses).backward()
         mean += (sum(l.item() for l in losses) / len(losses) - mean) / (k % per_epoch + 1)
@@ -385,6 +411,75 @@ def train_run(model, batches, class_weights, train, dtype, per_epoch):
     return {k: v.to(torch.float32).numpy() for k, v in res.items()}
 
 
+def check_draws(rows, batches, masks, train):
+    """What the engine drew is what the options say, before PyTorch is given it: each batch is
+    rows of the data with some words replaced by <UNK> (1), mask values are 0 or 1 / keep, and
+    the rates are within 4 standard deviations of the options'."""
+    words = {(tuple(ids), label) for ids, label in rows}
+    dropped = real = 0
+    for tokens, lengths, labels in batches:
+        for b in range(tokens.shape[0]):
+            got = tokens[b, :lengths[b]].tolist()
+            match = [ids for ids, label in words
+                     if label == int(labels[b]) and len(ids) == len(got)
+                     and all(g == i or g == 1 for g, i in zip(got, ids))]
+            assert len(match) == 1, ("not a row of the data with words dropped", got)
+            dropped += sum(g != i for g, i in zip(got, match[0]))
+            real += len(got)
+    for p, n, k in ((train["word_dropout"], real, dropped),
+                    (train["embed_dropout"], real * E,
+                     sum(int((e[b, :int(n_[b])] == 0).sum()) for (e, _), (_, n_, _)
+                         in zip(masks, batches) for b in range(e.shape[0]))),
+                    (train["dropout"], sum(h.size for _, h in masks),
+                     sum(int((h == 0).sum()) for _, h in masks))):
+        assert abs(k - p * n) <= 4 * math.sqrt(n * p * (1 - p)), (p, n, k)
+    for e, h in masks:
+        assert set(np.unique(e)) <= {0.0, np.float32(1 / (1 - train["embed_dropout"]))}
+        assert set(np.unique(h)) <= {0.0, np.float32(1 / (1 - train["dropout"]))}
+
+
+def path_of(outdir, name):
+    return os.path.join(outdir, name + ".safetensors")
+
+
+def engine_record(path, tensors, meta):
+    """Run the engine's trainer on the fixture so far (tests/test_golden_train --record): each
+    step's batch (word_dropout applied) and dropout masks, as [(tokens, lengths, labels,
+    embed mask (B, T, E), dropout mask (B, F))]."""
+    import subprocess
+    import tempfile
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    tool = os.path.join(root, os.environ.get("BUILD", "build"), "tests", "test_golden_train")
+    if not os.path.exists(tool):
+        sys.exit("gen_fixtures.py: %s is needed to draw the dropouts: make %s first"
+                 % (tool, os.path.relpath(tool, root)))
+    with tempfile.TemporaryDirectory() as tmp:
+        fixture, record = os.path.join(tmp, "fixture.safetensors"), os.path.join(tmp, "record")
+        with open(fixture, "wb") as f:
+            f.write(st_save(tensors, meta))
+        subprocess.run([tool, "--record", record, fixture], cwd=root, check=True,
+                       stdout=subprocess.DEVNULL)
+        blob = open(record, "rb").read()
+    steps, at = [], 0
+
+    def take(dtype, n):
+        nonlocal at
+        a = np.frombuffer(blob, dtype=dtype, count=n, offset=at)
+        at += 4 * n
+        return a
+
+    while at < len(blob):
+        Bs, Ts, Es, Fs = (int(x) for x in take("<i4", 4))
+        tokens = take("<i4", Bs * Ts).reshape(Bs, Ts).astype(np.int64)
+        lengths = take("<i4", Bs).astype(np.int64)
+        labels = take("<i4", Bs).astype(np.int64)
+        take("<f4", 1)  # the lr
+        emb = take("<f4", Bs * Ts * Es).reshape(Bs, Ts, Es).copy()
+        head = take("<f4", Bs * Fs).reshape(Bs, Fs).copy()
+        steps.append((tokens, lengths, labels, emb, head))
+    return steps
+
+
 def train_main():
     outdir = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "golden_train")
     os.makedirs(outdir, exist_ok=True)
@@ -396,37 +491,51 @@ def train_main():
         model = classifier(cfg)
         gen = torch.Generator().manual_seed(4000 + index)
         rows = train_rows(gen)
-        # the second epoch takes the batches in the other order than the first
-        order = [[1, 0], [0, 1]] if index % 2 == 0 else [[0, 1], [1, 0]]
-        batches = train_batches(rows, order[:TRAIN_EPOCHS])
         class_weights = (0.5 + 1.5 * torch.rand(C, generator=gen)).float()
-        exact = train_run(model, batches, class_weights, train, torch.float64, len(order[0]))
-        single = train_run(model, batches, class_weights, train, torch.float32, len(order[0]))
-        S, T = len(batches), max(int(b[1].max()) for b in batches)
-        tokens = np.zeros((S, TRAIN_B, T), dtype=np.int64)
-        for s, (tok, _, _) in enumerate(batches):
-            tokens[s, :, :tok.shape[1]] = tok.numpy()
         tensors = {k: v.detach().to(torch.float32).numpy() for k, v in model.state_dict().items()}
-        tensors["batch_tokens"] = tokens
-        tensors["batch_lengths"] = np.stack([b[1].numpy() for b in batches]).astype(np.int64)
-        tensors["batch_labels"] = np.stack([b[2].numpy() for b in batches]).astype(np.int64)
         tensors["class_weights"] = class_weights.numpy().astype(np.float32)
-        tensors.update(exact)
         config = engine_config(cfg)
         config["num_classes"] = C
         meta = {"config": json.dumps(config), "train": json.dumps(train), "case": name,
                 "texts": "\n".join(" ".join(VOCAB[i] for i in ids) for ids, _ in rows),
                 "labels": ",".join(str(label) for _, label in rows),
                 "params": ",".join(model.state_dict().keys())}
-        path = os.path.join(outdir, name + ".safetensors")
+        per_epoch = TRAIN_ROWS // TRAIN_B
+        masks = None
+        if "seed" in train:  # the engine's draws: its batches and masks, given to PyTorch
+            steps = engine_record(path_of(outdir, name), tensors, meta)
+            batches = [(torch.from_numpy(t[:, :int(n.max())].copy()), torch.from_numpy(n),
+                        torch.from_numpy(y)) for t, n, y, _, _ in steps]
+            masks = [(e[:, :int(n.max())], h) for _, n, _, e, h in steps]
+            check_draws(rows, batches, masks, train)
+        else:  # the second epoch takes the batches in the other order than the first
+            order = [[1, 0], [0, 1]] if index % 2 == 0 else [[0, 1], [1, 0]]
+            batches = train_batches(rows, order[:TRAIN_EPOCHS])
+        exact = train_run(model, batches, class_weights, train, torch.float64, per_epoch, masks)
+        single = train_run(model, batches, class_weights, train, torch.float32, per_epoch, masks)
+        S, T = len(batches), max(int(b[1].max()) for b in batches)
+        tokens = np.zeros((S, TRAIN_B, T), dtype=np.int64)
+        for s, (tok, _, _) in enumerate(batches):
+            tokens[s, :, :tok.shape[1]] = tok.numpy()
+        tensors["batch_tokens"] = tokens
+        tensors["batch_lengths"] = np.stack([b[1].numpy() for b in batches]).astype(np.int64)
+        tensors["batch_labels"] = np.stack([b[2].numpy() for b in batches]).astype(np.int64)
+        if masks is not None:
+            emb = np.zeros((S, TRAIN_B, T, E), dtype=np.float32)
+            for s, (e, _) in enumerate(masks):
+                emb[s, :, :e.shape[1]] = e
+            tensors["emb_masks"] = emb
+            tensors["head_masks"] = np.stack([h for _, h in masks]).astype(np.float32)
+        tensors.update(exact)
+        path = path_of(outdir, name)
         with open(path, "wb") as f:
             f.write(st_save(tensors, meta))
         finals = [k for k in exact if k.startswith("final.") and not k.endswith("attn.bias")]
         a, r = max((worst(single[k], exact[k]) for k in finals), key=lambda x: x[1])
         print("%-22s %5d bytes, %d steps, lrs %s; float32 torch vs stored (max abs/rel err): "
-              "final %.2g/%.2g (attn.bias aside), train_loss %.2g/%.2g" % (name, os.path.getsize(path), S,
-                                        " ".join("%.4g" % x for x in exact["lrs"]), a, r,
-                                        *worst(single["train_loss"], exact["train_loss"])))
+              "final %.2g/%.2g (attn.bias aside), train_loss %.2g/%.2g"
+              % (name, os.path.getsize(path), S, " ".join("%.4g" % x for x in exact["lrs"]), a, r,
+                 *worst(single["train_loss"], exact["train_loss"])))
 
 
 if __name__ == "__main__":

@@ -12,12 +12,17 @@
  *                          that the batch reads, torch.optim.Adam for every other parameter
  *   ensemble               2 networks, each learning from its own loss (their sum)
  *   cosine_lazy_ensemble   the three together
- * all with subwords and label smoothing 0.1 (the default recipe's), dropouts 0, class weights
- * set. Compared: each step's learning rate (read from the optimizer after the step), the
- * running mean of the batch losses that the progress callback gets, and every parameter after
- * the 4 steps. The trainer starts as a warm start from a model holding the fixture's
- * parameters, with the vocabulary "tok2".."tok29" of tests/golden.h, so the rows' words are
- * the fixture's ids.
+ *   dropouts               the default recipe's embed_dropout 0.5, word_dropout 0.2, dropout
+ *                          0.5, with the engine's own draws: gen_fixtures.py ran this test with
+ *                          --record (seed 1) and gave PyTorch the batches (words dropped to
+ *                          <UNK>) and masks it recorded; here the engine must draw them again,
+ *                          read from the workspace after each step, and then agree with PyTorch
+ * all with subwords and label smoothing 0.1 (the default recipe's), class weights set, the
+ * dropouts 0 but in `dropouts`. Compared: each step's learning rate (read from the optimizer
+ * after the step), the running mean of the epoch's batch losses that the progress callback
+ * gets, and every parameter after the 4 steps. The trainer starts as a warm start from a model
+ * holding the fixture's parameters, with the vocabulary "tok2".."tok29" of tests/golden.h, so
+ * the rows' words are the fixture's ids.
  *
  * The trainer shuffles: its rows have distinct lengths, so its sort by length fixes each
  * batch's rows and their order, and only the order of the 2 batches in an epoch is the
@@ -31,6 +36,9 @@
  *
  *   build/tests/test_golden_train             every fixture of tests/fixtures/golden_train
  *   build/tests/test_golden_train FILE...     the given fixtures
+ *   build/tests/test_golden_train --record OUT FILE
+ *                          tests/gen_fixtures.py's: train on FILE with its seed, write each
+ *                          step's batch and masks to OUT (record_step), compare nothing
  */
 #include <dirent.h>
 #include <stdio.h>
@@ -43,6 +51,8 @@
 #define TRAIN_FIXTURE_DIR "tests/fixtures/golden_train"
 #define MAX_SEEDS 200 /* each seed takes the fixture's order with probability 1/4 */
 
+static FILE *record_out; /* --record FILE: write the run's batches and masks there */
+
 /* What the progress callback compares a run with, and what it records. */
 typedef struct train_run {
   nn_trainer *tr;
@@ -52,13 +62,67 @@ typedef struct train_run {
   float *lrs;         /* (S) the learning rate of each step */
   double *train_loss; /* (S) the running mean the callback got */
   char mismatch[256]; /* why the run was stopped: the first batch that differs */
+  /* the dropouts: the masks the fixture's PyTorch loop used, the engine's own draws recorded
+   * by --record (NULL: none) */
+  const float *emb_masks;  /* (S, B, T, E) embed_dropout, batch row order; 0 at padding */
+  const float *head_masks; /* (S, B, F) dropout after fc1 */
+  int E, F;
+  float *emb_got, *head_got; /* (B, T, E), (B, F) this step's, gathered */
+  double mask_diff;          /* the largest difference of a mask value */
+  FILE *record;              /* --record: each step's batch and masks, see record_step */
 } train_run;
+
+/* The masks the step just drew, from the workspace's layout (model.c nn_workspace_prepare: row
+ * j of the batch sorted by length is batch row order[j]; its position t is packed row
+ * off[t] + j) into batch row order: emb (B, T, E), 0 at padding; head (B, F). */
+static void gather_masks(const nn_workspace *ws, int E, int F, float *emb, float *head) {
+  memset(emb, 0, sizeof(float) * (size_t)ws->B * ws->T * E);
+  for (int j = 0; j < ws->B; j++) {
+    int b = ws->order[j];
+    for (int t = 0; ws->emb_mask && t < ws->lens[j]; t++)
+      memcpy(emb + ((size_t)b * ws->T + t) * E, ws->emb_mask + (size_t)(ws->off[t] + j) * E,
+             sizeof(float) * (size_t)E);
+    if (ws->mask) memcpy(head + (size_t)b * F, ws->mask + (size_t)j * F, sizeof(float) * F);
+    else
+      for (int f = 0; f < F; f++) head[(size_t)b * F + f] = 1.0f;
+  }
+}
+
+/* --record: a step as int32 B, T, E, F, tokens (B, T) after word_dropout, lengths (B),
+ * labels (B), then float32 lr, emb mask (B, T, E), head mask (B, F); little-endian, read by
+ * tests/gen_fixtures.py. */
+static void record_step(train_run *r, const nn_batch *b) {
+  int32_t head[4] = {b->B, b->T, r->E, r->F};
+  fwrite(head, sizeof head, 1, r->record);
+  for (int i = 0; i < b->B * b->T; i++) {
+    int32_t v = i % b->T < b->lengths[i / b->T] ? b->tokens[i] : 0;
+    fwrite(&v, sizeof v, 1, r->record);
+  }
+  for (int i = 0; i < b->B; i++) {
+    int32_t v = b->lengths[i];
+    fwrite(&v, sizeof v, 1, r->record);
+  }
+  for (int i = 0; i < b->B; i++) {
+    int32_t v = b->labels[i];
+    fwrite(&v, sizeof v, 1, r->record);
+  }
+  fwrite(&r->tr->adam.lr, sizeof(float), 1, r->record);
+  fwrite(r->emb_got, sizeof(float), (size_t)b->B * b->T * r->E, r->record);
+  fwrite(r->head_got, sizeof(float), (size_t)b->B * r->F, r->record);
+}
 
 static int on_batch(void *ctx, int done, int total, double loss, double rate) {
   (void)done, (void)total, (void)rate;
   train_run *r = ctx;
   const nn_batch *b = &r->tr->current;
   int s = r->step;
+  const nn_workspace *ws = nn_workspace_member(r->tr->shard_ws[0], 0);
+  if (r->emb_got) gather_masks(ws, r->E, r->F, r->emb_got, r->head_got);
+  if (r->record) {
+    record_step(r, b);
+    r->step++;
+    return 0;
+  }
   if (s >= r->S) {
     snprintf(r->mismatch, sizeof r->mismatch, "more than %d steps", r->S);
     return 1;
@@ -75,6 +139,19 @@ static int on_batch(void *ctx, int done, int total, double loss, double rate) {
              "step %d: the batch has %d rows, first of length %d, not the fixture's", s + 1, b->B,
              b->B > 0 ? b->lengths[0] : 0);
     return 1;
+  }
+  for (int i = 0; r->emb_masks && i < b->B; i++) { /* the draws PyTorch was given */
+    for (int t = 0; t < b->lengths[i]; t++)
+      for (int e = 0; e < r->E; e++) {
+        double d = fabs((double)r->emb_got[((size_t)i * b->T + t) * r->E + e] -
+                        r->emb_masks[(((size_t)s * r->B + i) * r->T + t) * r->E + e]);
+        if (d > r->mask_diff) r->mask_diff = d;
+      }
+    for (int f = 0; f < r->F; f++) {
+      double d = fabs((double)r->head_got[(size_t)i * r->F + f] -
+                      r->head_masks[((size_t)s * r->B + i) * r->F + f]);
+      if (d > r->mask_diff) r->mask_diff = d;
+    }
   }
   r->lrs[s] = r->tr->adam.lr; /* set before the step, kept until the next batch's */
   r->train_loss[s] = loss;
@@ -138,6 +215,7 @@ static void run_train_fixture(const char *path) {
   char **texts = NULL, **labels = NULL;
   int *tokens = NULL, *lengths = NULL, *batch_labels = NULL;
   float *weights = NULL, *want_lrs = NULL, *want_loss = NULL, *expected = NULL;
+  float *emb_masks = NULL, *head_masks = NULL;
   train_run run;
   memset(&run, 0, sizeof run);
   const int failures_before = check_failures;
@@ -193,6 +271,8 @@ static void run_train_fixture(const char *path) {
       nfixture += strncmp(fx.tensors[i].name, "batch_", 6) != 0 &&
                   strncmp(fx.tensors[i].name, "final.", 6) != 0 &&
                   strcmp(fx.tensors[i].name, "class_weights") != 0 &&
+                  strcmp(fx.tensors[i].name, "emb_masks") != 0 &&
+                  strcmp(fx.tensors[i].name, "head_masks") != 0 &&
                   strcmp(fx.tensors[i].name, "lrs") != 0 &&
                   strcmp(fx.tensors[i].name, "train_loss") != 0;
     CHECK(ntensors == nfixture, "%s: the model has %d tensors, PyTorch's state_dict %d", case_name,
@@ -219,13 +299,38 @@ static void run_train_fixture(const char *path) {
   if (!texts || !labels) goto done;
   CHECK(n == nlab, "%s: %d texts, %d labels", case_name, n, nlab);
   if (n != nlab) goto done;
-  int64_t count = 0, shape[2];
+  int64_t ncw = 0, nlrs = 0, nloss = 0, count = 0, shape[2];
+  weights = get_f32(&fx, "class_weights", &ncw);
+  if (!weights || ncw != C) goto done;
+  double class_weights[100];
+  int label_lens[100];
+  for (int c = 0; c < C; c++) {
+    class_weights[c] = weights[c];
+    label_lens[c] = (int)strlen(names[c]);
+  }
+  nn_config tcfg = *nn_model_config(base);
+  rc = nn_config_parse_json(&tcfg, meta_train, NULL, err);
+  CHECK(rc == NN_OK, "%s: training options %s: %s", case_name, meta_train, err);
+  if (rc != NN_OK) goto done;
+  tcfg.device = NN_DEVICE_CPU;
+  run.E = cfg.embed_dim;
+  run.F = cfg.fc_hidden > 0 ? cfg.fc_hidden : cfg.hidden * (cfg.bidirectional ? 2 : 1);
+  if (tcfg.embed_dropout > 0 || tcfg.dropout > 0) {
+    run.emb_got = malloc(sizeof(float) * (size_t)tcfg.batch_size * tcfg.max_len * run.E);
+    run.head_got = malloc(sizeof(float) * (size_t)tcfg.batch_size * run.F);
+    if (!run.emb_got || !run.head_got) goto done;
+  }
+  /* an explicit seed: the fixture's batches and masks are that seed's draws (--record) */
+  int fixed_seed = strstr(meta_train, "\"seed\"") != NULL;
+  if (record_out) {
+    run.record = record_out;
+    run.S = 1 << 20;
+    goto train;
+  }
   tokens = get_i64(&fx, "batch_tokens", &count, shape);
   const nn_st_tensor *bt = nn_st_find(&fx, "batch_tokens");
   lengths = get_i64(&fx, "batch_lengths", &count, NULL);
   batch_labels = get_i64(&fx, "batch_labels", &count, NULL);
-  int64_t ncw = 0, nlrs = 0, nloss = 0;
-  weights = get_f32(&fx, "class_weights", &ncw);
   want_lrs = get_f32(&fx, "lrs", &nlrs);
   want_loss = get_f32(&fx, "train_loss", &nloss);
   if (!tokens || !lengths || !batch_labels || !weights || !want_lrs || !want_loss || !bt ||
@@ -243,22 +348,24 @@ static void run_train_fixture(const char *path) {
   run.lrs = calloc((size_t)run.S, sizeof *run.lrs);
   run.train_loss = calloc((size_t)run.S, sizeof *run.train_loss);
   if (!run.lrs || !run.train_loss) goto done;
-  double class_weights[100];
-  int label_lens[100];
-  for (int c = 0; c < C; c++) {
-    class_weights[c] = weights[c];
-    label_lens[c] = (int)strlen(names[c]);
+  if (nn_st_find(&fx, "emb_masks")) {
+    int64_t ne = 0, nh = 0;
+    emb_masks = get_f32(&fx, "emb_masks", &ne);
+    head_masks = get_f32(&fx, "head_masks", &nh);
+    CHECK(emb_masks && head_masks && run.emb_got && ne == (int64_t)run.S * run.B * run.T * run.E &&
+              nh == (int64_t)run.S * run.B * run.F,
+          "%s: mask shapes", case_name);
+    if (!emb_masks || !head_masks || !run.emb_got) goto done;
+    run.emb_masks = emb_masks;
+    run.head_masks = head_masks;
   }
 
-  /* train: seeds until the trainer takes the fixture's batches in the fixture's order */
-  nn_config tcfg = *nn_model_config(base);
-  rc = nn_config_parse_json(&tcfg, meta_train, NULL, err);
-  CHECK(rc == NN_OK, "%s: training options %s: %s", case_name, meta_train, err);
-  if (rc != NN_OK) goto done;
-  tcfg.device = NN_DEVICE_CPU;
+train:
+  /* train: seeds until the trainer takes the fixture's batches in the fixture's order (or the
+   * fixture's seed) */
   char first_mismatch[256] = "";
   for (seed = 1; seed <= MAX_SEEDS; seed++) {
-    tcfg.seed = (uint64_t)seed;
+    if (!fixed_seed) tcfg.seed = (uint64_t)seed;
     nn_trainer_args args;
     memset(&args, 0, sizeof args);
     args.cfg = &tcfg;
@@ -276,10 +383,12 @@ static void run_train_fixture(const char *path) {
     run.tr = tr;
     run.step = 0;
     run.mismatch[0] = '\0';
+    CHECK(tr->shards == 1, "%s: %d shards: the masks are read from shard 0's workspace", case_name,
+          tr->shards);
     nn_epoch_stats stats;
     while ((rc = nn_trainer_epoch(tr, &stats, on_batch, &run, err)) == NN_OK) {
     }
-    if (rc == NN_DONE && run.step == run.S) break;
+    if (rc == NN_DONE && (run.step == run.S || record_out)) break;
     CHECK(rc == NN_DONE || rc == NN_INTERRUPTED, "%s: nn_trainer_epoch: %s", case_name, err);
     if (rc != NN_DONE && rc != NN_INTERRUPTED) goto done;
     if (!first_mismatch[0])
@@ -287,11 +396,30 @@ static void run_train_fixture(const char *path) {
                run.mismatch[0] ? run.mismatch : "fewer steps");
     nn_trainer_free(tr);
     tr = NULL;
+    if (fixed_seed) {
+      seed = MAX_SEEDS + 1;
+      break;
+    }
   }
-  CHECK(seed <= MAX_SEEDS,
-        "%s: no seed in 1..%d makes the trainer take the fixture's batches (seed 1: %s)", case_name,
-        MAX_SEEDS, first_mismatch);
-  if (seed > MAX_SEEDS) goto done;
+  if (fixed_seed)
+    CHECK(seed <= MAX_SEEDS,
+          "%s: with the fixture's seed the trainer forms other batches than the fixture's: a word "
+          "dropped to something else than <UNK>, or the engine draws otherwise now (then "
+          "/usr/bin/python3 tests/gen_fixtures.py --train remakes the fixture, checking what it "
+          "draws): %s",
+          case_name, first_mismatch);
+  else
+    CHECK(seed <= MAX_SEEDS,
+          "%s: no seed in 1..%d makes the trainer take the fixture's batches (seed 1: %s)",
+          case_name, MAX_SEEDS, first_mismatch);
+  if (seed > MAX_SEEDS || record_out) goto done;
+  if (run.emb_masks)
+    CHECK(run.mask_diff == 0,
+          "%s: the engine drew other dropout masks than when the fixture was made (max difference "
+          "%g): a mask value other than 0 or 1 / keep, or the engine draws otherwise now (then "
+          "/usr/bin/python3 tests/gen_fixtures.py --train remakes the fixture, checking what it "
+          "draws)",
+          case_name, run.mask_diff);
 
   /* what it did, against PyTorch */
   worst w_lr = {0, 0, 0}, w_loss = {0, 0, 0}, w_final = {0, 0, 0};
@@ -326,10 +454,11 @@ static void run_train_fixture(const char *path) {
     }
     compare(&w_final, name, final + info.offset, expected, ne, mask, lr_sum);
   }
-  printf("%-22s seed %d; max rel err / max abs err: lrs %.2g/%.2g, train_loss %.2g/%.2g, "
+  printf("%-22s seed %d%s; max rel err / max abs err: lrs %.2g/%.2g, train_loss %.2g/%.2g, "
          "final %.2g/%.2g (+%d attn.bias: max abs err %.2g)%s\n",
-         case_name, seed, w_lr.rel, w_lr.abs, w_loss.rel, w_loss.abs, w_final.rel, w_final.abs,
-         nloose, w_final.loose_abs, check_failures > failures_before ? "  FAILED" : "");
+         case_name, seed, run.emb_masks ? ", the fixture's masks" : "", w_lr.rel, w_lr.abs,
+         w_loss.rel, w_loss.abs, w_final.rel, w_final.abs, nloose, w_final.loose_abs,
+         check_failures > failures_before ? "  FAILED" : "");
 
 done:
   if (check_failures == failures_before && !tr) CHECK(0, "%s: not run", path);
@@ -351,6 +480,10 @@ done:
   free(expected);
   free(run.lrs);
   free(run.train_loss);
+  free(run.emb_got);
+  free(run.head_got);
+  free(emb_masks);
+  free(head_masks);
 }
 
 static int cmp_str(const void *a, const void *b) {
@@ -364,6 +497,15 @@ int main(int argc, char **argv) {
   printf("test_golden_train: the trainer vs PyTorch's loop; pass: |got - expected| <= %g or rel "
          "err <= %g (linear attention's attn.bias: atol the sum of the lrs).\n",
          ATOL, RTOL);
+  if (argc == 4 && strcmp(argv[1], "--record") == 0) { /* tests/gen_fixtures.py's */
+    record_out = fopen(argv[2], "wb");
+    CHECK(record_out != NULL, "cannot write %s", argv[2]);
+    if (record_out) {
+      run_train_fixture(argv[3]);
+      fclose(record_out);
+    }
+    return check_finish("test_golden_train");
+  }
   if (argc > 1) {
     for (int i = 1; i < argc; i++) run_train_fixture(argv[i]);
     return check_finish("test_golden_train");
