@@ -251,11 +251,14 @@ def main():
 #                            members' mean)
 #   final.<param name>       the parameters after the S steps
 #   emb_masks (S,B,T,E) F32, head_masks (S,B,F) F32
-#                            the case "dropouts" only: the embed_dropout and dropout masks of
+#                            the cases *dropouts only: the embed_dropout and dropout masks of
 #                            each step (0 or 1 / keep; batch row order), as the engine drew them
 #                            with the seed of its training options: engine_record runs
 #                            test_golden_train --record for them and for the batches (word_dropout
-#                            applied), check_draws checks them, PyTorch is given them
+#                            applied), check_draws checks them, PyTorch is given them. An
+#                            ensemble: (S*K,B,T,E) and (S,K,B,F), each member's, and
+#   member_tokens (S,K,B,T) I64  each member's copy of the batch, its own words dropped
+#                            (batch_tokens: member 0's)
 #   __metadata__ config      the model's config JSON plus "num_classes" (as above); train: the
 #                            nn_config options of the training (JSON); texts: the rows' texts,
 #                            one a line; labels: their labels, comma-separated; case; params
@@ -298,6 +301,9 @@ def train_cases():
          dict(base, lr_schedule="cosine", lazy_adam=True)),
         # the default recipe's dropouts, drawn by the engine (recorded with seed 1)
         ("dropouts", net, dict(base, embed_dropout=0.5, word_dropout=0.2, dropout=0.5, seed=1)),
+        # and in an ensemble: each member its own words dropped, its own masks, its own loss
+        ("ensemble_dropouts", dict(net, ensemble=2),
+         dict(base, embed_dropout=0.5, word_dropout=0.2, dropout=0.5, seed=1)),
     ]
 
 
@@ -356,14 +362,15 @@ class FixedMask(nn.Module):
 
 def train_run(model, batches, class_weights, train, dtype, per_epoch, masks=None):
     """The PyTorch loop of the engine's trainer over batches; returns lrs, train_loss, final.
-    masks: each step's (embed_dropout mask (B, T, E), dropout mask (B, F)), or None."""
+    A batch's tokens are (B, T), or (K, B, T): each member's own copy. masks: each step's
+    (embed_dropout masks (K, B, T, E), dropout masks (K, B, F)), or None."""
     m = copy.deepcopy(model).to(dtype)
     m.train()
-    if masks is not None:
-        m.embed_dropout, m.dropout = FixedMask(), FixedMask()
     loss_fn = nn.CrossEntropyLoss(weight=class_weights.to(dtype),
                                   label_smoothing=train["label_smoothing"])
     members = list(m.members) if isinstance(m, EnsembleClassifier) else [m]
+    for net in members if masks is not None else []:
+        net.embed_dropout, net.dropout = FixedMask(), FixedMask()
     tables = [] if not train["lazy_adam"] else \
         [t for net in members for t in (net.embeddings.weight, net.subwords.weight)]
     dense = [p for p in m.parameters() if all(p is not t for t in tables)]
@@ -383,17 +390,18 @@ def train_run(model, batches, class_weights, train, dtype, per_epoch, masks=None
         lrs.append(opts[0].param_groups[0]["lr"])
         for o in opts:
             o.zero_grad()
-        if masks is not None:
-            m.embed_dropout.mask = torch.from_numpy(masks[k][0]).to(dtype)
-            m.dropout.mask = torch.from_numpy(masks[k][1]).to(dtype)
-        losses = [loss_fn(net(tokens, lengths)[0], labels) for net in members]
+        own = [tokens[j] if tokens.dim() == 3 else tokens for j in range(len(members))]
+        for j, net in enumerate(members if masks is not None else []):
+            net.embed_dropout.mask = torch.from_numpy(masks[k][0][j]).to(dtype)
+            net.dropout.mask = torch.from_numpy(masks[k][1][j]).to(dtype)
+        losses = [loss_fn(net(own[j], lengths)[0], labels) for j, net in enumerate(members)]
         sum(losses).backward()
         mean += (sum(l.item() for l in losses) / len(losses) - mean) / (k % per_epoch + 1)
         running.append(mean)
         for table in tables:  # the rows the batch read, as the engine lists them: sparse
-            net = next(n for n in members
-                       if table is n.embeddings.weight or table is n.subwords.weight)
-            rows = torch.tensor(table_rows(net, tokens, lengths)[table], dtype=torch.long)
+            j = next(j for j, n in enumerate(members)
+                     if table is n.embeddings.weight or table is n.subwords.weight)
+            rows = torch.tensor(table_rows(members[j], own[j], lengths)[table], dtype=torch.long)
             table.grad = torch.sparse_coo_tensor(rows[None, :], table.grad[rows],
                                                  table.shape).coalesce()
         if tables:  # Adam's eps placement (the comment above TRAIN_ROWS)
@@ -418,8 +426,9 @@ def check_draws(rows, batches, masks, train):
     words = {(tuple(ids), label) for ids, label in rows}
     dropped = real = 0
     for tokens, lengths, labels in batches:
-        for b in range(tokens.shape[0]):
-            got = tokens[b, :lengths[b]].tolist()
+        for b, member in ((b, j) for j in range(tokens.shape[0] if tokens.dim() == 3 else 1)
+                          for b in range(lengths.shape[0])):
+            got = (tokens[member] if tokens.dim() == 3 else tokens)[b, :lengths[b]].tolist()
             match = [ids for ids, label in words
                      if label == int(labels[b]) and len(ids) == len(got)
                      and all(g == i or g == 1 for g, i in zip(got, ids))]
@@ -428,8 +437,8 @@ def check_draws(rows, batches, masks, train):
             real += len(got)
     for p, n, k in ((train["word_dropout"], real, dropped),
                     (train["embed_dropout"], real * E,
-                     sum(int((e[b, :int(n_[b])] == 0).sum()) for (e, _), (_, n_, _)
-                         in zip(masks, batches) for b in range(e.shape[0]))),
+                     sum(int((e[:, b, :int(n_[b])] == 0).sum()) for (e, _), (_, n_, _)
+                         in zip(masks, batches) for b in range(e.shape[1]))),
                     (train["dropout"], sum(h.size for _, h in masks),
                      sum(int((h == 0).sum()) for _, h in masks))):
         assert abs(k - p * n) <= 4 * math.sqrt(n * p * (1 - p)), (p, n, k)
@@ -444,8 +453,8 @@ def path_of(outdir, name):
 
 def engine_record(path, tensors, meta):
     """Run the engine's trainer on the fixture so far (tests/test_golden_train --record): each
-    step's batch (word_dropout applied) and dropout masks, as [(tokens, lengths, labels,
-    embed mask (B, T, E), dropout mask (B, F))]."""
+    step's batch (word_dropout applied: each member's copy) and dropout masks, as [(tokens
+    (K, B, T), lengths, labels, embed masks (K, B, T, E), dropout masks (K, B, F))]."""
     import subprocess
     import tempfile
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -469,13 +478,13 @@ def engine_record(path, tensors, meta):
         return a
 
     while at < len(blob):
-        Bs, Ts, Es, Fs = (int(x) for x in take("<i4", 4))
-        tokens = take("<i4", Bs * Ts).reshape(Bs, Ts).astype(np.int64)
+        Bs, Ts, Es, Fs, Ks = (int(x) for x in take("<i4", 5))
+        tokens = take("<i4", Ks * Bs * Ts).reshape(Ks, Bs, Ts).astype(np.int64)
         lengths = take("<i4", Bs).astype(np.int64)
         labels = take("<i4", Bs).astype(np.int64)
         take("<f4", 1)  # the lr
-        emb = take("<f4", Bs * Ts * Es).reshape(Bs, Ts, Es).copy()
-        head = take("<f4", Bs * Fs).reshape(Bs, Fs).copy()
+        emb = take("<f4", Ks * Bs * Ts * Es).reshape(Ks, Bs, Ts, Es).copy()
+        head = take("<f4", Ks * Bs * Fs).reshape(Ks, Bs, Fs).copy()
         steps.append((tokens, lengths, labels, emb, head))
     return steps
 
@@ -504,9 +513,11 @@ def train_main():
         masks = None
         if "seed" in train:  # the engine's draws: its batches and masks, given to PyTorch
             steps = engine_record(path_of(outdir, name), tensors, meta)
-            batches = [(torch.from_numpy(t[:, :int(n.max())].copy()), torch.from_numpy(n),
-                        torch.from_numpy(y)) for t, n, y, _, _ in steps]
-            masks = [(e[:, :int(n.max())], h) for _, n, _, e, h in steps]
+            K = steps[0][0].shape[0]  # an ensemble: each member's own tokens (K, B, T)
+            batches = [(torch.from_numpy(t[:, :, :int(n.max())].copy() if K > 1
+                                         else t[0, :, :int(n.max())].copy()),
+                        torch.from_numpy(n), torch.from_numpy(y)) for t, n, y, _, _ in steps]
+            masks = [(e[:, :, :int(n.max())], h) for _, n, _, e, h in steps]
             check_draws(rows, batches, masks, train)
         else:  # the second epoch takes the batches in the other order than the first
             order = [[1, 0], [0, 1]] if index % 2 == 0 else [[0, 1], [1, 0]]
@@ -514,18 +525,23 @@ def train_main():
         exact = train_run(model, batches, class_weights, train, torch.float64, per_epoch, masks)
         single = train_run(model, batches, class_weights, train, torch.float32, per_epoch, masks)
         S, T = len(batches), max(int(b[1].max()) for b in batches)
-        tokens = np.zeros((S, TRAIN_B, T), dtype=np.int64)
+        K = batches[0][0].shape[0] if batches[0][0].dim() == 3 else 1
+        tokens = np.zeros((S, K, TRAIN_B, T), dtype=np.int64)
         for s, (tok, _, _) in enumerate(batches):
-            tokens[s, :, :tok.shape[1]] = tok.numpy()
-        tensors["batch_tokens"] = tokens
+            tokens[s, :, :, :tok.shape[-1]] = tok.numpy()
+        tensors["batch_tokens"] = tokens[:, 0]
+        if K > 1:
+            tensors["member_tokens"] = tokens
         tensors["batch_lengths"] = np.stack([b[1].numpy() for b in batches]).astype(np.int64)
         tensors["batch_labels"] = np.stack([b[2].numpy() for b in batches]).astype(np.int64)
         if masks is not None:
-            emb = np.zeros((S, TRAIN_B, T, E), dtype=np.float32)
+            emb = np.zeros((S, K, TRAIN_B, T, E), dtype=np.float32)
             for s, (e, _) in enumerate(masks):
-                emb[s, :, :e.shape[1]] = e
-            tensors["emb_masks"] = emb
-            tensors["head_masks"] = np.stack([h for _, h in masks]).astype(np.float32)
+                emb[s, :, :, :e.shape[2]] = e
+            head = np.stack([h for _, h in masks]).astype(np.float32)
+            # (S * K, ...): the engine's safetensors reader takes 4 dimensions at most
+            tensors["emb_masks"] = emb.reshape(S * K, TRAIN_B, T, E) if K > 1 else emb[:, 0]
+            tensors["head_masks"] = head if K > 1 else head[:, 0]
         tensors.update(exact)
         path = path_of(outdir, name)
         with open(path, "wb") as f:

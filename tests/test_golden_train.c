@@ -57,6 +57,8 @@ static FILE *record_out; /* --record FILE: write the run's batches and masks the
 typedef struct train_run {
   nn_trainer *tr;
   const int *tokens, *lengths, *labels; /* (S, B, T), (S, B), (S, B): the fixture's batches */
+  const int *member_tokens;             /* (S, K, B, T) or NULL: see on_batch */
+  int K;                                /* the model's members */
   int S, B, T;
   int step;           /* steps done */
   float *lrs;         /* (S) the learning rate of each step */
@@ -64,10 +66,10 @@ typedef struct train_run {
   char mismatch[256]; /* why the run was stopped: the first batch that differs */
   /* the dropouts: the masks the fixture's PyTorch loop used, the engine's own draws recorded
    * by --record (NULL: none) */
-  const float *emb_masks;  /* (S, B, T, E) embed_dropout, batch row order; 0 at padding */
-  const float *head_masks; /* (S, B, F) dropout after fc1 */
+  const float *emb_masks;  /* (S, K, B, T, E) embed_dropout, batch row order; 0 at padding */
+  const float *head_masks; /* (S, K, B, F) dropout after fc1 */
   int E, F;
-  float *emb_got, *head_got; /* (B, T, E), (B, F) this step's, gathered */
+  float *emb_got, *head_got; /* (K, B, T, E), (K, B, F) this step's, gathered */
   double mask_diff;          /* the largest difference of a mask value */
   FILE *record;              /* --record: each step's batch and masks, see record_step */
 } train_run;
@@ -88,16 +90,22 @@ static void gather_masks(const nn_workspace *ws, int E, int F, float *emb, float
   }
 }
 
-/* --record: a step as int32 B, T, E, F, tokens (B, T) after word_dropout, lengths (B),
- * labels (B), then float32 lr, emb mask (B, T, E), head mask (B, F); little-endian, read by
- * tests/gen_fixtures.py. */
+/* Member k's copy of the batch's tokens (B, T): its own words dropped (train.c make_batch). */
+static const int *member_tokens(const train_run *r, int k) {
+  return r->tr->current.tokens + (size_t)k * r->tr->member_stride;
+}
+
+/* --record: a step as int32 B, T, E, F, K, tokens (K, B, T) after word_dropout (0 at padding),
+ * lengths (B), labels (B), then float32 lr, embed_dropout masks (K, B, T, E), dropout masks
+ * (K, B, F); little-endian, read by tests/gen_fixtures.py's engine_record. */
 static void record_step(train_run *r, const nn_batch *b) {
-  int32_t head[4] = {b->B, b->T, r->E, r->F};
+  int32_t head[5] = {b->B, b->T, r->E, r->F, r->K};
   fwrite(head, sizeof head, 1, r->record);
-  for (int i = 0; i < b->B * b->T; i++) {
-    int32_t v = i % b->T < b->lengths[i / b->T] ? b->tokens[i] : 0;
-    fwrite(&v, sizeof v, 1, r->record);
-  }
+  for (int k = 0; k < r->K; k++)
+    for (int i = 0; i < b->B * b->T; i++) {
+      int32_t v = i % b->T < b->lengths[i / b->T] ? member_tokens(r, k)[i] : 0;
+      fwrite(&v, sizeof v, 1, r->record);
+    }
   for (int i = 0; i < b->B; i++) {
     int32_t v = b->lengths[i];
     fwrite(&v, sizeof v, 1, r->record);
@@ -107,17 +115,18 @@ static void record_step(train_run *r, const nn_batch *b) {
     fwrite(&v, sizeof v, 1, r->record);
   }
   fwrite(&r->tr->adam.lr, sizeof(float), 1, r->record);
-  fwrite(r->emb_got, sizeof(float), (size_t)b->B * b->T * r->E, r->record);
-  fwrite(r->head_got, sizeof(float), (size_t)b->B * r->F, r->record);
+  fwrite(r->emb_got, sizeof(float), (size_t)r->K * b->B * b->T * r->E, r->record);
+  fwrite(r->head_got, sizeof(float), (size_t)r->K * b->B * r->F, r->record);
 }
 
 static int on_batch(void *ctx, int done, int total, double loss, double rate) {
   (void)done, (void)total, (void)rate;
   train_run *r = ctx;
   const nn_batch *b = &r->tr->current;
-  int s = r->step;
-  const nn_workspace *ws = nn_workspace_member(r->tr->shard_ws[0], 0);
-  if (r->emb_got) gather_masks(ws, r->E, r->F, r->emb_got, r->head_got);
+  int s = r->step, B = b->B, T = b->T;
+  for (int k = 0; r->emb_got && k < r->K; k++)
+    gather_masks(nn_workspace_member(r->tr->shard_ws[0], k), r->E, r->F,
+                 r->emb_got + (size_t)k * B * T * r->E, r->head_got + (size_t)k * B * r->F);
   if (r->record) {
     record_step(r, b);
     r->step++;
@@ -127,32 +136,40 @@ static int on_batch(void *ctx, int done, int total, double loss, double rate) {
     snprintf(r->mismatch, sizeof r->mismatch, "more than %d steps", r->S);
     return 1;
   }
-  int same = b->B == r->B;
-  for (int i = 0; same && i < b->B; i++) {
-    int len = b->lengths[i];
-    same = len == r->lengths[s * r->B + i] && b->labels[i] == r->labels[s * r->B + i];
-    for (int t = 0; same && t < len; t++)
-      same = b->tokens[(size_t)i * b->T + t] == r->tokens[((size_t)s * r->B + i) * r->T + t];
+  /* each member's tokens: the fixture's member_tokens (S, K, B, T) when it has them (an
+   * ensemble with word_dropout), else batch_tokens (S, B, T) for every member */
+  int same = B == r->B;
+  for (int k = 0; k < r->K && same; k++) {
+    const int *want = r->member_tokens ? r->member_tokens + (size_t)(s * r->K + k) * r->B * r->T
+                                       : r->tokens + (size_t)s * r->B * r->T;
+    for (int i = 0; same && i < B; i++) {
+      int len = b->lengths[i];
+      same = len == r->lengths[s * r->B + i] && b->labels[i] == r->labels[s * r->B + i];
+      for (int t = 0; same && t < len; t++)
+        same = member_tokens(r, k)[(size_t)i * T + t] == want[(size_t)i * r->T + t];
+    }
   }
   if (!same) {
     snprintf(r->mismatch, sizeof r->mismatch,
-             "step %d: the batch has %d rows, first of length %d, not the fixture's", s + 1, b->B,
-             b->B > 0 ? b->lengths[0] : 0);
+             "step %d: the batch has %d rows, first of length %d, not the fixture's", s + 1, B,
+             B > 0 ? b->lengths[0] : 0);
     return 1;
   }
-  for (int i = 0; r->emb_masks && i < b->B; i++) { /* the draws PyTorch was given */
-    for (int t = 0; t < b->lengths[i]; t++)
-      for (int e = 0; e < r->E; e++) {
-        double d = fabs((double)r->emb_got[((size_t)i * b->T + t) * r->E + e] -
-                        r->emb_masks[(((size_t)s * r->B + i) * r->T + t) * r->E + e]);
+  for (int k = 0; r->emb_masks && k < r->K; k++) /* the draws PyTorch was given */
+    for (int i = 0; i < B; i++) {
+      size_t row = ((size_t)s * r->K + k) * r->B + i; /* in the fixture's (S, K, B) */
+      for (int t = 0; t < b->lengths[i]; t++)
+        for (int e = 0; e < r->E; e++) {
+          double d = fabs((double)r->emb_got[(((size_t)k * B + i) * T + t) * r->E + e] -
+                          r->emb_masks[(row * r->T + t) * r->E + e]);
+          if (d > r->mask_diff) r->mask_diff = d;
+        }
+      for (int f = 0; f < r->F; f++) {
+        double d = fabs((double)r->head_got[((size_t)k * B + i) * r->F + f] -
+                        r->head_masks[row * r->F + f]);
         if (d > r->mask_diff) r->mask_diff = d;
       }
-    for (int f = 0; f < r->F; f++) {
-      double d = fabs((double)r->head_got[(size_t)i * r->F + f] -
-                      r->head_masks[((size_t)s * r->B + i) * r->F + f]);
-      if (d > r->mask_diff) r->mask_diff = d;
     }
-  }
   r->lrs[s] = r->tr->adam.lr; /* set before the step, kept until the next batch's */
   r->train_loss[s] = loss;
   r->step++;
@@ -213,7 +230,7 @@ static void run_train_fixture(const char *path) {
   nn_trainer *tr = NULL;
   char *config_json = NULL, *texts_buf = NULL, *labels_buf = NULL;
   char **texts = NULL, **labels = NULL;
-  int *tokens = NULL, *lengths = NULL, *batch_labels = NULL;
+  int *tokens = NULL, *lengths = NULL, *batch_labels = NULL, *mtokens = NULL;
   float *weights = NULL, *want_lrs = NULL, *want_loss = NULL, *expected = NULL;
   float *emb_masks = NULL, *head_masks = NULL;
   train_run run;
@@ -273,6 +290,7 @@ static void run_train_fixture(const char *path) {
                   strcmp(fx.tensors[i].name, "class_weights") != 0 &&
                   strcmp(fx.tensors[i].name, "emb_masks") != 0 &&
                   strcmp(fx.tensors[i].name, "head_masks") != 0 &&
+                  strcmp(fx.tensors[i].name, "member_tokens") != 0 &&
                   strcmp(fx.tensors[i].name, "lrs") != 0 &&
                   strcmp(fx.tensors[i].name, "train_loss") != 0;
     CHECK(ntensors == nfixture, "%s: the model has %d tensors, PyTorch's state_dict %d", case_name,
@@ -315,9 +333,10 @@ static void run_train_fixture(const char *path) {
   tcfg.device = NN_DEVICE_CPU;
   run.E = cfg.embed_dim;
   run.F = cfg.fc_hidden > 0 ? cfg.fc_hidden : cfg.hidden * (cfg.bidirectional ? 2 : 1);
+  run.K = cfg.ensemble > 1 ? cfg.ensemble : 1;
   if (tcfg.embed_dropout > 0 || tcfg.dropout > 0) {
-    run.emb_got = malloc(sizeof(float) * (size_t)tcfg.batch_size * tcfg.max_len * run.E);
-    run.head_got = malloc(sizeof(float) * (size_t)tcfg.batch_size * run.F);
+    run.emb_got = malloc(sizeof(float) * (size_t)run.K * tcfg.batch_size * tcfg.max_len * run.E);
+    run.head_got = malloc(sizeof(float) * (size_t)run.K * tcfg.batch_size * run.F);
     if (!run.emb_got || !run.head_got) goto done;
   }
   /* an explicit seed: the fixture's batches and masks are that seed's draws (--record) */
@@ -345,6 +364,14 @@ static void run_train_fixture(const char *path) {
   run.tokens = tokens;
   run.lengths = lengths;
   run.labels = batch_labels;
+  if (nn_st_find(&fx, "member_tokens")) {
+    int64_t nm = 0;
+    mtokens = get_i64(&fx, "member_tokens", &nm, NULL);
+    CHECK(mtokens && nm == (int64_t)run.S * run.K * run.B * run.T, "%s: member_tokens shape",
+          case_name);
+    if (!mtokens || nm != (int64_t)run.S * run.K * run.B * run.T) goto done;
+    run.member_tokens = mtokens;
+  }
   run.lrs = calloc((size_t)run.S, sizeof *run.lrs);
   run.train_loss = calloc((size_t)run.S, sizeof *run.train_loss);
   if (!run.lrs || !run.train_loss) goto done;
@@ -352,8 +379,9 @@ static void run_train_fixture(const char *path) {
     int64_t ne = 0, nh = 0;
     emb_masks = get_f32(&fx, "emb_masks", &ne);
     head_masks = get_f32(&fx, "head_masks", &nh);
-    CHECK(emb_masks && head_masks && run.emb_got && ne == (int64_t)run.S * run.B * run.T * run.E &&
-              nh == (int64_t)run.S * run.B * run.F,
+    CHECK(emb_masks && head_masks && run.emb_got &&
+              ne == (int64_t)run.S * run.K * run.B * run.T * run.E &&
+              nh == (int64_t)run.S * run.K * run.B * run.F,
           "%s: mask shapes", case_name);
     if (!emb_masks || !head_masks || !run.emb_got) goto done;
     run.emb_masks = emb_masks;
@@ -474,6 +502,7 @@ done:
   free(tokens);
   free(lengths);
   free(batch_labels);
+  free(mtokens);
   free(weights);
   free(want_lrs);
   free(want_loss);
