@@ -394,7 +394,10 @@ def train_run(model, batches, class_weights, train, dtype, per_epoch, masks=None
         for j, net in enumerate(members if masks is not None else []):
             net.embed_dropout.mask = torch.from_numpy(masks[k][0][j]).to(dtype)
             net.dropout.mask = torch.from_numpy(masks[k][1][j]).to(dtype)
-        losses = [loss_fn(net(own[j], lengths)[0], labels) for j, net in enumerate(members)]
+        if isinstance(m, EnsembleClassifier) and tokens.dim() == 2 and masks is None:
+            losses = m.training_losses(tokens, lengths, labels, loss_fn)  # the reference's own
+        else:  # each member its own copy of the tokens and its own masks
+            losses = [loss_fn(net(own[j], lengths)[0], labels) for j, net in enumerate(members)]
         sum(losses).backward()
         mean += (sum(l.item() for l in losses) / len(losses) - mean) / (k % per_epoch + 1)
         running.append(mean)
