@@ -76,14 +76,18 @@ typedef struct train_run {
 
 /* The masks the step just drew, from the workspace's layout (model.c nn_workspace_prepare: row
  * j of the batch sorted by length is batch row order[j]; its position t is packed row
- * off[t] + j) into batch row order: emb (B, T, E), 0 at padding; head (B, F). */
+ * off[t] + j) into batch row order: emb (B, T, E), 0 at padding; head (B, F). A dropout at 0
+ * has no mask: ones. */
 static void gather_masks(const nn_workspace *ws, int E, int F, float *emb, float *head) {
   memset(emb, 0, sizeof(float) * (size_t)ws->B * ws->T * E);
   for (int j = 0; j < ws->B; j++) {
     int b = ws->order[j];
-    for (int t = 0; ws->emb_mask && t < ws->lens[j]; t++)
-      memcpy(emb + ((size_t)b * ws->T + t) * E, ws->emb_mask + (size_t)(ws->off[t] + j) * E,
-             sizeof(float) * (size_t)E);
+    for (int t = 0; t < ws->lens[j]; t++) {
+      float *dst = emb + ((size_t)b * ws->T + t) * E;
+      if (ws->emb_mask) memcpy(dst, ws->emb_mask + (size_t)(ws->off[t] + j) * E, sizeof *dst * E);
+      else
+        for (int e = 0; e < E; e++) dst[e] = 1.0f; /* embed_dropout 0: no mask */
+    }
     if (ws->mask) memcpy(head + (size_t)b * F, ws->mask + (size_t)j * F, sizeof(float) * F);
     else
       for (int f = 0; f < F; f++) head[(size_t)b * F + f] = 1.0f;
