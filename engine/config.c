@@ -224,11 +224,10 @@ void nn_config_default(nn_config *cfg) {
   cfg->drop_parentheses = 0;
   cfg->class_weights = 0;
   cfg->label_smoothing = 0.1f;
-  cfg->pretrain_epochs = 5;
   cfg->data_sized = NN_SIZED_ALL;
 }
 
-void nn_config_size_to_data(nn_config *cfg, int n_train, int C, int64_t tokens) {
+void nn_config_size_to_data(nn_config *cfg, int n_train, int C) {
   unsigned sized = cfg->data_sized;
   cfg->data_sized = 0;
   cfg->data_sized_done |= sized;
@@ -247,13 +246,6 @@ void nn_config_size_to_data(nn_config *cfg, int n_train, int C, int64_t tokens) 
   if (sized & NN_SIZED_PATIENCE) { /* a third of the epochs, at least 10 */
     int p = cfg->epochs / 3;
     cfg->patience = p < 10 ? 10 : p;
-  }
-  if (sized & NN_SIZED_PRETRAIN) { /* about 2 million tokens seen, 5 to 50 passes */
-    if (tokens <= 0) cfg->pretrain_epochs = 0;
-    else {
-      int64_t e = (2000000 + tokens - 1) / tokens;
-      cfg->pretrain_epochs = e < 5 ? 5 : e > 50 ? 50 : (int)e;
-    }
   }
 }
 
@@ -583,7 +575,6 @@ static unsigned sized_bit(const char *name) {
   return !strcmp(name, "batch_size")        ? NN_SIZED_BATCH
          : !strcmp(name, "epochs")          ? NN_SIZED_EPOCHS
          : !strcmp(name, "patience")        ? NN_SIZED_PATIENCE | NN_SIZED_VALIDATION
-         : !strcmp(name, "pretrain_epochs") ? NN_SIZED_PRETRAIN
          : !strcmp(name, "validation") || !strcmp(name, "val_fraction") ||
                  !strcmp(name, "monitor") || !strcmp(name, "lr_patience")
              ? NN_SIZED_VALIDATION

@@ -162,8 +162,7 @@ int nn_trainer_create(nn_trainer **out, const nn_trainer_args *a, char *err) {
   nn_mem_stop_ctx = stop_ctx;
   status = nn_train_data_prepare(tr, &names, &vocab, base, &rows, err);
   if (status != NN_OK) goto fail;
-  /* pretraining is sized to the unlabelled rows: without them it is not run by default */
-  nn_config_size_to_data(&tr->cfg, tr->n_train, tr->C, tr->n_unlab ? tr->pretrain_tokens : 0);
+  nn_config_size_to_data(&tr->cfg, tr->n_train, tr->C);
   cfg = &tr->cfg;
   int C = tr->C, max_len = cfg->max_len, B = cfg->batch_size;
   names_count = names ? C : 0;
@@ -847,11 +846,6 @@ char *nn_trainer_metrics_json(const nn_trainer *tr) {
                                tr->cfg.patience);
       sep = ",";
     }
-    if ((sized & NN_SIZED_PRETRAIN) && tr->n_unlab) {
-      used += (size_t)snprintf(extra + used, sizeof extra - used, "%s\"pretrain_epochs\":%d", sep,
-                               tr->cfg.pretrain_epochs);
-      sep = ",";
-    }
     if (used < sizeof extra) snprintf(extra + used, sizeof extra - used, "}");
   }
   if (tr->cfg.pretrain_epochs > 0 && tr->pretrain_tokens > 0 && !tr->warm_start &&
@@ -859,9 +853,12 @@ char *nn_trainer_metrics_json(const nn_trainer *tr) {
     char pseconds[40];
     json_number(pseconds, sizeof pseconds, tr->pretrain_seconds);
     size_t used = strlen(extra);
-    snprintf(extra + used, sizeof extra - used,
-             ",\"unlabelled_rows\":%d,\"pretrain_epochs\":%d,\"pretrain_seconds\":%s", tr->n_unlab,
-             tr->cfg.pretrain_epochs, pseconds);
+    if (tr->n_unlab)
+      used += (size_t)snprintf(extra + used, sizeof extra - used, ",\"unlabelled_rows\":%d",
+                               tr->n_unlab);
+    if (used < sizeof extra)
+      snprintf(extra + used, sizeof extra - used, ",\"pretrain_epochs\":%d,\"pretrain_seconds\":%s",
+               tr->cfg.pretrain_epochs, pseconds);
   }
   const char *format = "{\"best_epoch\":%d,\"val_loss\":%s,\"val_accuracy\":%s,\"val_f1\":%s,"
                        "\"monitor\":\"%s\",\"train_rows\":%d,\"val_rows\":%d,\"epochs_run\":%d,"
