@@ -447,6 +447,16 @@ except sqlite3.Error as e:
 """
 
 
+def poll(read, done, limit=60.0):
+    """read() every 50 ms until done(value) or limit seconds; the last value."""
+    deadline = time.monotonic() + limit
+    while True:
+        value = read()
+        if done(value) or time.monotonic() > deadline:
+            return value
+        time.sleep(0.05)
+
+
 def test_status(mode):
     path, db = fresh(mode, "status", rows=300)
     fit(db, "first")  # the store exists
@@ -463,12 +473,13 @@ def test_status(mode):
 
     th = threading.Thread(target=run)
     th.start()
-    time.sleep(0.5)
-    first = other.execute("SELECT name, function, phase, epoch, database FROM attn_status"
-                          ).fetchall()
-    time.sleep(0.6)
-    second = other.execute("SELECT name, epoch, batches, train_loss, seconds FROM attn_status"
-                           ).fetchall()
+    # polled, not slept: the training's first epoch, then a later one (however slow the machine)
+    first = poll(lambda: other.execute("SELECT name, function, phase, epoch, database FROM "
+                                       "attn_status").fetchall(),
+                 lambda r: len(r) == 1 and r[0][2] == "training" and r[0][3] >= 1)
+    second = poll(lambda: other.execute("SELECT name, epoch, batches, train_loss, seconds FROM "
+                                        "attn_status").fetchall(),
+                  lambda r: len(r) != 1 or not first or r[0][1] > first[0][3])
     db.interrupt()
     th.join()
     after = other.execute("SELECT count(*) FROM attn_status").fetchone()[0]
@@ -483,12 +494,15 @@ def test_status(mode):
     proc = subprocess.Popen([sys.executable, "-c", CHILD, path, R.extension_path(), opts_live],
                             stdout=subprocess.PIPE, text=True)
     seen = []
-    deadline = time.time() + 8
+    # WAL: until two epochs are seen (at most 60 s); rollback journal: 3 s in which nothing
+    # may appear (a slow machine can only make that check weaker, never fail it)
+    began = time.time()
+    deadline = began + 60
     while time.time() < deadline:
         n = other.execute("SELECT count(*), max(epoch) FROM attn_training_log WHERE name = 'live'"
                           ).fetchone()
         seen.append(n)
-        if mode != "wal" and time.time() > deadline - 5:
+        if mode != "wal" and time.time() > began + 3:
             break
         if n[0] and len({s for s in seen if s[0]}) >= 2:
             break
@@ -518,9 +532,8 @@ def test_status(mode):
         result.clear()
         th = threading.Thread(target=run)
         th.start()
-        time.sleep(2.5)
-        mid = other.execute("SELECT count(*) FROM attn_training_log WHERE name = 's'"
-                            ).fetchone()[0]
+        mid = poll(lambda: other.execute("SELECT count(*) FROM attn_training_log WHERE name = "
+                                         "'s'").fetchone()[0], lambda n: n > 0)
         db.interrupt()
         th.join()
         check(mid > 0 and R.snapshot(other) == before,
