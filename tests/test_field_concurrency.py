@@ -13,7 +13,8 @@
      10 s) and succeed. Exception, rollback journal and attn_train: the holder cannot commit while
      attn_train's statement holds SHARED; its COMMIT gives up after its busy timeout (1 s) and the
      save goes through. With a busy timeout shorter than the hold they fail with a clear error
-     and leave the database unchanged.
+     and leave the database unchanged. A save whose snapshot is out of date (WAL) goes through a
+     second connection that keeps the caller's max_page_count.
   3. Two processes train different models on one database at the same moment: both saved.
 Before issue 11, (1) failed with "attn_train: cannot create the model store tables: database is
 locked" and (2) failed at once with "cannot save the model: database is locked".
@@ -352,6 +353,43 @@ check(err is None and db.execute("SELECT count(*) FROM attn_models WHERE name = 
       .fetchone()[0] == 1, f"wal: the same inside BEGIN IMMEDIATE saves ({err})")
 other.close()
 db.close()
+
+# ------------------------------------------------------------------ the second connection's settings
+# A save whose statement's snapshot another connection's commit made out of date goes through a
+# second connection to the file (ext/attn_store.c, attn_store_save_side), which must write as the
+# caller's would. Made to happen without timing: the training query's first row runs a function
+# that commits on another connection, after the statement's snapshot began. Checked: the
+# caller's max_page_count holds there too (a model that does not fit: "database or disk is
+# full", nothing stored); without the limit the same save goes through (so the path was taken).
+def stale_save(limit):
+    path, db = fresh("wal", n=90)
+    other = R.connect(path)
+    poked = []
+
+    def poke(x):
+        if not poked:
+            other.execute("INSERT INTO other VALUES (4)")
+            poked.append(1)
+        return x
+    db.create_function("poke", 1, poke)
+    if limit:
+        pages = db.execute("PRAGMA page_count").fetchone()[0]
+        db.execute(f"PRAGMA max_page_count = {pages + 1}")
+    err = R.error_of(db, "SELECT * FROM attn_train('side', 'SELECT poke(text), label FROM docs', "
+                         "'{\"epochs\":2,\"hidden\":64,\"embed_dim\":64,\"progress\":false}')")
+    stored = other.execute("SELECT count(*) FROM attn_models WHERE name = 'side'").fetchone()[0]
+    other.close()
+    db.close()
+    return err, stored, poked
+
+
+err, stored, poked = stale_save(False)
+check(poked and err is None and stored == 1,
+      f"wal: a save after another connection's commit goes through a second connection: "
+      f"{err or 'saved'} ({stored} version)")
+err, stored, poked = stale_save(True)
+check(poked and err is not None and "database or disk is full" in err and stored == 0,
+      f"wal: that second connection keeps the caller's max_page_count: '{err}', {stored} stored")
 
 # ------------------------------------------------------------------ 3. two processes train at once
 TRAINER = r"""
