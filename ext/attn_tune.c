@@ -1,7 +1,7 @@
 /* attn_tune.c -- the table-valued function attn_tune: a grid search. Every combination of the
  * grid's option values is trained on the same rows (the same split and seed: the options'), each
- * trial is stored as a version of `name`, and the best by the options' "monitor" (default
- * val_loss) is the one deployed.
+ * trial is stored as a version of `name`, and the best by the options' "monitor" (the default
+ * recipe's val_f1, highest first; the lesson recipe's val_loss) is the one deployed.
  *
  *   SELECT * FROM attn_tune('news', 'SELECT title, category FROM headlines',
  *                           '{"cell":["rnn","gru"],"hidden":[64,128]}', '{"epochs":10}');

@@ -8,6 +8,12 @@ Python sqlite3), each against its reference:
     own initialisation); attn_embed is the members' contexts side by side (K x D floats).
   - "word_dropout", "embed_dropout", "ensemble": the same data, options and seed give
     bit-identical weights with 1 and 2 threads, and twice in a row; another seed other weights.
+  - "word_dropout": with the same seed (the dropout has its own random stream, so the
+    initialisation is the same), 0.5 trains other weights than 0; the <UNK> embedding row
+    learns only when words are dropped (with 0 it is the same after training at two learning
+    rates); and the rate: 340 words seen once each, trained 2 epochs at two learning rates,
+    keep the same (never trained) embedding row in both with probability p^2, as each token
+    is replaced by <UNK> with probability p on its own (attn_reference.word_dropout's rule).
   - "min_count": the vocabulary holds the tokens seen at least min_count times and no others.
   - "drop_parentheses": false keeps the words in parentheses as tokens (attn_weights), true (the
     lesson) drops them.
@@ -73,6 +79,53 @@ def metadata(blob):
 def fit(db, name, options):
     return json.loads(db.execute("SELECT attn_fit(?, 'SELECT text, label FROM rows', ?)",
                                  (name, json.dumps(options))).fetchone()[0])
+
+
+def rare_word(i):
+    """A word of letters only, one per i: zq + i in base 26."""
+    out = "zq"
+    for _ in range(4):
+        out += "abcdefghijklmnopqrstuvwxyz"[i % 26]
+        i //= 26
+    return out
+
+
+def check_word_dropout_rate(db, small):
+    """word_dropout replaces each training token by <UNK> with probability p: a word seen once
+    per epoch is never trained in E epochs with probability p^E, and its embedding row is then
+    its initialisation, the same whatever the learning rate (the dropout's stream does not
+    depend on it). A dropout that did nothing, dropped at another rate, or replaced tokens by
+    something other than <UNK>, fails one of these checks."""
+    rng = random.Random(3)
+    db.execute("CREATE TABLE rare(text, label)")
+    db.executemany("INSERT INTO rare VALUES (?, ?)",
+                   [("%s %s" % (rng.choice(CUES[sorted(CUES)[i % 3]]), rare_word(i)),
+                     sorted(CUES)[i % 3]) for i in range(400)])
+
+    def rows(p, lr):
+        name = "rare_%g_%g" % (p, lr)
+        db.execute("SELECT attn_fit(?, 'SELECT text, label FROM rare', ?)",
+                   (name, json.dumps(dict(small, word_dropout=p, lr=lr, epochs=2))))
+        return st_load(weights(db, name))[0]["embeddings.weight"]
+
+    unchanged = {}
+    for p in (0.0, 0.5):
+        a, b = rows(p, 0.01), rows(p, 0.003)
+        unchanged[p] = [bool(np.array_equal(a[i], b[i])) for i in range(a.shape[0])]
+    unk = 1
+    check(unchanged[0.0][unk] and not unchanged[0.5][unk],
+          "word_dropout: the <UNK> row is trained with 0.5 and never with 0 (the same at two "
+          "learning rates: %s with 0, %s with 0.5)" % (unchanged[0.0][unk], unchanged[0.5][unk]))
+    # the words trained with 0 (every word of the training rows but a few), and of them the ones
+    # never trained with 0.5
+    trained = [i for i in range(2, len(unchanged[0.0])) if not unchanged[0.0][i]]
+    never = sum(unchanged[0.5][i] for i in trained)
+    frac, want = never / len(trained), 0.5 ** 2
+    sd = (want * (1 - want) / len(trained)) ** 0.5
+    check(len(trained) >= 300 and abs(frac - want) <= 0.08,
+          "word_dropout 0.5, 2 epochs: %d of %d words never trained = %.3f, expected "
+          "p^2 = %.3f +- 0.08 (%.1f standard deviations)"
+          % (never, len(trained), frac, want, abs(frac - want) / sd))
 
 
 def main():
@@ -186,8 +239,11 @@ def main():
     check(same(w2, w3), "dropouts + ensemble: the same run twice gives bit-identical weights")
     check(not same(w2, w4), "dropouts + ensemble: another seed gives other weights")
     wd = fit(db, "wd", dict(small, word_dropout=0.5, epochs=2))
-    nw = fit(db, "nw", dict(small, epochs=2))
+    nw = fit(db, "nw", dict(small, word_dropout=0, epochs=2))
     check(wd["version"] == 1 and nw["version"] == 1, "word_dropout 0.5 trains")
+    check(not same(st_load(weights(db, "wd"))[0], st_load(weights(db, "nw"))[0]),
+          "word_dropout 0.5 trains other weights than 0 with the same seed")
+    check_word_dropout_rate(db, small)
 
     # ---- label_smoothing
     l0 = fit(db, "ls0", dict(small, label_smoothing=0, epochs=2))

@@ -5,7 +5,7 @@
      writing 0.3 s into a training of ~4 s: a plain INSERT, attn_import, attn_deploy and a tiny
      attn_fit. Checked: the model trained is saved (version, every log row); the other writer
      succeeds at once (WAL; rollback journal with attn_fit, which holds no lock while its epochs
-     run); with attn_train in rollback-journal mode (its SELECT holds a SHARED lock for the whole
+     run), in under a quarter of the training's time and before it ends; with attn_train in rollback-journal mode (its SELECT holds a SHARED lock for the whole
      statement) the other writer fails with "database is locked" after its own busy timeout
      (the training connection having the longer one) and the model is still saved.
   2. The write lock is held by another connection (BEGIN IMMEDIATE, COMMIT after 1 s) when
@@ -13,7 +13,8 @@
      10 s) and succeed. Exception, rollback journal and attn_train: the holder cannot commit while
      attn_train's statement holds SHARED; its COMMIT gives up after its busy timeout (1 s) and the
      save goes through. With a busy timeout shorter than the hold they fail with a clear error
-     and leave the database unchanged.
+     and leave the database unchanged. A save whose snapshot is out of date (WAL) goes through a
+     second connection that keeps the caller's max_page_count.
   3. Two processes train different models on one database at the same moment: both saved.
 Before issue 11, (1) failed with "attn_train: cannot create the model store tables: database is
 locked" and (2) failed at once with "cannot save the model: database is locked".
@@ -163,33 +164,60 @@ for mode in ("wal", "delete"):
             # In rollback-journal mode attn_train's statement holds SHARED: the other writer
             # cannot commit before training ends; it gives up after its own (shorter) timeout.
             writer_timeout = 0.5 if holds_shared else 10
-            result = []
-            th = threading.Thread(target=run_writer, args=(who, path, writer_timeout, 0.3, result))
-            th.start()
-            err, secs = train(db, form, "m", options(EPOCHS))
-            trained_at = time.monotonic()  # CLOCK_MONOTONIC: one clock for every process
-            th.join()
             tag = f"{mode}, {form}, other writer in a {who}"
-            ok, why = saved(db, "m", EPOCHS)
+            # The calibration is of a moment: where the machine's load drops (other tests end),
+            # the training may end before the other writer (a process to start, then 0.3 s)
+            # is done. Then it runs again, 4 times longer, at most twice more: what is checked
+            # below is the same, only a training too short to check it is not kept. Where the
+            # writes do not wait for the training, each must end during it (a write slow enough
+            # to outlast it is not let off).
+            epochs = EPOCHS
+            for attempt in range(3):
+                if attempt:
+                    db.close()
+                    path, db = fresh(mode)
+                result = []
+                th = threading.Thread(target=run_writer,
+                                      args=(who, path, writer_timeout, 0.3, result))
+                th.start()
+                err, secs = train(db, form, "m", options(epochs))
+                trained_at = time.monotonic()  # CLOCK_MONOTONIC: one clock for every process
+                th.join()
+                late = [w for w in result if w[3] + w[2] >= trained_at]
+                if not result or not (late[:1] == result[:1] or late and not holds_shared):
+                    break
+                print(f"     {tag}: the training ({epochs} epochs, {secs:.2f}s) ended before "
+                      f"{late[0][0]} did: again with {epochs * 4} epochs")
+                epochs *= 4
+            ok, why = saved(db, "m", epochs)
             check(err is None and ok, f"{tag}: the model is saved ({err}; {why}; {secs:.2f}s)")
-            # The calibration is of a moment: on a machine whose load drops the training may end
-            # before the writer's last writes are done. A write is checked against training only
-            # if it ended while training ran (a write still waiting when training ends may then
-            # go either way); at least the first one always does.
+            # Where the training holds SHARED, a write is checked against it only if it ended
+            # while training ran (a write still waiting when training ends may then go either
+            # way); at least the first one must.
             check(result and result[0][3] + result[0][2] < trained_at,
                   f"{tag}: the other writer's first write ended during training")
             for what, werr, wsecs, wstart in result:
-                if wstart + wsecs >= trained_at:
+                if wstart + wsecs >= trained_at and not holds_shared:
+                    check(False, f"{tag}: {what} ended after training ({wsecs:.2f}s, {werr}; "
+                                 f"training {epochs} epochs, {secs:.2f}s)")
+                elif wstart + wsecs >= trained_at:
                     print(f"     {tag}: {what} ended after training ({wsecs:.2f}s, {werr}): "
                           f"not checked")
+                # No bound in seconds: the machine's load (other tests beside this one) stretches
+                # every duration. A wait is compared with what cannot be shorter (the busy
+                # timeout: SQLite's handler sleeps all of it before giving up), or with the
+                # training that ran at the same time, in the same process: a write not blocked by
+                # it takes a small part of it (0.00-0.12 s of 4 s measured), one blocked for an
+                # epoch or more does not.
                 elif holds_shared:
-                    check(werr is not None and "locked" in werr and wsecs < 5,
-                          f"{tag}: {what} waits its busy timeout and fails: "
+                    check(werr is not None and "locked" in werr and
+                          wsecs >= 0.9 * writer_timeout,
+                          f"{tag}: {what} waits its busy timeout ({writer_timeout}s) and fails: "
                           f"{wsecs:.2f}s, {werr}")
                 else:
-                    check(werr is None and wsecs < 1.5,
-                          f"{tag}: {what} during training succeeds at once: {wsecs:.2f}s "
-                          f"({werr})")
+                    check(werr is None and wsecs < secs / 4,
+                          f"{tag}: {what} during training succeeds at once: {wsecs:.2f}s, under "
+                          f"a quarter of the training's {secs:.2f}s ({werr})")
             db.close()
 
 # ------------------------------------------------------------------ 2. the write lock is held when the save starts
@@ -305,14 +333,17 @@ for mode in ("wal", "delete"):
 # (SQLITE_BUSY_SNAPSHOT): a clear error at once, not a wait; BEGIN IMMEDIATE works.
 path, db = fresh("wal", n=90)
 other = R.connect(path)
+# a wait would last the busy timeout, 60 s; at once is far below it whatever the machine's load
+db.execute("PRAGMA busy_timeout = 60000")
 db.execute("BEGIN")
 db.execute("SELECT count(*) FROM docs").fetchall()
 other.execute("INSERT INTO other VALUES (3)")
 start = time.monotonic()
 err = R.error_of(db, "SELECT attn_import('snap', ?)", (tiny_blob(),))
-check(err is not None and "read snapshot is out of date" in err and time.monotonic() - start < 1,
-      f"wal: attn_import in a transaction whose snapshot is stale: '{err}' "
-      f"after {time.monotonic() - start:.2f}s")
+took = time.monotonic() - start
+check(err is not None and "read snapshot is out of date" in err and took < 30,
+      f"wal: attn_import in a transaction whose snapshot is stale: '{err}' after {took:.2f}s "
+      f"(busy timeout 60 s: no wait)")
 db.execute("ROLLBACK")
 db.execute("BEGIN IMMEDIATE")
 db.execute("SELECT count(*) FROM docs").fetchall()
@@ -322,6 +353,43 @@ check(err is None and db.execute("SELECT count(*) FROM attn_models WHERE name = 
       .fetchone()[0] == 1, f"wal: the same inside BEGIN IMMEDIATE saves ({err})")
 other.close()
 db.close()
+
+# ------------------------------------------------------------------ the second connection's settings
+# A save whose statement's snapshot another connection's commit made out of date goes through a
+# second connection to the file (ext/attn_store.c, attn_store_save_side), which must write as the
+# caller's would. Made to happen without timing: the training query's first row runs a function
+# that commits on another connection, after the statement's snapshot began. Checked: the
+# caller's max_page_count holds there too (a model that does not fit: "database or disk is
+# full", nothing stored); without the limit the same save goes through (so the path was taken).
+def stale_save(limit):
+    path, db = fresh("wal", n=90)
+    other = R.connect(path)
+    poked = []
+
+    def poke(x):
+        if not poked:
+            other.execute("INSERT INTO other VALUES (4)")
+            poked.append(1)
+        return x
+    db.create_function("poke", 1, poke)
+    if limit:
+        pages = db.execute("PRAGMA page_count").fetchone()[0]
+        db.execute(f"PRAGMA max_page_count = {pages + 1}")
+    err = R.error_of(db, "SELECT * FROM attn_train('side', 'SELECT poke(text), label FROM docs', "
+                         "'{\"epochs\":2,\"hidden\":64,\"embed_dim\":64,\"progress\":false}')")
+    stored = other.execute("SELECT count(*) FROM attn_models WHERE name = 'side'").fetchone()[0]
+    other.close()
+    db.close()
+    return err, stored, poked
+
+
+err, stored, poked = stale_save(False)
+check(poked and err is None and stored == 1,
+      f"wal: a save after another connection's commit goes through a second connection: "
+      f"{err or 'saved'} ({stored} version)")
+err, stored, poked = stale_save(True)
+check(poked and err is not None and "database or disk is full" in err and stored == 0,
+      f"wal: that second connection keeps the caller's max_page_count: '{err}', {stored} stored")
 
 # ------------------------------------------------------------------ 3. two processes train at once
 TRAINER = r"""

@@ -10,7 +10,9 @@ model in use. Checked here:
     a negative or non-integer limit is an error; it is direct-only (a view of a database
     cannot lift the bound);
   - 16 models read by one statement: with the limit 0 the heap the child keeps afterwards grows
-    by about one model, with an unbounded limit by all 16; the answers are the same.
+    by about one model, with an unbounded limit by all 16; the answers are the same;
+  - 14 models of about 29 MB each: by default the heap kept grows by 256 MB less two models
+    to 256 MB plus one, unbounded by all 14 (400 MB).
 Each measurement runs in a fresh Python process. Run from the repository root:
 /usr/bin/python3 tests/test_hostile_cache.py
 """
@@ -89,7 +91,7 @@ print((after - before) // 1024, repr(rows))
 """
 
 
-def run(limit):
+def run(limit, path=path):
     p = subprocess.run([sys.executable, "-c", CHILD, path, R.extension_path(), str(limit)],
                        capture_output=True, text=True, timeout=300)
     if p.returncode != 0:
@@ -101,16 +103,50 @@ def run(limit):
 
 grow_all, rows_all = run(1 << 50)
 grow_none, rows_none = run(0)
-grow_default, _ = run("default")
 print(f"     16 models ({len(blob)} bytes each as a BLOB): the heap kept after the statement grew "
-      f"by {grow_all // 1024} MB unbounded, {grow_none // 1024} MB with the limit 0, "
-      f"{grow_default // 1024} MB by default")
+      f"by {grow_all and grow_all // 1024} MB unbounded, {grow_none and grow_none // 1024} MB "
+      f"with the limit 0")
 per_model = grow_all / 16 if grow_all else 0
 check(grow_all is not None and grow_none is not None and grow_none < 3 * per_model,
       f"with attn_cache_limit(0) the heap kept grows by {grow_none and grow_none // 1024} MB, less "
       f"than 3 models ({3 * per_model / 1024:.0f} MB; all 16: {grow_all and grow_all // 1024} MB)")
 check(rows_all == rows_none and rows_all and rows_all.count("('m") == 16,
       "the 16 answers are the same whatever the limit")
+
+# The default bound: models of about 29 MB parsed each (an LSTM of 128 over some 13,000 words:
+# a 3.8 MB BLOB and the inference tables its size allows), 14 of them, 400 MB in all.
+# Unbounded, the heap kept grows by all 14; by default by at most 256 MB plus the model in use,
+# and by more than 256 MB less two models (the cache fills up to its bound, it does not drop
+# what fits).
+big = os.path.join(tmp, "fourteen.db")
+db = R.connect(big)
+db.execute("PRAGMA synchronous = OFF")
+db.execute("CREATE TABLE docs(text, label)")
+db.executemany("INSERT INTO docs VALUES(?, ?)",
+               [(" ".join(f"w{rng.randrange(20000)}" for _ in range(6)), str(i % 3))
+                for i in range(4000)])
+R.train(db, options='{"epochs":1,"cell":"lstm","hidden":128,"embed_dim":64,"fc_hidden":4,'
+                    '"vocab_size":20000,"subword_buckets":0,"progress":false}')
+blob = db.execute("SELECT weights FROM attn_models").fetchone()[0]
+for i in range(13):
+    db.execute("SELECT attn_import(?, ?)", (f"m{i:02d}", blob))
+db.close()
+grow_all, rows_all = run(1 << 50, big)
+grow_default, rows_default = run("default", big)
+per_model = grow_all / 14 if grow_all else 0
+bound = 256 << 10  # KB, as the child reports
+print(f"     14 models ({len(blob)} bytes each as a BLOB, {per_model / 1024:.0f} MB parsed): the "
+      f"heap kept grew by {grow_all and grow_all // 1024} MB unbounded, "
+      f"{grow_default and grow_default // 1024} MB by default")
+check(grow_all is not None and grow_all > bound + 2 * per_model,
+      f"unbounded: 14 models keep {grow_all and grow_all // 1024} MB, over 256 MB + 2 models "
+      f"(else this proves nothing of the default)")
+check(grow_default is not None and bound - 2 * per_model < grow_default <= bound + per_model,
+      f"default limit: the heap kept grows by {grow_default and grow_default // 1024} MB, "
+      f"within 256 MB - 2 models and 256 MB + 1 model ({(bound - 2 * per_model) / 1024:.0f} to "
+      f"{(bound + per_model) / 1024:.0f} MB)")
+check(rows_default == rows_all and rows_all and rows_all.count("('m") == 14,
+      "the 14 answers are the same by default and unbounded")
 
 shutil.rmtree(tmp)
 R.finish("test_hostile_cache")

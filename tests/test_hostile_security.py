@@ -8,6 +8,8 @@
     attn_deploy, attn_import and a nested attn_train called from inside it are refused;
   - the writing functions are direct-only: a view or a trigger that calls attn_train,
     attn_deploy or attn_import fails with "unsafe use of ...", with trusted_schema on or off;
+    so do the reading ones that are direct-only (attn_tune, attn_metrics, attn_curve_svg,
+    attn_heatmap_query, attn_matrix_svg), each named in the message;
     the reading ones (attn_predict, attn_probs, ...) work in views.
 Run from the repository root: /usr/bin/python3 tests/test_hostile_security.py
 """
@@ -114,6 +116,30 @@ for trusted in (1, 0):
     db.execute("CREATE VIEW v_import AS SELECT attn_import('x', x'00') AS v")
     db.execute("CREATE VIEW v_train AS SELECT * FROM attn_train('x', "
                "'SELECT text, label FROM docs', '{\"epochs\":1,\"progress\":false}')")
+    # the direct-only functions that read (they run a query, or train): refused in a view and
+    # in a trigger as well, each with SQLite's message naming it
+    direct_reads = [
+        ("attn_tune", "SELECT * FROM attn_tune('x', 'SELECT text, label FROM docs', "
+         "'{\"hidden\":[4]}', '{\"epochs\":1,\"progress\":false}')",
+         'unsafe use of virtual table "attn_tune"'),
+        ("attn_metrics", "SELECT * FROM attn_metrics('m', 'SELECT text, label FROM docs')",
+         'unsafe use of virtual table "attn_metrics"'),
+        ("attn_curve_svg", "SELECT attn_curve_svg('m', 'SELECT text, label FROM docs')",
+         "unsafe use of attn_curve_svg()"),
+        ("attn_heatmap_query", "SELECT attn_heatmap_query('m', 'SELECT text FROM docs')",
+         "unsafe use of attn_heatmap_query()"),
+        ("attn_matrix_svg", "SELECT attn_matrix_svg('goal match', 'goal', 'docs')",
+         "unsafe use of attn_matrix_svg()"),
+    ]
+    for name, sql, _ in direct_reads:
+        db.execute(f"CREATE VIEW v_{name} AS {sql}")
+        db.execute(f"CREATE TABLE t_{name}(x)")
+        db.execute(f"CREATE TRIGGER tr_{name} AFTER INSERT ON t_{name} BEGIN {sql}; END")
+    for name, _, want in direct_reads:
+        for what, sql in ((f"a view over {name}", f"SELECT * FROM v_{name}"),
+                          (f"a trigger calling {name}", f"INSERT INTO t_{name} VALUES(1)")):
+            err = R.error_of(db, sql)
+            check(err is not None and want in err, f"trusted_schema={trusted}: {what}: '{err}'")
     for t in ("t_log1", "t_log2", "t_log3"):
         db.execute(f"CREATE TABLE {t}(x)")
     db.execute("CREATE TRIGGER t_deploy AFTER INSERT ON t_log1 "

@@ -24,6 +24,7 @@ Run from the repository root: /usr/bin/python3 tests/test_model_life.py [section
 import hashlib
 import json
 import os
+import random
 import shutil
 import sqlite3
 import subprocess
@@ -205,6 +206,34 @@ def test_deploy(mode):
           (float(m.group(2)) < float(m.group(4))) == f1["deployed"],
           f"{mode}: val_f1 ties are decided by the loss: {f1['deploy_reason']!r}, "
           f"deployed {f1['deployed']}")
+    # a label the deployed version does not know: under val_loss it counts as infinitely
+    # wrong (a poor retrain that knows it deploys); under val_f1 it is one more wrong answer
+    words = {"a": ["goal", "match", "coach"], "b": ["shares", "bank", "profit"],
+             "c": ["chip", "phone", "code"]}
+    rng = random.Random(1)
+    db.execute("CREATE TABLE three(text, label)")
+    db.executemany("INSERT INTO three VALUES (?, ?)",
+                   [(" ".join(rng.choice(words[k]) for _ in range(4)), k) for k in "ab" * 100])
+    good = dict(epochs=10, hidden=8, embed_dim=8, fc_hidden=8, lr=0.01, monitor="val_loss")
+    two = fit(db, "u", opts(**good), "SELECT text, label FROM three")
+    db.executemany("INSERT INTO three VALUES (?, ?)",
+                   [(" ".join(rng.choice(words["c"]) for _ in range(4)), "c")] * 100)
+    poor = dict(good, epochs=1, lr=0.0001)
+    by_loss = fit(db, "u", opts(**poor), "SELECT text, label FROM three")
+    m = re.match(r"val_loss (\S+) is lower than the deployed version 1's Inf on the same \d+ "
+                 r"validation rows$", by_loss["deploy_reason"])
+    check(two["val_accuracy"] == 1 and by_loss["deployed"] is True and m is not None and
+          by_loss["val_accuracy"] < 0.5,
+          f"{mode}: val_loss: a version that does not know label 'c' scores Inf on rows of it, "
+          f"so a poor retrain (val_accuracy {by_loss['val_accuracy']:.3f}) that knows it "
+          f"deploys: {by_loss['deploy_reason']!r}")
+    db.execute("SELECT attn_deploy('u', 1)")
+    by_f1 = fit(db, "u", opts(**dict(poor, monitor="val_f1")), "SELECT text, label FROM three")
+    check(by_f1["deployed"] is False and
+          re.match(r"val_f1 (\S+) does not beat the deployed version 1's (\S+) on the same",
+                   by_f1["deploy_reason"]) is not None,
+          f"{mode}: val_f1: the same retrain against the same version does not deploy (the "
+          f"unknown label is only wrong): {by_f1['deploy_reason']!r}")
     errors = [(opts(deploy="sometimes"), 'attn_fit: option "deploy" must be "always", '
                '"if_better" or "never", got "sometimes"'),
               (opts(deploy=1), 'attn_fit: option "deploy" must be "always", "if_better" or '
@@ -447,6 +476,16 @@ except sqlite3.Error as e:
 """
 
 
+def poll(read, done, limit=60.0):
+    """read() every 50 ms until done(value) or limit seconds; the last value."""
+    deadline = time.monotonic() + limit
+    while True:
+        value = read()
+        if done(value) or time.monotonic() > deadline:
+            return value
+        time.sleep(0.05)
+
+
 def test_status(mode):
     path, db = fresh(mode, "status", rows=300)
     fit(db, "first")  # the store exists
@@ -463,12 +502,13 @@ def test_status(mode):
 
     th = threading.Thread(target=run)
     th.start()
-    time.sleep(0.5)
-    first = other.execute("SELECT name, function, phase, epoch, database FROM attn_status"
-                          ).fetchall()
-    time.sleep(0.6)
-    second = other.execute("SELECT name, epoch, batches, train_loss, seconds FROM attn_status"
-                           ).fetchall()
+    # polled, not slept: the training's first epoch, then a later one (however slow the machine)
+    first = poll(lambda: other.execute("SELECT name, function, phase, epoch, database FROM "
+                                       "attn_status").fetchall(),
+                 lambda r: len(r) == 1 and r[0][2] == "training" and r[0][3] >= 1)
+    second = poll(lambda: other.execute("SELECT name, epoch, batches, train_loss, seconds FROM "
+                                        "attn_status").fetchall(),
+                  lambda r: len(r) != 1 or not first or r[0][1] > first[0][3])
     db.interrupt()
     th.join()
     after = other.execute("SELECT count(*) FROM attn_status").fetchone()[0]
@@ -483,12 +523,15 @@ def test_status(mode):
     proc = subprocess.Popen([sys.executable, "-c", CHILD, path, R.extension_path(), opts_live],
                             stdout=subprocess.PIPE, text=True)
     seen = []
-    deadline = time.time() + 8
+    # WAL: until two epochs are seen (at most 60 s); rollback journal: 3 s in which nothing
+    # may appear (a slow machine can only make that check weaker, never fail it)
+    began = time.time()
+    deadline = began + 60
     while time.time() < deadline:
         n = other.execute("SELECT count(*), max(epoch) FROM attn_training_log WHERE name = 'live'"
                           ).fetchone()
         seen.append(n)
-        if mode != "wal" and time.time() > deadline - 5:
+        if mode != "wal" and time.time() > began + 3:
             break
         if n[0] and len({s for s in seen if s[0]}) >= 2:
             break
@@ -518,9 +561,8 @@ def test_status(mode):
         result.clear()
         th = threading.Thread(target=run)
         th.start()
-        time.sleep(2.5)
-        mid = other.execute("SELECT count(*) FROM attn_training_log WHERE name = 's'"
-                            ).fetchone()[0]
+        mid = poll(lambda: other.execute("SELECT count(*) FROM attn_training_log WHERE name = "
+                                         "'s'").fetchone()[0], lambda n: n > 0)
         db.interrupt()
         th.join()
         check(mid > 0 and R.snapshot(other) == before,

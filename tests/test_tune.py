@@ -4,8 +4,10 @@ Checks, each printing what it compared:
   - a 2x2 grid gives 4 trials in itertools.product order, 4 new versions of the name (after the
     one that was there), each version's stored config holding its trial's values, the same
     split for every trial (train_rows / val_rows, the options' seed), and the best by the
-    default monitor (lowest val_loss) deployed and marked chosen; with "monitor":"val_f1" the
-    highest val_f1 is chosen;
+    default monitor (highest val_f1, the first of equals) deployed and marked chosen; with
+    "monitor":"val_loss" the lowest val_loss is chosen. The grid (label smoothing 0.6 or 0, lr
+    0.05 or 0.02) makes the two differ: smoothing raises the loss of the trial with the best F1,
+    so a search that ignored the monitor, or took the wrong one, picks the wrong trial;
   - an interrupt (sqlite3_interrupt from another thread) stops it and leaves the store as it
     was;
   - errors naming the function and the key: a grid value that is not an array, an empty grid,
@@ -46,7 +48,7 @@ def main():
     opts = '{"epochs":3,"embed_dim":8,"fc_hidden":8,"seed":9,"progress":false}'
     db.execute("SELECT attn_fit('news', 'SELECT text, label FROM docs', ?)", (opts,)).fetchone()
 
-    grid = {"hidden": [4, 8], "lr": [0.001, 0.01]}
+    grid = {"label_smoothing": [0.6, 0.0], "lr": [0.05, 0.02]}
     # "deploy": "always": the chosen trial is deployed whatever the version before it scores
     always = json.dumps(dict(json.loads(opts), deploy="always"))
     cur = db.execute("SELECT * FROM attn_tune('news', 'SELECT text, label FROM docs', ?, ?)",
@@ -70,25 +72,35 @@ def main():
           "each row's figures are its version's metrics")
     splits = {(m["train_rows"], m["val_rows"]) for _, m in stored.values()}
     check(len(splits) == 1, f"the same split for every trial: {splits}")
-    best = min(out, key=lambda r: r["val_loss"])
+    # the default monitor is the default recipe's, val_f1: the highest, the first of equals
+    top = max(r["val_f1"] for r in out)
+    best = next(r for r in out if r["val_f1"] == top)
     deployed = db.execute("SELECT version FROM attn_models WHERE name = 'news' AND deployed"
                           ).fetchone()[0]
     check([r["chosen"] for r in out].count(1) == 1 and best["chosen"] == 1 and
           deployed == best["version"] and [r["deployed"] for r in out] == [r["chosen"] for r in out],
-          f"the lowest val_loss ({best['val_loss']:.4f}, trial {best['trial']}) is chosen and "
-          f"deployed (version {deployed})")
+          f"default monitor: the highest val_f1 ({top:.4f}, first of equals: trial "
+          f"{best['trial']}) is chosen and deployed (version {deployed}); chosen: "
+          f"{[r['chosen'] for r in out]}, val_f1 {[round(r['val_f1'], 4) for r in out]}")
 
-    out = db.execute("SELECT trial, val_f1, chosen, version FROM attn_tune('f1', "
-                     "'SELECT text, label FROM docs', '{\"hidden\":[4,8],\"lr\":[0.001,0.01]}', "
-                     "'{\"epochs\":3,\"embed_dim\":8,\"fc_hidden\":8,\"monitor\":\"val_f1\","
-                     "\"progress\":false}')").fetchall()
-    top = max(r[1] for r in out)
-    chosen = [r for r in out if r[2]]
-    first_top = next(r for r in out if r[1] == top)
-    check(len(chosen) == 1 and chosen[0] == first_top and db.execute(
-        "SELECT version FROM attn_models WHERE name = 'f1' AND deployed").fetchone()[0] == chosen[0][3],
-          f"monitor val_f1: the highest val_f1 ({top:.3f}, first of equals: trial {first_top[0]}) "
-          f"chosen and deployed")
+    # "monitor":"val_loss" over the same trials (the same split and seed: the same figures)
+    loss_opts = json.dumps(dict(json.loads(always), monitor="val_loss"))
+    out2 = db.execute("SELECT trial, val_loss, chosen, version FROM attn_tune('loss', "
+                      "'SELECT text, label FROM docs', ?, ?)", (json.dumps(grid), loss_opts)
+                      ).fetchall()
+    low = min(r[1] for r in out2)
+    chosen = [r for r in out2 if r[2]]
+    first_low = next(r for r in out2 if r[1] == low)
+    check(len(chosen) == 1 and chosen[0] == first_low and db.execute(
+        "SELECT version FROM attn_models WHERE name = 'loss' AND deployed").fetchone()[0]
+          == chosen[0][3],
+          f"monitor val_loss: the lowest val_loss ({low:.4f}, trial {first_low[0]}) chosen and "
+          f"deployed; val_loss {[round(r[1], 4) for r in out2]}")
+    # what makes the two checks above tell the monitors apart
+    check(first_low[0] != best["trial"],
+          f"the grid separates the monitors: best val_f1 trial {best['trial']}, lowest "
+          f"val_loss trial {first_low[0]} (a grid where one trial is best on both proves "
+          f"nothing about the default)")
 
     # interrupt: the store stays as it was
     before = db.execute("SELECT count(*), sum(deployed * version) FROM attn_models").fetchone()
