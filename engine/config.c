@@ -572,9 +572,9 @@ static int parse_option(nn_config *cfg, const config_option *o, const nn_json *v
 
 /* The NN_SIZED_* bit of the option named name (0: none). */
 static unsigned sized_bit(const char *name) {
-  return !strcmp(name, "batch_size")        ? NN_SIZED_BATCH
-         : !strcmp(name, "epochs")          ? NN_SIZED_EPOCHS
-         : !strcmp(name, "patience")        ? NN_SIZED_PATIENCE | NN_SIZED_VALIDATION
+  return !strcmp(name, "batch_size") ? NN_SIZED_BATCH
+         : !strcmp(name, "epochs")   ? NN_SIZED_EPOCHS
+         : !strcmp(name, "patience") ? NN_SIZED_PATIENCE | NN_SIZED_VALIDATION
          : !strcmp(name, "validation") || !strcmp(name, "val_fraction") ||
                  !strcmp(name, "monitor") || !strcmp(name, "lr_patience")
              ? NN_SIZED_VALIDATION

@@ -195,7 +195,7 @@ typedef enum nn_ext_key {
   NN_KEY_VALIDATION_QUERY,
   NN_KEY_CLASS_WEIGHTS,
   NN_KEY_UNLABELLED, /* whether the rows with a NULL label are read (attn_training.c) */
-  NN_KEY_SEARCH, /* attn_tune's own: the search */
+  NN_KEY_SEARCH,     /* attn_tune's own: the search */
   NN_KEY_TRIALS,
   NN_KEY_SECONDS,
   NN_KEY_PARALLEL,

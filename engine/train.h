@@ -34,10 +34,10 @@ struct nn_trainer {
   nn_adam adam;
   int C;                /* classes */
   int n, n_train, n_val; /* rows */
-  int n_unlab;          /* unlabelled rows n .. n + n_unlab - 1: encoded, for pretraining only */
-  int64_t pretrain_tokens; /* tokens of the training and unlabelled rows */
+  int n_unlab;           /* unlabelled rows n .. n + n_unlab - 1: encoded, for pretraining only */
+  int64_t pretrain_tokens;                /* tokens of the training and unlabelled rows */
   double pretrain_seconds, pretrain_loss; /* the pretraining's (pretrain.c) */
-  int pretrain_done; /* nn_train_pretrain ran (or had nothing to do) */
+  int pretrain_done;                      /* nn_train_pretrain ran (or had nothing to do) */
   size_t param_count;
   nn_interrupt_fn stop; /* nn_trainer_args.stop, during creation only; NULL after */
   void *stop_ctx;

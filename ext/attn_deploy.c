@@ -70,7 +70,8 @@ static int attn_deploy_resolve(sqlite3 *db, const char *fn, const char *name, in
     rc = SQLITE_OK;
   } else if (rc == SQLITE_DONE) {
     *msg = best ? sqlite3_mprintf("%s: model '%s' has no version with a validation F1 in its "
-                                  "metrics (versions trained without a validation split, as the default recipe does below "
+                                  "metrics (versions trained without a validation split, as the "
+                                  "default recipe does below "
                                   "5,000 labelled rows, and imported versions have none)",
                                   fn, name)
                 : sqlite3_mprintf("%s: model '%s' has no previously deployed version", fn, name);

@@ -273,8 +273,8 @@ static void check_vocabulary(void) {
 static void check_sizing(void) {
   static const struct {
     int n_train, batch, epochs, patience;
-  } want[] = {{170, 8, 46, 15}, {425, 16, 38, 12}, {850, 32, 38, 12}, {8500, 64, 15, 10},
-              {1, 8, 60, 20}};
+  } want[] = {
+      {170, 8, 46, 15}, {425, 16, 38, 12}, {850, 32, 38, 12}, {8500, 64, 15, 10}, {1, 8, 60, 20}};
   for (size_t k = 0; k < sizeof want / sizeof *want; k++) {
     nn_config cfg;
     nn_config_default(&cfg);
@@ -296,10 +296,9 @@ static void check_sizing(void) {
         cfg.pretrain_epochs, cfg.batch_size, cfg.patience);
   CHECK(nn_config_parse_json(&cfg, "{\"recipe\":\"lesson\"}", NULL, err) == NN_OK, "%s", err);
   nn_config_size_to_data(&cfg, 170, 4);
-  CHECK(cfg.epochs == 50 && cfg.batch_size == 64 && cfg.patience == 10 &&
-            cfg.pretrain_epochs == 0,
-        "the lesson sized: epochs %d batch %d patience %d pretrain %d", cfg.epochs,
-        cfg.batch_size, cfg.patience, cfg.pretrain_epochs);
+  CHECK(cfg.epochs == 50 && cfg.batch_size == 64 && cfg.patience == 10 && cfg.pretrain_epochs == 0,
+        "the lesson sized: epochs %d batch %d patience %d pretrain %d", cfg.epochs, cfg.batch_size,
+        cfg.patience, cfg.pretrain_epochs);
 }
 
 /* fewer labelled rows than NN_SMALL_ROWS: no validation split unless an option asks for one */
