@@ -256,10 +256,11 @@ def main():
           "label_smoothing 0.2 trains other weights than 0")
     check(l0["version"] == 1 and l1["version"] == 1,
           "label_smoothing 0 and 0.2 train")
-    # val_loss is the smoothed loss over the validation rows (one batch)
+    # val_loss is the smoothed loss over the validation rows (one batch: the lesson's loop
+    # averages the batches' means, so the batch is set, not sized to the rows)
     vq = "SELECT text, label FROM rows WHERE rowid % 15 = 0"
     lv = fit(db, "lsv", dict(small, label_smoothing=0.3, epochs=1, validation="query",
-                             validation_query=vq))
+                             validation_query=vq, batch_size=64))
     probs = {}
     nll = []
     for text, label in db.execute(vq).fetchall():

@@ -44,6 +44,8 @@ TINY = json.loads(R.TINY)
 
 def opts(**kw):
     o = dict(TINY)
+    if "validation_query" in kw:  # its rows are the split: TINY's "validation" would be refused
+        o.pop("validation", None)
     o.update(kw)
     return json.dumps(o)
 
@@ -266,15 +268,21 @@ def test_validation(mode):
           f"15 rows {right}/15")
     db.execute("CREATE TABLE toy(text, label)")
     db.executemany("INSERT INTO toy VALUES (?, ?)", TOY)
-    e = error_of(db, "SELECT attn_fit('toy', 'SELECT text, label FROM toy')")
+    e = error_of(db, "SELECT attn_fit('toy', 'SELECT text, label FROM toy', "
+                     "'{\"validation\":\"random\"}')")
     check(e is not None and "too few rows for a validation split" in e,
-          f"{mode}: 4 toy sentences with the default split: {e}")
+          f"{mode}: 4 toy sentences with a random split: {e}")
+    first = fit(db, "toy", json.dumps({"progress": False}), "SELECT text, label FROM toy")
+    check(first["train_rows"] == 4 and first["val_rows"] == 0 and
+          first["sized"]["validation"] == "none",
+          f"{mode}: 4 toy sentences train with no options (no split below 5,000 rows): "
+          f"{first['train_rows']} / {first['val_rows']}, sized {first['sized']}")
     toy = fit(db, "toy", json.dumps({"validation": "none", "epochs": 60, "lr": 0.01,
                                      "stopwords": False, "progress": False}),
               "SELECT text, label FROM toy")
     preds = [db.execute("SELECT attn_predict('toy', ?)", (t,)).fetchone()[0] for t, _ in TOY]
-    lrs = db.execute("SELECT DISTINCT round(lr, 9) FROM attn_training_log WHERE name = 'toy'"
-                     ).fetchall()
+    lrs = db.execute("SELECT DISTINCT round(lr, 9) FROM attn_training_log WHERE name = 'toy' "
+                     "AND version = ?", (toy["version"],)).fetchall()
     check(lrs == [(0.01,)], f"{mode}: \"none\": no validation loss, so the learning rate never "
           f"drops: {lrs}")
     check(toy["train_rows"] == 4 and toy["val_rows"] == 0 and toy["best_epoch"] == 60 and

@@ -106,9 +106,11 @@ def main():
             for v in variants:
                 r = a.run(dict(v, seed=seed))
                 scores.setdefault(json.dumps(v, sort_keys=True), []).append(r["test_f1"])
-                print("%s %s seed %d %s: holdout F1 %.4f (validation F1 %.4f, best epoch %d, "
+                # validation F1 is null where no split was kept (fewer than 5,000 rows)
+                val = "-" if r["val_f1"] is None else "%.4f" % r["val_f1"]
+                print("%s %s seed %d %s: holdout F1 %.4f (validation F1 %s, best epoch %d, "
                       "%.1f s)" % (corpus, args.holdout, seed, json.dumps(v, sort_keys=True),
-                                   r["test_f1"], r["val_f1"], r["best_epoch"], r["seconds"]),
+                                   r["test_f1"], val, r["best_epoch"], r["seconds"]),
                       flush=True)
             a.close()
         first = json.dumps(variants[0], sort_keys=True)
