@@ -171,7 +171,7 @@ static int attn_uncertain_filter(sqlite3_vtab_cursor *base, int idx_num, const c
     rc = attn_uncertain_chunk(cur, conn, &rows, first, &pred, &probs, &cap, &msg);
     if (rc != SQLITE_OK) goto done;
   }
-  qsort(cur->rows, (size_t)cur->n, sizeof *cur->rows, attn_uncertain_cmp);
+  if (cur->n > 1) qsort(cur->rows, (size_t)cur->n, sizeof *cur->rows, attn_uncertain_cmp);
 done:
   sqlite3_finalize(stmt);
   attn_rows_free(&rows); /* the ids not handed to cur->rows */

@@ -11,6 +11,7 @@ Run from the repository root with Debian's /usr/bin/python3.
 """
 import csv
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -82,10 +83,11 @@ else:
     print("SKIP-PART AG News not found in %s (set ATTNEXT_DATA): titles not compared" % ag_data)
 
 sqlite3 = os.environ.get("SQLITE3", "sqlite3")
-if shutil.which(sqlite3):
+shell = shlex.split(sqlite3)  # a command line under make test-asan: env LD_PRELOAD=... sqlite3
+if shell and shutil.which(shell[0]):
     with tempfile.TemporaryDirectory() as tmp:
         script = ".import --csv data/headlines.csv h\n.mode csv\nSELECT title, category FROM h;\n"
-        out = subprocess.run([sqlite3, os.path.join(tmp, "t.db")], input=script,
+        out = subprocess.run(shell + [os.path.join(tmp, "t.db")], input=script,
                              capture_output=True, text=True)
         back = list(csv.reader(out.stdout.splitlines()))
         check(out.returncode == 0 and back == train,
