@@ -156,6 +156,7 @@ int nn_trainer_create(nn_trainer **out, const nn_trainer_args *a, char *err) {
   tr->cfg.data_sized &= ~NN_SIZED_VALIDATION;
   tr->n = n;
   tr->n_unlab = n_unlab;
+  tr->n_unlab_given = a->n_unlabelled;
   tr->stop = stop;
   tr->stop_ctx = stop_ctx;
   nn_mem_stop = stop; /* the zeroing of large blocks asks it too (nn_mem.h) */
@@ -848,17 +849,19 @@ char *nn_trainer_metrics_json(const nn_trainer *tr) {
     }
     if (used < sizeof extra) snprintf(extra + used, sizeof extra - used, "}");
   }
-  if (tr->cfg.pretrain_epochs > 0 && tr->pretrain_tokens > 0 && !tr->warm_start &&
-      !tr->pretrained_words) {
+  int pretrained = tr->cfg.pretrain_epochs > 0 && tr->pretrain_tokens > 0 && !tr->warm_start &&
+                   !tr->pretrained_words;
+  if (tr->n_unlab_given) { /* read only when the pretraining ran over them */
+    size_t used = strlen(extra);
+    snprintf(extra + used, sizeof extra - used, ",\"unlabelled_rows\":%d%s", tr->n_unlab_given,
+             pretrained && tr->n_unlab ? "" : ",\"unlabelled_read\":false");
+  }
+  if (pretrained) {
     char pseconds[40];
     json_number(pseconds, sizeof pseconds, tr->pretrain_seconds);
     size_t used = strlen(extra);
-    if (tr->n_unlab)
-      used += (size_t)snprintf(extra + used, sizeof extra - used, ",\"unlabelled_rows\":%d",
-                               tr->n_unlab);
-    if (used < sizeof extra)
-      snprintf(extra + used, sizeof extra - used, ",\"pretrain_epochs\":%d,\"pretrain_seconds\":%s",
-               tr->cfg.pretrain_epochs, pseconds);
+    snprintf(extra + used, sizeof extra - used, ",\"pretrain_epochs\":%d,\"pretrain_seconds\":%s",
+             tr->cfg.pretrain_epochs, pseconds);
   }
   const char *format = "{\"best_epoch\":%d,\"val_loss\":%s,\"val_accuracy\":%s,\"val_f1\":%s,"
                        "\"monitor\":\"%s\",\"train_rows\":%d,\"val_rows\":%d,\"epochs_run\":%d,"

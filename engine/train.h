@@ -35,6 +35,7 @@ struct nn_trainer {
   int C;                /* classes */
   int n, n_train, n_val; /* rows */
   int n_unlab;           /* unlabelled rows n .. n + n_unlab - 1: encoded, for pretraining only */
+  int n_unlab_given;     /* nn_trainer_args.n_unlabelled: counted in the metrics, read or not */
   int64_t pretrain_tokens;                /* tokens of the training and unlabelled rows */
   double pretrain_seconds, pretrain_loss; /* the pretraining's (pretrain.c) */
   int pretrain_done;                      /* nn_train_pretrain ran (or had nothing to do) */

@@ -763,10 +763,9 @@ char *attn_training_metrics(const attn_training *t, const char *metrics, int dep
   } else {
     sqlite3_str_appendchar(s, 1, '{');
   }
-  /* unlabelled rows the pretraining did not read ("unlabelled": false, no pretraining) */
-  int unread =
-      metrics && strstr(metrics, "\"unlabelled_rows\":") ? 0 : t->nskipped + t->unlabelled.n;
-  if (unread) sqlite3_str_appendf(s, "\"unlabelled_rows\":%d,\"unlabelled_read\":false,", unread);
+  /* the unlabelled rows "unlabelled": false skipped (the engine counts those it was given) */
+  if (t->nskipped)
+    sqlite3_str_appendf(s, "\"unlabelled_rows\":%d,\"unlabelled_read\":false,", t->nskipped);
   sqlite3_str_appendf(s, "\"deploy\":\"%s\",\"deployed\":%s,\"deploy_reason\":",
                       names[t->deploy], deployed ? "true" : "false");
   const char *why = t->deploy_reason ? t->deploy_reason : "";
