@@ -151,9 +151,9 @@ typedef struct nn_config {
                              two at a time). Not an option, not stored: results do not depend on
                              the number of threads */
   int pretrain_epochs;        /* skip-gram passes over the training split's and the unlabelled
-                             rows' texts before the classifier trains (pretrain.c); 0: none (the
-                             default: measured, it helped news titles and hurt package
-                             descriptions and glosses) */
+                             rows' texts before the classifier trains (pretrain.c); 0: none.
+                             The default recipe sizes it to the unlabelled rows
+                             (NN_SIZED_PRETRAIN) */
   unsigned data_sized;        /* NN_SIZED_* bits: options still at the recipe's value, which the
                              trainer sizes to the rows (nn_config_size_to_data). Not an option,
                              not stored: the values chosen are */
@@ -170,14 +170,24 @@ typedef struct nn_config {
  * labels and picks epochs by noise. Given "validation", "val_fraction", "monitor", "patience"
  * or "lr_patience" keep the split. */
 #define NN_SIZED_VALIDATION 16u
-#define NN_SIZED_ALL 23u
+/* pretrain_epochs: with at least NN_PRETRAIN_ROWS unlabelled rows, skip-gram pretraining over
+ * them and the training split, NN_PRETRAIN_TOKEN_PASSES token visits in all (1 to 40 passes) */
+#define NN_SIZED_PRETRAIN 32u
+/* subword_buckets: 0 when the pretraining runs (hashed n-grams shared by thousands of words
+ * blur the vectors it learns: the embedding alone was better on every corpus measured) */
+#define NN_SIZED_SUBWORDS 64u
+#define NN_SIZED_ALL 119u
 #define NN_SMALL_ROWS 5000
+#define NN_PRETRAIN_ROWS 1000
+#define NN_PRETRAIN_TOKEN_PASSES 4000000
 
 /* The default recipe's options sized to a training of n_train training rows (labelled, outside
- * the validation split) and C classes, for those of cfg->data_sized; clears data_sized. Small
- * data sets get smaller batches and more epochs, so that the classifier takes enough optimizer
- * steps. */
-void nn_config_size_to_data(nn_config *cfg, int n_train, int C);
+ * the validation split) and C classes, with n_unlabelled unlabelled rows and `tokens` tokens in
+ * the texts the pretraining would read (the training split's and the unlabelled rows'), for
+ * those of cfg->data_sized; clears data_sized. Small data sets get smaller batches and more
+ * epochs, so that the classifier takes enough optimizer steps; a table with unlabelled rows
+ * gets word vectors pretrained on them. */
+void nn_config_size_to_data(nn_config *cfg, int n_train, int C, int n_unlabelled, int64_t tokens);
 
 /* The default recipe (recipe "default"). */
 void nn_config_default(nn_config *cfg);

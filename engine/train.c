@@ -120,8 +120,11 @@ int nn_trainer_create(nn_trainer **out, const nn_trainer_args *a, char *err) {
     snprintf(err, NN_ERR_LEN, "too many unlabelled rows: %d", a->n_unlabelled);
     return NN_ERROR;
   }
-  /* the unlabelled rows serve the pretraining alone; a warm start keeps its embeddings */
-  int n_unlab = cfg->pretrain_epochs > 0 && !base ? a->n_unlabelled : 0;
+  /* the unlabelled rows serve the pretraining alone (asked for, or sized to them: at least
+   * NN_PRETRAIN_ROWS of them); a warm start keeps its embeddings */
+  int pretraining = cfg->pretrain_epochs > 0 ||
+                    ((cfg->data_sized & NN_SIZED_PRETRAIN) && a->n_unlabelled >= NN_PRETRAIN_ROWS);
+  int n_unlab = pretraining && !base ? a->n_unlabelled : 0;
   size_t seen = 0; /* text bytes since the last interrupt check (strlen reads them) */
   for (int i = 0; i < n + n_unlab; i++) {
     int len = 0;
@@ -163,7 +166,7 @@ int nn_trainer_create(nn_trainer **out, const nn_trainer_args *a, char *err) {
   nn_mem_stop_ctx = stop_ctx;
   status = nn_train_data_prepare(tr, &names, &vocab, base, &rows, err);
   if (status != NN_OK) goto fail;
-  nn_config_size_to_data(&tr->cfg, tr->n_train, tr->C);
+  nn_config_size_to_data(&tr->cfg, tr->n_train, tr->C, tr->n_unlab, tr->pretrain_tokens);
   cfg = &tr->cfg;
   int C = tr->C, max_len = cfg->max_len, B = cfg->batch_size;
   names_count = names ? C : 0;
@@ -845,6 +848,16 @@ char *nn_trainer_metrics_json(const nn_trainer *tr) {
     if ((sized & NN_SIZED_PATIENCE) && tr->cfg.validation != NN_VALIDATION_NONE) {
       used += (size_t)snprintf(extra + used, sizeof extra - used, "%s\"patience\":%d", sep,
                                tr->cfg.patience);
+      sep = ",";
+    }
+    if (sized & NN_SIZED_PRETRAIN) {
+      used += (size_t)snprintf(extra + used, sizeof extra - used, "%s\"pretrain_epochs\":%d", sep,
+                               tr->cfg.pretrain_epochs);
+      sep = ",";
+    }
+    if (sized & NN_SIZED_SUBWORDS) {
+      used += (size_t)snprintf(extra + used, sizeof extra - used, "%s\"subword_buckets\":%d", sep,
+                               tr->cfg.subword_buckets);
       sep = ",";
     }
     if (used < sizeof extra) snprintf(extra + used, sizeof extra - used, "}");

@@ -278,7 +278,7 @@ static void check_sizing(void) {
   for (size_t k = 0; k < sizeof want / sizeof *want; k++) {
     nn_config cfg;
     nn_config_default(&cfg);
-    nn_config_size_to_data(&cfg, want[k].n_train, 4);
+    nn_config_size_to_data(&cfg, want[k].n_train, 4, 0, 0);
     CHECK(cfg.batch_size == want[k].batch && cfg.epochs == want[k].epochs &&
               cfg.patience == want[k].patience && cfg.pretrain_epochs == 0 && cfg.data_sized == 0,
           "%d rows: batch %d epochs %d patience %d pretrain %d, want %d %d %d 0", want[k].n_train,
@@ -290,15 +290,50 @@ static void check_sizing(void) {
   nn_config_default(&cfg);
   CHECK(nn_config_parse_json(&cfg, "{\"epochs\":7,\"pretrain_epochs\":3}", NULL, err) == NN_OK,
         "%s", err);
-  nn_config_size_to_data(&cfg, 170, 4);
+  nn_config_size_to_data(&cfg, 170, 4, 0, 0);
   CHECK(cfg.epochs == 7 && cfg.pretrain_epochs == 3 && cfg.batch_size == 8 && cfg.patience == 10,
         "given options kept: epochs %d pretrain %d batch %d patience %d", cfg.epochs,
         cfg.pretrain_epochs, cfg.batch_size, cfg.patience);
   CHECK(nn_config_parse_json(&cfg, "{\"recipe\":\"lesson\"}", NULL, err) == NN_OK, "%s", err);
-  nn_config_size_to_data(&cfg, 170, 4);
+  nn_config_size_to_data(&cfg, 170, 4, 0, 0);
   CHECK(cfg.epochs == 50 && cfg.batch_size == 64 && cfg.patience == 10 && cfg.pretrain_epochs == 0,
         "the lesson sized: epochs %d batch %d patience %d pretrain %d", cfg.epochs, cfg.batch_size,
         cfg.patience, cfg.pretrain_epochs);
+}
+
+/* unlabelled rows: pretraining passes sized to their tokens, subwords off while it runs */
+static void check_sizing_unlabelled(void) {
+  static const struct {
+    const char *json;
+    int n_unlab;
+    int64_t tokens;
+    int pretrain, buckets;
+    unsigned done;
+  } cases[] = {
+      {"{}", 7800, 56000, 40, 0, NN_SIZED_PRETRAIN | NN_SIZED_SUBWORDS},
+      {"{}", 29800, 210000, 19, 0, NN_SIZED_PRETRAIN | NN_SIZED_SUBWORDS},
+      {"{}", 10000000, 70000000, 1, 0, NN_SIZED_PRETRAIN | NN_SIZED_SUBWORDS},
+      {"{}", NN_PRETRAIN_ROWS - 1, 7000, 0, 16384, 0},
+      {"{}", 0, 1400, 0, 16384, 0},
+      {"{\"pretrain_epochs\":0}", 7800, 56000, 0, 16384, 0},
+      {"{\"subword_buckets\":4096}", 7800, 56000, 40, 4096, NN_SIZED_PRETRAIN},
+      {"{\"pretrain_epochs\":5}", 7800, 56000, 5, 0, NN_SIZED_SUBWORDS},
+      {"{\"recipe\":\"lesson\"}", 7800, 56000, 0, 0, 0},
+  };
+  for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+    char err[NN_ERR_LEN];
+    nn_config cfg;
+    nn_config_default(&cfg);
+    CHECK(nn_config_parse_json(&cfg, cases[k].json, NULL, err) == NN_OK, "%s", err);
+    nn_config_size_to_data(&cfg, 200, 4, cases[k].n_unlab, cases[k].tokens);
+    unsigned done = cfg.data_sized_done & (NN_SIZED_PRETRAIN | NN_SIZED_SUBWORDS);
+    CHECK(cfg.pretrain_epochs == cases[k].pretrain && cfg.subword_buckets == cases[k].buckets &&
+              done == cases[k].done,
+          "%s, %d unlabelled rows, %lld tokens: pretrain_epochs %d subword_buckets %d sized %u, "
+          "want %d %d %u",
+          cases[k].json, cases[k].n_unlab, (long long)cases[k].tokens, cfg.pretrain_epochs,
+          cfg.subword_buckets, done, cases[k].pretrain, cases[k].buckets, cases[k].done);
+  }
 }
 
 /* fewer labelled rows than NN_SMALL_ROWS: no validation split unless an option asks for one */
@@ -332,6 +367,7 @@ int main(void) {
   check_pretraining();
   check_vocabulary();
   check_sizing();
+  check_sizing_unlabelled();
   check_small_validation();
   return check_finish("test_pretrain");
 }
