@@ -142,6 +142,7 @@ static void attn_training_ext_free(attn_training *t) {
   t->from_version = -1;
   t->deploy = ATTN_DEPLOY_IF_BETTER;
   t->deploy_given = 0;
+  t->use_unlabelled = 1; /* the option's default, also when no options are given */
 }
 
 /* The options that ext/ handles beside the engine's, read from o into t: "deploy",
@@ -900,8 +901,9 @@ static int attn_training_epoch_step(attn_training *t, nn_epoch_stats *row, char 
   memset(&stats, 0, sizeof stats);
   if (!t->trainer) return SQLITE_DONE;
   if (t->nlog == 0) { /* the pretraining first, as a phase of its own */
-    attn_status_phase(t->status, "pretraining", t->cfg.pretrain_epochs, 0, 0);
-    attn_progress_begin(&t->progress, t->cfg.progress && !t->quiet, 0, t->cfg.pretrain_epochs);
+    int passes = nn_trainer_config(t->trainer)->pretrain_epochs; /* sized to the rows */
+    attn_status_phase(t->status, "pretraining", passes, 0, 0);
+    attn_progress_begin(&t->progress, t->cfg.progress && !t->quiet, 0, passes);
     int st = nn_trainer_pretrain(t->trainer, attn_training_progress, t, err);
     attn_progress_clear(&t->progress);
     attn_status_phase(t->status, "training", t->cfg.epochs, 0, 0);

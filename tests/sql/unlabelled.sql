@@ -27,8 +27,12 @@ SELECT json_extract(j, '$.train_rows') AS train_rows, json_extract(j, '$.unlabel
 FROM (SELECT attn_fit('nopre', 'SELECT text, label FROM pool',
   '{"hidden":8,"embed_dim":8,"fc_hidden":8,"progress":false,"pretrain_epochs":0,"epochs":3}') AS j);
 -- 1,200 more texts without a label: the default recipe pretrains, its passes sized to the texts
+-- (with no options at all, as with some)
 CREATE TABLE big AS SELECT text, label FROM pool
   UNION ALL SELECT d.text || ' ' || n.value, NULL FROM docs d, json_each('[1,2,3,4]') n;
+SELECT json_extract(j, '$.unlabelled_rows') AS unl, json_extract(j, '$.unlabelled_read') AS used,
+       json_extract(j, '$.pretrain_epochs') AS pretrain_epochs, json_extract(j, '$.sized') AS sized
+FROM (SELECT attn_fit('big', 'SELECT text, label FROM big') AS j);
 SELECT json_extract(j, '$.unlabelled_rows') AS unl, json_extract(j, '$.unlabelled_read') AS used,
        json_extract(j, '$.pretrain_epochs') AS pretrain_epochs, json_extract(j, '$.sized') AS sized
 FROM (SELECT attn_fit('big', 'SELECT text, label FROM big',
