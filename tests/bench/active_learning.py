@@ -12,6 +12,10 @@ copied in, as a person would type it):
   random     the same number of labels (start + rounds x batch), all drawn at random, one
              attn_fit on the pool
 
+--select per-label takes each round's rows in turns across the predicted labels (the least
+sure of each label, then the next of each...: a window function over attn_uncertain), so that
+a round does not spend its labels on one confusing kind of text.
+
 Both are scored on the corpus's test split (weighted F1). The default: 100 random labels, 4
 rounds of 100, against 500 random labels, on AG News, 3 seeds.
 
@@ -43,7 +47,16 @@ def fit_and_score(db, test_labels, options):
     return weighted(test_labels, pred)[0], summary
 
 
-def run(extension, pool, test, labelled_ids, rounds, batch, options, uncertain):
+SELECT_SQL = {
+    "margin": "SELECT id FROM attn_uncertain('m', 'SELECT id, text FROM pool WHERE label IS NULL') "
+              "LIMIT ?",
+    "per-label": "SELECT id FROM (SELECT id, margin, row_number() OVER (PARTITION BY label ORDER "
+                 "BY margin, entropy DESC) AS turn FROM attn_uncertain('m', 'SELECT id, text FROM "
+                 "pool WHERE label IS NULL')) ORDER BY turn, margin LIMIT ?",
+}
+
+
+def run(extension, pool, test, labelled_ids, rounds, batch, options, uncertain, select="margin"):
     d = tempfile.mkdtemp(prefix="attnext-active-")
     db = sqlite3.connect(os.path.join(d, "a.db"), isolation_level=None)
     try:
@@ -65,9 +78,7 @@ def run(extension, pool, test, labelled_ids, rounds, batch, options, uncertain):
             f1, _ = fit_and_score(db, labels, options)
             n = db.execute("SELECT count(label) FROM pool").fetchone()[0]
             curve.append((n, f1))
-            ids = [r[0] for r in db.execute(
-                "SELECT id FROM attn_uncertain('m', 'SELECT id, text FROM pool WHERE label IS "
-                "NULL') LIMIT ?", (batch,))]
+            ids = [r[0] for r in db.execute(SELECT_SQL[select], (batch,))]
             db.execute("UPDATE pool SET label = truth WHERE id IN (%s)" % ",".join(map(str, ids)))
         f1, summary = fit_and_score(db, labels, options)
         n = db.execute("SELECT count(label) FROM pool").fetchone()[0]
@@ -90,6 +101,8 @@ def main():
     ap.add_argument("--batch", type=int, default=100)
     ap.add_argument("--pool", type=int, default=10000, help="training rows in the pool")
     ap.add_argument("--options", default="{}")
+    ap.add_argument("--select", choices=sorted(SELECT_SQL), default="margin",
+                    help="how a round picks its rows from attn_uncertain")
     ap.add_argument("--out", default=os.path.join(HERE, "out"))
     args = ap.parse_args()
     options = json.loads(args.options)
@@ -111,7 +124,7 @@ def main():
             random.Random(1000 + seed).shuffle(order)
             print("active: %s seed %d: uncertain" % (corpus, seed), file=sys.stderr, flush=True)
             u = run(args.extension, pool, test, order[:args.start], args.rounds, args.batch,
-                    options, True)
+                    options, True, args.select)
             print("active: %s seed %d: random" % (corpus, seed), file=sys.stderr, flush=True)
             r = run(args.extension, pool, test, order[:total], 0, 0, options, False)
             rows.append({"seed": seed, "uncertain": u, "random": r})
