@@ -3,6 +3,7 @@
  *
  *   SELECT writefile('curves.svg', attn_curves('news'));      -- the deployed version
  *   SELECT writefile('curves.svg', attn_curves('news', 2));   -- version 2
+ *   SELECT writefile('curves.svg', attn_curves('news@2'));    -- the same
  *   -- train and validation loss, validation accuracy and F1 per epoch (attn_training_log),
  *   -- learning-rate drops marked, the best epoch circled
  */
@@ -142,8 +143,27 @@ void attn_curves_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   curve_point *pts = NULL;
   char *msg = NULL;
   int rc = SQLITE_ERROR, n = 0, cap = 0, reading = 0, exists = 0;
-  const char *name = NULL;
-  if ((rc = attn_name_value(fn, argv[0], &name, &msg)) != SQLITE_OK) goto error;
+  const char *ref = NULL;
+  char *name = NULL;
+  size_t name_len;
+  int64_t ref_version;
+  if ((rc = attn_name_value(fn, argv[0], &ref, &msg)) != SQLITE_OK) goto error;
+  rc = SQLITE_ERROR;
+  if (!attn_model_ref_split(ref, &name_len, &ref_version)) {
+    msg = sqlite3_mprintf("%s: '%s' is no model reference: expected a name, 'name@version' "
+                          "(version a positive integer), or 'name@' for a name that itself "
+                          "contains '@'",
+                          fn, ref);
+    goto error;
+  }
+  if (ref_version >= 0 && argc > 1 && sqlite3_value_type(argv[1]) != SQLITE_NULL) {
+    msg = sqlite3_mprintf("%s: the version is given twice ('%s' and a second argument)", fn, ref);
+    goto error;
+  }
+  if (!(name = sqlite3_mprintf("%.*s", (int)name_len, ref))) {
+    rc = SQLITE_NOMEM;
+    goto error;
+  }
   /* the store's tables are checked, and a view calling us back is refused */
   rc = attn_store_read_begin(conn, fn, &exists, &msg);
   if (rc != SQLITE_OK) goto error;
@@ -153,14 +173,14 @@ void attn_curves_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     msg = sqlite3_mprintf("%s: no model named '%s' (this database has no model store)", fn, name);
     goto error;
   }
-  sqlite3_int64 version;
-  if (argc > 1 && sqlite3_value_type(argv[1]) != SQLITE_NULL) {
-    if (sqlite3_value_numeric_type(argv[1]) != SQLITE_INTEGER) {
+  sqlite3_int64 version = ref_version;
+  if (version >= 0 || (argc > 1 && sqlite3_value_type(argv[1]) != SQLITE_NULL)) {
+    if (version < 0 && sqlite3_value_numeric_type(argv[1]) != SQLITE_INTEGER) {
       msg = sqlite3_mprintf("%s: the version must be an integer, got '%s'", fn,
                             sqlite3_value_text(argv[1]));
       goto error;
     }
-    version = sqlite3_value_int64(argv[1]);
+    if (version < 0) version = sqlite3_value_int64(argv[1]);
     if (sqlite3_prepare_v2(db, "SELECT 1 FROM main.attn_models WHERE name = ?1 AND version = ?2",
                            -1, &stmt, NULL) != SQLITE_OK) {
       msg = sqlite3_mprintf("%s: no model named '%s' (this database has no model store)", fn, name);
@@ -181,7 +201,9 @@ void attn_curves_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     }
     sqlite3_bind_text(stmt, 1, name, -1, SQLITE_STATIC);
     if (sqlite3_step(stmt) != SQLITE_ROW) {
-      msg = sqlite3_mprintf("%s: no model named '%s'", fn, name);
+      char *hint = attn_conn_suggest_name(conn, name);
+      msg = sqlite3_mprintf("%s: no model named '%s'%s", fn, name, hint ? hint : "");
+      sqlite3_free(hint);
       goto error;
     }
     version = sqlite3_column_int64(stmt, 0);
@@ -301,12 +323,14 @@ void attn_curves_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   legend_entry(out, 650, ly, "#ff7f0e", "6,3", "weighted F1");
   legend_entry(out, 770, ly, "#7b3294", "5,3", "learning-rate drop");
   sqlite3_free(pts);
+  sqlite3_free(name);
   attn_svg_result(ctx, out);
   return;
 error:
   sqlite3_finalize(stmt);
   if (reading) attn_store_read_end(conn);
   sqlite3_free(pts);
+  sqlite3_free(name);
   attn_result_error(ctx, rc == SQLITE_ROW || rc == SQLITE_DONE || rc == SQLITE_OK ? SQLITE_ERROR : rc, msg,
             fn);
 }

@@ -139,7 +139,10 @@ void attn_deploy_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   sqlite3_finalize(stmt);
   stmt = NULL;
   if (count == 0) {
-    msg = sqlite3_mprintf("%s: no model named '%s'%s", fn, name, attn_conn_behind_hint(conn));
+    char *hint = attn_conn_suggest_name(conn, name);
+    msg = sqlite3_mprintf("%s: no model named '%s'%s%s", fn, name, hint ? hint : "",
+                          attn_conn_behind_hint(conn));
+    sqlite3_free(hint);
     rc = SQLITE_ERROR;
     goto done;
   }

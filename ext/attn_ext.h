@@ -85,8 +85,20 @@ int attn_conn_pool(attn_conn *conn, nn_pool **pool, nn_workspace ***ws, char **e
 
 /* ------------------------------------------------------------------ models (attn_conn.c) */
 
-/* The deployed version of model `name` (NULL: the default model, the most recently deployed one
- * in the database) for a call of SQL function `fn`. With name_arg >= 0, argv[name_arg] holds the
+/* A model reference as every function that reads a model takes it: 'news' (the deployed version
+ * of news), 'news@3' (its stored version 3, deployed or not), 'a@b@' (the model named 'a@b': a
+ * trailing '@' ends a name that itself contains '@'). The text is split at its last '@': what
+ * follows is a version (decimal digits), nothing (the escape), or else part of the name
+ * ('me@example.com' is that name). Returns 1 with the name's length in *name_len and the
+ * version in *version (-1: the deployed one), or 0 when the text names nothing (an empty name, a
+ * version past int64). */
+int attn_model_ref_split(const char *ref, size_t *name_len, int64_t *version);
+/* " (did you mean 'news'?)" for the stored name closest to `name` (sqlite3_malloc'd), or NULL.
+ * Reads attn_models: inside attn_store_read_begin .. end. */
+char *attn_conn_suggest_name(attn_conn *conn, const char *name);
+
+/* The model a reference `name` means (attn_model_ref_split; NULL: the default model, the most
+ * recently deployed one in the database) for a call of SQL function `fn`. With name_arg >= 0, argv[name_arg] holds the
  * name and the lookup is kept with sqlite3_set_auxdata for the rest of the statement when that
  * argument is constant. On success *out is valid until the current call returns. On error
  * returns an SQLite error code and sets *errmsg (sqlite3_malloc'd), e.g.
@@ -98,6 +110,9 @@ int attn_model_get(sqlite3_context *ctx, const char *fn, const char *name, int n
 int attn_model_acquire(attn_conn *conn, const char *fn, const char *name, attn_model **out,
                        char **errmsg);
 void attn_model_release(attn_model *model);
+/* The deployed version of the model named exactly `name` ('@' not read as a version). */
+int attn_model_acquire_deployed(attn_conn *conn, const char *fn, const char *name, attn_model **out,
+                                char **errmsg);
 /* Version `version` of `name`, deployed or not (a warm start's base), held as attn_model_acquire
  * holds it. Errors: "fn: no model named 'x'", "fn: model 'x' has no version 7". */
 int attn_model_acquire_version(attn_conn *conn, const char *fn, const char *name,

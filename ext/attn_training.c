@@ -367,7 +367,7 @@ int attn_training_options(attn_training *t, const char *options, char **msg) {
     }
     rc = version
              ? attn_model_acquire_version(t->conn, what, from->str, version->integer, &t->base, msg)
-             : attn_model_acquire(t->conn, what, from->str, &t->base, msg);
+             : attn_model_acquire_deployed(t->conn, what, from->str, &t->base, msg);
     if (rc != SQLITE_OK) {
       t->base = NULL;
       goto done;
@@ -707,7 +707,7 @@ int attn_training_decide(attn_training *t, const nn_model *model, const int *row
     return t->deploy_reason ? SQLITE_OK : SQLITE_NOMEM;
   }
   *deploy = 1;
-  if (attn_model_acquire(t->conn, t->fn, t->name, &current, &err) != SQLITE_OK) {
+  if (attn_model_acquire_deployed(t->conn, t->fn, t->name, &current, &err) != SQLITE_OK) {
     /* nothing deployed (or it cannot be read): the new version serves */
     t->deploy_reason = sqlite3_mprintf("no version of '%s' was deployed%s%s", t->name,
                                        err && !strstr(err, "no model named") &&

@@ -1,0 +1,179 @@
+"""test_model_versions.py -- any stored version read without deploying it, and what a model's
+life says about itself, through Debian's Python sqlite3 on a file database (WAL) with a second
+connection reading meanwhile.
+
+Checks, each printing what it compared:
+  refs       'name@version' in every function that reads a model (predict, probs, weights,
+             explain, embed, classify, uncertain, evaluate, metrics, confusion, curve,
+             curve_svg, heatmap, heatmap_query, curves, matrix's 'model:' vectors) reads that
+             stored version: the same answers as that version gives once deployed, while the
+             deployed one and what a second connection reads stay as they were; a trailing '@'
+             escapes a name that itself contains '@'; bad references and unknown names are
+             clear errors, an unknown name with the closest stored name
+Run from the repository root: /usr/bin/python3 tests/test_model_versions.py [section ...]
+"""
+import json
+import os
+import sqlite3
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import reliability as R  # noqa: E402
+
+check, connect, error_of = R.check, R.connect, R.error_of
+TMP = tempfile.mkdtemp(prefix="attn_versions_")
+TINY = json.loads(R.TINY)
+
+
+def opts(**kw):
+    o = dict(TINY)
+    o.update(kw)
+    return json.dumps(o)
+
+
+def fresh(name, rows=90):
+    path = os.path.join(TMP, f"{name}.db")
+    db = connect(path)
+    assert db.execute("PRAGMA journal_mode=wal").fetchone()[0] == "wal"
+    if rows:
+        R.make_table(db, n=rows)
+    return path, db
+
+
+def fit(db, name="m", options=None, query="SELECT text, label FROM docs"):
+    out = db.execute("SELECT attn_fit(?, ?, ?)", (name, query, options or R.TINY)).fetchone()[0]
+    return json.loads(out)
+
+
+Q = "SELECT text, label FROM docs"
+TEXT = "bank stocks market team goal"
+
+# (what, SQL with ? for the model reference): every function that reads a model
+READERS = [
+    ("attn_predict", "SELECT attn_predict(?, text) FROM docs ORDER BY id"),
+    ("attn_probs", f"SELECT label, probability FROM attn_probs(?, '{TEXT}')"),
+    ("attn_weights", f"SELECT token, weight FROM attn_weights(?, '{TEXT}')"),
+    ("attn_explain", f"SELECT * FROM attn_explain(?, '{TEXT}')"),
+    ("attn_embed", f"SELECT attn_embed(?, '{TEXT}')"),
+    ("attn_classify", "SELECT * FROM attn_classify(?, 'SELECT id, text FROM docs ORDER BY id')"),
+    ("attn_uncertain", "SELECT * FROM attn_uncertain(?, 'SELECT id, text FROM docs ORDER BY id')"),
+    ("attn_evaluate", f"SELECT * FROM attn_evaluate(?, '{Q}')"),
+    ("attn_metrics", f"SELECT * FROM attn_metrics(?, '{Q}')"),
+    ("attn_confusion", f"SELECT * FROM attn_confusion(?, '{Q}')"),
+    ("attn_curve", f"SELECT * FROM attn_curve(?, '{Q}')"),
+    ("attn_curve_svg", f"SELECT attn_curve_svg(?, '{Q}')"),
+    ("attn_heatmap", f"SELECT attn_heatmap(?, '{TEXT}')"),
+    ("attn_heatmap_query", "SELECT attn_heatmap_query(?, 'SELECT text FROM docs LIMIT 3')"),
+    ("attn_curves", "SELECT attn_curves(?)"),
+]
+
+
+def read_all(db, ref, readers=READERS):
+    out = {}
+    for what, sql in readers:
+        try:
+            out[what] = db.execute(sql, (ref,)).fetchall()
+        except sqlite3.Error as e:
+            out[what] = "error: " + str(e)
+    return out
+
+
+def matrix(db, ref):
+    return db.execute("SELECT * FROM attn_matrix('bank goal', 'stocks team', ?)",
+                      ("model:" + ref,)).fetchall()
+
+
+def test_refs():
+    path, db = fresh("refs")
+    fit(db, options=opts(deploy="always", seed=1))
+    fit(db, options=opts(deploy="never", seed=7, epochs=3))
+    other = connect(path)  # a second connection, reading the deployed version meanwhile
+    before_other = read_all(other, "m")
+    models_before = other.execute("SELECT name, version, deployed, deployed_seq "
+                                  "FROM attn_models ORDER BY version").fetchall()
+    check(models_before == [("m", 1, 1, models_before[0][3]), ("m", 2, 0, 0)],
+          f"version 1 deployed, version 2 stored only: {models_before}")
+
+    plain = read_all(db, "m")
+    v1 = read_all(db, "m@1")
+    v2 = read_all(db, "m@2")
+    m1, m2 = matrix(db, "m@1"), matrix(db, "m@2")
+    during_other = read_all(other, "m")
+    for what, _ in READERS:
+        check(not str(v2[what]).startswith("error"), f"{what}('m@2', ...) reads version 2: "
+              f"{str(v2[what])[:80]}")
+        check(v1[what] == plain[what],
+              f"{what}: 'm@1' (the deployed version) gives what 'm' gives")
+    check(v2["attn_predict"] != plain["attn_predict"] or v2["attn_probs"] != plain["attn_probs"],
+          "version 2 is another model: its predictions or probabilities differ from version 1's")
+    check(m1 == matrix(db, "m") and m1 != m2,
+          "attn_matrix 'model:m@1' is 'model:m'; 'model:m@2' is version 2's embedding")
+    check(during_other == before_other,
+          "the second connection read the same answers while versions were scored")
+    models_during = other.execute("SELECT name, version, deployed, deployed_seq "
+                                  "FROM attn_models ORDER BY version").fetchall()
+    check(models_during == models_before, "scoring a version deployed nothing")
+
+    # deploying version 2 makes 'm' what 'm@2' was, everywhere
+    db.execute("SELECT attn_deploy('m', 2)").fetchall()
+    after = read_all(db, "m")
+    after_other = read_all(other, "m")
+    for what, _ in READERS:
+        want = v2[what]
+        check(after[what] == want and after_other[what] == want,
+              f"{what}: once version 2 is deployed, 'm' gives what 'm@2' gave (both connections)")
+    check(read_all(db, "m@1") == v1, "'m@1' still reads version 1 after the deploy")
+    db.execute("SELECT attn_deploy('m', 'previous')").fetchall()
+    check(read_all(other, "m") == before_other, "rolled back: the second connection reads version 1")
+
+    # errors
+    e = error_of(db, "SELECT attn_predict('m@9', 'x')")
+    check(e == "attn_predict: model 'm' has no version 9", f"a missing version: {e}")
+    e = error_of(db, "SELECT * FROM attn_evaluate('m@9', ?)", (Q,))
+    check(e == "attn_evaluate: model 'm' has no version 9", f"a missing version (table): {e}")
+    e = error_of(db, "SELECT attn_predict('@3', 'x')")
+    check(e is not None and e.startswith("attn_predict: '@3' is no model reference"),
+          f"an empty name: {e}")
+    e = error_of(db, "SELECT attn_predict('m@99999999999999999999', 'x')")
+    check(e is not None and "is no model reference" in e, f"a version past int64: {e}")
+    e = error_of(db, "SELECT attn_curves('m@1', 2)")
+    check(e == "attn_curves: the version is given twice ('m@1' and a second argument)",
+          f"attn_curves with two versions: {e}")
+    fit(db, name="news", options=opts(seed=3))
+    for ref in ("newz", "nesw", "new", "newz@1"):
+        e = error_of(db, "SELECT attn_predict(?, 'x')", (ref,))
+        check(e == f"attn_predict: no model named '{ref.split('@')[0]}' (did you mean 'news'?)",
+              f"an unknown name suggests the closest stored one: {e}")
+    e = error_of(db, "SELECT attn_curves('newz')")
+    check(e == "attn_curves: no model named 'newz' (did you mean 'news'?)", f"attn_curves too: {e}")
+    e = error_of(db, "SELECT attn_predict('zzzzzz', 'x')")
+    check(e == "attn_predict: no model named 'zzzzzz'", f"nothing close, no suggestion: {e}")
+
+    # names containing '@'
+    fit(db, name="abc@1", options=opts(seed=3))
+    fit(db, name="me@example.com", options=opts(seed=3))
+    fit(db, name="abc", options=opts(seed=5))
+    def probs(ref):
+        return db.execute(f"SELECT label, probability FROM attn_probs(?, '{TEXT}')",
+                          (ref,)).fetchall()
+    esc, lit, v1a, a = probs("abc@1@"), probs("me@example.com"), probs("abc@1"), probs("abc")
+    check(esc == lit and esc != v1a and v1a == a,
+          "'abc@1@' is the model named 'abc@1' (trained as the model named 'me@example.com' is, "
+          "same seed); 'abc@1' is version 1 of 'abc'")
+    check(probs("me@example.com@") == lit, "'me@example.com@' is 'me@example.com' too")
+    db.execute("DELETE FROM attn_models WHERE name = 'abc'")
+    e = error_of(db, "SELECT attn_predict('abc@1', 'x')")
+    check(e == "attn_predict: no model named 'abc' (did you mean 'abc@1@'?)",
+          f"a suggested name that a reference would misread comes escaped: {e}")
+    other.close()
+    db.close()
+
+
+SECTIONS = {"refs": test_refs}
+
+if __name__ == "__main__":
+    for name in sys.argv[1:] or SECTIONS:
+        print(f"--- {name}", flush=True)
+        SECTIONS[name]()
+    R.finish("test_model_versions")
