@@ -10,6 +10,9 @@ Checks, each printing what it compared:
              deployed one and what a second connection reads stay as they were; a trailing '@'
              escapes a name that itself contains '@'; bad references and unknown names are
              clear errors, an unknown name with the closest stored name
+  kept       attn_curves circles the epoch the training kept (the summary's best_epoch, the
+             last attn_train row marked best) on the figure its monitor names, whatever the
+             monitor, also where the lowest validation loss is another epoch
 Run from the repository root: /usr/bin/python3 tests/test_model_versions.py [section ...]
 """
 import json
@@ -170,7 +173,54 @@ def test_refs():
     db.close()
 
 
-SECTIONS = {"refs": test_refs}
+def kept_mark(svg):
+    """The kept epoch's legend text and the panel its circle is on (left: loss, right: metrics)."""
+    import re
+    text = re.findall(r"kept: [^<]*", svg)
+    circles = [float(x) for x in re.findall(r'<circle cx="([0-9.]+)" cy="[0-9.]+" r="6"', svg)]
+    marks = [x for x in circles if x != 310.0]  # 310: the legend's circle
+    panel = None if len(marks) != 1 else ("loss" if marks[0] < 500 else "metrics")
+    return (text[0] if text else None), panel
+
+
+def test_kept():
+    path, db = fresh("kept", rows=120)
+    for monitor, panel in (("val_f1", "metrics"), ("val_loss", "loss"), ("val_accuracy", "metrics")):
+        cur = db.execute("SELECT * FROM attn_train('k', ?, ?)",
+                         (Q, opts(epochs=6, monitor=monitor, deploy="always")))
+        rows = cur.fetchall()
+        best_col = [d[0] for d in cur.description].index("best")
+        marked = [r[0] for r in rows if r[best_col]]
+        version, metrics = db.execute("SELECT version, metrics FROM attn_models WHERE name = 'k' "
+                                      "ORDER BY version DESC LIMIT 1").fetchone()
+        kept = json.loads(metrics)["best_epoch"]
+        text, where = kept_mark(db.execute("SELECT attn_curves(?)", (f"k@{version}",)).fetchone()[0])
+        check(text == f"kept: epoch {kept}, best {monitor}" and where == panel and marked[-1] == kept,
+              f"monitor {monitor}: attn_curves marks {text!r} on the {where} panel; the summary "
+              f"kept epoch {kept}, attn_train marked {marked}")
+    # a log whose lowest validation loss (epoch 2) is not the kept epoch (4, by val_f1)
+    blob = db.execute("SELECT weights FROM attn_models WHERE name = 'k' LIMIT 1").fetchone()[0]
+    db.execute("INSERT INTO attn_models(name, version, created_at, deployed, config, labels, "
+               "metrics, weights) VALUES ('f1', 1, '2026-01-01', 0, '{}', '[]', "
+               "'{\"best_epoch\":4,\"monitor\":\"val_f1\"}', ?)", (blob,))
+    log = [(1, 1.0, 0.9, 0.5, 0.5), (2, 0.8, 0.6, 0.6, 0.6), (3, 0.7, 0.7, 0.7, 0.7),
+           (4, 0.6, 0.8, 0.8, 0.9), (5, 0.5, 0.9, 0.7, 0.8)]
+    db.executemany("INSERT INTO attn_training_log VALUES ('f1', 1, ?, ?, ?, ?, ?, 0.001, 1)", log)
+    text, where = kept_mark(db.execute("SELECT attn_curves('f1')").fetchone()[0])
+    check(text == "kept: epoch 4, best val_f1" and where == "metrics",
+          f"lowest val_loss at epoch 2, val_f1 kept epoch 4: marked {text!r} on {where}")
+    db.execute("UPDATE attn_models SET metrics = NULL WHERE name = 'f1'")
+    text, where = kept_mark(db.execute("SELECT attn_curves('f1')").fetchone()[0])
+    check(text == "kept: epoch 2, best val_loss" and where == "loss",
+          f"no summary: the lowest validation loss is marked: {text!r} on {where}")
+    # no validation: the last epoch is kept, marked on the train loss
+    fit(db, name="noval", options=opts(validation="none", epochs=3))
+    text, where = kept_mark(db.execute("SELECT attn_curves('noval')").fetchone()[0])
+    check(text == "kept: epoch 3" and where == "loss", f"no validation: {text!r} on {where}")
+    db.close()
+
+
+SECTIONS = {"refs": test_refs, "kept": test_kept}
 
 if __name__ == "__main__":
     for name in sys.argv[1:] or SECTIONS:
