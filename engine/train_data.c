@@ -367,7 +367,10 @@ static int encode_rows(nn_trainer *tr, nn_vocab **vocab, const nn_vocab *fixed,
                        const nn_train_rows *rows, char *err) {
   int n = tr->n + tr->n_unlab, max_len = tr->cfg.max_len, status; /* the unlabelled rows last */
   void *stage = NULL;
-  nn_token *tokens = nn_mem_alloc(tr->mem, (size_t)max_len * sizeof *tokens);
+  /* one token past the limit is read, so that a text cut at max_len is counted as cut */
+  nn_config probe = tr->cfg;
+  probe.max_len = max_len + 1;
+  nn_token *tokens = nn_mem_alloc(tr->mem, (size_t)(max_len + 1) * sizeof *tokens);
   if (!tokens) goto oom;
   train_texts cursor = {tr, rows, 0};
   status = fixed ? copy_vocab(vocab, fixed, tr->stop, tr->stop_ctx, tr->mem, err)
@@ -403,9 +406,9 @@ static int encode_rows(nn_trainer *tr, nn_vocab **vocab, const nn_vocab *fixed,
           goto done;
         }
       }
-      int count = nn_text_encode(tokens, text ? text : "", text ? len : 0, &tr->cfg, *vocab);
+      int count = nn_text_encode(tokens, text ? text : "", text ? len : 0, &probe, *vocab);
       if (count < 1) count = 1, tokens[0].id = NN_UNK; /* the contract says >= 1; be safe */
-      if (count > max_len) count = max_len;
+      if (count > max_len) count = max_len, tr->n_truncated++;
       if (used + (size_t)count > capacity) {
         size_t grown = 2 * capacity;
         void *bigger = nn_mem_realloc(tr->mem, stage, grown * width);
@@ -490,3 +493,5 @@ done:
   nn_mem_free(tr->mem, train_count);
   return status;
 }
+
+int nn_trainer_truncated_rows(const nn_trainer *tr) { return tr->n_truncated; }

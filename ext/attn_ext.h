@@ -532,6 +532,8 @@ typedef struct attn_training {
   attn_status_entry *status; /* attn_status's entry while the run lives */
   /* the outcome */
   int deployed;         /* the save deployed the new version */
+  int committed;        /* the save was committed (0: it waits for the caller's COMMIT) */
+  int ntruncated;       /* rows whose text was cut at max_len tokens */
   char *deploy_reason;  /* why it was or was not deployed (sqlite3_malloc'd) */
   int *val_rows, nval;  /* the validation rows (the deploy decision, attn_tune's comparison) */
   /* the live log (WAL): the version reserved, the name's mark before, epochs written, when */

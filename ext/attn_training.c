@@ -766,6 +766,8 @@ char *attn_training_metrics(const attn_training *t, const char *metrics, int dep
   /* the unlabelled rows "unlabelled": false skipped (the engine counts those it was given) */
   if (t->nskipped)
     sqlite3_str_appendf(s, "\"unlabelled_rows\":%d,\"unlabelled_read\":false,", t->nskipped);
+  /* a text longer than max_len tokens was read up to its max_len-th: say how many */
+  sqlite3_str_appendf(s, "\"truncated_texts\":%d,", t->ntruncated);
   sqlite3_str_appendf(s, "\"deploy\":\"%s\",\"deployed\":%s,\"deploy_reason\":",
                       names[t->deploy], deployed ? "true" : "false");
   const char *why = t->deploy_reason ? t->deploy_reason : "";
@@ -809,6 +811,7 @@ static int attn_training_save(attn_training *t, char **msg) {
     return attn_nn_error(st, t->fn, err, msg);
   }
   t->metrics = nn_trainer_metrics_json(t->trainer);
+  t->ntruncated = nn_trainer_truncated_rows(t->trainer);
   const int *rows = NULL;
   int nrows = 0;
   nn_trainer_validation_rows(t->trainer, &rows, &nrows);
@@ -843,6 +846,9 @@ static int attn_training_save(attn_training *t, char **msg) {
     attn_training_lineage(t, &lineage, t->options_text, ended_at);
     attn_store_item item = {model, metrics, t->log, t->nlog, deploy, &lineage,
                             t->live_version, 0};
+    /* inside the caller's BEGIN ... COMMIT the save is a savepoint: the caller's ROLLBACK, or
+     * a program that ends without COMMIT, loses it */
+    t->committed = sqlite3_get_autocommit(attn_conn_db(t->conn));
     rc = attn_store_save_items(t->conn, t->fn, t->name, &item, 1, msg);
     t->version = item.version;
   }

@@ -13,6 +13,10 @@ Checks, each printing what it compared:
   kept       attn_curves circles the epoch the training kept (the summary's best_epoch, the
              last attn_train row marked best) on the figure its monitor names, whatever the
              monitor, also where the lowest validation loss is another epoch
+  said       the summary counts the texts cut at max_len tokens (recounted from attn_weights
+             of a model that cuts nothing); a save inside the caller's open transaction says
+             "committed": false and is gone when the program ends without COMMIT; every
+             evaluation function refuses an empty query with the same error
 Run from the repository root: /usr/bin/python3 tests/test_model_versions.py [section ...]
 """
 import json
@@ -220,7 +224,53 @@ def test_kept():
     db.close()
 
 
-SECTIONS = {"refs": test_refs, "kept": test_kept}
+def test_said():
+    path, db = fresh("said", rows=0)
+    db.execute("CREATE TABLE docs(id INTEGER PRIMARY KEY, text, label)")
+    rows = R.make_rows(60)
+    # some texts longer than 6 tokens: the short ones repeated
+    rows = [((t + " ") * (1 + i % 3), c) for i, (t, c) in enumerate(rows)]
+    db.executemany("INSERT INTO docs(text, label) VALUES(?, ?)", rows)
+    fit(db, name="full", options=opts(max_len=4096))
+    lengths = [db.execute("SELECT count(*) FROM attn_weights('full', ?)", (t,)).fetchone()[0]
+               for t, _ in rows]
+    want = sum(1 for n in lengths if n > 6)
+    summary = fit(db, name="cut", options=opts(max_len=6))
+    stored = json.loads(db.execute("SELECT metrics FROM attn_models WHERE name = 'cut'").fetchone()[0])
+    check(summary["truncated_texts"] == want == stored["truncated_texts"] and 0 < want < len(rows),
+          f"max_len 6: {summary['truncated_texts']} texts cut (stored: {stored['truncated_texts']}), "
+          f"{want} of {len(rows)} have more than 6 tokens")
+    check(fit(db, name="full2", options=opts(max_len=4096))["truncated_texts"] == 0,
+          "max_len 4096: no text cut")
+    check(summary["committed"] is True, f"a save with no transaction open: committed {summary['committed']}")
+
+    # Python's sqlite3 in its default mode opens a transaction before an INSERT, and leaves it
+    # open: a training then saves inside it
+    py = sqlite3.connect(path)
+    py.enable_load_extension(True)
+    py.load_extension(R.extension_path())
+    py.execute("INSERT INTO docs(text, label) VALUES('bank bank bank', 'money')")
+    out = json.loads(py.execute("SELECT attn_fit('open', 'SELECT text, label FROM docs', ?)",
+                                (R.TINY,)).fetchone()[0])
+    check(out["committed"] is False and py.in_transaction,
+          f"inside the caller's open transaction: committed {out['committed']}")
+    py.close()  # no commit()
+    n = db.execute("SELECT count(*) FROM attn_models WHERE name = 'open'").fetchone()[0]
+    check(n == 0, f"closed without commit(): the version is gone ({n} rows)")
+
+    # empty queries: one error in every evaluation function
+    empty = "SELECT text, label FROM docs WHERE 0"
+    for fn, sql in (("attn_evaluate", "SELECT * FROM attn_evaluate('full', ?)"),
+                    ("attn_confusion", "SELECT * FROM attn_confusion('full', ?)"),
+                    ("attn_metrics", "SELECT * FROM attn_metrics('full', ?)"),
+                    ("attn_curve", "SELECT * FROM attn_curve('full', ?)"),
+                    ("attn_curve_svg", "SELECT attn_curve_svg('full', ?)")):
+        e = error_of(db, sql, (empty,))
+        check(e == f"{fn}: the query returned no rows", f"{fn} over an empty query: {e}")
+    db.close()
+
+
+SECTIONS = {"refs": test_refs, "kept": test_kept, "said": test_said}
 
 if __name__ == "__main__":
     for name in sys.argv[1:] or SECTIONS:
