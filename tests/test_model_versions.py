@@ -17,10 +17,13 @@ Checks, each printing what it compared:
              of a model that cuts nothing); a save inside the caller's open transaction says
              "committed": false and is gone when the program ends without COMMIT; every
              evaluation function refuses an empty query with the same error
+  pictures   ext/REFERENCE.md's Python example that saves pictures without writefile() runs as
+             written (the extension's path put in) and writes three SVG files
 Run from the repository root: /usr/bin/python3 tests/test_model_versions.py [section ...]
 """
 import json
 import os
+import shutil
 import sqlite3
 import sys
 import tempfile
@@ -270,10 +273,35 @@ def test_said():
     db.close()
 
 
-SECTIONS = {"refs": test_refs, "kept": test_kept, "said": test_said}
+def test_pictures():
+    import re
+    import subprocess
+    text = open(os.path.join(os.path.dirname(__file__), "..", "ext", "REFERENCE.md")).read()
+    part = text[text.index("**Saving a picture from a program.**"):]
+    code = re.search(r"```python\n(.*?)```", part, re.S).group(1)
+    work = os.path.join(TMP, "pictures")
+    os.makedirs(work)
+    db = connect(os.path.join(work, "news.db"))
+    db.execute("CREATE TABLE headlines(title, category)")
+    db.executemany("INSERT INTO headlines VALUES(?, ?)", R.make_rows(60))
+    fit(db, name="news", options=opts(), query="SELECT title, category FROM headlines")
+    db.close()
+    code = code.replace('"./attnext"', repr(R.extension_path()))
+    run = subprocess.run([sys.executable, "-c", code], cwd=work, capture_output=True, text=True,
+                         timeout=120)
+    check(run.returncode == 0, f"the Python example runs: rc {run.returncode} {run.stderr[-300:]}")
+    for name in ("heatmap.svg", "curve.svg", "curves.svg"):
+        path = os.path.join(work, name)
+        body = open(path).read() if os.path.exists(path) else ""
+        check("<svg" in body and body.rstrip().endswith("</svg>"),
+              f"it wrote {name}: {len(body)} characters of SVG")
+
+
+SECTIONS = {"refs": test_refs, "kept": test_kept, "said": test_said, "pictures": test_pictures}
 
 if __name__ == "__main__":
     for name in sys.argv[1:] or SECTIONS:
         print(f"--- {name}", flush=True)
         SECTIONS[name]()
+    shutil.rmtree(TMP, ignore_errors=True)
     R.finish("test_model_versions")
