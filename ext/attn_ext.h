@@ -828,6 +828,7 @@ void attn_cache_limit_func(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 /* attn_deploy.c */
 void attn_deploy_func(sqlite3_context *ctx, int argc, sqlite3_value **argv);
 void attn_import_func(sqlite3_context *ctx, int argc, sqlite3_value **argv);
+void attn_prune_func(sqlite3_context *ctx, int argc, sqlite3_value **argv);
 /* attn_predict.c */
 void attn_predict_func(sqlite3_context *ctx, int argc, sqlite3_value **argv);
 extern const sqlite3_module attn_probs_weights_module; /* attn_probs, attn_weights */

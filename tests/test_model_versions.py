@@ -17,6 +17,9 @@ Checks, each printing what it compared:
              of a model that cuts nothing); a save inside the caller's open transaction says
              "committed": false and is gone when the program ends without COMMIT; every
              evaluation function refuses an empty query with the same error
+  prune      attn_prune(name, keep) keeps the keep newest versions, the deployed one and the one
+             'previous' restores, deletes the others with their log and lineage; what a second
+             connection reads does not change; version numbers go on past the removed ones
   pictures   ext/REFERENCE.md's Python example that saves pictures without writefile() runs as
              written (the extension's path put in) and writes three SVG files
 Run from the repository root: /usr/bin/python3 tests/test_model_versions.py [section ...]
@@ -297,7 +300,57 @@ def test_pictures():
               f"it wrote {name}: {len(body)} characters of SVG")
 
 
-SECTIONS = {"refs": test_refs, "kept": test_kept, "said": test_said, "pictures": test_pictures}
+def test_prune():
+    path, db = fresh("prune")
+    deploys = {2: "always", 5: "always"}  # 5 deployed now, 2 what 'previous' restores
+    for v in range(1, 9):
+        fit(db, options=opts(seed=v, deploy=deploys.get(v, "never")))
+    other = connect(path)
+    before = read_all(other, "m", READERS[:3])
+    sizes = dict(db.execute("SELECT version, length(weights) FROM attn_models"))
+
+    def state():
+        return {t: sorted(r[0] for r in db.execute(f"SELECT DISTINCT version FROM {t} "
+                                                    "WHERE name = 'm'"))
+                for t in ("attn_models", "attn_training_log", "attn_lineage")}
+    check(state()["attn_models"] == list(range(1, 9)), f"8 versions: {state()}")
+    removed = db.execute("SELECT attn_prune('m', 2)").fetchone()[0]
+    after = state()
+    check(removed == 4 and all(v == [2, 5, 7, 8] for v in after.values()),
+          f"keep 2: removed {removed}, left the 2 newest (7, 8), the deployed (5) and 'previous' "
+          f"(2), their log and lineage too: {after}")
+    check(read_all(other, "m", READERS[:3]) == before,
+          "the second connection reads the same answers after the prune")
+    e = error_of(other, "SELECT attn_predict('m@3', 'x')")
+    check(e == "attn_predict: model 'm' has no version 3", f"a removed version: {e}")
+    freed = sum(sizes[v] for v in (1, 3, 4, 6))
+    check(freed > 0, f"{freed} bytes of weights removed")
+    check(db.execute("SELECT attn_prune('m', 0)").fetchone()[0] == 2 and
+          state()["attn_models"] == [2, 5], "keep 0: only the deployed one and 'previous' stay")
+    check(db.execute("SELECT attn_deploy('m', 'previous')").fetchone()[0] == 2,
+          "'previous' still restores version 2")
+    check(db.execute("SELECT attn_prune('m', 0)").fetchone()[0] == 0 and
+          state()["attn_models"] == [2, 5], "after the rollback: 2 deployed, 5 'previous', both kept")
+    check(fit(db, options=opts(seed=9))["version"] == 9, "the next version is 9, past the removed")
+    for sql, want in (
+            ("SELECT attn_prune('m', -1)", "attn_prune: keep must be an integer from 0 (the "
+             "versions to keep besides the deployed one and 'previous'), got -1"),
+            ("SELECT attn_prune('m', 'two')", "attn_prune: keep must be an integer from 0 (the "
+             "versions to keep besides the deployed one and 'previous'), got 'two'"),
+            ("SELECT attn_prune('m', NULL)", "attn_prune: keep must be an integer from 0 (the "
+             "versions to keep besides the deployed one and 'previous'), got NULL"),
+            ("SELECT attn_prune('mm', 1)", "attn_prune: no model named 'mm'"),
+            ("SELECT attn_prune(NULL, 1)", "attn_prune: the model name must be a non-empty text, got NULL")):
+        e = error_of(db, sql)
+        check(e == want, f"{sql}: {e}")
+    e = error_of(connect(":memory:"), "SELECT attn_prune('m', 1)")
+    check(e == "attn_prune: no model named 'm'", f"no model store: {e}")
+    other.close()
+    db.close()
+
+
+SECTIONS = {"refs": test_refs, "kept": test_kept, "said": test_said, "prune": test_prune,
+            "pictures": test_pictures}
 
 if __name__ == "__main__":
     for name in sys.argv[1:] or SECTIONS:
