@@ -536,6 +536,7 @@ typedef struct attn_training {
   int ntruncated;       /* rows whose text was cut at max_len tokens */
   char *deploy_reason;  /* why it was or was not deployed (sqlite3_malloc'd) */
   int *val_rows, nval;  /* the validation rows (the deploy decision, attn_tune's comparison) */
+  char val_id[65];      /* attn_train_rows_sha256_of the validation rows ("" before, or none) */
   /* the live log (WAL): the version reserved, the name's mark before, epochs written, when */
   int64_t live_version, live_prev_mark;
   int live_written;
@@ -699,6 +700,10 @@ void attn_result_error(sqlite3_context *ctx, int rc, char *msg, const char *fn);
  * checks), else SQLITE_OK. */
 int attn_train_rows_sha256(const attn_train_rows *r, int first, int n, attn_interrupt *interrupt,
                            char *out);
+/* The same SHA-256 over the rows listed (in ascending row order, whatever the order of `rows`):
+ * what a version's validation rows were, so that two versions can be told to have held out the
+ * same rows. SQLITE_NOMEM or SQLITE_OK. */
+int attn_train_rows_sha256_of(const attn_train_rows *r, const int *rows, int n, char *out);
 /* The current UTC time as ISO 8601 with milliseconds (out: 32 bytes). */
 void attn_utc_now(char *out);
 /* "attnext 0.1.0" (out: 64 bytes). */

@@ -20,6 +20,10 @@ Checks, each printing what it compared:
   prune      attn_prune(name, keep) keeps the keep newest versions, the deployed one and the one
              'previous' restores, deletes the others with their log and lineage; what a second
              connection reads does not change; version numbers go on past the removed ones
+  fair       "if_better" compares on rows neither version trained on: a retrain with another
+             seed validates on the same rows (the same validation_sha256, recomputed here) and
+             is compared; another validation mode, fraction or added rows deploy uncompared and
+             say so; a tune's trials record their own held-out rows
   pictures   ext/REFERENCE.md's Python example that saves pictures without writefile() runs as
              written (the extension's path put in) and writes three SVG files
 Run from the repository root: /usr/bin/python3 tests/test_model_versions.py [section ...]
@@ -349,7 +353,56 @@ def test_prune():
     db.close()
 
 
-SECTIONS = {"refs": test_refs, "kept": test_kept, "said": test_said, "prune": test_prune,
+def sha_of_rows(rows):
+    import hashlib
+    h = hashlib.sha256()
+    for text, label in rows:
+        for field in (str(text).encode(), str(label).encode()):
+            h.update(len(field).to_bytes(8, "little"))
+            h.update(field)
+    return h.hexdigest()
+
+
+def test_fair():
+    import re
+    path, db = fresh("fair", rows=120)
+    first = fit(db, options=opts(seed=1))
+    second = fit(db, options=opts(seed=2, epochs=3))
+    ids = [json.loads(db.execute("SELECT metrics FROM attn_models WHERE version = ?", (v,))
+                      .fetchone()[0])["validation_sha256"] for v in (1, 2)]
+    check(ids[0] == ids[1], f"seeds 1 and 2 hold out the same rows: {ids[0][:12]} {ids[1][:12]}")
+    check(re.search(r"on the same 18 validation rows \(held out by both\)$",
+                    second["deploy_reason"]) is not None,
+          f"another seed is compared on the same rows: {second['deploy_reason']}")
+    rows = db.execute("SELECT text, label FROM docs ORDER BY id").fetchall()
+    last = fit(db, options=opts(validation="last"))
+    check(last["validation_sha256"] == sha_of_rows(rows[-18:]),
+          "validation_sha256 of \"last\" is the SHA-256 of the last 18 rows, recomputed here")
+    check(last["deployed"] is True and last["deploy_reason"].startswith(
+        "not compared: the deployed version 2 held out other rows than these 18 validation rows")
+          and last["deploy_reason"].endswith("the new version is deployed"),
+          f"\"last\" after a random split: deployed, not compared: {last['deploy_reason']}")
+    worse = fit(db, options=opts(validation="last", epochs=1, lr=0.00001, seed=5))
+    check(worse["deployed"] is False and "(held out by both)" in worse["deploy_reason"],
+          f"\"last\" again on the same rows: compared, and a worse one refused: "
+          f"{worse['deploy_reason']}")
+    frac = fit(db, options=opts(val_fraction=0.3))
+    check(frac["deploy_reason"].startswith("not compared:"),
+          f"another val_fraction: not compared: {frac['deploy_reason']}")
+    db.executemany("INSERT INTO docs(text, label) VALUES(?, ?)", R.make_rows(30, seed=9))
+    grown = fit(db, options=opts(val_fraction=0.3))
+    check(grown["deploy_reason"].startswith("not compared:"),
+          f"rows added since: not compared: {grown['deploy_reason']}")
+    trials = db.execute("SELECT version FROM attn_tune('m', ?, '{\"val_fraction\":[0.2,0.3]}', ?)",
+                        (Q, opts(deploy="never"))).fetchall()
+    tids = [json.loads(db.execute("SELECT metrics FROM attn_models WHERE version = ?", (v,))
+                       .fetchone()[0])["validation_sha256"] for (v,) in trials]
+    check(len(set(tids)) == 2 and tids[1] == grown["validation_sha256"],
+          f"a tune's trials record their own held-out rows (fractions 0.2 and 0.3)")
+    db.close()
+
+
+SECTIONS = {"refs": test_refs, "fair": test_fair, "kept": test_kept, "said": test_said, "prune": test_prune,
             "pictures": test_pictures}
 
 if __name__ == "__main__":
