@@ -561,6 +561,9 @@ void nn_trainer_free(nn_trainer *tr);
 /* The rows of the validation split, as indices into the rows given to nn_trainer_create
  * (*rows valid while the trainer lives; *n 0 with "validation": "none"). */
 void nn_trainer_validation_rows(const nn_trainer *tr, const int **rows, int *n);
+/* How many of the rows (labelled and unlabelled) had a text of more than max_len tokens, read
+ * up to its max_len-th token. */
+int nn_trainer_truncated_rows(const nn_trainer *tr);
 /* Per-class loss weights by label (attn_train's "class_weights": {"label": weight}), replacing
  * the automatic 1/count: the classes named get their weight (finite, > 0), the others 1. Before
  * the first epoch. NN_ERROR naming a label that is not one of the model's. */

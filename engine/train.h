@@ -37,6 +37,7 @@ struct nn_trainer {
   int n_unlab;           /* unlabelled rows n .. n + n_unlab - 1: encoded, for pretraining only */
   int n_unlab_given;     /* nn_trainer_args.n_unlabelled: counted in the metrics, read or not */
   int64_t pretrain_tokens;                /* tokens of the training and unlabelled rows */
+  int n_truncated; /* rows whose text had more than max_len tokens (cut there) */
   double pretrain_seconds, pretrain_loss; /* the pretraining's (pretrain.c) */
   int pretrain_done;                      /* nn_train_pretrain ran (or had nothing to do) */
   size_t param_count;

@@ -2,7 +2,7 @@
  * (nn_train_data_prepare, train.h), as the lesson prepares them:
  *   labels    sorted set of distinct byte strings (memcmp order, shorter first on a tie), as
  *             sklearn's LabelEncoder; 2 to NN_MAX_CLASSES (config.h) classes
- *   split     stratified: per class, its rows shuffled (Fisher-Yates, seeded) and
+ *   split     stratified: per class, its rows shuffled (Fisher-Yates, one fixed seed) and
  *             round(val_fraction * count) of them to validation, keeping at least 1 in training
  *             ("validation": "random"); or the last rows in the order given ("last", "query"),
  *             or none ("none")
@@ -186,6 +186,8 @@ done:
 }
 /* ---------------------------------------------------------------- split and encoding */
 
+#define NN_SPLIT_SEED 1234u /* the split of every run: the one of the default seed */
+
 /* *out = a copy of vocab (the same ids). */
 static int copy_vocab(nn_vocab **out, const nn_vocab *vocab, nn_interrupt_fn stop, void *stop_ctx,
                       const nn_allocator *mem, char *err) {
@@ -261,8 +263,11 @@ static int split_rows(nn_trainer *tr, const int *class_count, char *err) {
   for (int i = 0; i < n; i++) by_class[start[tr->row_class[i]]++] = i; /* start[c] -> end of c */
   for (int c = C; c > 0; c--) start[c] = start[c - 1];                 /* back to the beginnings */
   start[0] = 0;
+  /* The split does not follow "seed": a retrain with another seed validates on the same rows,
+   * so that "deploy": "if_better" compares two versions on rows neither trained on. Every seed
+   * splits as the default seed (1234) always did. */
   nn_rng rng;
-  nn_rng_seed(&rng, tr->cfg.seed ^ SEED_SPLIT);
+  nn_rng_seed(&rng, NN_SPLIT_SEED ^ SEED_SPLIT);
   double fraction = nn_decimal_double(tr->cfg.val_fraction);
   int n_val = 0;
   for (int c = 0; c < C; c++) {
@@ -367,7 +372,10 @@ static int encode_rows(nn_trainer *tr, nn_vocab **vocab, const nn_vocab *fixed,
                        const nn_train_rows *rows, char *err) {
   int n = tr->n + tr->n_unlab, max_len = tr->cfg.max_len, status; /* the unlabelled rows last */
   void *stage = NULL;
-  nn_token *tokens = nn_mem_alloc(tr->mem, (size_t)max_len * sizeof *tokens);
+  /* one token past the limit is read, so that a text cut at max_len is counted as cut */
+  nn_config probe = tr->cfg;
+  probe.max_len = max_len + 1;
+  nn_token *tokens = nn_mem_alloc(tr->mem, (size_t)(max_len + 1) * sizeof *tokens);
   if (!tokens) goto oom;
   train_texts cursor = {tr, rows, 0};
   status = fixed ? copy_vocab(vocab, fixed, tr->stop, tr->stop_ctx, tr->mem, err)
@@ -403,9 +411,9 @@ static int encode_rows(nn_trainer *tr, nn_vocab **vocab, const nn_vocab *fixed,
           goto done;
         }
       }
-      int count = nn_text_encode(tokens, text ? text : "", text ? len : 0, &tr->cfg, *vocab);
+      int count = nn_text_encode(tokens, text ? text : "", text ? len : 0, &probe, *vocab);
       if (count < 1) count = 1, tokens[0].id = NN_UNK; /* the contract says >= 1; be safe */
-      if (count > max_len) count = max_len;
+      if (count > max_len) count = max_len, tr->n_truncated++;
       if (used + (size_t)count > capacity) {
         size_t grown = 2 * capacity;
         void *bigger = nn_mem_realloc(tr->mem, stage, grown * width);
@@ -490,3 +498,5 @@ done:
   nn_mem_free(tr->mem, train_count);
   return status;
 }
+
+int nn_trainer_truncated_rows(const nn_trainer *tr) { return tr->n_truncated; }

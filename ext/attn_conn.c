@@ -521,16 +521,102 @@ done:
   return rc;
 }
 
-static int attn_resolve_read(attn_conn *conn, const char *fn, const char *name, int stamped,
-                             int64_t data_version, int64_t changes, attn_model **out,
+int attn_model_ref_split(const char *ref, size_t *name_len, int64_t *version) {
+  const char *at = strrchr(ref, '@');
+  *name_len = strlen(ref);
+  *version = -1;
+  if (!at) return 1;
+  const char *p = at + 1;
+  if (!*p) {
+    /* a trailing '@' is the escape: 'a@3@' is the model named 'a@3' */
+    *name_len = (size_t)(at - ref);
+    return *name_len > 0;
+  }
+  int64_t v = 0;
+  for (; *p; p++) {
+    if (*p < '0' || *p > '9') return 1; /* 'me@example.com': '@' is part of the name */
+    if (v > (INT64_MAX - 9) / 10) return 0;
+    v = v * 10 + (*p - '0');
+  }
+  *name_len = (size_t)(at - ref);
+  *version = v;
+  return *name_len > 0;
+}
+
+/* Edit distance of a and b (insertions, deletions, substitutions), or SIZE_MAX past 63 bytes. */
+static size_t attn_edit_distance(const char *a, size_t na, const char *b, size_t nb) {
+  size_t row[64];
+  if (na >= 63 || nb >= 63) return SIZE_MAX;
+  for (size_t j = 0; j <= nb; j++) row[j] = j;
+  for (size_t i = 1; i <= na; i++) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= nb; j++) {
+      size_t up = row[j];
+      size_t best = diag + (a[i - 1] == b[j - 1] ? 0 : 1);
+      if (up + 1 < best) best = up + 1;
+      if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+      row[j] = best;
+      diag = up;
+    }
+  }
+  return row[nb];
+}
+
+char *attn_conn_suggest_name(attn_conn *conn, const char *name) {
+  sqlite3_stmt *stmt = NULL;
+  char *best = NULL;
+  size_t best_d = 3, len = strlen(name);
+  /* the same rule as an unknown option's: at most two edits, and fewer than half the name */
+  if (sqlite3_prepare_v2(conn->db, "SELECT DISTINCT name FROM main.attn_models", -1, &stmt, NULL) !=
+      SQLITE_OK) {
+    sqlite3_finalize(stmt);
+    return NULL;
+  }
+  while (sqlite3_step(stmt) == SQLITE_ROW) {
+    const char *stored = (const char *)sqlite3_column_text(stmt, 0);
+    if (!stored) continue;
+    size_t n = strlen(stored), d = attn_edit_distance(name, len, stored, n);
+    if (d > 0 && d < best_d && d < n / 2 + 1) {
+      char *copy = sqlite3_mprintf("%s", stored);
+      if (!copy) continue;
+      sqlite3_free(best);
+      best = copy;
+      best_d = d;
+    }
+  }
+  sqlite3_finalize(stmt);
+  if (!best) return NULL;
+  /* a stored name that a reference would misread is suggested with its escape */
+  size_t name_len;
+  int64_t version;
+  int literal =
+      attn_model_ref_split(best, &name_len, &version) && version < 0 && name_len == strlen(best);
+  char *hint = sqlite3_mprintf(" (did you mean '%s%s'?)", best, literal ? "" : "@");
+  sqlite3_free(best);
+  return hint;
+}
+
+/* "fn: no model named 'x'" with the closest stored name, inside a read of the store. */
+static char *attn_no_model_error(attn_conn *conn, const char *fn, const char *name) {
+  char *hint = attn_conn_suggest_name(conn, name);
+  char *msg = sqlite3_mprintf("%s: no model named '%s'%s%s", fn, name, hint ? hint : "",
+                              attn_conn_behind_hint(conn));
+  sqlite3_free(hint);
+  return msg;
+}
+
+static int attn_resolve_read(attn_conn *conn, const char *fn, const char *name, int64_t version,
+                             int stamped, int64_t data_version, int64_t changes, attn_model **out,
                              char **errmsg);
 
-/* name -> the deployed model (name NULL: the default model). *out is borrowed from the cache.
+/* name -> the deployed model (name NULL: the default model), or with version >= 0 that stored
+ * version of name, deployed or not. *out is borrowed from the cache.
  * Known limit: a row's weights rewritten in place by UPDATE with the same size, rowid, version
  * and created_at are not noticed by a connection that has parsed them; add a version instead
  * (attn_import), which is what attn_train and attn_import do. */
-static int attn_resolve(attn_conn *conn, const char *fn, const char *name, attn_model **out,
-                        char **errmsg) {
+static int attn_resolve(attn_conn *conn, const char *fn, const char *name, int64_t version,
+                        attn_model **out, char **errmsg) {
   sqlite3 *db = conn->db;
   int64_t data_version = 0, changes = 0;
   int stamped = attn_stamp(db, &data_version, &changes);
@@ -542,7 +628,7 @@ static int attn_resolve(attn_conn *conn, const char *fn, const char *name, attn_
       attn_cache_touch(conn, *out);
       return SQLITE_OK;
     }
-    for (int i = 0; name && i < conn->nmemo; i++) {
+    for (int i = 0; name && version < 0 && i < conn->nmemo; i++) {
       if (strcmp(conn->memo_name[i], name) == 0) {
         *out = conn->memo_model[i];
         attn_cache_touch(conn, *out);
@@ -564,19 +650,46 @@ static int attn_resolve(attn_conn *conn, const char *fn, const char *name, attn_
                                      attn_conn_behind_hint(conn));
     return SQLITE_ERROR;
   }
-  rc = attn_resolve_read(conn, fn, name, stamped, data_version, changes, out, errmsg);
+  rc = attn_resolve_read(conn, fn, name, version, stamped, data_version, changes, out, errmsg);
   attn_store_read_end(conn);
   return rc;
 }
 
+/* A model reference ('news', 'news@3', 'a@b@') through attn_resolve. */
+static int attn_resolve_ref(attn_conn *conn, const char *fn, const char *ref, attn_model **out,
+                            char **errmsg) {
+  size_t name_len;
+  int64_t version;
+  *errmsg = NULL;
+  if (!ref) return attn_resolve(conn, fn, NULL, -1, out, errmsg);
+  if (!attn_model_ref_split(ref, &name_len, &version)) {
+    *errmsg = sqlite3_mprintf("%s: '%s' is no model reference: expected a name, "
+                              "'name@version' (version a positive integer), or 'name@' for a "
+                              "name that itself contains '@'",
+                              fn, ref);
+    return *errmsg ? SQLITE_ERROR : SQLITE_NOMEM;
+  }
+  if (name_len == strlen(ref)) return attn_resolve(conn, fn, ref, -1, out, errmsg);
+  char *name = sqlite3_mprintf("%.*s", (int)name_len, ref);
+  if (!name) return SQLITE_NOMEM;
+  int rc = attn_resolve(conn, fn, name, version, out, errmsg);
+  sqlite3_free(name);
+  return rc;
+}
+
 /* attn_resolve's reading part, inside attn_store_read_begin .. end. */
-static int attn_resolve_read(attn_conn *conn, const char *fn, const char *name, int stamped,
-                             int64_t data_version, int64_t changes, attn_model **out,
+static int attn_resolve_read(attn_conn *conn, const char *fn, const char *name, int64_t version,
+                             int stamped, int64_t data_version, int64_t changes, attn_model **out,
                              char **errmsg) {
   sqlite3 *db = conn->db;
   sqlite3_stmt *stmt = NULL;
   int rc;
-  if (name)
+  if (name && version >= 0)
+    rc = sqlite3_prepare_v2(db,
+                            "SELECT rowid, version, created_at, length(weights), name "
+                            "FROM main.attn_models WHERE name = ?1 AND version = ?2",
+                            -1, &stmt, NULL);
+  else if (name)
     rc = sqlite3_prepare_v2(db,
                             "SELECT rowid, version, created_at, length(weights), name "
                             "FROM main.attn_models WHERE name = ?1 AND deployed = 1 "
@@ -596,6 +709,7 @@ static int attn_resolve_read(attn_conn *conn, const char *fn, const char *name, 
     return rc;
   }
   if (name) sqlite3_bind_text(stmt, 1, name, -1, SQLITE_STATIC);
+  if (name && version >= 0) sqlite3_bind_int64(stmt, 2, version);
   rc = sqlite3_step(stmt);
   if (rc == SQLITE_DONE) {
     sqlite3_finalize(stmt);
@@ -604,7 +718,7 @@ static int attn_resolve_read(attn_conn *conn, const char *fn, const char *name, 
                                 attn_conn_behind_hint(conn));
       return SQLITE_ERROR;
     }
-    /* No deployed version: does the name exist at all? */
+    /* No such version: does the name exist at all? */
     int exists = 0;
     if (sqlite3_prepare_v2(db, "SELECT 1 FROM main.attn_models WHERE name = ?1", -1, &stmt,
                            NULL) == SQLITE_OK) {
@@ -612,18 +726,23 @@ static int attn_resolve_read(attn_conn *conn, const char *fn, const char *name, 
       exists = sqlite3_step(stmt) == SQLITE_ROW;
     }
     sqlite3_finalize(stmt);
-    *errmsg = exists ? sqlite3_mprintf("%s: model '%s' has no deployed version%s", fn, name,
-                                       attn_conn_behind_hint(conn))
-                     : sqlite3_mprintf("%s: no model named '%s'%s", fn, name,
-                                       attn_conn_behind_hint(conn));
-    return SQLITE_ERROR;
+    if (!exists) *errmsg = attn_no_model_error(conn, fn, name);
+    else if (version >= 0)
+      *errmsg = sqlite3_mprintf("%s: model '%s' has no version %lld%s", fn, name,
+                                (long long)version, attn_conn_behind_hint(conn));
+    else
+      *errmsg = sqlite3_mprintf("%s: model '%s' has no deployed version%s", fn, name,
+                                attn_conn_behind_hint(conn));
+    return *errmsg ? SQLITE_ERROR : SQLITE_NOMEM;
   }
   if (rc != SQLITE_ROW) {
     *errmsg = sqlite3_mprintf("%s: cannot read attn_models: %s", fn, sqlite3_errmsg(db));
     sqlite3_finalize(stmt);
     return rc;
   }
-  int64_t rowid = sqlite3_column_int64(stmt, 0), version = sqlite3_column_int64(stmt, 1);
+  int stored_version = name && version >= 0;
+  int64_t rowid = sqlite3_column_int64(stmt, 0);
+  version = sqlite3_column_int64(stmt, 1);
   const char *created = (const char *)sqlite3_column_text(stmt, 2);
   int64_t nbytes = sqlite3_column_int64(stmt, 3);
   const char *row_name = (const char *)sqlite3_column_text(stmt, 4);
@@ -633,8 +752,9 @@ static int attn_resolve_read(attn_conn *conn, const char *fn, const char *name, 
   sqlite3_finalize(stmt);
   if (rc != SQLITE_OK) return rc;
 
-  /* Remember the answer while the stamp holds. */
-  if (stamped) {
+  /* Remember the deployed answer while the stamp holds (a stored version needs no memo: the
+   * cache finds it by rowid and version). */
+  if (stamped && !stored_version) {
     if (!conn->memo_valid) {
       conn->memo_valid = 1;
       conn->memo_data_version = data_version;
@@ -668,7 +788,7 @@ int attn_model_get(sqlite3_context *ctx, const char *fn, const char *name, int n
     }
   }
   attn_model *m = NULL;
-  int rc = attn_resolve(conn, fn, name, &m, errmsg);
+  int rc = attn_resolve_ref(conn, fn, name, &m, errmsg);
   if (rc != SQLITE_OK) return rc;
   if (name_arg >= 0) {
     m->refs++; /* released by SQLite (at once if it cannot keep it); the cache still holds m */
@@ -681,7 +801,17 @@ int attn_model_get(sqlite3_context *ctx, const char *fn, const char *name, int n
 int attn_model_acquire(attn_conn *conn, const char *fn, const char *name, attn_model **out,
                        char **errmsg) {
   attn_model *m = NULL;
-  int rc = attn_resolve(conn, fn, name, &m, errmsg);
+  int rc = attn_resolve_ref(conn, fn, name, &m, errmsg);
+  if (rc != SQLITE_OK) return rc;
+  m->refs++;
+  *out = m;
+  return SQLITE_OK;
+}
+
+int attn_model_acquire_deployed(attn_conn *conn, const char *fn, const char *name, attn_model **out,
+                                char **errmsg) {
+  attn_model *m = NULL;
+  int rc = attn_resolve(conn, fn, name, -1, &m, errmsg);
   if (rc != SQLITE_OK) return rc;
   m->refs++;
   *out = m;

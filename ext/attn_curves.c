@@ -3,14 +3,16 @@
  *
  *   SELECT writefile('curves.svg', attn_curves('news'));      -- the deployed version
  *   SELECT writefile('curves.svg', attn_curves('news', 2));   -- version 2
+ *   SELECT writefile('curves.svg', attn_curves('news@2'));    -- the same
  *   -- train and validation loss, validation accuracy and F1 per epoch (attn_training_log),
- *   -- learning-rate drops marked, the best epoch circled
+ *   -- learning-rate drops marked, the kept epoch circled on the figure that chose it
  */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "attn_ext.h"
+#include "json.h"
 
 /* ------------------------------------------------------------------ training curves */
 
@@ -133,6 +135,27 @@ static double column_or_nan(sqlite3_stmt *stmt, int col) {
 
 #define CURVES_MAX_EPOCHS 100000
 
+/* The kept epoch of a version and the figure that chose it, from its summary (0: unknown). */
+typedef struct curves_kept {
+  double epoch;
+  char monitor[16];
+} curves_kept;
+
+static void kept_read(curves_kept *kept, const char *metrics) {
+  nn_json *doc = NULL;
+  char err[NN_ERR_LEN];
+  if (nn_json_parse(&doc, metrics, strlen(metrics), &attn_mem, err) != NN_OK) return;
+  const nn_json *v = nn_json_get(doc, "best_epoch");
+  if (v && v->type == NN_JSON_NUMBER && v->number > 0) kept->epoch = v->number;
+  v = nn_json_get(doc, "monitor");
+  if (v && v->type == NN_JSON_STRING) {
+    const char *known[] = {"val_loss", "val_f1", "val_accuracy"};
+    for (int i = 0; i < 3; i++)
+      if (!strcmp(v->str, known[i])) strcpy(kept->monitor, known[i]);
+  }
+  nn_json_free(doc);
+}
+
 /* attn_curves(model [, version]) -> SVG */
 void attn_curves_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   const char *fn = "attn_curves";
@@ -142,8 +165,28 @@ void attn_curves_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   curve_point *pts = NULL;
   char *msg = NULL;
   int rc = SQLITE_ERROR, n = 0, cap = 0, reading = 0, exists = 0;
-  const char *name = NULL;
-  if ((rc = attn_name_value(fn, argv[0], &name, &msg)) != SQLITE_OK) goto error;
+  curves_kept kept = {0, ""};
+  const char *ref = NULL;
+  char *name = NULL;
+  size_t name_len;
+  int64_t ref_version;
+  if ((rc = attn_name_value(fn, argv[0], &ref, &msg)) != SQLITE_OK) goto error;
+  rc = SQLITE_ERROR;
+  if (!attn_model_ref_split(ref, &name_len, &ref_version)) {
+    msg = sqlite3_mprintf("%s: '%s' is no model reference: expected a name, 'name@version' "
+                          "(version a positive integer), or 'name@' for a name that itself "
+                          "contains '@'",
+                          fn, ref);
+    goto error;
+  }
+  if (ref_version >= 0 && argc > 1 && sqlite3_value_type(argv[1]) != SQLITE_NULL) {
+    msg = sqlite3_mprintf("%s: the version is given twice ('%s' and a second argument)", fn, ref);
+    goto error;
+  }
+  if (!(name = sqlite3_mprintf("%.*s", (int)name_len, ref))) {
+    rc = SQLITE_NOMEM;
+    goto error;
+  }
   /* the store's tables are checked, and a view calling us back is refused */
   rc = attn_store_read_begin(conn, fn, &exists, &msg);
   if (rc != SQLITE_OK) goto error;
@@ -153,14 +196,14 @@ void attn_curves_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     msg = sqlite3_mprintf("%s: no model named '%s' (this database has no model store)", fn, name);
     goto error;
   }
-  sqlite3_int64 version;
-  if (argc > 1 && sqlite3_value_type(argv[1]) != SQLITE_NULL) {
-    if (sqlite3_value_numeric_type(argv[1]) != SQLITE_INTEGER) {
+  sqlite3_int64 version = ref_version;
+  if (version >= 0 || (argc > 1 && sqlite3_value_type(argv[1]) != SQLITE_NULL)) {
+    if (version < 0 && sqlite3_value_numeric_type(argv[1]) != SQLITE_INTEGER) {
       msg = sqlite3_mprintf("%s: the version must be an integer, got '%s'", fn,
                             sqlite3_value_text(argv[1]));
       goto error;
     }
-    version = sqlite3_value_int64(argv[1]);
+    if (version < 0) version = sqlite3_value_int64(argv[1]);
     if (sqlite3_prepare_v2(db, "SELECT 1 FROM main.attn_models WHERE name = ?1 AND version = ?2",
                            -1, &stmt, NULL) != SQLITE_OK) {
       msg = sqlite3_mprintf("%s: no model named '%s' (this database has no model store)", fn, name);
@@ -181,10 +224,23 @@ void attn_curves_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     }
     sqlite3_bind_text(stmt, 1, name, -1, SQLITE_STATIC);
     if (sqlite3_step(stmt) != SQLITE_ROW) {
-      msg = sqlite3_mprintf("%s: no model named '%s'", fn, name);
+      char *hint = attn_conn_suggest_name(conn, name);
+      msg = sqlite3_mprintf("%s: no model named '%s'%s", fn, name, hint ? hint : "");
+      sqlite3_free(hint);
       goto error;
     }
     version = sqlite3_column_int64(stmt, 0);
+  }
+  sqlite3_finalize(stmt);
+  stmt = NULL;
+  /* the epoch the training kept, and by which figure: its summary (attn_models.metrics) */
+  if (sqlite3_prepare_v2(db,
+                         "SELECT metrics FROM main.attn_models WHERE name = ?1 AND version = ?2",
+                         -1, &stmt, NULL) == SQLITE_OK) {
+    sqlite3_bind_text(stmt, 1, name, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(stmt, 2, version);
+    if (sqlite3_step(stmt) == SQLITE_ROW && sqlite3_column_type(stmt, 0) == SQLITE_TEXT)
+      kept_read(&kept, (const char *)sqlite3_column_text(stmt, 0));
   }
   sqlite3_finalize(stmt);
   stmt = NULL;
@@ -281,32 +337,55 @@ void attn_curves_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   draw_series(out, &loss, pts, n, offsetof(curve_point, val_loss), "#d62728", NULL);
   draw_series(out, &metric, pts, n, offsetof(curve_point, val_accuracy), "#2ca02c", NULL);
   draw_series(out, &metric, pts, n, offsetof(curve_point, val_f1), "#ff7f0e", "6,3");
-  /* the best epoch: lowest validation loss (the weights that were kept) */
+  /* The kept epoch (the weights that were saved), circled on the figure that chose it: the
+   * summary's best_epoch and monitor. Without a summary (a log written elsewhere), the lowest
+   * validation loss, which is what the monitor picks by default without a validation F1. */
   int best = -1;
-  for (int i = 0; i < n; i++)
-    if (isfinite(pts[i].val_loss) && (best < 0 || pts[i].val_loss < pts[best].val_loss)) best = i;
-  if (best >= 0)
-    sqlite3_str_appendf(out, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"6\" fill=\"none\" "
-                             "stroke=\"#d62728\" stroke-width=\"1.5\"/>\n",
-                        px(&loss, pts[best].epoch), py(&loss, pts[best].val_loss));
+  for (int i = 0; i < n && kept.epoch > 0; i++)
+    if (pts[i].epoch == kept.epoch) best = i;
+  const char *monitor = kept.monitor;
+  if (best < 0) {
+    monitor = "val_loss";
+    for (int i = 0; i < n; i++)
+      if (isfinite(pts[i].val_loss) && (best < 0 || pts[i].val_loss < pts[best].val_loss)) best = i;
+  }
+  const panel *mark_panel = &loss;
+  double mark_y = NAN;
+  if (best >= 0) {
+    if (!strcmp(monitor, "val_f1")) mark_panel = &metric, mark_y = pts[best].val_f1;
+    else if (!strcmp(monitor, "val_accuracy"))
+      mark_panel = &metric, mark_y = pts[best].val_accuracy;
+    else mark_y = pts[best].val_loss;
+    if (!isfinite(mark_y)) /* no validation: the last epoch is kept, marked on its train loss */
+      mark_panel = &loss, mark_y = pts[best].train_loss, monitor = "";
+    if (isfinite(mark_y))
+      sqlite3_str_appendf(out,
+                          "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"6\" fill=\"none\" "
+                          "stroke=\"#d62728\" stroke-width=\"1.5\"/>\n",
+                          px(mark_panel, pts[best].epoch), py(mark_panel, mark_y));
+    else best = -1;
+  }
   double ly = H - 22;
   legend_entry(out, 80, ly, "#1f77b4", NULL, "train loss");
   legend_entry(out, 180, ly, "#d62728", NULL, "validation loss");
   if (best >= 0)
-    sqlite3_str_appendf(out, "<circle cx=\"310\" cy=\"%.1f\" r=\"6\" fill=\"none\" "
-                             "stroke=\"#d62728\" stroke-width=\"1.5\"/><text x=\"322\" y=\"%.1f\" "
-                             "font-size=\"11\" fill=\"#333333\">best (epoch %g)</text>\n",
-                        ly, ly + 4, pts[best].epoch);
+    sqlite3_str_appendf(out,
+                        "<circle cx=\"310\" cy=\"%.1f\" r=\"6\" fill=\"none\" "
+                        "stroke=\"#d62728\" stroke-width=\"1.5\"/><text x=\"322\" y=\"%.1f\" "
+                        "font-size=\"11\" fill=\"#333333\">kept: epoch %g%s%s</text>\n",
+                        ly, ly + 4, pts[best].epoch, *monitor ? ", best " : "", monitor);
   legend_entry(out, 560, ly, "#2ca02c", NULL, "accuracy");
   legend_entry(out, 650, ly, "#ff7f0e", "6,3", "weighted F1");
   legend_entry(out, 770, ly, "#7b3294", "5,3", "learning-rate drop");
   sqlite3_free(pts);
+  sqlite3_free(name);
   attn_svg_result(ctx, out);
   return;
 error:
   sqlite3_finalize(stmt);
   if (reading) attn_store_read_end(conn);
   sqlite3_free(pts);
+  sqlite3_free(name);
   attn_result_error(ctx, rc == SQLITE_ROW || rc == SQLITE_DONE || rc == SQLITE_OK ? SQLITE_ERROR : rc, msg,
             fn);
 }

@@ -1,10 +1,11 @@
-/* attn_deploy.c -- the SQL functions attn_deploy and attn_import: which version of a model
- * predicts, and a model brought in from a safetensors file.
+/* attn_deploy.c -- the SQL functions attn_deploy, attn_import and attn_prune: which version of
+ * a model predicts, a model brought in from a safetensors file, and which versions are kept.
  *
  *   SELECT attn_deploy('news', 2);        -- version 2 of 'news' predicts from now on -> 2
  *   SELECT attn_deploy('news', 'best');   -- the version of highest validation F1 -> its version
  *   SELECT attn_deploy('news', 'previous'); -- the one deployed before the current (rollback)
  *   SELECT attn_import('news', readfile('news.safetensors'));   -- new version, deployed -> 3
+ *   SELECT attn_prune('news', 3);  -- keeps the 3 newest, the deployed one and 'previous' -> 12
  */
 #include <stdint.h>
 #include <string.h>
@@ -139,7 +140,10 @@ void attn_deploy_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   sqlite3_finalize(stmt);
   stmt = NULL;
   if (count == 0) {
-    msg = sqlite3_mprintf("%s: no model named '%s'%s", fn, name, attn_conn_behind_hint(conn));
+    char *hint = attn_conn_suggest_name(conn, name);
+    msg = sqlite3_mprintf("%s: no model named '%s'%s%s", fn, name, hint ? hint : "",
+                          attn_conn_behind_hint(conn));
+    sqlite3_free(hint);
     rc = SQLITE_ERROR;
     goto done;
   }
@@ -235,3 +239,119 @@ done:
   else sqlite3_free(msg);
 }
 
+/* attn_prune(name, keep) -> the number of versions removed: every version of `name` except the
+ * `keep` newest, the deployed one and the one attn_deploy(name, 'previous') would restore, with
+ * their training logs and lineage, in one savepoint. Version numbers are never given again
+ * (attn_versions keeps the largest). */
+void attn_prune_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  attn_conn *conn = sqlite3_user_data(ctx);
+  sqlite3 *db = attn_conn_db(conn);
+  const char *fn = "attn_prune";
+  const char *name = NULL;
+  char *msg = NULL;
+  sqlite3_stmt *stmt = NULL;
+  int rc, exists = 0;
+  int64_t removed = 0, previous = -1;
+  (void)argc;
+  if ((rc = attn_name_value(fn, argv[0], &name, &msg)) != SQLITE_OK) goto done;
+  if (sqlite3_value_numeric_type(argv[1]) != SQLITE_INTEGER || sqlite3_value_int64(argv[1]) < 0) {
+    msg = sqlite3_mprintf("%s: keep must be an integer from 0 (the versions to keep besides the "
+                          "deployed one and 'previous'), got %s%s%s",
+                          fn, sqlite3_value_type(argv[1]) == SQLITE_TEXT ? "'" : "",
+                          sqlite3_value_type(argv[1]) == SQLITE_NULL
+                              ? "NULL"
+                              : (const char *)sqlite3_value_text(argv[1]),
+                          sqlite3_value_type(argv[1]) == SQLITE_TEXT ? "'" : "");
+    rc = SQLITE_ERROR;
+    goto done;
+  }
+  int64_t keep = sqlite3_value_int64(argv[1]);
+  if ((rc = attn_conn_check_write(conn, fn, &msg)) != SQLITE_OK) goto done;
+  if ((rc = attn_store_check(db, fn, &exists, &msg)) != SQLITE_OK) goto done;
+  if (exists) {
+    rc = sqlite3_prepare_v2(db, "SELECT count(*) FROM main.attn_models WHERE name = ?1", -1, &stmt,
+                            NULL);
+    if (rc == SQLITE_OK) {
+      sqlite3_bind_text(stmt, 1, name, -1, SQLITE_STATIC);
+      rc = sqlite3_step(stmt) == SQLITE_ROW ? SQLITE_OK : SQLITE_ERROR;
+      exists = rc == SQLITE_OK && sqlite3_column_int64(stmt, 0) > 0;
+    }
+    sqlite3_finalize(stmt);
+    stmt = NULL;
+    if (rc != SQLITE_OK) {
+      msg = sqlite3_mprintf("%s: %s", fn, sqlite3_errmsg(db));
+      goto done;
+    }
+  }
+  if (!exists) {
+    char *hint = attn_conn_suggest_name(conn, name);
+    msg = sqlite3_mprintf("%s: no model named '%s'%s%s", fn, name, hint ? hint : "",
+                          attn_conn_behind_hint(conn));
+    sqlite3_free(hint);
+    rc = SQLITE_ERROR;
+    goto done;
+  }
+  /* the version 'previous' would restore, when there is one */
+  char *none = NULL;
+  if (attn_deploy_resolve(db, fn, name, 0, &previous, &none) != SQLITE_OK) previous = -1;
+  sqlite3_free(none);
+  if (sqlite3_exec(db, "SAVEPOINT attn_prune", NULL, NULL, NULL) != SQLITE_OK) {
+    msg = sqlite3_mprintf("%s: cannot prune: %s", fn, sqlite3_errmsg(db));
+    rc = SQLITE_ERROR;
+    goto done;
+  }
+
+  /* the log and lineage of the doomed versions first, while attn_models still names them */
+  static const char *const deletes[3] = {
+      "DELETE FROM main.attn_training_log WHERE name = ?1 AND version IN (%s)",
+      "DELETE FROM main.attn_lineage WHERE name = ?1 AND version IN (%s)",
+      "DELETE FROM main.attn_models WHERE name = ?1 AND version IN (%s)"};
+  const char *doomed = "SELECT version FROM main.attn_models WHERE name = ?1 AND deployed = 0 "
+                       "AND version <> ?3 AND version NOT IN (SELECT version FROM "
+                       "main.attn_models WHERE name = ?1 ORDER BY version DESC LIMIT ?2)";
+  for (int i = 0; i < 3 && rc == SQLITE_OK; i++) {
+    char *sql = sqlite3_mprintf(deletes[i], doomed);
+    if (!sql) {
+      rc = SQLITE_NOMEM;
+      break;
+    }
+    /* attn_lineage may be absent in a store from an older attnext: nothing to delete there */
+    rc = sqlite3_prepare_v2(db, sql, -1, &stmt, NULL);
+    sqlite3_free(sql);
+    if (rc != SQLITE_OK && i == 1 &&
+        sqlite3_table_column_metadata(db, "main", "attn_lineage", NULL, NULL, NULL, NULL, NULL,
+                                      NULL) != SQLITE_OK) {
+      rc = SQLITE_OK;
+      continue;
+    }
+    if (rc == SQLITE_OK) {
+      sqlite3_bind_text(stmt, 1, name, -1, SQLITE_STATIC);
+      sqlite3_bind_int64(stmt, 2, keep);
+      sqlite3_bind_int64(stmt, 3, previous);
+      rc = sqlite3_step(stmt) == SQLITE_DONE ? SQLITE_OK : SQLITE_ERROR;
+      if (i == 2 && rc == SQLITE_OK) removed = sqlite3_changes64(db);
+    }
+    sqlite3_finalize(stmt);
+    stmt = NULL;
+  }
+  if (rc != SQLITE_OK) {
+    if (rc == SQLITE_NOMEM) msg = sqlite3_mprintf("%s: out of memory", fn);
+    else if (sqlite3_extended_errcode(db) == SQLITE_BUSY_SNAPSHOT)
+      msg = sqlite3_mprintf("%s: cannot prune: a statement of this connection is still reading "
+                            "(e.g. a cursor not fetched to the end) and another connection "
+                            "wrote since it began; finish or reset that statement first",
+                            fn);
+    else msg = sqlite3_mprintf("%s: cannot prune: %s", fn, sqlite3_errmsg(db));
+    sqlite3_exec(db, "ROLLBACK TO attn_prune", NULL, NULL, NULL);
+    rc = SQLITE_ERROR;
+  }
+  sqlite3_exec(db, "RELEASE attn_prune", NULL, NULL, NULL);
+
+  if (rc == SQLITE_OK) sqlite3_result_int64(ctx, removed);
+done:
+
+  sqlite3_finalize(stmt);
+  attn_conn_forget_deployed(conn);
+  if (rc != SQLITE_OK) attn_result_error(ctx, rc, msg, fn);
+  else sqlite3_free(msg);
+}

@@ -322,6 +322,13 @@ static int attn_eval_filter(sqlite3_vtab_cursor *base, int idx_num, const char *
     }
   }
   if (rc != SQLITE_DONE) goto done;
+  if (q.N == 0) {
+    /* as attn_metrics and attn_curve: figures of no rows would read as a model that is always
+     * wrong, not as an empty query */
+    msg = sqlite3_mprintf("%s: the query returned no rows", fn);
+    rc = SQLITE_ERROR;
+    goto done;
+  }
 
   /* Sorted classes: rank[id] = position. */
   int K = ec.K;

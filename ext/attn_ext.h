@@ -85,8 +85,20 @@ int attn_conn_pool(attn_conn *conn, nn_pool **pool, nn_workspace ***ws, char **e
 
 /* ------------------------------------------------------------------ models (attn_conn.c) */
 
-/* The deployed version of model `name` (NULL: the default model, the most recently deployed one
- * in the database) for a call of SQL function `fn`. With name_arg >= 0, argv[name_arg] holds the
+/* A model reference as every function that reads a model takes it: 'news' (the deployed version
+ * of news), 'news@3' (its stored version 3, deployed or not), 'a@b@' (the model named 'a@b': a
+ * trailing '@' ends a name that itself contains '@'). The text is split at its last '@': what
+ * follows is a version (decimal digits), nothing (the escape), or else part of the name
+ * ('me@example.com' is that name). Returns 1 with the name's length in *name_len and the
+ * version in *version (-1: the deployed one), or 0 when the text names nothing (an empty name, a
+ * version past int64). */
+int attn_model_ref_split(const char *ref, size_t *name_len, int64_t *version);
+/* " (did you mean 'news'?)" for the stored name closest to `name` (sqlite3_malloc'd), or NULL.
+ * Reads attn_models: inside attn_store_read_begin .. end. */
+char *attn_conn_suggest_name(attn_conn *conn, const char *name);
+
+/* The model a reference `name` means (attn_model_ref_split; NULL: the default model, the most
+ * recently deployed one in the database) for a call of SQL function `fn`. With name_arg >= 0, argv[name_arg] holds the
  * name and the lookup is kept with sqlite3_set_auxdata for the rest of the statement when that
  * argument is constant. On success *out is valid until the current call returns. On error
  * returns an SQLite error code and sets *errmsg (sqlite3_malloc'd), e.g.
@@ -98,6 +110,9 @@ int attn_model_get(sqlite3_context *ctx, const char *fn, const char *name, int n
 int attn_model_acquire(attn_conn *conn, const char *fn, const char *name, attn_model **out,
                        char **errmsg);
 void attn_model_release(attn_model *model);
+/* The deployed version of the model named exactly `name` ('@' not read as a version). */
+int attn_model_acquire_deployed(attn_conn *conn, const char *fn, const char *name, attn_model **out,
+                                char **errmsg);
 /* Version `version` of `name`, deployed or not (a warm start's base), held as attn_model_acquire
  * holds it. Errors: "fn: no model named 'x'", "fn: model 'x' has no version 7". */
 int attn_model_acquire_version(attn_conn *conn, const char *fn, const char *name,
@@ -517,8 +532,11 @@ typedef struct attn_training {
   attn_status_entry *status; /* attn_status's entry while the run lives */
   /* the outcome */
   int deployed;         /* the save deployed the new version */
+  int committed;        /* the save was committed (0: it waits for the caller's COMMIT) */
+  int ntruncated;       /* rows whose text was cut at max_len tokens */
   char *deploy_reason;  /* why it was or was not deployed (sqlite3_malloc'd) */
   int *val_rows, nval;  /* the validation rows (the deploy decision, attn_tune's comparison) */
+  char val_id[65];      /* attn_train_rows_sha256_of the validation rows ("" before, or none) */
   /* the live log (WAL): the version reserved, the name's mark before, epochs written, when */
   int64_t live_version, live_prev_mark;
   int live_written;
@@ -682,6 +700,10 @@ void attn_result_error(sqlite3_context *ctx, int rc, char *msg, const char *fn);
  * checks), else SQLITE_OK. */
 int attn_train_rows_sha256(const attn_train_rows *r, int first, int n, attn_interrupt *interrupt,
                            char *out);
+/* The same SHA-256 over the rows listed (in ascending row order, whatever the order of `rows`):
+ * what a version's validation rows were, so that two versions can be told to have held out the
+ * same rows. SQLITE_NOMEM or SQLITE_OK. */
+int attn_train_rows_sha256_of(const attn_train_rows *r, const int *rows, int n, char *out);
 /* The current UTC time as ISO 8601 with milliseconds (out: 32 bytes). */
 void attn_utc_now(char *out);
 /* "attnext 0.1.0" (out: 64 bytes). */
@@ -811,6 +833,7 @@ void attn_cache_limit_func(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 /* attn_deploy.c */
 void attn_deploy_func(sqlite3_context *ctx, int argc, sqlite3_value **argv);
 void attn_import_func(sqlite3_context *ctx, int argc, sqlite3_value **argv);
+void attn_prune_func(sqlite3_context *ctx, int argc, sqlite3_value **argv);
 /* attn_predict.c */
 void attn_predict_func(sqlite3_context *ctx, int argc, sqlite3_value **argv);
 extern const sqlite3_module attn_probs_weights_module; /* attn_probs, attn_weights */

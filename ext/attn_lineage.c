@@ -11,6 +11,7 @@
  * little-endian, so that ('ab', 'c') and ('a', 'bc') differ. SHA-256 as FIPS 180-4 defines it.
  */
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -122,6 +123,30 @@ static void sha256_field(attn_sha256 *s, const char *bytes, int len) {
   for (int i = 0; i < 8; i++) prefix[i] = (unsigned char)(n >> (8 * i));
   sha256_update(s, prefix, 8);
   if (n) sha256_update(s, bytes, (size_t)n);
+}
+
+static int attn_int_ascending(const void *a, const void *b) {
+  int x = *(const int *)a, y = *(const int *)b;
+  return (x > y) - (x < y);
+}
+
+int attn_train_rows_sha256_of(const attn_train_rows *r, const int *rows, int n, char *out) {
+  int *sorted = sqlite3_malloc64(sizeof *sorted * (sqlite3_uint64)(n > 0 ? n : 1));
+  if (!sorted) return SQLITE_NOMEM;
+  if (n > 0) memcpy(sorted, rows, sizeof *sorted * (size_t)n);
+  qsort(sorted, (size_t)(n > 0 ? n : 0), sizeof *sorted, attn_int_ascending);
+  attn_sha256 s;
+  sha256_init(&s);
+  for (int i = 0; i < n; i++) {
+    int len;
+    const char *bytes = attn_train_rows_text(r, sorted[i], &len);
+    sha256_field(&s, bytes, len);
+    bytes = attn_train_rows_label(r, sorted[i], &len);
+    sha256_field(&s, bytes, len);
+  }
+  sha256_hex(&s, out);
+  sqlite3_free(sorted);
+  return SQLITE_OK;
 }
 
 int attn_train_rows_sha256(const attn_train_rows *r, int first, int n, attn_interrupt *interrupt,

@@ -293,7 +293,8 @@ void attn_fit_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     sqlite3_str *s = sqlite3_str_new(NULL);
     sqlite3_str_appendall(s, "{\"name\":");
     attn_json_string(s, t.name, (int)strlen(t.name));
-    sqlite3_str_appendf(s, ",\"version\":%lld,\"epochs\":%d", (long long)t.version, t.nlog);
+    sqlite3_str_appendf(s, ",\"version\":%lld,\"epochs\":%d,\"committed\":%s", (long long)t.version,
+                        t.nlog, t.committed ? "true" : "false");
     if (t.metrics && t.metrics[0] == '{' && t.metrics[1] != '}')
       sqlite3_str_appendf(s, ",%s", t.metrics + 1);
     else

@@ -368,7 +368,7 @@ int attn_training_options(attn_training *t, const char *options, char **msg) {
     }
     rc = version
              ? attn_model_acquire_version(t->conn, what, from->str, version->integer, &t->base, msg)
-             : attn_model_acquire(t->conn, what, from->str, &t->base, msg);
+             : attn_model_acquire_deployed(t->conn, what, from->str, &t->base, msg);
     if (rc != SQLITE_OK) {
       t->base = NULL;
       goto done;
@@ -694,6 +694,35 @@ static int attn_figures_better(int monitor, const attn_figures *a, const attn_fi
   return monitor == NN_MONITOR_VAL_LOSS ? x < y : x > y;
 }
 
+/* Whether the deployed version `version` of t->name held out exactly the rows t validates on
+ * (its metrics' validation_sha256 is t->val_id): then neither version trained on them. */
+static int attn_training_same_held_out(attn_training *t, int64_t version) {
+  sqlite3_stmt *stmt = NULL;
+  int same = 0;
+  if (!t->val_id[0] ||
+      sqlite3_prepare_v2(attn_conn_db(t->conn),
+                         "SELECT metrics FROM main.attn_models WHERE name = ?1 AND version = ?2",
+                         -1, &stmt, NULL) != SQLITE_OK) {
+    sqlite3_finalize(stmt);
+    return 0;
+  }
+  sqlite3_bind_text(stmt, 1, t->name, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(stmt, 2, version);
+  if (sqlite3_step(stmt) == SQLITE_ROW && sqlite3_column_type(stmt, 0) == SQLITE_TEXT) {
+    nn_json *doc = NULL;
+    char err[NN_ERR_LEN];
+    const char *metrics = (const char *)sqlite3_column_text(stmt, 0);
+    if (nn_json_parse(&doc, metrics, (size_t)sqlite3_column_bytes(stmt, 0), &attn_mem, err) ==
+        NN_OK) {
+      const nn_json *v = nn_json_get(doc, "validation_sha256");
+      same = v && v->type == NN_JSON_STRING && strcmp(v->str, t->val_id) == 0;
+    }
+    nn_json_free(doc);
+  }
+  sqlite3_finalize(stmt);
+  return same;
+}
+
 int attn_training_decide(attn_training *t, const nn_model *model, const int *rows, int n,
                          int *deploy, char **msg) {
   attn_model *current = NULL;
@@ -701,6 +730,9 @@ int attn_training_decide(attn_training *t, const nn_model *model, const int *row
   int rc = SQLITE_OK;
   sqlite3_free(t->deploy_reason);
   t->deploy_reason = NULL;
+  t->val_id[0] = 0;
+  if (n > 0 && attn_train_rows_sha256_of(&t->rows, rows, n, t->val_id) != SQLITE_OK)
+    return SQLITE_NOMEM;
   if (t->deploy != ATTN_DEPLOY_IF_BETTER) {
     *deploy = t->deploy == ATTN_DEPLOY_ALWAYS;
     t->deploy_reason = sqlite3_mprintf("option \"deploy\" is \"%s\"",
@@ -708,7 +740,7 @@ int attn_training_decide(attn_training *t, const nn_model *model, const int *row
     return t->deploy_reason ? SQLITE_OK : SQLITE_NOMEM;
   }
   *deploy = 1;
-  if (attn_model_acquire(t->conn, t->fn, t->name, &current, &err) != SQLITE_OK) {
+  if (attn_model_acquire_deployed(t->conn, t->fn, t->name, &current, &err) != SQLITE_OK) {
     /* nothing deployed (or it cannot be read): the new version serves */
     t->deploy_reason = sqlite3_mprintf("no version of '%s' was deployed%s%s", t->name,
                                        err && !strstr(err, "no model named") &&
@@ -723,7 +755,26 @@ int attn_training_decide(attn_training *t, const nn_model *model, const int *row
   attn_figures fresh, deployed;
   rc = attn_training_score(t, model, rows, n, &fresh, msg);
   if (rc == SQLITE_OK) rc = attn_training_score(t, current->nn, rows, n, &deployed, msg);
-  if (rc == SQLITE_OK) {
+  int fair = rc == SQLITE_OK ? attn_training_same_held_out(t, current->version) : 0;
+  if (rc == SQLITE_OK && !fair) {
+    /* The deployed version validated on other rows (another split, fraction or data, or it
+     * was imported): it may have trained on some of these, which would favour it. The rule:
+     * the new version is deployed, and the reason says that nothing was compared. */
+    int monitor = t->cfg.monitor;
+    const char *figure = monitor == NN_MONITOR_VAL_F1         ? "val_f1"
+                         : monitor == NN_MONITOR_VAL_ACCURACY ? "val_accuracy"
+                                                              : "val_loss";
+    char a[32], b[32];
+    sqlite3_snprintf(sizeof a, a, "%.6g", attn_monitored(monitor, &fresh));
+    sqlite3_snprintf(sizeof b, b, "%.6g", attn_monitored(monitor, &deployed));
+    *deploy = 1;
+    t->deploy_reason = sqlite3_mprintf(
+        "not compared: the deployed version %lld held out other rows than these %d validation "
+        "rows (another split, fraction or data), so it may have trained on some of them (%s %s "
+        "against its %s there); the new version is deployed",
+        (long long)current->version, n, figure, a, b);
+    if (!t->deploy_reason) rc = SQLITE_NOMEM;
+  } else if (rc == SQLITE_OK) {
     int monitor = t->cfg.monitor;
     *deploy = attn_figures_better(monitor, &fresh, &deployed);
     const char *figure = monitor == NN_MONITOR_VAL_F1         ? "val_f1"
@@ -737,13 +788,15 @@ int attn_training_decide(attn_training *t, const nn_model *model, const int *row
       sqlite3_snprintf(sizeof c, c, "%.6g", fresh.loss);
       sqlite3_snprintf(sizeof d, d, "%.6g", deployed.loss);
       t->deploy_reason = sqlite3_mprintf(
-          "%s %s ties the deployed version %lld's on the same %d validation rows, and its "
-          "val_loss %s %s its %s",
+          "%s %s ties the deployed version %lld's on the same %d validation rows (held out by "
+          "both), and its val_loss %s %s its %s",
           figure, a, (long long)current->version, n, c, *deploy ? "is lower than" : "does not beat",
           d);
     } else {
       t->deploy_reason = sqlite3_mprintf(
-          "%s %s %s the deployed version %lld's %s on the same %d validation rows", figure, a,
+          "%s %s %s the deployed version %lld's %s on the same %d validation rows (held out by "
+          "both)",
+          figure, a,
           *deploy ? (monitor == NN_MONITOR_VAL_LOSS ? "is lower than" : "is higher than")
                   : "does not beat",
           (long long)current->version, b, n);
@@ -767,6 +820,10 @@ char *attn_training_metrics(const attn_training *t, const char *metrics, int dep
   /* the unlabelled rows "unlabelled": false skipped (the engine counts those it was given) */
   if (t->nskipped)
     sqlite3_str_appendf(s, "\"unlabelled_rows\":%d,\"unlabelled_read\":false,", t->nskipped);
+  /* which rows were held out, so that a later run can tell whether it validates on the same */
+  if (t->val_id[0]) sqlite3_str_appendf(s, "\"validation_sha256\":\"%s\",", t->val_id);
+  /* a text longer than max_len tokens was read up to its max_len-th: say how many */
+  sqlite3_str_appendf(s, "\"truncated_texts\":%d,", t->ntruncated);
   sqlite3_str_appendf(s, "\"deploy\":\"%s\",\"deployed\":%s,\"deploy_reason\":",
                       names[t->deploy], deployed ? "true" : "false");
   const char *why = t->deploy_reason ? t->deploy_reason : "";
@@ -810,6 +867,7 @@ static int attn_training_save(attn_training *t, char **msg) {
     return attn_nn_error(st, t->fn, err, msg);
   }
   t->metrics = nn_trainer_metrics_json(t->trainer);
+  t->ntruncated = nn_trainer_truncated_rows(t->trainer);
   const int *rows = NULL;
   int nrows = 0;
   nn_trainer_validation_rows(t->trainer, &rows, &nrows);
@@ -844,6 +902,9 @@ static int attn_training_save(attn_training *t, char **msg) {
     attn_training_lineage(t, &lineage, t->options_text, ended_at);
     attn_store_item item = {model, metrics, t->log, t->nlog, deploy, &lineage,
                             t->live_version, 0};
+    /* inside the caller's BEGIN ... COMMIT the save is a savepoint: the caller's ROLLBACK, or
+     * a program that ends without COMMIT, loses it */
+    t->committed = sqlite3_get_autocommit(attn_conn_db(t->conn));
     rc = attn_store_save_items(t->conn, t->fn, t->name, &item, 1, msg);
     t->version = item.version;
   }

@@ -960,6 +960,15 @@ static int attn_tune_filter(sqlite3_vtab_cursor *base, int idx_num, const char *
     int chosen = i == cur->chosen;
     t.deploy_reason = chosen ? saved_reason
                              : sqlite3_mprintf("trial %d of this tune was chosen", cur->chosen + 1);
+    /* each trial's own held-out rows (a grid may vary val_fraction or validation) */
+    t.val_id[0] = 0;
+    if (trial->nval > 0 &&
+        attn_train_rows_sha256_of(&t.rows, trial->val_rows, trial->nval, t.val_id) != SQLITE_OK) {
+      if (!chosen) sqlite3_free(t.deploy_reason);
+      t.deploy_reason = NULL;
+      rc = SQLITE_NOMEM;
+      goto done;
+    }
     metrics[i] = attn_training_metrics(&t, trial->metrics, chosen && deploy);
     if (!chosen) sqlite3_free(t.deploy_reason);
     t.deploy_reason = NULL;

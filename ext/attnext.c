@@ -43,6 +43,7 @@ static const attn_registration attn_functions[] = {
     {"attn_version", 0, SQLITE_INNOCUOUS | SQLITE_DETERMINISTIC, attn_version_func, NULL},
     {"attn_deploy", 2, SQLITE_DIRECTONLY, attn_deploy_func, NULL},           /* attn_deploy.c */
     {"attn_import", 2, SQLITE_DIRECTONLY, attn_import_func, NULL},           /* attn_deploy.c */
+    {"attn_prune", 2, SQLITE_DIRECTONLY, attn_prune_func, NULL},             /* attn_deploy.c */
     {"attn_predict", 2, SQLITE_INNOCUOUS, attn_predict_func, NULL},          /* attn_predict.c */
     {"attn_predict", 1, SQLITE_INNOCUOUS, attn_predict_func, NULL},          /* attn_predict.c */
     {"attn_predict", 3, SQLITE_INNOCUOUS, attn_predict_func, NULL},          /* attn_predict.c */

@@ -67,6 +67,7 @@ CALLS = [
     ("attn_curve", f"SELECT {{v}} FROM attn_curve('m', {TQ})"),
     ("attn_curve_svg", f"SELECT attn_curve_svg('m', {TQ})"),
     ("attn_embed", "SELECT attn_embed('m', 'goal match team')"),
+    ("attn_prune", "SELECT attn_prune('t', 1)"),
     ("attn_status", "SELECT {v} FROM attn_status"),
     # the job tables of a copy of a dqlite node's database (made below): losses and result
     ("attn_jobs", "SELECT {v} FROM attn_jobs"),

@@ -8,7 +8,8 @@ Checks, each printing what it compared:
              store or its log ever held; a name with no next version fails before training
   deploy     option "deploy": "always", "if_better" (the default: deployed only when the new
              version beats the deployed one on the new run's validation rows, both scored the
-             same way), "never"; the summary says whether and why; errors name the key
+             same way, when both held them out; else deployed uncompared), "never"; the
+             summary says whether and why; errors name the key
   validation option "validation": "random", "last" (the last rows of the query), "none" (no
              validation, the last epoch kept: tiny data trains), "validation_query"; errors for
              bad combinations
@@ -160,12 +161,12 @@ def test_deploy(mode):
     rows = db.execute("SELECT text, label FROM docs ORDER BY id").fetchall()[-15:]
     mine = val_loss_of(db, "m", 3, rows), val_loss_of(db, "m", 2, rows)
     want = (f"val_loss {mine[0]:.6g} does not beat the deployed version 2's {mine[1]:.6g} on "
-            f"the same 15 validation rows")
+            f"the same 15 validation rows (held out by both)")
     # the figures to 1e-5: attn_probs runs the single-row kernels, the decision the batched
     # ones, whose float32 sums may differ in the last bit (0.00852981 vs 0.0085298 under ASan)
     import re
     got = re.match(r"val_loss (\S+) does not beat the deployed version 2's (\S+) on the same 15 "
-                   r"validation rows$", worse["deploy_reason"])
+                   r"validation rows \(held out by both\)$", worse["deploy_reason"])
     check(got is not None and all(abs(float(g) - w) <= 1e-5 * abs(w) + 1e-9
                                   for g, w in zip(got.groups(), mine)),
           f"{mode}: the reason's figures recomputed from attn_probs on the last 15 rows: "
@@ -201,15 +202,19 @@ def test_deploy(mode):
     import re
     f1 = fit(db, options=opts(epochs=25, lr=0.02, hidden=8, embed_dim=8, fc_hidden=8,
                               validation="last"))
-    m = re.match(r"val_f1 (\S+) ties the deployed version \d+'s on the same 15 validation rows, "
-                 r"and its val_loss (\S+) (is lower than|does not beat) its (\S+)$",
+    m = re.match(r"val_f1 (\S+) ties the deployed version \d+'s on the same 15 validation rows "
+                 r"\(held out by both\), and its val_loss (\S+) (is lower than|does not beat) "
+                 r"its (\S+)$",
                  f1["deploy_reason"])
     check(m is not None and (m.group(3) == "is lower than") == f1["deployed"] and
           (float(m.group(2)) < float(m.group(4))) == f1["deployed"],
           f"{mode}: val_f1 ties are decided by the loss: {f1['deploy_reason']!r}, "
           f"deployed {f1['deployed']}")
     # a label the deployed version does not know: under val_loss it counts as infinitely
-    # wrong (a poor retrain that knows it deploys); under val_f1 it is one more wrong answer
+    # wrong, under val_f1 as one more wrong answer. Rows were added since the deployed version
+    # trained, so it held out other rows: the retrain is deployed without a comparison, and the
+    # reason gives both figures on the new validation rows (Inf for the version that does not
+    # know 'c' under val_loss, a plain F1 under val_f1)
     words = {"a": ["goal", "match", "coach"], "b": ["shares", "bank", "profit"],
              "c": ["chip", "phone", "code"]}
     rng = random.Random(1)
@@ -222,20 +227,26 @@ def test_deploy(mode):
                    [(" ".join(rng.choice(words["c"]) for _ in range(4)), "c")] * 100)
     poor = dict(good, epochs=1, lr=0.0001)
     by_loss = fit(db, "u", opts(**poor), "SELECT text, label FROM three")
-    m = re.match(r"val_loss (\S+) is lower than the deployed version 1's Inf on the same \d+ "
-                 r"validation rows$", by_loss["deploy_reason"])
+    m = re.match(r"not compared: the deployed version 1 held out other rows than these \d+ "
+                 r"validation rows .* \(val_loss (\S+) against its Inf there\); the new version "
+                 r"is deployed$", by_loss["deploy_reason"])
     check(two["val_accuracy"] == 1 and by_loss["deployed"] is True and m is not None and
           by_loss["val_accuracy"] < 0.5,
-          f"{mode}: val_loss: a version that does not know label 'c' scores Inf on rows of it, "
-          f"so a poor retrain (val_accuracy {by_loss['val_accuracy']:.3f}) that knows it "
-          f"deploys: {by_loss['deploy_reason']!r}")
+          f"{mode}: val_loss: a version that does not know label 'c' scores Inf on rows of it; "
+          f"the data changed, so the poor retrain (val_accuracy {by_loss['val_accuracy']:.3f}) "
+          f"deploys uncompared: {by_loss['deploy_reason']!r}")
     db.execute("SELECT attn_deploy('u', 1)")
     by_f1 = fit(db, "u", opts(**dict(poor, monitor="val_f1")), "SELECT text, label FROM three")
-    check(by_f1["deployed"] is False and
-          re.match(r"val_f1 (\S+) does not beat the deployed version 1's (\S+) on the same",
-                   by_f1["deploy_reason"]) is not None,
-          f"{mode}: val_f1: the same retrain against the same version does not deploy (the "
-          f"unknown label is only wrong): {by_f1['deploy_reason']!r}")
+    m = re.match(r"not compared: .* \(val_f1 (\S+) against its (\S+) there\)", by_f1["deploy_reason"])
+    check(by_f1["deployed"] is True and m is not None and 0 < float(m.group(2)) < 1,
+          f"{mode}: val_f1: the same retrain against the same version scores it with the unknown "
+          f"label only wrong (F1 of version 1 below 1, not Inf): {by_f1['deploy_reason']!r}")
+    # a retrain on the same rows with another seed validates on the same rows: compared
+    again = fit(db, "u", opts(**dict(poor, seed=77)), "SELECT text, label FROM three")
+    check(re.search(r"on the same \d+ validation rows \(held out by both\)",
+                    again["deploy_reason"]) is not None,
+          f"{mode}: another seed, the same data: compared on the same rows: "
+          f"{again['deploy_reason']!r}")
     errors = [(opts(deploy="sometimes"), 'attn_fit: option "deploy" must be "always", '
                '"if_better" or "never", got "sometimes"'),
               (opts(deploy=1), 'attn_fit: option "deploy" must be "always", "if_better" or '

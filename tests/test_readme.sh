@@ -112,6 +112,33 @@ for key in $(cut -d= -f1 "$tmp/options" | comm -13 "$tmp/keys" -); do
   fi
 done
 [ -z "$missing" ] && echo "ok: $(wc -l < "$tmp/config") option defaults match $REF"
+# ... and the prose says the same: a paragraph outside the tables that names one option and
+# calls a value "(the default)", "by default `...`" or "the default is `...`" must give the
+# table's default.
+${PYTHON:-python3} - "$REF" "$tmp/options" <<'PYEOF' || fails=1
+import re, sys
+ref, options = sys.argv[1], sys.argv[2]
+table = dict(l.rstrip("\n").split("=", 1) for l in open(options) if "=" in l)
+bad = checked = 0
+for para in re.split(r"\n\s*\n", open(ref).read()):
+    if para.lstrip().startswith("|"):
+        continue
+    para = " ".join(para.split())
+    said = [m.group(1) for m in re.finditer(r"`([^`]+)` \(the default\)", para)]
+    said += [m.group(1) for m in re.finditer(r"(?:by default|the default is|default:) `([^`]+)`", para)]
+    named = [k for k in table if re.search(r'[`"]%s[`"]' % re.escape(k), para)]
+    if not said or len(named) != 1:
+        continue
+    want = table[named[0]].strip('"')
+    for value in said:
+        checked += 1
+        if value.strip('"') != want:
+            bad += 1
+            print(f"FAIL: {ref} says {named[0]} is {value} by default, its table {want}: "
+                  f"{para[:160]}")
+print(f"ok: {checked} defaults told in the prose of {ref} match its table" if not bad else "")
+sys.exit(1 if bad else 0)
+PYEOF
 
 first=$(awk '/^```/ { inside = !inside; next } inside && NF { print; n++ } n == 2 { exit }' README.md |
         tr '\n' ';')
