@@ -178,7 +178,7 @@ typedef struct nn_config {
 #define NN_SIZED_SUBWORDS 64u
 #define NN_SIZED_ALL 119u
 #define NN_SMALL_ROWS 5000
-#define NN_PRETRAIN_ROWS 1000
+#define NN_PRETRAIN_ROWS 5000
 #define NN_PRETRAIN_TOKEN_PASSES 4000000
 
 /* The default recipe's options sized to a training of n_train training rows (labelled, outside

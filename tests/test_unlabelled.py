@@ -63,6 +63,23 @@ check(tensors(w["a"]) == tensors(w["b"]),
       "the same weights at 1 and 2 threads, unlabelled rows included")
 check(tensors(w["a"]) != tensors(w["c"]), "the unlabelled rows change the model")
 
+# ------------------------------------------------------------------ no options at all
+# attn_fit(name, query) reads the unlabelled rows as the option's default says: under
+# NN_PRETRAIN_ROWS (5,000) they are counted, not read; from 5,000 on the default pretrains
+db.execute("CREATE TABLE wide(text, label)")
+wide = R.make_rows(5200, seed=4)
+db.executemany("INSERT INTO wide VALUES (?, ?)",
+               [(t, l if i < 90 else None) for i, (t, l) in enumerate(wide)])
+for name, query, read in (("few", "SELECT text, label FROM pool", False),
+                          ("many", "SELECT text, label FROM wide", True)):
+    s = json.loads(db.execute("SELECT attn_fit(?, ?)", (name, query)).fetchone()[0])
+    sized = s.get("sized", {})
+    got = (s.get("unlabelled_read", True), "pretrain_epochs" in s,
+           sized.get("subword_buckets"))
+    check(got == ((True, True, 0) if read else (False, False, None)),
+          "no options, %d unlabelled rows: read %s, pretrained %s, subword_buckets sized %s"
+          % (s.get("unlabelled_rows"), *got))
+
 # ------------------------------------------------------------------ the phase and an interrupt
 other = R.connect(path)
 seen, done = [], {}
