@@ -36,8 +36,18 @@ CFLAGS  += $(OPT) -fopenmp-simd -std=c11 -Wall -Wextra -Wno-unused-parameter -fP
 # USE_LOCKING, it is not safe to call from two threads at once (the training shards do), which
 # made two-thread training nondeterministic. Our own threads split the work; the engine asks
 # OpenBLAS for one thread per call (engine/pool.c).
+# BLAS=none: no BLAS library at all, every product on the engine's own (engine/gemm.c), for
+# targets without an OpenBLAS (make check-blas-none tests it here). Its objects and its
+# attnext.so go to build/blas-none/, apart from the default build's.
+BLAS ?= openblas
+ifeq ($(BLAS),none)
+BLAS_CFLAGS := -DNN_BLAS_NONE
+BLAS_LIBS   :=
+BUILD       ?= build/blas-none
+else
 BLAS_CFLAGS := $(shell pkg-config --cflags openblas 2>/dev/null || echo -I/usr/include/x86_64-linux-gnu/openblas-pthread)
 BLAS_LIBS   := $(shell pkg-config --libs openblas 2>/dev/null || echo -lopenblas)
+endif
 LDLIBS  += $(BLAS_LIBS) -lm -ldl -pthread
 PYTHON  ?= /usr/bin/python3
 SQLITE3 ?= sqlite3
@@ -45,7 +55,11 @@ BUILD   ?= build
 
 ENGINE_SRC := $(sort $(wildcard engine/*.c))
 EXT_SRC    := $(sort $(wildcard ext/*.c))
-ENGINE_OBJ := $(ENGINE_SRC:%.c=$(BUILD)/%.o) $(CPU_LEVELS:%=$(BUILD)/engine/backend_cpu_%.o)
+ENGINE_OBJ := $(ENGINE_SRC:%.c=$(BUILD)/%.o) $(CPU_LEVELS:%=$(BUILD)/engine/backend_cpu_%.o) \
+  $(CPU_LEVELS:%=$(BUILD)/engine/gemm_%.o)
+# The extension: ./attnext.so from the default build, $(BUILD)/attnext.so from any other
+# (BLAS=none), so that one never overwrites the other.
+SO         := $(if $(filter none,$(BLAS)),$(BUILD)/attnext.so,attnext.so)
 EXT_OBJ    := $(EXT_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC   := $(sort $(wildcard tests/test_*.c))
 TEST_BIN   := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
@@ -80,7 +94,7 @@ CUDA_SO    := $(if $(NVCC),$(if $(CUDA_SRC),attnext_cuda.so))
 
 .PHONY: all deps deps-build demo test check format format-check test-asan bench install uninstall \
   clean fuzz
-all: attnext.so $(CUDA_SO)
+all: $(SO) $(CUDA_SO)
 
 $(FLAGS_STAMP): FORCE
 	@mkdir -p $(dir $@)
@@ -99,7 +113,11 @@ $(BUILD)/engine/backend_cpu.o: CFLAGS += $(CPU_DEFS)
 $(BUILD)/engine/backend_cpu_%.o: engine/backend_cpu.c $(HEADERS) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -march=x86-64-$* -mtune=generic -DNN_CPU_TABLE=nn_backend_cpu_$* \
-	  $(BLAS_CFLAGS) -Iengine -c $< -o $@
+	  -DNN_CPU_LEVEL=$* $(BLAS_CFLAGS) -Iengine -c $< -o $@
+# the products of BLAS=none at the same level as the kernels that call them (engine/gemm.h)
+$(BUILD)/engine/gemm_%.o: engine/gemm.c $(HEADERS) $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -march=x86-64-$* -mtune=generic -DNN_CPU_LEVEL=$* -Iengine -c $< -o $@
 $(NATIVE_SO): $(ENGINE_SRC) $(EXT_SRC) $(HEADERS)
 	$(MAKE) NATIVE=1 BUILD=$(BUILD)/native $@
 EXPORTS := $(BUILD)/attnext.map
@@ -153,9 +171,15 @@ CHECK_C     := $(filter-out test_faults_oom,$(TEST_SRC:tests/%.c=%))
 CHECK_TESTS := $(CHECK_C) test_sql test_hostile_sql test_readme test_docs test_schema_uses \
   test_exports
 CHECK_JOBS  ?= 2
-check: attnext.so $(CHECK_C:%=$(BUILD)/tests/%)
-	@BUILD=$(BUILD) PYTHON=$(PYTHON) SQLITE3=$(SQLITE3) sh tests/run_all.sh -j $(CHECK_JOBS) \
-	  $(CHECK_TESTS:%='^%$$')
+check: $(SO) $(CHECK_C:%=$(BUILD)/tests/%)
+	@BUILD=$(BUILD) ATTNEXT=$(SO:.so=) PYTHON=$(PYTHON) SQLITE3=$(SQLITE3) \
+	  sh tests/run_all.sh -j $(CHECK_JOBS) $(CHECK_TESTS:%='^%$$')
+
+# make check on the BLAS-free build (BLAS=none, in build/blas-none/), and two trainings with 1
+# and 2 threads that must give the same bits (test_determinism).
+.PHONY: check-blas-none
+check-blas-none:
+	@$(MAKE) --no-print-directory BLAS=none check CHECK_TESTS="$(CHECK_TESTS) test_determinism"
 
 # The house style of the C code is .clang-format (LLVM, 100 columns, short if/loop/case on one
 # line), applied to what a change touches and never to the whole tree (issue 23):
@@ -292,10 +316,13 @@ $(FAKE_STALE): tests/fake_device.c $(BUILD)/libnn.a $(HEADERS)
 
 # The CUDA backend's source compiled for the host (tests/cuda_emulate.h): its kernels run on the
 # CPU, for tests/test_cuda_emulated.sh on machines without a GPU.
-$(BUILD)/tests/emu_cuda.so: engine/backend_cuda.cu tests/cuda_emulate.h engine/backend.h
+# With BLAS=none its cuBLAS stand-in multiplies on engine/gemm.c.
+EMU_GEMM := $(if $(filter none,$(BLAS)),$(BUILD)/engine/gemm.o)
+$(BUILD)/tests/emu_cuda.so: engine/backend_cuda.cu tests/cuda_emulate.h engine/backend.h $(EMU_GEMM)
 	@mkdir -p $(dir $@)
 	$(CXX) -x c++ -std=c++17 -O1 -g -ffp-contract=off -fPIC -shared -Wall -Wno-unused-function \
-	  -DATTNEXT_CUDA_EMULATE -Iengine -Itests $(BLAS_CFLAGS) $< -o $@ $(BLAS_LIBS)
+	  -DATTNEXT_CUDA_EMULATE -Iengine -Itests $(BLAS_CFLAGS) $< -x none $(EMU_GEMM) -o $@ \
+	  $(BLAS_LIBS)
 $(BUILD)/tests/test_cuda: $(BUILD)/tests/emu_cuda.so
 
 # Every test with "auto" = the CUDA backend emulated on the host (every model of every test runs
