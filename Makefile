@@ -172,7 +172,7 @@ CHECK_TESTS := $(CHECK_C) test_sql test_hostile_sql test_readme test_docs test_s
   test_exports
 CHECK_JOBS  ?= 2
 check: $(SO) $(CHECK_C:%=$(BUILD)/tests/%)
-	@BUILD=$(BUILD) ATTNEXT=$(SO:.so=) PYTHON=$(PYTHON) SQLITE3=$(SQLITE3) \
+	@BUILD=$(BUILD) ATTNEXT=./$(SO:.so=) PYTHON=$(PYTHON) SQLITE3=$(SQLITE3) \
 	  sh tests/run_all.sh -j $(CHECK_JOBS) $(CHECK_TESTS:%='^%$$')
 
 # make check on the BLAS-free build (BLAS=none, in build/blas-none/), and two trainings with 1

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "compat.h"
 #include "gemm.h"
 #include "model.h" /* NN_MAX_HIDDEN */
 #include "pool.h"
@@ -31,11 +32,11 @@ static const float zero_row[NN_MAX_HIDDEN];
 static void *cpu_alloc(size_t bytes) {
   size_t n = (bytes + 63) & ~(size_t)63;
   if (n < bytes) return NULL;
-  void *p = aligned_alloc(64, n ? n : 64);
+  void *p = nn_os_aligned_alloc(64, n ? n : 64);
   if (p) memset(p, 0, n ? n : 64);
   return p;
 }
-static void cpu_free(void *ptr) { free(ptr); }
+static void cpu_free(void *ptr) { nn_os_aligned_free(ptr); }
 static void cpu_copy(void *dst, const void *src, size_t bytes) {
   if (bytes) memcpy(dst, src, bytes);
 }

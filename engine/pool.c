@@ -25,8 +25,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
-#include <unistd.h>
 
+#include "compat.h"
 #include "nn_internal.h"
 #include "nn_mem.h"
 
@@ -126,11 +126,7 @@ static void *worker_main(void *p) {
 /* CPUs this process may run on (its affinity mask: taskset, a container's cpuset), else the
  * online count. */
 int nn_cpu_count(void) {
-  long n = sysconf(_SC_NPROCESSORS_ONLN);
-#ifdef CPU_COUNT
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) n = CPU_COUNT(&set);
-#endif
+  long n = nn_os_cpu_count();
   return n < 1 ? 1 : n > 64 ? 64 : (int)n;
 }
 
