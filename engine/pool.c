@@ -92,9 +92,13 @@ static long long now_ns(void) {
   return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
+/* what a waiting loop tells the core: pause (x86), yield (arm: the other hardware thread of
+ * the core, or the hypervisor, gets the cycles) */
 static inline void cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();
+#elif defined(__aarch64__) || defined(__arm__)
+  __asm__ __volatile__("yield" ::: "memory");
 #endif
 }
 
