@@ -7,6 +7,8 @@
 # Debian packages needed: see `make deps` (installs them when run as root).
 
 CC      ?= cc
+# PLATFORM=linux-arm64 or windows-x64: a cross build (make test-linux-arm64, test-windows-x64:
+# its tests under qemu or wine).
 # PLATFORM=linux-arm64: a cross build for Linux on arm64 (Graviton, Raspberry Pi, Docker on Apple
 # Silicon) with Debian's aarch64-linux-gnu-gcc, without BLAS (no arm64 OpenBLAS to link), in
 # build/linux-arm64/ (its attnext.so, tests, and the arm64 sqlite3 shell its SQL tests run,
@@ -20,8 +22,21 @@ BUILD    ?= build/linux-arm64
 SYSROOT  := $(CURDIR)/$(BUILD)/sysroot
 QEMU_RUN := qemu-aarch64 -L $(SYSROOT)
 SQLITE3  := $(QEMU_RUN) $(SYSROOT)/usr/bin/sqlite3
+else ifeq ($(PLATFORM),windows-x64)
+# PLATFORM=windows-x64: attnext.dll for 64-bit Windows with Debian's mingw-w64 (the posix
+# threads flavour: winpthreads, linked in statically with libgcc, so the DLL needs nothing but
+# Windows), without BLAS; SQLite's headers copied from this machine's libsqlite3-dev. Its C
+# tests and SQL scripts run under wine (make test-windows-x64), with a sqlite3.exe built from
+# an amalgamation by tests/platform_sysroot.sh.
+CC       := x86_64-w64-mingw32-gcc-posix
+BLAS     := none
+BUILD    ?= build/windows-x64
+SYSROOT  := $(CURDIR)/$(BUILD)/sysroot
+WIN_DEFS := -D__USE_MINGW_ANSI_STDIO=1 -I$(BUILD)/include
+QEMU_RUN := env WINEPREFIX=$(SYSROOT)/wine WINEDEBUG=-all wine
+SQLITE3  := $(SYSROOT)/sqlite3
 else ifneq ($(PLATFORM),)
-$(error PLATFORM=$(PLATFORM): unknown (linux-arm64))
+$(error PLATFORM=$(PLATFORM): unknown (linux-arm64, windows-x64))
 endif
 # GCC's -O2 vectorises only loops whose trip count it knows (-fvect-cost-model=very-cheap), which
 # left the element-wise kernels of engine/backend_cpu.c scalar; the dynamic model vectorises them
@@ -47,7 +62,8 @@ CPU_DEFS   := -DNN_CPU_DISPATCH
 endif
 OPT     ?= -O2 $(ARCH) $(VECT_COST)
 CFLAGS  ?= -g
-CFLAGS  += $(OPT) -fopenmp-simd -std=c11 -Wall -Wextra -Wno-unused-parameter -fPIC -D_GNU_SOURCE -pthread
+CFLAGS  += $(OPT) -fopenmp-simd -std=c11 -Wall -Wextra -Wno-unused-parameter -D_GNU_SOURCE -pthread
+CFLAGS  += $(if $(filter windows-%,$(PLATFORM)),$(WIN_DEFS),-fPIC)
 # OpenBLAS: Debian's default (pthread) build. Not the serial build: compiled without
 # USE_LOCKING, it is not safe to call from two threads at once (the training shards do), which
 # made two-thread training nondeterministic. Our own threads split the work; the engine asks
@@ -64,7 +80,11 @@ else
 BLAS_CFLAGS := $(shell pkg-config --cflags openblas 2>/dev/null || echo -I/usr/include/x86_64-linux-gnu/openblas-pthread)
 BLAS_LIBS   := $(shell pkg-config --libs openblas 2>/dev/null || echo -lopenblas)
 endif
+ifeq ($(PLATFORM),windows-x64)
+LDLIBS  += -static -pthread
+else
 LDLIBS  += $(BLAS_LIBS) -lm -ldl -pthread
+endif
 PYTHON  ?= /usr/bin/python3
 SQLITE3 ?= sqlite3
 BUILD   ?= build
@@ -76,6 +96,9 @@ ENGINE_OBJ := $(ENGINE_SRC:%.c=$(BUILD)/%.o) $(CPU_LEVELS:%=$(BUILD)/engine/back
 # The extension: ./attnext.so from the default build, $(BUILD)/attnext.so from any other
 # (BLAS=none), so that one never overwrites the other.
 SO         := $(if $(filter none,$(BLAS)),$(BUILD)/attnext.so,attnext.so)
+ifeq ($(PLATFORM),windows-x64)
+SO         := $(BUILD)/attnext.dll
+endif
 EXT_OBJ    := $(EXT_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC   := $(sort $(wildcard tests/test_*.c))
 TEST_BIN   := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
@@ -142,6 +165,20 @@ $(EXPORTS):
 	@mkdir -p $(dir $@)
 	printf '{\n  global: sqlite3_attnext_init;\n  local: *;\n};\n' > $@
 
+ifeq ($(PLATFORM),windows-x64)
+# Only sqlite3_attnext_init is exported: the one __declspec(dllexport) (ext/attnext.c).
+$(SO): $(EXT_OBJ) $(BUILD)/libnn.a
+	$(CC) $(CFLAGS) -shared -o $@ $(EXT_OBJ) $(BUILD)/libnn.a $(LDLIBS)
+$(BUILD)/include/sqlite3ext.h: /usr/include/sqlite3ext.h /usr/include/sqlite3.h
+	@mkdir -p $(dir $@)
+	cp /usr/include/sqlite3.h /usr/include/sqlite3ext.h $(dir $@)
+$(EXT_OBJ): | $(BUILD)/include/sqlite3ext.h
+# attnext.so beside it for the tests, which check $$ATTNEXT.so and `.load` $$ATTNEXT (SQLite
+# adds .dll)
+$(BUILD)/attnext.so: $(SO)
+	ln -sf attnext.dll $@
+endif
+
 $(BUILD)/libnn.a: $(ENGINE_OBJ)
 	@rm -f $@
 	ar rcs $@ $^
@@ -194,16 +231,28 @@ CHECK_JOBS  ?= 2
 ifeq ($(PLATFORM),linux-arm64)
 CHECK_C     := $(filter-out test_cuda,$(CHECK_C))
 CHECK_TESTS := $(CHECK_C) test_sql test_hostile_sql test_readme test_exports
-$(BUILD)/sysroot/.packages: tests/platform_sysroot.sh
+PLATFORM_SHELL := $(BUILD)/sysroot/.packages
+$(PLATFORM_SHELL): tests/platform_sysroot.sh
 	sh tests/platform_sysroot.sh arm64 $(BUILD)/sysroot
+else ifeq ($(PLATFORM),windows-x64)
+# Not there: test_exports (ELF symbols: the DLL's one export is ext/attnext.c's dllexport),
+# test_locale (glibc's locales, built in a LOCPATH), test_resource_bounds (setrlimit),
+# test_device_plumbing (its fake device is opened with dlopen).
+CHECK_C     := $(filter-out test_cuda test_locale test_resource_bounds test_device_plumbing,$(CHECK_C))
+CHECK_TESTS := $(CHECK_C) test_sql test_hostile_sql test_readme
+PLATFORM_SHELL := $(BUILD)/sysroot/.sqlite3 $(BUILD)/attnext.so
+$(BUILD)/sysroot/.sqlite3: tests/platform_sysroot.sh
+	sh tests/platform_sysroot.sh windows-x64 $(BUILD)/sysroot
 endif
-check: $(SO) $(CHECK_C:%=$(BUILD)/tests/%) $(if $(PLATFORM),$(BUILD)/sysroot/.packages)
-	@BUILD=$(BUILD) ATTNEXT=./$(SO:.so=) PYTHON=$(PYTHON) SQLITE3="$(SQLITE3)" \
+check: $(SO) $(CHECK_C:%=$(BUILD)/tests/%) $(PLATFORM_SHELL)
+	@BUILD=$(BUILD) ATTNEXT=./$(basename $(SO)) PYTHON=$(PYTHON) SQLITE3="$(SQLITE3)" \
 	  EMULATOR="$(QEMU_RUN)" sh tests/run_all.sh -j $(CHECK_JOBS) $(CHECK_TESTS:%='^%$$')
 
-.PHONY: test-linux-arm64
+.PHONY: test-linux-arm64 test-windows-x64
 test-linux-arm64:
 	@$(MAKE) --no-print-directory PLATFORM=linux-arm64 check
+test-windows-x64:
+	@$(MAKE) --no-print-directory PLATFORM=windows-x64 check
 
 # make check on the BLAS-free build (BLAS=none, in build/blas-none/), and two trainings with 1
 # and 2 threads that must give the same bits (test_determinism).
@@ -327,9 +376,12 @@ LIBASAN        := $(shell $(CC) -print-file-name=libasan.so)
 VALGRIND       ?= valgrind --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite --show-leak-kinds=definite --track-origins=no --quiet
 .PHONY: test-valgrind
 
-# The extension inside a build directory (sanitizer and valgrind builds keep ./attnext.so).
+# The extension inside a build directory (sanitizer and valgrind builds keep ./attnext.so;
+# PLATFORM=windows-x64 has its own rules above).
+ifneq ($(PLATFORM),windows-x64)
 $(BUILD)/attnext.so: $(EXT_OBJ) $(BUILD)/libnn.a $(EXPORTS)
 	$(CC) $(CFLAGS) -shared $(LDEXPORT) -o $@ $(EXT_OBJ) $(BUILD)/libnn.a $(LDLIBS)
+endif
 
 # A GPU stand-in for the host/device plumbing test (tests/fake_device.c, loaded with dlopen).
 $(BUILD)/tests/fake_device.so: tests/fake_device.c $(BUILD)/libnn.a $(BUILD)/tests/fake_device.d

@@ -25,7 +25,11 @@
 #include "compat.h"
 #include "nn_internal.h"
 
+#ifdef _WIN32
+#define CUDA_LIB_NAME "attnext_cuda.dll"
+#else
 #define CUDA_LIB_NAME "attnext_cuda.so"
+#endif
 
 static pthread_once_t cuda_once = PTHREAD_ONCE_INIT;
 static const nn_backend *cuda_backend;  /* NULL when unavailable */
@@ -83,6 +87,10 @@ static void cuda_load(void) {
   char self[4096];
   if (nn_dl_path_of((const void *)(uintptr_t)nn_backend_for_device, self, sizeof self) == 0) {
     const char *slash = strrchr(self, '/');
+#ifdef _WIN32 /* a Windows path's separator */
+    const char *back = strrchr(self, '\\');
+    if (back && (!slash || back > slash)) slash = back;
+#endif
     int dir_len = slash ? (int)(slash - self) : 0;
     snprintf(path, sizeof path, "%.*s%s" CUDA_LIB_NAME, dir_len, self, slash ? "/" : "./");
     char first_err[300];

@@ -13,6 +13,7 @@
  *                       (newlocale, strtod_l, strtof_l, uselocale)
  *   nn_dl_open ...      loading a shared library: attnext_cuda.so (dlopen, dlsym, dladdr)
  *   nn_os_open_nonblock, nn_os_clear_nonblock   opening a path without waiting on a FIFO
+ *   nn_getc_unlocked    getc without the stream's lock (getc_unlocked)
  */
 #ifndef ATTNEXT_COMPAT_H
 #define ATTNEXT_COMPAT_H
@@ -156,8 +157,10 @@ static inline void nn_c_locale_free(nn_c_locale c) { _free_locale(c); }
 static inline double nn_strtod_in(const char *s, char **end, nn_c_locale c) {
   return _strtod_l(s, end, c);
 }
+/* mingw-w64 declares no _strtof_l: through double, rounded twice (which can differ from one
+ * rounding only for a decimal within 2^-29 of a float halfway point: never our own output) */
 static inline float nn_strtof_in(const char *s, char **end, nn_c_locale c) {
-  return _strtof_l(s, end, c);
+  return (float)_strtod_l(s, end, c);
 }
 #else
 typedef locale_t nn_c_locale;
@@ -176,9 +179,17 @@ static inline float nn_strtof_in(const char *s, char **end, nn_c_locale c) {
 /* buf = x as "%.*g" with digits digits, in the locale c (NULL: the thread's) */
 static inline void nn_format_g_in(char *buf, size_t size, int digits, double x, nn_c_locale c) {
 #if defined(_WIN32)
-  if (c) _snprintf_l(buf, size, "%.*g", c, digits, x);
-  else snprintf(buf, size, "%.*g", digits, x);
-  if (size) buf[size - 1] = 0; /* _snprintf_l does not terminate a cut string */
+  /* mingw-w64's own snprintf (__USE_MINGW_ANSI_STDIO: two-digit exponents, as C99 and glibc;
+   * the C runtime's _snprintf_l writes three), then the thread locale's point made '.' */
+  (void)c;
+  snprintf(buf, size, "%.*g", digits, x);
+  const char *point = localeconv()->decimal_point;
+  char *at = point && strcmp(point, ".") != 0 ? strstr(buf, point) : NULL;
+  if (at) {
+    size_t n = strlen(point);
+    at[0] = '.';
+    memmove(at + 1, at + n, strlen(at + n) + 1);
+  }
 #else
   locale_t old = c ? uselocale(c) : (locale_t)0;
   snprintf(buf, size, "%.*g", digits, x);
@@ -192,7 +203,7 @@ static inline void nn_format_g_in(char *buf, size_t size, int digits, double x, 
 static inline void *nn_dl_open(const char *path, char *err, size_t len) {
 #if defined(_WIN32)
   HMODULE lib = LoadLibraryA(path);
-  if (!lib) snprintf(err, len, "%s: cannot load (Windows error %lu)", path, GetLastError());
+  if (!lib) snprintf(err, len, "%s: cannot open (Windows error %lu)", path, GetLastError());
   return (void *)lib;
 #else
   void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
@@ -248,6 +259,15 @@ static inline void nn_dl_pin(const void *addr) {
 }
 
 /* ---------------------------------------------------------------- files */
+
+/* getc without the stream's lock (the caller owns the stream) */
+static inline int nn_getc_unlocked(FILE *f) {
+#if defined(_WIN32)
+  return _getc_nolock(f);
+#else
+  return getc_unlocked(f);
+#endif
+}
 
 /* a descriptor of path, read-only, opened without waiting (a FIFO with no writer would block
  * open); -1 with errno set */

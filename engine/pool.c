@@ -251,6 +251,7 @@ static atomic_int blas_forking; /* 1 while fork() waits for blas_calls to reach 
  * while ours); the child's first nn_blas_leave puts the host's saved count back. glibc removes
  * the handlers when the library is unloaded (dlclose), and a later load registers them again. */
 static pthread_once_t blas_fork_once = PTHREAD_ONCE_INIT;
+#ifndef _WIN32 /* no fork() on Windows */
 static void blas_fork_prepare(void) {
   pthread_mutex_lock(&blas_lock);
   atomic_store(&blas_forking, 1);
@@ -269,6 +270,9 @@ static void blas_fork_child(void) {
 static void blas_fork_register(void) {
   pthread_atfork(blas_fork_prepare, blas_fork_parent, blas_fork_child);
 }
+#else
+static void blas_fork_register(void) {}
+#endif
 
 /* Count this thread inside an OpenBLAS call, unless a fork is under way: then wait for it (on
  * blas_lock, which blas_fork_prepare holds until the fork is done), not counted meanwhile. */

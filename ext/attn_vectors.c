@@ -106,7 +106,7 @@ static int is_integer(const char *s, int len) {
 static ssize_t vec_getline(vec_cursor *cur) {
   size_t n = 0;
   int c = 0;
-  while ((c = getc_unlocked(cur->file)) != EOF) {
+  while ((c = nn_getc_unlocked(cur->file)) != EOF) {
     if (n + 2 > cur->line_cap) {
       if (n > VECTORS_MAX_LINE) return -4;
       size_t cap = cur->line_cap ? 2 * cur->line_cap : 4096;

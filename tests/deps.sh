@@ -6,7 +6,8 @@
 #   sh tests/deps.sh cluster  what `make cluster-demo` needs (dqlite: build/attnext-node and the
 #                             dqlite shell)
 #   sh tests/deps.sh cross    what the builds for other platforms and their tests need
-#                             (make PLATFORM=linux-arm64, make test-linux-arm64)
+#                             (make PLATFORM=linux-arm64 | windows-x64, make test-linux-arm64,
+#                             make test-windows-x64)
 build="build-essential pkg-config libsqlite3-dev sqlite3 libopenblas-dev"
 cluster="libdqlite-dev go-dqlite"
 # qemu-user: tests/test_portable.sh runs the portable build as older and newer CPUs
@@ -25,7 +26,8 @@ pkgs="$pkgs python3-venv"
 # qemu-user (above). tests/platform_sysroot.sh downloads the target's sqlite3 shell from Debian
 # (apt-get download, unpacked in build/, never installed: sqlite3:arm64 would replace the
 # machine's own shell), which needs apt to list that architecture's packages (added below).
-cross="gcc-aarch64-linux-gnu qemu-user"
+# mingw-w64 (its posix-threads compiler) and wine for make PLATFORM=windows-x64 and its tests.
+cross="gcc-aarch64-linux-gnu qemu-user gcc-mingw-w64-x86-64-posix wine wine64"
 pkgs="$pkgs $cross"
 # Issue 22, the clients and packages a user has: sqlcipher (SQLite 3.15: the entry point must
 # refuse it, test_old_sqlite.sh), lintian (test_package_deb.sh), patchelf (bundling OpenBLAS

@@ -55,7 +55,8 @@ allowed() { # name reason: whether $ALLOWED lists this skip (name, then the reas
 run_one() { # kind name: runs it, prints its line(s) at once, writes $logs/NAME.result
   kind=$1; name=$2
   case $kind in
-    c) set -- $EMULATOR "$BUILD/tests/$name" ;;
+    c) exe=$BUILD/tests/$name; [ -f "$exe.exe" ] && exe=$exe.exe # Windows (wine)
+       set -- $EMULATOR "$exe" ;;
     sh) set -- sh "tests/$name.sh" ;;
     py) set -- "$PYTHON" "tests/$name.py" ;;
   esac
@@ -127,7 +128,7 @@ case $jobs in ''|*[!0-9]*|0) echo "run_all.sh: -j takes a number of tests at a t
 all=""
 for t in "$BUILD"/tests/test_*; do
   [ -x "$t" ] || continue
-  all="$all c:$(basename "$t")"
+  all="$all c:$(basename "$t" .exe)"
 done
 for t in tests/test_*.sh; do
   [ -f "$t" ] || continue
