@@ -250,8 +250,10 @@ check: $(SO) $(CHECK_C:%=$(BUILD)/tests/%) $(PLATFORM_SHELL)
 
 .PHONY: test-linux-arm64 test-windows-x64
 test-linux-arm64:
+	@sh tests/deps.sh cross
 	@$(MAKE) --no-print-directory PLATFORM=linux-arm64 check
 test-windows-x64:
+	@sh tests/deps.sh cross
 	@$(MAKE) --no-print-directory PLATFORM=windows-x64 check
 
 # make check on the BLAS-free build (BLAS=none, in build/blas-none/), and two trainings with 1

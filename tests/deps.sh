@@ -27,8 +27,9 @@ pkgs="$pkgs python3-venv"
 # (apt-get download, unpacked in build/, never installed: sqlite3:arm64 would replace the
 # machine's own shell), which needs apt to list that architecture's packages (added below).
 # mingw-w64 (its posix-threads compiler) and wine for make PLATFORM=windows-x64 and its tests.
+# Not part of make test (wine alone is hundreds of MB): make test-linux-arm64 and
+# make test-windows-x64 run `sh tests/deps.sh cross` first.
 cross="gcc-aarch64-linux-gnu qemu-user gcc-mingw-w64-x86-64-posix wine wine64"
-pkgs="$pkgs $cross"
 # Issue 22, the clients and packages a user has: sqlcipher (SQLite 3.15: the entry point must
 # refuse it, test_old_sqlite.sh), lintian (test_package_deb.sh), patchelf (bundling OpenBLAS
 # into the wheel and the npm package), and each client whose ext/CLIENTS.md snippet
@@ -52,7 +53,7 @@ fi
 [ "${1:-}" = cross ] && pkgs="$build $cross"
 # apt's lists of arm64 packages, for the downloads of tests/platform_sysroot.sh (no arm64 package
 # is installed)
-if [ "${1:-}" != build ] && [ "${1:-}" != cluster ] && command -v dpkg >/dev/null 2>&1 &&
+if [ "${1:-}" = cross ] && command -v dpkg >/dev/null 2>&1 &&
   ! dpkg --print-foreign-architectures | grep -qx arm64; then
   if [ "$(id -u)" = 0 ]; then
     echo "deps: adding arm64 to apt's architectures (lists only: tests/platform_sysroot.sh)"
