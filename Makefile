@@ -7,6 +7,37 @@
 # Debian packages needed: see `make deps` (installs them when run as root).
 
 CC      ?= cc
+# PLATFORM=linux-arm64 or windows-x64: a cross build (make test-linux-arm64, test-windows-x64:
+# its tests under qemu or wine).
+# PLATFORM=linux-arm64: a cross build for Linux on arm64 (Graviton, Raspberry Pi, Docker on Apple
+# Silicon) with Debian's aarch64-linux-gnu-gcc, without BLAS (no arm64 OpenBLAS to link), in
+# build/linux-arm64/ (its attnext.so, tests, and the arm64 sqlite3 shell its SQL tests run,
+# unpacked from Debian's packages: tests/platform_sysroot.sh). `make PLATFORM=linux-arm64 check`
+# runs its C tests and SQL suite under qemu-aarch64 (QEMU_RUN); `make test-linux-arm64` both.
+PLATFORM ?=
+ifeq ($(PLATFORM),linux-arm64)
+CC       := aarch64-linux-gnu-gcc
+BLAS     := none
+BUILD    ?= build/linux-arm64
+SYSROOT  := $(CURDIR)/$(BUILD)/sysroot
+QEMU_RUN := qemu-aarch64 -L $(SYSROOT)
+SQLITE3  := $(QEMU_RUN) $(SYSROOT)/usr/bin/sqlite3
+else ifeq ($(PLATFORM),windows-x64)
+# PLATFORM=windows-x64: attnext.dll for 64-bit Windows with Debian's mingw-w64 (the posix
+# threads flavour: winpthreads, linked in statically with libgcc, so the DLL needs nothing but
+# Windows), without BLAS; SQLite's headers copied from this machine's libsqlite3-dev. Its C
+# tests and SQL scripts run under wine (make test-windows-x64), with a sqlite3.exe built from
+# an amalgamation by tests/platform_sysroot.sh.
+CC       := x86_64-w64-mingw32-gcc-posix
+BLAS     := none
+BUILD    ?= build/windows-x64
+SYSROOT  := $(CURDIR)/$(BUILD)/sysroot
+WIN_DEFS := -D__USE_MINGW_ANSI_STDIO=1 -I$(BUILD)/include
+QEMU_RUN := env WINEPREFIX=$(SYSROOT)/wine WINEDEBUG=-all wine
+SQLITE3  := $(SYSROOT)/sqlite3
+else ifneq ($(PLATFORM),)
+$(error PLATFORM=$(PLATFORM): unknown (linux-arm64, windows-x64))
+endif
 # GCC's -O2 vectorises only loops whose trip count it knows (-fvect-cost-model=very-cheap), which
 # left the element-wise kernels of engine/backend_cpu.c scalar; the dynamic model vectorises them
 # (training -10%, one-row inference -4%; results unchanged: no reduction is reordered). Only
@@ -31,21 +62,43 @@ CPU_DEFS   := -DNN_CPU_DISPATCH
 endif
 OPT     ?= -O2 $(ARCH) $(VECT_COST)
 CFLAGS  ?= -g
-CFLAGS  += $(OPT) -fopenmp-simd -std=c11 -Wall -Wextra -Wno-unused-parameter -fPIC -D_GNU_SOURCE -pthread
+CFLAGS  += $(OPT) -fopenmp-simd -std=c11 -Wall -Wextra -Wno-unused-parameter -D_GNU_SOURCE -pthread
+CFLAGS  += $(if $(filter windows-%,$(PLATFORM)),$(WIN_DEFS),-fPIC)
 # OpenBLAS: Debian's default (pthread) build. Not the serial build: compiled without
 # USE_LOCKING, it is not safe to call from two threads at once (the training shards do), which
 # made two-thread training nondeterministic. Our own threads split the work; the engine asks
 # OpenBLAS for one thread per call (engine/pool.c).
+# BLAS=none: no BLAS library at all, every product on the engine's own (engine/gemm.c), for
+# targets without an OpenBLAS (make check-blas-none tests it here). Its objects and its
+# attnext.so go to build/blas-none/, apart from the default build's.
+BLAS ?= openblas
+ifeq ($(BLAS),none)
+BLAS_CFLAGS := -DNN_BLAS_NONE
+BLAS_LIBS   :=
+BUILD       ?= build/blas-none
+else
 BLAS_CFLAGS := $(shell pkg-config --cflags openblas 2>/dev/null || echo -I/usr/include/x86_64-linux-gnu/openblas-pthread)
 BLAS_LIBS   := $(shell pkg-config --libs openblas 2>/dev/null || echo -lopenblas)
+endif
+ifeq ($(PLATFORM),windows-x64)
+LDLIBS  += -static -pthread
+else
 LDLIBS  += $(BLAS_LIBS) -lm -ldl -pthread
+endif
 PYTHON  ?= /usr/bin/python3
 SQLITE3 ?= sqlite3
 BUILD   ?= build
 
 ENGINE_SRC := $(sort $(wildcard engine/*.c))
 EXT_SRC    := $(sort $(wildcard ext/*.c))
-ENGINE_OBJ := $(ENGINE_SRC:%.c=$(BUILD)/%.o) $(CPU_LEVELS:%=$(BUILD)/engine/backend_cpu_%.o)
+ENGINE_OBJ := $(ENGINE_SRC:%.c=$(BUILD)/%.o) $(CPU_LEVELS:%=$(BUILD)/engine/backend_cpu_%.o) \
+  $(CPU_LEVELS:%=$(BUILD)/engine/gemm_%.o)
+# The extension: ./attnext.so from the default build, $(BUILD)/attnext.so from any other
+# (BLAS=none), so that one never overwrites the other.
+SO         := $(if $(filter none,$(BLAS)),$(BUILD)/attnext.so,attnext.so)
+ifeq ($(PLATFORM),windows-x64)
+SO         := $(BUILD)/attnext.dll
+endif
 EXT_OBJ    := $(EXT_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC   := $(sort $(wildcard tests/test_*.c))
 TEST_BIN   := $(TEST_SRC:tests/%.c=$(BUILD)/tests/%)
@@ -76,11 +129,11 @@ CUDA_SRC := $(sort $(wildcard engine/*.cu))
 CUDA_HOME  ?= $(patsubst %/bin/nvcc,%,$(NVCC))
 CUDA_ARCH  ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90
 NVCC_FLAGS ?= -O3 -std=c++17 --fmad=false -Xcompiler -fPIC,-Wall $(CUDA_ARCH)
-CUDA_SO    := $(if $(NVCC),$(if $(CUDA_SRC),attnext_cuda.so))
+CUDA_SO    := $(if $(PLATFORM),,$(if $(NVCC),$(if $(CUDA_SRC),attnext_cuda.so)))
 
 .PHONY: all deps deps-build demo test check format format-check test-asan bench install uninstall \
   clean fuzz
-all: attnext.so $(CUDA_SO)
+all: $(SO) $(CUDA_SO)
 
 $(FLAGS_STAMP): FORCE
 	@mkdir -p $(dir $@)
@@ -99,7 +152,11 @@ $(BUILD)/engine/backend_cpu.o: CFLAGS += $(CPU_DEFS)
 $(BUILD)/engine/backend_cpu_%.o: engine/backend_cpu.c $(HEADERS) $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -march=x86-64-$* -mtune=generic -DNN_CPU_TABLE=nn_backend_cpu_$* \
-	  $(BLAS_CFLAGS) -Iengine -c $< -o $@
+	  -DNN_CPU_LEVEL=$* $(BLAS_CFLAGS) -Iengine -c $< -o $@
+# the products of BLAS=none at the same level as the kernels that call them (engine/gemm.h)
+$(BUILD)/engine/gemm_%.o: engine/gemm.c $(HEADERS) $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -march=x86-64-$* -mtune=generic -DNN_CPU_LEVEL=$* -Iengine -c $< -o $@
 $(NATIVE_SO): $(ENGINE_SRC) $(EXT_SRC) $(HEADERS)
 	$(MAKE) NATIVE=1 BUILD=$(BUILD)/native $@
 EXPORTS := $(BUILD)/attnext.map
@@ -107,6 +164,20 @@ LDEXPORT = -Wl,--version-script=$(EXPORTS)
 $(EXPORTS):
 	@mkdir -p $(dir $@)
 	printf '{\n  global: sqlite3_attnext_init;\n  local: *;\n};\n' > $@
+
+ifeq ($(PLATFORM),windows-x64)
+# Only sqlite3_attnext_init is exported: the one __declspec(dllexport) (ext/attnext.c).
+$(SO): $(EXT_OBJ) $(BUILD)/libnn.a
+	$(CC) $(CFLAGS) -shared -o $@ $(EXT_OBJ) $(BUILD)/libnn.a $(LDLIBS)
+$(BUILD)/include/sqlite3ext.h: /usr/include/sqlite3ext.h /usr/include/sqlite3.h
+	@mkdir -p $(dir $@)
+	cp /usr/include/sqlite3.h /usr/include/sqlite3ext.h $(dir $@)
+$(EXT_OBJ): | $(BUILD)/include/sqlite3ext.h
+# attnext.so beside it for the tests, which check $$ATTNEXT.so and `.load` $$ATTNEXT (SQLite
+# adds .dll)
+$(BUILD)/attnext.so: $(SO)
+	ln -sf attnext.dll $@
+endif
 
 $(BUILD)/libnn.a: $(ENGINE_OBJ)
 	@rm -f $@
@@ -153,9 +224,43 @@ CHECK_C     := $(filter-out test_faults_oom,$(TEST_SRC:tests/%.c=%))
 CHECK_TESTS := $(CHECK_C) test_sql test_hostile_sql test_readme test_docs test_schema_uses \
   test_exports
 CHECK_JOBS  ?= 2
-check: attnext.so $(CHECK_C:%=$(BUILD)/tests/%)
-	@BUILD=$(BUILD) PYTHON=$(PYTHON) SQLITE3=$(SQLITE3) sh tests/run_all.sh -j $(CHECK_JOBS) \
-	  $(CHECK_TESTS:%='^%$$')
+# A cross build's tests: its C tests and the SQL scripts, each through qemu (the target's sqlite3
+# shell from tests/platform_sysroot.sh); test_docs and test_schema_uses load the extension into
+# this machine's Python, which cannot load the target's; test_cuda's emulated device is built
+# for this machine. Same N passed, N failed line.
+ifeq ($(PLATFORM),linux-arm64)
+CHECK_C     := $(filter-out test_cuda,$(CHECK_C))
+CHECK_TESTS := $(CHECK_C) test_sql test_hostile_sql test_readme test_exports
+PLATFORM_SHELL := $(BUILD)/sysroot/.packages
+$(PLATFORM_SHELL): tests/platform_sysroot.sh
+	sh tests/platform_sysroot.sh arm64 $(BUILD)/sysroot
+else ifeq ($(PLATFORM),windows-x64)
+# Not there: test_exports (ELF symbols: the DLL's one export is ext/attnext.c's dllexport),
+# test_locale (glibc's locales, built in a LOCPATH), test_resource_bounds (setrlimit),
+# test_device_plumbing (its fake device is opened with dlopen).
+CHECK_C     := $(filter-out test_cuda test_locale test_resource_bounds test_device_plumbing,$(CHECK_C))
+CHECK_TESTS := $(CHECK_C) test_sql test_hostile_sql test_readme
+PLATFORM_SHELL := $(BUILD)/sysroot/.sqlite3 $(BUILD)/attnext.so
+$(BUILD)/sysroot/.sqlite3: tests/platform_sysroot.sh
+	sh tests/platform_sysroot.sh windows-x64 $(BUILD)/sysroot
+endif
+check: $(SO) $(CHECK_C:%=$(BUILD)/tests/%) $(PLATFORM_SHELL)
+	@BUILD=$(BUILD) ATTNEXT=./$(basename $(SO)) PYTHON=$(PYTHON) SQLITE3="$(SQLITE3)" \
+	  EMULATOR="$(QEMU_RUN)" sh tests/run_all.sh -j $(CHECK_JOBS) $(CHECK_TESTS:%='^%$$')
+
+.PHONY: test-linux-arm64 test-windows-x64
+test-linux-arm64:
+	@sh tests/deps.sh cross
+	@$(MAKE) --no-print-directory PLATFORM=linux-arm64 check
+test-windows-x64:
+	@sh tests/deps.sh cross
+	@$(MAKE) --no-print-directory PLATFORM=windows-x64 check
+
+# make check on the BLAS-free build (BLAS=none, in build/blas-none/), and two trainings with 1
+# and 2 threads that must give the same bits (test_determinism).
+.PHONY: check-blas-none
+check-blas-none:
+	@$(MAKE) --no-print-directory BLAS=none check CHECK_TESTS="$(CHECK_TESTS) test_determinism"
 
 # The house style of the C code is .clang-format (LLVM, 100 columns, short if/loop/case on one
 # line), applied to what a change touches and never to the whole tree (issue 23):
@@ -273,9 +378,12 @@ LIBASAN        := $(shell $(CC) -print-file-name=libasan.so)
 VALGRIND       ?= valgrind --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite --show-leak-kinds=definite --track-origins=no --quiet
 .PHONY: test-valgrind
 
-# The extension inside a build directory (sanitizer and valgrind builds keep ./attnext.so).
+# The extension inside a build directory (sanitizer and valgrind builds keep ./attnext.so;
+# PLATFORM=windows-x64 has its own rules above).
+ifneq ($(PLATFORM),windows-x64)
 $(BUILD)/attnext.so: $(EXT_OBJ) $(BUILD)/libnn.a $(EXPORTS)
 	$(CC) $(CFLAGS) -shared $(LDEXPORT) -o $@ $(EXT_OBJ) $(BUILD)/libnn.a $(LDLIBS)
+endif
 
 # A GPU stand-in for the host/device plumbing test (tests/fake_device.c, loaded with dlopen).
 $(BUILD)/tests/fake_device.so: tests/fake_device.c $(BUILD)/libnn.a $(BUILD)/tests/fake_device.d
@@ -292,10 +400,13 @@ $(FAKE_STALE): tests/fake_device.c $(BUILD)/libnn.a $(HEADERS)
 
 # The CUDA backend's source compiled for the host (tests/cuda_emulate.h): its kernels run on the
 # CPU, for tests/test_cuda_emulated.sh on machines without a GPU.
-$(BUILD)/tests/emu_cuda.so: engine/backend_cuda.cu tests/cuda_emulate.h engine/backend.h
+# With BLAS=none its cuBLAS stand-in multiplies on engine/gemm.c.
+EMU_GEMM := $(if $(filter none,$(BLAS)),$(BUILD)/engine/gemm.o)
+$(BUILD)/tests/emu_cuda.so: engine/backend_cuda.cu tests/cuda_emulate.h engine/backend.h $(EMU_GEMM)
 	@mkdir -p $(dir $@)
 	$(CXX) -x c++ -std=c++17 -O1 -g -ffp-contract=off -fPIC -shared -Wall -Wno-unused-function \
-	  -DATTNEXT_CUDA_EMULATE -Iengine -Itests $(BLAS_CFLAGS) $< -o $@ $(BLAS_LIBS)
+	  -DATTNEXT_CUDA_EMULATE -Iengine -Itests $(BLAS_CFLAGS) $< -x none $(EMU_GEMM) -o $@ \
+	  $(BLAS_LIBS)
 $(BUILD)/tests/test_cuda: $(BUILD)/tests/emu_cuda.so
 
 # Every test with "auto" = the CUDA backend emulated on the host (every model of every test runs
@@ -375,7 +486,7 @@ $(FUZZ_RUNS): fuzz-run-%: $(FUZZ_BUILD)/fuzz_%
 # The node links attnext's objects (not attnext.so): dqlite opens its connections itself, so the
 # extension is registered with sqlite3_auto_extension before the node starts.
 DQLITE_LIBS := $(shell pkg-config --libs dqlite 2>/dev/null)
-NODE_BIN    := $(if $(DQLITE_LIBS),$(BUILD)/attnext-node)
+NODE_BIN    := $(if $(PLATFORM),,$(if $(DQLITE_LIBS),$(BUILD)/attnext-node))
 .PHONY: node node-if-dqlite cluster-demo
 all: $(NODE_BIN)
 node: $(NODE_BIN)

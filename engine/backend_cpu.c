@@ -1,13 +1,17 @@
 /* backend_cpu.c -- the CPU backend: GEMMs on OpenBLAS (the AVX-512 copy multiplies training's
- * matrices itself, and every copy its one-row products), every other kernel in plain C loops
- * the compiler vectorises. Formulas follow PyTorch (gate orders GRU r,z,n; LSTM i,f,g,o).
+ * matrices itself, and every copy its one-row products), or with BLAS=none (NN_BLAS_NONE) on the
+ * engine's own (gemm.c); every other kernel in plain C loops the compiler vectorises. Formulas follow PyTorch (gate orders GRU r,z,n; LSTM i,f,g,o).
  * Every reduction runs in a fixed order, so results are bit-identical from run to run. */
+#ifndef NN_BLAS_NONE
 #include <cblas.h>
+#endif
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend.h"
+#include "compat.h"
+#include "gemm.h"
 #include "model.h" /* NN_MAX_HIDDEN */
 #include "pool.h"
 
@@ -28,11 +32,11 @@ static const float zero_row[NN_MAX_HIDDEN];
 static void *cpu_alloc(size_t bytes) {
   size_t n = (bytes + 63) & ~(size_t)63;
   if (n < bytes) return NULL;
-  void *p = aligned_alloc(64, n ? n : 64);
+  void *p = nn_os_aligned_alloc(64, n ? n : 64);
   if (p) memset(p, 0, n ? n : 64);
   return p;
 }
-static void cpu_free(void *ptr) { free(ptr); }
+static void cpu_free(void *ptr) { nn_os_aligned_free(ptr); }
 static void cpu_copy(void *dst, const void *src, size_t bytes) {
   if (bytes) memcpy(dst, src, bytes);
 }
@@ -338,8 +342,32 @@ static int gemm_avx512(int trans_a, int trans_b, int M, int N, int K, float alph
 }
 #endif
 
-/* Each OpenBLAS call runs with one BLAS thread, the host's setting back after it
- * (nn_blas_enter / nn_blas_leave, pool.h); the kernels of our own need neither. */
+/* y = alpha op(A) x + beta y and C = alpha op(A) op(B) + beta C (row-major; cblas's arguments)
+ * on OpenBLAS, each call with one BLAS thread and the host's setting back after it
+ * (nn_blas_enter / nn_blas_leave, pool.h); with BLAS=none on gemm.c's, which need neither. */
+static void blas_sgemv(int trans, int M, int N, float alpha, const float *A, int lda,
+                       const float *x, int incx, float beta, float *y, int incy) {
+#ifdef NN_BLAS_NONE
+  nn_gemv(y, incy, trans, M, N, alpha, A, lda, x, incx, beta);
+#else
+  nn_blas_enter();
+  cblas_sgemv(CblasRowMajor, trans ? CblasTrans : CblasNoTrans, M, N, alpha, A, lda, x, incx, beta,
+              y, incy);
+  nn_blas_leave();
+#endif
+}
+static void blas_sgemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
+                       int lda, const float *B, int ldb, float beta, float *C, int ldc) {
+#ifdef NN_BLAS_NONE
+  nn_gemm(C, ldc, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta);
+#else
+  nn_blas_enter();
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+              trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  nn_blas_leave();
+#endif
+}
+
 static void cpu_sgemm(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
                       int lda, const float *B, int ldb, float beta, float *C, int ldc) {
   if (M <= 0 || N <= 0) return;
@@ -361,12 +389,9 @@ static void cpu_sgemm(int trans_a, int trans_b, int M, int N, int K, float alpha
   }
   if (M == 1) { /* C (1,N) = a (1,K) op(B) */
     int inc_a = trans_a ? lda : 1;
-    nn_blas_enter();
     if (trans_b) /* B (N,K): C = B a */
-      cblas_sgemv(CblasRowMajor, CblasNoTrans, N, K, alpha, B, ldb, A, inc_a, beta, C, 1);
-    else /* B (K,N): C = B^T a */
-      cblas_sgemv(CblasRowMajor, CblasTrans, K, N, alpha, B, ldb, A, inc_a, beta, C, 1);
-    nn_blas_leave();
+      blas_sgemv(0, N, K, alpha, B, ldb, A, inc_a, beta, C, 1);
+    else /* B (K,N): C = B^T a */ blas_sgemv(1, K, N, alpha, B, ldb, A, inc_a, beta, C, 1);
     return;
   }
   if (N == 1 && !trans_a && trans_b) { /* C (M,1) = A (M,K) b, b one contiguous row */
@@ -375,21 +400,15 @@ static void cpu_sgemm(int trans_a, int trans_b, int M, int N, int K, float alpha
   }
   if (N == 1) { /* C (M,1) = op(A) b */
     int inc_b = trans_b ? 1 : ldb;
-    nn_blas_enter();
     if (trans_a) /* A (K,M) */
-      cblas_sgemv(CblasRowMajor, CblasTrans, K, M, alpha, A, lda, B, inc_b, beta, C, ldc);
-    else /* A (M,K) */
-      cblas_sgemv(CblasRowMajor, CblasNoTrans, M, K, alpha, A, lda, B, inc_b, beta, C, ldc);
-    nn_blas_leave();
+      blas_sgemv(1, K, M, alpha, A, lda, B, inc_b, beta, C, ldc);
+    else /* A (M,K) */ blas_sgemv(0, M, K, alpha, A, lda, B, inc_b, beta, C, ldc);
     return;
   }
 #if defined(__AVX512F__) && defined(__FMA__)
   if (gemm_avx512(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc)) return;
 #endif
-  nn_blas_enter();
-  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-              trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-  nn_blas_leave();
+  blas_sgemm(trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 static void cpu_gather_rows(float *dst, int ldd, const float *src, int lds, const int *idx,

@@ -15,7 +15,6 @@
  * backend, or the reason there is none) is process-wide state written once under pthread_once:
  * it describes the machine, not any model, so it is the one exception to "no global state".
  */
-#include <dlfcn.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -23,9 +22,14 @@
 #include <string.h>
 
 #include "backend.h"
+#include "compat.h"
 #include "nn_internal.h"
 
+#ifdef _WIN32
+#define CUDA_LIB_NAME "attnext_cuda.dll"
+#else
 #define CUDA_LIB_NAME "attnext_cuda.so"
+#endif
 
 static pthread_once_t cuda_once = PTHREAD_ONCE_INIT;
 static const nn_backend *cuda_backend;  /* NULL when unavailable */
@@ -33,14 +37,11 @@ static char cuda_why[400];              /* why not, or the device's description 
 
 /* Try one path; 1 when the library loaded (whatever its entry then said). */
 static int try_library(const char *path, char *load_err, size_t len) {
-  void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-  if (!lib) {
-    const char *e = dlerror();
-    snprintf(load_err, len, "%s", e ? e : "dlopen failed");
-    return 0;
-  }
+  void *lib = nn_dl_open(path, load_err, len);
+  if (!lib) return 0;
   /* The ABI first: a table of another layout would be called at the wrong offsets. */
-  nn_backend_cuda_abi_fn abi = (nn_backend_cuda_abi_fn)(uintptr_t)dlsym(lib, NN_BACKEND_CUDA_ABI);
+  nn_backend_cuda_abi_fn abi =
+      (nn_backend_cuda_abi_fn)(uintptr_t)nn_dl_sym(lib, NN_BACKEND_CUDA_ABI);
   size_t table_size = 0;
   unsigned number = abi ? abi(&table_size) : 0;
   if (!abi || number != NN_BACKEND_ABI || table_size != sizeof(nn_backend)) {
@@ -55,11 +56,12 @@ static int try_library(const char *path, char *load_err, size_t len) {
              path, found, (unsigned)NN_BACKEND_ABI, sizeof(nn_backend));
     return 1; /* kept loaded, as below: its constructors ran */
   }
-  nn_backend_cuda_entry entry = (nn_backend_cuda_entry)(uintptr_t)dlsym(lib, NN_BACKEND_CUDA_ENTRY);
+  nn_backend_cuda_entry entry =
+      (nn_backend_cuda_entry)(uintptr_t)nn_dl_sym(lib, NN_BACKEND_CUDA_ENTRY);
   if (!entry) {
     snprintf(cuda_why, sizeof cuda_why, "not available (%s has no %s)", path,
              NN_BACKEND_CUDA_ENTRY);
-    dlclose(lib);
+    nn_dl_close(lib);
     return 1;
   }
   char why[300] = "";
@@ -82,12 +84,15 @@ static void cuda_load(void) {
       snprintf(cuda_why, sizeof cuda_why, "not available (ATTNEXT_CUDA_LIB: %s)", load_err);
     return;
   }
-  Dl_info info;
-  if (dladdr((void *)(uintptr_t)nn_backend_for_device, &info) && info.dli_fname) {
-    const char *slash = strrchr(info.dli_fname, '/');
-    int dir_len = slash ? (int)(slash - info.dli_fname) : 0;
-    snprintf(path, sizeof path, "%.*s%s" CUDA_LIB_NAME, dir_len, info.dli_fname,
-             slash ? "/" : "./");
+  char self[4096];
+  if (nn_dl_path_of((const void *)(uintptr_t)nn_backend_for_device, self, sizeof self) == 0) {
+    const char *slash = strrchr(self, '/');
+#ifdef _WIN32 /* a Windows path's separator */
+    const char *back = strrchr(self, '\\');
+    if (back && (!slash || back > slash)) slash = back;
+#endif
+    int dir_len = slash ? (int)(slash - self) : 0;
+    snprintf(path, sizeof path, "%.*s%s" CUDA_LIB_NAME, dir_len, self, slash ? "/" : "./");
     char first_err[300];
     if (try_library(path, first_err, sizeof first_err)) return;
     /* a library that exists but does not load (e.g. no libcudart) says more than "not found" */

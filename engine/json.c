@@ -2,12 +2,12 @@
  * See json.h for the rules. The reader is a recursive descent parser with a depth limit and
  * a limit on the number of values; every read is bounds-checked against the given length. */
 #include "json.h"
+#include "compat.h"
 
 #include "nn_internal.h"
 #include "nn_mem.h"
 #include "utf8.h"
 
-#include <locale.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -248,16 +248,16 @@ static int json_parse_number(json_parser *p, nn_json *v) {
 /* strtod / strtof in the "C" locale whatever the process's locale (JSON's decimal point is '.';
  * a locale with another, possibly multi-byte, point must not change what a number means). */
 double nn_strtod_c(const char *s) {
-  locale_t c = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0);
-  double x = c ? strtod_l(s, NULL, c) : strtod(s, NULL);
-  if (c) freelocale(c);
+  nn_c_locale c = nn_c_locale_new();
+  double x = c ? nn_strtod_in(s, NULL, c) : strtod(s, NULL);
+  if (c) nn_c_locale_free(c);
   return x;
 }
 
 float nn_strtof_c(const char *s) {
-  locale_t c = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0);
-  float x = c ? strtof_l(s, NULL, c) : strtof(s, NULL);
-  if (c) freelocale(c);
+  nn_c_locale c = nn_c_locale_new();
+  float x = c ? nn_strtof_in(s, NULL, c) : strtof(s, NULL);
+  if (c) nn_c_locale_free(c);
   return x;
 }
 
@@ -582,22 +582,19 @@ void nn_strbuf_append_json_string(nn_strbuf *sb, const char *s, size_t len) {
  * switched for this thread only, so a host locale with another decimal point -- ',' or the
  * two-byte U+066B -- never leaks into JSON. */
 static void format_number_c(char *buf, size_t size, double x, int is_float) {
-  locale_t c = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0);
-  locale_t old = c ? uselocale(c) : (locale_t)0;
+  nn_c_locale c = nn_c_locale_new();
   int max_digits = is_float ? 9 : 17;
-  snprintf(buf, size, "%.*g", max_digits, x);
+  nn_format_g_in(buf, size, max_digits, x, c);
   for (int digits = is_float ? 6 : 15; digits < max_digits; digits++) { /* shortest exact form */
     char shorter[40];
-    snprintf(shorter, sizeof shorter, "%.*g", digits, x);
-    if (is_float ? strtof(shorter, NULL) == (float)x : strtod(shorter, NULL) == x) {
+    nn_format_g_in(shorter, sizeof shorter, digits, x, c);
+    if (is_float ? (c ? nn_strtof_in(shorter, NULL, c) : strtof(shorter, NULL)) == (float)x
+                 : (c ? nn_strtod_in(shorter, NULL, c) : strtod(shorter, NULL)) == x) {
       snprintf(buf, size, "%s", shorter);
       break;
     }
   }
-  if (c) {
-    uselocale(old);
-    freelocale(c);
-  }
+  if (c) nn_c_locale_free(c);
 }
 
 double nn_decimal_double(float f) {

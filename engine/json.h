@@ -90,7 +90,9 @@ void nn_strbuf_free(nn_strbuf *sb);
 void nn_strbuf_append(nn_strbuf *sb, const char *bytes, size_t len);
 void nn_strbuf_puts(nn_strbuf *sb, const char *s);
 void nn_strbuf_printf(nn_strbuf *sb, const char *fmt, ...)
-#if defined(__GNUC__)
+#if defined(__MINGW32__) /* its snprintf is mingw's (C99's formats), not the C runtime's */
+    __attribute__((format(gnu_printf, 2, 3)))
+#elif defined(__GNUC__)
     __attribute__((format(printf, 2, 3)))
 #endif
     ;

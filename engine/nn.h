@@ -283,7 +283,7 @@ typedef struct nn_vocab nn_vocab; /* token string <-> id; id 0 "<PAD>", id 1 "<U
 typedef struct nn_hash_key {
   uint64_t k0, k1;
 } nn_hash_key;
-nn_hash_key nn_hash_key_new(const void *salt); /* from getrandom(); salt: any address */
+nn_hash_key nn_hash_key_new(const void *salt); /* from nn_os_random(); salt: any address */
 uint32_t nn_hash_bytes(const nn_hash_key *key, const char *s, int n);
 
 int nn_vocab_count(const nn_vocab *vocab);

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "compat.h" /* nn_os_aligned_alloc */
 #include "nn.h"
 
 /* While a trainer is made (nn_trainer_create), the calling thread's interrupt callback, else
@@ -81,7 +82,7 @@ static inline void *nn_mem_alloc_aligned(const nn_allocator *a, size_t bytes) {
   if (!n) n = 64;
   unsigned char *p, *raw = NULL;
   if (!a) {
-    p = aligned_alloc(64, n);
+    p = nn_os_aligned_alloc(64, n);
   } else {
     raw = a->alloc(a->ctx, n + 64);
     if (!raw) return NULL;
@@ -90,7 +91,7 @@ static inline void *nn_mem_alloc_aligned(const nn_allocator *a, size_t bytes) {
   }
   if (p && nn_mem_zero(p, n)) { /* interrupted (nn_mem_stop) */
     if (a) a->release(a->ctx, raw);
-    else free(p);
+    else nn_os_aligned_free(p);
     return NULL;
   }
   return p;
@@ -99,7 +100,7 @@ static inline void *nn_mem_alloc_aligned(const nn_allocator *a, size_t bytes) {
 static inline void nn_mem_free_aligned(const nn_allocator *a, void *p) {
   if (!p) return;
   if (!a) {
-    free(p);
+    nn_os_aligned_free(p);
     return;
   }
   void *raw;

@@ -25,8 +25,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
-#include <unistd.h>
 
+#include "compat.h"
 #include "nn_internal.h"
 #include "nn_mem.h"
 
@@ -92,9 +92,13 @@ static long long now_ns(void) {
   return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
+/* what a waiting loop tells the core: pause (x86), yield (arm: the other hardware thread of
+ * the core, or the hypervisor, gets the cycles) */
 static inline void cpu_relax(void) {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();
+#elif defined(__aarch64__) || defined(__arm__)
+  __asm__ __volatile__("yield" ::: "memory");
 #endif
 }
 
@@ -126,11 +130,7 @@ static void *worker_main(void *p) {
 /* CPUs this process may run on (its affinity mask: taskset, a container's cpuset), else the
  * online count. */
 int nn_cpu_count(void) {
-  long n = sysconf(_SC_NPROCESSORS_ONLN);
-#ifdef CPU_COUNT
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) n = CPU_COUNT(&set);
-#endif
+  long n = nn_os_cpu_count();
   return n < 1 ? 1 : n > 64 ? 64 : (int)n;
 }
 
@@ -251,6 +251,7 @@ static atomic_int blas_forking; /* 1 while fork() waits for blas_calls to reach 
  * while ours); the child's first nn_blas_leave puts the host's saved count back. glibc removes
  * the handlers when the library is unloaded (dlclose), and a later load registers them again. */
 static pthread_once_t blas_fork_once = PTHREAD_ONCE_INIT;
+#ifndef _WIN32 /* no fork() on Windows */
 static void blas_fork_prepare(void) {
   pthread_mutex_lock(&blas_lock);
   atomic_store(&blas_forking, 1);
@@ -269,6 +270,9 @@ static void blas_fork_child(void) {
 static void blas_fork_register(void) {
   pthread_atfork(blas_fork_prepare, blas_fork_parent, blas_fork_child);
 }
+#else
+static void blas_fork_register(void) {}
+#endif
 
 /* Count this thread inside an OpenBLAS call, unless a fork is under way: then wait for it (on
  * blas_lock, which blas_fork_prepare holds until the fork is done), not counted meanwhile. */

@@ -479,7 +479,12 @@ static int st_cmp_label(const void *a, const void *b) {
 }
 
 /* The loader's one error tail: err from a format, the status back. */
+#if defined(__MINGW32__) /* its snprintf is mingw's (C99's formats), not the C runtime's */
+static int load_fail(char *err, int status, const char *fmt, ...)
+    __attribute__((format(gnu_printf, 3, 4)));
+#else
 static int load_fail(char *err, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+#endif
 static int load_fail(char *err, int status, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);

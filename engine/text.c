@@ -38,9 +38,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <time.h>
 
+#include "compat.h"
 #include "nn_internal.h"
 #include "nn_mem.h"
 #include "text.h"
@@ -297,7 +297,8 @@ static void scan(scanner *sc, const char *text, int len) {
   const unsigned char *s = (const unsigned char *)text;
   if (!s || len < 0) len = 0;
   /* the last ")": a "(" before it starts a removed group */
-  const unsigned char *close_at = len > 0 ? memrchr(s, ')', (size_t)len) : NULL;
+  const unsigned char *close_at =
+      len > 0 ? (const unsigned char *)nn_memrchr(s, ')', (size_t)len) : NULL;
   int last_close = close_at ? (int)(close_at - s) : -1;
   int pos = 0, prev_word = 0; /* prev_word: the character before pos (original) is \w */
   while (pos < len && !sc->stop) {
@@ -414,20 +415,21 @@ char *nn_text_clean(const char *text, int len, const nn_config *cfg, const nn_al
 
 /* The tables' hash: SipHash-1-3 (Aumasson and Bernstein, "SipHash: a fast short-input PRF",
  * 2012; 1 compression round, 3 finalization rounds, as Python's and Rust's hash tables use)
- * keyed per table from getrandom(). An unkeyed hash (FNV-1a before issue 17) lets a crafted
- * model or crafted training rows choose tokens that all fall in one probe chain: n tokens then
+ * keyed per table from the system's generator (nn_os_random, compat.h: getrandom on Linux). An
+ * unkeyed hash (FNV-1a before issue 17) lets a crafted model or crafted training rows choose
+ * tokens that all fall in one probe chain: n tokens then
  * cost n^2 / 2 comparisons (131k tokens: 22 s instead of 0.2 s). With a secret key nobody can
  * choose such tokens. Only where a token sits in the table depends on the key: ids, the
  * vocabulary order and every result stay the same from run to run. */
 typedef nn_hash_key hash_key;
 
-/* A fresh key from the kernel; if getrandom() cannot give one (very old kernels, seccomp), a
+/* A fresh key from the kernel; if it cannot give one (very old kernels, seccomp), a
  * key mixed from the clock and addresses: weaker against an attacker who sees the process, never
  * an error. */
 static hash_key hash_key_new(const void *salt) {
   hash_key k = {0, 0};
   unsigned char bytes[16];
-  if (getrandom(bytes, sizeof bytes, GRND_NONBLOCK) == (ssize_t)sizeof bytes) {
+  if (nn_os_random(bytes, sizeof bytes) == 0) {
     memcpy(&k.k0, bytes, 8);
     memcpy(&k.k1, bytes + 8, 8);
     return k;

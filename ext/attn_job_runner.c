@@ -45,6 +45,7 @@
 #include <unistd.h>
 
 #include "attn_ext.h"
+#include "compat.h" /* nn_os_gmtime */
 #include "json.h"
 
 #define JOB_TICK_SECONDS 1.0      /* progress, heartbeats and the leader's reaper */
@@ -115,7 +116,7 @@ static void job_log(const char *fmt, ...) {
   struct tm tm;
   clock_gettime(CLOCK_REALTIME, &ts);
   time_t secs = ts.tv_sec;
-  gmtime_r(&secs, &tm);
+  nn_os_gmtime(&secs, &tm);
   strftime(stamp, sizeof stamp, "%H:%M:%S", &tm);
   fprintf(stderr, "%s.%03ld attnext-node %llu: ", stamp, ts.tv_nsec / 1000000,
           (unsigned long long)runner.host.node_id);

@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "attn_ext.h"
+#include "compat.h" /* nn_os_gmtime */
 #include "json.h"
 
 /* ------------------------------------------------------------------ SHA-256 (FIPS 180-4) */
@@ -178,7 +179,7 @@ void attn_utc_now(char *out) {
   struct tm tm;
   clock_gettime(CLOCK_REALTIME, &ts);
   time_t secs = ts.tv_sec;
-  gmtime_r(&secs, &tm);
+  nn_os_gmtime(&secs, &tm);
   sqlite3_snprintf(32, out, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
                    tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
                    (int)(ts.tv_nsec / 1000000));

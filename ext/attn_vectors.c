@@ -17,8 +17,6 @@
  * Such a table is what attn_train's option "embeddings" names (attn_options.c).
  */
 #include <errno.h>
-#include <fcntl.h>
-#include <locale.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +25,7 @@
 #include <unistd.h>
 
 #include "attn_ext.h"
+#include "compat.h" /* the C locale's numbers, opening a path */
 
 #define VECTORS_MAX_DIM ATTN_VECTORS_MAX_DIM
 #define VECTORS_MAX_LINE (1 << 20) /* bytes, refused as soon as a line is longer */
@@ -44,7 +43,7 @@ typedef struct vec_cursor {
   int word_len;
   float *vector; /* (dim) */
   int eof;
-  locale_t c_locale; /* numbers are read with '.' whatever the host's locale */
+  nn_c_locale c_locale; /* numbers are read with '.' whatever the host's locale */
 } vec_cursor;
 
 /* Columns; the argument is the hidden column at the end. */
@@ -81,7 +80,7 @@ static int vec_close(sqlite3_vtab_cursor *base) {
   vec_cursor *cur = (vec_cursor *)base;
   vec_reset(cur);
   attn_interrupt_end(&cur->interrupt);
-  if (cur->c_locale) freelocale(cur->c_locale);
+  if (cur->c_locale) nn_c_locale_free(cur->c_locale);
   sqlite3_free(cur);
   return SQLITE_OK;
 }
@@ -107,7 +106,7 @@ static int is_integer(const char *s, int len) {
 static ssize_t vec_getline(vec_cursor *cur) {
   size_t n = 0;
   int c = 0;
-  while ((c = getc_unlocked(cur->file)) != EOF) {
+  while ((c = nn_getc_unlocked(cur->file)) != EOF) {
     if (n + 2 > cur->line_cap) {
       if (n > VECTORS_MAX_LINE) return -4;
       size_t cap = cur->line_cap ? 2 * cur->line_cap : 4096;
@@ -202,7 +201,7 @@ static int vec_read(vec_cursor *cur) {
       char save = *q, *stop = NULL;
       *q = 0;
       errno = 0;
-      double v = strtod_l(field, &stop, cur->c_locale);
+      double v = nn_strtod_in(field, &stop, cur->c_locale);
       int ok = stop == q && stop != field && isfinite(v) && fabs(v) <= 3.4e38;
       if (!ok) {
         char *msg = sqlite3_mprintf("%s: line %lld of '%s': number %d of '%.*s' is not a finite "
@@ -232,12 +231,12 @@ static int vec_filter(sqlite3_vtab_cursor *base, int idx_num, const char *idx_st
                                          "got %s", path ? "''" : "NULL"));
   cur->path = sqlite3_mprintf("%s", path);
   if (!cur->path) return vec_fail(cur, NULL);
-  if (!cur->c_locale) cur->c_locale = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0);
+  if (!cur->c_locale) cur->c_locale = nn_c_locale_new();
   if (!cur->c_locale) return vec_fail(cur, NULL);
   cur->interrupt.db = attn_conn_db(((attn_vtab *)base->pVtab)->conn);
   /* Regular files only: a FIFO would block (opened without O_NONBLOCK, and read), a device such
    * as /dev/zero never ends, a directory is no text. Opened without blocking, then checked. */
-  int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  int fd = nn_os_open_nonblock(path);
   if (fd < 0)
     return vec_fail(cur, sqlite3_mprintf("attn_vectors_load: cannot open '%s': %s", path,
                                          strerror(errno)));
@@ -247,8 +246,7 @@ static int vec_filter(sqlite3_vtab_cursor *base, int idx_num, const char *idx_st
     return vec_fail(cur, sqlite3_mprintf("attn_vectors_load: '%s' is not a regular file (a "
                                          "directory, device, FIFO or socket cannot be read)", path));
   }
-  int flags = fcntl(fd, F_GETFL);
-  if (flags >= 0) fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+  nn_os_clear_nonblock(fd);
   cur->file = fdopen(fd, "rb");
   if (!cur->file) {
     close(fd);

@@ -7,11 +7,11 @@
  *   -- attnext 0.1.0; backends: cpu (OpenBLAS 0.3.21, 2 threads); cuda: not built
  */
 #ifndef _WIN32
-#include <dlfcn.h>
 #include <pthread.h>
 #endif
 
 #include "attn_ext.h"
+#include "compat.h" /* nn_dl_pin */
 SQLITE_EXTENSION_INIT1
 
 /* attn_version() -> text: version, backends, BLAS, CUDA device. */
@@ -173,17 +173,13 @@ int sqlite3_attnext_init(sqlite3 *db, char **pzErrMsg, const sqlite3_api_routine
     *pzErrMsg = sqlite3_mprintf("attnext: cannot register the SQL functions: %s",
                                 sqlite3_errmsg(db));
   if (rc == SQLITE_OK) attn_jobs_note_database(db); /* a dqlite node's database: its jobs */
-#ifndef _WIN32
   if (rc != SQLITE_OK) {
     /* SQLite unloads the library after a failed init, but the functions registered before the
      * failure (out of memory) stay registered and their destructors run at sqlite3_close:
      * keep the code mapped (one more reference, never released) so that nothing jumps into
      * unmapped memory. */
-    Dl_info info;
-    if (dladdr((void *)sqlite3_attnext_init, &info) && info.dli_fname)
-      (void)dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
+    nn_dl_pin((const void *)(uintptr_t)sqlite3_attnext_init);
   }
-#endif
   attn_conn_unref(conn);
   return rc;
 }

@@ -13,7 +13,11 @@
 #ifndef ATTNEXT_CUDA_EMULATE_H
 #define ATTNEXT_CUDA_EMULATE_H
 
+#ifdef NN_BLAS_NONE
+#include "gemm.h"
+#else
 #include <cblas.h>
+#endif
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -139,8 +143,12 @@ static inline cublasStatus_t cublasSgemm_v2(cublasHandle_t, cublasOperation_t ta
                                             const float *alpha, const float *A, int lda,
                                             const float *B, int ldb, const float *beta, float *C,
                                             int ldc) {
+#ifdef NN_BLAS_NONE /* column-major C = op(A) op(B) is row-major C^T = op(B)^T op(A)^T */
+  nn_gemm(C, ldc, tb != 0, ta != 0, n, m, k, *alpha, B, ldb, A, lda, *beta);
+#else
   cblas_sgemm(CblasColMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n,
               k, *alpha, A, lda, B, ldb, *beta, C, ldc);
+#endif
   return CUBLAS_STATUS_SUCCESS;
 }
 

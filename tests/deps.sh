@@ -5,6 +5,9 @@
 #   sh tests/deps.sh build    only what building and `make demo` need
 #   sh tests/deps.sh cluster  what `make cluster-demo` needs (dqlite: build/attnext-node and the
 #                             dqlite shell)
+#   sh tests/deps.sh cross    what the builds for other platforms and their tests need
+#                             (make PLATFORM=linux-arm64 | windows-x64, make test-linux-arm64,
+#                             make test-windows-x64)
 build="build-essential pkg-config libsqlite3-dev sqlite3 libopenblas-dev"
 cluster="libdqlite-dev go-dqlite"
 # qemu-user: tests/test_portable.sh runs the portable build as older and newer CPUs
@@ -19,6 +22,14 @@ pkgs="$build python3 python3-torch python3-numpy python3-sklearn valgrind librsv
 # for better-sqlite3 (tests/node_setup.sh: python3, make, g++, node's headers). A node that is
 # already installed (e.g. NodeSource's nodejs, which brings npm and its headers) is kept.
 pkgs="$pkgs python3-venv"
+# The cross builds (make PLATFORM=...): Debian's arm64 cross compiler; their tests run under
+# qemu-user (above). tests/platform_sysroot.sh downloads the target's sqlite3 shell from Debian
+# (apt-get download, unpacked in build/, never installed: sqlite3:arm64 would replace the
+# machine's own shell), which needs apt to list that architecture's packages (added below).
+# mingw-w64 (its posix-threads compiler) and wine for make PLATFORM=windows-x64 and its tests.
+# Not part of make test (wine alone is hundreds of MB): make test-linux-arm64 and
+# make test-windows-x64 run `sh tests/deps.sh cross` first.
+cross="gcc-aarch64-linux-gnu qemu-user gcc-mingw-w64-x86-64-posix wine wine64"
 # Issue 22, the clients and packages a user has: sqlcipher (SQLite 3.15: the entry point must
 # refuse it, test_old_sqlite.sh), lintian (test_package_deb.sh), patchelf (bundling OpenBLAS
 # into the wheel and the npm package), and each client whose ext/CLIENTS.md snippet
@@ -39,6 +50,18 @@ else
 fi
 [ "${1:-}" = build ] && pkgs="$build"
 [ "${1:-}" = cluster ] && pkgs="$build python3 $cluster"
+[ "${1:-}" = cross ] && pkgs="$build $cross"
+# apt's lists of arm64 packages, for the downloads of tests/platform_sysroot.sh (no arm64 package
+# is installed)
+if [ "${1:-}" = cross ] && command -v dpkg >/dev/null 2>&1 &&
+  ! dpkg --print-foreign-architectures | grep -qx arm64; then
+  if [ "$(id -u)" = 0 ]; then
+    echo "deps: adding arm64 to apt's architectures (lists only: tests/platform_sysroot.sh)"
+    dpkg --add-architecture arm64 && apt-get update -qq || { echo "deps: apt-get update failed"; exit 1; }
+  else
+    echo "deps: run: sudo dpkg --add-architecture arm64 && sudo apt-get update"
+  fi
+fi
 missing=""
 for p in $pkgs; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

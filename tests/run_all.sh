@@ -24,7 +24,10 @@
 # part not run, fails the run unless tests/allowed_skips.txt lists the test with that reason.
 BUILD=${BUILD:-build}
 PYTHON=${PYTHON:-/usr/bin/python3}
-export BUILD PYTHON SQLITE3
+# EMULATOR: the command line that runs the C tests of a cross build (make PLATFORM=linux-arm64:
+# qemu-aarch64 -L ...); empty: they run as they are
+EMULATOR=${EMULATOR:-}
+export BUILD PYTHON SQLITE3 EMULATOR
 # test_matrix and test_hostile_files: an interrupt answered within a part of the uninterrupted
 # run's time, measured just before (a burst of another test's load between the two breaks it).
 ALONE="test_agnews test_store_speed test_concurrency test_field_clients test_python_sqlite
@@ -52,7 +55,8 @@ allowed() { # name reason: whether $ALLOWED lists this skip (name, then the reas
 run_one() { # kind name: runs it, prints its line(s) at once, writes $logs/NAME.result
   kind=$1; name=$2
   case $kind in
-    c) set -- "$BUILD/tests/$name" ;;
+    c) exe=$BUILD/tests/$name; [ -f "$exe.exe" ] && exe=$exe.exe # Windows (wine)
+       set -- $EMULATOR "$exe" ;;
     sh) set -- sh "tests/$name.sh" ;;
     py) set -- "$PYTHON" "tests/$name.py" ;;
   esac
@@ -124,7 +128,7 @@ case $jobs in ''|*[!0-9]*|0) echo "run_all.sh: -j takes a number of tests at a t
 all=""
 for t in "$BUILD"/tests/test_*; do
   [ -x "$t" ] || continue
-  all="$all c:$(basename "$t")"
+  all="$all c:$(basename "$t" .exe)"
 done
 for t in tests/test_*.sh; do
   [ -f "$t" ] || continue

@@ -87,6 +87,8 @@ for script in $scripts; do
   dir="$tmp/$name"
   mkdir -p "$dir"
   ln -s "$so" "$dir/attnext.so"
+  # a Windows build (make PLATFORM=windows-x64): SQLite's .load adds .dll
+  [ -f "${so%.so}.dll" ] && ln -s "${so%.so}.dll" "$dir/attnext.dll"
   ln -s "$root/tests" "$dir/tests"
   (cd "$dir" && $unbuf $SQLITE3 -batch $fp_digits test.db < "$root/$script" > "$dir/out" 2>&1)
   n=$((n + 1))
