@@ -957,7 +957,7 @@ void nn_trainer_free(nn_trainer *tr) {
   nn_pool_free(tr->pool);
   if (tr->be) nn_adam_free_on(&tr->adam, tr->be);
   else nn_adam_free(&tr->adam);
-  for (int b = 0; tr->id_blocks && b <= (tr->n - 1) >> TOKEN_BLOCK_SHIFT; b++)
+  for (int b = 0; tr->id_blocks && b <= (tr->n + tr->n_unlab - 1) >> TOKEN_BLOCK_SHIFT; b++)
     nn_mem_free(tr->mem, tr->id_blocks[b]);
   nn_mem_free(tr->mem, tr->id_blocks);
   nn_mem_free(tr->mem, tr->group_start);
