@@ -359,7 +359,7 @@ static void got_text(char *out, size_t n, const nn_json *v, const char *json) {
   }
 }
 
-static size_t edit_distance(const char *a, size_t na, const char *b, size_t nb) {
+size_t nn_edit_distance(const char *a, size_t na, const char *b, size_t nb) {
   size_t row[64];
   if (na >= 63 || nb >= 63) return (size_t)-1;
   for (size_t j = 0; j <= nb; j++) row[j] = j;
@@ -388,7 +388,7 @@ static int unknown_option_error(char *err, const char *key, size_t key_len, unsi
   for (size_t i = 0; i < NUM_OPTIONS; i++) {
     const char *name = config_options[i].name;
     if (config_options[i].kind == OPT_EXT && !(accept & (1u << config_options[i].offset))) continue;
-    size_t d = edit_distance(key, key_len, name, strlen(name));
+    size_t d = nn_edit_distance(key, key_len, name, strlen(name));
     if (d < best_d && d < strlen(name) / 2 + 1) best_d = d, best = name;
   }
   if (best)

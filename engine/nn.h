@@ -189,6 +189,10 @@ typedef struct nn_config {
  * gets word vectors pretrained on them. */
 void nn_config_size_to_data(nn_config *cfg, int n_train, int C, int n_unlabelled, int64_t tokens);
 
+/* Edit distance of a and b (insertions, deletions, substitutions), or (size_t)-1 past 62 bytes:
+ * the "did you mean" of an unknown option or model name. */
+size_t nn_edit_distance(const char *a, size_t na, const char *b, size_t nb);
+
 /* The default recipe (recipe "default"). */
 void nn_config_default(nn_config *cfg);
 

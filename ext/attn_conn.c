@@ -543,26 +543,6 @@ int attn_model_ref_split(const char *ref, size_t *name_len, int64_t *version) {
   return *name_len > 0;
 }
 
-/* Edit distance of a and b (insertions, deletions, substitutions), or SIZE_MAX past 63 bytes. */
-static size_t attn_edit_distance(const char *a, size_t na, const char *b, size_t nb) {
-  size_t row[64];
-  if (na >= 63 || nb >= 63) return SIZE_MAX;
-  for (size_t j = 0; j <= nb; j++) row[j] = j;
-  for (size_t i = 1; i <= na; i++) {
-    size_t diag = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= nb; j++) {
-      size_t up = row[j];
-      size_t best = diag + (a[i - 1] == b[j - 1] ? 0 : 1);
-      if (up + 1 < best) best = up + 1;
-      if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
-      row[j] = best;
-      diag = up;
-    }
-  }
-  return row[nb];
-}
-
 char *attn_conn_suggest_name(attn_conn *conn, const char *name) {
   sqlite3_stmt *stmt = NULL;
   char *best = NULL;
@@ -576,7 +556,7 @@ char *attn_conn_suggest_name(attn_conn *conn, const char *name) {
   while (sqlite3_step(stmt) == SQLITE_ROW) {
     const char *stored = (const char *)sqlite3_column_text(stmt, 0);
     if (!stored) continue;
-    size_t n = strlen(stored), d = attn_edit_distance(name, len, stored, n);
+    size_t n = strlen(stored), d = nn_edit_distance(name, len, stored, n);
     if (d > 0 && d < best_d && d < n / 2 + 1) {
       char *copy = sqlite3_mprintf("%s", stored);
       if (!copy) continue;

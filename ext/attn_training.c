@@ -756,17 +756,20 @@ int attn_training_decide(attn_training *t, const nn_model *model, const int *row
   rc = attn_training_score(t, model, rows, n, &fresh, msg);
   if (rc == SQLITE_OK) rc = attn_training_score(t, current->nn, rows, n, &deployed, msg);
   int fair = rc == SQLITE_OK ? attn_training_same_held_out(t, current->version) : 0;
+  /* the monitored figure of both versions, as every reason below gives it */
+  int monitor = t->cfg.monitor;
+  const char *figure = monitor == NN_MONITOR_VAL_F1         ? "val_f1"
+                       : monitor == NN_MONITOR_VAL_ACCURACY ? "val_accuracy"
+                                                            : "val_loss";
+  char a[32] = "", b[32] = "";
+  if (rc == SQLITE_OK) {
+    sqlite3_snprintf(sizeof a, a, "%.6g", attn_monitored(monitor, &fresh));
+    sqlite3_snprintf(sizeof b, b, "%.6g", attn_monitored(monitor, &deployed));
+  }
   if (rc == SQLITE_OK && !fair) {
     /* The deployed version validated on other rows (another split, fraction or data, or it
      * was imported): it may have trained on some of these, which would favour it. The rule:
      * the new version is deployed, and the reason says that nothing was compared. */
-    int monitor = t->cfg.monitor;
-    const char *figure = monitor == NN_MONITOR_VAL_F1         ? "val_f1"
-                         : monitor == NN_MONITOR_VAL_ACCURACY ? "val_accuracy"
-                                                              : "val_loss";
-    char a[32], b[32];
-    sqlite3_snprintf(sizeof a, a, "%.6g", attn_monitored(monitor, &fresh));
-    sqlite3_snprintf(sizeof b, b, "%.6g", attn_monitored(monitor, &deployed));
     *deploy = 1;
     t->deploy_reason = sqlite3_mprintf(
         "not compared: the deployed version %lld held out other rows than these %d validation "
@@ -775,14 +778,7 @@ int attn_training_decide(attn_training *t, const nn_model *model, const int *row
         (long long)current->version, n, figure, a, b);
     if (!t->deploy_reason) rc = SQLITE_NOMEM;
   } else if (rc == SQLITE_OK) {
-    int monitor = t->cfg.monitor;
     *deploy = attn_figures_better(monitor, &fresh, &deployed);
-    const char *figure = monitor == NN_MONITOR_VAL_F1         ? "val_f1"
-                         : monitor == NN_MONITOR_VAL_ACCURACY ? "val_accuracy"
-                                                              : "val_loss";
-    char a[32], b[32];
-    sqlite3_snprintf(sizeof a, a, "%.6g", attn_monitored(monitor, &fresh));
-    sqlite3_snprintf(sizeof b, b, "%.6g", attn_monitored(monitor, &deployed));
     if (attn_figures_tie(monitor, &fresh, &deployed)) {
       char c[32], d[32];
       sqlite3_snprintf(sizeof c, c, "%.6g", fresh.loss);
