@@ -52,7 +52,11 @@ SELECT id, label, probability FROM attn_classify('news', 'SELECT 1, NULL', 0.5, 
 SELECT count(*) AS rows, sum(label IS NULL) = sum(probability < 0.5) AS text_threshold_ok
 FROM attn_classify('news', 'SELECT id, text FROM docs', '0.5');
 
--- attn_predict: the same decisions, away from the threshold's rounding (single-row kernels)
+-- attn_predict: the same decisions, away from the threshold's rounding. attn_predict runs the
+-- single-row kernels and attn_classify the batched ones, whose probabilities agree to float
+-- rounding only (OpenBLAS's sgemm or ours), so a row within 1e-5 of the threshold -- the row the
+-- threshold was taken from among them -- may fall on either side and is left out; the
+-- comparison at the threshold itself (>=) is attn_classify's above and 0 / 1 below.
 SELECT sum(attn_predict('news', d.text, t.threshold) IS NULL) = sum(p.probability < t.threshold)
          AS predict_null_below,
        sum(attn_predict('news', d.text, t.threshold, 'unknown') = 'unknown')
@@ -60,7 +64,7 @@ SELECT sum(attn_predict('news', d.text, t.threshold) IS NULL) = sum(p.probabilit
        sum(attn_predict('news', d.text, t.threshold) = p.label)
          = sum(p.probability >= t.threshold) AS predict_label_at_or_above
 FROM docs d JOIN p ON p.id = d.id, t
-WHERE abs(p.probability - t.threshold) > 1e-5 OR p.probability = t.threshold;
+WHERE abs(p.probability - t.threshold) > 1e-5;
 SELECT sum(attn_predict('news', text, 0) = attn_predict('news', text)) AS same_at_0,
        sum(attn_predict('news', text, 1, 7) = 7) AS fallback_at_1
 FROM docs;
