@@ -609,7 +609,20 @@ static int sharded_train_step(nn_trainer *tr, const nn_batch *batch, float *loss
 }
 
 /* Validation: mean batch loss, accuracy and weighted F1 of the argmax predictions. */
-static int validate(nn_trainer *tr, double *loss, double *accuracy, double *f1, char *err) {
+/* The validation rows' figures. fn, when given, is called again with the epoch's last report
+ * (every batch done) every VALIDATE_ASK validation batches: a large validation split takes
+ * seconds, and fn is where the caller answers an interrupt. */
+enum { VALIDATE_ASK = 8 };
+
+typedef struct epoch_report {
+  nn_progress_fn fn;
+  void *ctx;
+  int batches;
+  double loss, rate;
+} epoch_report;
+
+static int validate(nn_trainer *tr, const epoch_report *report, double *loss, double *accuracy,
+                    double *f1, char *err) {
   int B = tr->cfg.batch_size, C = tr->C;
   memset(tr->true_positive, 0, (size_t)C * sizeof *tr->true_positive);
   memset(tr->predicted, 0, (size_t)C * sizeof *tr->predicted);
@@ -617,6 +630,11 @@ static int validate(nn_trainer *tr, double *loss, double *accuracy, double *f1, 
   double mean = 0;
   int k = 0;
   for (int first = 0; first < tr->n_val; first += B, k++) {
+    if (report->fn && k % VALIDATE_ASK == VALIDATE_ASK - 1 &&
+        report->fn(report->ctx, report->batches, report->batches, report->loss, report->rate)) {
+      snprintf(err, NN_ERR_LEN, "interrupted");
+      return NN_INTERRUPTED;
+    }
     int count = tr->n_val - first < B ? tr->n_val - first : B;
     nn_batch batch = make_batch(tr, tr->val_rows + first, count, 0);
     int status = sharded_forward(tr, &batch, 0, err);
@@ -718,7 +736,7 @@ int nn_trainer_epoch(nn_trainer *tr, nn_epoch_stats *stats, nn_progress_fn fn, v
   tr->adam.lr = (float)tr->lr;
   int cosine = tr->cfg.lr_schedule == NN_SCHEDULE_COSINE;
   double epoch_lr = cosine ? cosine_lr(tr, 0, batches) : tr->lr;
-  double train_loss = 0;
+  double train_loss = 0, rate = 0;
   int rows_done = 0;
   for (int k = 0; k < batches; k++) {
     int first = tr->batch_perm[k] * B;
@@ -732,7 +750,8 @@ int nn_trainer_epoch(nn_trainer *tr, nn_epoch_stats *stats, nn_progress_fn fn, v
     rows_done += count;
     if (fn) {
       double elapsed = now_seconds() - start;
-      if (fn(ctx, k + 1, batches, train_loss, elapsed > 0 ? rows_done / elapsed : 0.0)) {
+      rate = elapsed > 0 ? rows_done / elapsed : 0.0;
+      if (fn(ctx, k + 1, batches, train_loss, rate)) {
         snprintf(err, NN_ERR_LEN, "interrupted");
         return NN_INTERRUPTED;
       }
@@ -742,7 +761,8 @@ int nn_trainer_epoch(nn_trainer *tr, nn_epoch_stats *stats, nn_progress_fn fn, v
   nn_epoch_stats s;
   memset(&s, 0, sizeof s);
   if (tr->n_val > 0) {
-    status = validate(tr, &s.val_loss, &s.val_accuracy, &s.val_f1, err);
+    epoch_report report = {fn, ctx, batches, train_loss, rate};
+    status = validate(tr, &report, &s.val_loss, &s.val_accuracy, &s.val_f1, err);
     if (status != NN_OK) return status;
   } else { /* "validation": "none": no figures; every epoch is kept, so the last one is */
     s.val_loss = s.val_accuracy = s.val_f1 = NAN;

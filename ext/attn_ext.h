@@ -488,7 +488,7 @@ typedef struct attn_progress {
   int enabled;
   int epoch, epochs;
   double start, last_draw;
-  int drawn;
+  int drawn, last_done; /* last_done: the batches of the last line drawn */
 } attn_progress;
 
 /* One training run of attn_train, attn_fit or a trial of attn_tune. */

@@ -42,8 +42,12 @@ static void attn_progress_update(attn_progress *p, int batches_done, int batches
                           double rows_per_second) {
   if (!p->enabled || batches_total <= 0) return;
   double now = attn_now();
+  /* the last batch is drawn at once, then not again: the validation repeats that report to
+   * ask for interrupts */
+  if (p->drawn && batches_done == p->last_done) return;
   if (p->drawn && now - p->last_draw < 0.1 && batches_done < batches_total) return;
   p->last_draw = now;
+  p->last_done = batches_done;
   char bar[21];
   int filled = (int)(20.0 * batches_done / batches_total);
   if (filled > 20) filled = 20;
@@ -118,14 +122,20 @@ void attn_training_reset(attn_training *t) {
 }
 
 /* nn_progress_fn: stop when the connection was interrupted; draw the progress line. */
-static int attn_training_progress(void *ctx, int batches_done, int batches_total, double loss,
-                                  double rows_per_second) {
-  attn_training *t = ctx;
+/* Whether the run was asked to stop: the connection interrupted, or the job cancelled. */
+static int attn_training_stop_asked(attn_training *t) {
   if (t->stop_flag && atomic_load(t->stop_flag)) return 1;
   if (t->probe) {
     sqlite3_reset(t->probe);
     if (sqlite3_step(t->probe) == SQLITE_INTERRUPT) return 1;
   }
+  return 0;
+}
+
+static int attn_training_progress(void *ctx, int batches_done, int batches_total, double loss,
+                                  double rows_per_second) {
+  attn_training *t = ctx;
+  if (attn_training_stop_asked(t)) return 1;
   attn_progress_update(&t->progress, batches_done, batches_total, loss, rows_per_second);
   attn_status_batch(t->status, batches_done, batches_total, loss, rows_per_second);
   return 0;
@@ -857,7 +867,11 @@ static int attn_training_save(attn_training *t, char **msg) {
   char err[NN_ERR_LEN] = "";
   nn_model *model = NULL;
   attn_status_phase(t->status, "saving", t->cfg.epochs, 0, 0);
-  int st = nn_trainer_take_model(t->trainer, &model, err);
+  /* an interrupt that came after the last batch is answered before the inference tables are
+   * built and the model written (a second or more for a large model) */
+  int st = attn_training_stop_asked(t) ? NN_INTERRUPTED : NN_OK;
+  if (st == NN_INTERRUPTED) snprintf(err, sizeof err, "interrupted");
+  if (st == NN_OK) st = nn_trainer_take_model(t->trainer, &model, err);
   if (st != NN_OK) {
     t->stopped = 1;
     return attn_nn_error(st, t->fn, err, msg);

@@ -181,13 +181,32 @@ static int interrupt_at_3(void *ctx, int done, int total, double loss, double ro
   return done == 3;
 }
 
+/* The progress calls of a run: one after every training batch (1..total in every epoch), then
+ * the last one repeated every 8 validation batches (where an interrupt is answered too). */
+typedef struct progress_calls {
+  int calls, repeats, last;
+} progress_calls;
+
 static int count_calls(void *ctx, int done, int total, double loss, double rows_per_second) {
-  int *calls = ctx;
-  (*calls)++;
-  int expect = (*calls - 1) % total + 1; /* 1..total in every epoch */
+  progress_calls *p = ctx;
+  if (p->last == total && done == total) {
+    p->repeats++;
+    return 0;
+  }
+  p->calls++;
+  int expect = (p->calls - 1) % total + 1;
   if (done != expect) /* one message, not one per batch */
-    CHECK(done == expect, "progress batches_done %d on call %d (total %d)", done, *calls, total);
+    CHECK(done == expect, "progress batches_done %d on call %d (total %d)", done, p->calls, total);
+  p->last = done;
   return 0;
+}
+
+/* Interrupts at the first repeat of the last report: in the first epoch's validation. */
+static int interrupt_in_validation(void *ctx, int done, int total, double loss,
+                                   double rows_per_second) {
+  int *last = ctx, stop = *last == total && done == total;
+  *last = done;
+  return stop;
 }
 
 static dataset data; /* large: static */
@@ -593,8 +612,8 @@ int main(void) {
   /* ---- learning: the keyword decides the label */
   make_keyword_data(&data, 800, 3, 0, 7);
   small_config(&cfg);
-  int calls = 0;
-  run_training(&a, &cfg, &data, count_calls, &calls);
+  progress_calls seen = {0, 0, 0};
+  run_training(&a, &cfg, &data, count_calls, &seen);
   CHECK(a.status == NN_DONE, "run status %d: %s", a.status, a.err);
   CHECK(a.epochs == cfg.epochs, "epochs run %d, expected %d", a.epochs, cfg.epochs);
   for (int e = 0; e < a.epochs; e++)
@@ -614,8 +633,11 @@ int main(void) {
         a.stats[a.epochs - 1].train_loss);
   /* 800 rows, 16 per batch, 15% validation: the callback saw every training batch */
   int val_rows = (int)json_value(a.json, "val_rows"), train_rows = (int)json_value(a.json, "train_rows");
-  int batches = (train_rows + 15) / 16;
-  CHECK(calls == batches * a.epochs, "progress calls %d, expected %d", calls, batches * a.epochs);
+  int batches = (train_rows + 15) / 16, val_batches = (val_rows + 15) / 16;
+  CHECK(seen.calls == batches * a.epochs, "progress calls %d, expected %d", seen.calls,
+        batches * a.epochs);
+  CHECK(seen.repeats == val_batches / 8 * a.epochs,
+        "progress repeats in validation %d, expected %d", seen.repeats, val_batches / 8 * a.epochs);
   printf("metrics: %s\n", a.json ? a.json : "(null)");
   CHECK(train_rows + val_rows == 800, "train %d + val %d rows", train_rows, val_rows);
   CHECK(abs(val_rows - 120) <= 2, "val rows %d, expected about 15%% of 800", val_rows);
@@ -724,11 +746,18 @@ int main(void) {
   check_monitor(&cfg, NN_MONITOR_VAL_F1);
   check_monitor(&cfg, NN_MONITOR_VAL_ACCURACY);
 
-  /* ---- interrupt */
-  calls = 0;
+  /* ---- interrupt: in the batches, and in the validation */
+  int calls = 0;
   run_training(&a, &cfg, &data, interrupt_at_3, &calls);
   CHECK(a.status == NN_INTERRUPTED, "interrupt: status %d (%s)", a.status, a.err);
   CHECK(calls == 3, "callback calls %d", calls);
+  free_run(&a);
+  int last = 0;
+  nn_config small_batches = cfg;
+  small_batches.batch_size = 4; /* validation batches enough to ask */
+  run_training(&a, &small_batches, &data, interrupt_in_validation, &last);
+  CHECK(a.status == NN_INTERRUPTED && a.epochs == 0,
+        "interrupt in the validation: status %d after %d epochs (%s)", a.status, a.epochs, a.err);
   free_run(&a);
 
   /* ---- split sizes: classes of 100, 60 and 1 rows; the single row trains */
