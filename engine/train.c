@@ -608,10 +608,10 @@ static int sharded_train_step(nn_trainer *tr, const nn_batch *batch, float *loss
   return NN_OK;
 }
 
-/* Validation: mean batch loss, accuracy and weighted F1 of the argmax predictions. */
-/* The validation rows' figures. fn, when given, is called again with the epoch's last report
- * (every batch done) every VALIDATE_ASK validation batches: a large validation split takes
- * seconds, and fn is where the caller answers an interrupt. */
+/* Validation: mean batch loss, accuracy and weighted F1 of the argmax predictions. fn, when
+ * given, is called again with the epoch's last report (every batch done) every VALIDATE_ASK
+ * validation batches: a large validation split takes seconds, and fn is where the caller
+ * answers an interrupt. */
 enum { VALIDATE_ASK = 8 };
 
 typedef struct epoch_report {

@@ -403,7 +403,7 @@ static int attn_store_read_begin_at(attn_conn *conn, const char *fn, int *models
                                     char **errmsg) {
   if (conn->store_depth > 0) {
     *errmsg = sqlite3_mprintf("%s: the model store was read again while it was being read (a "
-                              "view, trigger or generated column of this database calls attnext)",
+                              "collation or other callback of the program calls attnext)",
                               fn);
     return SQLITE_ERROR;
   }

@@ -8,6 +8,7 @@
     virtual table, with a generated column, WITHOUT ROWID, with a column named rowid, without
     its PRIMARY KEY (attn_import then wrote a second deployed row of the same version);
   - triggers of the store that call attnext while it writes run, bounded, and do not crash;
+  - a collation of the application's that calls attnext while the store is read: refused;
   - attn_curves draws valid SVG (no nan or inf coordinates) for logs of huge, infinite,
     NULL, text and single-epoch values.
 Each hostile case runs in its own sqlite3 shell ($SQLITE3), so a crash is reported as one
@@ -226,6 +227,38 @@ err = R.error_of(d, "SELECT attn_predict('m', 'goal')")
 d.close()
 check(None not in first and err is not None and "attn_models is a view" in err,
       f"a view put in place by the same connection after a lookup: refused ({err!r})")
+
+# A collation of the application's, named by the store's name column, that calls attnext back:
+# the one callback the check cannot see (a collation is the program's, not the file's). The
+# store's read compares names through it; the nested lookup is refused by name, the outer one
+# answers, and nothing recurses.
+path = hostile_db("collation", "")
+d = R.connect(path)
+nested, depth = [], [0]
+
+
+def calls_back(a, b):
+    if depth[0] == 0:
+        depth[0] += 1
+        nested.append(R.error_of(d, "SELECT attn_predict('m', 'goal')"))
+        depth[0] -= 1
+    return (a > b) - (a < b)
+
+
+d.create_collation("app_names", calls_back)
+schema = d.execute("SELECT sql FROM sqlite_schema WHERE name = 'attn_models'").fetchone()[0]
+d.executescript(schema.replace("CREATE TABLE attn_models(", "CREATE TABLE copied(", 1)
+                .replace("name TEXT NOT NULL,", "name TEXT NOT NULL COLLATE app_names,", 1) +
+                ";INSERT INTO copied SELECT * FROM attn_models; DROP TABLE attn_models;"
+                "ALTER TABLE copied RENAME TO attn_models;")
+nested.clear()
+outer = d.execute("SELECT attn_predict('m', 'goal match')").fetchone()[0]
+d.close()
+check(outer in ("sports", "tech", "money") and nested and all(
+          e is not None and e.startswith("attn_predict: the model store was read again while it "
+                                         "was being read") for e in nested),
+      f"a collation that calls attnext while the store is read: the nested lookup refused, the "
+      f"outer one answers ({outer!r}, {nested[:1]!r})")
 
 # ---------------------------------------------------------------- attn_curves on hostile logs
 db = R.connect(os.path.join(tmp, "curves.db"))
