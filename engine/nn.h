@@ -522,6 +522,13 @@ typedef struct nn_trainer_args {
    * instead of building arrays of pointers and lengths. */
   nn_row_fn row_text, row_label;
   void *rows_ctx;
+  /* Optional, with row_text: rows_done(rows_ctx, first, end, keep, nkeep) is called once rows
+   * first .. end - 1 are encoded (in order; the unlabelled rows follow the labelled ones): none
+   * of them is read again, so the caller may free their texts while the rest are encoded -- the
+   * texts of a large table then never sit beside all of their ids. keep (ascending, nkeep of
+   * them) lists those rows of the range that are in the validation split, for a caller that
+   * scores them itself later (nn_trainer_validation_rows). */
+  void (*rows_done)(void *rows_ctx, int first, int end, const int *keep, int nkeep);
   int n;
   /* Unlabelled rows: texts n .. n + n_unlabelled - 1 (texts[] or row_text; no label is asked
    * for them). They join the vocabulary and the pretraining (cfg.pretrain_epochs), never the

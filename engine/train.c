@@ -95,8 +95,9 @@ static const char *args_label(void *ctx, int i, int *len) {
 int nn_trainer_create(nn_trainer **out, const nn_trainer_args *a, char *err) {
   const nn_config *cfg = a->cfg;
   const nn_model *base = a->base;
-  nn_train_rows rows = {args_text, args_label, (void *)a};
-  if (a->row_text || a->row_label) rows = (nn_train_rows){a->row_text, a->row_label, a->rows_ctx};
+  nn_train_rows rows = {args_text, args_label, (void *)a, NULL};
+  if (a->row_text || a->row_label)
+    rows = (nn_train_rows){a->row_text, a->row_label, a->rows_ctx, a->rows_done};
   int n = a->n;
   nn_interrupt_fn stop = a->stop;
   void *stop_ctx = a->stop_ctx;

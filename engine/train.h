@@ -146,6 +146,7 @@ static inline int nn_train_is_val(const nn_trainer *tr, int i) {
 typedef struct nn_train_rows {
   nn_row_fn text, label;
   void *ctx;
+  void (*done)(void *ctx, int first, int end, const int *keep, int nkeep); /* rows_done */
 } nn_train_rows;
 
 /* train_data.c: the rows of a training run, prepared once: the sorted label set (tr->C,

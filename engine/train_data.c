@@ -376,7 +376,9 @@ static int encode_rows(nn_trainer *tr, nn_vocab **vocab, const nn_vocab *fixed,
   nn_config probe = tr->cfg;
   probe.max_len = max_len + 1;
   nn_token *tokens = nn_mem_alloc(tr->mem, (size_t)(max_len + 1) * sizeof *tokens);
-  if (!tokens) goto oom;
+  int *keep = rows->done ? nn_mem_alloc(tr->mem, ((size_t)1 << TOKEN_BLOCK_SHIFT) * sizeof *keep)
+                         : NULL; /* a block's validation rows, for rows->done */
+  if (!tokens || (rows->done && !keep)) goto oom;
   train_texts cursor = {tr, rows, 0};
   status = fixed ? copy_vocab(vocab, fixed, tr->stop, tr->stop_ctx, tr->mem, err)
                  : nn_vocab_build_rows(vocab, train_text, &cursor, tr->n_train + tr->n_unlab,
@@ -434,6 +436,12 @@ static int encode_rows(nn_trainer *tr, nn_vocab **vocab, const nn_vocab *fixed,
     tr->id_blocks[b] = nn_mem_alloc(tr->mem, used * width);
     if (!tr->id_blocks[b]) goto oom;
     memcpy(tr->id_blocks[b], stage, used * width);
+    if (rows->done) { /* these texts are not read again */
+      int nkeep = 0;
+      for (int i = first; i < end && i < tr->n; i++)
+        if (nn_train_is_val(tr, i)) keep[nkeep++] = i;
+      rows->done(rows->ctx, first, end, keep, nkeep);
+    }
   }
   status = NN_OK;
   goto done;
@@ -443,6 +451,7 @@ oom:
 done:
   nn_mem_free(tr->mem, stage);
   nn_mem_free(tr->mem, tokens);
+  nn_mem_free(tr->mem, keep);
   return status;
 }
 

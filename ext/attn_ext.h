@@ -312,6 +312,13 @@ const char *attn_train_rows_text(const attn_train_rows *r, int i, int *len);
 const char *attn_train_rows_label(const attn_train_rows *r, int i, int *len);
 int attn_train_rows_label_id(const attn_train_rows *r, int i);
 void attn_train_rows_free(attn_train_rows *r);
+/* Row i of src appended to dst (its text and label; dst numbers labels its own way): SQLITE_OK
+ * or SQLITE_NOMEM. attn_train_rows_seal gives back what dst's last block does not use. */
+int attn_train_rows_copy(attn_train_rows *dst, const attn_train_rows *src, int i);
+void attn_train_rows_seal(attn_train_rows *r);
+/* The texts of every block whose rows are all below end freed (r->n and the labels' table
+ * stay): rows below end must not be read afterwards. */
+void attn_train_rows_release(attn_train_rows *r, int end);
 /* One sqlite3_step of the user's query stmt for function fn; the functions that write the model
  * store refuse to run inside it (attn_conn_query_begin: its query must be read-only). */
 int attn_query_step(attn_conn *conn, sqlite3_stmt *stmt, const char *fn);
@@ -523,6 +530,12 @@ typedef struct attn_training {
    * pretraining reads; with the option false they are only counted (nskipped) */
   attn_train_rows unlabelled;
   int use_unlabelled, nskipped;
+  /* A run that saves (not a tune's trial) lets each row's text go once the trainer has encoded
+   * it (attn_training_rows_done); the validation rows' are copied to kept first, their numbers
+   * in kept_index (ascending). Once the trainer exists, rows is kept and the trainer's
+   * validation rows are renumbered into it (attn_training_save). */
+  attn_train_rows kept;
+  int *kept_index, nkept, cap_kept, kept_failed;
   char *query_text;     /* the training query (lineage) */
   char rows_sha256[65], val_sha256[65];
   char *from_name;      /* option "from": the base's name and version (lineage) */

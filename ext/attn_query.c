@@ -431,6 +431,34 @@ int attn_train_rows_read(attn_train_rows *r, sqlite3_stmt *stmt, const char *fn,
   return rc;
 }
 
+int attn_train_rows_copy(attn_train_rows *dst, const attn_train_rows *src, int i) {
+  int len, label_len;
+  const char *text = attn_train_rows_text(src, i, &len);
+  const char *label = attn_train_rows_label(src, i, &label_len);
+  char *ignored = NULL; /* "too many rows": dst holds fewer rows than src */
+  int rc = attn_train_rows_append(dst, text, len, label, label_len, "", &ignored);
+  sqlite3_free(ignored);
+  return rc == SQLITE_OK ? SQLITE_OK : SQLITE_NOMEM;
+}
+
+void attn_train_rows_seal(attn_train_rows *r) { attn_train_rows_close(r); }
+
+void attn_train_rows_release(attn_train_rows *r, int end) {
+  for (int b = 0; b < r->nblocks; b++) {
+    attn_row_block *k = &r->blocks[b];
+    if (k->first + k->n > end) break; /* the blocks are in row order */
+    if (r->open && b == r->nblocks - 1) break;
+    sqlite3_free(k->bytes);
+    sqlite3_free(k->starts);
+    sqlite3_free(k->labels16);
+    sqlite3_free(k->labels32);
+    k->bytes = NULL;
+    k->starts = NULL;
+    k->labels16 = NULL;
+    k->labels32 = NULL;
+  }
+}
+
 /* The block of row i (0 <= i < r->n). */
 static const attn_row_block *attn_train_rows_find(const attn_train_rows *r, int i) {
   int lo = 0, hi = r->nblocks - 1;

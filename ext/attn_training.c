@@ -83,6 +83,10 @@ void attn_training_free(attn_training *t) {
   t->name = NULL;
   attn_train_rows_free(&t->rows);
   attn_train_rows_free(&t->unlabelled);
+  attn_train_rows_free(&t->kept);
+  sqlite3_free(t->kept_index);
+  t->kept_index = NULL;
+  t->nkept = t->cap_kept = t->kept_failed = 0;
   t->nquery = t->nvalidation = t->nskipped = 0;
   sqlite3_free(t->validation_query);
   t->validation_query = NULL;
@@ -441,6 +445,36 @@ static const char *attn_training_label(void *ctx, int i, int *len) {
   return attn_train_rows_label(&t->rows, i, len);
 }
 
+/* nn_trainer_args.rows_done: rows first .. end - 1 are encoded. Their texts go, the validation
+ * rows' (keep) copied to t->kept first: the deploy decision scores them after the training.
+ * Out of memory for a copy: nothing more is let go, and attn_training_create fails. */
+static void attn_training_rows_done(void *ctx, int first, int end, const int *keep, int nkeep) {
+  attn_training *t = ctx;
+  if (t->kept_failed) return;
+  if (t->nkept + nkeep > t->cap_kept) {
+    int cap = t->cap_kept ? t->cap_kept : 256;
+    while (cap < t->nkept + nkeep) cap *= 2;
+    int *index = sqlite3_realloc64(t->kept_index, sizeof *index * (sqlite3_uint64)cap);
+    if (!index) {
+      t->kept_failed = 1;
+      return;
+    }
+    t->kept_index = index;
+    t->cap_kept = cap;
+  }
+  for (int k = 0; k < nkeep; k++) {
+    if (attn_train_rows_copy(&t->kept, &t->rows, keep[k]) != SQLITE_OK) {
+      t->kept_failed = 1;
+      return;
+    }
+    t->kept_index[t->nkept++] = keep[k];
+  }
+  int n = t->rows.n;
+  attn_train_rows_release(&t->rows, end < n ? end : n);
+  if (end > n) attn_train_rows_release(&t->unlabelled, end - n);
+  (void)first;
+}
+
 /* Create the trainer of t->cfg over t's rows (a warm start from t->base when set). */
 int attn_training_create(attn_training *t, char **msg) {
   sqlite3 *db = attn_conn_db(t->conn);
@@ -456,6 +490,7 @@ int attn_training_create(attn_training *t, char **msg) {
                           .row_text = attn_training_text,
                           .row_label = attn_training_label,
                           .rows_ctx = t,
+                          .rows_done = t->keep ? NULL : attn_training_rows_done,
                           .n = t->rows.n,
                           .n_unlabelled = t->unlabelled.n,
                           .stop = attn_interrupt_check,
@@ -470,6 +505,17 @@ int attn_training_create(attn_training *t, char **msg) {
     t->trainer = NULL;
     rc = attn_nn_error(st, fn, err, msg);
     goto done;
+  }
+  if (!t->keep) { /* every text is encoded: only the validation rows' stay, renumbered */
+    if (t->kept_failed) {
+      rc = SQLITE_NOMEM;
+      goto done;
+    }
+    attn_train_rows_seal(&t->kept);
+    attn_train_rows_free(&t->rows);
+    attn_train_rows_free(&t->unlabelled);
+    t->rows = t->kept;
+    memset(&t->kept, 0, sizeof t->kept);
   }
   t->cfg = *nn_trainer_config(t->trainer); /* with what the recipe sized to the rows */
   if (t->cfg.validation == NN_VALIDATION_NONE && !t->deploy_given)
@@ -859,6 +905,18 @@ void attn_training_lineage(const attn_training *t, attn_lineage_info *l, const c
 
 /* ------------------------------------------------------------------ the save */
 
+/* Row i of the query's rows as numbered in t->rows after the trainer was created (the kept
+ * validation rows: t->kept_index is ascending and holds every one). */
+static int attn_kept_number(const attn_training *t, int i) {
+  int lo = 0, hi = t->nkept - 1;
+  while (lo < hi) {
+    int mid = (lo + hi) / 2;
+    if (t->kept_index[mid] < i) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
 /* Training is over: take the model and the validation rows, let the trainer go, then decide
  * whether the new version is deployed ("deploy") and store it with its log and lineage in one
  * transaction. With t->keep: keep the model in t->model (and the validation rows), save nothing
@@ -885,6 +943,8 @@ static int attn_training_save(attn_training *t, char **msg) {
    * decision reads the validation texts again (the run's peak memory stays the training's) */
   t->val_rows = sqlite3_malloc64(sizeof *t->val_rows * (sqlite3_uint64)(nrows ? nrows : 1));
   if (t->val_rows && nrows) memcpy(t->val_rows, rows, sizeof *rows * (size_t)nrows);
+  for (int k = 0; t->val_rows && !t->keep && k < nrows; k++) /* their numbers in t->rows now */
+    t->val_rows[k] = attn_kept_number(t, t->val_rows[k]);
   t->nval = t->val_rows ? nrows : 0;
   nn_trainer_free(t->trainer);
   t->trainer = NULL;
