@@ -85,7 +85,7 @@ check(got == want, f"attn_job_epochs without rowid: the same losses ({len(got)} 
 db.executescript("DROP TABLE attn_job_epochs; ALTER TABLE e_copy RENAME TO attn_job_epochs;")
 
 # crafted tables of 20,000 jobs and 20,000 epochs without an index: one scan of each (with an
-# automatic index), not a scan of the epochs per job (10 s)
+# automatic index), not a scan of the epochs per job (10 s of CPU; 0.9 s, 2.0 s under ASan)
 big = connect(os.path.join(tmp, "big.db"))
 big.executescript("""
 CREATE TABLE attn_job_runs(job, function, name, state, node, phase, trial, trials, epoch, epochs,
@@ -98,13 +98,14 @@ INSERT INTO attn_job_runs(job, function, name, state) SELECT i, 'attn_fit', 'm',
 WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 20000)
 INSERT INTO attn_job_epochs SELECT i, 0, 1, 0.5, 0.5, 0.5, 0.5, 0.001, 1 FROM n;
 """)
-start = time.time()
+# this process's CPU time, not the wall clock: other processes on a busy machine do not count
+start = time.process_time()
 got = big.execute("SELECT count(*), sum(losses = '[{\"epoch\":1,\"train_loss\":0.5,"
                   "\"val_loss\":0.5,\"val_accuracy\":0.5,\"val_f1\":0.5}]') FROM attn_jobs"
                   ).fetchone()
-secs = time.time() - start
-check(got == (20000, 20000) and secs < 3,
-      f"20,000 jobs x 20,000 epochs without an index: {got} in {secs:.2f} s (< 3 s)")
+secs = time.process_time() - start
+check(got == (20000, 20000) and secs < 5,
+      f"20,000 jobs x 20,000 epochs without an index: {got} in {secs:.2f} s of CPU (< 5 s)")
 big.close()
 
 # without attn_job_epochs the column is NULL
