@@ -599,6 +599,9 @@ int attn_training_decide(attn_training *t, const nn_model *model, const int *row
 /* The metrics JSON of a run with the deploy decision added ("deploy", "deployed",
  * "deploy_reason"): sqlite3_malloc'd, NULL when out of memory. */
 char *attn_training_metrics(const attn_training *t, const char *metrics, int deployed);
+/* A saved run's summary as a JSON object: name, version, epochs, committed, then the stored
+ * metrics (attn_fit's result, attn_train's last row's summary); NULL when out of memory. */
+char *attn_training_summary(const attn_training *t);
 /* t's lineage (attn_lineage row) for a version saved now; options: the run's options text. */
 void attn_training_lineage(const attn_training *t, attn_lineage_info *l, const char *options,
                            char *ended_at);

@@ -72,12 +72,13 @@ enum {
   ATTN_TRAIN_COL_DEPLOYED,
   ATTN_TRAIN_COL_ARG_NAME,
   ATTN_TRAIN_COL_ARG_QUERY,
-  ATTN_TRAIN_COL_ARG_OPTIONS
+  ATTN_TRAIN_COL_ARG_OPTIONS,
+  ATTN_TRAIN_COL_SUMMARY /* hidden, after the arguments (so never one of them) */
 };
 static const char attn_train_schema[] =
     "CREATE TABLE x(epoch INTEGER, train_loss REAL, val_loss REAL, val_accuracy REAL, "
     "val_f1 REAL, lr REAL, seconds REAL, best INTEGER, version INTEGER, deployed INTEGER, "
-    "arg_name HIDDEN, arg_query HIDDEN, arg_options HIDDEN)";
+    "arg_name HIDDEN, arg_query HIDDEN, arg_options HIDDEN, summary HIDDEN)";
 
 /* In a node: the job's row, then the same arguments. */
 static const char attn_train_job_schema[] =
@@ -93,10 +94,19 @@ static int attn_train_connect(sqlite3 *db, void *aux, int argc, const char *cons
 }
 
 static int attn_train_best_index(sqlite3_vtab *vtab, sqlite3_index_info *info) {
+  static const char usage[] =
+      "attn_train: expected 2 or 3 arguments: attn_train(name, query[, options])";
   int job = ((attn_vtab *)vtab)->mode == ATTN_TRAIN_JOB;
-  return attn_vtab_best_index(
-      vtab, info, job ? ATTN_JOB_RECEIPT_NCOLS : ATTN_TRAIN_COL_ARG_NAME, 3, 2,
-      "attn_train: expected 2 or 3 arguments: attn_train(name, query[, options])");
+  /* a fourth argument would land on the hidden summary column: refused like a fifth */
+  for (int i = 0; !job && i < info->nConstraint; i++)
+    if (info->aConstraint[i].iColumn == ATTN_TRAIN_COL_SUMMARY &&
+        info->aConstraint[i].op == SQLITE_INDEX_CONSTRAINT_EQ && info->aConstraint[i].usable) {
+      sqlite3_free(vtab->zErrMsg);
+      vtab->zErrMsg = sqlite3_mprintf("%s", usage);
+      return SQLITE_ERROR;
+    }
+  return attn_vtab_best_index(vtab, info, job ? ATTN_JOB_RECEIPT_NCOLS : ATTN_TRAIN_COL_ARG_NAME, 3,
+                              2, usage);
 }
 
 /* The statement ends before the last epoch was read (a client that steps once and resets, a
@@ -236,6 +246,14 @@ static int attn_train_column(sqlite3_vtab_cursor *base, sqlite3_context *ctx, in
   case ATTN_TRAIN_COL_LR: sqlite3_result_double(ctx, s->lr); break;
   case ATTN_TRAIN_COL_SECONDS: sqlite3_result_double(ctx, s->seconds); break;
   case ATTN_TRAIN_COL_BEST: sqlite3_result_int(ctx, s->best); break;
+  case ATTN_TRAIN_COL_SUMMARY: /* on the last row: what attn_fit returns */
+    if (last) {
+      char *json = attn_training_summary(&cur->run);
+      if (!json) return SQLITE_NOMEM;
+      sqlite3_result_text(ctx, json, -1, sqlite3_free);
+      sqlite3_result_subtype(ctx, ATTN_JSON_SUBTYPE);
+    }
+    break;
   default: break; /* hidden argument columns: NULL */
   }
   return SQLITE_OK;
@@ -290,16 +308,7 @@ void attn_fit_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
                                argc > 2 ? argv[2] : NULL, &msg);
   if (rc == SQLITE_OK) rc = attn_training_finish(&t, &msg);
   if (rc == SQLITE_OK) {
-    sqlite3_str *s = sqlite3_str_new(NULL);
-    sqlite3_str_appendall(s, "{\"name\":");
-    attn_json_string(s, t.name, (int)strlen(t.name));
-    sqlite3_str_appendf(s, ",\"version\":%lld,\"epochs\":%d,\"committed\":%s", (long long)t.version,
-                        t.nlog, t.committed ? "true" : "false");
-    if (t.metrics && t.metrics[0] == '{' && t.metrics[1] != '}')
-      sqlite3_str_appendf(s, ",%s", t.metrics + 1);
-    else
-      sqlite3_str_appendchar(s, 1, '}');
-    char *json = sqlite3_str_finish(s);
+    char *json = attn_training_summary(&t);
     if (json) {
       sqlite3_result_text(ctx, json, -1, sqlite3_free);
       sqlite3_result_subtype(ctx, ATTN_JSON_SUBTYPE); /* json_object() nests it as an object */

@@ -859,6 +859,18 @@ int attn_training_decide(attn_training *t, const nn_model *model, const int *row
   return rc;
 }
 
+char *attn_training_summary(const attn_training *t) {
+  sqlite3_str *s = sqlite3_str_new(NULL);
+  sqlite3_str_appendall(s, "{\"name\":");
+  attn_json_string(s, t->name, (int)strlen(t->name));
+  sqlite3_str_appendf(s, ",\"version\":%lld,\"epochs\":%d,\"committed\":%s", (long long)t->version,
+                      t->nlog, t->committed ? "true" : "false");
+  if (t->metrics && t->metrics[0] == '{' && t->metrics[1] != '}')
+    sqlite3_str_appendf(s, ",%s", t->metrics + 1);
+  else sqlite3_str_appendchar(s, 1, '}');
+  return sqlite3_str_finish(s);
+}
+
 char *attn_training_metrics(const attn_training *t, const char *metrics, int deployed) {
   static const char *const names[] = {"if_better", "always", "never"};
   sqlite3_str *s = sqlite3_str_new(NULL);

@@ -252,6 +252,21 @@ def test_said():
           f"{want} of {len(rows)} have more than 6 tokens")
     check(fit(db, name="full2", options=opts(max_len=4096))["truncated_texts"] == 0,
           "max_len 4096: no text cut")
+    # attn_train's last row carries the same summary (a hidden column, not in SELECT *)
+    got = db.execute("SELECT epoch, version, summary FROM attn_train('cut2', ?, ?)",
+                     (Q, opts(max_len=6))).fetchall()
+    last = json.loads(got[-1][2]) if got and got[-1][2] else {}
+    check(all(r[2] is None for r in got[:-1]) and last.get("truncated_texts") == want and
+          last.get("version") == got[-1][1] and last.get("committed") is True and
+          last.get("name") == "cut2" and "deploy_reason" in last,
+          f"attn_train's last row: summary with truncated_texts {last.get('truncated_texts')} "
+          f"(want {want}), version, committed, deploy_reason; NULL on the {len(got) - 1} others")
+    cols = [d[0] for d in db.execute("SELECT * FROM attn_train('cut3', ?, ?)",
+                                     (Q, opts(max_len=6))).description]
+    check("summary" not in cols, f"SELECT * leaves the hidden summary out: {cols}")
+    e = error_of(db, "SELECT * FROM attn_train('cut4', ?, ?, 'extra')", (Q, opts()))
+    check(e == "attn_train: expected 2 or 3 arguments: attn_train(name, query[, options])",
+          f"a fourth argument (it would fill the hidden summary column): refused: {e}")
     check(summary["committed"] is True, f"a save with no transaction open: committed {summary['committed']}")
 
     # Python's sqlite3 in its default mode opens a transaction before an INSERT, and leaves it
