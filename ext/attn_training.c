@@ -615,12 +615,8 @@ int attn_training_start(attn_training *t, attn_conn *conn, const char *fn,
 /* One model's figures on the validation rows, computed the same way for the new version and the
  * deployed one: accuracy and support-weighted F1 of the predicted labels (compared as text), and
  * the mean cross-entropy (not class-weighted; +inf when the model lacks a row's label). */
-typedef struct attn_figures {
-  double loss, accuracy, f1;
-} attn_figures;
-
 static int attn_training_score(attn_training *t, const nn_model *model, const int *rows, int n,
-                               attn_figures *out, char **msg) {
+                               nn_figures *out, char **msg) {
   const char *fn = t->fn;
   int C = nn_model_num_classes(model), L = t->rows.nlabels, rc;
   const char **texts = sqlite3_malloc64(sizeof *texts * (sqlite3_uint64)n);
@@ -684,26 +680,6 @@ done:
   return rc;
 }
 
-/* The monitored figure of f, and whether a is strictly better than b on it. */
-static double attn_monitored(int monitor, const attn_figures *f) {
-  return monitor == NN_MONITOR_VAL_F1         ? f->f1
-         : monitor == NN_MONITOR_VAL_ACCURACY ? f->accuracy
-                                              : f->loss;
-}
-
-/* Whether a's F1 or accuracy only ties b's, so that the loss decides (as for the best epoch). */
-static int attn_figures_tie(int monitor, const attn_figures *a, const attn_figures *b) {
-  return monitor != NN_MONITOR_VAL_LOSS && attn_monitored(monitor, a) == attn_monitored(monitor, b);
-}
-
-static int attn_figures_better(int monitor, const attn_figures *a, const attn_figures *b) {
-  double x = attn_monitored(monitor, a), y = attn_monitored(monitor, b);
-  if (isnan(x)) return 0;
-  if (isnan(y)) return 1;
-  if (attn_figures_tie(monitor, a, b)) return a->loss < b->loss;
-  return monitor == NN_MONITOR_VAL_LOSS ? x < y : x > y;
-}
-
 /* Whether the deployed version `version` of t->name held out exactly the rows t validates on
  * (its metrics' validation_sha256 is t->val_id): then neither version trained on them. */
 static int attn_training_same_held_out(attn_training *t, int64_t version) {
@@ -762,19 +738,17 @@ int attn_training_decide(attn_training *t, const nn_model *model, const int *row
     sqlite3_free(err);
     return t->deploy_reason ? SQLITE_OK : SQLITE_NOMEM;
   }
-  attn_figures fresh, deployed;
+  nn_figures fresh, deployed;
   rc = attn_training_score(t, model, rows, n, &fresh, msg);
   if (rc == SQLITE_OK) rc = attn_training_score(t, current->nn, rows, n, &deployed, msg);
   int fair = rc == SQLITE_OK ? attn_training_same_held_out(t, current->version) : 0;
   /* the monitored figure of both versions, as every reason below gives it */
-  int monitor = t->cfg.monitor;
-  const char *figure = monitor == NN_MONITOR_VAL_F1         ? "val_f1"
-                       : monitor == NN_MONITOR_VAL_ACCURACY ? "val_accuracy"
-                                                            : "val_loss";
+  nn_monitor monitor = t->cfg.monitor;
+  const char *figure = nn_monitor_name(monitor);
   char a[32] = "", b[32] = "";
   if (rc == SQLITE_OK) {
-    sqlite3_snprintf(sizeof a, a, "%.6g", attn_monitored(monitor, &fresh));
-    sqlite3_snprintf(sizeof b, b, "%.6g", attn_monitored(monitor, &deployed));
+    sqlite3_snprintf(sizeof a, a, "%.6g", nn_monitor_figure(monitor, &fresh));
+    sqlite3_snprintf(sizeof b, b, "%.6g", nn_monitor_figure(monitor, &deployed));
   }
   if (rc == SQLITE_OK && !fair) {
     /* The deployed version validated on other rows (another split, fraction or data, or it
@@ -788,8 +762,8 @@ int attn_training_decide(attn_training *t, const nn_model *model, const int *row
         (long long)current->version, n, figure, a, b);
     if (!t->deploy_reason) rc = SQLITE_NOMEM;
   } else if (rc == SQLITE_OK) {
-    *deploy = attn_figures_better(monitor, &fresh, &deployed);
-    if (attn_figures_tie(monitor, &fresh, &deployed)) {
+    *deploy = nn_monitor_better(monitor, &fresh, &deployed);
+    if (nn_monitor_tie(monitor, &fresh, &deployed)) {
       char c[32], d[32];
       sqlite3_snprintf(sizeof c, c, "%.6g", fresh.loss);
       sqlite3_snprintf(sizeof d, d, "%.6g", deployed.loss);

@@ -1,7 +1,8 @@
 /* attn_tune.c -- the table-valued function attn_tune: a grid search. Every combination of the
  * grid's option values is trained on the same rows (the same split and seed: the options'), each
  * trial is stored as a version of `name`, and the best by the options' "monitor" (the default
- * recipe's val_f1, highest first; the lesson recipe's val_loss) is the one deployed.
+ * recipe's val_f1, highest first; the lesson recipe's val_loss; nn_monitor_better, the rule of the
+ * best epoch) is the one deployed.
  *
  *   SELECT * FROM attn_tune('news', 'SELECT title, category FROM headlines',
  *                           '{"cell":["rnn","gru"],"hidden":[64,128]}', '{"epochs":10}');
@@ -438,15 +439,13 @@ static double attn_tune_now(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* Whether figure a is better than b under monitor (NaN is never better). */
-static int attn_tune_better(int monitor, const attn_tune_trial *a, const attn_tune_trial *b) {
-  switch (monitor) {
-  case NN_MONITOR_VAL_F1: return a->val_f1 > b->val_f1 || (isnan(b->val_f1) && !isnan(a->val_f1));
-  case NN_MONITOR_VAL_ACCURACY:
-    return a->val_accuracy > b->val_accuracy ||
-           (isnan(b->val_accuracy) && !isnan(a->val_accuracy));
-  default: return a->val_loss < b->val_loss || (isnan(b->val_loss) && !isnan(a->val_loss));
-  }
+/* Whether trial a is better than trial b under monitor (nn_monitor_better: its tie and NaN
+ * rules are those of the best epoch). */
+static int attn_tune_better(nn_monitor monitor, const attn_tune_trial *a,
+                            const attn_tune_trial *b) {
+  nn_figures x = {a->val_loss, a->val_accuracy, a->val_f1};
+  nn_figures y = {b->val_loss, b->val_accuracy, b->val_f1};
+  return nn_monitor_better(monitor, &x, &y);
 }
 
 /* The kept epoch's figures of a finished run (its metrics: best_epoch, val_loss, ...). */
@@ -880,7 +879,7 @@ static int attn_tune_filter(sqlite3_vtab_cursor *base, int idx_num, const char *
   /* the monitor that picks the best trial, "deploy" and "validation_query": the options' */
   rc = attn_training_options(&t, train_options, &msg);
   if (rc != SQLITE_OK) goto done;
-  int monitor = t.cfg.monitor;
+  nn_monitor monitor = t.cfg.monitor;
   rc = attn_training_rows(&t, &msg);
   if (rc != SQLITE_OK) goto done;
   if (!t.probe && sqlite3_prepare_v2(db, "SELECT 1", -1, &t.probe, NULL) != SQLITE_OK) {
