@@ -24,15 +24,15 @@
  * parameters only when it keeps the best epoch's and when the model is taken.
  */
 #ifndef _GNU_SOURCE
-#define _POSIX_C_SOURCE 200809L /* clock_gettime */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime, in compat.h's nn_os_seconds */
 #endif
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "compat.h" /* nn_os_seconds */
 #include "config.h"
 #include "json.h"
 #include "metrics.h"
@@ -42,12 +42,6 @@
 #include "pool.h"
 #include "text.h"
 #include "train.h"
-
-static double now_seconds(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* ---------------------------------------------------------------- create */
 
@@ -699,7 +693,7 @@ int nn_trainer_epoch(nn_trainer *tr, nn_epoch_stats *stats, nn_progress_fn fn, v
   }
   int status = nn_train_pretrain(tr, fn, ctx, err);
   if (status != NN_OK) return status;
-  double start = now_seconds();
+  double start = nn_os_seconds();
   int B = tr->cfg.batch_size, n_train = tr->n_train, max_len = tr->cfg.max_len;
 
   /* this epoch's order: shuffle, sort chunks of BUCKET_BATCHES batches by length, shuffle the
@@ -733,7 +727,7 @@ int nn_trainer_epoch(nn_trainer *tr, nn_epoch_stats *stats, nn_progress_fn fn, v
     train_loss += ((double)loss - train_loss) / (k + 1);
     rows_done += count;
     if (fn) {
-      double elapsed = now_seconds() - start;
+      double elapsed = nn_os_seconds() - start;
       rate = elapsed > 0 ? rows_done / elapsed : 0.0;
       if (fn(ctx, k + 1, batches, train_loss, rate)) {
         snprintf(err, NN_ERR_LEN, "interrupted");
@@ -768,7 +762,7 @@ int nn_trainer_epoch(nn_trainer *tr, nn_epoch_stats *stats, nn_progress_fn fn, v
   if (!cosine && tr->n_val > 0) plateau_step(tr, s.val_loss); /* no validation: lr stays */
   tr->epochs_run++;
   if (tr->bad_epochs >= tr->cfg.patience) tr->done = 1;
-  s.seconds = now_seconds() - start;
+  s.seconds = nn_os_seconds() - start;
   tr->seconds += s.seconds;
   if (s.best) tr->best = s;
   *stats = s;

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "attn_ext.h"
+#include "compat.h" /* nn_os_seconds */
 #include "json.h"
 
 /* ------------------------------------------------------------------ the progress line */
@@ -24,24 +25,18 @@
  * drawn with a carriage return (at most 10 times a second) only when standard error is a
  * terminal and the option "progress" is true, and cleared before the epoch's row is returned,
  * so the shell's output stays clean. */
-static double attn_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static void attn_progress_begin(attn_progress *p, int want, int epoch, int epochs) {
   memset(p, 0, sizeof *p);
   p->enabled = want && isatty(STDERR_FILENO);
   p->epoch = epoch;
   p->epochs = epochs;
-  p->start = attn_now();
+  p->start = nn_os_seconds();
 }
 
 static void attn_progress_update(attn_progress *p, int batches_done, int batches_total, double loss,
                           double rows_per_second) {
   if (!p->enabled || batches_total <= 0) return;
-  double now = attn_now();
+  double now = nn_os_seconds();
   /* the last batch is drawn at once, then not again: the validation repeats that report to
    * ask for interrupts */
   if (p->drawn && batches_done == p->last_done) return;
@@ -483,7 +478,7 @@ int attn_training_create(attn_training *t, char **msg) {
   if (rc != SQLITE_OK) goto done;
   nn_trainer_backend(t->trainer, t->backend, sizeof t->backend);
   attn_utc_now(t->started_at);
-  t->live_last = attn_now();
+  t->live_last = nn_os_seconds();
   if (!t->probe) {
     rc = sqlite3_prepare_v2(db, "SELECT 1", -1, &t->probe, NULL);
     if (rc != SQLITE_OK) *msg = sqlite3_mprintf("%s: %s", fn, sqlite3_errmsg(db));
@@ -919,7 +914,7 @@ static int attn_training_save(attn_training *t, char **msg) {
  * version. A write that cannot take the lock now is tried again later; one that fails otherwise
  * stops the live log (the save at the end writes every row anyway). */
 static void attn_training_live(attn_training *t) {
-  double now = attn_now();
+  double now = nn_os_seconds();
   char *err = NULL;
   if (t->keep || t->live_written < 0 || now - t->live_last < 1.0 || t->nlog <= t->live_written)
     return;

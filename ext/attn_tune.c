@@ -33,6 +33,7 @@
 #include <time.h>
 
 #include "attn_ext.h"
+#include "compat.h" /* nn_os_seconds */
 #include "json.h"
 
 /* Trials at most (a grid search: the product of the grid's array lengths). */
@@ -433,12 +434,6 @@ static int attn_tune_trial_options(sqlite3 *db, const char *fn, const attn_tune_
   return rc;
 }
 
-static double attn_tune_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* Whether trial a is better than trial b under monitor (nn_monitor_better: its tie and NaN
  * rules are those of the best epoch). */
 static int attn_tune_better(nn_monitor monitor, const attn_tune_trial *a,
@@ -672,9 +667,9 @@ typedef struct attn_tune_worker {
 
 static void *attn_tune_worker_main(void *arg) {
   attn_tune_worker *w = arg;
-  double start = attn_tune_now();
+  double start = nn_os_seconds();
   w->rc = attn_training_finish(w->tt, &w->msg);
-  w->seconds = attn_tune_now() - start;
+  w->seconds = nn_os_seconds() - start;
   atomic_store(&w->done, 1);
   return NULL;
 }
@@ -725,10 +720,10 @@ static int attn_tune_run(attn_tune_cursor *cur, const attn_training *t, int i, i
       worker.tt = NULL;
     }
   }
-  double start = attn_tune_now(), seconds0 = 0;
+  double start = nn_os_seconds(), seconds0 = 0;
   if (rc == SQLITE_OK) {
     rc = attn_training_finish(&runs[0], msg);
-    seconds0 = attn_tune_now() - start;
+    seconds0 = nn_os_seconds() - start;
   }
   if (started) {
     /* wait for the worker, passing an interrupt of the connection on to it */
@@ -745,9 +740,9 @@ static int attn_tune_run(attn_tune_cursor *cur, const attn_training *t, int i, i
       worker.msg = NULL;
     }
   } else if (rc == SQLITE_OK && count == 2) {
-    start = attn_tune_now();
+    start = nn_os_seconds();
     rc = attn_training_finish(&runs[1], msg);
-    worker.seconds = attn_tune_now() - start;
+    worker.seconds = nn_os_seconds() - start;
   }
   sqlite3_free(worker.msg);
   if (rc == SQLITE_OK)
@@ -915,10 +910,10 @@ static int attn_tune_filter(sqlite3_vtab_cursor *base, int idx_num, const char *
   rc = attn_store_check_save(vtab->conn, fn, t.name, ntrials, &msg);
   if (rc != SQLITE_OK) goto done;
   /* train: two at a time where cores allow; no trial starts once "seconds" have passed */
-  double begun = attn_tune_now();
+  double begun = nn_os_seconds();
   int ran = 0, pairs = st.parallel && nn_cpu_count() >= 2;
   while (ran < ntrials) {
-    if (ran > 0 && st.seconds > 0 && attn_tune_now() - begun >= st.seconds) break;
+    if (ran > 0 && st.seconds > 0 && nn_os_seconds() - begun >= st.seconds) break;
     int count = pairs && ran + 1 < ntrials ? 2 : 1;
     rc = attn_tune_run(cur, &t, ran, count, ntrials, &msg);
     if (rc != SQLITE_OK) goto done;
