@@ -72,8 +72,7 @@ static void attn_training_ext_free(attn_training *t);
 
 void attn_training_free(attn_training *t) {
   attn_training_reset(t);
-  sqlite3_finalize(t->probe);
-  t->probe = NULL;
+  attn_interrupt_end(&t->interrupt);
   sqlite3_free(t->name);
   t->name = NULL;
   attn_train_rows_free(&t->rows);
@@ -116,17 +115,13 @@ void attn_training_reset(attn_training *t) {
   t->version = 0;
 }
 
-/* nn_progress_fn: stop when the connection was interrupted; draw the progress line. */
 /* Whether the run was asked to stop: the connection interrupted, or the job cancelled. */
 static int attn_training_stop_asked(attn_training *t) {
   if (t->stop_flag && atomic_load(t->stop_flag)) return 1;
-  if (t->probe) {
-    sqlite3_reset(t->probe);
-    if (sqlite3_step(t->probe) == SQLITE_INTERRUPT) return 1;
-  }
-  return 0;
+  return t->interrupt.probe && attn_interrupted(&t->interrupt, 1);
 }
 
+/* nn_progress_fn: stop when the run was asked to; draw the progress line. */
 static int attn_training_progress(void *ctx, int batches_done, int batches_total, double loss,
                                   double rows_per_second) {
   attn_training *t = ctx;
@@ -442,7 +437,6 @@ int attn_training_create(attn_training *t, char **msg) {
   const char *fn = t->fn;
   char err[NN_ERR_LEN] = "";
   int rc = SQLITE_OK;
-  attn_interrupt interrupt = {db, NULL, 0}; /* the vocabulary of many rows takes a while */
   /* "deploy": "if_better" asked for compares on a validation split: keep one */
   if (t->deploy == ATTN_DEPLOY_IF_BETTER && t->deploy_given)
     t->cfg.data_sized &= ~NN_SIZED_VALIDATION;
@@ -453,11 +447,12 @@ int attn_training_create(attn_training *t, char **msg) {
                           .rows_ctx = t,
                           .n = t->rows.n,
                           .n_unlabelled = t->unlabelled.n,
+                          /* the vocabulary of many rows takes a while */
                           .stop = attn_interrupt_check,
-                          .stop_ctx = &interrupt,
+                          .stop_ctx = &t->interrupt,
                           .mem = &attn_mem};
+  t->interrupt.db = db;
   int st = nn_trainer_create(&t->trainer, &args, err);
-  attn_interrupt_end(&interrupt);
   /* the base's weights are copied: let it go (the cache may drop it) */
   attn_model_release(t->base);
   t->base = NULL;
@@ -479,10 +474,8 @@ int attn_training_create(attn_training *t, char **msg) {
   nn_trainer_backend(t->trainer, t->backend, sizeof t->backend);
   attn_utc_now(t->started_at);
   t->live_last = nn_os_seconds();
-  if (!t->probe) {
-    rc = sqlite3_prepare_v2(db, "SELECT 1", -1, &t->probe, NULL);
-    if (rc != SQLITE_OK) *msg = sqlite3_mprintf("%s: %s", fn, sqlite3_errmsg(db));
-  }
+  rc = attn_interrupt_begin(&t->interrupt, db);
+  if (rc != SQLITE_OK) *msg = sqlite3_mprintf("%s: %s", fn, sqlite3_errmsg(db));
 done:
   attn_embeddings_free(&t->emb);
   if (rc != SQLITE_OK) {

@@ -589,7 +589,7 @@ static int attn_tune_indices(int64_t combinations, const attn_tune_settings *st,
   return SQLITE_OK;
 }
 
-/* A trial's run shares the statement's rows, name and probe (t) and owns the rest. */
+/* A trial's run shares the statement's rows, name and interrupt probe (t) and owns the rest. */
 static void attn_tune_share(attn_training *tt, const attn_training *t) {
   memset(tt, 0, sizeof *tt);
   tt->conn = t->conn;
@@ -605,7 +605,7 @@ static void attn_tune_share(attn_training *tt, const attn_training *t) {
   tt->validation_query = t->validation_query;
   memcpy(tt->rows_sha256, t->rows_sha256, sizeof tt->rows_sha256);
   memcpy(tt->val_sha256, t->val_sha256, sizeof tt->val_sha256);
-  tt->probe = t->probe;
+  tt->interrupt = t->interrupt;
   tt->keep = 1;
   tt->from_version = -1;
 }
@@ -652,7 +652,7 @@ static void attn_tune_collect(attn_tune_trial *trial, attn_training *tt, double 
 static void attn_tune_release(attn_training *tt) {
   attn_status_unregister(tt->status);
   tt->status = NULL;
-  tt->probe = NULL;
+  memset(&tt->interrupt, 0, sizeof tt->interrupt); /* the statement's: it finalizes it */
   attn_training_reset(tt);
 }
 
@@ -674,21 +674,13 @@ static void *attn_tune_worker_main(void *arg) {
   return NULL;
 }
 
-/* Is the connection interrupted? */
-static int attn_tune_interrupted(sqlite3 *db) {
-  attn_interrupt interrupt = {db, NULL, 0};
-  int stop = attn_interrupted(&interrupt, 1);
-  attn_interrupt_end(&interrupt);
-  return stop;
-}
-
 /* Train trials [i, i + count) (count 1 or 2) and collect them. With two, the second trains in a
  * thread of its own with half the cores, the first on this thread with the other half; both
  * give what they would give one at a time (the engine's results do not depend on the number of
  * threads). The worker touches no connection: it stops when `stop` is set, which this thread
  * does when the connection is interrupted or its own trial fails. */
-static int attn_tune_run(attn_tune_cursor *cur, const attn_training *t, int i, int count,
-                         int ntrials, char **msg) {
+static int attn_tune_run(attn_tune_cursor *cur, attn_training *t, int i, int count, int ntrials,
+                         char **msg) {
   attn_training runs[2];
   atomic_int stop = 0;
   attn_tune_worker worker;
@@ -708,14 +700,14 @@ static int attn_tune_run(attn_tune_cursor *cur, const attn_training *t, int i, i
     return rc == SQLITE_OK ? attn_tune_run(cur, t, i + 1, 1, ntrials, msg) : rc;
   }
   if (rc == SQLITE_OK && count == 2) {
-    runs[1].probe = NULL;
+    memset(&runs[1].interrupt, 0, sizeof runs[1].interrupt);
     runs[1].stop_flag = &stop;
     runs[1].quiet = 1;
     worker.tt = &runs[1];
     if (pthread_create(&thread, NULL, attn_tune_worker_main, &worker) == 0) {
       started = 1;
     } else { /* no thread: one after the other */
-      runs[1].probe = t->probe;
+      runs[1].interrupt = t->interrupt;
       runs[1].stop_flag = NULL;
       worker.tt = NULL;
     }
@@ -729,8 +721,7 @@ static int attn_tune_run(attn_tune_cursor *cur, const attn_training *t, int i, i
     /* wait for the worker, passing an interrupt of the connection on to it */
     if (rc != SQLITE_OK) atomic_store(&stop, 1);
     while (!atomic_load(&worker.done)) {
-      if (!atomic_load(&stop) && attn_tune_interrupted(attn_conn_db(t->conn)))
-        atomic_store(&stop, 1);
+      if (!atomic_load(&stop) && attn_interrupted(&t->interrupt, 1)) atomic_store(&stop, 1);
       sqlite3_sleep(5);
     }
     pthread_join(thread, NULL);
@@ -877,7 +868,7 @@ static int attn_tune_filter(sqlite3_vtab_cursor *base, int idx_num, const char *
   nn_monitor monitor = t.cfg.monitor;
   rc = attn_training_rows(&t, &msg);
   if (rc != SQLITE_OK) goto done;
-  if (!t.probe && sqlite3_prepare_v2(db, "SELECT 1", -1, &t.probe, NULL) != SQLITE_OK) {
+  if (attn_interrupt_begin(&t.interrupt, db) != SQLITE_OK) {
     msg = sqlite3_mprintf("%s: %s", fn, sqlite3_errmsg(db));
     rc = SQLITE_ERROR;
     goto done;
@@ -927,7 +918,7 @@ static int attn_tune_filter(sqlite3_vtab_cursor *base, int idx_num, const char *
     sqlite3_free(cur->trials[i].options);
   }
   cur->ntrials = ntrials = ran;
-  if (attn_tune_interrupted(db)) { /* the last chance before writing */
+  if (attn_interrupted(&t.interrupt, 1)) { /* the last chance before writing */
     msg = sqlite3_mprintf("%s: interrupted", fn);
     rc = SQLITE_INTERRUPT;
     goto done;
@@ -991,7 +982,7 @@ static int attn_tune_filter(sqlite3_vtab_cursor *base, int idx_num, const char *
   }
   /* an interrupt during the commit: SQLite would end the statement with a bare "interrupted"
    * at its next check; say it with the function's name and what was saved */
-  if (attn_tune_interrupted(db)) {
+  if (attn_interrupted(&t.interrupt, 1)) {
     msg = attn_tune_saved_interrupt(cur);
     rc = SQLITE_INTERRUPT;
     goto done;
