@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "metrics.h"
+#include "nn_internal.h"
 #include "nn_mem.h"
 
 static double ratio(double numerator, double denominator) {

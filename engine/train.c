@@ -35,7 +35,6 @@
 #include "compat.h" /* nn_os_seconds */
 #include "config.h"
 #include "json.h"
-#include "metrics.h"
 #include "model.h"
 #include "nn_internal.h"
 #include "nn_mem.h"

@@ -68,7 +68,19 @@ static void attn_progress_clear(attn_progress *p) {
 
 /* ------------------------------------------------------------------ one training run */
 
-static void attn_training_ext_free(attn_training *t);
+/* Free the options of ext/ that one run parsed (attn_training_ext_options). */
+static void attn_training_ext_free(attn_training *t) {
+  sqlite3_free(t->class_weights);
+  t->class_weights = NULL;
+  sqlite3_free(t->options_text);
+  t->options_text = NULL;
+  sqlite3_free(t->from_name);
+  t->from_name = NULL;
+  t->from_version = -1;
+  t->deploy = ATTN_DEPLOY_IF_BETTER;
+  t->deploy_given = 0;
+  t->use_unlabelled = 1; /* the option's default, also when no options are given */
+}
 
 void attn_training_free(attn_training *t) {
   attn_training_reset(t);
@@ -129,20 +141,6 @@ static int attn_training_progress(void *ctx, int batches_done, int batches_total
   attn_progress_update(&t->progress, batches_done, batches_total, loss, rows_per_second);
   attn_status_batch(t->status, batches_done, batches_total, loss, rows_per_second);
   return 0;
-}
-
-/* Free the options of ext/ that one run parsed (attn_training_ext_options). */
-static void attn_training_ext_free(attn_training *t) {
-  sqlite3_free(t->class_weights);
-  t->class_weights = NULL;
-  sqlite3_free(t->options_text);
-  t->options_text = NULL;
-  sqlite3_free(t->from_name);
-  t->from_name = NULL;
-  t->from_version = -1;
-  t->deploy = ATTN_DEPLOY_IF_BETTER;
-  t->deploy_given = 0;
-  t->use_unlabelled = 1; /* the option's default, also when no options are given */
 }
 
 /* The options that ext/ handles beside the engine's, read from o into t: "deploy",
@@ -984,8 +982,7 @@ static int attn_training_epoch_step(attn_training *t, nn_epoch_stats *row, char 
   return rc == SQLITE_OK ? SQLITE_DONE : rc;
 }
 
-/* attn_training_epoch, then out of attn_status once the run is over (saved or stopped). */
-static int attn_training_epoch_step(attn_training *t, nn_epoch_stats *row, char **msg);
+/* attn_training_epoch_step, then out of attn_status once the run is over (saved or stopped). */
 int attn_training_epoch(attn_training *t, nn_epoch_stats *row, char **msg) {
   int rc = attn_training_epoch_step(t, row, msg);
   if ((t->saved || t->stopped) && !t->keep) {

@@ -13,7 +13,6 @@
 #include <string.h>
 
 #include "check.h"
-#include "metrics.h"
 #include "nn_internal.h"
 
 #define METRICS_DIR "tests/fixtures/metrics"
