@@ -64,7 +64,7 @@ typedef enum {
   NN_ATTN_LINEAR = 0,
   NN_ATTN_ADDITIVE = 1,
   NN_ATTN_SELF = 2,
-  NN_ATTN_DOT = 3 /* seed 004: e_t = y_t . y_last, no parameters */
+  NN_ATTN_DOT = 3 /* e_t = y_t . y_last, no parameters */
 } nn_attention;
 typedef enum { NN_DEVICE_AUTO = 0, NN_DEVICE_CPU = 1, NN_DEVICE_CUDA = 2 } nn_device;
 /* The validation figure that picks the best epoch and drives early stopping (option "monitor"):

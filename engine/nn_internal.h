@@ -2,7 +2,7 @@
  * (creation, parameters, backward, loss, Adam), the vocabulary and tokenizer pieces, random
  * numbers, safetensors parsing and config helpers. The engine's own files, the unit and golden
  * tests, the fuzzers and the bench tools include this header; ext/ includes nn.h alone, the
- * surface it is built on (issue 23: nn.h keeps what ext/ uses). */
+ * surface it is built on (nn.h keeps only what ext/ uses, so that the surface stays small). */
 #ifndef NN_INTERNAL_H
 #define NN_INTERNAL_H
 
