@@ -402,7 +402,7 @@ void nn_metrics_from_counts(nn_class_metrics *per_class /*(C) or NULL*/, nn_clas
                             const int64_t *predicted /*(C)*/, const int64_t *support /*(C)*/,
                             int C);
 
-/* ---------------------------------------------------------------- better by the monitor (metrics.c) */
+/* ---------------------------------------------------------------- the monitor (metrics.c) */
 
 /* A model's figures on validation rows: the mean loss, the accuracy and the weighted F1. */
 typedef struct nn_figures {
