@@ -43,7 +43,7 @@ endif
 # (training -10%, one-row inference -4%; results unchanged: no reduction is reordered). Only
 # where the compiler knows the flag (clang does not).
 VECT_COST := $(shell $(CC) -fvect-cost-model=dynamic -x c -c /dev/null -o /dev/null 2>/dev/null && echo -fvect-cost-model=dynamic)
-# Portable by default (issue 12): the library is compiled for x86-64-v2 (SSE4.2: any x86-64 CPU
+# Portable by default: the library is compiled for x86-64-v2 (SSE4.2: any x86-64 CPU
 # since ~2009), and the CPU backend's kernels (engine/backend_cpu.c: the hot loops) once more per
 # CPU_LEVELS, x86-64-v3 (AVX2 + FMA) and x86-64-v4 (AVX-512), one picked at run time from CPUID
 # (attn_version() says which); OpenBLAS picks its own kernels. NATIVE=1: everything for this
@@ -263,7 +263,7 @@ check-blas-none:
 	@$(MAKE) --no-print-directory BLAS=none check CHECK_TESTS="$(CHECK_TESTS) test_determinism"
 
 # The house style of the C code is .clang-format (LLVM, 100 columns, short if/loop/case on one
-# line), applied to what a change touches and never to the whole tree (issue 23):
+# line), applied to what a change touches and never to the whole tree:
 #   make format         reformats the lines of C files changed since FORMAT_BASE, in place
 #   make format-check   the same, changing nothing: prints the diff and fails if a line would move
 # FORMAT_BASE: default HEAD~1 (the last commit and what is not committed yet); a branch:
@@ -328,7 +328,7 @@ uninstall:
 clean:
 	rm -rf $(BUILD) attnext.so attnext_cuda.so demo.db
 
-# ---------------------------------------------------------------- packages (issue 12)
+# ---------------------------------------------------------------- packages
 #   make deb     build/dist/attnext_<version>_amd64.deb (dpkg-deb; installs into LIBDIR)
 #   make wheel   build/dist/attnext-<version>-py3-none-manylinux_2_X_x86_64.whl
 #                (attnext.load(conn); build/dist/attnext.whl.name names it)
@@ -361,7 +361,7 @@ $(WHEEL): $(PKG_LIBS) $(PKG_DOCS) ext/packages/bundle_libs.py $(wildcard ext/pac
 $(NPM_TGZ): $(PKG_LIBS) $(PKG_DOCS) ext/packages/bundle_libs.py $(wildcard ext/packages/node/*)
 	sh ext/packages/node/build.sh $(VERSION) $(DIST) $(PKG_LIBS)
 
-# ---------------------------------------------------------------- reliability (issue 6)
+# ---------------------------------------------------------------- reliability
 #   make test-asan       engine, extension and C tests with ASan + UBSan in build-asan/, then
 #                        the C tests and the SQL tests against that build
 #   make test-valgrind   extension without AVX-512 in build-valgrind/, the SQL tests under valgrind
@@ -478,7 +478,7 @@ $(FUZZ_RUNS): fuzz-run-%: $(FUZZ_BUILD)/fuzz_%
 	! ls $(FUZZ_BUILD)/crashes/$*-* >/dev/null 2>&1 || \
 	  { echo "fuzz $*: crash inputs in $(FUZZ_BUILD)/crashes/"; exit 1; }
 
-# ---------------------------------------------------------------- scale-out (issue 13)
+# ---------------------------------------------------------------- scale-out
 #   build/attnext-node   a dqlite node with attnext linked in (built by `make` when
 #                        libdqlite-dev is installed; ext/node/attnext_node.c)
 #   make cluster-demo    three nodes on loopback: import, train, predict, kill the leader,

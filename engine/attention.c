@@ -4,7 +4,7 @@
  *   additive: e_t = v . tanh(W y_t + b)                 ctx = sum_t softmax(e)_t y_t
  *   self:     q = Wq y_last + bq, k_t = Wk y_t + bk, v_t = Wv y_t + bv,
  *             e_t = q . k_t / sqrt(D)                   ctx = sum_t softmax(e)_t v_t
- *   dot:      e_t = y_t . y_last (unscaled, no parameters: seed 004's self-attention)
+ *   dot:      e_t = y_t . y_last (unscaled, no parameters: the self-attention of the last step)
  *                                                       ctx = sum_t softmax(e)_t y_t
  * where y_last is the output at the sequence's last real token (the self-attention of the whole
  * sequence read at that position; bidirectional: the concatenated output there, whose reverse

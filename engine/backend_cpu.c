@@ -460,8 +460,6 @@ static void cpu_mul(float *y, const float *x, const float *mask, size_t n) {
   for (size_t i = 0; i < n; i++) y[i] = x[i] * mask[i];
 }
 
-static inline float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
-
 /* ---------------------------------------------------------------- cells */
 
 static void cpu_rnn_step_forward(float *h, float *pre, int n, int H) {

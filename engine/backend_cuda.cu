@@ -399,8 +399,6 @@ static void cuda_mul(float *y, const float *x, const float *mask, size_t n) {
 
 /* ---------------------------------------------------------------- recurrent cells */
 
-__device__ __forceinline__ float sigm(float x) { return 1.0f / (1.0f + expf(-x)); }
-
 __global__ void k_rnn_forward(float *h, const float *pre, size_t n) {
   GRID_LOOP(i, n) h[i] = tanhf(pre[i]);
 }

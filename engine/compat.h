@@ -9,6 +9,7 @@
  *   nn_os_cpu_count     the CPUs this process may run on (sched_getaffinity, sysconf)
  *   nn_os_aligned_alloc, nn_os_aligned_free   64-byte aligned blocks (aligned_alloc, free)
  *   nn_os_gmtime        UTC calendar time, thread-safe (gmtime_r)
+ *   nn_os_seconds       a monotonic clock, for durations (clock_gettime)
  *   nn_c_locale ...     numbers read and written in the "C" locale whatever the process's
  *                       (newlocale, strtod_l, strtof_l, uselocale)
  *   nn_dl_open ...      loading a shared library: attnext_cuda.so (dlopen, dlsym, dladdr)
@@ -143,6 +144,15 @@ static inline struct tm *nn_os_gmtime(const time_t *t, struct tm *out) {
 #else
   return gmtime_r(t, out);
 #endif
+}
+
+/* Seconds on a clock that never goes back (CLOCK_MONOTONIC), the one clock of the engine and the
+ * extension for durations: an epoch's time, rows per second, a wait's deadline. mingw-w64's
+ * winpthreads has clock_gettime too. */
+static inline double nn_os_seconds(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 /* ---------------------------------------------------------------- the "C" locale */

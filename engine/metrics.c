@@ -18,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "metrics.h"
+#include "nn_internal.h"
 #include "nn_mem.h"
 
 static double ratio(double numerator, double denominator) {
@@ -215,4 +215,27 @@ int nn_metrics_evaluate(nn_evaluation *out, const int *y_true, const float *prob
     out->roc_auc = NAN;
   }
   return status;
+}
+
+/* ---------------------------------------------------------------- better by the monitor */
+
+double nn_monitor_figure(nn_monitor monitor, const nn_figures *f) {
+  switch (monitor) {
+  case NN_MONITOR_VAL_F1: return f->f1;
+  case NN_MONITOR_VAL_ACCURACY: return f->accuracy;
+  default: return f->loss;
+  }
+}
+
+int nn_monitor_tie(nn_monitor monitor, const nn_figures *a, const nn_figures *b) {
+  int rate = monitor == NN_MONITOR_VAL_F1 || monitor == NN_MONITOR_VAL_ACCURACY;
+  return rate && nn_monitor_figure(monitor, a) == nn_monitor_figure(monitor, b);
+}
+
+int nn_monitor_better(nn_monitor monitor, const nn_figures *a, const nn_figures *b) {
+  double x = nn_monitor_figure(monitor, a), y = nn_monitor_figure(monitor, b);
+  if (isnan(x)) return 0;
+  if (isnan(y)) return 1;
+  if (nn_monitor_tie(monitor, a, b)) return a->loss < b->loss; /* a NaN loss breaks no tie */
+  return monitor == NN_MONITOR_VAL_F1 || monitor == NN_MONITOR_VAL_ACCURACY ? x > y : x < y;
 }

@@ -157,7 +157,8 @@ struct nn_workspace {
  * bytes + NN_INFER_TABLES_SLACK: a loaded model then holds at most about
  * (2 + NN_INFER_TABLES_FACTOR) x its BLOB's bytes + 16 MB (parameters, transposed W_hh, tables).
  * The lesson's AG News model (rnn 128, 5000 tokens) needs 2.4x for both tables; a large
- * vocabulary with a tiny embedding (the hostile case of issue 17) runs without them. */
+ * vocabulary with a tiny embedding (a crafted model's case: tests/test_resource_bounds.c) runs
+ * without them. */
 #define NN_INFER_TABLES_FACTOR 8
 #define NN_INFER_TABLES_SLACK (16.0 * 1024 * 1024)
 double nn_model_table_budget(const nn_model *m); /* bytes */

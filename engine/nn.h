@@ -64,7 +64,7 @@ typedef enum {
   NN_ATTN_LINEAR = 0,
   NN_ATTN_ADDITIVE = 1,
   NN_ATTN_SELF = 2,
-  NN_ATTN_DOT = 3 /* seed 004: e_t = y_t . y_last, no parameters */
+  NN_ATTN_DOT = 3 /* e_t = y_t . y_last, no parameters */
 } nn_attention;
 typedef enum { NN_DEVICE_AUTO = 0, NN_DEVICE_CPU = 1, NN_DEVICE_CUDA = 2 } nn_device;
 /* The validation figure that picks the best epoch and drives early stopping (option "monitor"):
@@ -74,6 +74,7 @@ typedef enum {
   NN_MONITOR_VAL_F1 = 1,
   NN_MONITOR_VAL_ACCURACY = 2
 } nn_monitor;
+const char *nn_monitor_name(nn_monitor monitor); /* "val_loss" | "val_f1" | "val_accuracy" */
 /* The recipe an options object starts from: the defaults (chosen for accuracy, ext/REFERENCE.md
  * "The default recipe") or the Made-With-ML lesson's recipe exactly. */
 typedef enum { NN_RECIPE_DEFAULT = 0, NN_RECIPE_LESSON = 1 } nn_recipe;
@@ -400,6 +401,29 @@ void nn_metrics_from_counts(nn_class_metrics *per_class /*(C) or NULL*/, nn_clas
                             double *accuracy, const int64_t *true_positive /*(C)*/,
                             const int64_t *predicted /*(C)*/, const int64_t *support /*(C)*/,
                             int C);
+
+/* ---------------------------------------------------------------- the monitor (metrics.c) */
+
+/* A model's figures on validation rows: the mean loss, the accuracy and the weighted F1. */
+typedef struct nn_figures {
+  double loss, accuracy, f1;
+} nn_figures;
+
+/* The figure of f that monitor reads: the loss, the F1 or the accuracy. */
+double nn_monitor_figure(nn_monitor monitor, const nn_figures *f);
+/* Whether a is better than b under monitor: the one rule that picks the best epoch of a training,
+ * the version option "deploy": "if_better" keeps and the trial attn_tune chooses.
+ *   - the monitored figure decides, strictly: a lower loss, a higher F1 or accuracy;
+ *   - an F1 or accuracy that only equals b's is better when its loss is lower (on easy data the
+ *     first model to reach the top F1 is seldom the most confident, and a prediction's
+ *     probability is what thresholds and attn_curve read; nn_monitor_tie says when this decides);
+ *   - NaN is never better: a NaN figure loses to any number and ties nothing, and a NaN loss
+ *     never breaks a tie; a number is better than a NaN figure (a run that diverged never keeps
+ *     the choice). */
+int nn_monitor_better(nn_monitor monitor, const nn_figures *a, const nn_figures *b);
+/* Whether a's F1 or accuracy equals b's (monitor a rate, neither NaN), so that the loss decides
+ * nn_monitor_better. 0 for the loss monitor. */
+int nn_monitor_tie(nn_monitor monitor, const nn_figures *a, const nn_figures *b);
 
 /* Every figure of BigQuery ML's ML.EVALUATE for a classifier (attn_metrics), each as
  * scikit-learn 1.2 computes it from the same predictions (tests/gen_metrics_fixtures.py checks

@@ -2,7 +2,7 @@
  * (creation, parameters, backward, loss, Adam), the vocabulary and tokenizer pieces, random
  * numbers, safetensors parsing and config helpers. The engine's own files, the unit and golden
  * tests, the fuzzers and the bench tools include this header; ext/ includes nn.h alone, the
- * surface it is built on (issue 23: nn.h keeps what ext/ uses). */
+ * surface it is built on (nn.h keeps only what ext/ uses, so that the surface stays small). */
 #ifndef NN_INTERNAL_H
 #define NN_INTERNAL_H
 
@@ -27,7 +27,6 @@ int nn_config_parse_json(nn_config *cfg, const char *json, const nn_allocator *m
 /* Check ranges of an already filled config (used after parse and after loading a file). */
 int nn_config_validate(const nn_config *cfg, char *err);
 const char *nn_device_name(nn_device device);    /* "auto" | "cpu" | "cuda" */
-const char *nn_monitor_name(nn_monitor monitor); /* "val_loss" | "val_f1" | "val_accuracy" */
 const char *nn_recipe_name(nn_recipe recipe);    /* "default" | "lesson" */
 const char *nn_lr_schedule_name(nn_lr_schedule schedule); /* "plateau" | "cosine" */
 /* The cleaned text (tokens joined by one space; for char level the cleaned string), as the

@@ -24,7 +24,6 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 
 #include "compat.h"
 #include "nn_internal.h"
@@ -80,17 +79,11 @@ static void run_claims(nn_pool *pool, unsigned long long gen) {
 enum {
   POOL_SPINS = 4000,      /* ~100 us of pause instructions */
   POOL_SHORT_SPINS = 400, /* a worker's spin while its waits are long (~10 us) */
-  LONG_WAIT_NS = 100000,  /* a wait longer than the full spin */
+  LONG_WAIT_US = 100,     /* a wait longer than the full spin */
   LONG_SHARE_WINDOW = 16, /* the share of long waits: a moving average over ~16 waits, */
   LONG_SHARE_ONE = 1024,  /* in 1/1024ths; */
   LONG_SHARE_BUSY = 205,  /* above 20% the machine is busy (idle: 2-5%, busy: 39-95%) */
 };
-
-static long long now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
 
 /* what a waiting loop tells the core: pause (x86), yield (arm: the other hardware thread of
  * the core, or the hypervisor, gets the cycles) */
@@ -110,7 +103,7 @@ static void *worker_main(void *p) {
   int long_share = 0; /* of this worker's recent waits, in 1/1024ths (only timing depends on it) */
   for (;;) {
     int spins = long_share > LONG_SHARE_BUSY ? POOL_SHORT_SPINS : POOL_SPINS;
-    long long waited_from = now_ns();
+    double waited_from = nn_os_seconds();
     for (int i = 0;
          i < spins && !atomic_load(&pool->quit) && (atomic_load(&pool->claim) >> 32) == seen; i++)
       cpu_relax();
@@ -118,7 +111,7 @@ static void *worker_main(void *p) {
     while (!atomic_load(&pool->quit) && (atomic_load(&pool->claim) >> 32) == seen)
       pthread_cond_wait(&pool->start, &pool->lock);
     pthread_mutex_unlock(&pool->lock);
-    int was_long = now_ns() - waited_from > LONG_WAIT_NS;
+    int was_long = nn_os_seconds() - waited_from > LONG_WAIT_US * 1e-6;
     long_share += ((was_long ? LONG_SHARE_ONE : 0) - long_share) / LONG_SHARE_WINDOW;
     if (atomic_load(&pool->quit)) break;
     seen = atomic_load(&pool->claim) >> 32;

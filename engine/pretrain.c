@@ -24,8 +24,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "compat.h" /* nn_os_seconds */
 #include "model.h"
 #include "nn_internal.h"
 #include "nn_mem.h"
@@ -37,12 +37,6 @@
 #define PRETRAIN_SAMPLE 1e-4
 #define SEED_PRETRAIN 0x5052455400000005ull /* "PRET" */
 #define PRETRAIN_REPORT 256 /* rows between progress calls (an interrupt is answered there) */
-
-static double seconds_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* The table rows of word w: w itself, then its subword rows (none for <PAD>, <UNK>). */
 static int word_rows(const nn_model *m, int w, const int **subs) {
@@ -91,7 +85,7 @@ int nn_train_pretrain(nn_trainer *tr, nn_progress_fn fn, void *ctx, char *err) {
   int P = tr->cfg.pretrain_epochs;
   if (P <= 0 || !tr->model || tr->warm_start || tr->pretrained_words || tr->pretrain_tokens <= 0)
     return NN_OK;
-  double start = seconds_now();
+  double start = nn_os_seconds();
   nn_model *m = tr->model;
   int V = m->V, E = m->E, status = NN_OK;
   size_t R = (size_t)V + (size_t)m->S;
@@ -223,7 +217,7 @@ int nn_train_pretrain(nn_trainer *tr, nn_progress_fn fn, void *ctx, char *err) {
     memcpy(params + nn_model_member(m, j)->emb, table, R * (size_t)E * sizeof *table);
   tr->pretrain_loss = loss_n ? loss_sum / (double)loss_n : 0.0;
 done:
-  tr->pretrain_seconds = seconds_now() - start;
+  tr->pretrain_seconds = nn_os_seconds() - start;
   nn_mem_free(tr->mem, rows);
   nn_mem_free(tr->mem, count);
   nn_mem_free(tr->mem, cum);

@@ -416,7 +416,7 @@ char *nn_text_clean(const char *text, int len, const nn_config *cfg, const nn_al
 /* The tables' hash: SipHash-1-3 (Aumasson and Bernstein, "SipHash: a fast short-input PRF",
  * 2012; 1 compression round, 3 finalization rounds, as Python's and Rust's hash tables use)
  * keyed per table from the system's generator (nn_os_random, compat.h: getrandom on Linux). An
- * unkeyed hash (FNV-1a before issue 17) lets a crafted model or crafted training rows choose
+ * unkeyed hash (FNV-1a, as before) lets a crafted model or crafted training rows choose
  * tokens that all fall in one probe chain: n tokens then
  * cost n^2 / 2 comparisons (131k tokens: 22 s instead of 0.2 s). With a secret key nobody can
  * choose such tokens. Only where a token sits in the table depends on the key: ids, the

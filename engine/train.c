@@ -24,30 +24,23 @@
  * parameters only when it keeps the best epoch's and when the model is taken.
  */
 #ifndef _GNU_SOURCE
-#define _POSIX_C_SOURCE 200809L /* clock_gettime */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime, in compat.h's nn_os_seconds */
 #endif
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "compat.h" /* nn_os_seconds */
 #include "config.h"
 #include "json.h"
-#include "metrics.h"
 #include "model.h"
 #include "nn_internal.h"
 #include "nn_mem.h"
 #include "pool.h"
 #include "text.h"
 #include "train.h"
-
-static double now_seconds(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* ---------------------------------------------------------------- create */
 
@@ -284,8 +277,7 @@ int nn_trainer_create(nn_trainer **out, const nn_trainer_args *a, char *err) {
   tr->lr = nn_decimal_double(cfg->lr);
   tr->lr_factor = nn_decimal_double(cfg->lr_factor);
   tr->plateau_best = INFINITY;
-  tr->best_score = INFINITY;
-  tr->best_val_loss = INFINITY;
+  tr->best_figures = (nn_figures){INFINITY, -INFINITY, -INFINITY}; /* any real epoch beats it */
   tr->stop = NULL;
   tr->stop_ctx = NULL;
   status = NN_OK;
@@ -689,21 +681,6 @@ static double cosine_lr(const nn_trainer *tr, int k, int batches) {
   return nn_decimal_double(tr->cfg.lr) * 0.5 * (1.0 + cos(3.14159265358979323846 * step / steps));
 }
 
-/* Whether cfg->monitor is a rate (F1, accuracy), whose ties the validation loss breaks. */
-static int cfg_monitors_rate(const nn_config *cfg) {
-  return cfg->monitor == NN_MONITOR_VAL_F1 || cfg->monitor == NN_MONITOR_VAL_ACCURACY;
-}
-
-/* The figure cfg->monitor names, as a score where lower is better: the validation loss, or minus
- * the validation F1 / accuracy (so the best epoch is the one with the highest). */
-static double monitored_score(const nn_config *cfg, const nn_epoch_stats *s) {
-  switch (cfg->monitor) {
-  case NN_MONITOR_VAL_F1: return -s->val_f1;
-  case NN_MONITOR_VAL_ACCURACY: return -s->val_accuracy;
-  default: return s->val_loss;
-  }
-}
-
 int nn_trainer_epoch(nn_trainer *tr, nn_epoch_stats *stats, nn_progress_fn fn, void *ctx,
                      char *err) {
   if (!tr->model) {
@@ -716,7 +693,7 @@ int nn_trainer_epoch(nn_trainer *tr, nn_epoch_stats *stats, nn_progress_fn fn, v
   }
   int status = nn_train_pretrain(tr, fn, ctx, err);
   if (status != NN_OK) return status;
-  double start = now_seconds();
+  double start = nn_os_seconds();
   int B = tr->cfg.batch_size, n_train = tr->n_train, max_len = tr->cfg.max_len;
 
   /* this epoch's order: shuffle, sort chunks of BUCKET_BATCHES batches by length, shuffle the
@@ -750,7 +727,7 @@ int nn_trainer_epoch(nn_trainer *tr, nn_epoch_stats *stats, nn_progress_fn fn, v
     train_loss += ((double)loss - train_loss) / (k + 1);
     rows_done += count;
     if (fn) {
-      double elapsed = now_seconds() - start;
+      double elapsed = nn_os_seconds() - start;
       rate = elapsed > 0 ? rows_done / elapsed : 0.0;
       if (fn(ctx, k + 1, batches, train_loss, rate)) {
         snprintf(err, NN_ERR_LEN, "interrupted");
@@ -771,18 +748,12 @@ int nn_trainer_epoch(nn_trainer *tr, nn_epoch_stats *stats, nn_progress_fn fn, v
   s.epoch = tr->epochs_run + 1;
   s.train_loss = train_loss;
   s.lr = epoch_lr; /* cosine: the epoch's first batch's */
-  double score = monitored_score(&tr->cfg, &s);
-  /* strictly better (NaN never is); an F1 or accuracy that only ties the best is better when
-   * its loss is lower: on easy data the first epoch to reach the top F1 is seldom the most
-   * confident (a prediction's probability is what thresholds and attn_curve read) */
-  int tie = cfg_monitors_rate(&tr->cfg) && score == tr->best_score &&
-            s.val_loss < tr->best_val_loss;
-  s.best = tr->n_val > 0 ? score < tr->best_score || tie : 1;
+  nn_figures figures = {s.val_loss, s.val_accuracy, s.val_f1};
+  s.best = tr->n_val > 0 ? nn_monitor_better(tr->cfg.monitor, &figures, &tr->best_figures) : 1;
 
   /* early stopping bookkeeping (the lesson: patience epochs without improvement) */
   if (s.best) {
-    tr->best_score = score;
-    tr->best_val_loss = s.val_loss;
+    tr->best_figures = figures;
     tr->bad_epochs = 0;
     memcpy(tr->best_params, nn_model_weights(tr->model), tr->param_count * sizeof(float));
   } else {
@@ -791,7 +762,7 @@ int nn_trainer_epoch(nn_trainer *tr, nn_epoch_stats *stats, nn_progress_fn fn, v
   if (!cosine && tr->n_val > 0) plateau_step(tr, s.val_loss); /* no validation: lr stays */
   tr->epochs_run++;
   if (tr->bad_epochs >= tr->cfg.patience) tr->done = 1;
-  s.seconds = now_seconds() - start;
+  s.seconds = nn_os_seconds() - start;
   tr->seconds += s.seconds;
   if (s.best) tr->best = s;
   *stats = s;

@@ -114,8 +114,8 @@ struct nn_trainer {
   double lr_factor;     /* ReduceLROnPlateau factor */
   double plateau_best;  /* ReduceLROnPlateau.best */
   int plateau_bad;      /* ReduceLROnPlateau.num_bad_epochs */
-  double best_score;    /* early stopping: the best monitored_score so far (lower is better) */
-  double best_val_loss; /* that epoch's validation loss: breaks a tie of F1 or accuracy */
+  nn_figures best_figures; /* early stopping: the best epoch's validation figures so far, compared
+                            * by nn_monitor_better (none yet: infinitely bad) */
   int bad_epochs;
   nn_epoch_stats best;  /* stats of the best epoch (best.epoch == 0: none yet) */
   int epochs_run;

@@ -851,12 +851,18 @@ done:
 
 /* ------------------------------------------------------------------ interrupts */
 
+int attn_interrupt_begin(attn_interrupt *it, sqlite3 *db) {
+  it->db = db;
+  if (it->probe) return SQLITE_OK;
+  int rc = sqlite3_prepare_v2(db, "SELECT 1", -1, &it->probe, NULL);
+  if (rc != SQLITE_OK) it->probe = NULL;
+  return rc;
+}
+
 int attn_interrupted(attn_interrupt *it, unsigned every) {
   if (every > 1 && ++it->ticks % every != 0) return 0;
-  if (!it->probe && sqlite3_prepare_v2(it->db, "SELECT 1", -1, &it->probe, NULL) != SQLITE_OK) {
-    it->probe = NULL;
+  if (!it->probe && attn_interrupt_begin(it, it->db) != SQLITE_OK)
     return sqlite3_errcode(it->db) == SQLITE_INTERRUPT;
-  }
   int rc = sqlite3_step(it->probe);
   sqlite3_reset(it->probe);
   return rc == SQLITE_INTERRUPT;

@@ -101,7 +101,8 @@ void attn_deploy_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   if ((rc = attn_name_value(fn, argv[0], &name, &msg)) != SQLITE_OK) goto done;
   if ((rc = attn_conn_check_write(conn, fn, &msg)) != SQLITE_OK) goto done;
   int exists = 0;
-  if ((rc = attn_store_check(db, fn, &exists, &msg)) != SQLITE_OK) goto done; /* issue 17 */
+  /* a store attnext did not write is refused before it is read */
+  if ((rc = attn_store_check(db, fn, &exists, &msg)) != SQLITE_OK) goto done;
   const char *word = sqlite3_value_type(argv[1]) == SQLITE_TEXT
                          ? (const char *)sqlite3_value_text(argv[1]) : NULL;
   int best = word && strcmp(word, "best") == 0, previous = word && strcmp(word, "previous") == 0;

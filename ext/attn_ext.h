@@ -138,13 +138,15 @@ void attn_store_read_end(attn_conn *conn);
 
 /* Interrupt checks for long loops: attn_interrupted steps a tiny statement every `every` calls,
  * which fails with SQLITE_INTERRUPT once sqlite3_interrupt was called on the connection
- * (sqlite3_is_interrupted came in SQLite 3.41; Debian 12 has 3.40). Finalize with
- * attn_interrupt_end. */
+ * (sqlite3_is_interrupted came in SQLite 3.41; Debian 12 has 3.40). The statement is prepared
+ * on the first check, or by attn_interrupt_begin (which sets db too), so that a run can report
+ * an error there rather than miss an interrupt later. Finalize with attn_interrupt_end. */
 typedef struct attn_interrupt {
   sqlite3 *db;
   sqlite3_stmt *probe;
   unsigned ticks;
 } attn_interrupt;
+int attn_interrupt_begin(attn_interrupt *it, sqlite3 *db);
 int attn_interrupted(attn_interrupt *it, unsigned every);
 void attn_interrupt_end(attn_interrupt *it);
 /* The same as an engine nn_interrupt_fn (ctx: an attn_interrupt), checking on every call. */
@@ -511,7 +513,7 @@ typedef struct attn_training {
   int saved;            /* the model is in the store, as `version` */
   int64_t version;
   char *metrics;        /* the trainer's summary (JSON object, sqlite3_malloc'd) */
-  sqlite3_stmt *probe;  /* "SELECT 1": fails with SQLITE_INTERRUPT after sqlite3_interrupt */
+  attn_interrupt interrupt; /* the connection's, begun by attn_training_start (probe NULL: none) */
   attn_progress progress;
   attn_embeddings emb;  /* options "embeddings", "freeze_embeddings" until the trainer exists */
   attn_model *base;     /* option "from": the warm start's model until the trainer exists */
@@ -555,7 +557,7 @@ typedef struct attn_training {
   int live_written;
   double live_last;
   /* a run in a thread of its own (attn_tune's trials two at a time): it touches no connection,
-   * so no probe; it stops when *stop_flag is set, and draws no progress line */
+   * so no interrupt probe; it stops when *stop_flag is set, and draws no progress line */
   atomic_int *stop_flag;
   int quiet;
 } attn_training;
@@ -606,7 +608,7 @@ char *attn_training_summary(const attn_training *t);
 void attn_training_lineage(const attn_training *t, attn_lineage_info *l, const char *options,
                            char *ended_at);
 /* Free what one run made (trainer, log, metrics, kept model, options), keeping the name, the
- * rows and the probe for the next run of attn_tune. */
+ * rows and the interrupt probe for the next run of attn_tune. */
 void attn_training_reset(attn_training *t);
 void attn_training_free(attn_training *t);
 

@@ -45,7 +45,7 @@
 #include <unistd.h>
 
 #include "attn_ext.h"
-#include "compat.h" /* nn_os_gmtime */
+#include "compat.h" /* nn_os_gmtime, nn_os_seconds */
 #include "json.h"
 
 #define JOB_TICK_SECONDS 1.0      /* progress, heartbeats and the leader's reaper */
@@ -87,12 +87,6 @@ static struct {
   char **databases;
   int ndatabases;
 } runner = {.lock = PTHREAD_MUTEX_INITIALIZER, .wake = PTHREAD_COND_INITIALIZER};
-
-static double job_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static void job_sleep(double seconds) {
   struct timespec ts = {(time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9)};
@@ -360,7 +354,7 @@ int attn_job_submit(attn_conn *conn, const char *fn, sqlite3_value *name_arg,
   pthread_mutex_lock(&runner.lock);
   job->seq = ++runner.next_seq;
   job->state = JOB_WAITING;
-  job->last_contact = job_now();
+  job->last_contact = nn_os_seconds();
   if (runner.stopping || pthread_create(&job->thread, NULL, job_main, job) != 0) {
     pthread_mutex_unlock(&runner.lock);
     *msg = sqlite3_mprintf("%s: cannot start the job's thread%s", fn,
@@ -405,7 +399,7 @@ static int job_stopped(attn_job *job) {
 static int job_out_of_time(attn_job *job) {
   pthread_mutex_lock(&runner.lock);
   double limit = runner.stopping ? JOB_STOP_SECONDS : runner.host.lease;
-  int out = job_now() - job->last_contact > limit;
+  int out = nn_os_seconds() - job->last_contact > limit;
   pthread_mutex_unlock(&runner.lock);
   return out;
 }
@@ -450,7 +444,7 @@ static void job_finish_row(attn_job *job, attn_job_client *client, const char *s
  * when it never was (rolled back: its id went to another job, or no row for
  * JOB_CONFIRM_SECONDS: dropped) or is over already. */
 static int job_confirm(attn_job *job, attn_job_client *client) {
-  double begun = job_now(), delay = 0.02;
+  double begun = nn_os_seconds(), delay = 0.02;
   char msg[512];
   attn_job_value params[2] = {v_int(job->id), v_text(job->token)};
   while (!job_stopped(job)) {
@@ -469,7 +463,7 @@ static int job_confirm(attn_job *job, attn_job_client *client) {
       return queued;
     }
     if (rc == ATTN_HOST_OK) runner.host.free_rows(&rows);
-    if (job_now() - begun > JOB_CONFIRM_SECONDS) {
+    if (nn_os_seconds() - begun > JOB_CONFIRM_SECONDS) {
       job_log("job %lld (%s): its row was not committed within %.0f s: dropped",
               (long long)job->id, job->database, JOB_CONFIRM_SECONDS);
       return 0;
@@ -794,7 +788,7 @@ static void *job_main(void *arg) {
   if (client && job_confirm(job, client)) {
     pthread_mutex_lock(&runner.lock);
     job->state = JOB_QUEUED;
-    job->last_contact = job_now();
+    job->last_contact = nn_os_seconds();
     pthread_cond_broadcast(&runner.wake);
     while (!job->stop && (runner.training || !job_first_queued(job)))
       pthread_cond_wait(&runner.wake, &runner.lock);
@@ -970,7 +964,7 @@ static void progress_write(attn_job *job, attn_job_client *client) {
                           params, 13, &changes, &code, msg, sizeof msg);
   pthread_mutex_lock(&runner.lock);
   if (rc == ATTN_HOST_OK && changes == 1) {
-    job->last_contact = job_now();
+    job->last_contact = nn_os_seconds();
   } else if (rc == ATTN_HOST_OK) {
     /* cancelled (attn_cancel), failed by the leader, or deleted: stop; its row says why */
     job_stop_locked(job, "");
@@ -978,7 +972,7 @@ static void progress_write(attn_job *job, attn_job_client *client) {
     /* another transaction held the write lock: the next tick writes it */
     if ((code & 0xff) != SQLITE_BUSY && (code & 0xff) != SQLITE_LOCKED)
       job_log("job %lld: progress refused: %s", (long long)job->id, msg);
-  } else if (job_now() - job->last_contact > runner.host.lease) {
+  } else if (nn_os_seconds() - job->last_contact > runner.host.lease) {
     job_stop_locked(job, "");
     job_log("job %lld: no leader reached for %.0f s: stopped (the leader fails it)",
             (long long)job->id, runner.host.lease);
@@ -1082,7 +1076,7 @@ static void *manager_main(void *arg) {
     }
     free(live);
     /* the reaper: every tick on the leader, every five on the others */
-    double now = job_now();
+    double now = nn_os_seconds();
     if (!stopping && dbs) {
       int leader = runner.host.is_leader(runner.host.ctx);
       if (leader || now - last_reap >= 5 * JOB_TICK_SECONDS) {

@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "attn_ext.h"
+#include "compat.h" /* nn_os_seconds */
 
 struct attn_status_entry {
   int64_t id;
@@ -36,12 +37,6 @@ struct attn_status_entry {
 static pthread_mutex_t status_lock = PTHREAD_MUTEX_INITIALIZER;
 static attn_status_entry *status_list;
 static int64_t status_next_id = 1;
-
-static double status_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static void status_free(attn_status_entry *e) {
   if (!e) return;
@@ -72,7 +67,7 @@ attn_status_entry *attn_status_register(sqlite3 *db, const char *fn, const char 
   }
   e->phase = "reading";
   e->db = db;
-  e->start = status_now();
+  e->start = nn_os_seconds();
   e->val_loss = e->val_accuracy = e->val_f1 = -1; /* none yet */
   attn_utc_now(e->started_at);
   pthread_mutex_lock(&status_lock);
@@ -253,7 +248,7 @@ static int attn_status_filter(sqlite3_vtab_cursor *base, int idx_num, const char
   attn_status_cursor *cur = (attn_status_cursor *)base;
   int rc = SQLITE_OK;
   attn_status_clear(cur);
-  cur->now = status_now();
+  cur->now = nn_os_seconds();
   pthread_mutex_lock(&status_lock);
   int n = 0;
   for (attn_status_entry *e = status_list; e; e = e->next) n++;

@@ -34,6 +34,7 @@
 
 #include "attn_ext.h"
 #include "attn_schema.h"
+#include "compat.h" /* nn_os_seconds */
 
 /* ------------------------------------------------------------------ writing */
 
@@ -467,12 +468,6 @@ static int attn_store_write(sqlite3 *db, const char *fn, const char *name,
 
 /* ------------------------------------------------------------------ waiting for the write lock */
 
-static double attn_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* The connection's busy timeout in milliseconds (PRAGMA busy_timeout; 0 when none). */
 static int attn_busy_timeout(sqlite3 *db) {
   sqlite3_stmt *stmt = NULL;
@@ -500,7 +495,7 @@ static int attn_db_interrupted(sqlite3 *db) {
  * run out first, after which it rolls back and this save goes through. */
 static int attn_store_backoff(sqlite3 *db, double deadline, int *delay_ms) {
   if (attn_db_interrupted(db)) return SQLITE_INTERRUPT;
-  double left = deadline - attn_now();
+  double left = deadline - nn_os_seconds();
   if (left <= 0) return SQLITE_BUSY;
   int ms = *delay_ms < 1 ? 1 : *delay_ms;
   if (ms > left * 1000) ms = (int)(left * 1000) + 1;
@@ -774,7 +769,7 @@ int attn_store_save_items(attn_conn *conn, const char *fn, const char *name,
   sqlite3_stmt *guard = NULL;
   int rc, stale = 0;
   int timeout_ms = attn_busy_timeout(db);
-  double deadline = attn_now() + timeout_ms / 1000.0;
+  double deadline = nn_os_seconds() + timeout_ms / 1000.0;
   *errmsg = NULL;
   for (int i = 0; i < n; i++) items[i].version = 0;
   int autocommit = sqlite3_get_autocommit(db);

@@ -127,11 +127,7 @@ static void attn_train_finish_on_close(attn_train_cursor *cur) {
     return;
   }
   sqlite3_finalize(alive);
-  if (t->probe) {
-    sqlite3_reset(t->probe);
-    if (sqlite3_step(t->probe) == SQLITE_INTERRUPT) return; /* interrupted: nothing saved */
-    sqlite3_reset(t->probe);
-  }
+  if (t->interrupt.probe && attn_interrupted(&t->interrupt, 1)) return; /* nothing saved */
   int rc = attn_training_finish(t, &msg);
   if (rc != SQLITE_OK && rc != SQLITE_INTERRUPT) {
     char *full = sqlite3_mprintf("%s (the statement was closed before its last epoch; training "

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "attn_ext.h"
+#include "compat.h" /* nn_os_seconds */
 #include "json.h"
 
 /* ------------------------------------------------------------------ the progress line */
@@ -24,24 +25,18 @@
  * drawn with a carriage return (at most 10 times a second) only when standard error is a
  * terminal and the option "progress" is true, and cleared before the epoch's row is returned,
  * so the shell's output stays clean. */
-static double attn_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static void attn_progress_begin(attn_progress *p, int want, int epoch, int epochs) {
   memset(p, 0, sizeof *p);
   p->enabled = want && isatty(STDERR_FILENO);
   p->epoch = epoch;
   p->epochs = epochs;
-  p->start = attn_now();
+  p->start = nn_os_seconds();
 }
 
 static void attn_progress_update(attn_progress *p, int batches_done, int batches_total, double loss,
                           double rows_per_second) {
   if (!p->enabled || batches_total <= 0) return;
-  double now = attn_now();
+  double now = nn_os_seconds();
   /* the last batch is drawn at once, then not again: the validation repeats that report to
    * ask for interrupts */
   if (p->drawn && batches_done == p->last_done) return;
@@ -73,12 +68,23 @@ static void attn_progress_clear(attn_progress *p) {
 
 /* ------------------------------------------------------------------ one training run */
 
-static void attn_training_ext_free(attn_training *t);
+/* Free the options of ext/ that one run parsed (attn_training_ext_options). */
+static void attn_training_ext_free(attn_training *t) {
+  sqlite3_free(t->class_weights);
+  t->class_weights = NULL;
+  sqlite3_free(t->options_text);
+  t->options_text = NULL;
+  sqlite3_free(t->from_name);
+  t->from_name = NULL;
+  t->from_version = -1;
+  t->deploy = ATTN_DEPLOY_IF_BETTER;
+  t->deploy_given = 0;
+  t->use_unlabelled = 1; /* the option's default, also when no options are given */
+}
 
 void attn_training_free(attn_training *t) {
   attn_training_reset(t);
-  sqlite3_finalize(t->probe);
-  t->probe = NULL;
+  attn_interrupt_end(&t->interrupt);
   sqlite3_free(t->name);
   t->name = NULL;
   attn_train_rows_free(&t->rows);
@@ -125,17 +131,13 @@ void attn_training_reset(attn_training *t) {
   t->version = 0;
 }
 
-/* nn_progress_fn: stop when the connection was interrupted; draw the progress line. */
 /* Whether the run was asked to stop: the connection interrupted, or the job cancelled. */
 static int attn_training_stop_asked(attn_training *t) {
   if (t->stop_flag && atomic_load(t->stop_flag)) return 1;
-  if (t->probe) {
-    sqlite3_reset(t->probe);
-    if (sqlite3_step(t->probe) == SQLITE_INTERRUPT) return 1;
-  }
-  return 0;
+  return t->interrupt.probe && attn_interrupted(&t->interrupt, 1);
 }
 
+/* nn_progress_fn: stop when the run was asked to; draw the progress line. */
 static int attn_training_progress(void *ctx, int batches_done, int batches_total, double loss,
                                   double rows_per_second) {
   attn_training *t = ctx;
@@ -143,20 +145,6 @@ static int attn_training_progress(void *ctx, int batches_done, int batches_total
   attn_progress_update(&t->progress, batches_done, batches_total, loss, rows_per_second);
   attn_status_batch(t->status, batches_done, batches_total, loss, rows_per_second);
   return 0;
-}
-
-/* Free the options of ext/ that one run parsed (attn_training_ext_options). */
-static void attn_training_ext_free(attn_training *t) {
-  sqlite3_free(t->class_weights);
-  t->class_weights = NULL;
-  sqlite3_free(t->options_text);
-  t->options_text = NULL;
-  sqlite3_free(t->from_name);
-  t->from_name = NULL;
-  t->from_version = -1;
-  t->deploy = ATTN_DEPLOY_IF_BETTER;
-  t->deploy_given = 0;
-  t->use_unlabelled = 1; /* the option's default, also when no options are given */
 }
 
 /* The options that ext/ handles beside the engine's, read from o into t: "deploy",
@@ -481,7 +469,6 @@ int attn_training_create(attn_training *t, char **msg) {
   const char *fn = t->fn;
   char err[NN_ERR_LEN] = "";
   int rc = SQLITE_OK;
-  attn_interrupt interrupt = {db, NULL, 0}; /* the vocabulary of many rows takes a while */
   /* "deploy": "if_better" asked for compares on a validation split: keep one */
   if (t->deploy == ATTN_DEPLOY_IF_BETTER && t->deploy_given)
     t->cfg.data_sized &= ~NN_SIZED_VALIDATION;
@@ -493,11 +480,12 @@ int attn_training_create(attn_training *t, char **msg) {
                           .rows_done = t->keep ? NULL : attn_training_rows_done,
                           .n = t->rows.n,
                           .n_unlabelled = t->unlabelled.n,
+                          /* the vocabulary of many rows takes a while */
                           .stop = attn_interrupt_check,
-                          .stop_ctx = &interrupt,
+                          .stop_ctx = &t->interrupt,
                           .mem = &attn_mem};
+  t->interrupt.db = db;
   int st = nn_trainer_create(&t->trainer, &args, err);
-  attn_interrupt_end(&interrupt);
   /* the base's weights are copied: let it go (the cache may drop it) */
   attn_model_release(t->base);
   t->base = NULL;
@@ -529,11 +517,9 @@ int attn_training_create(attn_training *t, char **msg) {
   if (rc != SQLITE_OK) goto done;
   nn_trainer_backend(t->trainer, t->backend, sizeof t->backend);
   attn_utc_now(t->started_at);
-  t->live_last = attn_now();
-  if (!t->probe) {
-    rc = sqlite3_prepare_v2(db, "SELECT 1", -1, &t->probe, NULL);
-    if (rc != SQLITE_OK) *msg = sqlite3_mprintf("%s: %s", fn, sqlite3_errmsg(db));
-  }
+  t->live_last = nn_os_seconds();
+  rc = attn_interrupt_begin(&t->interrupt, db);
+  if (rc != SQLITE_OK) *msg = sqlite3_mprintf("%s: %s", fn, sqlite3_errmsg(db));
 done:
   attn_embeddings_free(&t->emb);
   if (rc != SQLITE_OK) {
@@ -661,12 +647,8 @@ int attn_training_start(attn_training *t, attn_conn *conn, const char *fn,
 /* One model's figures on the validation rows, computed the same way for the new version and the
  * deployed one: accuracy and support-weighted F1 of the predicted labels (compared as text), and
  * the mean cross-entropy (not class-weighted; +inf when the model lacks a row's label). */
-typedef struct attn_figures {
-  double loss, accuracy, f1;
-} attn_figures;
-
 static int attn_training_score(attn_training *t, const nn_model *model, const int *rows, int n,
-                               attn_figures *out, char **msg) {
+                               nn_figures *out, char **msg) {
   const char *fn = t->fn;
   int C = nn_model_num_classes(model), L = t->rows.nlabels, rc;
   const char **texts = sqlite3_malloc64(sizeof *texts * (sqlite3_uint64)n);
@@ -730,26 +712,6 @@ done:
   return rc;
 }
 
-/* The monitored figure of f, and whether a is strictly better than b on it. */
-static double attn_monitored(int monitor, const attn_figures *f) {
-  return monitor == NN_MONITOR_VAL_F1         ? f->f1
-         : monitor == NN_MONITOR_VAL_ACCURACY ? f->accuracy
-                                              : f->loss;
-}
-
-/* Whether a's F1 or accuracy only ties b's, so that the loss decides (as for the best epoch). */
-static int attn_figures_tie(int monitor, const attn_figures *a, const attn_figures *b) {
-  return monitor != NN_MONITOR_VAL_LOSS && attn_monitored(monitor, a) == attn_monitored(monitor, b);
-}
-
-static int attn_figures_better(int monitor, const attn_figures *a, const attn_figures *b) {
-  double x = attn_monitored(monitor, a), y = attn_monitored(monitor, b);
-  if (isnan(x)) return 0;
-  if (isnan(y)) return 1;
-  if (attn_figures_tie(monitor, a, b)) return a->loss < b->loss;
-  return monitor == NN_MONITOR_VAL_LOSS ? x < y : x > y;
-}
-
 /* Whether the deployed version `version` of t->name held out exactly the rows t validates on
  * (its metrics' validation_sha256 is t->val_id): then neither version trained on them. */
 static int attn_training_same_held_out(attn_training *t, int64_t version) {
@@ -808,19 +770,17 @@ int attn_training_decide(attn_training *t, const nn_model *model, const int *row
     sqlite3_free(err);
     return t->deploy_reason ? SQLITE_OK : SQLITE_NOMEM;
   }
-  attn_figures fresh, deployed;
+  nn_figures fresh, deployed;
   rc = attn_training_score(t, model, rows, n, &fresh, msg);
   if (rc == SQLITE_OK) rc = attn_training_score(t, current->nn, rows, n, &deployed, msg);
   int fair = rc == SQLITE_OK ? attn_training_same_held_out(t, current->version) : 0;
   /* the monitored figure of both versions, as every reason below gives it */
-  int monitor = t->cfg.monitor;
-  const char *figure = monitor == NN_MONITOR_VAL_F1         ? "val_f1"
-                       : monitor == NN_MONITOR_VAL_ACCURACY ? "val_accuracy"
-                                                            : "val_loss";
+  nn_monitor monitor = t->cfg.monitor;
+  const char *figure = nn_monitor_name(monitor);
   char a[32] = "", b[32] = "";
   if (rc == SQLITE_OK) {
-    sqlite3_snprintf(sizeof a, a, "%.6g", attn_monitored(monitor, &fresh));
-    sqlite3_snprintf(sizeof b, b, "%.6g", attn_monitored(monitor, &deployed));
+    sqlite3_snprintf(sizeof a, a, "%.6g", nn_monitor_figure(monitor, &fresh));
+    sqlite3_snprintf(sizeof b, b, "%.6g", nn_monitor_figure(monitor, &deployed));
   }
   if (rc == SQLITE_OK && !fair) {
     /* The deployed version validated on other rows (another split, fraction or data, or it
@@ -834,8 +794,8 @@ int attn_training_decide(attn_training *t, const nn_model *model, const int *row
         (long long)current->version, n, figure, a, b);
     if (!t->deploy_reason) rc = SQLITE_NOMEM;
   } else if (rc == SQLITE_OK) {
-    *deploy = attn_figures_better(monitor, &fresh, &deployed);
-    if (attn_figures_tie(monitor, &fresh, &deployed)) {
+    *deploy = nn_monitor_better(monitor, &fresh, &deployed);
+    if (nn_monitor_tie(monitor, &fresh, &deployed)) {
       char c[32], d[32];
       sqlite3_snprintf(sizeof c, c, "%.6g", fresh.loss);
       sqlite3_snprintf(sizeof d, d, "%.6g", deployed.loss);
@@ -1017,7 +977,7 @@ static int attn_training_save(attn_training *t, char **msg) {
  * version. A write that cannot take the lock now is tried again later; one that fails otherwise
  * stops the live log (the save at the end writes every row anyway). */
 static void attn_training_live(attn_training *t) {
-  double now = attn_now();
+  double now = nn_os_seconds();
   char *err = NULL;
   if (t->keep || t->live_written < 0 || now - t->live_last < 1.0 || t->nlog <= t->live_written)
     return;
@@ -1094,8 +1054,7 @@ static int attn_training_epoch_step(attn_training *t, nn_epoch_stats *row, char 
   return rc == SQLITE_OK ? SQLITE_DONE : rc;
 }
 
-/* attn_training_epoch, then out of attn_status once the run is over (saved or stopped). */
-static int attn_training_epoch_step(attn_training *t, nn_epoch_stats *row, char **msg);
+/* attn_training_epoch_step, then out of attn_status once the run is over (saved or stopped). */
 int attn_training_epoch(attn_training *t, nn_epoch_stats *row, char **msg) {
   int rc = attn_training_epoch_step(t, row, msg);
   if ((t->saved || t->stopped) && !t->keep) {

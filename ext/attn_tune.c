@@ -1,7 +1,8 @@
 /* attn_tune.c -- the table-valued function attn_tune: a grid search. Every combination of the
  * grid's option values is trained on the same rows (the same split and seed: the options'), each
  * trial is stored as a version of `name`, and the best by the options' "monitor" (the default
- * recipe's val_f1, highest first; the lesson recipe's val_loss) is the one deployed.
+ * recipe's val_f1, highest first; the lesson recipe's val_loss; nn_monitor_better, the rule of the
+ * best epoch) is the one deployed.
  *
  *   SELECT * FROM attn_tune('news', 'SELECT title, category FROM headlines',
  *                           '{"cell":["rnn","gru"],"hidden":[64,128]}', '{"epochs":10}');
@@ -32,6 +33,7 @@
 #include <time.h>
 
 #include "attn_ext.h"
+#include "compat.h" /* nn_os_seconds */
 #include "json.h"
 
 /* Trials at most (a grid search: the product of the grid's array lengths). */
@@ -432,21 +434,13 @@ static int attn_tune_trial_options(sqlite3 *db, const char *fn, const attn_tune_
   return rc;
 }
 
-static double attn_tune_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/* Whether figure a is better than b under monitor (NaN is never better). */
-static int attn_tune_better(int monitor, const attn_tune_trial *a, const attn_tune_trial *b) {
-  switch (monitor) {
-  case NN_MONITOR_VAL_F1: return a->val_f1 > b->val_f1 || (isnan(b->val_f1) && !isnan(a->val_f1));
-  case NN_MONITOR_VAL_ACCURACY:
-    return a->val_accuracy > b->val_accuracy ||
-           (isnan(b->val_accuracy) && !isnan(a->val_accuracy));
-  default: return a->val_loss < b->val_loss || (isnan(b->val_loss) && !isnan(a->val_loss));
-  }
+/* Whether trial a is better than trial b under monitor (nn_monitor_better: its tie and NaN
+ * rules are those of the best epoch). */
+static int attn_tune_better(nn_monitor monitor, const attn_tune_trial *a,
+                            const attn_tune_trial *b) {
+  nn_figures x = {a->val_loss, a->val_accuracy, a->val_f1};
+  nn_figures y = {b->val_loss, b->val_accuracy, b->val_f1};
+  return nn_monitor_better(monitor, &x, &y);
 }
 
 /* The kept epoch's figures of a finished run (its metrics: best_epoch, val_loss, ...). */
@@ -595,7 +589,7 @@ static int attn_tune_indices(int64_t combinations, const attn_tune_settings *st,
   return SQLITE_OK;
 }
 
-/* A trial's run shares the statement's rows, name and probe (t) and owns the rest. */
+/* A trial's run shares the statement's rows, name and interrupt probe (t) and owns the rest. */
 static void attn_tune_share(attn_training *tt, const attn_training *t) {
   memset(tt, 0, sizeof *tt);
   tt->conn = t->conn;
@@ -611,7 +605,7 @@ static void attn_tune_share(attn_training *tt, const attn_training *t) {
   tt->validation_query = t->validation_query;
   memcpy(tt->rows_sha256, t->rows_sha256, sizeof tt->rows_sha256);
   memcpy(tt->val_sha256, t->val_sha256, sizeof tt->val_sha256);
-  tt->probe = t->probe;
+  tt->interrupt = t->interrupt;
   tt->keep = 1;
   tt->from_version = -1;
 }
@@ -658,7 +652,7 @@ static void attn_tune_collect(attn_tune_trial *trial, attn_training *tt, double 
 static void attn_tune_release(attn_training *tt) {
   attn_status_unregister(tt->status);
   tt->status = NULL;
-  tt->probe = NULL;
+  memset(&tt->interrupt, 0, sizeof tt->interrupt); /* the statement's: it finalizes it */
   attn_training_reset(tt);
 }
 
@@ -673,19 +667,11 @@ typedef struct attn_tune_worker {
 
 static void *attn_tune_worker_main(void *arg) {
   attn_tune_worker *w = arg;
-  double start = attn_tune_now();
+  double start = nn_os_seconds();
   w->rc = attn_training_finish(w->tt, &w->msg);
-  w->seconds = attn_tune_now() - start;
+  w->seconds = nn_os_seconds() - start;
   atomic_store(&w->done, 1);
   return NULL;
-}
-
-/* Is the connection interrupted? */
-static int attn_tune_interrupted(sqlite3 *db) {
-  attn_interrupt interrupt = {db, NULL, 0};
-  int stop = attn_interrupted(&interrupt, 1);
-  attn_interrupt_end(&interrupt);
-  return stop;
 }
 
 /* Train trials [i, i + count) (count 1 or 2) and collect them. With two, the second trains in a
@@ -693,8 +679,8 @@ static int attn_tune_interrupted(sqlite3 *db) {
  * give what they would give one at a time (the engine's results do not depend on the number of
  * threads). The worker touches no connection: it stops when `stop` is set, which this thread
  * does when the connection is interrupted or its own trial fails. */
-static int attn_tune_run(attn_tune_cursor *cur, const attn_training *t, int i, int count,
-                         int ntrials, char **msg) {
+static int attn_tune_run(attn_tune_cursor *cur, attn_training *t, int i, int count, int ntrials,
+                         char **msg) {
   attn_training runs[2];
   atomic_int stop = 0;
   attn_tune_worker worker;
@@ -714,29 +700,28 @@ static int attn_tune_run(attn_tune_cursor *cur, const attn_training *t, int i, i
     return rc == SQLITE_OK ? attn_tune_run(cur, t, i + 1, 1, ntrials, msg) : rc;
   }
   if (rc == SQLITE_OK && count == 2) {
-    runs[1].probe = NULL;
+    memset(&runs[1].interrupt, 0, sizeof runs[1].interrupt);
     runs[1].stop_flag = &stop;
     runs[1].quiet = 1;
     worker.tt = &runs[1];
     if (pthread_create(&thread, NULL, attn_tune_worker_main, &worker) == 0) {
       started = 1;
     } else { /* no thread: one after the other */
-      runs[1].probe = t->probe;
+      runs[1].interrupt = t->interrupt;
       runs[1].stop_flag = NULL;
       worker.tt = NULL;
     }
   }
-  double start = attn_tune_now(), seconds0 = 0;
+  double start = nn_os_seconds(), seconds0 = 0;
   if (rc == SQLITE_OK) {
     rc = attn_training_finish(&runs[0], msg);
-    seconds0 = attn_tune_now() - start;
+    seconds0 = nn_os_seconds() - start;
   }
   if (started) {
     /* wait for the worker, passing an interrupt of the connection on to it */
     if (rc != SQLITE_OK) atomic_store(&stop, 1);
     while (!atomic_load(&worker.done)) {
-      if (!atomic_load(&stop) && attn_tune_interrupted(attn_conn_db(t->conn)))
-        atomic_store(&stop, 1);
+      if (!atomic_load(&stop) && attn_interrupted(&t->interrupt, 1)) atomic_store(&stop, 1);
       sqlite3_sleep(5);
     }
     pthread_join(thread, NULL);
@@ -746,9 +731,9 @@ static int attn_tune_run(attn_tune_cursor *cur, const attn_training *t, int i, i
       worker.msg = NULL;
     }
   } else if (rc == SQLITE_OK && count == 2) {
-    start = attn_tune_now();
+    start = nn_os_seconds();
     rc = attn_training_finish(&runs[1], msg);
-    worker.seconds = attn_tune_now() - start;
+    worker.seconds = nn_os_seconds() - start;
   }
   sqlite3_free(worker.msg);
   if (rc == SQLITE_OK)
@@ -880,10 +865,10 @@ static int attn_tune_filter(sqlite3_vtab_cursor *base, int idx_num, const char *
   /* the monitor that picks the best trial, "deploy" and "validation_query": the options' */
   rc = attn_training_options(&t, train_options, &msg);
   if (rc != SQLITE_OK) goto done;
-  int monitor = t.cfg.monitor;
+  nn_monitor monitor = t.cfg.monitor;
   rc = attn_training_rows(&t, &msg);
   if (rc != SQLITE_OK) goto done;
-  if (!t.probe && sqlite3_prepare_v2(db, "SELECT 1", -1, &t.probe, NULL) != SQLITE_OK) {
+  if (attn_interrupt_begin(&t.interrupt, db) != SQLITE_OK) {
     msg = sqlite3_mprintf("%s: %s", fn, sqlite3_errmsg(db));
     rc = SQLITE_ERROR;
     goto done;
@@ -916,10 +901,10 @@ static int attn_tune_filter(sqlite3_vtab_cursor *base, int idx_num, const char *
   rc = attn_store_check_save(vtab->conn, fn, t.name, ntrials, &msg);
   if (rc != SQLITE_OK) goto done;
   /* train: two at a time where cores allow; no trial starts once "seconds" have passed */
-  double begun = attn_tune_now();
+  double begun = nn_os_seconds();
   int ran = 0, pairs = st.parallel && nn_cpu_count() >= 2;
   while (ran < ntrials) {
-    if (ran > 0 && st.seconds > 0 && attn_tune_now() - begun >= st.seconds) break;
+    if (ran > 0 && st.seconds > 0 && nn_os_seconds() - begun >= st.seconds) break;
     int count = pairs && ran + 1 < ntrials ? 2 : 1;
     rc = attn_tune_run(cur, &t, ran, count, ntrials, &msg);
     if (rc != SQLITE_OK) goto done;
@@ -933,7 +918,7 @@ static int attn_tune_filter(sqlite3_vtab_cursor *base, int idx_num, const char *
     sqlite3_free(cur->trials[i].options);
   }
   cur->ntrials = ntrials = ran;
-  if (attn_tune_interrupted(db)) { /* the last chance before writing */
+  if (attn_interrupted(&t.interrupt, 1)) { /* the last chance before writing */
     msg = sqlite3_mprintf("%s: interrupted", fn);
     rc = SQLITE_INTERRUPT;
     goto done;
@@ -997,7 +982,7 @@ static int attn_tune_filter(sqlite3_vtab_cursor *base, int idx_num, const char *
   }
   /* an interrupt during the commit: SQLite would end the statement with a bare "interrupted"
    * at its next check; say it with the function's name and what was saved */
-  if (attn_tune_interrupted(db)) {
+  if (attn_interrupted(&t.interrupt, 1)) {
     msg = attn_tune_saved_interrupt(cur);
     rc = SQLITE_INTERRUPT;
     goto done;

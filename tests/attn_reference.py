@@ -119,7 +119,7 @@ class AttnClassifier(nn.Module):
         elif self.attention == "self":
             self.attn = SelfAttn(D)
         elif self.attention == "dot":
-            self.attn = None  # seed 004's self-attention: no parameters
+            self.attn = None  # the last step's self-attention: no parameters
         else:
             raise ValueError("attention must be linear, additive, self or dot, got %r"
                              % self.attention)
@@ -152,7 +152,7 @@ class AttnClassifier(nn.Module):
             e = self.attn(out)
             values = out
         elif self.attention == "dot":
-            # seed 004: e_t = h_t . h_last, unscaled; bidirectional: the concatenated output,
+            # e_t = h_t . h_last, unscaled; bidirectional: the concatenated output,
             # whose reverse half at the last real token is the reverse direction's first step
             last = out[torch.arange(B, device=out.device), lengths.to(out.device) - 1]  # (B, D)
             e = torch.bmm(out, last.unsqueeze(2)).squeeze(2)                     # (B, T)

@@ -30,7 +30,7 @@ pkgs="$pkgs python3-venv"
 # Not part of make test (wine alone is hundreds of MB): make test-linux-arm64 and
 # make test-windows-x64 run `sh tests/deps.sh cross` first.
 cross="gcc-aarch64-linux-gnu qemu-user gcc-mingw-w64-x86-64-posix wine wine64"
-# Issue 22, the clients and packages a user has: sqlcipher (SQLite 3.15: the entry point must
+# The clients and packages a user has: sqlcipher (SQLite 3.15: the entry point must
 # refuse it, test_old_sqlite.sh), lintian (test_package_deb.sh), patchelf (bundling OpenBLAS
 # into the wheel and the npm package), and each client whose ext/CLIENTS.md snippet
 # test_clients.py runs: PHP, Go + mattn/go-sqlite3, Rust's rusqlite (Debian's crates, built

@@ -63,7 +63,7 @@ def cases():
                                            attention="linear")))
     out.append(("lstm_bi_additive_nofc1", dict(cell="lstm", layers=1, bidirectional=True,
                                                attention="additive", fc_hidden=0)))
-    # seed 004's dot attention (issue 14), after the others so that their seeds stay the same
+    # the dot attention, after the others so that their seeds stay the same
     for cell in ("rnn", "gru", "lstm"):
         for bi in (False, True):
             out.append(("%s_%s_dot" % (cell, "bi" if bi else "uni"),
@@ -71,7 +71,7 @@ def cases():
     out.append(("gru_l2_bi_dot", dict(cell="gru", layers=2, bidirectional=True, attention="dot")))
     out.append(("lstm_bi_dot_nofc1", dict(cell="lstm", layers=1, bidirectional=True,
                                           attention="dot", fc_hidden=0)))
-    # label smoothing (issue 20): torch.nn.CrossEntropyLoss(weight=w, label_smoothing=0.1)
+    # label smoothing: torch.nn.CrossEntropyLoss(weight=w, label_smoothing=0.1)
     out.append(("gru_uni_linear_smooth", dict(cell="gru", layers=1, bidirectional=False,
                                               attention="linear", label_smoothing=0.1)))
     # subwords in a training step, not only forward: the default recipe's GRU with hashed character

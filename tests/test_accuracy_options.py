@@ -1,4 +1,4 @@
-"""test_accuracy_options.py -- the training options of issue 20 through the extension (Debian's
+"""test_accuracy_options.py -- the accuracy options of training through the extension (Debian's
 Python sqlite3), each against its reference:
 
   - "ensemble": K networks in one model. The weights BLOB holds members.k.* tensors; PyTorch's

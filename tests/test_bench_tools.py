@@ -1,4 +1,4 @@
-"""test_bench_tools.py -- the accuracy benchmark's helpers (issue 20) compute what RESULTS.md
+"""test_bench_tools.py -- the accuracy benchmark's helpers compute what RESULTS.md
 says they do, on data made here (no AG News, no fastText needed):
 
   - quality.py seed_spread: the default's runs only (its own seed and "seed k"), not the

@@ -1,4 +1,4 @@
-"""test_docs.py -- the documents hold together (issue 23): README.md is the front door and each
+"""test_docs.py -- the documents hold together: README.md is the front door and each
 section it used to hold lives beside what it documents.
 
 - README.md stays under 200 lines and links every document, and every section moved out of it

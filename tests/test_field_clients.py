@@ -1,5 +1,5 @@
-"""test_field_clients.py -- attnext as a Python program uses it (issue 11: reproductions 2, 3
-and 5, attn_fit, threads).
+"""test_field_clients.py -- attnext as a Python program uses it (attn_fit, threads, and the
+statements a client steps once and resets).
 
   - No silent discard: a training statement that the client stops reading after one row
     (execute() without fetching, fetchone(), a cursor closed early, LIMIT 1) still trains every

@@ -1,5 +1,5 @@
 """test_field_concurrency.py -- training and saving while other connections and processes write
-(issue 11: reproductions 1 and 4), in WAL and rollback-journal (DELETE) mode.
+in WAL and rollback-journal (DELETE) mode.
 
   1. Another writer during training. A second connection (a thread) or a second process starts
      writing 0.3 s into a training of ~4 s: a plain INSERT, attn_import, attn_deploy and a tiny
@@ -16,8 +16,9 @@
      and leave the database unchanged. A save whose snapshot is out of date (WAL) goes through a
      second connection that keeps the caller's max_page_count.
   3. Two processes train different models on one database at the same moment: both saved.
-Before issue 11, (1) failed with "attn_train: cannot create the model store tables: database is
-locked" and (2) failed at once with "cannot save the model: database is locked".
+Before the store waited for the write lock, (1) failed with "attn_train: cannot create the model
+store tables: database is locked" and (2) failed at once with "cannot save the model: database
+is locked".
 Run from the repository root: /usr/bin/python3 tests/test_field_concurrency.py
 """
 import json

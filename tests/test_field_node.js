@@ -1,4 +1,4 @@
-// test_field_node.js -- attnext from Node with better-sqlite3 (issue 11), run by
+// test_field_node.js -- attnext from Node with better-sqlite3, run by
 // tests/test_field_node.sh: node tests/test_field_node.js EXTENSION DIR
 //  - .run() and .get() on attn_train (they step one row, then reset the statement): every epoch
 //    is trained and the model saved, in memory and in a WAL file;

@@ -1,4 +1,4 @@
-"""test_fork.py -- fork() beside a running training (issue 27, point 6), through Debian's Python.
+"""test_fork.py -- fork() beside a running training, through Debian's Python.
 
 A thread of this process trains (attn_fit, two threads of its own, OpenBLAS in every batch) while
 the main thread forks 50 times, as a prefork server or multiprocessing's 'fork' start method

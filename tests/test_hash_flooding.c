@@ -1,6 +1,6 @@
-/* test_hash_flooding.c -- issue 17: the vocabulary's hash table cannot be flooded.
+/* test_hash_flooding.c -- the vocabulary's hash table cannot be flooded.
  *
- * Before issue 17 the vocabulary (nn_vocab_from_list, used by every model load) and the token
+ * Before it was keyed, the vocabulary (nn_vocab_from_list, used by every model load) and the token
  * counter of training (nn_vocab_build) hashed with FNV-1a, unkeyed, and probed linearly: tokens
  * whose hashes agree in their low bits all land in one probe chain, and n of them cost n^2 / 2
  * comparisons. This test builds such tokens -- FNV-1a's low K bits depend only on the low K bits

@@ -1,4 +1,4 @@
-"""test_hostile_cache.py -- the model cache of a connection is bounded in bytes (issue 17, item 2).
+"""test_hostile_cache.py -- the model cache of a connection is bounded in bytes.
 
 Before, a connection kept up to 12 parsed models whatever their size (4 in the cache, 8 more
 through the name -> model answers it remembers): a 22 MB database of 16 models left 3.2 GB

@@ -1,5 +1,4 @@
-"""test_hostile_classes.py -- attn_evaluate and attn_confusion on a model of many classes (issue
-17, item 4 of the issue, item 3 of the SQL side).
+"""test_hostile_classes.py -- attn_evaluate and attn_confusion on a model of many classes.
 
 A crafted 10,000-class model (tiny otherwise) and one row: attn_evaluate kept two dense K x K
 matrices of int64 and a K x K list (2 GB for 10,000 classes; a 16,000-class model took 12 s

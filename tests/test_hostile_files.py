@@ -1,4 +1,4 @@
-"""test_hostile_files.py -- unbounded inputs of attn_vectors_load and attn_matrix (issue 17, 5).
+"""test_hostile_files.py -- unbounded inputs of attn_vectors_load and attn_matrix.
 
   - attn_vectors_load reads regular files only: /dev/zero (grew until allocation failed, then
     reported success with 0 rows), a FIFO (blocked forever), a directory are refused at once

@@ -1,4 +1,4 @@
-"""test_hostile_store.py -- a database file attnext did not write (issue 17, items 1 and 6).
+"""test_hostile_store.py -- a database file attnext did not write.
 
   - a model store that is not an ordinary table of the expected shape is refused with an error
     naming the function and the problem, never a crash: attn_models or attn_training_log as a

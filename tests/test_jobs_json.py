@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """test_jobs_json.py -- attn_jobs' losses column, written by ext/ (attn_json_value) since the
-jobs left SQLite's JSON functions behind (issue 23), is byte for byte what the JSON1 query it
-replaced gives on this SQLite: json_group_array of json_object over a job's epochs, REAL values
-as SQLite's JSON writes them (1.0, 1.0e+20, 15 significant digits, Inf), NULL as null, a tune's
-trial keys, text escaped, no epochs as []. A BLOB figure is refused as JSON1 refuses it.
+jobs left SQLite's JSON functions behind (a host may lack JSON1), is byte for byte what the
+JSON1 query it replaced gives on this SQLite: json_group_array of json_object over a job's
+epochs, REAL values as SQLite's JSON writes them (1.0, 1.0e+20, 15 significant digits, Inf),
+NULL as null, a tune's trial keys, text escaped, no epochs as []. A BLOB figure is refused as
+JSON1 refuses it.
 The node-side writers (attn_job_commit's json_set, the runner's results) are covered by
 tests/test_cluster.py.
 """
@@ -18,7 +19,7 @@ from reliability import check, connect, finish, reexec_with_preload, require_ext
 reexec_with_preload()
 require_extension()
 
-# the query attn_jobs ran before (ext/attn_jobs.c, up to issue 23), as its reference
+# the query attn_jobs ran when it used SQLite's JSON functions (ext/attn_jobs.c), as its reference
 JSON1_LOSSES = """
 SELECT r.job, (SELECT json_group_array(CASE WHEN e.trial > 0 THEN json_object('trial', e.trial,
   'epoch', e.epoch, 'train_loss', e.train_loss, 'val_loss', e.val_loss, 'val_accuracy',

@@ -5,14 +5,14 @@
  * nn_metrics_evaluate (attn_metrics, ML.EVALUATE's figures) against scikit-learn's values in
  * tests/fixtures/metrics/ (tests/gen_metrics_fixtures.py: random scores, tied scores, binary,
  * classes absent from y_true, probabilities of 0 and 1, one predicted class), to 1e-6 absolute;
- * an AUC that no class has is NaN; bad input is an error naming the row. */
+ * an AUC that no class has is NaN; bad input is an error naming the row.
+ * nn_monitor_better: which figures are better under each monitor, its tie and NaN rules. */
 #include <dirent.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
-#include "metrics.h"
 #include "nn_internal.h"
 
 #define METRICS_DIR "tests/fixtures/metrics"
@@ -159,6 +159,50 @@ static void check_evaluate(void) {
         "interrupt: %s", err);
 }
 
+/* nn_monitor_better, the rule of the best epoch, "deploy": "if_better" and attn_tune's choice:
+ * strictly better on the monitored figure; an equal F1 or accuracy wins with a lower loss; NaN
+ * is never better, and a number is better than NaN. */
+static void check_monitor_better(void) {
+  static const struct {
+    nn_monitor monitor;
+    nn_figures a, b;
+    int better, tie;
+    const char *what;
+  } cases[] = {
+      {NN_MONITOR_VAL_LOSS, {0.4, 0.5, 0.5}, {0.5, 0.9, 0.9}, 1, 0, "a lower loss"},
+      {NN_MONITOR_VAL_LOSS, {0.5, 0.9, 0.9}, {0.5, 0.1, 0.1}, 0, 0, "an equal loss"},
+      {NN_MONITOR_VAL_LOSS, {0.6, 0.9, 0.9}, {0.5, 0.1, 0.1}, 0, 0, "a higher loss"},
+      {NN_MONITOR_VAL_F1, {0.9, 0.5, 0.8}, {0.1, 0.9, 0.7}, 1, 0, "a higher F1"},
+      {NN_MONITOR_VAL_F1, {0.1, 0.9, 0.7}, {0.9, 0.5, 0.8}, 0, 0, "a lower F1"},
+      {NN_MONITOR_VAL_F1, {0.4, 0.5, 0.8}, {0.5, 0.5, 0.8}, 1, 1, "an equal F1, a lower loss"},
+      {NN_MONITOR_VAL_F1, {0.5, 0.5, 0.8}, {0.5, 0.5, 0.8}, 0, 1, "equal figures"},
+      {NN_MONITOR_VAL_F1, {0.6, 0.5, 0.8}, {0.5, 0.5, 0.8}, 0, 1, "an equal F1, a higher loss"},
+      {NN_MONITOR_VAL_F1, {NAN, 0.5, 0.8}, {0.5, 0.5, 0.8}, 0, 1, "an equal F1, a NaN loss"},
+      {NN_MONITOR_VAL_F1, {0.5, 0.5, 0.8}, {NAN, 0.5, 0.8}, 0, 1, "equal F1, other loss NaN"},
+      {NN_MONITOR_VAL_ACCURACY, {0.4, 0.7, 0.1}, {0.5, 0.7, 0.9}, 1, 1, "tie, lower loss"},
+      {NN_MONITOR_VAL_ACCURACY, {0.9, 0.8, 0.1}, {0.1, 0.7, 0.9}, 1, 0, "a higher accuracy"},
+      {NN_MONITOR_VAL_F1, {0.1, 0.5, NAN}, {0.5, 0.5, 0.2}, 0, 0, "a NaN F1"},
+      {NN_MONITOR_VAL_F1, {0.5, 0.5, 0.2}, {0.1, 0.5, NAN}, 1, 0, "an F1 against a NaN F1"},
+      {NN_MONITOR_VAL_F1, {0.1, 0.5, NAN}, {0.1, 0.5, NAN}, 0, 0, "both F1 NaN"},
+      {NN_MONITOR_VAL_LOSS, {NAN, 0.5, 0.5}, {0.5, 0.5, 0.5}, 0, 0, "a NaN loss"},
+      {NN_MONITOR_VAL_LOSS, {0.5, 0.5, 0.5}, {NAN, 0.5, 0.5}, 1, 0, "a loss against a NaN loss"},
+      {NN_MONITOR_VAL_LOSS, {INFINITY, 0.5, 0.5}, {INFINITY, 0.5, 0.5}, 0, 0, "infinite losses"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    int better = nn_monitor_better(cases[i].monitor, &cases[i].a, &cases[i].b);
+    int tie = nn_monitor_tie(cases[i].monitor, &cases[i].a, &cases[i].b);
+    CHECK(better == cases[i].better && tie == cases[i].tie,
+          "monitor %s, %s: better %d (expected %d), tie %d (expected %d)",
+          nn_monitor_name(cases[i].monitor), cases[i].what, better, cases[i].better, tie,
+          cases[i].tie);
+  }
+  nn_figures f = {0.25, 0.5, 0.75};
+  CHECK(nn_monitor_figure(NN_MONITOR_VAL_LOSS, &f) == 0.25 &&
+            nn_monitor_figure(NN_MONITOR_VAL_ACCURACY, &f) == 0.5 &&
+            nn_monitor_figure(NN_MONITOR_VAL_F1, &f) == 0.75,
+        "nn_monitor_figure reads the loss, the accuracy and the F1");
+}
+
 static void check_class(const nn_class_metrics *got, double p, double r, double f1, int64_t support,
                         const char *what) {
   char name[128];
@@ -234,5 +278,6 @@ int main(void) {
   CHECK(accuracy == 0.0, "empty accuracy %g", accuracy);
 
   check_evaluate();
+  check_monitor_better();
   return check_finish("test_metrics");
 }

@@ -1,4 +1,4 @@
-"""test_model_life.py -- the model's life in the database (issue 21), through Debian's Python
+"""test_model_life.py -- the model's life in the database, through Debian's Python
 sqlite3 on file databases, in WAL and rollback-journal mode where the journal matters.
 
 Checks, each printing what it compared:

@@ -81,7 +81,7 @@ for name in default nehalem haswell; do
     echo "FAIL $name: $got vs native $ref"; fail=1
   fi
 done
-# What the issue reproduced: the native build (this machine's -march=native) under an older CPU.
+# The failure a portable build prevents: the native build (-march=native) under an older CPU.
 if $NEHALEM "$shell" :memory: -cmd ".load $NATIVE_LIB" "SELECT 1;" >/dev/null 2>&1; then
   echo "note: the native build happens to run under Nehalem too (this machine's CPU is old enough)"
 else

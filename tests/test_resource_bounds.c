@@ -1,4 +1,4 @@
-/* test_resource_bounds.c -- issue 17: a crafted model cannot make the engine take memory or time
+/* test_resource_bounds.c -- a crafted model cannot make the engine take memory or time
  * out of proportion to its file, and long loads can be stopped.
  *   - memory: a 1.6 MB model of 100,000 tokens and a 1-wide embedding (bidirectional LSTM)
  *     once added ~210 MB of inference tables at load (peak RSS); a loaded model now holds at most

@@ -64,7 +64,8 @@ check(got == [(1,), (2,)] and n == 1 and logs == 2, "LIMIT 2 over 2 epochs store
 got = db.execute("SELECT epoch FROM attn_train('lim1', 'SELECT x, y FROM t', '%s') LIMIT 1" % OPTS).fetchall()
 n = db.execute("SELECT count(*) FROM attn_models WHERE name = 'lim1'").fetchone()[0]
 logs = db.execute("SELECT count(*) FROM attn_training_log WHERE name = 'lim1'").fetchone()[0]
-# Issue 11: a cursor closed before its last epoch finishes the training and saves it.
+# a cursor closed before its last epoch finishes the training and saves it (a client that
+# steps once and resets, or a LIMIT, would otherwise lose the model).
 check(got == [(1,)] and n == 1 and logs == 2, "LIMIT 1 over 2 epochs returns one row, trains both epochs and stores the model (versions %d, log rows %d)" % (n, logs))
 db.execute("SELECT count(*) FROM attn_train('m', 'SELECT x, y FROM t', '%s')" % OPTS).fetchall()
 

@@ -639,8 +639,8 @@ static void test_hostile_model_blobs(void) {
   snprintf(want, sizeof want, "weights: tensor \"fc2.weight\" has shape [%lld, %lld], expected [4, %lld]",
            (long long)fc2w.shape[0], (long long)fc2w.shape[1], (long long)fc2w.shape[1]);
   expect_load_error("one label too many", &s, want);
-  { /* 300,000 labels: refused before the model allocates an fc2 that large (issue 17: by the
-     * limit training has, NN_MAX_CLASSES; before, by the size check: see "3 labels" above) */
+  { /* 300,000 labels: refused before the model allocates an fc2 that large (by the limit
+     * training has, NN_MAX_CLASSES; once only by the size check: see "3 labels" above) */
     nn_strbuf sb;
     nn_strbuf_init(&sb, NULL);
     nn_strbuf_puts(&sb, "[");

@@ -1,5 +1,5 @@
 """test_store_speed.py -- the time of an attn_predict statement does not grow with the number of
-stored versions (issue 27, point 5), through Debian's Python sqlite3 on a file database.
+stored versions, through Debian's Python sqlite3 on a file database.
 
 One model, version 1 deployed; then 999 more versions of it (undeployed copies, as attn_tune
 leaves them). For each form -- attn_predict('m', text) and the default model's attn_predict(text)

@@ -1,4 +1,4 @@
-"""test_store_stress.py -- the model store under stress (issue 27), in WAL and rollback-journal
+"""test_store_stress.py -- the model store under stress, in WAL and rollback-journal
 mode, through Debian's Python sqlite3.
 
 Checks, each printing what it compared:

@@ -4,10 +4,13 @@ Checks, each printing what it compared:
   - a 2x2 grid gives 4 trials in itertools.product order, 4 new versions of the name (after the
     one that was there), each version's stored config holding its trial's values, the same
     split for every trial (train_rows / val_rows, the options' seed), and the best by the
-    default monitor (highest val_f1, the first of equals) deployed and marked chosen; with
-    "monitor":"val_loss" the lowest val_loss is chosen. The grid (label smoothing 0.6 or 0, lr
-    0.05 or 0.02) makes the two differ: smoothing raises the loss of the trial with the best F1,
-    so a search that ignored the monitor, or took the wrong one, picks the wrong trial;
+    default monitor (highest val_f1; of equal ones the lower val_loss, then the first) deployed
+    and marked chosen; with "monitor":"val_loss" the lowest val_loss is chosen. The grid (label
+    smoothing 0.6 or 0, lr 0.05 or 0.02) on rows where one label in six is not the words' makes
+    the two differ: smoothing raises the loss of the trial with the best F1, so a search that
+    ignored the monitor, or took the wrong one, picks the wrong trial;
+  - the tie rule of the best epoch (nn_monitor_better): two trials with the same val_f1 (or
+    val_accuracy), the later with the lower val_loss: the later is chosen, not the first;
   - an interrupt (sqlite3_interrupt from another thread) stops it and leaves the store as it
     was;
   - errors naming the function and the key: a grid value that is not an array, an empty grid,
@@ -39,11 +42,14 @@ def main():
     reexec_with_preload()
     db = connect(":memory:")
     db.execute("CREATE TABLE docs(text TEXT, label TEXT)")
-    rows = []
+    rows, clean = [], []
     for i in range(240):
         label = list(WORDS)[i % 3]
         ws = WORDS[label]
-        rows.append((f"{ws[i % len(ws)]} news {ws[(i // 3) % len(ws)]} today {i % 7}", label))
+        text = f"{ws[i % len(ws)]} news {ws[(i // 3) % len(ws)]} today {i % 7}"
+        clean.append((text, label))
+        # one label in six another class's, so that no trial reaches F1 1 and they differ
+        rows.append((text, list(WORDS)[(i // 6) % 3] if i % 6 == 0 else label))
     db.executemany("INSERT INTO docs VALUES (?, ?)", rows)
     opts = '{"epochs":3,"embed_dim":8,"fc_hidden":8,"seed":9,"progress":false}'
     db.execute("SELECT attn_fit('news', 'SELECT text, label FROM docs', ?)", (opts,)).fetchone()
@@ -72,14 +78,15 @@ def main():
           "each row's figures are its version's metrics")
     splits = {(m["train_rows"], m["val_rows"]) for _, m in stored.values()}
     check(len(splits) == 1, f"the same split for every trial: {splits}")
-    # the default monitor is the default recipe's, val_f1: the highest, the first of equals
-    top = max(r["val_f1"] for r in out)
-    best = next(r for r in out if r["val_f1"] == top)
+    # the default monitor is the default recipe's, val_f1: the highest; of equal ones the lower
+    # val_loss, then the first
+    top = max((r["val_f1"], -r["val_loss"]) for r in out)
+    best = next(r for r in out if (r["val_f1"], -r["val_loss"]) == top)
     deployed = db.execute("SELECT version FROM attn_models WHERE name = 'news' AND deployed"
                           ).fetchone()[0]
     check([r["chosen"] for r in out].count(1) == 1 and best["chosen"] == 1 and
           deployed == best["version"] and [r["deployed"] for r in out] == [r["chosen"] for r in out],
-          f"default monitor: the highest val_f1 ({top:.4f}, first of equals: trial "
+          f"default monitor: the highest val_f1 ({top[0]:.4f}, trial "
           f"{best['trial']}) is chosen and deployed (version {deployed}); chosen: "
           f"{[r['chosen'] for r in out]}, val_f1 {[round(r['val_f1'], 4) for r in out]}")
 
@@ -101,6 +108,22 @@ def main():
           f"the grid separates the monitors: best val_f1 trial {best['trial']}, lowest "
           f"val_loss trial {first_low[0]} (a grid where one trial is best on both proves "
           f"nothing about the default)")
+
+    # the tie rule: on rows the words tell apart every trial reaches the same F1 and accuracy
+    # (1), and label smoothing 0.6 (trial 1) raises the loss over 0 (trial 2): the later trial,
+    # with the lower loss, is chosen (as an epoch that ties the best F1 with a lower loss is the
+    # best epoch), not the first of equals
+    db.execute("CREATE TABLE clean(text TEXT, label TEXT)")
+    db.executemany("INSERT INTO clean VALUES (?, ?)", clean)
+    for monitor, figure in (("val_f1", 5), ("val_accuracy", 4)):
+        tie_opts = json.dumps(dict(json.loads(always), monitor=monitor, lr=0.05))
+        out3 = db.execute("SELECT * FROM attn_tune('tie_' || ?, 'SELECT text, label FROM clean', "
+                          "'{\"label_smoothing\":[0.6,0.0]}', ?)", (monitor, tie_opts)).fetchall()
+        figures = [(r[0], r[figure], round(r[3], 4), r[7]) for r in out3]
+        check(len(out3) == 2 and out3[0][figure] == out3[1][figure] and out3[1][3] < out3[0][3]
+              and [r[7] for r in out3] == [0, 1],
+              f"monitor {monitor}: trials tie on it and trial 2 has the lower val_loss, so trial 2 "
+              f"is chosen: (trial, {monitor}, val_loss, chosen) {figures}")
 
     # interrupt: the store stays as it was
     before = db.execute("SELECT count(*), sum(deployed * version) FROM attn_models").fetchone()

@@ -187,7 +187,7 @@ def verdict(ok):
 
 
 def threads_row(rounds):
-    """Issue 24's row from rounds of {threads: median epoch} (0 = the default, every core):
+    """The threads row from rounds of {threads: median epoch} (0 = the default, every core):
     the default's median over the rounds, the best fixed count's, and the median of the rounds'
     own ratios (each round runs them back to back, so the host's drift cancels in its ratio)."""
     fixed = sorted(t for t in rounds[0] if t)
@@ -210,10 +210,10 @@ def table(ax, pt, pk, epochs, p1=None, load=0, rounds=None):
     rows.append([ROWS[0] + " (median of %d)" % epochs, a_ep, p_ep, r,
                  "<= 0.1 (10x faster)", verdict(r is not None and r <= 0.1)])
     if rounds:
-        # issue 24: threads 0 (the default: every core) within 10% of attnext's best fixed
+        # threads 0 (the default: every core) within 10% of attnext's best fixed
         # thread count; the "PyTorch" column holds that best attnext figure here
         rows.append(threads_row(rounds))
-    # PyTorch at its best: the faster of its 2-thread and 1-thread runs (issue 24: >= 12x on an
+    # PyTorch at its best: the faster of its 2-thread and 1-thread runs (the target: >= 12x on an
     # idle machine, >= 10x with other CPU-bound processes running)
     target = 1 / 12.0 if not load else 0.1
     if p1 is not None:

@@ -1,4 +1,4 @@
-"""cuda_bench.py -- attnext's CUDA backend against PyTorch CUDA, same GPU, same run (issue 5).
+"""cuda_bench.py -- attnext's CUDA backend against PyTorch CUDA, same GPU, same run.
 
 For each configuration, both systems train on $ATTNEXT_DATA/ag_news_train_10k.csv (85/15 split)
 and then classify ag_news_test.csv in large batches:
@@ -39,7 +39,7 @@ CONFIGS = {
     "large": dict(cell="rnn", embed_dim=100, hidden=512, fc_hidden=100, dropout=0.1,
                   batch_size=512, lr=1e-3),
 }
-# hidden 512 at batch 256 and 1024 beside it (issue 26: batch 256-1024)
+# hidden 512 at batch 256 and 1024 beside it (the batches a GPU user trains with: 256-1024)
 CONFIGS["large256"] = dict(CONFIGS["large"], batch_size=256)
 CONFIGS["large1024"] = dict(CONFIGS["large"], batch_size=1024)
 

@@ -1,6 +1,6 @@
 """default_time.py -- the default recipe's training time over 0.1.0's default's, same rows.
 
-Issue 20's time budget is at most 3x; this measures the ratio on one machine, in one run.
+The default's time budget is at most 3x; this measures the ratio on one machine, in one run.
 
 Each corpus's training rows go into an in-memory database; attn_fit trains 0.1.0's default
 ({"recipe": "lesson", "lr": 0.001, "epochs": 20}) and today's default, alternating (the order

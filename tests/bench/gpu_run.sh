@@ -1,7 +1,7 @@
 #!/bin/sh
-# gpu_run.sh -- everything issues 5 and 26 need from a GPU machine, in one command from the
-# repository root (see tests/bench/GPU_TODO.md). Builds there when it can (nvcc, cblas.h), else
-# uses the programs of .gpu/ (tests/bench/gpu_pack.sh). Each step has its own time limit, most
+# gpu_run.sh -- everything the CUDA backend's checks need from a GPU machine, in one command from
+# the repository root (see tests/bench/GPU_TODO.md). Builds there when it can (nvcc, cblas.h),
+# else uses the programs of .gpu/ (tests/bench/gpu_pack.sh). Each step has its own time limit, most
 # important first, so that a short lease still brings back the first ones. Writes to $OUT
 # (default /tmp/gpu_out):
 #   env.txt          nvidia-smi, nvcc, torch, attn_version()

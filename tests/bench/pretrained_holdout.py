@@ -1,6 +1,5 @@
 """pretrained_holdout.py -- does the default gain from word vectors pretrained on the corpus's own
-texts? (issue 20's "embeddings pretrained in the database on the table's own texts, unlabelled
-rows count")
+texts, unlabelled rows included?
 
 The holdouts of val_fraction_holdout.py (a stratified random 15% of the training rows per seed,
 or the last 15%). For each seed, attnext's default trains on the other 85% (its own validation

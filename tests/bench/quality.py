@@ -51,7 +51,7 @@ ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, HERE)
 from lesson_text import cpu_model, data_dir  # noqa: E402
 
-# The recipe attnext shipped before issue 20: the lesson with lr 1e-3 for 20 epochs.
+# The recipe attnext shipped before the current default: the lesson with lr 1e-3 for 20 epochs.
 PREVIOUS_DEFAULT = {"recipe": "lesson", "lr": 0.001, "epochs": 20}
 
 # Each lever of the default recipe: (name, the options that take it out of the default). The

@@ -1,4 +1,4 @@
-"""val_fraction_holdout.py -- compare option sets on a holdout of the training rows (issue 20).
+"""val_fraction_holdout.py -- compare option sets on a holdout of the training rows.
 
 Validation F1 cannot compare validation splits of different sizes, and attnext's own validation
 split chose the levers it would then grade, so each corpus's training rows are split once more:

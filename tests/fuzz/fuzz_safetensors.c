@@ -6,7 +6,7 @@
  * nn_st_parse and nn_model_load must return an error or a model, never read outside the
  * buffer (the input is copied to an exact-size heap block so ASan sees any overread). A model
  * that loads must be usable: one forward pass on a short text, saved again, and the saved
- * bytes must load again. Issue 17's bounds hold for every model that loads: it holds at most
+ * bytes must load again. The resource bounds hold for every model that loads: it holds at most
  * (2 + NN_INFER_TABLES_FACTOR) x the BLOB + NN_INFER_TABLES_SLACK bytes (nn_model_memory), has
  * no more classes than training allows, and nn_model_load_ex stopped at its first question
  * returns NN_INTERRUPTED. tests/test_fuzz_replay.c runs this function over the corpus and the

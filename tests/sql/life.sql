@@ -1,4 +1,4 @@
--- life.sql -- the model's life in the store through the shell (issue 21): version numbers never
+-- life.sql -- the model's life in the store through the shell: version numbers never
 -- given twice (WAL and rollback journal), option "deploy", option "validation" and
 -- "validation_query", attn_lineage, "class_weights" as an object, attn_status, and attn_tune's
 -- random search.
