@@ -241,7 +241,7 @@ $(BUILD)/sqlite/%.o: $(WASM_SQLITE)/%.c
 WASM_SHELL_OBJ := $(BUILD)/sqlite/sqlite3.o $(BUILD)/sqlite/shell.o $(BUILD)/ext/wasm/shell_init.o
 $(BUILD)/sqlite3.js: $(WASM_SHELL_OBJ) $(BUILD)/libattnext.a ext/wasm/node_streams.js
 	$(CC) $(CFLAGS) -o $@ $(WASM_SHELL_OBJ) $(BUILD)/libattnext.a $(LDLIBS)
-$(TEST_BIN): ext/wasm/node_streams.js
+$(TEST_BIN): ext/wasm/node_streams.js | $(WASM_SQLITE)/sqlite3.c
 # the shell as a command, as the tests run one
 $(BUILD)/sqlite3: $(BUILD)/sqlite3.js
 	printf '#!/bin/sh\n# SQLite 3.52.0 with attnext built in, in WebAssembly (make PLATFORM=wasm)\nexec node "%s" "$$@"\n' \
