@@ -7,8 +7,8 @@
 # Debian packages needed: see `make deps` (installs them when run as root).
 
 CC      ?= cc
-# PLATFORM=linux-arm64 or windows-x64: a cross build (make test-linux-arm64, test-windows-x64:
-# its tests under qemu or wine).
+# PLATFORM=linux-arm64, windows-x64 or wasm: a cross build (make test-linux-arm64,
+# test-windows-x64, test-wasm: its tests under qemu, wine or node).
 # PLATFORM=linux-arm64: a cross build for Linux on arm64 (Graviton, Raspberry Pi, Docker on Apple
 # Silicon) with Debian's aarch64-linux-gnu-gcc, without BLAS (no arm64 OpenBLAS to link), in
 # build/linux-arm64/ (its attnext.so, tests, and the arm64 sqlite3 shell its SQL tests run,
@@ -35,8 +35,36 @@ SYSROOT  := $(CURDIR)/$(BUILD)/sysroot
 WIN_DEFS := -D__USE_MINGW_ANSI_STDIO=1 -I$(BUILD)/include
 QEMU_RUN := env WINEPREFIX=$(SYSROOT)/wine WINEDEBUG=-all wine
 SQLITE3  := $(SYSROOT)/sqlite3
+else ifeq ($(PLATFORM),wasm)
+# PLATFORM=wasm: WebAssembly for Node, with Debian's emscripten (3.1.6), in build/wasm/: a
+# sqlite3 shell (sqlite3.js, run by node; build/wasm/sqlite3 runs it) built from SQLite 3.52.0's
+# amalgamation (tests/platform_sysroot.sh) with attnext linked in and registered on every
+# connection (sqlite3_auto_extension: ext/wasm/shell_init.c, where `.load ./attnext` succeeds
+# and does nothing), and libattnext.a, attnext's objects to link into another WebAssembly
+# SQLite. WebAssembly has no shared libraries; so no attnext.so (build/wasm/attnext.so is a link
+# to libattnext.a, for the tests, which look for $$ATTNEXT.so), no CUDA, no BLAS (engine/gemm.c
+# with WASM SIMD128) and no threads: built without -pthread, the engine runs its work on the
+# calling thread (pthread_create fails; engine/pool.c then runs every task itself). Every program
+# is one .js file with its .wasm inside (SINGLE_FILE: node 18+ would otherwise try to fetch() the
+# .wasm beside it), with the machine's files as they are (NODERAWFS). `make PLATFORM=wasm check`
+# (or make test-wasm) runs the C tests and the SQL suite in node.
+CC       := emcc
+BLAS     := none
+BUILD    ?= build/wasm
+ARCH     ?= -msimd128
+CFLAGS   ?=
+THREADS  :=
+# Debian's emcc runs its JavaScript tools with node, which finds their modules (acorn) there
+export NODE_PATH ?= /usr/share/nodejs
+WASM_SQLITE := $(BUILD)/sysroot/sqlite
+WASM_DEFS   := -I$(WASM_SQLITE)
+WASM_LDFLAGS := -sNODERAWFS=1 -sALLOW_MEMORY_GROWTH=1 -sEXIT_RUNTIME=1 -sSINGLE_FILE=1 \
+  --post-js ext/wasm/node_streams.js
+QEMU_RUN := node
+SQLITE3  := $(CURDIR)/$(BUILD)/sqlite3
+PLATFORM_ALL := $(BUILD)/sqlite3
 else ifneq ($(PLATFORM),)
-$(error PLATFORM=$(PLATFORM): unknown (linux-arm64, windows-x64))
+$(error PLATFORM=$(PLATFORM): unknown (linux-arm64, windows-x64, wasm))
 endif
 # GCC's -O2 vectorises only loops whose trip count it knows (-fvect-cost-model=very-cheap), which
 # left the element-wise kernels of engine/backend_cpu.c scalar; the dynamic model vectorises them
@@ -62,8 +90,9 @@ CPU_DEFS   := -DNN_CPU_DISPATCH
 endif
 OPT     ?= -O2 $(ARCH) $(VECT_COST)
 CFLAGS  ?= -g
-CFLAGS  += $(OPT) -fopenmp-simd -std=c11 -Wall -Wextra -Wno-unused-parameter -D_GNU_SOURCE -pthread
-CFLAGS  += $(if $(filter windows-%,$(PLATFORM)),$(WIN_DEFS),-fPIC)
+THREADS ?= -pthread
+CFLAGS  += $(OPT) -fopenmp-simd -std=c11 -Wall -Wextra -Wno-unused-parameter -D_GNU_SOURCE $(THREADS)
+CFLAGS  += $(if $(filter windows-%,$(PLATFORM)),$(WIN_DEFS),$(if $(WASM_DEFS),$(WASM_DEFS),-fPIC))
 # OpenBLAS: Debian's default (pthread) build. Not the serial build: compiled without
 # USE_LOCKING, it is not safe to call from two threads at once (the training shards do), which
 # made two-thread training nondeterministic. Our own threads split the work; the engine asks
@@ -82,6 +111,8 @@ BLAS_LIBS   := $(shell pkg-config --libs openblas 2>/dev/null || echo -lopenblas
 endif
 ifeq ($(PLATFORM),windows-x64)
 LDLIBS  += -static -pthread
+else ifeq ($(PLATFORM),wasm)
+LDLIBS  += -lm $(WASM_LDFLAGS)
 else
 LDLIBS  += $(BLAS_LIBS) -lm -ldl -pthread
 endif
@@ -98,6 +129,8 @@ ENGINE_OBJ := $(ENGINE_SRC:%.c=$(BUILD)/%.o) $(CPU_LEVELS:%=$(BUILD)/engine/back
 SO         := $(if $(filter none,$(BLAS)),$(BUILD)/attnext.so,attnext.so)
 ifeq ($(PLATFORM),windows-x64)
 SO         := $(BUILD)/attnext.dll
+else ifeq ($(PLATFORM),wasm)
+SO         := $(BUILD)/attnext.so
 endif
 EXT_OBJ    := $(EXT_SRC:%.c=$(BUILD)/%.o)
 TEST_SRC   := $(sort $(wildcard tests/test_*.c))
@@ -114,6 +147,11 @@ HEADERS    := $(wildcard engine/*.h ext/*.h tests/*.h)
 # is missing (built before this scheme) is rebuilt once: the .d is a prerequisite with an empty
 # rule.
 DEPFLAGS   := -MMD -MP
+# emcc writes the .d file after the output: the output is touched after it (DEPDONE), or the next
+# make would find it older than its .d and build it again. Its programs (.js, run by node) are
+# not made executable, and tests/run_all.sh takes the executables of build/tests as the C tests.
+DEPDONE     = $(if $(filter wasm,$(PLATFORM)),touch $@)
+PROGDONE    = $(if $(filter wasm,$(PLATFORM)),touch $@ && chmod +x $@)
 # The compiler and flags of the last build in $(BUILD): every object depends on this stamp, which
 # is rewritten only when they change, so a change of flags (NATIVE=1 in the same BUILD, a pull
 # that changes the Makefile's flags) rebuilds everything instead of linking stale objects.
@@ -133,7 +171,7 @@ CUDA_SO    := $(if $(PLATFORM),,$(if $(NVCC),$(if $(CUDA_SRC),attnext_cuda.so)))
 
 .PHONY: all deps deps-build demo test check format format-check test-asan bench install uninstall \
   clean fuzz
-all: $(SO) $(CUDA_SO)
+all: $(SO) $(CUDA_SO) $(PLATFORM_ALL)
 
 $(FLAGS_STAMP): FORCE
 	@mkdir -p $(dir $@)
@@ -144,6 +182,7 @@ FORCE:
 $(BUILD)/%.o: %.c $(BUILD)/%.d $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(DEPFLAGS) $(BLAS_CFLAGS) -Iengine -c $< -o $@
+	@$(DEPDONE)
 
 # The engine's symbols stay inside attnext.so: hidden visibility for the engine, and a version
 # script that exports the entry point alone (the ext/ objects keep default visibility for it).
@@ -179,9 +218,40 @@ $(BUILD)/attnext.so: $(SO)
 	ln -sf attnext.dll $@
 endif
 
+ifeq ($(PLATFORM),wasm)
+# The amalgamation (tests/platform_sysroot.sh); the extension's objects use its headers.
+$(WASM_SQLITE)/sqlite3.c: tests/platform_sysroot.sh
+	sh tests/platform_sysroot.sh wasm $(BUILD)/sysroot
+$(WASM_SQLITE)/shell.c: $(WASM_SQLITE)/sqlite3.c
+	@test -f $@
+$(EXT_OBJ) $(BUILD)/ext/wasm/shell_init.o: | $(WASM_SQLITE)/sqlite3.c
+$(BUILD)/libattnext.a: $(EXT_OBJ) $(ENGINE_OBJ)
+	@rm -f $@
+	emar rcs $@ $^
+$(SO): $(BUILD)/libattnext.a
+	ln -sf libattnext.a $@
+# SQLite's calls to dlopen and its kin go to ext/wasm/shell_init.c's (see there), the shell
+# calls its start-up hook; the same options as the Windows shell (tests/platform_sysroot.sh).
+WASM_SQLITE_DEFS := -DSQLITE_ENABLE_MATH_FUNCTIONS -DSQLITE_ENABLE_COLUMN_METADATA \
+  -Ddlopen=attnext_wasm_dlopen -Ddlsym=attnext_wasm_dlsym -Ddlclose=attnext_wasm_dlclose \
+  -Ddlerror=attnext_wasm_dlerror -DSQLITE_SHELL_INIT_PROC=attnext_wasm_shell_init
+$(BUILD)/sqlite/%.o: $(WASM_SQLITE)/%.c
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -w $(WASM_SQLITE_DEFS) -I$(WASM_SQLITE) -c $< -o $@
+WASM_SHELL_OBJ := $(BUILD)/sqlite/sqlite3.o $(BUILD)/sqlite/shell.o $(BUILD)/ext/wasm/shell_init.o
+$(BUILD)/sqlite3.js: $(WASM_SHELL_OBJ) $(BUILD)/libattnext.a ext/wasm/node_streams.js
+	$(CC) $(CFLAGS) -o $@ $(WASM_SHELL_OBJ) $(BUILD)/libattnext.a $(LDLIBS)
+$(TEST_BIN): ext/wasm/node_streams.js | $(WASM_SQLITE)/sqlite3.c
+# the shell as a command, as the tests run one
+$(BUILD)/sqlite3: $(BUILD)/sqlite3.js
+	printf '#!/bin/sh\n# SQLite 3.52.0 with attnext built in, in WebAssembly (make PLATFORM=wasm)\nexec node "%s" "$$@"\n' \
+	  "$(CURDIR)/$<" > $@
+	chmod +x $@
+endif
+
 $(BUILD)/libnn.a: $(ENGINE_OBJ)
 	@rm -f $@
-	ar rcs $@ $^
+	$(if $(filter wasm,$(PLATFORM)),emar,ar) rcs $@ $^
 
 attnext.so: $(EXT_OBJ) $(BUILD)/libnn.a $(EXPORTS)
 	$(CC) $(CFLAGS) -shared $(LDEXPORT) -o $@ $(EXT_OBJ) $(BUILD)/libnn.a $(LDLIBS)
@@ -193,10 +263,12 @@ attnext_cuda.so: $(CUDA_SRC) engine/backend.h
 $(BUILD)/tests/bench/%: tests/bench/%.c $(BUILD)/libnn.a $(BUILD)/tests/bench/%.d $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(DEPFLAGS) $(BLAS_CFLAGS) -Iengine -Itests $< $(BUILD)/libnn.a -o $@ $(LDLIBS)
+	@$(PROGDONE)
 
 $(BUILD)/tests/%: tests/%.c $(BUILD)/libnn.a $(BUILD)/tests/%.d $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(DEPFLAGS) $(BLAS_CFLAGS) -Iengine -Itests $< $(BUILD)/libnn.a -o $@ $(LDLIBS)
+	@$(PROGDONE)
 
 deps:
 	@sh tests/deps.sh
@@ -243,18 +315,28 @@ CHECK_TESTS := $(CHECK_C) test_sql test_hostile_sql test_readme
 PLATFORM_SHELL := $(BUILD)/sysroot/.sqlite3 $(BUILD)/attnext.so
 $(BUILD)/sysroot/.sqlite3: tests/platform_sysroot.sh
 	sh tests/platform_sysroot.sh windows-x64 $(BUILD)/sysroot
+else ifeq ($(PLATFORM),wasm)
+# Not there: test_exports (ELF symbols), test_device_plumbing (its fake device is a shared
+# library), test_cuda, test_locale (Emscripten's C library, musl, has '.' as the decimal point
+# in every locale: there is no other locale's number to read).
+CHECK_C     := $(filter-out test_cuda test_device_plumbing test_locale,$(CHECK_C))
+CHECK_TESTS := $(CHECK_C) test_sql test_hostile_sql test_readme
+PLATFORM_SHELL := $(BUILD)/sqlite3
 endif
 check: $(SO) $(CHECK_C:%=$(BUILD)/tests/%) $(PLATFORM_SHELL)
 	@BUILD=$(BUILD) ATTNEXT=./$(basename $(SO)) PYTHON=$(PYTHON) SQLITE3="$(SQLITE3)" \
 	  EMULATOR="$(QEMU_RUN)" sh tests/run_all.sh -j $(CHECK_JOBS) $(CHECK_TESTS:%='^%$$')
 
-.PHONY: test-linux-arm64 test-windows-x64
+.PHONY: test-linux-arm64 test-windows-x64 test-wasm
 test-linux-arm64:
 	@sh tests/deps.sh cross
 	@$(MAKE) --no-print-directory PLATFORM=linux-arm64 check
 test-windows-x64:
 	@sh tests/deps.sh cross
 	@$(MAKE) --no-print-directory PLATFORM=windows-x64 check
+test-wasm:
+	@sh tests/deps.sh wasm
+	@$(MAKE) --no-print-directory PLATFORM=wasm check
 
 # make check on the BLAS-free build (BLAS=none, in build/blas-none/), and two trainings with 1
 # and 2 threads that must give the same bits (test_determinism).
@@ -374,13 +456,13 @@ FUZZ_BUILD     ?= build-fuzz
 FUZZ_SECONDS   ?= 20
 FUZZ_TARGETS   := safetensors config text
 ASAN_OPT       := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
-LIBASAN        := $(shell $(CC) -print-file-name=libasan.so)
+LIBASAN        := $(shell $(CC) -print-file-name=libasan.so 2>/dev/null)
 VALGRIND       ?= valgrind --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite --show-leak-kinds=definite --track-origins=no --quiet
 .PHONY: test-valgrind
 
 # The extension inside a build directory (sanitizer and valgrind builds keep ./attnext.so;
-# PLATFORM=windows-x64 has its own rules above).
-ifneq ($(PLATFORM),windows-x64)
+# PLATFORM=windows-x64 and wasm have their own rules above).
+ifeq ($(filter windows-x64 wasm,$(PLATFORM)),)
 $(BUILD)/attnext.so: $(EXT_OBJ) $(BUILD)/libnn.a $(EXPORTS)
 	$(CC) $(CFLAGS) -shared $(LDEXPORT) -o $@ $(EXT_OBJ) $(BUILD)/libnn.a $(LDLIBS)
 endif

@@ -77,6 +77,11 @@ static int try_library(const char *path, char *load_err, size_t len) {
 }
 
 static void cuda_load(void) {
+#if defined(__EMSCRIPTEN__)
+  /* no shared libraries to load, and no GPU reachable through CUDA from WebAssembly */
+  snprintf(cuda_why, sizeof cuda_why, "not available (WebAssembly)");
+  return;
+#endif
   char load_err[300] = "", path[4096];
   const char *env = getenv("ATTNEXT_CUDA_LIB");
   if (env && env[0]) {

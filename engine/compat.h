@@ -2,7 +2,9 @@
  * place, so that a port to another system is a change of this file and the build, not of the
  * code that uses it. Linux (glibc) is the reference; each call has a branch for Windows (mingw-w64
  * and MSVC's C runtime) and one for other POSIX systems (macOS, the BSDs, Emscripten). Static
- * inline only: no object file, no state.
+ * inline only: no object file, no state. WebAssembly (Emscripten) has no shared libraries:
+ * without its dynamic linking, dlopen aborts the program instead of failing, so the nn_dl_*
+ * calls there fail (or do nothing) without calling it.
  *
  *   nn_os_random        bytes for the hash tables' keys (getrandom)
  *   nn_memrchr          the last byte c of a buffer (memrchr)
@@ -47,6 +49,9 @@
 #if defined(__APPLE__)
 #include <xlocale.h>
 #endif
+#if defined(__EMSCRIPTEN__)
+#include <sys/random.h>
+#endif
 #endif
 
 /* ---------------------------------------------------------------- random bytes */
@@ -67,6 +72,9 @@ static inline int nn_os_random(void *buf, size_t n) {
 #elif defined(__APPLE__) || defined(__FreeBSD__) || defined(__OpenBSD__) || defined(__NetBSD__)
   arc4random_buf(buf, n);
   return 0;
+#elif defined(__EMSCRIPTEN__)
+  /* the host's generator (Node's crypto.randomFillSync, a browser's crypto.getRandomValues) */
+  return getentropy(buf, n) == 0 ? 0 : -1;
 #else
   (void)buf;
   (void)n;
@@ -215,6 +223,9 @@ static inline void *nn_dl_open(const char *path, char *err, size_t len) {
   HMODULE lib = LoadLibraryA(path);
   if (!lib) snprintf(err, len, "%s: cannot open (Windows error %lu)", path, GetLastError());
   return (void *)lib;
+#elif defined(__EMSCRIPTEN__)
+  snprintf(err, len, "%s: cannot open (no shared libraries in WebAssembly)", path);
+  return NULL;
 #else
   void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
@@ -227,6 +238,10 @@ static inline void *nn_dl_open(const char *path, char *err, size_t len) {
 static inline void *nn_dl_sym(void *lib, const char *name) {
 #if defined(_WIN32)
   return (void *)(uintptr_t)GetProcAddress((HMODULE)lib, name);
+#elif defined(__EMSCRIPTEN__)
+  (void)lib;
+  (void)name;
+  return NULL;
 #else
   return dlsym(lib, name);
 #endif
@@ -234,6 +249,8 @@ static inline void *nn_dl_sym(void *lib, const char *name) {
 static inline void nn_dl_close(void *lib) {
 #if defined(_WIN32)
   FreeLibrary((HMODULE)lib);
+#elif defined(__EMSCRIPTEN__)
+  (void)lib;
 #else
   dlclose(lib);
 #endif
@@ -248,6 +265,11 @@ static inline int nn_dl_path_of(const void *addr, char *buf, size_t len) {
     return -1;
   DWORD n = GetModuleFileNameA(self, buf, (DWORD)len);
   return n > 0 && n < len ? 0 : -1;
+#elif defined(__EMSCRIPTEN__)
+  (void)addr;
+  (void)buf;
+  (void)len;
+  return -1;
 #else
   Dl_info info;
   if (!dladdr((void *)(uintptr_t)addr, &info) || !info.dli_fname) return -1;
@@ -261,6 +283,8 @@ static inline void nn_dl_pin(const void *addr) {
   HMODULE self;
   (void)GetModuleHandleExA(GET_MODULE_HANDLE_EX_FLAG_FROM_ADDRESS | GET_MODULE_HANDLE_EX_FLAG_PIN,
                            (LPCSTR)addr, &self);
+#elif defined(__EMSCRIPTEN__)
+  (void)addr; /* linked in: never unloaded */
 #else
   Dl_info info;
   if (dladdr((void *)(uintptr_t)addr, &info) && info.dli_fname)

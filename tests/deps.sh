@@ -6,8 +6,9 @@
 #   sh tests/deps.sh cluster  what `make cluster-demo` needs (dqlite: build/attnext-node and the
 #                             dqlite shell)
 #   sh tests/deps.sh cross    what the builds for other platforms and their tests need
-#                             (make PLATFORM=linux-arm64 | windows-x64, make test-linux-arm64,
-#                             make test-windows-x64)
+#                             (make PLATFORM=linux-arm64 | windows-x64 | wasm,
+#                             make test-linux-arm64, make test-windows-x64, make test-wasm)
+#   sh tests/deps.sh wasm     only what make PLATFORM=wasm and make test-wasm need
 build="build-essential pkg-config libsqlite3-dev sqlite3 libopenblas-dev"
 cluster="libdqlite-dev go-dqlite"
 # qemu-user: tests/test_portable.sh runs the portable build as older and newer CPUs
@@ -29,7 +30,10 @@ pkgs="$pkgs python3-venv"
 # mingw-w64 (its posix-threads compiler) and wine for make PLATFORM=windows-x64 and its tests.
 # Not part of make test (wine alone is hundreds of MB): make test-linux-arm64 and
 # make test-windows-x64 run `sh tests/deps.sh cross` first.
-cross="gcc-aarch64-linux-gnu qemu-user gcc-mingw-w64-x86-64-posix wine wine64"
+# Debian's emscripten (3.1.6) for make PLATFORM=wasm; its programs run in node (below), and npm
+# fetches the SQLite amalgamation its shell is built from (tests/platform_sysroot.sh).
+wasm="emscripten"
+cross="gcc-aarch64-linux-gnu qemu-user gcc-mingw-w64-x86-64-posix wine wine64 $wasm"
 # The clients and packages a user has: sqlcipher (SQLite 3.15: the entry point must
 # refuse it, test_old_sqlite.sh), lintian (test_package_deb.sh), patchelf (bundling OpenBLAS
 # into the wheel and the npm package), and each client whose ext/CLIENTS.md snippet
@@ -51,6 +55,7 @@ fi
 [ "${1:-}" = build ] && pkgs="$build"
 [ "${1:-}" = cluster ] && pkgs="$build python3 $cluster"
 [ "${1:-}" = cross ] && pkgs="$build $cross"
+[ "${1:-}" = wasm ] && pkgs="$build $wasm"
 # apt's lists of arm64 packages, for the downloads of tests/platform_sysroot.sh (no arm64 package
 # is installed)
 if [ "${1:-}" = cross ] && command -v dpkg >/dev/null 2>&1 &&

@@ -14,16 +14,16 @@
 # amalgamation and shell.c of SQLite 3.52.0 (the npm package sqlite3@6.0.1's sqlite-autoconf,
 # pinned by its SHA-256 as tests/test_sqlite_versions.sh pins it: Debian has no Windows SQLite),
 # for the SQL tests of make PLATFORM=windows-x64 under wine (its prefix: DIR/wine).
+#
+# platform_sysroot.sh wasm DIR -- the same amalgamation's sqlite3.c, shell.c, sqlite3.h and
+# sqlite3ext.h in DIR/sqlite, from which make PLATFORM=wasm builds its shell with attnext linked
+# in (emcc: the Makefile compiles them, since the shell holds the extension's objects).
 set -u
 arch=${1:?usage: platform_sysroot.sh ARCH DIR}
 dir=${2:?usage: platform_sysroot.sh ARCH DIR}
-if [ "$arch" = windows-x64 ]; then
-  pkg=sqlite3@6.0.1 sha=ab8d044a93e05bd031d7ea75547c7fa60387cdc259d27f93c0e3e2832c4b1df9
-  cc=x86_64-w64-mingw32-gcc-posix
-  flags="-O1 -w -municode -DSQLITE_ENABLE_MATH_FUNCTIONS -DSQLITE_ENABLE_COLUMN_METADATA -static"
-  want="$pkg $sha $cc $flags"
-  [ -f "$dir/sqlite3.exe" ] && [ "$(cat "$dir/.sqlite3" 2>/dev/null)" = "$want" ] && exit 0
-  command -v $cc >/dev/null 2>&1 || { echo "no $cc (sh tests/deps.sh cross)"; exit 77; }
+pkg=sqlite3@6.0.1 sha=ab8d044a93e05bd031d7ea75547c7fa60387cdc259d27f93c0e3e2832c4b1df9
+# amalgamation: the sqlite-autoconf tree of $pkg unpacked in $tmp; its path in $src
+amalgamation() {
   command -v npm >/dev/null 2>&1 || { echo "no npm to fetch $pkg (sh tests/deps.sh)"; exit 77; }
   tmp=$(mktemp -d)
   trap 'rm -rf "$tmp"' EXIT
@@ -32,6 +32,24 @@ if [ "$arch" = windows-x64 ]; then
   [ "$got" = "$sha" ] || { echo "FAIL: $pkg's tarball has SHA-256 $got, not $sha"; exit 1; }
   tar xzf "$tmp"/*.tgz -C "$tmp" && tar xzf "$tmp"/package/deps/sqlite-autoconf-*.tar.gz -C "$tmp" || exit 1
   src=$(echo "$tmp"/sqlite-autoconf-*)
+}
+if [ "$arch" = wasm ]; then
+  want="$pkg $sha"
+  [ -f "$dir/sqlite/sqlite3.c" ] && [ "$(cat "$dir/.sqlite3" 2>/dev/null)" = "$want" ] && exit 0
+  amalgamation
+  mkdir -p "$dir/sqlite"
+  for f in sqlite3.c shell.c sqlite3.h sqlite3ext.h; do cp "$src/$f" "$dir/sqlite/" || exit 1; done
+  echo "$want" > "$dir/.sqlite3"
+  echo "platform_sysroot: $dir/sqlite (SQLite 3.52.0's amalgamation)"
+  exit 0
+fi
+if [ "$arch" = windows-x64 ]; then
+  cc=x86_64-w64-mingw32-gcc-posix
+  flags="-O1 -w -municode -DSQLITE_ENABLE_MATH_FUNCTIONS -DSQLITE_ENABLE_COLUMN_METADATA -static"
+  want="$pkg $sha $cc $flags"
+  [ -f "$dir/sqlite3.exe" ] && [ "$(cat "$dir/.sqlite3" 2>/dev/null)" = "$want" ] && exit 0
+  command -v $cc >/dev/null 2>&1 || { echo "no $cc (sh tests/deps.sh cross)"; exit 77; }
+  amalgamation
   mkdir -p "$dir"
   $cc $flags "$src/shell.c" "$src/sqlite3.c" -I"$src" -o "$dir/sqlite3.exe" || exit 1
   # DIR/sqlite3: the shell under wine as the tests run a shell, its output in one stream (as

@@ -241,6 +241,8 @@ static void run_train_fixture(const char *path) {
   memset(&run, 0, sizeof run);
   const int failures_before = check_failures;
   int seed = 0;
+  /* declared before the first goto: C11 has no declaration right after a label (clang, emcc) */
+  char first_mismatch[256] = "";
 
   CHECK(blob != NULL, "%s: cannot read", path);
   if (!blob) goto done;
@@ -395,7 +397,6 @@ static void run_train_fixture(const char *path) {
 train:
   /* train: seeds until the trainer takes the fixture's batches in the fixture's order (or the
    * fixture's seed) */
-  char first_mismatch[256] = "";
   for (seed = 1; seed <= MAX_SEEDS; seed++) {
     if (!fixed_seed) tcfg.seed = (uint64_t)seed;
     nn_trainer_args args;

@@ -6,6 +6,7 @@
  *   - a file whose config asks for such a model but holds no tensors is refused cleanly;
  *   - a forward that fails on a bad token id leaves no batch behind: a backward is refused
  *     instead of reading the half-prepared index arrays. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,7 +77,9 @@ int main(void) {
       "\\\"b\\\"]\"}}";
   unsigned char blob[512];
   size_t n = strlen(header);
-  for (int i = 0; i < 8; i++) blob[i] = (unsigned char)(n >> (8 * i));
+  /* the header's length as 8 bytes, little-endian: through 64 bits, as size_t may have 32
+   * (WebAssembly) and a shift by 32 or more of a 32-bit value is undefined */
+  for (int i = 0; i < 8; i++) blob[i] = (unsigned char)((uint64_t)n >> (8 * i));
   memcpy(blob + 8, header, n);
   nn_model *bad = NULL;
   int rc = nn_model_load(&bad, blob, 8 + n, err);

@@ -275,6 +275,9 @@ static void test_interrupts(void) {
 }
 
 int main(void) {
+  /* WebAssembly's getrusage fills in no ru_maxrss: the peak RSS checks then compare 0 with 0 */
+  if (peak_rss_kb() <= 0)
+    printf("SKIP-PART peak RSS bounds: getrusage reports no ru_maxrss here\n");
   test_table_budget(); /* first: it measures the peak RSS */
   test_batched_inference();
   test_loader_limits();
