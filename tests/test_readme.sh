@@ -57,8 +57,12 @@ for f in $(sql "SELECT name FROM pragma_module_list WHERE name LIKE 'attn\_%' ES
   for col in $(sql "SELECT name FROM pragma_table_xinfo('$f') WHERE NOT hidden"); do
     echo "$text" | grep -qF "\`$col\`" || { echo "FAIL: $f: result column $col not in its section of $REF"; bad=1; }
   done
-  for arg in $(sql "SELECT name FROM pragma_table_xinfo('$f') WHERE hidden"); do
-    arg=${arg#arg_} # hidden columns may be named arg_NAME so as not to clash with result columns
+  # a hidden column that is not an argument (arg_NAME) is a result column SELECT * leaves out
+  for col in $(sql "SELECT name FROM pragma_table_xinfo('$f') WHERE hidden AND name NOT LIKE 'arg\_%' ESCAPE '\\'"); do
+    echo "$text" | grep -qF "\`$col\`" || { echo "FAIL: $f: hidden result column $col not in its section of $REF"; bad=1; }
+  done
+  for arg in $(sql "SELECT name FROM pragma_table_xinfo('$f') WHERE hidden AND name LIKE 'arg\_%' ESCAPE '\\'"); do
+    arg=${arg#arg_} # the arguments are named arg_NAME so as not to clash with result columns
     echo "$heading" | grep -qw "$arg" || { echo "FAIL: $f: argument $arg not in the heading: $heading"; bad=1; }
   done
   [ $bad -eq 0 ] || { fails=1; continue; }
