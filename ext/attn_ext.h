@@ -295,6 +295,7 @@ typedef struct attn_train_rows {
   int n;
   attn_row_block *blocks;
   int nblocks, cap_blocks, open; /* open: the last block takes more rows */
+  int released;                  /* blocks freed by attn_train_rows_release, from the first */
   /* the distinct labels: bytes in one arena, a hash table (nn_hash_bytes) of their numbers */
   char *label_bytes;
   sqlite3_uint64 label_used, label_cap, *label_start;

@@ -220,13 +220,20 @@ int attn_query_step(attn_conn *conn, sqlite3_stmt *stmt, const char *fn) {
 #define ROWS_PER_BLOCK 4096
 #define BLOCK_BYTES ((uint32_t)1 << 20)
 
+/* A block's texts and row arrays freed (NULL after: freeing it again does nothing). */
+static void attn_row_block_free(attn_row_block *k) {
+  sqlite3_free(k->bytes);
+  sqlite3_free(k->starts);
+  sqlite3_free(k->labels16);
+  sqlite3_free(k->labels32);
+  k->bytes = NULL;
+  k->starts = NULL;
+  k->labels16 = NULL;
+  k->labels32 = NULL;
+}
+
 void attn_train_rows_free(attn_train_rows *r) {
-  for (int b = 0; b < r->nblocks; b++) {
-    sqlite3_free(r->blocks[b].bytes);
-    sqlite3_free(r->blocks[b].starts);
-    sqlite3_free(r->blocks[b].labels16);
-    sqlite3_free(r->blocks[b].labels32);
-  }
+  for (int b = 0; b < r->nblocks; b++) attn_row_block_free(&r->blocks[b]);
   sqlite3_free(r->blocks);
   sqlite3_free(r->label_bytes);
   sqlite3_free(r->label_start);
@@ -444,18 +451,11 @@ int attn_train_rows_copy(attn_train_rows *dst, const attn_train_rows *src, int i
 void attn_train_rows_seal(attn_train_rows *r) { attn_train_rows_close(r); }
 
 void attn_train_rows_release(attn_train_rows *r, int end) {
-  for (int b = 0; b < r->nblocks; b++) {
-    attn_row_block *k = &r->blocks[b];
+  for (; r->released < r->nblocks; r->released++) { /* from the first block not yet freed */
+    attn_row_block *k = &r->blocks[r->released];
     if (k->first + k->n > end) break; /* the blocks are in row order */
-    if (r->open && b == r->nblocks - 1) break;
-    sqlite3_free(k->bytes);
-    sqlite3_free(k->starts);
-    sqlite3_free(k->labels16);
-    sqlite3_free(k->labels32);
-    k->bytes = NULL;
-    k->starts = NULL;
-    k->labels16 = NULL;
-    k->labels32 = NULL;
+    if (r->open && r->released == r->nblocks - 1) break;
+    attn_row_block_free(k);
   }
 }
 
