@@ -3,7 +3,7 @@
  *
  * The recipe of the Made-With-ML "Attention" lesson (ext/ARCHITECTURE.md: the model and
  * its training), PyTorch semantics:
- *   data      labels, stratified split, vocabulary, class weights: train_data.c
+ *   data      labels, the split, vocabulary, class weights: train_data.c
  *   loss      CrossEntropyLoss(weight = 1/count per class over the training split)
  *   optimizer Adam (adam.c); ReduceLROnPlateau(mode min, factor, patience, threshold 1e-4 rel)
  *             stepped with the validation loss after every epoch
@@ -809,13 +809,22 @@ char *nn_trainer_metrics_json(const nn_trainer *tr) {
   json_number(accuracy, sizeof accuracy, have ? tr->best.val_accuracy : NAN);
   json_number(f1, sizeof f1, have ? tr->best.val_f1 : NAN);
   json_number(seconds, sizeof seconds, tr->seconds);
-  char extra[512] = "";
+  char extra[768] = "";
   if (tr->embeddings_option)
     snprintf(extra, sizeof extra, ",\"pretrained_words\":%d,\"freeze_embeddings\":%s",
              tr->pretrained_words, tr->freeze_embeddings ? "true" : "false");
   if (tr->warm_start) {
     size_t used = strlen(extra);
     snprintf(extra + used, sizeof extra - used, ",\"warm_start\":true");
+  }
+  if (tr->cfg.validation == NN_VALIDATION_RANDOM && tr->cfg.recipe != NN_RECIPE_LESSON) {
+    /* the split by text: a later run reads which rows this version never trained on */
+    char fraction[40];
+    json_number(fraction, sizeof fraction, nn_decimal_double(tr->cfg.val_fraction));
+    size_t used = strlen(extra);
+    snprintf(extra + used, sizeof extra - used,
+             ",\"split\":\"text_hash\",\"split_fraction\":%s,\"split_moved\":%d", fraction,
+             tr->split_moved);
   }
   unsigned sized = tr->cfg.data_sized_done;
   if (sized) { /* what the recipe chose for these rows */

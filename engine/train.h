@@ -38,6 +38,8 @@ struct nn_trainer {
   int n_unlab_given;     /* nn_trainer_args.n_unlabelled: counted in the metrics, read or not */
   int64_t pretrain_tokens;                /* tokens of the training and unlabelled rows */
   int n_truncated; /* rows whose text had more than max_len tokens (cut there) */
+  int split_moved; /* the split by text: rows of the validation side that train (a class's
+                    * only rows) */
   double pretrain_seconds, pretrain_loss; /* the pretraining's (pretrain.c) */
   int pretrain_done;                      /* nn_train_pretrain ran (or had nothing to do) */
   size_t param_count;
@@ -150,7 +152,7 @@ typedef struct nn_train_rows {
 } nn_train_rows;
 
 /* train_data.c: the rows of a training run, prepared once: the sorted label set (tr->C,
- * tr->row_class, *names: C NUL-terminated copies), the stratified split (tr->val_bits,
+ * tr->row_class, *names: C NUL-terminated copies), the split (tr->val_bits, tr->split_moved,
  * tr->val_rows, tr->n_train, tr->n_val; tr->order allocated), the vocabulary of the training
  * split (*vocab), every row encoded (tr->id_blocks, ids16, group_start, row_length) and the
  * class weights. Reads tr->cfg, tr->n, tr->stop. With a base model (a warm start) the classes
@@ -159,6 +161,9 @@ typedef struct nn_train_rows {
  * tr holds is freed with it. */
 int nn_train_data_prepare(nn_trainer *tr, char ***names, nn_vocab **vocab, const nn_model *base,
                           const nn_train_rows *rows, char *err);
+/* The position in [0, 1) of a text's bytes in the split by text (train_data.c): below
+ * val_fraction, the row validates. Never changes between releases or platforms. */
+double nn_train_text_position(const char *text, int len);
 /* pretrain.c: skip-gram vectors learnt on the texts of the training split and the unlabelled
  * rows, written into every member's embedding and subword tables (cfg.pretrain_epochs passes;
  * none: nothing changes). Before the first epoch. */

@@ -2,10 +2,11 @@
  * (nn_train_data_prepare, train.h), as the lesson prepares them:
  *   labels    sorted set of distinct byte strings (memcmp order, shorter first on a tie), as
  *             sklearn's LabelEncoder; 2 to NN_MAX_CLASSES (config.h) classes
- *   split     stratified: per class, its rows shuffled (Fisher-Yates, one fixed seed) and
- *             round(val_fraction * count) of them to validation, keeping at least 1 in training
- *             ("validation": "random"); or the last rows in the order given ("last", "query"),
- *             or none ("none")
+ *   split     by a hash of each text: a row validates when its text's position in [0, 1) is
+ *             below val_fraction, a class keeping at least 1 row in training ("validation":
+ *             "random"); the lesson's: stratified, per class its rows shuffled (Fisher-Yates,
+ *             one fixed seed) and round(val_fraction * count) of them to validation; or the
+ *             last rows in the order given ("last", "query"), or none ("none")
  *   vocab     from the training split's texts (in row order); every text encoded once
  *   weights   1/count per class over the training split (class_weights), else 1
  * The rows are read through functions (nn_train_rows), never copied: what stays per row is the
@@ -243,9 +244,97 @@ static int base_classes(nn_trainer *tr, const nn_model *base, const nn_train_row
   return NN_OK;
 }
 
-/* Stratified split into tr->val_bits and tr->val_rows (ascending; sorted by length later).
- * class_count: (C) rows per class. The rows listed by class for the shuffles become the
- * epochs' order buffer (tr->order): no array of n rows is freed and allocated again. */
+/* The side of a text in the split by text: FNV-1a over its bytes, then SplitMix64's finaliser
+ * (FNV alone leaves texts that differ in their last byte close), as a fraction in [0, 1). Fixed
+ * for every platform, seed and release: a row's side may never change between versions. */
+double nn_train_text_position(const char *text, int len) {
+  uint64_t h = 0xcbf29ce484222325ull ^ SEED_SPLIT;
+  for (int i = 0; i < len; i++) h = (h ^ (unsigned char)text[i]) * 0x100000001b3ull;
+  h ^= h >> 30;
+  h *= 0xbf58476d1ce4e5b9ull;
+  h ^= h >> 27;
+  h *= 0x94d049bb133111ebull;
+  h ^= h >> 31;
+  return (double)(h >> 11) * 0x1.0p-53;
+}
+
+/* The default recipe's split ("validation": "random"): a row validates when its text's position
+ * (nn_train_text_position) is below val_fraction, so the same text lands on the same side in
+ * every run with that fraction, whatever else the table holds. A later version is then never
+ * trained on an earlier one's validation rows, and "deploy": "if_better" compares the two on
+ * rows neither trained on after rows were added or removed. A class left with no training row
+ * gets back its validation row of the highest position (tr->split_moved counts them: such a
+ * version trained on rows of the validation side, which the deploy decision must know). */
+static int split_rows_by_text(nn_trainer *tr, const nn_train_rows *rows, char *err) {
+  int n = tr->n, C = tr->C;
+  double fraction = nn_decimal_double(tr->cfg.val_fraction);
+  int *back = nn_mem_alloc(tr->mem, (size_t)C * sizeof *back);     /* a class's row to give back */
+  double *top = nn_mem_alloc(tr->mem, (size_t)C * sizeof *top);    /* its position */
+  int *trains = nn_mem_calloc(tr->mem, (size_t)C, sizeof *trains); /* its training rows */
+  tr->val_bits = nn_mem_calloc(tr->mem, (size_t)n / 8 + 1, 1);
+  int status = NN_OK, n_val = 0;
+  if (!back || !top || !trains || !tr->val_bits) goto oom;
+  for (int c = 0; c < C; c++) back[c] = -1, top[c] = -1.0;
+  size_t scanned = 0; /* text bytes since the last interrupt check */
+  for (int i = 0; i < n; i++) {
+    int len = 0, c = tr->row_class[i];
+    const char *text = rows->text(rows->ctx, i, &len);
+    if (!text || len < 0) len = 0;
+    scanned += (size_t)len;
+    if ((i % 4096 == 4095 || scanned > ((size_t)1 << 20)) && tr->stop) {
+      scanned = 0;
+      if (tr->stop(tr->stop_ctx)) {
+        snprintf(err, NN_ERR_LEN, "interrupted");
+        status = NN_INTERRUPTED;
+        goto done;
+      }
+    }
+    double position = nn_train_text_position(text ? text : "", len);
+    if (position >= fraction) {
+      trains[c]++;
+      continue;
+    }
+    tr->val_bits[i >> 3] |= (unsigned char)(1u << (i & 7));
+    n_val++;
+    if (position > top[c]) top[c] = position, back[c] = i;
+  }
+  for (int c = 0; c < C; c++)
+    if (!trains[c] && back[c] >= 0) {
+      tr->val_bits[back[c] >> 3] &= (unsigned char)~(1u << (back[c] & 7));
+      n_val--;
+      tr->split_moved++;
+    }
+  if (n_val == 0) {
+    snprintf(err, NN_ERR_LEN,
+             "too few rows for a validation split (%d rows in %d classes): with val_fraction %g "
+             "no row's text falls in the validation split (a text does with chance %g); give "
+             "more rows, a larger val_fraction or \"validation\": \"none\"",
+             n, C, (double)tr->cfg.val_fraction, (double)tr->cfg.val_fraction);
+    status = NN_ERROR;
+    goto done;
+  }
+  tr->n_val = n_val;
+  tr->n_train = n - n_val;
+  tr->val_rows = nn_mem_alloc(tr->mem, (size_t)n_val * sizeof *tr->val_rows);
+  if (!tr->val_rows) goto oom;
+  for (int i = 0, v = 0; i < n; i++)
+    if (nn_train_is_val(tr, i)) tr->val_rows[v++] = i;
+  goto done;
+oom:
+  snprintf(err, NN_ERR_LEN, "out of memory splitting %d rows", n);
+  status = NN_NOMEM;
+done:
+  nn_mem_free(tr->mem, back);
+  nn_mem_free(tr->mem, top);
+  nn_mem_free(tr->mem, trains);
+  return status;
+}
+
+/* The lesson's split ("recipe": "lesson", "validation": "random"), stratified into
+ * tr->val_bits and tr->val_rows (ascending; sorted by length later): per class, its rows
+ * shuffled and round(val_fraction * count) of them to validation, keeping at least 1 in
+ * training. class_count: (C) rows per class. The rows listed by class for the shuffles become
+ * the epochs' order buffer (tr->order): no array of n rows is freed and allocated again. */
 static int split_rows(nn_trainer *tr, const int *class_count, char *err) {
   int n = tr->n, C = tr->C;
   int *start = nn_mem_alloc(tr->mem, ((size_t)C + 1) * sizeof *start);
@@ -475,8 +564,9 @@ int nn_train_data_prepare(nn_trainer *tr, char ***names_out, nn_vocab **vocab_ou
   if (!class_count || !train_count) goto oom;
   for (int i = 0; i < n; i++) class_count[tr->row_class[i]]++;
 
-  status = tr->cfg.validation == NN_VALIDATION_RANDOM ? split_rows(tr, class_count, err)
-                                                       : split_rows_ordered(tr, err);
+  status = tr->cfg.validation != NN_VALIDATION_RANDOM ? split_rows_ordered(tr, err)
+           : tr->cfg.recipe == NN_RECIPE_LESSON       ? split_rows(tr, class_count, err)
+                                                      : split_rows_by_text(tr, rows, err);
   if (status != NN_OK) goto done;
 
   status = encode_rows(tr, &vocab, base ? nn_model_vocab(base) : NULL, rows, err);

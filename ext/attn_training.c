@@ -712,33 +712,67 @@ done:
   return rc;
 }
 
-/* Whether the deployed version `version` of t->name held out exactly the rows t validates on
- * (its metrics' validation_sha256 is t->val_id): then neither version trained on them. */
-static int attn_training_same_held_out(attn_training *t, int64_t version) {
+/* How a version split its rows, from its metrics: "split": "text_hash" with its fraction and
+ * the rows of the validation side it trained on anyway (split_moved). */
+typedef struct attn_split {
+  int by_text;     /* the split by a hash of each text */
+  double fraction; /* its val_fraction */
+  int moved;       /* rows of the validation side that trained; -1: not known */
+} attn_split;
+
+static attn_split attn_split_of(const nn_json *metrics) {
+  attn_split split = {0, 0.0, -1};
+  const nn_json *by = metrics ? nn_json_get(metrics, "split") : NULL;
+  const nn_json *fraction = metrics ? nn_json_get(metrics, "split_fraction") : NULL;
+  const nn_json *moved = metrics ? nn_json_get(metrics, "split_moved") : NULL;
+  if (by && by->type == NN_JSON_STRING && strcmp(by->str, "text_hash") == 0 && fraction &&
+      fraction->type == NN_JSON_NUMBER && moved && moved->type == NN_JSON_NUMBER) {
+    split.by_text = 1;
+    split.fraction = fraction->number;
+    split.moved = moved->number >= 0 && moved->number <= 2147483647.0 ? (int)moved->number : -1;
+  }
+  return split;
+}
+
+/* Whether the deployed version `version` of t->name never trained on the rows t validates on:
+ * ATTN_HELD_SAME when it held out exactly these rows (its metrics' validation_sha256 is
+ * t->val_id); ATTN_HELD_BY_TEXT when both split by text at the same fraction and it trained on
+ * no row of the validation side (whatever rows were added or removed since, each of these rows
+ * was on its validation side or not in its table); else ATTN_HELD_UNKNOWN. */
+enum { ATTN_HELD_UNKNOWN = 0, ATTN_HELD_SAME = 1, ATTN_HELD_BY_TEXT = 2 };
+static int attn_training_held_out(attn_training *t, int64_t version) {
   sqlite3_stmt *stmt = NULL;
-  int same = 0;
+  int held = ATTN_HELD_UNKNOWN;
   if (!t->val_id[0] ||
       sqlite3_prepare_v2(attn_conn_db(t->conn),
                          "SELECT metrics FROM main.attn_models WHERE name = ?1 AND version = ?2",
                          -1, &stmt, NULL) != SQLITE_OK) {
     sqlite3_finalize(stmt);
-    return 0;
+    return held;
   }
   sqlite3_bind_text(stmt, 1, t->name, -1, SQLITE_STATIC);
   sqlite3_bind_int64(stmt, 2, version);
   if (sqlite3_step(stmt) == SQLITE_ROW && sqlite3_column_type(stmt, 0) == SQLITE_TEXT) {
-    nn_json *doc = NULL;
+    nn_json *doc = NULL, *mine = NULL;
     char err[NN_ERR_LEN];
     const char *metrics = (const char *)sqlite3_column_text(stmt, 0);
     if (nn_json_parse(&doc, metrics, (size_t)sqlite3_column_bytes(stmt, 0), &attn_mem, err) ==
         NN_OK) {
       const nn_json *v = nn_json_get(doc, "validation_sha256");
-      same = v && v->type == NN_JSON_STRING && strcmp(v->str, t->val_id) == 0;
+      attn_split theirs = attn_split_of(doc), ours = {0, 0.0, -1};
+      if (t->metrics &&
+          nn_json_parse(&mine, t->metrics, strlen(t->metrics), &attn_mem, err) == NN_OK)
+        ours = attn_split_of(mine);
+      if (v && v->type == NN_JSON_STRING && strcmp(v->str, t->val_id) == 0) held = ATTN_HELD_SAME;
+      else if (ours.by_text && theirs.by_text && theirs.moved == 0 &&
+               ours.fraction == theirs.fraction)
+        held = ATTN_HELD_BY_TEXT;
     }
     nn_json_free(doc);
+    nn_json_free(mine);
   }
   sqlite3_finalize(stmt);
-  return same;
+  return held;
 }
 
 int attn_training_decide(attn_training *t, const nn_model *model, const int *rows, int n,
@@ -773,7 +807,8 @@ int attn_training_decide(attn_training *t, const nn_model *model, const int *row
   nn_figures fresh, deployed;
   rc = attn_training_score(t, model, rows, n, &fresh, msg);
   if (rc == SQLITE_OK) rc = attn_training_score(t, current->nn, rows, n, &deployed, msg);
-  int fair = rc == SQLITE_OK ? attn_training_same_held_out(t, current->version) : 0;
+  int held = rc == SQLITE_OK ? attn_training_held_out(t, current->version) : ATTN_HELD_UNKNOWN;
+
   /* the monitored figure of both versions, as every reason below gives it */
   nn_monitor monitor = t->cfg.monitor;
   const char *figure = nn_monitor_name(monitor);
@@ -782,38 +817,45 @@ int attn_training_decide(attn_training *t, const nn_model *model, const int *row
     sqlite3_snprintf(sizeof a, a, "%.6g", nn_monitor_figure(monitor, &fresh));
     sqlite3_snprintf(sizeof b, b, "%.6g", nn_monitor_figure(monitor, &deployed));
   }
-  if (rc == SQLITE_OK && !fair) {
+  if (rc == SQLITE_OK && held == ATTN_HELD_UNKNOWN) {
     /* The deployed version validated on other rows (another split, fraction or data, or it
      * was imported): it may have trained on some of these, which would favour it. The rule:
      * the new version is deployed, and the reason says that nothing was compared. */
     *deploy = 1;
     t->deploy_reason = sqlite3_mprintf(
         "not compared: the deployed version %lld held out other rows than these %d validation "
-        "rows (another split, fraction or data), so it may have trained on some of them (%s %s "
+        "rows (another split, fraction or data, or a class with every row on the validation "
+        "side), so it may have trained on some of them (%s %s "
         "against its %s there); the new version is deployed",
         (long long)current->version, n, figure, a, b);
     if (!t->deploy_reason) rc = SQLITE_NOMEM;
   } else if (rc == SQLITE_OK) {
     *deploy = nn_monitor_better(monitor, &fresh, &deployed);
-    if (nn_monitor_tie(monitor, &fresh, &deployed)) {
+    /* which rows the figures are on, as both reasons below say it */
+    char *where = held == ATTN_HELD_SAME
+                      ? sqlite3_mprintf("on the same %d validation rows (held out by both)", n)
+                      : sqlite3_mprintf("on these %d validation rows, which neither trained on "
+                                        "(both split by a hash of each text at this "
+                                        "val_fraction)",
+                                        n);
+    if (!where) {
+      rc = SQLITE_NOMEM;
+    } else if (nn_monitor_tie(monitor, &fresh, &deployed)) {
       char c[32], d[32];
       sqlite3_snprintf(sizeof c, c, "%.6g", fresh.loss);
       sqlite3_snprintf(sizeof d, d, "%.6g", deployed.loss);
       t->deploy_reason = sqlite3_mprintf(
-          "%s %s ties the deployed version %lld's on the same %d validation rows (held out by "
-          "both), and its val_loss %s %s its %s",
-          figure, a, (long long)current->version, n, c, *deploy ? "is lower than" : "does not beat",
-          d);
+          "%s %s ties the deployed version %lld's %s, and its val_loss %s %s its %s", figure, a,
+          (long long)current->version, where, c, *deploy ? "is lower than" : "does not beat", d);
     } else {
       t->deploy_reason = sqlite3_mprintf(
-          "%s %s %s the deployed version %lld's %s on the same %d validation rows (held out by "
-          "both)",
-          figure, a,
+          "%s %s %s the deployed version %lld's %s %s", figure, a,
           *deploy ? (monitor == NN_MONITOR_VAL_LOSS ? "is lower than" : "is higher than")
                   : "does not beat",
-          (long long)current->version, b, n);
+          (long long)current->version, b, where);
     }
-    if (!t->deploy_reason) rc = SQLITE_NOMEM;
+    sqlite3_free(where);
+    if (rc == SQLITE_OK && !t->deploy_reason) rc = SQLITE_NOMEM;
   }
   attn_model_release(current);
   return rc;

@@ -85,6 +85,22 @@ WORDS = {
 FILLER = "the a of in on today new big report says".split()
 
 
+def text_position(text):
+    """The position in [0, 1) of a text in the split by text (engine/train_data.c,
+    nn_train_text_position), written again here so that the tests check the engine against it:
+    FNV-1a over the UTF-8 bytes, SplitMix64's finaliser, the top 53 bits."""
+    m = (1 << 64) - 1
+    h = 0xcbf29ce484222325 ^ 0x53504c4954000001
+    for b in str(text).encode():
+        h = ((h ^ b) * 0x100000001b3) & m
+    h ^= h >> 30
+    h = (h * 0xbf58476d1ce4e5b9) & m
+    h ^= h >> 27
+    h = (h * 0x94d049bb133111eb) & m
+    h ^= h >> 31
+    return (h >> 11) * 2.0 ** -53
+
+
 def make_rows(n, seed=1, classes=("sports", "tech", "money")):
     """n short texts whose words give their class away (a tiny model learns them)."""
     rng = random.Random(seed)

@@ -212,9 +212,9 @@ def test_deploy(mode):
           f"deployed {f1['deployed']}")
     # a label the deployed version does not know: under val_loss it counts as infinitely
     # wrong, under val_f1 as one more wrong answer. Rows were added since the deployed version
-    # trained, so it held out other rows: the retrain is deployed without a comparison, and the
-    # reason gives both figures on the new validation rows (Inf for the version that does not
-    # know 'c' under val_loss, a plain F1 under val_f1)
+    # trained; split by text, the new validation rows are ones it never trained on: the two are
+    # compared there (Inf for the version that does not know 'c' under val_loss, a plain F1
+    # under val_f1)
     words = {"a": ["goal", "match", "coach"], "b": ["shares", "bank", "profit"],
              "c": ["chip", "phone", "code"]}
     rng = random.Random(1)
@@ -224,24 +224,27 @@ def test_deploy(mode):
     good = dict(epochs=10, hidden=8, embed_dim=8, fc_hidden=8, lr=0.01, monitor="val_loss")
     two = fit(db, "u", opts(**good), "SELECT text, label FROM three")
     db.executemany("INSERT INTO three VALUES (?, ?)",
-                   [(" ".join(rng.choice(words["c"]) for _ in range(4)), "c")] * 100)
+                   [(" ".join(rng.choice(words["c"]) for _ in range(4)) + f" {i}", "c")
+                    for i in range(100)])
     poor = dict(good, epochs=1, lr=0.0001)
     by_loss = fit(db, "u", opts(**poor), "SELECT text, label FROM three")
-    m = re.match(r"not compared: the deployed version 1 held out other rows than these \d+ "
-                 r"validation rows .* \(val_loss (\S+) against its Inf there\); the new version "
-                 r"is deployed$", by_loss["deploy_reason"])
+    m = re.match(r"val_loss (\S+) is lower than the deployed version 1's Inf on these \d+ "
+                 r"validation rows, which neither trained on ", by_loss["deploy_reason"])
     check(two["val_accuracy"] == 1 and by_loss["deployed"] is True and m is not None and
           by_loss["val_accuracy"] < 0.5,
           f"{mode}: val_loss: a version that does not know label 'c' scores Inf on rows of it; "
-          f"the data changed, so the poor retrain (val_accuracy {by_loss['val_accuracy']:.3f}) "
-          f"deploys uncompared: {by_loss['deploy_reason']!r}")
+          f"the rows added since are compared fairly, and the poor retrain (val_accuracy "
+          f"{by_loss['val_accuracy']:.3f}) beats Inf: {by_loss['deploy_reason']!r}")
     db.execute("SELECT attn_deploy('u', 1)")
     by_f1 = fit(db, "u", opts(**dict(poor, monitor="val_f1")), "SELECT text, label FROM three")
-    m = re.match(r"not compared: .* \(val_f1 (\S+) against its (\S+) there\)", by_f1["deploy_reason"])
-    check(by_f1["deployed"] is True and m is not None and 0 < float(m.group(2)) < 1,
+    m = re.match(r"val_f1 (\S+) (?:is higher than|does not beat) the deployed version 1's (\S+) "
+                 r"on these \d+ validation rows", by_f1["deploy_reason"])
+    check(m is not None and 0 < float(m.group(2)) < 1 and
+          by_f1["deployed"] == (float(m.group(1)) > float(m.group(2))),
           f"{mode}: val_f1: the same retrain against the same version scores it with the unknown "
           f"label only wrong (F1 of version 1 below 1, not Inf): {by_f1['deploy_reason']!r}")
     # a retrain on the same rows with another seed validates on the same rows: compared
+    db.execute("SELECT attn_deploy('u', ?)", (by_f1["version"],))
     again = fit(db, "u", opts(**dict(poor, seed=77)), "SELECT text, label FROM three")
     check(re.search(r"on the same \d+ validation rows \(held out by both\)",
                     again["deploy_reason"]) is not None,

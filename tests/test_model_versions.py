@@ -386,10 +386,13 @@ def test_fair():
     ids = [json.loads(db.execute("SELECT metrics FROM attn_models WHERE version = ?", (v,))
                       .fetchone()[0])["validation_sha256"] for v in (1, 2)]
     check(ids[0] == ids[1], f"seeds 1 and 2 hold out the same rows: {ids[0][:12]} {ids[1][:12]}")
-    check(re.search(r"on the same 18 validation rows \(held out by both\)$",
-                    second["deploy_reason"]) is not None,
-          f"another seed is compared on the same rows: {second['deploy_reason']}")
     rows = db.execute("SELECT text, label FROM docs ORDER BY id").fetchall()
+    below = sum(R.text_position(t) < 0.15 for t, _ in rows)
+    check(first["val_rows"] == below and
+          re.search(rf"on the same {below} validation rows \(held out by both\)$",
+                    second["deploy_reason"]) is not None,
+          f"another seed is compared on the same rows, the {below} whose text falls below "
+          f"val_fraction 0.15: {second['deploy_reason']}")
     last = fit(db, options=opts(validation="last"))
     check(last["validation_sha256"] == sha_of_rows(rows[-18:]),
           "validation_sha256 of \"last\" is the SHA-256 of the last 18 rows, recomputed here")
@@ -404,15 +407,35 @@ def test_fair():
     frac = fit(db, options=opts(val_fraction=0.3))
     check(frac["deploy_reason"].startswith("not compared:"),
           f"another val_fraction: not compared: {frac['deploy_reason']}")
+    # rows added: each text keeps its side, so the deployed version never trained on the new
+    # validation rows (they were on its validation side, or not in its table): compared there
+    trained = {t for t, _ in rows if R.text_position(t) >= 0.3}
     db.executemany("INSERT INTO docs(text, label) VALUES(?, ?)", R.make_rows(30, seed=9))
+    rows = db.execute("SELECT text, label FROM docs ORDER BY id").fetchall()
+    held = [t for t, _ in rows if R.text_position(t) < 0.3]
     grown = fit(db, options=opts(val_fraction=0.3))
-    check(grown["deploy_reason"].startswith("not compared:"),
-          f"rows added since: not compared: {grown['deploy_reason']}")
+    check(grown["val_rows"] == len(held) and not trained & set(held) and
+          re.search(rf"the deployed version 5's .*on these {len(held)} validation rows, which "
+                    r"neither trained on \(both split by a hash of each text at this "
+                    r"val_fraction\)", grown["deploy_reason"]) is not None,
+          f"rows added since: compared on the {len(held)} rows whose text falls below 0.3, none "
+          f"of them a training row of version 5: {grown['deploy_reason']}")
+    # a class whose only row falls on the validation side trains on it (split_moved): the
+    # next run with other rows cannot know that version never trained on its validation rows
+    lone = next(f"solo {k}" for k in range(1000) if R.text_position(f"solo {k}") < 0.3)
+    db.execute("INSERT INTO docs(text, label) VALUES(?, 'solo')", (lone,))
+    moved = fit(db, options=opts(val_fraction=0.3, deploy="always"))
+    db.executemany("INSERT INTO docs(text, label) VALUES(?, ?)", R.make_rows(10, seed=10))
+    after = fit(db, options=opts(val_fraction=0.3))
+    check(moved["split_moved"] == 1 and moved["val_rows"] == len(held) and
+          after["deploy_reason"].startswith("not compared: the deployed version 7"),
+          f"a lone class's row trains (split_moved {moved['split_moved']}); the next run is not "
+          f"compared with it: {after['deploy_reason']}")
     trials = db.execute("SELECT version FROM attn_tune('m', ?, '{\"val_fraction\":[0.2,0.3]}', ?)",
                         (Q, opts(deploy="never"))).fetchall()
     tids = [json.loads(db.execute("SELECT metrics FROM attn_models WHERE version = ?", (v,))
                        .fetchone()[0])["validation_sha256"] for (v,) in trials]
-    check(len(set(tids)) == 2 and tids[1] == grown["validation_sha256"],
+    check(len(set(tids)) == 2 and tids[1] == after["validation_sha256"],
           f"a tune's trials record their own held-out rows (fractions 0.2 and 0.3)")
     db.close()
 

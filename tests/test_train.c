@@ -640,7 +640,17 @@ int main(void) {
         "progress repeats in validation %d, expected %d", seen.repeats, val_batches / 8 * a.epochs);
   printf("metrics: %s\n", a.json ? a.json : "(null)");
   CHECK(train_rows + val_rows == 800, "train %d + val %d rows", train_rows, val_rows);
-  CHECK(abs(val_rows - 120) <= 2, "val rows %d, expected about 15%% of 800", val_rows);
+  /* the split by text: exactly the rows whose text's position is below 0.15 validate (each
+   * class keeps training rows here, so none came back) */
+  int below = 0;
+  for (int i = 0; i < data.n; i++)
+    below += nn_train_text_position(data.texts[i], data.text_lens[i]) < 0.15;
+  CHECK(val_rows == below && abs(val_rows - 120) <= 40,
+        "val rows %d, expected the %d rows whose text falls below 0.15 (about 15%% of 800)",
+        val_rows, below);
+  CHECK(a.json &&
+            strstr(a.json, "\"split\":\"text_hash\",\"split_fraction\":0.15,\"split_moved\":0"),
+        "the metrics say how the rows were split: %s", a.json);
   CHECK((int)json_value(a.json, "best_epoch") == best_epoch, "json best_epoch %g vs %d",
         json_value(a.json, "best_epoch"), best_epoch);
   CHECK((int)json_value(a.json, "epochs_run") == a.epochs, "json epochs_run");
@@ -760,12 +770,68 @@ int main(void) {
         "interrupt in the validation: status %d after %d epochs (%s)", a.status, a.epochs, a.err);
   free_run(&a);
 
-  /* ---- split sizes: classes of 100, 60 and 1 rows; the single row trains */
+  /* ---- the split by text: a text's side is its own, whatever rows are beside it */
+  free_dataset(&data);
+  small_config(&cfg);
+  char text[64];
+  int lone = -1; /* a text on the validation side, for a class of one row */
+  for (int k = 0; lone < 0; k++) {
+    snprintf(text, sizeof text, "epsilon %d", k);
+    if (nn_train_text_position(text, (int)strlen(text)) < 0.15) lone = k;
+  }
+  for (int i = 0; i < 200; i++) {
+    snprintf(text, sizeof text, "alpha beta %d", i);
+    add_row(&data, text, i % 2 ? "a" : "b");
+  }
+  for (int i = 0; i < 50; i++) add_row(&data, "the same words", "a"); /* one side, all 50 */
+  snprintf(text, sizeof text, "epsilon %d", lone);
+  add_row(&data, text, "c");
+  int expect_val = 0;
+  for (int i = 0; i < data.n - 1; i++)
+    expect_val += nn_train_text_position(data.texts[i], data.text_lens[i]) < 0.15;
+  CHECK(create_trainer(&tr, &data, &cfg, NULL, -1, err) == NN_OK, "create, split by text: %s", err);
+  if (tr) {
+    char *json = nn_trainer_metrics_json(tr);
+    printf("split by text: %s\n", json);
+    CHECK((int)json_value(json, "val_rows") == expect_val &&
+              (int)json_value(json, "split_moved") == 1,
+          "val rows %g (expected %d: the lone class's row trains), split_moved %g",
+          json_value(json, "val_rows"), expect_val, json_value(json, "split_moved"));
+    for (int i = 0; i < data.n; i++) {
+      int val = nn_train_is_val(tr, i);
+      int want = i < data.n - 1 && nn_train_text_position(data.texts[i], data.text_lens[i]) < 0.15;
+      CHECK(val == want, "row %d (\"%s\") validates: %d, expected %d", i, data.texts[i], val, want);
+      if (val != want) break;
+    }
+    free(json);
+    nn_trainer_free(tr);
+    tr = NULL;
+  }
+  /* the same rows in another order, and with a third of them gone: each text on its side */
+  for (int i = 0; i < data.n / 2; i++) {
+    char *t = data.texts[i], *l = data.labels[i];
+    int tl = data.text_lens[i], ll = data.label_lens[i], j = data.n - 2 - i;
+    data.texts[i] = data.texts[j], data.text_lens[i] = data.text_lens[j];
+    data.labels[i] = data.labels[j], data.label_lens[i] = data.label_lens[j];
+    data.texts[j] = t, data.text_lens[j] = tl, data.labels[j] = l, data.label_lens[j] = ll;
+  }
+  CHECK(create_trainer(&tr, &data, &cfg, NULL, 160, err) == NN_OK, "create, 160 rows: %s", err);
+  for (int i = 0; tr && i < 160; i++) {
+    int want = nn_train_text_position(data.texts[i], data.text_lens[i]) < 0.15;
+    CHECK(nn_train_is_val(tr, i) == want, "reordered row %d (\"%s\") validates: %d", i,
+          data.texts[i], nn_train_is_val(tr, i));
+    if (nn_train_is_val(tr, i) != want) break;
+  }
+  nn_trainer_free(tr);
+  tr = NULL;
+
+  /* ---- the lesson's split sizes: classes of 100, 60 and 1 rows; the single row trains */
   free_dataset(&data);
   for (int i = 0; i < 100; i++) add_row(&data, "alpha beta", "a");
   for (int i = 0; i < 60; i++) add_row(&data, "gamma delta", "b");
   add_row(&data, "epsilon", "c");
   small_config(&cfg);
+  cfg.recipe = NN_RECIPE_LESSON; /* stratified */
   CHECK(create_trainer(&tr, &data, &cfg, NULL, -1, err) == NN_OK, "create with a 1-row class: %s",
         err);
   if (tr) {
@@ -803,7 +869,7 @@ int main(void) {
   int status = create_trainer(&tr, &data, &cfg, NULL, 2, err);
   CHECK(status == NN_ERROR && strcmp(err, "need at least 2 distinct labels, got 1 (\"x\")") == 0,
         "one label: %s", err);
-  /* classes of 2 and 1 rows: round(0.15 * 2) = 0, so no validation row at all */
+  /* the lesson's split, classes of 2 and 1 rows: round(0.15 * 2) = 0, so no validation row */
   status = create_trainer(&tr, &data, &cfg, NULL, 3, err);
   CHECK(status == NN_ERROR &&
             strcmp(err, "too few rows for a validation split (3 rows in 2 classes): with "
@@ -811,6 +877,22 @@ int main(void) {
                         "validation") == 0,
         "too few rows: %s", err);
   printf("error for 3 rows: %s\n", err);
+  /* the split by text, no text below 0.15 */
+  cfg.recipe = NN_RECIPE_DEFAULT;
+  free_dataset(&data);
+  for (int k = 0; data.n < 3; k++) {
+    snprintf(text, sizeof text, "row %d", k);
+    if (nn_train_text_position(text, (int)strlen(text)) >= 0.15)
+      add_row(&data, text, k % 2 ? "x" : "y");
+  }
+  status = create_trainer(&tr, &data, &cfg, NULL, 3, err);
+  CHECK(status == NN_ERROR &&
+            strcmp(err, "too few rows for a validation split (3 rows in 2 classes): with "
+                        "val_fraction 0.15 no row's text falls in the validation split (a text "
+                        "does with chance 0.15); give more rows, a larger val_fraction or "
+                        "\"validation\": \"none\"") == 0,
+        "too few rows, split by text: %s", err);
+  printf("error for 3 rows split by text: %s\n", err);
   free_dataset(&data);
   for (int i = 0; i < 10001; i++) {
     char label[16];
