@@ -112,6 +112,7 @@ static const config_option config_options[] = {
     OPT_X("trials", NN_KEY_TRIALS),
     OPT_X("seconds", NN_KEY_SECONDS),
     OPT_X("parallel", NN_KEY_PARALLEL),
+    OPT_X("keep_trials", NN_KEY_KEEP_TRIALS),
 };
 #define NUM_OPTIONS (sizeof config_options / sizeof config_options[0])
 

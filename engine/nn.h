@@ -214,6 +214,7 @@ typedef enum nn_ext_key {
   NN_KEY_TRIALS,
   NN_KEY_SECONDS,
   NN_KEY_PARALLEL,
+  NN_KEY_KEEP_TRIALS, /* whether the trials not chosen are stored */
   NN_KEY_COUNT
 } nn_ext_key;
 #define NN_KEYS_TRAIN ((1u << NN_KEY_SEARCH) - 1u) /* every key but attn_tune's own */

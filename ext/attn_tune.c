@@ -76,23 +76,39 @@ typedef struct attn_tune_cursor {
 /* The message of an interrupt that came once the trials were saved: they stay saved. */
 static char *attn_tune_saved_interrupt(const attn_tune_cursor *cur) {
   int64_t lo = INT64_MAX, hi = 0;
+  int stored = 0;
   for (int i = 0; i < cur->ntrials; i++) {
     if (cur->trials[i].version > 0 && cur->trials[i].version < lo) lo = cur->trials[i].version;
     if (cur->trials[i].version > hi) hi = cur->trials[i].version;
+    stored += cur->trials[i].version > 0;
   }
   if (hi == 0) return sqlite3_mprintf("attn_tune: interrupted");
+  if (stored == 1) /* "keep_trials": false */
+    return sqlite3_mprintf("attn_tune: interrupted after its chosen trial was saved (version "
+                           "%lld)",
+                           (long long)hi);
   return sqlite3_mprintf("attn_tune: interrupted after its %d trials were saved (versions %lld "
                          "to %lld)",
-                         cur->ntrials, (long long)lo, (long long)hi);
+                         stored, (long long)lo, (long long)hi);
 }
 
 /* The options of the search itself (taken out of the options argument): "search" ("grid" or
  * "random"), "trials" (a random search's count), "seconds" (no trial starts after this long),
- * "parallel" (trials two at a time where cores allow). */
+ * "parallel" (trials two at a time where cores allow), "keep_trials" (false: only the chosen
+ * trial is stored). */
 typedef struct attn_tune_settings {
-  int random, trials, parallel;
+  int random, trials, parallel, keep_trials;
   double seconds;    /* 0: no limit */
 } attn_tune_settings;
+
+/* Whether `key` is an option of the whole search, which a grid may not vary. */
+static int attn_tune_search_key(const char *key) {
+  static const char *const keys[] = {"deploy",  "validation_query", "search",     "trials",
+                                     "seconds", "parallel",         "keep_trials"};
+  for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+    if (strcmp(key, keys[i]) == 0) return 1;
+  return 0;
+}
 
 /* Columns; the arguments are the hidden columns at the end. */
 enum {
@@ -470,6 +486,7 @@ static int attn_tune_settings_read(const char *fn, const char *options, attn_tun
   char err[NN_ERR_LEN] = "", *got = NULL;
   memset(st, 0, sizeof *st);
   st->parallel = 1;
+  st->keep_trials = 1;
   *rest = NULL;
   if (!options) return SQLITE_OK;
   int rc = nn_options_parse(&o, options, NN_KEYS_TUNE, &attn_mem, err);
@@ -480,6 +497,7 @@ static int attn_tune_settings_read(const char *fn, const char *options, attn_tun
   }
   const nn_json *search = o.ext[NN_KEY_SEARCH], *trials = o.ext[NN_KEY_TRIALS];
   const nn_json *seconds = o.ext[NN_KEY_SECONDS], *parallel = o.ext[NN_KEY_PARALLEL];
+  const nn_json *keep = o.ext[NN_KEY_KEEP_TRIALS];
 #define GIVEN(v) ((v) && (v)->type != NN_JSON_NULL)
 #define GOT(v) (got = attn_option_value(options, v))
   rc = SQLITE_OK;
@@ -534,6 +552,17 @@ static int attn_tune_settings_read(const char *fn, const char *options, attn_tun
         *msg = sqlite3_mprintf("%s: option \"parallel\" must be true or false, got %s", fn, got);
     }
   }
+  if (rc == SQLITE_OK && GIVEN(keep)) {
+    if (keep->type == NN_JSON_TRUE || keep->type == NN_JSON_FALSE) {
+      st->keep_trials = keep->type == NN_JSON_TRUE;
+    } else {
+      rc = GOT(keep) ? SQLITE_ERROR : SQLITE_NOMEM;
+      if (got)
+        *msg = sqlite3_mprintf("%s: option \"keep_trials\" must be true (every trial is stored) "
+                               "or false (only the chosen one), got %s",
+                               fn, got);
+    }
+  }
 #undef GOT
 #undef GIVEN
   if (rc == SQLITE_OK) { /* the others, for the training options */
@@ -543,7 +572,7 @@ static int attn_tune_settings_read(const char *fn, const char *options, attn_tun
     nn_strbuf_puts(&sb, "{");
     for (size_t i = 0; i < o.doc->count; i++) {
       const nn_json *m = &o.doc->items[i];
-      if (m == search || m == trials || m == seconds || m == parallel) continue;
+      if (m == search || m == trials || m == seconds || m == parallel || m == keep) continue;
       if (n++) nn_strbuf_puts(&sb, ",");
       nn_strbuf_append(&sb, options + m->key_start, m->key_end - m->key_start);
       nn_strbuf_puts(&sb, ":");
@@ -765,9 +794,7 @@ static int attn_tune_submit(attn_tune_cursor *cur, attn_conn *conn, sqlite3_valu
   int rc = attn_tune_settings_read(fn, options, &st, &train_options, msg);
   if (rc == SQLITE_OK) rc = attn_tune_grid(fn, grid, st.random, &keys, &nkeys, &combinations, msg);
   for (int k = 0; rc == SQLITE_OK && k < nkeys; k++)
-    if (strcmp(keys[k].key, "deploy") == 0 || strcmp(keys[k].key, "validation_query") == 0 ||
-        strcmp(keys[k].key, "search") == 0 || strcmp(keys[k].key, "trials") == 0 ||
-        strcmp(keys[k].key, "seconds") == 0 || strcmp(keys[k].key, "parallel") == 0) {
+    if (attn_tune_search_key(keys[k].key)) {
       *msg = sqlite3_mprintf("%s: grid key \"%s\" is an option of the whole search, the same "
                              "for every trial: give it in the options, not the grid", fn,
                              keys[k].key);
@@ -854,9 +881,7 @@ static int attn_tune_filter(sqlite3_vtab_cursor *base, int idx_num, const char *
                       st.random, &keys, &nkeys, &combinations, &msg);
   if (rc != SQLITE_OK) goto done;
   for (int k = 0; k < nkeys; k++)
-    if (strcmp(keys[k].key, "deploy") == 0 || strcmp(keys[k].key, "validation_query") == 0 ||
-        strcmp(keys[k].key, "search") == 0 || strcmp(keys[k].key, "trials") == 0 ||
-        strcmp(keys[k].key, "seconds") == 0 || strcmp(keys[k].key, "parallel") == 0) {
+    if (attn_tune_search_key(keys[k].key)) {
       msg = sqlite3_mprintf("%s: grid key \"%s\" is an option of the whole search, the same for "
                             "every trial: give it in the options, not the grid", fn, keys[k].key);
       rc = SQLITE_ERROR;
@@ -972,11 +997,15 @@ static int attn_tune_filter(sqlite3_vtab_cursor *base, int idx_num, const char *
                             &lineage[i], 0, 0};
     items[i] = item;
   }
-  rc = attn_store_save_items(vtab->conn, fn, t.name, items, ntrials, &msg);
+  /* "keep_trials": false -- the chosen trial alone is stored; the others' rows say version
+   * NULL */
+  if (st.keep_trials) rc = attn_store_save_items(vtab->conn, fn, t.name, items, ntrials, &msg);
+  else rc = attn_store_save_items(vtab->conn, fn, t.name, &items[cur->chosen], 1, &msg);
   if (rc != SQLITE_OK) goto done;
   for (int i = 0; i < ntrials; i++) {
-    cur->trials[i].version = items[i].version;
-    cur->trials[i].deployed = items[i].deploy;
+    int stored = st.keep_trials || i == cur->chosen;
+    cur->trials[i].version = stored ? items[i].version : 0;
+    cur->trials[i].deployed = stored && items[i].deploy;
     nn_model_free(cur->trials[i].model);
     cur->trials[i].model = NULL;
   }
@@ -1055,7 +1084,9 @@ static int attn_tune_column(sqlite3_vtab_cursor *base, sqlite3_context *ctx, int
   case ATTN_TUNE_COL_VAL_F1: attn_tune_result_double(ctx, trial->val_f1); break;
   case ATTN_TUNE_COL_SECONDS: sqlite3_result_double(ctx, trial->seconds); break;
   case ATTN_TUNE_COL_CHOSEN: sqlite3_result_int(ctx, cur->row == cur->chosen); break;
-  case ATTN_TUNE_COL_VERSION: sqlite3_result_int64(ctx, trial->version); break;
+  case ATTN_TUNE_COL_VERSION: /* 0: not stored ("keep_trials": false) */
+    if (trial->version) sqlite3_result_int64(ctx, trial->version);
+    break;
   case ATTN_TUNE_COL_DEPLOYED: sqlite3_result_int(ctx, trial->deployed); break;
   default: break;
   }

@@ -634,6 +634,8 @@ def test_tune(mode):
                'integer from 1 to 256, got 0'),
               ({"seconds": -1}, 'attn_tune: option "seconds" must be a number of seconds'),
               ({"parallel": "yes"}, 'attn_tune: option "parallel" must be true or false'),
+              ({"keep_trials": 1}, 'attn_tune: option "keep_trials" must be true (every trial '
+               'is stored) or false (only the chosen one), got 1'),
               ]
     for o, want in errors:
         e = error_of(db, "SELECT * FROM attn_tune('e', 'SELECT text, label FROM docs', ?, ?)",
@@ -643,6 +645,29 @@ def test_tune(mode):
                      "'{\"deploy\":[\"always\"]}', ?)", (R.TINY,))
     check(e is not None and e.startswith('attn_tune: grid key "deploy" is an option of the '
                                          'whole search'), f"{mode}: {e}")
+    # "keep_trials": false -- the same search, only the chosen trial stored; a second
+    # connection reading meanwhile sees the store as it was, then the one new version
+    other = R.connect(path)
+    kept_before = other.execute("SELECT count(*) FROM attn_models").fetchone()[0]
+    lean = run("r6", search="random", trials=6, keep_trials=False)
+    stored = db.execute("SELECT version, deployed, weights FROM attn_models WHERE name = 'r6'"
+                        ).fetchall()
+    chosen = [r for r in lean if r[5]]
+    w_chosen = [w for (w,) in db.execute(
+        "SELECT weights FROM attn_models WHERE name = 'r1' AND version = ?", (one[[
+            r[5] for r in one].index(1)][6],))]
+    check([r[1:6] for r in lean] == [r[1:6] for r in one] and len(chosen) == 1 and
+          [r[6] for r in lean if not r[5]] == [None] * 5 and len(stored) == 1 and
+          stored[0][0] == chosen[0][6] and stored[0][1] == 1 and [stored[0][2]] == w_chosen and
+          other.execute("SELECT count(*) FROM attn_models").fetchone()[0] == kept_before + 1,
+          f"{mode}: \"keep_trials\": false: the same trials and choice, one version stored "
+          f"(the chosen one's weights), the others' version NULL: "
+          f"{[(r[0], r[5], r[6]) for r in lean]}")
+    e = error_of(db, "SELECT * FROM attn_tune('e', 'SELECT text, label FROM docs', "
+                     "'{\"keep_trials\":[true]}', ?)", (R.TINY,))
+    check(e is not None and e.startswith('attn_tune: grid key "keep_trials" is an option of '
+                                         'the whole search'), f"{mode}: {e}")
+    other.close()
     big = json.dumps({"lr": [0.001 * i for i in range(1, 30)],
                       "hidden": list(range(1, 30))})
     e = error_of(db, "SELECT * FROM attn_tune('e', 'SELECT text, label FROM docs', ?, ?)",
