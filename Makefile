@@ -247,6 +247,37 @@ $(BUILD)/sqlite3: $(BUILD)/sqlite3.js
 	printf '#!/bin/sh\n# SQLite 3.52.0 with attnext built in, in WebAssembly (make PLATFORM=wasm)\nexec node "%s" "$$@"\n' \
 	  "$(CURDIR)/$<" > $@
 	chmod +x $@
+# make PLATFORM=wasm web: the browser page (ext/wasm/web/) in $(WEB): attnext-web.js, SQLite and
+# attnext as one script with the .wasm inside (SINGLE_FILE: the page works from file://, where a
+# browser fetches nothing), whose createAttnext() gives ccall/cwrap on ext/wasm/web_api.c's two
+# entry points; attnext-worker.js, the same wrapped in one function with the page's worker
+# (ext/wasm/web/worker.js), which the page starts as a Web Worker from its own source; the
+# bundled headlines (data/headlines.csv) as demo_rows.js; index.html and app.js.
+WEB      := $(BUILD)/web
+WEB_OBJ  := $(BUILD)/sqlite/sqlite3.o $(BUILD)/ext/wasm/shell_init.o $(BUILD)/ext/wasm/web_api.o
+WEB_LDFLAGS := -lm -sMODULARIZE=1 -sEXPORT_NAME=createAttnext -sENVIRONMENT=web,worker \
+  -sSINGLE_FILE=1 -sALLOW_MEMORY_GROWTH=1 \
+  -sEXPORTED_FUNCTIONS=_attnext_web_open,_attnext_web_exec \
+  -sEXPORTED_RUNTIME_METHODS=ccall,cwrap
+WEB_PAGE := $(WEB)/index.html $(WEB)/app.js $(WEB)/attnext-web.js $(WEB)/attnext-worker.js \
+  $(WEB)/demo_rows.js
+.PHONY: web
+web: $(WEB_PAGE)
+$(BUILD)/ext/wasm/web_api.o: | $(WASM_SQLITE)/sqlite3.c
+$(WEB)/attnext-web.js: $(WEB_OBJ) $(BUILD)/libattnext.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $(WEB_OBJ) $(BUILD)/libattnext.a $(WEB_LDFLAGS)
+$(WEB)/attnext-worker.js: $(WEB)/attnext-web.js ext/wasm/web/worker.js
+	{ echo '// attnext-worker.js -- make PLATFORM=wasm web: attnext-web.js and ext/wasm/web/worker.js'; \
+	  echo 'function attnextWorkerMain(scope) {'; cat $^; echo '}'; \
+	  echo "if (typeof WorkerGlobalScope !== 'undefined' && self instanceof WorkerGlobalScope) attnextWorkerMain(self);"; \
+	} > $@
+$(WEB)/demo_rows.js: data/headlines.csv
+	@mkdir -p $(dir $@)
+	$(PYTHON) -c 'import json, sys; print("// data/headlines.csv (make PLATFORM=wasm web)\nvar ATTNEXT_DEMO_CSV = " + json.dumps(open(sys.argv[1], encoding="utf-8").read()) + ";")' $< > $@
+$(WEB)/%: ext/wasm/web/%
+	@mkdir -p $(dir $@)
+	cp $< $@
 endif
 
 $(BUILD)/libnn.a: $(ENGINE_OBJ)
