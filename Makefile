@@ -315,8 +315,14 @@ demo: deps-build attnext.so
 # TEST_JOBS tests at a time (make test, make test-asan): the machine's cores, at most 4; the tests
 # that measure time run alone after them (ALONE in tests/run_all.sh). TEST_JOBS=1: one at a time.
 TEST_JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ "$$n" -gt 4 ] && n=4; echo $$n)
-test: deps attnext.so $(CUDA_SO) $(TEST_BIN) $(TOOL_BIN) $(FAKE_STALE) $(NATIVE_SO) packages
+test: deps attnext.so $(CUDA_SO) $(TEST_BIN) $(TOOL_BIN) $(FAKE_STALE) $(NATIVE_SO) packages web-for-test
 	@BUILD=$(BUILD) PYTHON=$(PYTHON) SQLITE3=$(SQLITE3) sh tests/run_all.sh -j $(TEST_JOBS)
+# The browser page for tests/test_browser.py and its npm package (tests/test_package_wasm.sh):
+# make PLATFORM=wasm web in $(BUILD)/wasm (its library and SQLite, not its shell or C tests:
+# ~4 min on 2 cores from nothing), by a second make once deps has installed emscripten.
+.PHONY: web-for-test
+web-for-test: deps
+	@$(if $(PLATFORM),,$(MAKE) --no-print-directory npm-wasm)
 
 # The loop to run while changing code (under a minute on 2 cores, built): the C unit and golden
 # tests (not test_faults_oom: 2.5 min of injected failures), the SQL scripts of tests/sql/, the
@@ -446,6 +452,7 @@ clean:
 #   make wheel   build/dist/attnext-<version>-py3-none-manylinux_2_X_x86_64.whl
 #                (attnext.load(conn); build/dist/attnext.whl.name names it)
 #   make npm     build/dist/attnext-<version>.tgz (require("attnext").load(db))
+#   make npm-wasm  build/dist/attnext-wasm-<version>.tgz: the browser build (below)
 # Each carries the portable attnext.so, and attnext_cuda.so when nvcc built it. The deb depends
 # on Debian's OpenBLAS (libopenblas0-pthread); the wheel and the npm package bundle it, renamed,
 # beside attnext.so (ext/packages/bundle_libs.py, patchelf). Sources: ext/packages/;
@@ -473,6 +480,17 @@ $(WHEEL): $(PKG_LIBS) $(PKG_DOCS) ext/packages/bundle_libs.py $(wildcard ext/pac
 	$(PYTHON) ext/packages/python/build_wheel.py $(VERSION) $(DIST) $(PKG_LIBS)
 $(NPM_TGZ): $(PKG_LIBS) $(PKG_DOCS) ext/packages/bundle_libs.py $(wildcard ext/packages/node/*)
 	sh ext/packages/node/build.sh $(VERSION) $(DIST) $(PKG_LIBS)
+# make npm-wasm: build/dist/attnext-wasm-<version>.tgz, the browser build (make PLATFORM=wasm
+# web, in $(BUILD)/wasm) as an npm package: attnext-web.js, attnext-worker.js, index.d.ts
+# (ext/packages/wasm/; tests/test_package_wasm.sh).
+WASM_NPM_TGZ := $(DIST)/attnext-wasm-$(VERSION).tgz
+.PHONY: npm-wasm
+npm-wasm:
+	@$(MAKE) --no-print-directory $(SUBMAKE_J) PLATFORM=wasm BUILD=$(BUILD)/wasm web
+	@$(MAKE) --no-print-directory $(WASM_NPM_TGZ)
+$(WASM_NPM_TGZ): $(BUILD)/wasm/web/attnext-web.js $(BUILD)/wasm/web/attnext-worker.js LICENSE \
+  $(wildcard ext/packages/wasm/*)
+	sh ext/packages/wasm/build.sh $(VERSION) $(DIST) $(BUILD)/wasm/web
 
 # ---------------------------------------------------------------- reliability
 #   make test-asan       engine, extension and C tests with ASan + UBSan in build-asan/, then
