@@ -13,7 +13,9 @@ attn_heatmap. Then it checks
   (b) a screenshot (saved as $BUILD/browser_demo.png): inside the heatmap image's box, the
       pixels of the token boxes have the fill colours of the SVG that attn_heatmap returned;
   (c) the file input: a CSV with quoted fields, given to it as a person picks a file, lands in
-      the page's rows table as written.
+      the page's rows table as written;
+  (d) the SQL entry point (ext/wasm/web_api.c) through the page's worker: column types,
+      parameters from a JSON array, an SQL error and a missing parameter as messages.
 Training is seeded and WebAssembly runs it on one thread: the same figures every run.
 Skipped (exit 77) under a sanitizer build (ATTNEXT set: the page does not use the library that
 build checks); a missing chromium or emcc is a skip with the command that installs it (CI=true
@@ -257,6 +259,31 @@ def main():
             print(f"file input: {status!r}; rows {stored}")
             if status != "4 rows from my_rows.csv, 2 labels." or stored != want:
                 fail(f"the CSV file gave {status!r} and rows {stored}, not {want}")
+
+            # the page's SQL entry point (ext/wasm/web_api.c): types, parameters, an error
+            def sql(text, params="null"):
+                return tools.call("Runtime.evaluate", session, awaitPromise=True,
+                                  returnByValue=True, expression=(
+                                      f"engine.sql({json.dumps(text)}, {params}).then("
+                                      "r => ({columns: r.columns, rows: r.rows}), "
+                                      "e => ({error: e.message}))"))["result"].get("value")
+            checks = [
+                (sql("SELECT 1 AS i, 2.5 AS r, NULL AS n, 'x\"y' || char(10) AS t, 1e999 AS inf, "
+                     "x'00ff' AS b"),
+                 {"columns": ["i", "r", "n", "t", "inf", "b"],
+                  "rows": [[1, 2.5, None, 'x"y\n', None, {"blob_bytes": 2}]]}),
+                (sql("SELECT ?1 || ?2, typeof(?3), ?4 ->> '$.k'", '["a", "b", 3, {"k": "v"}]'),
+                 {"columns": ["?1 || ?2", "typeof(?3)", "?4 ->> '$.k'"],
+                  "rows": [["ab", "integer", "v"]]}),
+                (sql("SELECT attn_predict('no_such_model', 'x')"),
+                 {"error": "attn_predict: no model named 'no_such_model'"}),
+                (sql("SELECT ?1, ?2", '["only one"]'),
+                 {"error": "attnext_web_exec: the statement has 2 parameters, 1 given"}),
+            ]
+            for got, want in checks:
+                print(f"sql: {json.dumps(got)}")
+                if got != want:
+                    fail(f"attnext_web_exec gave {got}, not {want}")
         finally:
             tools.close()
             log.seek(0)

@@ -13,6 +13,7 @@
  * their JSON text), so that the page never splices a user's text into SQL. Compiled with
  * sqlite3.h (not sqlite3ext.h), as shell_init.c: this file is part of the program.
  */
+#include <math.h>
 #include <sqlite3.h>
 #include <string.h>
 
@@ -48,14 +49,21 @@ static void json_string(sqlite3_str *s, const char *text) {
   sqlite3_str_appendchar(s, 1, '"');
 }
 
-/* s += one column of the current row: numbers as numbers, NULL as null, a BLOB as its byte
- * count (the page shows no binary data) */
+/* s += one column of the current row: numbers as numbers (an infinity as null), NULL as
+ * null, a BLOB as its byte count (the page shows no binary data) */
 static void json_column(sqlite3_str *s, sqlite3_stmt *stmt, int i) {
   switch (sqlite3_column_type(stmt, i)) {
   case SQLITE_NULL: sqlite3_str_appendall(s, "null"); break;
   case SQLITE_INTEGER: sqlite3_str_appendf(s, "%lld", sqlite3_column_int64(stmt, i)); break;
-  case SQLITE_FLOAT: sqlite3_str_appendf(s, "%!.17g", sqlite3_column_double(stmt, i)); break;
-  case SQLITE_BLOB: sqlite3_str_appendf(s, "{\"blob_bytes\":%d}", sqlite3_column_bytes(stmt, i)); break;
+  case SQLITE_FLOAT: {
+    double v = sqlite3_column_double(stmt, i);
+    if (isfinite(v)) sqlite3_str_appendf(s, "%!.17g", v);
+    else sqlite3_str_appendall(s, "null"); /* JSON has no infinity */
+    break;
+  }
+  case SQLITE_BLOB:
+    sqlite3_str_appendf(s, "{\"blob_bytes\":%d}", sqlite3_column_bytes(stmt, i));
+    break;
   default: json_string(s, (const char *)sqlite3_column_text(stmt, i));
   }
 }
