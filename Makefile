@@ -70,14 +70,15 @@ endif
 # left the element-wise kernels of engine/backend_cpu.c scalar; the dynamic model vectorises them
 # (training -10%, one-row inference -4%; results unchanged: no reduction is reordered). Only
 # where the compiler knows the flag (clang does not).
-VECT_COST := $(shell $(CC) -fvect-cost-model=dynamic -x c -c /dev/null -o /dev/null 2>/dev/null && echo -fvect-cost-model=dynamic)
+# Not asked of emcc (clang: it does not know it), whose every start takes seconds.
+VECT_COST := $(if $(filter wasm,$(PLATFORM)),,$(shell $(CC) -fvect-cost-model=dynamic -x c -c /dev/null -o /dev/null 2>/dev/null && echo -fvect-cost-model=dynamic))
 # Portable by default: the library is compiled for x86-64-v2 (SSE4.2: any x86-64 CPU
 # since ~2009), and the CPU backend's kernels (engine/backend_cpu.c: the hot loops) once more per
 # CPU_LEVELS, x86-64-v3 (AVX2 + FMA) and x86-64-v4 (AVX-512), one picked at run time from CPUID
 # (attn_version() says which); OpenBLAS picks its own kernels. NATIVE=1: everything for this
 # machine's CPU (-march=native), no dispatch; the binary may then die with SIGILL elsewhere.
 # Other architectures: the compiler's default target, no dispatch.
-MACHINE := $(shell $(CC) -dumpmachine 2>/dev/null)
+MACHINE := $(if $(filter wasm,$(PLATFORM)),wasm32-unknown-emscripten,$(shell $(CC) -dumpmachine 2>/dev/null))
 ifeq ($(NATIVE),1)
 ARCH       ?= -march=native
 CPU_DEFS   := -DNN_CPU_NATIVE
@@ -505,7 +506,8 @@ FUZZ_BUILD     ?= build-fuzz
 FUZZ_SECONDS   ?= 20
 FUZZ_TARGETS   := safetensors config text
 ASAN_OPT       := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
-LIBASAN        := $(shell $(CC) -print-file-name=libasan.so 2>/dev/null)
+# asked of the compiler only when a recipe needs it (emcc takes seconds to answer)
+LIBASAN         = $(shell $(CC) -print-file-name=libasan.so 2>/dev/null)
 VALGRIND       ?= valgrind --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite --show-leak-kinds=definite --track-origins=no --quiet
 .PHONY: test-valgrind
 

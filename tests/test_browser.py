@@ -15,7 +15,9 @@ attn_heatmap. Then it checks
   (c) the file input: a CSV with quoted fields, given to it as a person picks a file, lands in
       the page's rows table as written;
   (d) the SQL entry point (ext/wasm/web_api.c) through the page's worker: column types,
-      parameters from a JSON array, an SQL error and a missing parameter as messages.
+      parameters from a JSON array, an SQL error and a missing parameter as messages;
+  (e) without Web Workers (undefined before the page loads) the page runs its SQL on its own
+      thread and says so.
 Training is seeded and WebAssembly runs it on one thread: the same figures every run.
 Skipped (exit 77) under a sanitizer build (ATTNEXT set: the page does not use the library that
 build checks); a missing chromium or emcc is a skip with the command that installs it (CI=true
@@ -284,6 +286,27 @@ def main():
                 print(f"sql: {json.dumps(got)}")
                 if got != want:
                     fail(f"attnext_web_exec gave {got}, not {want}")
+
+            # a browser without Web Workers: the same SQL on the page's thread
+            tools.call("Page.enable", session)
+            tools.call("Page.addScriptToEvaluateOnNewDocument", session,
+                       source="window.Worker = undefined;")
+            tools.call("Page.navigate", session, url=url.replace("?demo=1", ""))
+            engine_line = ""
+            for _ in range(200):
+                # the demo page until the navigation has replaced it
+                engine_line = evaluate(tools, session, "location.search === '' && "
+                                       "document.getElementById('engine') ? "
+                                       "document.getElementById('engine').textContent : ''")
+                if "SQL runs in" in engine_line:
+                    break
+                time.sleep(0.1)
+            print(f"without workers: {engine_line}")
+            if "the page's thread" not in engine_line or "attnext " not in engine_line:
+                fail(f"without Web Workers the page says {engine_line!r}")
+            got = sql("SELECT attn_predict('no_such_model', 'x')")
+            if got != checks[2][1]:
+                fail(f"without Web Workers the SQL gave {got}")
         finally:
             tools.close()
             log.seek(0)
