@@ -70,14 +70,15 @@ endif
 # left the element-wise kernels of engine/backend_cpu.c scalar; the dynamic model vectorises them
 # (training -10%, one-row inference -4%; results unchanged: no reduction is reordered). Only
 # where the compiler knows the flag (clang does not).
-VECT_COST := $(shell $(CC) -fvect-cost-model=dynamic -x c -c /dev/null -o /dev/null 2>/dev/null && echo -fvect-cost-model=dynamic)
+# Not asked of emcc (clang: it does not know it), whose every start takes seconds.
+VECT_COST := $(if $(filter wasm,$(PLATFORM)),,$(shell $(CC) -fvect-cost-model=dynamic -x c -c /dev/null -o /dev/null 2>/dev/null && echo -fvect-cost-model=dynamic))
 # Portable by default: the library is compiled for x86-64-v2 (SSE4.2: any x86-64 CPU
 # since ~2009), and the CPU backend's kernels (engine/backend_cpu.c: the hot loops) once more per
 # CPU_LEVELS, x86-64-v3 (AVX2 + FMA) and x86-64-v4 (AVX-512), one picked at run time from CPUID
 # (attn_version() says which); OpenBLAS picks its own kernels. NATIVE=1: everything for this
 # machine's CPU (-march=native), no dispatch; the binary may then die with SIGILL elsewhere.
 # Other architectures: the compiler's default target, no dispatch.
-MACHINE := $(shell $(CC) -dumpmachine 2>/dev/null)
+MACHINE := $(if $(filter wasm,$(PLATFORM)),wasm32-unknown-emscripten,$(shell $(CC) -dumpmachine 2>/dev/null))
 ifeq ($(NATIVE),1)
 ARCH       ?= -march=native
 CPU_DEFS   := -DNN_CPU_NATIVE
@@ -247,6 +248,37 @@ $(BUILD)/sqlite3: $(BUILD)/sqlite3.js
 	printf '#!/bin/sh\n# SQLite 3.52.0 with attnext built in, in WebAssembly (make PLATFORM=wasm)\nexec node "%s" "$$@"\n' \
 	  "$(CURDIR)/$<" > $@
 	chmod +x $@
+# make PLATFORM=wasm web: the browser page (ext/wasm/web/) in $(WEB): attnext-web.js, SQLite and
+# attnext as one script with the .wasm inside (SINGLE_FILE: the page works from file://, where a
+# browser fetches nothing), whose createAttnext() gives ccall/cwrap on ext/wasm/web_api.c's two
+# entry points; attnext-worker.js, the same wrapped in one function with the page's worker
+# (ext/wasm/web/worker.js), which the page starts as a Web Worker from its own source; the
+# bundled headlines (data/headlines.csv) as demo_rows.js; index.html and app.js.
+WEB      := $(BUILD)/web
+WEB_OBJ  := $(BUILD)/sqlite/sqlite3.o $(BUILD)/ext/wasm/shell_init.o $(BUILD)/ext/wasm/web_api.o
+WEB_LDFLAGS := -lm -sMODULARIZE=1 -sEXPORT_NAME=createAttnext -sENVIRONMENT=web,worker \
+  -sSINGLE_FILE=1 -sALLOW_MEMORY_GROWTH=1 \
+  -sEXPORTED_FUNCTIONS=_attnext_web_open,_attnext_web_exec \
+  -sEXPORTED_RUNTIME_METHODS=ccall,cwrap
+WEB_PAGE := $(WEB)/index.html $(WEB)/app.js $(WEB)/attnext-web.js $(WEB)/attnext-worker.js \
+  $(WEB)/demo_rows.js
+.PHONY: web
+web: $(WEB_PAGE)
+$(BUILD)/ext/wasm/web_api.o: | $(WASM_SQLITE)/sqlite3.c
+$(WEB)/attnext-web.js: $(WEB_OBJ) $(BUILD)/libattnext.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -o $@ $(WEB_OBJ) $(BUILD)/libattnext.a $(WEB_LDFLAGS)
+$(WEB)/attnext-worker.js: $(WEB)/attnext-web.js ext/wasm/web/worker.js
+	{ echo '// attnext-worker.js -- make PLATFORM=wasm web: attnext-web.js and ext/wasm/web/worker.js'; \
+	  echo 'function attnextWorkerMain(scope) {'; cat $^; echo '}'; \
+	  echo "if (typeof WorkerGlobalScope !== 'undefined' && self instanceof WorkerGlobalScope) attnextWorkerMain(self);"; \
+	} > $@
+$(WEB)/demo_rows.js: data/headlines.csv
+	@mkdir -p $(dir $@)
+	$(PYTHON) -c 'import json, sys; print("// data/headlines.csv (make PLATFORM=wasm web)\nvar ATTNEXT_DEMO_CSV = " + json.dumps(open(sys.argv[1], encoding="utf-8").read()) + ";")' $< > $@
+$(WEB)/%: ext/wasm/web/%
+	@mkdir -p $(dir $@)
+	cp $< $@
 endif
 
 $(BUILD)/libnn.a: $(ENGINE_OBJ)
@@ -284,8 +316,14 @@ demo: deps-build attnext.so
 # TEST_JOBS tests at a time (make test, make test-asan): the machine's cores, at most 4; the tests
 # that measure time run alone after them (ALONE in tests/run_all.sh). TEST_JOBS=1: one at a time.
 TEST_JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ "$$n" -gt 4 ] && n=4; echo $$n)
-test: deps attnext.so $(CUDA_SO) $(TEST_BIN) $(TOOL_BIN) $(FAKE_STALE) $(NATIVE_SO) packages
+test: deps attnext.so $(CUDA_SO) $(TEST_BIN) $(TOOL_BIN) $(FAKE_STALE) $(NATIVE_SO) packages web-for-test
 	@BUILD=$(BUILD) PYTHON=$(PYTHON) SQLITE3=$(SQLITE3) sh tests/run_all.sh -j $(TEST_JOBS)
+# The browser page for tests/test_browser.py and its npm package (tests/test_package_wasm.sh):
+# make PLATFORM=wasm web in $(BUILD)/wasm (its library and SQLite, not its shell or C tests:
+# ~4 min on 2 cores from nothing), by a second make once deps has installed emscripten.
+.PHONY: web-for-test
+web-for-test: deps
+	@$(if $(PLATFORM),,$(MAKE) --no-print-directory npm-wasm)
 
 # The loop to run while changing code (under a minute on 2 cores, built): the C unit and golden
 # tests (not test_faults_oom: 2.5 min of injected failures), the SQL scripts of tests/sql/, the
@@ -415,6 +453,7 @@ clean:
 #   make wheel   build/dist/attnext-<version>-py3-none-manylinux_2_X_x86_64.whl
 #                (attnext.load(conn); build/dist/attnext.whl.name names it)
 #   make npm     build/dist/attnext-<version>.tgz (require("attnext").load(db))
+#   make npm-wasm  build/dist/attnext-wasm-<version>.tgz: the browser build (below)
 # Each carries the portable attnext.so, and attnext_cuda.so when nvcc built it. The deb depends
 # on Debian's OpenBLAS (libopenblas0-pthread); the wheel and the npm package bundle it, renamed,
 # beside attnext.so (ext/packages/bundle_libs.py, patchelf). Sources: ext/packages/;
@@ -442,6 +481,17 @@ $(WHEEL): $(PKG_LIBS) $(PKG_DOCS) ext/packages/bundle_libs.py $(wildcard ext/pac
 	$(PYTHON) ext/packages/python/build_wheel.py $(VERSION) $(DIST) $(PKG_LIBS)
 $(NPM_TGZ): $(PKG_LIBS) $(PKG_DOCS) ext/packages/bundle_libs.py $(wildcard ext/packages/node/*)
 	sh ext/packages/node/build.sh $(VERSION) $(DIST) $(PKG_LIBS)
+# make npm-wasm: build/dist/attnext-wasm-<version>.tgz, the browser build (make PLATFORM=wasm
+# web, in $(BUILD)/wasm) as an npm package: attnext-web.js, attnext-worker.js, index.d.ts
+# (ext/packages/wasm/; tests/test_package_wasm.sh).
+WASM_NPM_TGZ := $(DIST)/attnext-wasm-$(VERSION).tgz
+.PHONY: npm-wasm
+npm-wasm:
+	@$(MAKE) --no-print-directory $(SUBMAKE_J) PLATFORM=wasm BUILD=$(BUILD)/wasm web
+	@$(MAKE) --no-print-directory $(WASM_NPM_TGZ)
+$(WASM_NPM_TGZ): $(BUILD)/wasm/web/attnext-web.js $(BUILD)/wasm/web/attnext-worker.js LICENSE \
+  $(wildcard ext/packages/wasm/*)
+	sh ext/packages/wasm/build.sh $(VERSION) $(DIST) $(BUILD)/wasm/web
 
 # ---------------------------------------------------------------- reliability
 #   make test-asan       engine, extension and C tests with ASan + UBSan in build-asan/, then
@@ -456,7 +506,8 @@ FUZZ_BUILD     ?= build-fuzz
 FUZZ_SECONDS   ?= 20
 FUZZ_TARGETS   := safetensors config text
 ASAN_OPT       := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
-LIBASAN        := $(shell $(CC) -print-file-name=libasan.so 2>/dev/null)
+# asked of the compiler only when a recipe needs it (emcc takes seconds to answer)
+LIBASAN         = $(shell $(CC) -print-file-name=libasan.so 2>/dev/null)
 VALGRIND       ?= valgrind --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite --show-leak-kinds=definite --track-origins=no --quiet
 .PHONY: test-valgrind
 

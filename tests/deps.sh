@@ -34,6 +34,9 @@ pkgs="$pkgs python3-venv"
 # fetches the SQLite amalgamation its shell is built from (tests/platform_sysroot.sh).
 wasm="emscripten"
 cross="gcc-aarch64-linux-gnu qemu-user gcc-mingw-w64-x86-64-posix wine wine64 $wasm"
+# The browser page (make PLATFORM=wasm web, built by make test) and tests/test_browser.py, which
+# runs it in Debian's headless chromium and reads its screenshot with PIL.
+pkgs="$pkgs $wasm chromium python3-pil"
 # The clients and packages a user has: sqlcipher (SQLite 3.15: the entry point must
 # refuse it, test_old_sqlite.sh), lintian (test_package_deb.sh), patchelf (bundling OpenBLAS
 # into the wheel and the npm package), and each client whose ext/CLIENTS.md snippet

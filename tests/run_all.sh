@@ -37,7 +37,7 @@ ALONE="test_agnews test_store_speed test_concurrency test_field_clients test_pyt
 # training job and elections, test_field_concurrency's lock holds) overlap the CPU-bound ones.
 FIRST="test_field_node test_cluster test_store_stress test_faults_oom test_sqlite_versions
   test_field_concurrency
-  test_clients test_cuda_emulated test_bench_smoke test_explain test_determinism test_model_life
+  test_clients test_cuda_emulated test_browser test_bench_smoke test_explain test_determinism test_model_life
   test_text_reference"
 logs=$BUILD/test-logs
 ALLOWED=${ALLOWED_SKIPS:-tests/allowed_skips.txt}
