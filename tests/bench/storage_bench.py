@@ -4,6 +4,7 @@ and VACUUM. Prints one markdown table (tests/bench/RESULTS.md, "Storage").
 
   /usr/bin/python3 tests/bench/storage_bench.py [--csv data/headlines.csv] [--keep 2]
       [--epochs N]   (N: epochs per training; the bytes of a version do not depend on it)
+      [--keep-trials false]   (attn_tune stores only its chosen trial)
 """
 import argparse
 import json
@@ -27,6 +28,8 @@ def main():
     ap.add_argument("--keep", type=int, default=2)
     ap.add_argument("--epochs", type=int, default=0, help="0: the recipe's own")
     ap.add_argument("--extension", default=os.path.join(ROOT, "attnext"))
+    ap.add_argument("--keep-trials", choices=("true", "false"), default="true",
+                    help="attn_tune's keep_trials: false stores only the chosen trial")
     a = ap.parse_args()
     tmp = tempfile.mkdtemp(prefix="attn_storage_")
     path = os.path.join(tmp, "afternoon.db")
@@ -45,7 +48,8 @@ def main():
     for seed in range(1, 11):
         db.execute("SELECT attn_fit('news', ?, ?)", (q, json.dumps(dict(extra, seed=seed)))).fetchone()
     grid = json.dumps({"lr": [0.001, 0.003], "hidden": [32, 64], "dropout": [0.3, 0.5]})
-    db.execute("SELECT count(*) FROM attn_tune('news', ?, ?, ?)", (q, grid, json.dumps(extra))).fetchone()
+    tune = dict(extra, keep_trials=a.keep_trials == "true")
+    db.execute("SELECT count(*) FROM attn_tune('news', ?, ?, ?)", (q, grid, json.dumps(tune))).fetchone()
     seconds = time.time() - start
     versions, weights = db.execute("SELECT count(*), sum(length(weights)) FROM attn_models").fetchone()
     per_version = weights / versions
@@ -61,7 +65,8 @@ def main():
           f"{seconds:.0f} s; 'previous' was {prev[0] if prev else None}", file=sys.stderr)
     print("| | versions | bytes a version (weights) | the model store in the file |")
     print("| --- | --- | --- | --- |")
-    print(f"| 10 retrains + 8 trials, nothing removed | {versions} | {mb(per_version)} | {mb(before)} |")
+    trials = "8 trials" if a.keep_trials == "true" else "8 trials (`\"keep_trials\": false`)"
+    print(f"| 10 retrains + {trials}, nothing removed | {versions} | {mb(per_version)} | {mb(before)} |")
     print(f"| then `attn_prune('news', {a.keep})` + `VACUUM` | {left} ({removed} removed) | "
           f"{mb(left_weights / left)} | {mb(after)} |")
 
