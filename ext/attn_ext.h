@@ -3,8 +3,8 @@
  * attn_options.c, attn_training.c, attn_vtab.c, attn_svg.c), then the entry points that the
  * registration table of attnext.c names. A feature file (attn_train.c, attn_tune.c,
  * attn_predict.c, attn_explain.c, attn_classify.c, attn_evaluate.c, attn_metrics.c,
- * attn_deploy.c, attn_heatmap.c, attn_curves.c, attn_curve.c, attn_embed.c, attn_matrix.c,
- * attn_vectors.c) includes only this header, calls only the core and exports only its entry points.
+ * attn_deploy.c, attn_heatmap_svg.c, attn_training_svg.c, attn_curve.c, attn_embed.c,
+ * attn_matrix.c, attn_vectors.c) includes only this header, calls only the core and exports only its entry points.
  *
  * Every SQL function and table-valued function of the extension gets the same per-connection
  * state (attn_conn) as its user data / module client data. It owns the model cache: a model is
@@ -866,11 +866,11 @@ extern const sqlite3_module attn_train_module;
 void attn_fit_func(sqlite3_context *ctx, int argc, sqlite3_value **argv);
 /* attn_evaluate.c */
 extern const sqlite3_module attn_eval_module; /* attn_evaluate, attn_confusion */
-/* attn_heatmap.c */
-void attn_heatmap_func(sqlite3_context *ctx, int argc, sqlite3_value **argv);
-void attn_heatmap_query_func(sqlite3_context *ctx, int argc, sqlite3_value **argv);
-/* attn_curves.c */
-void attn_curves_func(sqlite3_context *ctx, int argc, sqlite3_value **argv);
+/* attn_heatmap_svg.c */
+void attn_heatmap_svg_func(sqlite3_context *ctx, int argc, sqlite3_value **argv);
+void attn_heatmap_query_svg_func(sqlite3_context *ctx, int argc, sqlite3_value **argv);
+/* attn_training_svg.c */
+void attn_training_svg_func(sqlite3_context *ctx, int argc, sqlite3_value **argv);
 /* attn_matrix.c */
 extern const sqlite3_module attn_matrix_module;
 void attn_matrix_svg_func(sqlite3_context *ctx, int argc, sqlite3_value **argv);

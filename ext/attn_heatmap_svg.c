@@ -1,12 +1,14 @@
-/* attn_heatmap.c -- attention (or occlusion) over the words of texts as an SVG picture: the SQL
- * functions attn_heatmap (one text) and attn_heatmap_query (one row per text of a query).
+/* attn_heatmap_svg.c -- attention (or occlusion) over the words of texts as an SVG picture: the
+ * SQL functions attn_heatmap_svg (one text) and attn_heatmap_query_svg (one row per text of a
+ * query).
  *
- *   SELECT writefile('heatmap.svg', attn_heatmap('news', 'Hawks striker scores twice in final'));
+ *   SELECT writefile('heatmap.svg', attn_heatmap_svg('news', 'Hawks striker scores in final'));
  *   -- one text: its tokens coloured by attention weight, a legend, and the predicted label and
  *   -- its probability in the title
- *   SELECT writefile('rows.svg', attn_heatmap_query('news', 'SELECT title FROM headlines LIMIT 8'));
+ *   SELECT writefile('rows.svg',
+ *                    attn_heatmap_query_svg('news', 'SELECT title FROM headlines LIMIT 8'));
  *   -- one row per text of the query's first column (at most 100 rows; NULL texts are skipped)
- *   SELECT writefile('occ.svg', attn_heatmap('news', 'Hawks striker scores twice', 'occlusion'));
+ *   SELECT writefile('occ.svg', attn_heatmap_svg('news', 'Hawks striker scores', 'occlusion'));
  *   -- the same picture with each token's leave-one-out occlusion (attn_explain) instead of its
  *   -- attention weight, on a diverging scale centred on 0 (red: the predicted class's
  *   -- probability drops without the token; blue: it rises); 'attention' is the default
@@ -15,7 +17,7 @@
  * to the cleaned token (e.g. <UNK> for a text with no token); a dashed box marks a token that is
  * not in the model's vocabulary. The colour scale runs from 0 to the largest weight shown
  * (occlusion: from -m to m, m the largest |occlusion| shown).
- * The query of attn_heatmap_query must be one read-only statement (as attn_classify's).
+ * The query of attn_heatmap_query_svg must be one read-only statement (as attn_classify's).
  * Sizes are bounded: tokens cut to 24 characters, at most 200 tokens per text and 4000 in all.
  */
 #include <math.h>
@@ -24,7 +26,7 @@
 
 #include "attn_ext.h"
 
-#define HM_MAX_ROWS 100         /* texts of attn_heatmap_query */
+#define HM_MAX_ROWS 100         /* texts of attn_heatmap_query_svg */
 #define HM_MAX_TOKENS_ROW 200   /* tokens drawn per text */
 #define HM_MAX_TOKENS_ALL 4000  /* tokens drawn per picture */
 #define HM_TOKEN_CHARS 24       /* characters of a token label */
@@ -355,9 +357,9 @@ static void hm_end(hm_call *c) {
   attn_interrupt_end(&c->interrupt);
 }
 
-/* attn_heatmap(model, text [, 'attention' | 'occlusion']) -> SVG */
-void attn_heatmap_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
-  const char *fn = "attn_heatmap";
+/* attn_heatmap_svg(model, text [, 'attention' | 'occlusion']) -> SVG */
+void attn_heatmap_svg_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  const char *fn = "attn_heatmap_svg";
   char *msg = NULL;
   hm_call c;
   int rc = hm_begin(ctx, argc, argv, fn, &c, &msg);
@@ -379,10 +381,10 @@ error:
   attn_result_error(ctx, rc, msg, fn);
 }
 
-/* attn_heatmap_query(model, query [, 'attention' | 'occlusion']) -> SVG with a row per text of the
- * query's first column */
-void attn_heatmap_query_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
-  const char *fn = "attn_heatmap_query";
+/* attn_heatmap_query_svg(model, query [, 'attention' | 'occlusion']) -> SVG with a row per text
+ * of the query's first column */
+void attn_heatmap_query_svg_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  const char *fn = "attn_heatmap_query_svg";
   char *msg = NULL;
   sqlite3_stmt *stmt = NULL;
   hm_call c;

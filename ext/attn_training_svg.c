@@ -1,9 +1,10 @@
-/* attn_curves.c -- the training curves of a model version as an SVG picture: the SQL function
- * attn_curves.
+/* attn_training_svg.c -- the training curves of a model version as an SVG picture: the SQL
+ * function attn_training_svg (not to be confused with attn_curve, the ROC and precision-recall
+ * points of attn_curve.c).
  *
- *   SELECT writefile('curves.svg', attn_curves('news'));      -- the deployed version
- *   SELECT writefile('curves.svg', attn_curves('news', 2));   -- version 2
- *   SELECT writefile('curves.svg', attn_curves('news@2'));    -- the same
+ *   SELECT writefile('training.svg', attn_training_svg('news'));      -- the deployed version
+ *   SELECT writefile('training.svg', attn_training_svg('news', 2));   -- version 2
+ *   SELECT writefile('training.svg', attn_training_svg('news@2'));    -- the same
  *   -- train and validation loss, validation accuracy and F1 per epoch (attn_training_log),
  *   -- learning-rate drops marked, the kept epoch circled on the figure that chose it
  */
@@ -156,9 +157,9 @@ static void kept_read(curves_kept *kept, const char *metrics) {
   nn_json_free(doc);
 }
 
-/* attn_curves(model [, version]) -> SVG */
-void attn_curves_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
-  const char *fn = "attn_curves";
+/* attn_training_svg(model [, version]) -> SVG */
+void attn_training_svg_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  const char *fn = "attn_training_svg";
   attn_conn *conn = sqlite3_user_data(ctx);
   sqlite3 *db = attn_conn_db(conn);
   sqlite3_stmt *stmt = NULL;
