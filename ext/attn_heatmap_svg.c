@@ -70,11 +70,11 @@ static void hm_free(hm_data *d) {
 }
 
 /* Run one text through the model and keep what the picture needs. */
-static int hm_add_text(hm_data *d, attn_model *model, nn_workspace *ws, attn_explain *ex,
+static int hm_add_text(hm_data *d, attn_model *model, nn_workspace *ws, attn_text_reading *reading,
                        attn_interrupt *it, const char *text, int len, const char *fn,
                        char **errmsg) {
-  int rc = d->occlusion ? attn_explain_occlusion(ex, model, ws, it, text, len, fn, errmsg)
-                        : attn_explain_text(ex, model, ws, text, len, 1, fn, errmsg);
+  int rc = d->occlusion ? attn_text_occlusion(reading, model, ws, it, text, len, fn, errmsg)
+                        : attn_text_read(reading, model, ws, text, len, 1, fn, errmsg);
   if (rc != SQLITE_OK) return rc;
   if (d->n == d->cap) {
     int cap = d->cap ? 2 * d->cap : 8;
@@ -87,24 +87,24 @@ static int hm_add_text(hm_data *d, attn_model *model, nn_workspace *ws, attn_exp
   memset(row, 0, sizeof *row);
   int C = nn_model_num_classes(model->nn), best = 0;
   for (int c = 1; c < C; c++)
-    if (ex->probs[c] > ex->probs[best]) best = c;
+    if (reading->probs[c] > reading->probs[best]) best = c;
   row->label = best;
-  row->probability = ex->probs[best];
-  row->total = ex->n;
-  int n = ex->n < HM_MAX_TOKENS_ROW ? ex->n : HM_MAX_TOKENS_ROW;
+  row->probability = reading->probs[best];
+  row->total = reading->n;
+  int n = reading->n < HM_MAX_TOKENS_ROW ? reading->n : HM_MAX_TOKENS_ROW;
   if (n > HM_MAX_TOKENS_ALL - d->tokens_drawn) n = HM_MAX_TOKENS_ALL - d->tokens_drawn;
   if (n < 0) n = 0;
   d->n++; /* the row is owned by d from here (freed by hm_free) */
   row->tokens = sqlite3_malloc64((sqlite3_uint64)(n > 0 ? n : 1) * sizeof *row->tokens);
   if (!row->tokens) goto oom;
   for (int i = 0; i < n; i++) {
-    const nn_token *t = &ex->tokens[i];
+    const nn_token *t = &reading->tokens[i];
     const char *s;
     int slen;
     if (t->start >= 0 && t->end > t->start && t->end <= len) {
       s = text + t->start, slen = t->end - t->start;
     } else {
-      s = ex->token_text[i] ? ex->token_text[i] : "", slen = (int)strlen(s);
+      s = reading->token_text[i] ? reading->token_text[i] : "", slen = (int)strlen(s);
     }
     hm_token *tok = &row->tokens[i];
     tok->text = sqlite3_malloc64((sqlite3_uint64)slen + 1);
@@ -112,8 +112,8 @@ static int hm_add_text(hm_data *d, attn_model *model, nn_workspace *ws, attn_exp
     memcpy(tok->text, s, (size_t)slen);
     tok->text[slen] = 0;
     tok->len = slen;
-    tok->weight = d->occlusion ? ex->occlusion[i] : ex->weights[i];
-    tok->unk = ex->tokens[i].id == NN_UNK;
+    tok->weight = d->occlusion ? reading->occlusion[i] : reading->weights[i];
+    tok->unk = reading->tokens[i].id == NN_UNK;
     row->n++;
   }
   d->tokens_drawn += row->n;
@@ -317,7 +317,7 @@ static void hm_draw(sqlite3_context *ctx, const hm_data *d, attn_model *model, i
 typedef struct hm_call {
   attn_model *model; /* valid until the call returns (attn_model_get) */
   nn_workspace *ws;  /* the connection's */
-  attn_explain ex;
+  attn_text_reading reading;
   hm_data d;
   attn_interrupt interrupt; /* between the passes of a long text's occlusion */
 } hm_call;
@@ -352,7 +352,7 @@ static int hm_begin(sqlite3_context *ctx, int argc, sqlite3_value **argv, const 
 }
 
 static void hm_end(hm_call *c) {
-  attn_explain_free(&c->ex);
+  attn_text_reading_free(&c->reading);
   hm_free(&c->d);
   attn_interrupt_end(&c->interrupt);
 }
@@ -370,8 +370,8 @@ void attn_heatmap_svg_func(sqlite3_context *ctx, int argc, sqlite3_value **argv)
   }
   const char *text = (const char *)sqlite3_value_text(argv[1]);
   int len = sqlite3_value_bytes(argv[1]);
-  rc = hm_add_text(&c.d, c.model, c.ws, &c.ex, &c.interrupt, text, len, fn, &msg);
-  attn_explain_free(&c.ex);
+  rc = hm_add_text(&c.d, c.model, c.ws, &c.reading, &c.interrupt, text, len, fn, &msg);
+  attn_text_reading_free(&c.reading);
   if (rc != SQLITE_OK) goto error;
   hm_draw(ctx, &c.d, c.model, 1, 0);
   hm_end(&c);
@@ -402,7 +402,7 @@ void attn_heatmap_query_svg_func(sqlite3_context *ctx, int argc, sqlite3_value *
     if (sqlite3_column_type(stmt, 0) == SQLITE_NULL) continue;
     const char *text = (const char *)sqlite3_column_text(stmt, 0);
     int len = sqlite3_column_bytes(stmt, 0);
-    rc = hm_add_text(&c.d, c.model, c.ws, &c.ex, &c.interrupt, text, len, fn, &msg);
+    rc = hm_add_text(&c.d, c.model, c.ws, &c.reading, &c.interrupt, text, len, fn, &msg);
     if (rc != SQLITE_OK) goto error;
   }
   if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
@@ -412,7 +412,7 @@ void attn_heatmap_query_svg_func(sqlite3_context *ctx, int argc, sqlite3_value *
   }
   sqlite3_finalize(stmt);
   stmt = NULL;
-  attn_explain_free(&c.ex);
+  attn_text_reading_free(&c.reading);
   if (c.d.n == 0) {
     msg = sqlite3_mprintf("%s: the query returned no text (no rows, or only NULLs)", fn);
     rc = SQLITE_ERROR;
