@@ -172,43 +172,45 @@ static double hm_box_width(const hm_token *t) {
   return w < 34 ? 34 : w; /* room for the weight below */
 }
 
-/* Draw the rows; single: one text, its label in the title. more: rows were left out. */
-static void hm_draw(sqlite3_context *ctx, const hm_data *d, attn_model *model, int single,
-                    int more) {
-  nn_model *nn = model->nn;
+/* The scale's top: the largest weight drawn (occlusion: the largest |occlusion|), 1 when there is
+ * none above 0; *any_unk: whether a drawn token is not in the vocabulary. */
+static double hm_max_weight(const hm_data *d, int *any_unk) {
   double max_weight = 0;
-  int any_unk = 0;
+  *any_unk = 0;
   for (int r = 0; r < d->n; r++)
     for (int i = 0; i < d->rows[r].n; i++) {
       double v = d->rows[r].tokens[i].weight;
       if (d->occlusion) v = fabs(v); /* the diverging scale's half-width */
       if (v > max_weight) max_weight = v;
-      any_unk |= d->rows[r].tokens[i].unk;
+      *any_unk |= d->rows[r].tokens[i].unk;
     }
-  if (!(max_weight > 0)) max_weight = 1;
+  return max_weight > 0 ? max_weight : 1;
+}
 
-  /* body first (its height decides the document's), then the frame */
-  sqlite3_str *body = sqlite3_str_new(NULL);
-  double y = HM_MARGIN, right = 0, limit = HM_WIDTH - HM_MARGIN;
-  const char *title_fmt;
-  char *title;
+/* The title and the line under it at y, into body. single: one text, its label in the title;
+ * more: rows were left out. *title (sqlite3_malloc'd, may be NULL) and *title_fmt (its prefix,
+ * NULL when none) are for the document's title. Returns the right edge the title needs. */
+static double hm_draw_header(sqlite3_str *body, const hm_data *d, const attn_model *model,
+                             int single, int more, double y, char **title,
+                             const char **title_fmt) {
+  nn_model *nn = model->nn;
   if (single && d->n == 1) {
     const char *label = nn_model_label(nn, d->rows[0].label);
     const char *l = label ? label : "?";
     int keep = attn_svg_prefix_bytes(l, (int)strlen(l), 40);
-    title = sqlite3_mprintf("%.*s%s (p = %.3f)", keep, l, l[keep] ? "\xe2\x80\xa6" : "",
-                            d->rows[0].probability);
-    title_fmt = "predicted";
+    *title = sqlite3_mprintf("%.*s%s (p = %.3f)", keep, l, l[keep] ? "\xe2\x80\xa6" : "",
+                             d->rows[0].probability);
+    *title_fmt = "predicted";
   } else {
-    title = sqlite3_mprintf("%s over %d text%s", d->occlusion ? "Occlusion" : "Attention", d->n,
-                            d->n == 1 ? "" : "s");
-    title_fmt = NULL;
+    *title = sqlite3_mprintf("%s over %d text%s", d->occlusion ? "Occlusion" : "Attention", d->n,
+                             d->n == 1 ? "" : "s");
+    *title_fmt = NULL;
   }
   /* title: "predicted: <label> (p = 0.934)" */
   sqlite3_str_appendf(body, "<text x=\"%d\" y=\"%.1f\" font-size=\"18\" font-weight=\"bold\" "
                             "fill=\"#1a1a1a\">", HM_MARGIN, y + 16);
-  if (title_fmt) sqlite3_str_appendf(body, "%s: ", title_fmt);
-  int title_chars = title ? attn_svg_text(body, title, (int)strlen(title), 60) : 0;
+  if (*title_fmt) sqlite3_str_appendf(body, "%s: ", *title_fmt);
+  int title_chars = *title ? attn_svg_text(body, *title, (int)strlen(*title), 60) : 0;
   sqlite3_str_appendall(body, "</text>\n");
   sqlite3_str_appendf(body, "<text x=\"%d\" y=\"%.1f\" font-size=\"12\" fill=\"#555555\">model ",
                       HM_MARGIN, y + 36);
@@ -220,25 +222,60 @@ static void hm_draw(sqlite3_context *ctx, const hm_data *d, attn_model *model, i
   if (more) sqlite3_str_appendf(body, "; the first %d rows of the query", d->n);
   if (d->tokens_drawn >= HM_MAX_TOKENS_ALL) sqlite3_str_appendall(body, "; tokens cut");
   sqlite3_str_appendall(body, "</text>\n");
-  y += 52;
   /* room for the title: bold DejaVu Sans averages about 0.65 em a character */
-  right = 480;
+  double right = 480;
   if (title_chars) {
-    double title_right = HM_MARGIN + (title_chars + (title_fmt ? 11 : 0)) * 18 * 0.65;
+    double title_right = HM_MARGIN + (title_chars + (*title_fmt ? 11 : 0)) * 18 * 0.65;
     if (title_right > right) right = title_right;
   }
+  return right;
+}
 
+/* One token's box of width w at (x, y): its text, coloured by v (its weight over the scale's
+ * top), the weight below it, the full token and weight as a tooltip. */
+static void hm_draw_token(sqlite3_str *body, const hm_token *t, int occlusion, double v, double x,
+                          double y, double w) {
+  char fill[8];
+  if (occlusion)
+    hm_diverging_color(fill, v);
+  else
+    attn_svg_color(fill, v);
+  sqlite3_str_appendf(body, "<g><title>");
+  attn_svg_text(body, t->text, t->len, 200);
+  sqlite3_str_appendf(body, ": %.4f</title>", (double)t->weight);
+  sqlite3_str_appendf(body,
+                      "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%d\" rx=\"3\" "
+                      "fill=\"%s\" stroke=\"%s\" stroke-width=\"1\"%s/>",
+                      x, y, w, HM_BOX_H, fill, t->unk ? "#555555" : "#bbbbbb",
+                      t->unk ? " stroke-dasharray=\"3,2\"" : "");
+  sqlite3_str_appendf(body,
+                      "<text x=\"%.1f\" y=\"%.1f\" font-family=\"DejaVu Sans Mono, monospace\" "
+                      "font-size=\"%.0f\" text-anchor=\"middle\" fill=\"%s\">",
+                      x + w / 2, y + 18, HM_FONT,
+                      occlusion ? (fabs(v) > 0.6 ? "#ffffff" : "#1a1a1a") : attn_svg_ink(v));
+  attn_svg_text(body, t->text, t->len, HM_TOKEN_CHARS);
+  sqlite3_str_appendf(body,
+                      "</text><text x=\"%.1f\" y=\"%.1f\" font-size=\"10\" "
+                      "text-anchor=\"middle\" fill=\"#666666\">%.3f</text></g>\n",
+                      x + w / 2, y + HM_BOX_H + 12, (double)t->weight);
+}
+
+/* The rows from *y down (each with its label line unless single and one row), their tokens
+ * wrapped at the picture's width; *y ends below the last row, *right grows to the widest. */
+static void hm_draw_rows(sqlite3_str *body, const hm_data *d, nn_model *nn, int single,
+                         double max_weight, double *y, double *right) {
+  double limit = HM_WIDTH - HM_MARGIN;
   for (int r = 0; r < d->n; r++) {
     const hm_row *row = &d->rows[r];
     if (!single || d->n > 1) {
       const char *label = nn_model_label(nn, row->label);
       sqlite3_str_appendf(body, "<text x=\"%d\" y=\"%.1f\" font-size=\"12\" fill=\"#333333\">"
-                                "%d. ", HM_MARGIN, y + 12, r + 1);
+                                "%d. ", HM_MARGIN, *y + 12, r + 1);
       attn_svg_text(body, label ? label : "?", label ? (int)strlen(label) : 1, 40);
       sqlite3_str_appendf(body, " (p = %.3f)", row->probability);
       if (row->n < row->total) sqlite3_str_appendf(body, "; %d of %d tokens", row->n, row->total);
       sqlite3_str_appendall(body, "</text>\n");
-      y += 18;
+      *y += 18;
     }
     double x = HM_MARGIN;
     for (int i = 0; i < row->n; i++) {
@@ -246,37 +283,30 @@ static void hm_draw(sqlite3_context *ctx, const hm_data *d, attn_model *model, i
       double w = hm_box_width(t);
       if (x + w > limit && x > HM_MARGIN) {
         x = HM_MARGIN;
-        y += HM_LINE_H;
+        *y += HM_LINE_H;
       }
-      double v = t->weight / max_weight;
-      char fill[8];
-      if (d->occlusion)
-        hm_diverging_color(fill, v);
-      else
-        attn_svg_color(fill, v);
-      sqlite3_str_appendf(body, "<g><title>");
-      attn_svg_text(body, t->text, t->len, 200);
-      sqlite3_str_appendf(body, ": %.4f</title>", (double)t->weight);
-      sqlite3_str_appendf(body,
-                          "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%d\" rx=\"3\" "
-                          "fill=\"%s\" stroke=\"%s\" stroke-width=\"1\"%s/>",
-                          x, y, w, HM_BOX_H, fill, t->unk ? "#555555" : "#bbbbbb",
-                          t->unk ? " stroke-dasharray=\"3,2\"" : "");
-      sqlite3_str_appendf(body,
-                          "<text x=\"%.1f\" y=\"%.1f\" font-family=\"DejaVu Sans Mono, monospace\" "
-                          "font-size=\"%.0f\" text-anchor=\"middle\" fill=\"%s\">",
-                          x + w / 2, y + 18, HM_FONT,
-                          d->occlusion ? (fabs(v) > 0.6 ? "#ffffff" : "#1a1a1a") : attn_svg_ink(v));
-      attn_svg_text(body, t->text, t->len, HM_TOKEN_CHARS);
-      sqlite3_str_appendf(body,
-                          "</text><text x=\"%.1f\" y=\"%.1f\" font-size=\"10\" "
-                          "text-anchor=\"middle\" fill=\"#666666\">%.3f</text></g>\n",
-                          x + w / 2, y + HM_BOX_H + 12, (double)t->weight);
+      hm_draw_token(body, t, d->occlusion, t->weight / max_weight, x, *y, w);
       x += w + 4;
-      if (x > right) right = x;
+      if (x > *right) *right = x;
     }
-    y += HM_LINE_H + 4;
+    *y += HM_LINE_H + 4;
   }
+}
+
+/* Draw the rows; single: one text, its label in the title. more: rows were left out. */
+static void hm_draw(sqlite3_context *ctx, const hm_data *d, attn_model *model, int single,
+                    int more) {
+  int any_unk;
+  double max_weight = hm_max_weight(d, &any_unk);
+
+  /* body first (its height decides the document's), then the frame */
+  sqlite3_str *body = sqlite3_str_new(NULL);
+  double y = HM_MARGIN;
+  const char *title_fmt;
+  char *title;
+  double right = hm_draw_header(body, d, model, single, more, y, &title, &title_fmt);
+  y += 52;
+  hm_draw_rows(body, d, model->nn, single, max_weight, &y, &right);
   if (d->occlusion)
     hm_diverging_legend(body, HM_MARGIN, y, 240, max_weight);
   else
