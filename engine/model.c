@@ -676,19 +676,12 @@ static void carve_all(nn_workspace *ws, const nn_model *m, carver *cv) {
   ws->d_xdir = carve(cv, P * maxin);
 }
 
-/* Sort the batch by length (longest first, stable), build the packed index arrays and size
- * the arena for this batch. */
-int nn_workspace_prepare(nn_workspace *ws, const nn_model *m, const nn_batch *batch,
-                         int training, char *err) {
-  /* until this batch is fully laid out, the workspace holds no batch a backward could use */
-  ws->training = 0;
-  ws->B = ws->T = 0;
+/* The batch's tokens in *P (each row's length checked against 1..T) and, after the switch to
+ * m's backend, its (row, subword table row) pairs in *Q (model.h); either over 2^28: an error. */
+static int batch_count_tokens(const nn_workspace *ws, const nn_batch *batch, long long *P,
+                              char *err) {
   int B = batch->B, T = batch->T;
-  if (B < 1 || T < 1 || !batch->tokens || !batch->lengths) {
-    snprintf(err, NN_ERR_LEN, "empty batch (B=%d, T=%d)", B, T);
-    return NN_ERROR;
-  }
-  long long P = 0;
+  *P = 0;
   for (int b = 0; b < B; b++) {
     int len = batch->lengths[b];
     if (len < 1 || len > T) {
@@ -696,42 +689,43 @@ int nn_workspace_prepare(nn_workspace *ws, const nn_model *m, const nn_batch *ba
                b + ws->row_base, T);
       return NN_ERROR;
     }
-    P += len;
+    *P += len;
   }
-  if (P > (1LL << 28)) {
-    snprintf(err, NN_ERR_LEN, "batch too large (%lld tokens)", P);
+  if (*P > (1LL << 28)) {
+    snprintf(err, NN_ERR_LEN, "batch too large (%lld tokens)", *P);
     return NN_ERROR;
   }
-  /* the workspace follows its model's backend */
-  if (ws->be != m->be) {
-    nn_backend_free(ws->mem, ws->be, ws->buf);
-    nn_backend_free(ws->mem, ws->be, ws->dibuf);
-    ws->buf = NULL;
-    ws->dibuf = NULL;
-    ws->cap = ws->dicap = 0;
-    ws->be = m->be;
-  }
-  /* subwords: the batch's (row, table row) pairs, Q of them (model.h) */
-  long long Q = 0;
+  return NN_OK;
+}
+
+static int batch_count_subwords(const nn_model *m, const nn_batch *batch, long long *Q, char *err) {
+  int B = batch->B, T = batch->T;
+  *Q = 0;
   if (m->S > 0)
     for (int b = 0; b < B; b++)
       for (int t = 0; t < batch->lengths[b]; t++) {
         int id = batch->tokens[(size_t)b * T + t];
-        if (id >= 0 && id < m->V) Q += m->sub_start[id + 1] - m->sub_start[id];
+        if (id >= 0 && id < m->V) *Q += m->sub_start[id + 1] - m->sub_start[id];
       }
-  if (Q > (1LL << 28)) {
-    snprintf(err, NN_ERR_LEN, "batch too large (%lld subwords)", Q);
+  if (*Q > (1LL << 28)) {
+    snprintf(err, NN_ERR_LEN, "batch too large (%lld subwords)", *Q);
     return NN_ERROR;
   }
-  /* index arena: order (B), nstep (T), then what the backend reads: last_row (B), ids,
-   * emb_link, rev, ids_rev, row_sample (P each), lens (B), off (T+1) -- ids followed by
-   * emb_link, row_sample followed by lens and off: the layouts of backend.h -- and the
-   * subword pairs: pair_row, pair_src (Q each) */
+  return NN_OK;
+}
+
+/* Lay out the index arena for B rows of at most T steps, P tokens and Q subword pairs: order
+ * (B), nstep (T), then what the backend reads: last_row (B), ids, emb_link, rev, ids_rev,
+ * row_sample (P each), lens (B), off (T+1) -- ids followed by emb_link, row_sample followed by
+ * lens and off: the layouts of backend.h -- and the subword pairs: pair_row, pair_src (Q each).
+ * *backend_part: where the backend's part starts, *emb_link and *pairs: those pieces. */
+static int index_arena_layout(nn_workspace *ws, const nn_model *m, int B, int T, long long P,
+                              long long Q, int **backend_part, int **emb_link, int **pairs) {
   size_t ineed = 3 * (size_t)B + 2 * (size_t)T + 1 + 5 * (size_t)P + 2 * (size_t)Q +
                  (Q > 0 || m->S > 0 ? (size_t)P : 0); /* + sub_n, host only */
   if (ineed > ws->icap) {
     int *p = nn_mem_realloc(ws->mem, ws->ibuf, ineed * sizeof(int));
-    if (!p) goto nomem;
+    if (!p) return NN_NOMEM;
     ws->ibuf = p;
     ws->icap = ineed;
   }
@@ -740,21 +734,30 @@ int nn_workspace_prepare(nn_workspace *ws, const nn_model *m, const nn_batch *ba
   ws->nstep = ip, ip += T;
   ws->sub_n = m->S > 0 ? ip : NULL; /* each row's subword count (host only) */
   ip += m->S > 0 ? P : 0;
-  int *const backend_part = ip; /* host copies, uploaded below for a device backend */
+  *backend_part = ip; /* host copies, uploaded for a device backend */
   ws->last_row = ip, ip += B;
   ws->ids = ip, ip += P;
-  int *const emb_link = ip;
+  *emb_link = ip;
   ip += P;
   ws->rev = ip, ip += P;
   ws->ids_rev = ip, ip += P;
   ws->row_sample = ip, ip += P;
   ws->lens = ip, ip += B;
   ws->off = ip, ip += T + 1;
-  int *const pairs = ip; /* pair_row, then pair_src */
+  *pairs = ip; /* pair_row, then pair_src */
   ws->pair_row = ip, ip += Q;
   ws->pair_src = ip, ip += Q;
   ws->Q = (int)Q;
-  /* counting sort by length, descending, stable in the caller's order */
+  return NN_OK;
+}
+
+/* The packed index arrays of the batch: rows sorted by length (counting sort, descending,
+ * stable in the caller's order), per step the rows still running, each packed row's token,
+ * its reverse and its sample, each sample's last row, and the subword pairs in row order.
+ * *Tmax: the longest row. A token id outside the vocabulary: an error. */
+static int batch_pack(nn_workspace *ws, const nn_model *m, const nn_batch *batch, long long P,
+                      int *Tmax, char *err) {
+  int B = batch->B, T = batch->T;
   int *nstep = ws->nstep, *off = ws->off;
   memset(nstep, 0, sizeof(int) * (size_t)T);
   for (int b = 0; b < B; b++) nstep[batch->lengths[b] - 1]++; /* histogram of lengths */
@@ -766,15 +769,15 @@ int nn_workspace_prepare(nn_workspace *ws, const nn_model *m, const nn_batch *ba
   }
   for (int b = 0; b < B; b++) ws->order[nstep[batch->lengths[b] - 1]++] = b;
   for (int j = 0; j < B; j++) ws->lens[j] = batch->lengths[ws->order[j]];
-  int Tmax = ws->lens[0];
-  for (int t = 0; t < Tmax; t++) { /* n[t] = samples longer than t */
+  *Tmax = ws->lens[0];
+  for (int t = 0; t < *Tmax; t++) { /* n[t] = samples longer than t */
     int n = 0;
     while (n < B && ws->lens[n] > t) n++;
     nstep[t] = n;
   }
   off[0] = 0;
-  for (int t = 0; t < Tmax; t++) off[t + 1] = off[t] + nstep[t];
-  for (int t = 0; t < Tmax; t++)
+  for (int t = 0; t < *Tmax; t++) off[t + 1] = off[t] + nstep[t];
+  for (int t = 0; t < *Tmax; t++)
     for (int j = 0; j < nstep[t]; j++) {
       int r = off[t] + j, id = batch->tokens[(size_t)ws->order[j] * T + t];
       if (id < 0 || id >= m->V) {
@@ -796,75 +799,127 @@ int nn_workspace_prepare(nn_workspace *ws, const nn_model *m, const nn_batch *ba
       ws->pair_src[q] = m->sub_rows[i];
     }
   }
-  ws->B = B;
-  ws->T = T;
-  ws->P = (int)P;
-  ws->Tmax = Tmax;
-  ws->training = training;
-  if (m->be->device_memory && training) {
-    /* emb_link (backend.h, embedding_backward): each row's next row with the same token and
-     * whether it is the token's first, through a per-token "last row seen" table */
-    if ((size_t)m->V > ws->emb_cap) {
-      int *p = nn_mem_realloc(ws->mem, ws->emb_last, (size_t)m->V * sizeof(int));
-      if (!p) goto nomem;
-      for (size_t v = ws->emb_cap; v < (size_t)m->V; v++) p[v] = -1;
-      ws->emb_last = p;
-      ws->emb_cap = (size_t)m->V;
-    }
-    for (long long r = P - 1; r >= 0; r--) {
-      int id = ws->ids[r];
-      emb_link[r] = (ws->emb_last[id] + 1) << 1; /* next + 1 (0: none), head bit below */
-      ws->emb_last[id] = (int)r;
-    }
-    for (long long r = 0; r < P; r++) {
-      int id = ws->ids[r];
-      if (ws->emb_last[id] == (int)r) emb_link[r] |= 1; /* the first row of its token */
-      ws->emb_last[id] = -1;
-    }
+  return NN_OK;
+}
+
+/* emb_link (backend.h, embedding_backward) of the P packed rows: each row's next row with the
+ * same token and whether it is the token's first, through a per-token "last row seen" table. */
+static int batch_emb_links(nn_workspace *ws, const nn_model *m, int *emb_link, long long P) {
+  if ((size_t)m->V > ws->emb_cap) {
+    int *p = nn_mem_realloc(ws->mem, ws->emb_last, (size_t)m->V * sizeof(int));
+    if (!p) return NN_NOMEM;
+    for (size_t v = ws->emb_cap; v < (size_t)m->V; v++) p[v] = -1;
+    ws->emb_last = p;
+    ws->emb_cap = (size_t)m->V;
   }
-  if (m->be->device_memory) {
-    size_t dneed = 2 * (size_t)B + 5 * (size_t)P + (size_t)Tmax + 1 + 2 * (size_t)Q;
-    size_t FD = (size_t)(m->F > 0 ? m->F : m->D);
-    if (dneed > ws->dicap) { /* grows only */
-      nn_backend_free(ws->mem, ws->be, ws->dibuf);
-      ws->dibuf = nn_backend_alloc(ws->mem, ws->be, dneed * sizeof(int));
-      ws->dicap = ws->dibuf ? dneed : 0;
-      if (!ws->dibuf) goto nomem;
-    }
-    ws->be->upload(ws->dibuf, backend_part, (dneed - 2 * (size_t)Q) * sizeof(int));
-    if (Q > 0) /* the pairs after the rest (the host arena has off's T + 1 slots before them) */
-      ws->be->upload(ws->dibuf + dneed - 2 * (size_t)Q, pairs, 2 * (size_t)Q * sizeof(int));
-    ws->pair_row = ws->dibuf + dneed - 2 * (size_t)Q;
-    ws->pair_src = ws->pair_row + Q;
-    int *dp = ws->dibuf;
-    ws->last_row = dp, dp += B;
-    ws->ids = dp, dp += 2 * P; /* followed by emb_link */
-    ws->rev = dp, dp += P;
-    ws->ids_rev = dp, dp += P;
-    ws->row_sample = dp; /* followed by lens and off */
-    size_t hneed = (size_t)B * (m->C > (int)FD ? (size_t)m->C : FD);
-    if ((size_t)P > hneed) hneed = (size_t)P;
-    if ((training && m->cfg.embed_dropout > 0.0f) || Q > 0) /* drawn / filled on the host */
-      if ((size_t)P * m->E > hneed) hneed = (size_t)P * m->E; /* embed_dropout, sub_scale */
-    if (hneed > ws->hcap) {
-      float *h = nn_mem_realloc(ws->mem, ws->hbuf, hneed * sizeof(float));
-      if (!h) goto nomem;
-      ws->hbuf = h;
-      ws->hcap = hneed;
-    }
+  for (long long r = P - 1; r >= 0; r--) {
+    int id = ws->ids[r];
+    emb_link[r] = (ws->emb_last[id] + 1) << 1; /* next + 1 (0: none), head bit below */
+    ws->emb_last[id] = (int)r;
   }
+  for (long long r = 0; r < P; r++) {
+    int id = ws->ids[r];
+    if (ws->emb_last[id] == (int)r) emb_link[r] |= 1; /* the first row of its token */
+    ws->emb_last[id] = -1;
+  }
+  return NN_OK;
+}
+
+/* A device backend: the backend's part of the index arena (from backend_part; the subword pairs
+ * from pairs) uploaded to device memory, the workspace's index pointers moved there, and the
+ * host buffer that draws or fills what the device reads sized. */
+static int batch_upload(nn_workspace *ws, const nn_model *m, const int *backend_part,
+                        const int *pairs, long long P, long long Q, int training) {
+  int B = ws->B;
+  size_t dneed = 2 * (size_t)B + 5 * (size_t)P + (size_t)ws->Tmax + 1 + 2 * (size_t)Q;
+  size_t FD = (size_t)(m->F > 0 ? m->F : m->D);
+  if (dneed > ws->dicap) { /* grows only */
+    nn_backend_free(ws->mem, ws->be, ws->dibuf);
+    ws->dibuf = nn_backend_alloc(ws->mem, ws->be, dneed * sizeof(int));
+    ws->dicap = ws->dibuf ? dneed : 0;
+    if (!ws->dibuf) return NN_NOMEM;
+  }
+  ws->be->upload(ws->dibuf, backend_part, (dneed - 2 * (size_t)Q) * sizeof(int));
+  if (Q > 0) /* the pairs after the rest (the host arena has off's T + 1 slots before them) */
+    ws->be->upload(ws->dibuf + dneed - 2 * (size_t)Q, pairs, 2 * (size_t)Q * sizeof(int));
+  ws->pair_row = ws->dibuf + dneed - 2 * (size_t)Q;
+  ws->pair_src = ws->pair_row + Q;
+  int *dp = ws->dibuf;
+  ws->last_row = dp, dp += B;
+  ws->ids = dp, dp += 2 * P; /* followed by emb_link */
+  ws->rev = dp, dp += P;
+  ws->ids_rev = dp, dp += P;
+  ws->row_sample = dp; /* followed by lens and off */
+  size_t hneed = (size_t)B * (m->C > (int)FD ? (size_t)m->C : FD);
+  if ((size_t)P > hneed) hneed = (size_t)P;
+  if ((training && m->cfg.embed_dropout > 0.0f) || Q > 0)   /* drawn / filled on the host */
+    if ((size_t)P * m->E > hneed) hneed = (size_t)P * m->E; /* embed_dropout, sub_scale */
+  if (hneed > ws->hcap) {
+    float *h = nn_mem_realloc(ws->mem, ws->hbuf, hneed * sizeof(float));
+    if (!h) return NN_NOMEM;
+    ws->hbuf = h;
+    ws->hcap = hneed;
+  }
+  return NN_OK;
+}
+
+/* The activation arena: measured by a dry run of carve_all, grown when it is too small, then
+ * carved. */
+static int arena_carve(nn_workspace *ws, const nn_model *m) {
   carver cv = {NULL, 0};
   carve_all(ws, m, &cv);
   if (cv.used > ws->cap) {
     nn_backend_free(ws->mem, ws->be, ws->buf);
     ws->buf = nn_backend_alloc(ws->mem, ws->be, cv.used * sizeof(float));
     ws->cap = ws->buf ? cv.used : 0;
-    if (!ws->buf) goto nomem;
+    if (!ws->buf) return NN_NOMEM;
   }
   cv.base = ws->buf;
   cv.used = 0;
   carve_all(ws, m, &cv);
-  int rc = nn_backend_check(ws->be, "preparing the batch", err);
+  return NN_OK;
+}
+
+/* Sort the batch by length (longest first, stable), build the packed index arrays and size
+ * the arena for this batch. */
+int nn_workspace_prepare(nn_workspace *ws, const nn_model *m, const nn_batch *batch, int training,
+                         char *err) {
+  /* until this batch is fully laid out, the workspace holds no batch a backward could use */
+  ws->training = 0;
+  ws->B = ws->T = 0;
+  int B = batch->B, T = batch->T;
+  if (B < 1 || T < 1 || !batch->tokens || !batch->lengths) {
+    snprintf(err, NN_ERR_LEN, "empty batch (B=%d, T=%d)", B, T);
+    return NN_ERROR;
+  }
+  long long P = 0, Q = 0;
+  int rc = batch_count_tokens(ws, batch, &P, err);
+  if (rc != NN_OK) return rc;
+  /* the workspace follows its model's backend */
+  if (ws->be != m->be) {
+    nn_backend_free(ws->mem, ws->be, ws->buf);
+    nn_backend_free(ws->mem, ws->be, ws->dibuf);
+    ws->buf = NULL;
+    ws->dibuf = NULL;
+    ws->cap = ws->dicap = 0;
+    ws->be = m->be;
+  }
+  rc = batch_count_subwords(m, batch, &Q, err);
+  if (rc != NN_OK) return rc;
+  int *backend_part, *emb_link, *pairs, Tmax;
+  if (index_arena_layout(ws, m, B, T, P, Q, &backend_part, &emb_link, &pairs) != NN_OK) goto nomem;
+  rc = batch_pack(ws, m, batch, P, &Tmax, err);
+  if (rc != NN_OK) return rc;
+  ws->B = B;
+  ws->T = T;
+  ws->P = (int)P;
+  ws->Tmax = Tmax;
+  ws->training = training;
+  if (m->be->device_memory && training && batch_emb_links(ws, m, emb_link, P) != NN_OK) goto nomem;
+  if (m->be->device_memory && batch_upload(ws, m, backend_part, pairs, P, Q, training) != NN_OK)
+    goto nomem;
+  if (arena_carve(ws, m) != NN_OK) goto nomem;
+  rc = nn_backend_check(ws->be, "preparing the batch", err);
   if (rc != NN_OK) ws->training = ws->B = ws->T = 0;
   return rc;
 nomem:

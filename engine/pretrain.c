@@ -79,6 +79,109 @@ double nn_skipgram_pair(const float *u, float *o, float *grad, int E, float labe
   return -log(label > 0.0f ? fmax(p, 1e-7) : fmax(1.0 - p, 1e-7));
 }
 
+/* The rows a pass reads into rows (the training split, then the unlabelled rows) and each
+ * word's count over them into count (V, zeroed); returns the words counted (<PAD> and <UNK> are
+ * not). */
+static int64_t pretrain_count(const nn_trainer *tr, int *rows, int nrows, int64_t *count) {
+  int k = 0;
+  for (int i = 0; i < tr->n; i++)
+    if (!nn_train_is_val(tr, i)) rows[k++] = i;
+  for (int i = tr->n; i < tr->n + tr->n_unlab; i++) rows[k++] = i;
+  int64_t total = 0;
+  for (int r = 0; r < nrows; r++) {
+    const void *ids = nn_train_row_ids(tr, rows[r]);
+    for (int t = 0; t < tr->row_length[rows[r]]; t++) {
+      int w = tr->ids16 ? ((const uint16_t *)ids)[t] : ((const int32_t *)ids)[t];
+      if (w > NN_UNK) count[w]++, total++;
+    }
+  }
+  return total;
+}
+
+/* What one pass's updates share: the tables, the negatives' distribution, the stream and the
+ * loss so far. */
+typedef struct skipgram {
+  const nn_model *m;
+  float *table;      /* (V + S, E) member 0's word rows, then its subword rows */
+  float *out;        /* (V, E) output vectors */
+  float *u, *grad;   /* (E) each: the word's input vector and its gradient */
+  const double *cum; /* (V) unigram^0.75, cumulative */
+  int V, E;
+  nn_rng *rng;
+  double loss_sum;
+  int64_t loss_n;
+} skipgram;
+
+/* Word t of the n kept words of a row predicts its neighbours within a window drawn from
+ * 1..PRETRAIN_WINDOW, each against PRETRAIN_NEGATIVES negatives, at learning rate lr: the
+ * output vectors move at once, the word's rows by the gradient of their mean. */
+static void skipgram_word(skipgram *sg, const int *kept, int n, int t, float lr) {
+  int E = sg->E, w = kept[t];
+  float *u = sg->u, *grad = sg->grad, *table = sg->table;
+  const int *subs;
+  int nsub = word_rows(sg->m, w, &subs);
+  float inv = 1.0f / (float)(1 + nsub);
+  /* u = the mean of the word's rows */
+  memcpy(u, table + (size_t)w * E, (size_t)E * sizeof *u);
+  for (int s = 0; s < nsub; s++) {
+    const float *row = table + (size_t)subs[s] * E;
+    for (int e = 0; e < E; e++) u[e] += row[e];
+  }
+  for (int e = 0; e < E; e++) u[e] *= inv;
+  int b = 1 + (int)(nn_rng_uniform(sg->rng) * PRETRAIN_WINDOW);
+  if (b > PRETRAIN_WINDOW) b = PRETRAIN_WINDOW;
+  memset(grad, 0, (size_t)E * sizeof *grad);
+  for (int c = t - b; c <= t + b; c++) {
+    if (c < 0 || c >= n || c == t) continue;
+    for (int j = 0; j <= PRETRAIN_NEGATIVES; j++) {
+      int target = kept[c];
+      float label = 1.0f;
+      if (j > 0) {
+        target = draw_negative(sg->cum, sg->V, sg->rng);
+        if (target == kept[c]) continue;
+        label = 0.0f;
+      }
+      sg->loss_sum += nn_skipgram_pair(u, sg->out + (size_t)target * E, grad, E, label, lr);
+      sg->loss_n++;
+    }
+  }
+  /* the gradient of the mean reaches each of its rows divided by their count */
+  for (int e = 0; e < E; e++) grad[e] *= inv;
+  float *row = table + (size_t)w * E;
+  for (int e = 0; e < E; e++) row[e] += grad[e];
+  for (int s = 0; s < nsub; s++) {
+    row = table + (size_t)subs[s] * E;
+    for (int e = 0; e < E; e++) row[e] += grad[e];
+  }
+}
+
+/* Scale the learnt tables (R rows of E) so that the words' input vectors (means of their rows)
+ * get elements of mean square 1, and give every member of the ensemble the same ones. u: (E)
+ * scratch. */
+static void pretrain_scale(nn_trainer *tr, float *table, size_t R, float *u) {
+  nn_model *m = tr->model;
+  int V = m->V, E = m->E;
+  double sq = 0.0;
+  int64_t words = 0;
+  for (int w = NN_UNK + 1; w < V; w++) {
+    const int *subs;
+    int nsub = word_rows(m, w, &subs);
+    memcpy(u, table + (size_t)w * E, (size_t)E * sizeof *u);
+    for (int s = 0; s < nsub; s++)
+      for (int e = 0; e < E; e++) u[e] += table[(size_t)subs[s] * E + e];
+    for (int e = 0; e < E; e++) {
+      double x = u[e] / (1 + nsub);
+      sq += x * x;
+    }
+    words++;
+  }
+  float scale = words && sq > 0.0 ? (float)(1.0 / sqrt(sq / ((double)words * E))) : 1.0f;
+  for (size_t i = 0; i < R * (size_t)E; i++) table[i] *= scale;
+  float *params = nn_model_params(m);
+  for (int j = 1; j < tr->K; j++) /* every member starts from the same vectors */
+    memcpy(params + nn_model_member(m, j)->emb, table, R * (size_t)E * sizeof *table);
+}
+
 int nn_train_pretrain(nn_trainer *tr, nn_progress_fn fn, void *ctx, char *err) {
   if (tr->pretrain_done) return NN_OK;
   tr->pretrain_done = 1;
@@ -102,19 +205,7 @@ int nn_train_pretrain(nn_trainer *tr, nn_progress_fn fn, void *ctx, char *err) {
     status = NN_NOMEM;
     goto done;
   }
-  /* the rows read: the training split, then the unlabelled rows */
-  int k = 0;
-  for (int i = 0; i < tr->n; i++)
-    if (!nn_train_is_val(tr, i)) rows[k++] = i;
-  for (int i = tr->n; i < tr->n + tr->n_unlab; i++) rows[k++] = i;
-  int64_t total = 0;
-  for (int r = 0; r < nrows; r++) {
-    const void *ids = nn_train_row_ids(tr, rows[r]);
-    for (int t = 0; t < tr->row_length[rows[r]]; t++) {
-      int w = tr->ids16 ? ((const uint16_t *)ids)[t] : ((const int32_t *)ids)[t];
-      if (w > NN_UNK) count[w]++, total++;
-    }
-  }
+  int64_t total = pretrain_count(tr, rows, nrows, count);
   if (total == 0) goto done;
   double acc = 0.0;
   for (int w = 0; w < V; w++) {
@@ -126,14 +217,12 @@ int nn_train_pretrain(nn_trainer *tr, nn_progress_fn fn, void *ctx, char *err) {
 
   nn_rng rng;
   nn_rng_seed(&rng, tr->cfg.seed ^ SEED_PRETRAIN);
-  float *params = nn_model_params(m);
-  float *table = params + m->emb;            /* member 0's V word rows, then its S subword rows */
-  for (size_t i = 0; i < R * (size_t)E; i++) /* fastText's initialisation */
+  float *table = nn_model_params(m) + m->emb; /* member 0's V word rows, then its S subword rows */
+  for (size_t i = 0; i < R * (size_t)E; i++)  /* fastText's initialisation */
     table[i] = (float)((2.0 * nn_rng_uniform(&rng) - 1.0) / E);
 
+  skipgram sg = {m, table, out, u, grad, cum, V, E, &rng, 0.0, 0};
   int64_t seen = 0, planned = (int64_t)P * total;
-  double loss_sum = 0.0;
-  int64_t loss_n = 0;
   for (int epoch = 0; epoch < P; epoch++) {
     nn_train_shuffle(rows, nrows, &rng);
     for (int r = 0; r < nrows; r++) {
@@ -142,11 +231,12 @@ int nn_train_pretrain(nn_trainer *tr, nn_progress_fn fn, void *ctx, char *err) {
       int64_t unit = all_rows / INT_MAX + 1;
       if (fn && r % PRETRAIN_REPORT == 0 &&
           fn(ctx, (int)(done_rows / unit), (int)(all_rows / unit),
-             loss_n ? loss_sum / (double)loss_n : 0.0, 0)) {
+             sg.loss_n ? sg.loss_sum / (double)sg.loss_n : 0.0, 0)) {
         snprintf(err, NN_ERR_LEN, "interrupted");
         status = NN_INTERRUPTED;
         goto done;
       }
+      /* the row's words, frequent ones subsampled */
       const void *ids = nn_train_row_ids(tr, rows[r]);
       int len = tr->row_length[rows[r]], n = 0;
       for (int t = 0; t < len; t++) {
@@ -157,65 +247,12 @@ int nn_train_pretrain(nn_trainer *tr, nn_progress_fn fn, void *ctx, char *err) {
       }
       for (int t = 0; t < n; t++) {
         float lr = (float)(PRETRAIN_LR * (1.0 - (double)seen / (double)(planned + 1)));
-        int w = kept[t];
-        const int *subs;
-        int nsub = word_rows(m, w, &subs);
-        float inv = 1.0f / (float)(1 + nsub);
-        /* u = the mean of the word's rows */
-        memcpy(u, table + (size_t)w * E, (size_t)E * sizeof *u);
-        for (int s = 0; s < nsub; s++) {
-          const float *row = table + (size_t)subs[s] * E;
-          for (int e = 0; e < E; e++) u[e] += row[e];
-        }
-        for (int e = 0; e < E; e++) u[e] *= inv;
-        int b = 1 + (int)(nn_rng_uniform(&rng) * PRETRAIN_WINDOW);
-        if (b > PRETRAIN_WINDOW) b = PRETRAIN_WINDOW;
-        memset(grad, 0, (size_t)E * sizeof *grad);
-        for (int c = t - b; c <= t + b; c++) {
-          if (c < 0 || c >= n || c == t) continue;
-          for (int j = 0; j <= PRETRAIN_NEGATIVES; j++) {
-            int target = kept[c];
-            float label = 1.0f;
-            if (j > 0) {
-              target = draw_negative(cum, V, &rng);
-              if (target == kept[c]) continue;
-              label = 0.0f;
-            }
-            loss_sum += nn_skipgram_pair(u, out + (size_t)target * E, grad, E, label, lr);
-            loss_n++;
-          }
-        }
-        /* the gradient of the mean reaches each of its rows divided by their count */
-        for (int e = 0; e < E; e++) grad[e] *= inv;
-        float *row = table + (size_t)w * E;
-        for (int e = 0; e < E; e++) row[e] += grad[e];
-        for (int s = 0; s < nsub; s++) {
-          row = table + (size_t)subs[s] * E;
-          for (int e = 0; e < E; e++) row[e] += grad[e];
-        }
+        skipgram_word(&sg, kept, n, t, lr);
       }
     }
   }
-  /* scale: the words' input vectors (means of their rows) get elements of mean square 1 */
-  double sq = 0.0;
-  int64_t words = 0;
-  for (int w = NN_UNK + 1; w < V; w++) {
-    const int *subs;
-    int nsub = word_rows(m, w, &subs);
-    memcpy(u, table + (size_t)w * E, (size_t)E * sizeof *u);
-    for (int s = 0; s < nsub; s++)
-      for (int e = 0; e < E; e++) u[e] += table[(size_t)subs[s] * E + e];
-    for (int e = 0; e < E; e++) {
-      double x = u[e] / (1 + nsub);
-      sq += x * x;
-    }
-    words++;
-  }
-  float scale = words && sq > 0.0 ? (float)(1.0 / sqrt(sq / ((double)words * E))) : 1.0f;
-  for (size_t i = 0; i < R * (size_t)E; i++) table[i] *= scale;
-  for (int j = 1; j < tr->K; j++) /* every member starts from the same vectors */
-    memcpy(params + nn_model_member(m, j)->emb, table, R * (size_t)E * sizeof *table);
-  tr->pretrain_loss = loss_n ? loss_sum / (double)loss_n : 0.0;
+  pretrain_scale(tr, table, R, u);
+  tr->pretrain_loss = sg.loss_n ? sg.loss_sum / (double)sg.loss_n : 0.0;
 done:
   tr->pretrain_seconds = nn_os_seconds() - start;
   nn_mem_free(tr->mem, rows);

@@ -85,17 +85,14 @@ static const char *args_label(void *ctx, int i, int *len) {
   return a->labels[i];
 }
 
-int nn_trainer_create(nn_trainer **out, const nn_trainer_args *a, char *err) {
+/* The checks of nn_trainer_create's arguments before anything is allocated: rows there, both
+ * texts and labels, the options (and a warm start's against its base), every text's length
+ * (asking a->stop as it reads them). *n_unlab: the unlabelled rows that the training reads (the
+ * pretraining's, none for a warm start). */
+static int trainer_args_check(const nn_trainer_args *a, const nn_train_rows *rows, int *n_unlab,
+                              char *err) {
   const nn_config *cfg = a->cfg;
-  const nn_model *base = a->base;
-  nn_train_rows rows = {args_text, args_label, (void *)a, NULL};
-  if (a->row_text || a->row_label)
-    rows = (nn_train_rows){a->row_text, a->row_label, a->rows_ctx, a->rows_done};
   int n = a->n;
-  nn_interrupt_fn stop = a->stop;
-  void *stop_ctx = a->stop_ctx;
-  const nn_allocator *mem = a->mem;
-  *out = NULL;
   if (n <= 0) {
     snprintf(err, NN_ERR_LEN, "no training rows");
     return NN_ERROR;
@@ -106,8 +103,8 @@ int nn_trainer_create(nn_trainer **out, const nn_trainer_args *a, char *err) {
   }
   int status = nn_config_validate(cfg, err);
   if (status != NN_OK) return status;
-  if (base) {
-    status = nn_config_check_warm_start(cfg, nn_model_config(base), err);
+  if (a->base) {
+    status = nn_config_check_warm_start(cfg, nn_model_config(a->base), err);
     if (status != NN_OK) return status;
   }
   if (a->n_unlabelled < 0 || a->n_unlabelled > INT_MAX - n) {
@@ -118,64 +115,52 @@ int nn_trainer_create(nn_trainer **out, const nn_trainer_args *a, char *err) {
    * NN_PRETRAIN_ROWS of them); a warm start keeps its embeddings */
   int pretraining = cfg->pretrain_epochs > 0 ||
                     ((cfg->data_sized & NN_SIZED_PRETRAIN) && a->n_unlabelled >= NN_PRETRAIN_ROWS);
-  int n_unlab = pretraining && !base ? a->n_unlabelled : 0;
+  *n_unlab = pretraining && !a->base ? a->n_unlabelled : 0;
   size_t seen = 0; /* text bytes since the last interrupt check (strlen reads them) */
-  for (int i = 0; i < n + n_unlab; i++) {
+  for (int i = 0; i < n + *n_unlab; i++) {
     int len = 0;
-    const char *text = rows.text(rows.ctx, i, &len);
+    const char *text = rows->text(rows->ctx, i, &len);
     if (len < 0 || (len > 0 && !text)) {
       snprintf(err, NN_ERR_LEN, "text of row %d has an invalid length %d", i + 1, len);
       return NN_ERROR;
     }
     seen += (size_t)len;
-    if ((i % 4096 == 4095 || seen > ((size_t)1 << 20)) && stop) {
+    if ((i % 4096 == 4095 || seen > ((size_t)1 << 20)) && a->stop) {
       seen = 0;
-      if (stop(stop_ctx)) {
+      if (a->stop(a->stop_ctx)) {
         snprintf(err, NN_ERR_LEN, "interrupted");
         return NN_INTERRUPTED;
       }
     }
   }
+  return NN_OK;
+}
 
-  nn_trainer *tr = nn_mem_calloc(mem, 1, sizeof *tr);
-  char **names = NULL;
-  int names_count = 0;
-  nn_vocab *vocab = NULL;
-  if (!tr) goto oom;
-  tr->mem = mem;
-  tr->cfg = *cfg;
-  if (base) tr->cfg.data_sized = 0; /* a warm start keeps the base model's recipe */
-  tr->cfg.data_sized_done = 0;
-  if ((tr->cfg.data_sized & NN_SIZED_VALIDATION) && tr->cfg.validation == NN_VALIDATION_RANDOM) {
-    if (n < NN_SMALL_ROWS) tr->cfg.validation = NN_VALIDATION_NONE;
-    tr->cfg.data_sized_done |= NN_SIZED_VALIDATION;
-  }
-  tr->cfg.data_sized &= ~NN_SIZED_VALIDATION;
-  tr->n = n;
-  tr->n_unlab = n_unlab;
-  tr->n_unlab_given = a->n_unlabelled;
-  tr->stop = stop;
-  tr->stop_ctx = stop_ctx;
-  nn_mem_stop = stop; /* the zeroing of large blocks asks it too (nn_mem.h) */
-  nn_mem_stop_ctx = stop_ctx;
-  status = nn_train_data_prepare(tr, &names, &vocab, base, &rows, err);
-  if (status != NN_OK) goto fail;
-  nn_config_size_to_data(&tr->cfg, tr->n_train, tr->C, tr->n_unlab, tr->pretrain_tokens);
-  cfg = &tr->cfg;
-  int C = tr->C, max_len = cfg->max_len, B = cfg->batch_size;
-  names_count = names ? C : 0;
+/* NN_NOMEM with its message, for a trainer over n rows (nn_trainer_create reads it as an
+ * interrupt when stop asks: an allocation that stopped zeroing on an interrupt returned NULL). */
+static int trainer_nomem(int n, char *err) {
+  snprintf(err, NN_ERR_LEN, "out of memory preparing training over %d rows", n);
+  return NN_NOMEM;
+}
 
-  if (base)
-    status = model_from_base(&tr->model, base, cfg, vocab, err);
-  else
-    status = nn_model_create_ex(&tr->model, cfg, vocab, (const char *const *)names, C, cfg->seed,
-                                stop, stop_ctx, err); /* asks stop while it draws the weights */
-  vocab = NULL; /* owned by the model now, also on error */
-  tr->warm_start = base != NULL;
-  if (status != NN_OK) goto fail;
-  if (stop && stop(stop_ctx)) goto interrupted;
-  status = nn_workspace_create(&tr->ws, mem, err);
-  if (status != NN_OK) goto fail;
+/* NN_INTERRUPTED with its message. */
+static int trainer_interrupted(char *err) {
+  snprintf(err, NN_ERR_LEN, "interrupted");
+  return NN_INTERRUPTED;
+}
+
+/* What the passes over the parameters need, for tr's model: the shards (a workspace and a
+ * gradient buffer each, the first the model's own) and the thread pool that runs them, Adam's
+ * state, and the embedding tables' bookkeeping (lazy Adam's rows, the sparse gradient's stamps).
+ * Asks tr->stop between the parameter-sized blocks. */
+static int trainer_alloc_shards(nn_trainer *tr, char *err) {
+  const nn_config *cfg = &tr->cfg;
+  const nn_allocator *mem = tr->mem;
+  nn_interrupt_fn stop = tr->stop;
+  void *stop_ctx = tr->stop_ctx;
+  int B = cfg->batch_size;
+  int status = nn_workspace_create(&tr->ws, mem, err);
+  if (status != NN_OK) return status;
   tr->be = tr->model->be;
   tr->K = tr->model->K;
   tr->param_count = nn_model_param_count(tr->model);
@@ -187,24 +172,24 @@ int nn_trainer_create(nn_trainer **out, const nn_trainer_args *a, char *err) {
                               ? want
                               : (nn_cpu_count() < tr->shards ? nn_cpu_count() : tr->shards),
                           mem, err);
-  if (status != NN_OK) goto fail;
+  if (status != NN_OK) return status;
   status = nn_model_zero_grads(tr->model, err);
-  if (status != NN_OK) goto fail;
+  if (status != NN_OK) return status;
   /* each buffer of the size of the parameters is zeroed at its allocation: ask between them */
-  if (stop && stop(stop_ctx)) goto interrupted;
+  if (stop && stop(stop_ctx)) return trainer_interrupted(err);
   tr->shard_ws[0] = tr->ws;
   tr->shard_grads[0] = tr->model->grads; /* backend memory */
   for (int s = 1; s < tr->shards; s++) {
     status = nn_workspace_create(&tr->shard_ws[s], mem, err);
-    if (status != NN_OK) goto fail;
+    if (status != NN_OK) return status;
     tr->shard_grads[s] =
         nn_backend_alloc(tr->mem, tr->be, (tr->param_count ? tr->param_count : 1) * sizeof(float));
-    if (!tr->shard_grads[s]) goto oom;
-    if (stop && stop(stop_ctx)) goto interrupted;
+    if (!tr->shard_grads[s]) return trainer_nomem(tr->n, err);
+    if (stop && stop(stop_ctx)) return trainer_interrupted(err);
   }
   status = nn_adam_init_on(&tr->adam, tr->be, mem, tr->param_count, cfg->lr, err);
-  if (status != NN_OK) goto fail;
-  if (stop && stop(stop_ctx)) goto interrupted;
+  if (status != NN_OK) return status;
+  if (stop && stop(stop_ctx)) return trainer_interrupted(err);
   /* the embedding tables come first in the buffers: each member's V word rows, then its S
    * subword rows (model.h), K members */
   tr->table_rows = (size_t)tr->model->V + (size_t)tr->model->S;
@@ -212,17 +197,26 @@ int nn_trainer_create(nn_trainer **out, const nn_trainer_args *a, char *err) {
   if (cfg->lazy_adam) {
     tr->lazy_rows = nn_mem_alloc(tr->mem, (tr->table_rows + 1) * sizeof *tr->lazy_rows);
     tr->lazy_stamp = nn_mem_calloc(tr->mem, tr->table_rows + 1, sizeof *tr->lazy_stamp);
-    if (!tr->lazy_rows || !tr->lazy_stamp) goto oom;
+    if (!tr->lazy_rows || !tr->lazy_stamp) return trainer_nomem(tr->n, err);
   }
   tr->sparse_embedding = !tr->be->device_memory;
   if (tr->sparse_embedding) {
     tr->emb_size = tr->emb_tables;
     for (int s = 0; s < tr->shards; s++) {
       tr->stamp[s] = nn_mem_calloc(tr->mem, tr->table_rows, sizeof(unsigned));
-      if (!tr->stamp[s]) goto oom;
+      if (!tr->stamp[s]) return trainer_nomem(tr->n, err);
     }
   }
+  return NN_OK;
+}
 
+/* The buffers of a batch and of an epoch, sized to the largest batch and the longest row: the
+ * tokens, lengths and labels of a batch (a copy per member), the logits and their gradients,
+ * the sorts' scratch, the per-class counts and the best epoch's parameters; then the validation
+ * rows sorted by length once. */
+static int trainer_alloc_batches(nn_trainer *tr, char *err) {
+  const nn_config *cfg = &tr->cfg;
+  int n = tr->n, C = tr->C, max_len = cfg->max_len, B = cfg->batch_size;
   int batches = (tr->n_train + B - 1) / B;
   int buffer_rows = tr->n_train > tr->n_val ? tr->n_train : tr->n_val;
   int batch_rows = B < buffer_rows ? B : buffer_rows; /* no batch is larger */
@@ -233,8 +227,7 @@ int nn_trainer_create(nn_trainer **out, const nn_trainer_args *a, char *err) {
     snprintf(err, NN_ERR_LEN,
              "option \"batch_size\" = %d is too large for %d classes: at most %d rows per batch",
              B, C, (int)(NN_TRAIN_MAX_LOGITS / (uint64_t)C));
-    status = NN_ERROR;
-    goto fail;
+    return NN_ERROR;
   }
   if (!tr->order) /* the random split hands over its buffer */
     tr->order = nn_mem_alloc(tr->mem, (size_t)tr->n_train * sizeof *tr->order);
@@ -267,9 +260,72 @@ int nn_trainer_create(nn_trainer **out, const nn_trainer_args *a, char *err) {
   if (!tr->order || !tr->sort_scratch || !tr->length_count || !tr->batch_perm || !tr->tokens ||
       !tr->lengths || !tr->labels || !tr->logits || !tr->dlogits || !tr->true_positive ||
       !tr->predicted || !tr->support || !tr->best_params)
-    goto oom;
+    return trainer_nomem(tr->n, err);
   nn_train_sort_by_length(tr->val_rows, tr->n_val, tr->row_length, max_len, tr->length_count,
                           val_through_order ? tr->order : tr->sort_scratch);
+  return NN_OK;
+}
+
+int nn_trainer_create(nn_trainer **out, const nn_trainer_args *a, char *err) {
+  const nn_config *cfg = a->cfg;
+  const nn_model *base = a->base;
+  nn_train_rows rows = {args_text, args_label, (void *)a, NULL};
+  if (a->row_text || a->row_label)
+    rows = (nn_train_rows){a->row_text, a->row_label, a->rows_ctx, a->rows_done};
+  int n = a->n, n_unlab = 0;
+  nn_interrupt_fn stop = a->stop;
+  void *stop_ctx = a->stop_ctx;
+  const nn_allocator *mem = a->mem;
+  *out = NULL;
+  int status = trainer_args_check(a, &rows, &n_unlab, err);
+  if (status != NN_OK) return status;
+
+  nn_trainer *tr = nn_mem_calloc(mem, 1, sizeof *tr);
+  char **names = NULL;
+  int names_count = 0;
+  nn_vocab *vocab = NULL;
+  if (!tr) {
+    status = trainer_nomem(n, err);
+    goto fail;
+  }
+  tr->mem = mem;
+  tr->cfg = *cfg;
+  if (base) tr->cfg.data_sized = 0; /* a warm start keeps the base model's recipe */
+  tr->cfg.data_sized_done = 0;
+  if ((tr->cfg.data_sized & NN_SIZED_VALIDATION) && tr->cfg.validation == NN_VALIDATION_RANDOM) {
+    if (n < NN_SMALL_ROWS) tr->cfg.validation = NN_VALIDATION_NONE;
+    tr->cfg.data_sized_done |= NN_SIZED_VALIDATION;
+  }
+  tr->cfg.data_sized &= ~NN_SIZED_VALIDATION;
+  tr->n = n;
+  tr->n_unlab = n_unlab;
+  tr->n_unlab_given = a->n_unlabelled;
+  tr->stop = stop;
+  tr->stop_ctx = stop_ctx;
+  nn_mem_stop = stop; /* the zeroing of large blocks asks it too (nn_mem.h) */
+  nn_mem_stop_ctx = stop_ctx;
+  status = nn_train_data_prepare(tr, &names, &vocab, base, &rows, err);
+  if (status != NN_OK) goto fail;
+  nn_config_size_to_data(&tr->cfg, tr->n_train, tr->C, tr->n_unlab, tr->pretrain_tokens);
+  cfg = &tr->cfg;
+  int C = tr->C;
+  names_count = names ? C : 0;
+
+  if (base) status = model_from_base(&tr->model, base, cfg, vocab, err);
+  else
+    status = nn_model_create_ex(&tr->model, cfg, vocab, (const char *const *)names, C, cfg->seed,
+                                stop, stop_ctx, err); /* asks stop while it draws the weights */
+  vocab = NULL;                                       /* owned by the model now, also on error */
+  tr->warm_start = base != NULL;
+  if (status != NN_OK) goto fail;
+  if (stop && stop(stop_ctx)) {
+    status = trainer_interrupted(err);
+    goto fail;
+  }
+  status = trainer_alloc_shards(tr, err);
+  if (status != NN_OK) goto fail;
+  status = trainer_alloc_batches(tr, err);
+  if (status != NN_OK) goto fail;
 
   nn_rng_seed(&tr->shuffle_rng, cfg->seed ^ SEED_SHUFFLE);
   nn_rng_seed(&tr->dropout_rng, cfg->seed ^ SEED_DROPOUT);
@@ -282,19 +338,9 @@ int nn_trainer_create(nn_trainer **out, const nn_trainer_args *a, char *err) {
   tr->stop_ctx = NULL;
   status = NN_OK;
   goto done;
-oom:
-  snprintf(err, NN_ERR_LEN, "out of memory preparing training over %d rows", n);
-  status = NN_NOMEM;
-  goto fail;
-interrupted:
-  snprintf(err, NN_ERR_LEN, "interrupted");
-  status = NN_INTERRUPTED;
 fail:
   /* an allocation that stopped zeroing on an interrupt returned NULL: not out of memory */
-  if (status == NN_NOMEM && stop && stop(stop_ctx)) {
-    snprintf(err, NN_ERR_LEN, "interrupted");
-    status = NN_INTERRUPTED;
-  }
+  if (status == NN_NOMEM && stop && stop(stop_ctx)) status = trainer_interrupted(err);
   nn_trainer_free(tr);
   tr = NULL;
 done:

@@ -250,6 +250,118 @@ static int attn_confusion_options(sqlite3_value *arg, int *all_labels, char **ms
   return rc;
 }
 
+/* Room for the model's C classes and a few unknown labels in ec, zero counts, the model's labels
+ * copied (ec->K = C). SQLITE_OK or SQLITE_NOMEM; the caller frees ec also on error. */
+static int attn_eval_counts_init(attn_eval_counts *ec, const nn_model *nn) {
+  int C = nn_model_num_classes(nn);
+  ec->cap = C + 4;
+  ec->labels = sqlite3_malloc64(sizeof *ec->labels * (sqlite3_uint64)ec->cap);
+  ec->support = sqlite3_malloc64(sizeof *ec->support * (sqlite3_uint64)ec->cap);
+  ec->predicted = sqlite3_malloc64(sizeof *ec->predicted * (sqlite3_uint64)ec->cap);
+  ec->correct = sqlite3_malloc64(sizeof *ec->correct * (sqlite3_uint64)ec->cap);
+  if (!ec->labels || !ec->support || !ec->predicted || !ec->correct) return SQLITE_NOMEM;
+  memset(ec->support, 0, sizeof *ec->support * (size_t)ec->cap);
+  memset(ec->predicted, 0, sizeof *ec->predicted * (size_t)ec->cap);
+  memset(ec->correct, 0, sizeof *ec->correct * (size_t)ec->cap);
+  for (int c = 0; c < C; c++) {
+    ec->labels[c] = sqlite3_mprintf("%s", nn_model_label(nn, c));
+    if (!ec->labels[c]) return SQLITE_NOMEM;
+    ec->K++;
+  }
+  return SQLITE_OK;
+}
+
+/* Every row of the query q into ec's counts (and its cells for attn_confusion). Returns
+ * SQLITE_DONE after the last row, else an error with *msg. */
+static int attn_eval_count_rows(attn_eval_counts *ec, attn_labelled *q, int mode, const char *fn,
+                                char **msg) {
+  const nn_model *nn = q->model->nn;
+  const attn_rows *rows = &q->rows;
+  int rc;
+  while ((rc = attn_labelled_next(q, msg)) == SQLITE_ROW) {
+    for (int i = 0; i < rows->n; i++) {
+      int a = attn_eval_class(ec, nn, rows->labels[i], rows->label_lens[i]);
+      if (a == -2) {
+        *msg =
+            sqlite3_mprintf("%s: the query has more than %d labels that model '%s' does not "
+                            "know (row %d)",
+                            fn, ATTN_EVAL_MAX_UNKNOWN, q->name, rows->first_row - rows->n + i + 1);
+        return SQLITE_ERROR;
+      }
+      if (a < 0) return SQLITE_NOMEM;
+      int p = q->pred[i];
+      ec->support[a]++;
+      ec->predicted[p]++;
+      if (a == p) ec->correct[a]++;
+      if (mode == ATTN_CONFUSION && attn_eval_add_cell(ec, a, p) < 0) return SQLITE_NOMEM;
+    }
+  }
+  return rc;
+}
+
+/* The cursor's rows from the counts: the classes sorted by label (their labels moved from ec to
+ * cur), their metrics and the averages; for attn_confusion the cells (moved from ec) keyed by
+ * sorted positions and the classes that get a row and a column (all_labels: every class). C:
+ * the model's classes. SQLITE_OK or SQLITE_NOMEM. */
+static int attn_eval_sort(attn_eval_cursor *cur, attn_eval_counts *ec, int C, int all_labels,
+                          int mode) {
+  int K = ec->K, rc = SQLITE_NOMEM;
+  /* Sorted classes: rank[id] = position. */
+  attn_eval_order *order = sqlite3_malloc64(sizeof *order * (sqlite3_uint64)K);
+  int *rank = sqlite3_malloc64(sizeof *rank * (sqlite3_uint64)K);
+  int64_t *sorted_counts = sqlite3_malloc64(sizeof *sorted_counts * 3 * (sqlite3_uint64)K);
+  cur->labels = sqlite3_malloc64(sizeof *cur->labels * (sqlite3_uint64)K);
+  cur->metrics = sqlite3_malloc64(sizeof *cur->metrics * (sqlite3_uint64)(K + 1));
+  cur->model_ranks = sqlite3_malloc64(sizeof *cur->model_ranks * (sqlite3_uint64)(C ? C : 1));
+  cur->actual_ranks = sqlite3_malloc64(sizeof *cur->actual_ranks * (sqlite3_uint64)K);
+  if (!order || !rank || !sorted_counts || !cur->labels || !cur->metrics || !cur->model_ranks ||
+      !cur->actual_ranks)
+    goto done;
+  for (int k = 0; k < K; k++) order[k] = (attn_eval_order){ec->labels[k], k};
+  qsort(order, (size_t)K, sizeof *order, attn_eval_order_cmp);
+  int64_t *tp = sorted_counts, *predicted = tp + K, *support = predicted + K;
+  int m = 0, a = 0;
+  for (int s = 0; s < K; s++) {
+    int id = order[s].id;
+    rank[id] = s;
+    cur->labels[s] = ec->labels[id];
+    ec->labels[id] = NULL;
+    tp[s] = ec->correct[id];
+    predicted[s] = ec->predicted[id];
+    support[s] = ec->support[id];
+    /* the confusion matrix: the labels that occur in the rows, as actual or predicted (so its
+     * size follows the rows read, not the model), or with "all_labels" every class */
+    int occurs = all_labels || ec->support[id] > 0 || ec->predicted[id] > 0;
+    if (occurs) cur->actual_ranks[a++] = s;
+    if (occurs && id < C) cur->model_ranks[m++] = s;
+  }
+  cur->K = K;
+  cur->C = m;
+  cur->A = a;
+  double accuracy = 0;
+  nn_metrics_from_counts(cur->metrics, &cur->metrics[K], &accuracy, tp, predicted, support, K);
+  if (mode == ATTN_EVALUATE) {
+    cur->nrows = K + 1;
+  } else {
+    attn_eval_merge(ec->cells, &ec->ncells); /* class ids -> sorted positions, sorted again */
+    for (int64_t i = 0; i < ec->ncells; i++) {
+      int a = (int)(ec->cells[i].key >> 32), p = (int)(uint32_t)ec->cells[i].key;
+      ec->cells[i].key = (uint64_t)rank[a] << 32 | (uint32_t)rank[p];
+    }
+    if (ec->ncells > 1) qsort(ec->cells, (size_t)ec->ncells, sizeof *ec->cells, attn_eval_cell_cmp);
+    cur->cells = ec->cells;
+    cur->ncells = ec->ncells;
+    ec->cells = NULL;
+    cur->nrows = (int64_t)a * m;
+  }
+  rc = SQLITE_OK;
+done:
+  sqlite3_free(order);
+  sqlite3_free(rank);
+  sqlite3_free(sorted_counts);
+  return rc;
+}
+
 static int attn_eval_filter(sqlite3_vtab_cursor *base, int idx_num, const char *idx_str, int argc,
                             sqlite3_value **argv) {
   attn_eval_cursor *cur = (attn_eval_cursor *)base;
@@ -258,10 +370,8 @@ static int attn_eval_filter(sqlite3_vtab_cursor *base, int idx_num, const char *
   char *msg = NULL;
   attn_labelled q;
   attn_eval_counts ec;
-  attn_eval_order *order = NULL;
   attn_interrupt interrupt = {attn_conn_db(vtab->conn), NULL, 0};
-  int *rank = NULL, rc;
-  int64_t *sorted_counts = NULL;
+  int rc;
   memset(&ec, 0, sizeof ec);
   memset(&q, 0, sizeof q); /* freed at done: also when the options are refused */
   attn_eval_reset(cur);
@@ -273,54 +383,9 @@ static int attn_eval_filter(sqlite3_vtab_cursor *base, int idx_num, const char *
   rc = attn_labelled_open(&q, vtab->conn, &interrupt, fn, 0, argc > 0 ? argv[0] : NULL,
                           argc > 1 ? argv[1] : NULL, &msg);
   if (rc != SQLITE_OK) goto done;
-
-  const nn_model *nn = q.model->nn;
-  int C = nn_model_num_classes(nn);
-  ec.cap = C + 4;
-  ec.labels = sqlite3_malloc64(sizeof *ec.labels * (sqlite3_uint64)ec.cap);
-  ec.support = sqlite3_malloc64(sizeof *ec.support * (sqlite3_uint64)ec.cap);
-  ec.predicted = sqlite3_malloc64(sizeof *ec.predicted * (sqlite3_uint64)ec.cap);
-  ec.correct = sqlite3_malloc64(sizeof *ec.correct * (sqlite3_uint64)ec.cap);
-  if (!ec.labels || !ec.support || !ec.predicted || !ec.correct) {
-    rc = SQLITE_NOMEM;
-    goto done;
-  }
-  memset(ec.support, 0, sizeof *ec.support * (size_t)ec.cap);
-  memset(ec.predicted, 0, sizeof *ec.predicted * (size_t)ec.cap);
-  memset(ec.correct, 0, sizeof *ec.correct * (size_t)ec.cap);
-  for (int c = 0; c < C; c++) {
-    ec.labels[c] = sqlite3_mprintf("%s", nn_model_label(nn, c));
-    if (!ec.labels[c]) {
-      rc = SQLITE_NOMEM;
-      goto done;
-    }
-    ec.K++;
-  }
-  const attn_rows *rows = &q.rows;
-  while ((rc = attn_labelled_next(&q, &msg)) == SQLITE_ROW) {
-    for (int i = 0; i < rows->n; i++) {
-      int a = attn_eval_class(&ec, nn, rows->labels[i], rows->label_lens[i]);
-      if (a == -2) {
-        msg = sqlite3_mprintf("%s: the query has more than %d labels that model '%s' does not "
-                              "know (row %d)",
-                              fn, ATTN_EVAL_MAX_UNKNOWN, q.name, rows->first_row - rows->n + i + 1);
-        rc = SQLITE_ERROR;
-        goto done;
-      }
-      if (a < 0) {
-        rc = SQLITE_NOMEM;
-        goto done;
-      }
-      int p = q.pred[i];
-      ec.support[a]++;
-      ec.predicted[p]++;
-      if (a == p) ec.correct[a]++;
-      if (vtab->mode == ATTN_CONFUSION && attn_eval_add_cell(&ec, a, p) < 0) {
-        rc = SQLITE_NOMEM;
-        goto done;
-      }
-    }
-  }
+  rc = attn_eval_counts_init(&ec, q.model->nn);
+  if (rc != SQLITE_OK) goto done;
+  rc = attn_eval_count_rows(&ec, &q, vtab->mode, fn, &msg);
   if (rc != SQLITE_DONE) goto done;
   if (q.N == 0) {
     /* as attn_metrics and attn_curve: figures of no rows would read as a model that is always
@@ -329,59 +394,7 @@ static int attn_eval_filter(sqlite3_vtab_cursor *base, int idx_num, const char *
     rc = SQLITE_ERROR;
     goto done;
   }
-
-  /* Sorted classes: rank[id] = position. */
-  int K = ec.K;
-  order = sqlite3_malloc64(sizeof *order * (sqlite3_uint64)K);
-  rank = sqlite3_malloc64(sizeof *rank * (sqlite3_uint64)K);
-  sorted_counts = sqlite3_malloc64(sizeof *sorted_counts * 3 * (sqlite3_uint64)K);
-  cur->labels = sqlite3_malloc64(sizeof *cur->labels * (sqlite3_uint64)K);
-  cur->metrics = sqlite3_malloc64(sizeof *cur->metrics * (sqlite3_uint64)(K + 1));
-  cur->model_ranks = sqlite3_malloc64(sizeof *cur->model_ranks * (sqlite3_uint64)(C ? C : 1));
-  cur->actual_ranks = sqlite3_malloc64(sizeof *cur->actual_ranks * (sqlite3_uint64)K);
-  if (!order || !rank || !sorted_counts || !cur->labels || !cur->metrics || !cur->model_ranks ||
-      !cur->actual_ranks) {
-    rc = SQLITE_NOMEM;
-    goto done;
-  }
-  for (int k = 0; k < K; k++) order[k] = (attn_eval_order){ec.labels[k], k};
-  qsort(order, (size_t)K, sizeof *order, attn_eval_order_cmp);
-  int64_t *tp = sorted_counts, *predicted = tp + K, *support = predicted + K;
-  int m = 0, a = 0;
-  for (int s = 0; s < K; s++) {
-    int id = order[s].id;
-    rank[id] = s;
-    cur->labels[s] = ec.labels[id];
-    ec.labels[id] = NULL;
-    tp[s] = ec.correct[id];
-    predicted[s] = ec.predicted[id];
-    support[s] = ec.support[id];
-    /* the confusion matrix: the labels that occur in the rows, as actual or predicted (so its
-     * size follows the rows read, not the model), or with "all_labels" every class */
-    int occurs = all_labels || ec.support[id] > 0 || ec.predicted[id] > 0;
-    if (occurs) cur->actual_ranks[a++] = s;
-    if (occurs && id < C) cur->model_ranks[m++] = s;
-  }
-  cur->K = K;
-  cur->C = m;
-  cur->A = a;
-  double accuracy = 0;
-  nn_metrics_from_counts(cur->metrics, &cur->metrics[K], &accuracy, tp, predicted, support, K);
-  if (vtab->mode == ATTN_EVALUATE) {
-    cur->nrows = K + 1;
-  } else {
-    attn_eval_merge(ec.cells, &ec.ncells); /* class ids -> sorted positions, sorted again */
-    for (int64_t i = 0; i < ec.ncells; i++) {
-      int a = (int)(ec.cells[i].key >> 32), p = (int)(uint32_t)ec.cells[i].key;
-      ec.cells[i].key = (uint64_t)rank[a] << 32 | (uint32_t)rank[p];
-    }
-    if (ec.ncells > 1) qsort(ec.cells, (size_t)ec.ncells, sizeof *ec.cells, attn_eval_cell_cmp);
-    cur->cells = ec.cells;
-    cur->ncells = ec.ncells;
-    ec.cells = NULL;
-    cur->nrows = (int64_t)a * m;
-  }
-  rc = SQLITE_OK;
+  rc = attn_eval_sort(cur, &ec, nn_model_num_classes(q.model->nn), all_labels, vtab->mode);
 done:
   attn_labelled_free(&q);
   attn_interrupt_end(&interrupt);
@@ -391,9 +404,6 @@ done:
   sqlite3_free(ec.predicted);
   sqlite3_free(ec.correct);
   sqlite3_free(ec.cells);
-  sqlite3_free(order);
-  sqlite3_free(rank);
-  sqlite3_free(sorted_counts);
   if (rc != SQLITE_OK) {
     attn_eval_reset(cur);
     return attn_vtab_fail(base->pVtab, rc, msg, fn);

@@ -11,7 +11,7 @@
  *
  * Leave-one-out runs on the preprocessed tokens (after max_len truncation): a one-token text left
  * empty reads as one <UNK>, as the tokenizer reads an empty text. The text and its n leave-one-out
- * sequences go through the model in one batched forward pass (attn_explain_occlusion,
+ * sequences go through the model in one batched forward pass (attn_text_occlusion,
  * attn_infer.c): the attention column comes from that pass, equal to attn_weights' to float
  * rounding (one-row and batched products add in different orders).
  * A NULL text gives no rows.
@@ -55,10 +55,10 @@ static int attn_explain_filter(sqlite3_vtab_cursor *base, int idx_num, const cha
   char *msg = NULL;
   int rc = attn_text_cursor_begin(cur, vtab->conn, fn, argc, argv, &msg);
   if (rc != SQLITE_OK || !cur->text) goto done;
-  rc = attn_explain_occlusion(&cur->ex, cur->model, cur->ws, &cur->interrupt, cur->text, cur->len,
-                              fn, &msg);
+  rc = attn_text_occlusion(&cur->reading, cur->model, cur->ws, &cur->interrupt, cur->text, cur->len,
+                           fn, &msg);
   if (rc != SQLITE_OK) goto done;
-  cur->nrows = cur->ex.n;
+  cur->nrows = cur->reading.n;
 done:
   if (rc != SQLITE_OK) return attn_vtab_fail(base->pVtab, rc, msg, fn);
   return SQLITE_OK;

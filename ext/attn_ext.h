@@ -3,8 +3,8 @@
  * attn_options.c, attn_training.c, attn_vtab.c, attn_svg.c), then the entry points that the
  * registration table of attnext.c names. A feature file (attn_train.c, attn_tune.c,
  * attn_predict.c, attn_explain.c, attn_classify.c, attn_evaluate.c, attn_metrics.c,
- * attn_deploy.c, attn_heatmap.c, attn_curves.c, attn_curve.c, attn_embed.c, attn_matrix.c,
- * attn_vectors.c) includes only this header, calls only the core and exports only its entry points.
+ * attn_deploy.c, attn_heatmap_svg.c, attn_training_svg.c, attn_curve.c, attn_embed.c,
+ * attn_matrix.c, attn_vectors.c) includes only this header, calls only the core and exports only its entry points.
  *
  * Every SQL function and table-valued function of the extension gets the same per-connection
  * state (attn_conn) as its user data / module client data. It owns the model cache: a model is
@@ -328,8 +328,9 @@ int attn_query_step(attn_conn *conn, sqlite3_stmt *stmt, const char *fn);
 
 /* ------------------------------------------------------------------ inference (attn_infer.c) */
 
-/* One text through the model: tokens, probabilities and attention. Buffers are reused. */
-typedef struct attn_explain {
+/* How the model reads one text: its tokens, class probabilities and attention weights, and on
+ * demand each token's occlusion. Buffers are reused. */
+typedef struct attn_text_reading {
   int n;                 /* tokens used (after max_len truncation), >= 1 */
   nn_token *tokens;      /* (n) ids and byte spans in the text (-1 when none) */
   int *ids;              /* (n) */
@@ -338,31 +339,31 @@ typedef struct attn_explain {
   /* cleaned token strings, from the tokenizer (NULL when unavailable) */
   char **token_text;     /* (n) NUL-terminated */
   int cap_tokens, cap_classes;
-  /* attn_explain_occlusion: the predicted class and each token's leave-one-out occlusion */
+  /* attn_text_occlusion: the predicted class and each token's leave-one-out occlusion */
   int pred;
   float *occlusion;      /* (n) */
   int *loo_ids, *loo_lengths; /* scratch of the leave-one-out batch */
   float *loo_logits, *loo_attn;
   size_t cap_loo_ids;
   int cap_loo_rows, cap_loo_classes;
-} attn_explain;
+} attn_text_reading;
 
-/* Run `text` through the model (workspace ws) and fill ex; want_tokens also fills token_text.
- * Returns SQLITE_OK, or an error code with *errmsg "fn: ...". */
-int attn_explain_text(attn_explain *ex, attn_model *model, nn_workspace *ws, const char *text,
-                      int len, int want_tokens, const char *fn, char **errmsg);
-void attn_explain_free(attn_explain *ex);
-/* attn_explain_text (tokens wanted) with each token's leave-one-out occlusion: ex->pred = the
- * predicted class (the most probable, the first of ties) and ex->occlusion[i] = probs[pred] -
+/* Run `text` through the model (workspace ws) and fill reading; want_tokens also fills
+ * token_text. Returns SQLITE_OK, or an error code with *errmsg "fn: ...". */
+int attn_text_read(attn_text_reading *reading, attn_model *model, nn_workspace *ws,
+                   const char *text, int len, int want_tokens, const char *fn, char **errmsg);
+void attn_text_reading_free(attn_text_reading *reading);
+/* attn_text_read (tokens wanted) with each token's leave-one-out occlusion: reading->pred = the
+ * predicted class (the most probable, the first of ties) and reading->occlusion[i] = probs[pred] -
  * p(pred | the token ids without position i), a one-token text left empty reading as one <UNK>
  * (as nn_text_encode reads an empty text). The text and its n leave-one-out sequences go through
  * the model in one batched forward pass (passes of at most ATTN_LOO_TOKENS tokens for long texts,
  * checking `it` (may be NULL) for an interrupt between them). Errors: SQLite code, *errmsg
  * "fn: ...". */
 #define ATTN_LOO_TOKENS 65536
-int attn_explain_occlusion(attn_explain *ex, attn_model *model, nn_workspace *ws,
-                           attn_interrupt *it, const char *text, int len, const char *fn,
-                           char **errmsg);
+int attn_text_occlusion(attn_text_reading *reading, attn_model *model, nn_workspace *ws,
+                        attn_interrupt *it, const char *text, int len, const char *fn,
+                        char **errmsg);
 
 /* The token ids of one text as the model reads it, into ids and tokens (max_len entries each, at
  * least 1): nn_text_encode's, an empty (or NULL) text one <UNK> with no byte span, at most
@@ -378,10 +379,10 @@ int attn_forward_text(nn_model *nn, nn_workspace *ws, const char *text, int len,
  * and attn_weights (attn_predict.c), attn_explain (attn_explain.c). Its module's cursor size. */
 typedef struct attn_text_cursor {
   sqlite3_vtab_cursor base;
-  attn_explain ex;          /* the text through the model */
-  attn_model *model;        /* the deployed model of the name argument, held */
-  attn_interrupt interrupt; /* attn_explain: between the occlusion's passes */
-  int *order;               /* attn_probs: class ids, most probable first */
+  attn_text_reading reading; /* the text through the model */
+  attn_model *model;         /* the deployed model of the name argument, held */
+  attn_interrupt interrupt;  /* attn_explain: between the occlusion's passes */
+  int *order;                /* attn_probs: class ids, most probable first */
   int nrows, row;
   const char *text; /* xFilter's text argument, during xFilter only (NULL: no rows) */
   int len;
@@ -403,7 +404,7 @@ enum {
   ATTN_TOKEN_POSITION,
   ATTN_TOKEN_TEXT,
   ATTN_TOKEN_ATTENTION,
-  ATTN_TOKEN_OCCLUSION, /* after attn_explain_occlusion */
+  ATTN_TOKEN_OCCLUSION, /* after attn_text_occlusion */
   ATTN_TOKEN_START,
   ATTN_TOKEN_END
 };
@@ -866,11 +867,11 @@ extern const sqlite3_module attn_train_module;
 void attn_fit_func(sqlite3_context *ctx, int argc, sqlite3_value **argv);
 /* attn_evaluate.c */
 extern const sqlite3_module attn_eval_module; /* attn_evaluate, attn_confusion */
-/* attn_heatmap.c */
-void attn_heatmap_func(sqlite3_context *ctx, int argc, sqlite3_value **argv);
-void attn_heatmap_query_func(sqlite3_context *ctx, int argc, sqlite3_value **argv);
-/* attn_curves.c */
-void attn_curves_func(sqlite3_context *ctx, int argc, sqlite3_value **argv);
+/* attn_heatmap_svg.c */
+void attn_heatmap_svg_func(sqlite3_context *ctx, int argc, sqlite3_value **argv);
+void attn_heatmap_query_svg_func(sqlite3_context *ctx, int argc, sqlite3_value **argv);
+/* attn_training_svg.c */
+void attn_training_svg_func(sqlite3_context *ctx, int argc, sqlite3_value **argv);
 /* attn_matrix.c */
 extern const sqlite3_module attn_matrix_module;
 void attn_matrix_svg_func(sqlite3_context *ctx, int argc, sqlite3_value **argv);

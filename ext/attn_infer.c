@@ -1,5 +1,5 @@
 /* attn_infer.c -- inference for the SQL functions: one text through the model with its tokens,
- * probabilities and attention (attn_explain_text: attn_probs, attn_weights, the heatmaps), the
+ * probabilities and attention (attn_text_read: attn_probs, attn_weights, the heatmaps), the
  * cursor of the table-valued functions over one text (attn_text_cursor: attn_probs,
  * attn_weights, attn_explain), and many texts at once (attn_classify_texts: attn_classify,
  * attn_evaluate, attn_confusion).
@@ -25,50 +25,51 @@
 #define ATTN_BATCH_DEVICE 4096
 #define ATTN_MAX_THREADS 64 /* threads of a pool at most (nn_pool_create) */
 
-/* ------------------------------------------------------------------ explain one text */
+/* ------------------------------------------------------------------ read one text */
 
-static int attn_explain_reserve(attn_explain *ex, int T, int C) {
-  if (T > ex->cap_tokens) {
-    nn_token *tokens = sqlite3_realloc64(ex->tokens, (sqlite3_uint64)T * sizeof *tokens);
-    if (tokens) ex->tokens = tokens;
-    int *ids = sqlite3_realloc64(ex->ids, (sqlite3_uint64)T * sizeof *ids);
-    if (ids) ex->ids = ids;
-    float *weights = sqlite3_realloc64(ex->weights, (sqlite3_uint64)T * sizeof *weights);
-    if (weights) ex->weights = weights;
-    char **text = sqlite3_realloc64(ex->token_text, (sqlite3_uint64)T * sizeof *text);
+static int attn_text_reading_reserve(attn_text_reading *reading, int T, int C) {
+  if (T > reading->cap_tokens) {
+    nn_token *tokens = sqlite3_realloc64(reading->tokens, (sqlite3_uint64)T * sizeof *tokens);
+    if (tokens) reading->tokens = tokens;
+    int *ids = sqlite3_realloc64(reading->ids, (sqlite3_uint64)T * sizeof *ids);
+    if (ids) reading->ids = ids;
+    float *weights = sqlite3_realloc64(reading->weights, (sqlite3_uint64)T * sizeof *weights);
+    if (weights) reading->weights = weights;
+    char **text = sqlite3_realloc64(reading->token_text, (sqlite3_uint64)T * sizeof *text);
     if (text) {
-      for (int i = ex->cap_tokens; i < T; i++) text[i] = NULL;
-      ex->token_text = text;
+      for (int i = reading->cap_tokens; i < T; i++) text[i] = NULL;
+      reading->token_text = text;
     }
     if (!tokens || !ids || !weights || !text) return SQLITE_NOMEM;
-    ex->cap_tokens = T;
+    reading->cap_tokens = T;
   }
-  if (C > ex->cap_classes) {
-    float *probs = sqlite3_realloc64(ex->probs, (sqlite3_uint64)C * sizeof *probs);
+  if (C > reading->cap_classes) {
+    float *probs = sqlite3_realloc64(reading->probs, (sqlite3_uint64)C * sizeof *probs);
     if (!probs) return SQLITE_NOMEM;
-    ex->probs = probs;
-    ex->cap_classes = C;
+    reading->probs = probs;
+    reading->cap_classes = C;
   }
   return SQLITE_OK;
 }
 
-void attn_explain_free(attn_explain *ex) {
-  for (int i = 0; ex->token_text && i < ex->cap_tokens; i++) sqlite3_free(ex->token_text[i]);
-  sqlite3_free(ex->token_text);
-  sqlite3_free(ex->tokens);
-  sqlite3_free(ex->ids);
-  sqlite3_free(ex->weights);
-  sqlite3_free(ex->probs);
-  sqlite3_free(ex->occlusion);
-  sqlite3_free(ex->loo_ids);
-  sqlite3_free(ex->loo_lengths);
-  sqlite3_free(ex->loo_logits);
-  sqlite3_free(ex->loo_attn);
-  memset(ex, 0, sizeof *ex);
+void attn_text_reading_free(attn_text_reading *reading) {
+  for (int i = 0; reading->token_text && i < reading->cap_tokens; i++)
+    sqlite3_free(reading->token_text[i]);
+  sqlite3_free(reading->token_text);
+  sqlite3_free(reading->tokens);
+  sqlite3_free(reading->ids);
+  sqlite3_free(reading->weights);
+  sqlite3_free(reading->probs);
+  sqlite3_free(reading->occlusion);
+  sqlite3_free(reading->loo_ids);
+  sqlite3_free(reading->loo_lengths);
+  sqlite3_free(reading->loo_logits);
+  sqlite3_free(reading->loo_attn);
+  memset(reading, 0, sizeof *reading);
 }
 
 typedef struct attn_token_collect {
-  attn_explain *ex;
+  attn_text_reading *reading;
   int count, max, nomem;
 } attn_token_collect;
 
@@ -85,8 +86,8 @@ static void attn_collect_token(void *ctx, const char *tok, int tok_len, int star
     memcpy(copy, tok, (size_t)tok_len);
     copy[tok_len] = 0;
   }
-  sqlite3_free(tc->ex->token_text[tc->count]);
-  tc->ex->token_text[tc->count++] = copy;
+  sqlite3_free(tc->reading->token_text[tc->count]);
+  tc->reading->token_text[tc->count++] = copy;
 }
 
 int attn_text_ids(int *ids, nn_token *tokens, const nn_model *nn, const char *text, int len) {
@@ -125,25 +126,25 @@ int attn_forward_text(nn_model *nn, nn_workspace *ws, const char *text, int len,
   return st;
 }
 
-/* Preprocess and encode text into ex->tokens / ex->ids (ex->n >= 1: an empty text is one <UNK>,
- * at most max_len). */
-static int attn_explain_encode(attn_explain *ex, nn_model *nn, const char *text, int len,
-                               const char *fn, char **errmsg) {
+/* Preprocess and encode text into reading->tokens / reading->ids (reading->n >= 1: an empty text
+ * is one <UNK>, at most max_len). */
+static int attn_text_reading_encode(attn_text_reading *reading, nn_model *nn, const char *text,
+                                    int len, const char *fn, char **errmsg) {
   const nn_config *cfg = nn_model_config(nn);
   int C = nn_model_num_classes(nn), T = cfg->max_len > 0 ? cfg->max_len : 1;
-  if (attn_explain_reserve(ex, T, C) != SQLITE_OK) {
+  if (attn_text_reading_reserve(reading, T, C) != SQLITE_OK) {
     *errmsg = sqlite3_mprintf("%s: out of memory", fn);
     return SQLITE_NOMEM;
   }
-  ex->n = attn_text_ids(ex->ids, ex->tokens, nn, text, len);
+  reading->n = attn_text_ids(reading->ids, reading->tokens, nn, text, len);
   return SQLITE_OK;
 }
 
-/* The cleaned token strings of ex's tokens into ex->token_text. */
-static int attn_explain_token_texts(attn_explain *ex, nn_model *nn, const char *text, int len,
-                                    const char *fn, char **errmsg) {
-  int n = ex->n;
-  attn_token_collect tc = {ex, 0, n, 0};
+/* The cleaned token strings of reading's tokens into reading->token_text. */
+static int attn_text_reading_token_texts(attn_text_reading *reading, nn_model *nn, const char *text,
+                                         int len, const char *fn, char **errmsg) {
+  int n = reading->n;
+  attn_token_collect tc = {reading, 0, n, 0};
   nn_text_tokenize(text ? text : "", text ? len : 0, nn_model_config(nn), attn_collect_token, &tc,
                    &attn_mem);
   if (tc.nomem) {
@@ -153,10 +154,10 @@ static int attn_explain_token_texts(attn_explain *ex, nn_model *nn, const char *
   /* Tokens the tokenizer did not give (a text with no tokens: one <UNK>): the vocabulary's. */
   for (int i = tc.count < n ? tc.count : n; i < n; i++) {
     int tl = 0;
-    const char *t = nn_vocab_token(nn_model_vocab(nn), ex->ids[i], &tl);
-    sqlite3_free(ex->token_text[i]);
-    ex->token_text[i] = t ? sqlite3_mprintf("%.*s", tl, t) : sqlite3_mprintf("");
-    if (!ex->token_text[i]) {
+    const char *t = nn_vocab_token(nn_model_vocab(nn), reading->ids[i], &tl);
+    sqlite3_free(reading->token_text[i]);
+    reading->token_text[i] = t ? sqlite3_mprintf("%.*s", tl, t) : sqlite3_mprintf("");
+    if (!reading->token_text[i]) {
       *errmsg = sqlite3_mprintf("%s: out of memory", fn);
       return SQLITE_NOMEM;
     }
@@ -164,65 +165,68 @@ static int attn_explain_token_texts(attn_explain *ex, nn_model *nn, const char *
   return SQLITE_OK;
 }
 
-int attn_explain_text(attn_explain *ex, attn_model *model, nn_workspace *ws, const char *text,
-                      int len, int want_tokens, const char *fn, char **errmsg) {
+int attn_text_read(attn_text_reading *reading, attn_model *model, nn_workspace *ws,
+                   const char *text, int len, int want_tokens, const char *fn, char **errmsg) {
   nn_model *nn = model->nn;
   char err[NN_ERR_LEN] = "";
-  int rc = attn_explain_encode(ex, nn, text, len, fn, errmsg);
+  int rc = attn_text_reading_encode(reading, nn, text, len, fn, errmsg);
   if (rc != SQLITE_OK) return rc;
-  nn_batch batch = {ex->ids, &ex->n, NULL, 1, ex->n};
-  int st = nn_model_forward(nn, ws, &batch, 0, NULL, ex->probs, ex->weights, err);
+  nn_batch batch = {reading->ids, &reading->n, NULL, 1, reading->n};
+  int st = nn_model_forward(nn, ws, &batch, 0, NULL, reading->probs, reading->weights, err);
   if (st != NN_OK) {
     return attn_nn_error(st, fn, err, errmsg);
   }
-  nn_softmax_rows(ex->probs, ex->probs, 1, nn_model_num_classes(nn));
-  return want_tokens ? attn_explain_token_texts(ex, nn, text, len, fn, errmsg) : SQLITE_OK;
+  nn_softmax_rows(reading->probs, reading->probs, 1, nn_model_num_classes(nn));
+  return want_tokens ? attn_text_reading_token_texts(reading, nn, text, len, fn, errmsg)
+                     : SQLITE_OK;
 }
 
 /* ------------------------------------------------------------------ leave-one-out occlusion */
 
 /* Grow the leave-one-out scratch to rows sequences of T tokens (n <= cap_tokens rows of
  * results) with C classes. */
-static int attn_loo_reserve(attn_explain *ex, int rows, int T, int C) {
-  if (ex->cap_tokens + 1 > ex->cap_loo_rows || C > ex->cap_loo_classes) {
-    int cap = ex->cap_tokens + 1; /* the full sequence and one per token */
-    float *occlusion = sqlite3_realloc64(ex->occlusion, (sqlite3_uint64)cap * sizeof *occlusion);
-    if (occlusion) ex->occlusion = occlusion;
-    int *lengths = sqlite3_realloc64(ex->loo_lengths, (sqlite3_uint64)cap * sizeof *lengths);
-    if (lengths) ex->loo_lengths = lengths;
-    float *logits = sqlite3_realloc64(ex->loo_logits, (sqlite3_uint64)cap * C * sizeof *logits);
-    if (logits) ex->loo_logits = logits;
+static int attn_loo_reserve(attn_text_reading *reading, int rows, int T, int C) {
+  if (reading->cap_tokens + 1 > reading->cap_loo_rows || C > reading->cap_loo_classes) {
+    int cap = reading->cap_tokens + 1; /* the full sequence and one per token */
+    float *occlusion =
+        sqlite3_realloc64(reading->occlusion, (sqlite3_uint64)cap * sizeof *occlusion);
+    if (occlusion) reading->occlusion = occlusion;
+    int *lengths = sqlite3_realloc64(reading->loo_lengths, (sqlite3_uint64)cap * sizeof *lengths);
+    if (lengths) reading->loo_lengths = lengths;
+    float *logits =
+        sqlite3_realloc64(reading->loo_logits, (sqlite3_uint64)cap * C * sizeof *logits);
+    if (logits) reading->loo_logits = logits;
     if (!occlusion || !lengths || !logits) return SQLITE_NOMEM;
-    ex->cap_loo_rows = cap;
-    ex->cap_loo_classes = C;
+    reading->cap_loo_rows = cap;
+    reading->cap_loo_classes = C;
   }
-  if ((size_t)rows * T > ex->cap_loo_ids) {
-    int *ids = sqlite3_realloc64(ex->loo_ids, (sqlite3_uint64)rows * T * sizeof *ids);
-    if (ids) ex->loo_ids = ids;
-    float *attn = sqlite3_realloc64(ex->loo_attn, (sqlite3_uint64)rows * T * sizeof *attn);
-    if (attn) ex->loo_attn = attn;
+  if ((size_t)rows * T > reading->cap_loo_ids) {
+    int *ids = sqlite3_realloc64(reading->loo_ids, (sqlite3_uint64)rows * T * sizeof *ids);
+    if (ids) reading->loo_ids = ids;
+    float *attn = sqlite3_realloc64(reading->loo_attn, (sqlite3_uint64)rows * T * sizeof *attn);
+    if (attn) reading->loo_attn = attn;
     if (!ids || !attn) return SQLITE_NOMEM;
-    ex->cap_loo_ids = (size_t)rows * T;
+    reading->cap_loo_ids = (size_t)rows * T;
   }
   return SQLITE_OK;
 }
 
-int attn_explain_occlusion(attn_explain *ex, attn_model *model, nn_workspace *ws,
-                           attn_interrupt *it, const char *text, int len, const char *fn,
-                           char **errmsg) {
+int attn_text_occlusion(attn_text_reading *reading, attn_model *model, nn_workspace *ws,
+                        attn_interrupt *it, const char *text, int len, const char *fn,
+                        char **errmsg) {
   nn_model *nn = model->nn;
   int C = nn_model_num_classes(nn);
   char err[NN_ERR_LEN] = "";
-  int rc = attn_explain_encode(ex, nn, text, len, fn, errmsg);
-  if (rc == SQLITE_OK) rc = attn_explain_token_texts(ex, nn, text, len, fn, errmsg);
+  int rc = attn_text_reading_encode(reading, nn, text, len, fn, errmsg);
+  if (rc == SQLITE_OK) rc = attn_text_reading_token_texts(reading, nn, text, len, fn, errmsg);
   if (rc != SQLITE_OK) return rc;
   /* Sequence 0: the text; sequence 1 + i: the text without token i (one <UNK> when that leaves
    * nothing), n - 1 tokens padded to the batch's T = n. */
-  int n = ex->n, T = n, total = n + 1;
+  int n = reading->n, T = n, total = n + 1;
   int rows = ATTN_LOO_TOKENS / T; /* sequences per pass */
   if (rows < 2) rows = 2;
   if (rows > total) rows = total;
-  if (attn_loo_reserve(ex, rows, T, C) != SQLITE_OK) {
+  if (attn_loo_reserve(reading, rows, T, C) != SQLITE_OK) {
     *errmsg = sqlite3_mprintf("%s: out of memory", fn);
     return SQLITE_NOMEM;
   }
@@ -233,40 +237,40 @@ int attn_explain_occlusion(attn_explain *ex, attn_model *model, nn_workspace *ws
       return SQLITE_INTERRUPT;
     }
     for (int b = 0; b < B; b++) {
-      int seq = first + b, *row = ex->loo_ids + (size_t)b * T;
+      int seq = first + b, *row = reading->loo_ids + (size_t)b * T;
       if (seq == 0) {
-        memcpy(row, ex->ids, sizeof *row * (size_t)n);
-        ex->loo_lengths[b] = n;
+        memcpy(row, reading->ids, sizeof *row * (size_t)n);
+        reading->loo_lengths[b] = n;
       } else if (n == 1) {
         row[0] = NN_UNK;
-        ex->loo_lengths[b] = 1;
+        reading->loo_lengths[b] = 1;
       } else {
         int skip = seq - 1;
-        memcpy(row, ex->ids, sizeof *row * (size_t)skip);
-        memcpy(row + skip, ex->ids + skip + 1, sizeof *row * (size_t)(n - 1 - skip));
+        memcpy(row, reading->ids, sizeof *row * (size_t)skip);
+        memcpy(row + skip, reading->ids + skip + 1, sizeof *row * (size_t)(n - 1 - skip));
         row[n - 1] = NN_PAD;
-        ex->loo_lengths[b] = n - 1;
+        reading->loo_lengths[b] = n - 1;
       }
     }
-    nn_batch batch = {ex->loo_ids, ex->loo_lengths, NULL, B, T};
-    int st = nn_model_forward(nn, ws, &batch, 0, NULL, ex->loo_logits,
-                              first == 0 ? ex->loo_attn : NULL, err);
+    nn_batch batch = {reading->loo_ids, reading->loo_lengths, NULL, B, T};
+    int st = nn_model_forward(nn, ws, &batch, 0, NULL, reading->loo_logits,
+                              first == 0 ? reading->loo_attn : NULL, err);
     if (st != NN_OK) {
       return attn_nn_error(st, fn, err, errmsg);
     }
-    nn_softmax_rows(ex->loo_logits, ex->loo_logits, B, C);
+    nn_softmax_rows(reading->loo_logits, reading->loo_logits, B, C);
     int b0 = 0;
     if (first == 0) { /* the text itself: its probabilities, prediction and attention */
-      memcpy(ex->probs, ex->loo_logits, sizeof *ex->probs * (size_t)C);
-      memcpy(ex->weights, ex->loo_attn, sizeof *ex->weights * (size_t)n);
-      ex->pred = 0;
+      memcpy(reading->probs, reading->loo_logits, sizeof *reading->probs * (size_t)C);
+      memcpy(reading->weights, reading->loo_attn, sizeof *reading->weights * (size_t)n);
+      reading->pred = 0;
       for (int c = 1; c < C; c++)
-        if (ex->probs[c] > ex->probs[ex->pred]) ex->pred = c;
+        if (reading->probs[c] > reading->probs[reading->pred]) reading->pred = c;
       b0 = 1;
     }
     for (int b = b0; b < B; b++)
-      ex->occlusion[first + b - 1] =
-          ex->probs[ex->pred] - ex->loo_logits[(size_t)b * C + ex->pred];
+      reading->occlusion[first + b - 1] =
+          reading->probs[reading->pred] - reading->loo_logits[(size_t)b * C + reading->pred];
   }
   return SQLITE_OK;
 }
@@ -296,7 +300,7 @@ int attn_text_cursor_begin(attn_text_cursor *cur, attn_conn *conn, const char *f
 
 int attn_text_cursor_close(sqlite3_vtab_cursor *base) {
   attn_text_cursor *cur = (attn_text_cursor *)base;
-  attn_explain_free(&cur->ex);
+  attn_text_reading_free(&cur->reading);
   attn_model_release(cur->model);
   attn_interrupt_end(&cur->interrupt);
   sqlite3_free(cur->order);
@@ -321,15 +325,15 @@ int attn_text_cursor_rowid(sqlite3_vtab_cursor *base, sqlite_int64 *rowid) {
 
 void attn_text_cursor_token(sqlite3_context *ctx, const attn_text_cursor *cur, int what) {
   int i = cur->row;
-  const nn_token *t = &cur->ex.tokens[i];
+  const nn_token *t = &cur->reading.tokens[i];
   switch (what) {
   case ATTN_TOKEN_POSITION: sqlite3_result_int(ctx, i); break;
   case ATTN_TOKEN_TEXT:
-    sqlite3_result_text(ctx, cur->ex.token_text[i] ? cur->ex.token_text[i] : "", -1,
+    sqlite3_result_text(ctx, cur->reading.token_text[i] ? cur->reading.token_text[i] : "", -1,
                         SQLITE_TRANSIENT);
     break;
-  case ATTN_TOKEN_ATTENTION: sqlite3_result_double(ctx, cur->ex.weights[i]); break;
-  case ATTN_TOKEN_OCCLUSION: sqlite3_result_double(ctx, cur->ex.occlusion[i]); break;
+  case ATTN_TOKEN_ATTENTION: sqlite3_result_double(ctx, cur->reading.weights[i]); break;
+  case ATTN_TOKEN_OCCLUSION: sqlite3_result_double(ctx, cur->reading.occlusion[i]); break;
   case ATTN_TOKEN_START:
     if (t->start >= 0) sqlite3_result_int(ctx, t->start);
     break;

@@ -141,8 +141,8 @@ static int attn_probs_weights_filter(sqlite3_vtab_cursor *base, int idx_num, con
   char *msg = NULL;
   int rc = attn_text_cursor_begin(cur, vtab->conn, fn, argc, argv, &msg);
   if (rc != SQLITE_OK || !cur->text) goto done;
-  rc = attn_explain_text(&cur->ex, cur->model, cur->ws, cur->text, cur->len,
-                         vtab->mode == ATTN_WEIGHTS, fn, &msg);
+  rc = attn_text_read(&cur->reading, cur->model, cur->ws, cur->text, cur->len,
+                      vtab->mode == ATTN_WEIGHTS, fn, &msg);
   if (rc != SQLITE_OK) goto done;
   if (vtab->mode == ATTN_PROBS) {
     int C = nn_model_num_classes(cur->model->nn);
@@ -155,7 +155,7 @@ static int attn_probs_weights_filter(sqlite3_vtab_cursor *base, int idx_num, con
     /* insertion sort: most probable first, ties by class id */
     for (int c = 0; c < C; c++) {
       int j = c;
-      while (j > 0 && cur->ex.probs[cur->order[j - 1]] < cur->ex.probs[c]) {
+      while (j > 0 && cur->reading.probs[cur->order[j - 1]] < cur->reading.probs[c]) {
         cur->order[j] = cur->order[j - 1];
         j--;
       }
@@ -163,7 +163,7 @@ static int attn_probs_weights_filter(sqlite3_vtab_cursor *base, int idx_num, con
     }
     cur->nrows = C;
   } else {
-    cur->nrows = cur->ex.n;
+    cur->nrows = cur->reading.n;
   }
 done:
   if (rc != SQLITE_OK) {
@@ -179,8 +179,7 @@ static int attn_probs_weights_column(sqlite3_vtab_cursor *base, sqlite3_context 
     int c = cur->order[cur->row];
     if (col == ATTN_PROBS_COL_LABEL)
       sqlite3_result_text(ctx, nn_model_label(cur->model->nn, c), -1, SQLITE_TRANSIENT);
-    else if (col == ATTN_PROBS_COL_PROBABILITY)
-      sqlite3_result_double(ctx, cur->ex.probs[c]);
+    else if (col == ATTN_PROBS_COL_PROBABILITY) sqlite3_result_double(ctx, cur->reading.probs[c]);
     return SQLITE_OK;
   }
   if (col >= 0 && col < ATTN_WEIGHTS_COL_ARG_NAME)

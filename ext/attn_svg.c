@@ -1,8 +1,9 @@
-/* attn_svg.c -- the small SVG writer behind attn_heatmap, attn_curves and attn_matrix_svg:
- * text escaping (UTF-8 validated, XML-forbidden characters replaced, & < > " ' escaped, long
- * labels cut with an ellipsis), the colour scale, the legend and the document frame.
+/* attn_svg.c -- the small SVG writer behind attn_heatmap_svg, attn_training_svg, attn_matrix_svg
+ * and attn_curve_svg: text escaping (UTF-8 validated, XML-forbidden characters replaced, & < > "
+ * ' escaped, long labels cut with an ellipsis), the colour scale, the legend and the document
+ * frame.
  *
- *   SELECT writefile('heatmap.svg', attn_heatmap('news', 'Hawks win the cup final'));
+ *   SELECT writefile('heatmap.svg', attn_heatmap_svg('news', 'Hawks win the cup final'));
  *
  * Numbers are written with sqlite3_str_appendf, which does not depend on the C locale.
  */

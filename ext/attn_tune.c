@@ -772,6 +772,37 @@ static int attn_tune_run(attn_tune_cursor *cur, attn_training *t, int i, int cou
   return rc;
 }
 
+/* The grid's keys: none may be an option of the whole search. SQLITE_OK or SQLITE_ERROR with
+ * *msg. */
+static int attn_tune_grid_keys_check(const char *fn, const attn_tune_key *keys, int nkeys,
+                                     char **msg) {
+  for (int k = 0; k < nkeys; k++)
+    if (attn_tune_search_key(keys[k].key)) {
+      *msg = sqlite3_mprintf("%s: grid key \"%s\" is an option of the whole search, the same "
+                             "for every trial: give it in the options, not the grid",
+                             fn, keys[k].key);
+      return SQLITE_ERROR;
+    }
+  return SQLITE_OK;
+}
+
+/* One trial's options read as a training of t would read them, and with a validation figure
+ * to choose a trial by. SQLITE_OK or an error with *msg. */
+static int attn_tune_trial_check(const attn_training *t, const char *fn, const char *options,
+                                 char **msg) {
+  attn_training check;
+  attn_tune_share(&check, t);
+  int rc = attn_training_options(&check, options, msg);
+  if (rc == SQLITE_OK && check.cfg.validation == NN_VALIDATION_NONE) {
+    *msg = sqlite3_mprintf("%s: option \"validation\": \"none\" leaves no validation figure to "
+                           "choose a trial by",
+                           fn);
+    rc = SQLITE_ERROR;
+  }
+  attn_tune_release(&check);
+  return rc;
+}
+
 /* In a node: the checks of the search that need no rows (its options, the grid, every trial's
  * options), then the job. */
 static int attn_tune_submit(attn_tune_cursor *cur, attn_conn *conn, sqlite3_value *name_arg,
@@ -785,7 +816,7 @@ static int attn_tune_submit(attn_tune_cursor *cur, attn_conn *conn, sqlite3_valu
   attn_tune_key *keys = NULL;
   int64_t *indices = NULL, combinations = 0;
   attn_tune_settings st;
-  attn_training t, check;
+  attn_training t;
   attn_tune_trial trial;
   int nkeys = 0, ntrials = 0;
   memset(&t, 0, sizeof t);
@@ -793,28 +824,13 @@ static int attn_tune_submit(attn_tune_cursor *cur, attn_conn *conn, sqlite3_valu
   t.fn = fn;
   int rc = attn_tune_settings_read(fn, options, &st, &train_options, msg);
   if (rc == SQLITE_OK) rc = attn_tune_grid(fn, grid, st.random, &keys, &nkeys, &combinations, msg);
-  for (int k = 0; rc == SQLITE_OK && k < nkeys; k++)
-    if (attn_tune_search_key(keys[k].key)) {
-      *msg = sqlite3_mprintf("%s: grid key \"%s\" is an option of the whole search, the same "
-                             "for every trial: give it in the options, not the grid", fn,
-                             keys[k].key);
-      rc = SQLITE_ERROR;
-    }
+  if (rc == SQLITE_OK) rc = attn_tune_grid_keys_check(fn, keys, nkeys, msg);
   if (rc == SQLITE_OK) rc = attn_training_options(&t, train_options, msg);
   if (rc == SQLITE_OK) rc = attn_tune_indices(combinations, &st, t.cfg.seed, &indices, &ntrials);
   for (int i = 0; rc == SQLITE_OK && i < ntrials; i++) {
     memset(&trial, 0, sizeof trial);
     rc = attn_tune_trial_options(db, fn, keys, nkeys, indices[i], train_options, &trial, msg);
-    if (rc == SQLITE_OK) {
-      attn_tune_share(&check, &t);
-      rc = attn_training_options(&check, trial.options, msg);
-      if (rc == SQLITE_OK && check.cfg.validation == NN_VALIDATION_NONE) {
-        *msg = sqlite3_mprintf("%s: option \"validation\": \"none\" leaves no validation figure "
-                               "to choose a trial by", fn);
-        rc = SQLITE_ERROR;
-      }
-      attn_tune_release(&check);
-    }
+    if (rc == SQLITE_OK) rc = attn_tune_trial_check(&t, fn, trial.options, msg);
     sqlite3_free(trial.config);
     sqlite3_free(trial.options);
   }
@@ -828,18 +844,126 @@ static int attn_tune_submit(attn_tune_cursor *cur, attn_conn *conn, sqlite3_valu
   return rc;
 }
 
+/* cur's ntrials trials, each with its options (the grid's combination indices[i] over
+ * train_options), every one checked before the first trains. SQLITE_OK or an error with *msg. */
+static int attn_tune_trials_prepare(attn_tune_cursor *cur, const attn_training *t, sqlite3 *db,
+                                    const attn_tune_key *keys, int nkeys, const int64_t *indices,
+                                    int ntrials, const char *train_options, char **msg) {
+  const char *fn = "attn_tune";
+  cur->trials = sqlite3_malloc64(sizeof *cur->trials * (sqlite3_uint64)ntrials);
+  if (!cur->trials) return SQLITE_NOMEM;
+  memset(cur->trials, 0, sizeof *cur->trials * (size_t)ntrials);
+  cur->ntrials = ntrials;
+  for (int i = 0; i < ntrials; i++) {
+    int rc = attn_tune_trial_options(db, fn, keys, nkeys, indices[i], train_options,
+                                     &cur->trials[i], msg);
+    if (rc == SQLITE_OK) rc = attn_tune_trial_check(t, fn, cur->trials[i].options, msg);
+    if (rc != SQLITE_OK) return rc;
+  }
+  return SQLITE_OK;
+}
+
+/* Train cur's trials: two at a time where cores allow and st says so; no trial starts once
+ * st->seconds have passed (the trials left have no rows). cur->chosen: the best by monitor.
+ * SQLITE_OK or an error with *msg. */
+static int attn_tune_train_all(attn_tune_cursor *cur, attn_training *t,
+                               const attn_tune_settings *st, nn_monitor monitor, char **msg) {
+  int ntrials = cur->ntrials;
+  double begun = nn_os_seconds();
+  int ran = 0, pairs = st->parallel && nn_cpu_count() >= 2;
+  while (ran < ntrials) {
+    if (ran > 0 && st->seconds > 0 && nn_os_seconds() - begun >= st->seconds) break;
+    int count = pairs && ran + 1 < ntrials ? 2 : 1;
+    int rc = attn_tune_run(cur, t, ran, count, ntrials, msg);
+    if (rc != SQLITE_OK) return rc;
+    for (int k = ran; k < ran + count; k++)
+      if (cur->chosen < 0 || attn_tune_better(monitor, &cur->trials[k], &cur->trials[cur->chosen]))
+        cur->chosen = k;
+    ran += count;
+  }
+  for (int i = ran; i < ntrials; i++) { /* the trials the time did not allow: no rows */
+    sqlite3_free(cur->trials[i].config);
+    sqlite3_free(cur->trials[i].options);
+  }
+  cur->ntrials = ran;
+  return SQLITE_OK;
+}
+
+/* Save: every trial of cur in trial order and, where deploy, the deployment of the chosen one in
+ * one transaction (all or nothing); the trials not chosen are never deployed. Each trial's
+ * version and deployment into cur, its model freed; with keep_trials 0 only the chosen trial is
+ * stored (the others keep version 0). SQLITE_OK or an error with *msg. */
+static int attn_tune_save(attn_tune_cursor *cur, attn_training *t, int deploy, int keep_trials,
+                          char **msg) {
+  const char *fn = "attn_tune";
+  int ntrials = cur->ntrials, rc = SQLITE_NOMEM;
+  attn_store_item *items = sqlite3_malloc64(sizeof *items * (sqlite3_uint64)ntrials);
+  attn_lineage_info *lineage = sqlite3_malloc64(sizeof *lineage * (sqlite3_uint64)ntrials);
+  char **metrics = sqlite3_malloc64(sizeof *metrics * (sqlite3_uint64)ntrials);
+  char *saved_reason = NULL;
+  if (!items || !lineage || !metrics) goto done;
+  memset(metrics, 0, sizeof *metrics * (size_t)ntrials);
+  saved_reason = t->deploy_reason;
+  t->deploy_reason = NULL;
+  for (int i = 0; i < ntrials; i++) {
+    attn_tune_trial *trial = &cur->trials[i];
+    int chosen = i == cur->chosen;
+    t->deploy_reason = chosen
+                           ? saved_reason
+                           : sqlite3_mprintf("trial %d of this tune was chosen", cur->chosen + 1);
+    /* each trial's own held-out rows (a grid may vary val_fraction or validation) */
+    t->val_id[0] = 0;
+    if (trial->nval > 0 &&
+        attn_train_rows_sha256_of(&t->rows, trial->val_rows, trial->nval, t->val_id) != SQLITE_OK) {
+      if (!chosen) sqlite3_free(t->deploy_reason);
+      t->deploy_reason = NULL;
+      goto done;
+    }
+    metrics[i] = attn_training_metrics(t, trial->metrics, chosen && deploy);
+    if (!chosen) sqlite3_free(t->deploy_reason);
+    t->deploy_reason = NULL;
+    if (!metrics[i]) goto done;
+    char ended[32];
+    attn_training_lineage(t, &lineage[i], trial->options, ended);
+    lineage[i].from_name = trial->from_name;
+    lineage[i].from_version = trial->from_name ? trial->from_version : -1;
+    lineage[i].backend = trial->backend[0] ? trial->backend : NULL;
+    lineage[i].started_at = trial->started_at;
+    lineage[i].ended_at = trial->ended_at;
+    attn_store_item item = {trial->model,     metrics[i],  trial->log, trial->nlog,
+                            chosen && deploy, &lineage[i], 0,          0};
+    items[i] = item;
+  }
+  /* "keep_trials": false -- the chosen trial alone is stored; the others' rows say version
+   * NULL */
+  if (keep_trials) rc = attn_store_save_items(t->conn, fn, t->name, items, ntrials, msg);
+  else rc = attn_store_save_items(t->conn, fn, t->name, &items[cur->chosen], 1, msg);
+  if (rc != SQLITE_OK) goto done;
+  for (int i = 0; i < ntrials; i++) {
+    int stored = keep_trials || i == cur->chosen;
+    cur->trials[i].version = stored ? items[i].version : 0;
+    cur->trials[i].deployed = stored && items[i].deploy;
+    nn_model_free(cur->trials[i].model);
+    cur->trials[i].model = NULL;
+  }
+done:
+  sqlite3_free(items);
+  sqlite3_free(lineage);
+  for (int i = 0; metrics && i < ntrials; i++) sqlite3_free(metrics[i]);
+  sqlite3_free(metrics);
+  sqlite3_free(saved_reason);
+  return rc;
+}
+
 static int attn_tune_filter(sqlite3_vtab_cursor *base, int idx_num, const char *idx_str,
                             int argc, sqlite3_value **argv) {
   attn_tune_cursor *cur = (attn_tune_cursor *)base;
   attn_vtab *vtab = (attn_vtab *)base->pVtab;
   sqlite3 *db = attn_conn_db(vtab->conn);
   const char *fn = "attn_tune";
-  char *msg = NULL, *train_options = NULL, *saved_reason = NULL;
+  char *msg = NULL, *train_options = NULL;
   attn_training t;
   attn_tune_key *keys = NULL;
-  attn_store_item *items = NULL;
-  attn_lineage_info *lineage = NULL;
-  char **metrics = NULL;
   int64_t *indices = NULL, combinations = 0;
   attn_tune_settings st;
   int nkeys = 0, ntrials = 0, rc;
@@ -880,13 +1004,8 @@ static int attn_tune_filter(sqlite3_vtab_cursor *base, int idx_num, const char *
                           : NULL,
                       st.random, &keys, &nkeys, &combinations, &msg);
   if (rc != SQLITE_OK) goto done;
-  for (int k = 0; k < nkeys; k++)
-    if (attn_tune_search_key(keys[k].key)) {
-      msg = sqlite3_mprintf("%s: grid key \"%s\" is an option of the whole search, the same for "
-                            "every trial: give it in the options, not the grid", fn, keys[k].key);
-      rc = SQLITE_ERROR;
-      goto done;
-    }
+  rc = attn_tune_grid_keys_check(fn, keys, nkeys, &msg);
+  if (rc != SQLITE_OK) goto done;
   /* the monitor that picks the best trial, "deploy" and "validation_query": the options' */
   rc = attn_training_options(&t, train_options, &msg);
   if (rc != SQLITE_OK) goto done;
@@ -900,49 +1019,12 @@ static int attn_tune_filter(sqlite3_vtab_cursor *base, int idx_num, const char *
   }
   rc = attn_tune_indices(combinations, &st, t.cfg.seed, &indices, &ntrials);
   if (rc != SQLITE_OK) goto done;
-  cur->trials = sqlite3_malloc64(sizeof *cur->trials * (sqlite3_uint64)ntrials);
-  if (!cur->trials) {
-    rc = SQLITE_NOMEM;
-    goto done;
-  }
-  memset(cur->trials, 0, sizeof *cur->trials * (size_t)ntrials);
-  cur->ntrials = ntrials;
-  /* every trial's options checked before the first trains */
-  attn_training check;
-  for (int i = 0; i < ntrials; i++) {
-    rc = attn_tune_trial_options(db, fn, keys, nkeys, indices[i], train_options,
-                                 &cur->trials[i], &msg);
-    if (rc != SQLITE_OK) goto done;
-    attn_tune_share(&check, &t);
-    rc = attn_training_options(&check, cur->trials[i].options, &msg);
-    if (rc == SQLITE_OK && check.cfg.validation == NN_VALIDATION_NONE) {
-      msg = sqlite3_mprintf("%s: option \"validation\": \"none\" leaves no validation figure to "
-                            "choose a trial by", fn);
-      rc = SQLITE_ERROR;
-    }
-    attn_tune_release(&check);
-    if (rc != SQLITE_OK) goto done;
-  }
+  rc = attn_tune_trials_prepare(cur, &t, db, keys, nkeys, indices, ntrials, train_options, &msg);
+  if (rc != SQLITE_OK) goto done;
   rc = attn_store_check_save(vtab->conn, fn, t.name, ntrials, &msg);
   if (rc != SQLITE_OK) goto done;
-  /* train: two at a time where cores allow; no trial starts once "seconds" have passed */
-  double begun = nn_os_seconds();
-  int ran = 0, pairs = st.parallel && nn_cpu_count() >= 2;
-  while (ran < ntrials) {
-    if (ran > 0 && st.seconds > 0 && nn_os_seconds() - begun >= st.seconds) break;
-    int count = pairs && ran + 1 < ntrials ? 2 : 1;
-    rc = attn_tune_run(cur, &t, ran, count, ntrials, &msg);
-    if (rc != SQLITE_OK) goto done;
-    for (int k = ran; k < ran + count; k++)
-      if (cur->chosen < 0 || attn_tune_better(monitor, &cur->trials[k], &cur->trials[cur->chosen]))
-        cur->chosen = k;
-    ran += count;
-  }
-  for (int i = ran; i < ntrials; i++) { /* the trials the time did not allow: no rows */
-    sqlite3_free(cur->trials[i].config);
-    sqlite3_free(cur->trials[i].options);
-  }
-  cur->ntrials = ntrials = ran;
+  rc = attn_tune_train_all(cur, &t, &st, monitor, &msg);
+  if (rc != SQLITE_OK) goto done;
   if (attn_interrupted(&t.interrupt, 1)) { /* the last chance before writing */
     msg = sqlite3_mprintf("%s: interrupted", fn);
     rc = SQLITE_INTERRUPT;
@@ -953,62 +1035,8 @@ static int attn_tune_filter(sqlite3_vtab_cursor *base, int idx_num, const char *
   int deploy = 1;
   rc = attn_training_decide(&t, best->model, best->val_rows, best->nval, &deploy, &msg);
   if (rc != SQLITE_OK) goto done;
-  /* Save: every trial in trial order and the deployment of the chosen one in one transaction
-   * (all or nothing); the trials not chosen are never deployed. */
-  items = sqlite3_malloc64(sizeof *items * (sqlite3_uint64)ntrials);
-  lineage = sqlite3_malloc64(sizeof *lineage * (sqlite3_uint64)ntrials);
-  metrics = sqlite3_malloc64(sizeof *metrics * (sqlite3_uint64)ntrials);
-  if (!items || !lineage || !metrics) {
-    rc = SQLITE_NOMEM;
-    goto done;
-  }
-  memset(metrics, 0, sizeof *metrics * (size_t)ntrials);
-  saved_reason = t.deploy_reason;
-  t.deploy_reason = NULL;
-  for (int i = 0; i < ntrials; i++) {
-    attn_tune_trial *trial = &cur->trials[i];
-    int chosen = i == cur->chosen;
-    t.deploy_reason = chosen ? saved_reason
-                             : sqlite3_mprintf("trial %d of this tune was chosen", cur->chosen + 1);
-    /* each trial's own held-out rows (a grid may vary val_fraction or validation) */
-    t.val_id[0] = 0;
-    if (trial->nval > 0 &&
-        attn_train_rows_sha256_of(&t.rows, trial->val_rows, trial->nval, t.val_id) != SQLITE_OK) {
-      if (!chosen) sqlite3_free(t.deploy_reason);
-      t.deploy_reason = NULL;
-      rc = SQLITE_NOMEM;
-      goto done;
-    }
-    metrics[i] = attn_training_metrics(&t, trial->metrics, chosen && deploy);
-    if (!chosen) sqlite3_free(t.deploy_reason);
-    t.deploy_reason = NULL;
-    if (!metrics[i]) {
-      rc = SQLITE_NOMEM;
-      goto done;
-    }
-    char ended[32];
-    attn_training_lineage(&t, &lineage[i], trial->options, ended);
-    lineage[i].from_name = trial->from_name;
-    lineage[i].from_version = trial->from_name ? trial->from_version : -1;
-    lineage[i].backend = trial->backend[0] ? trial->backend : NULL;
-    lineage[i].started_at = trial->started_at;
-    lineage[i].ended_at = trial->ended_at;
-    attn_store_item item = {trial->model, metrics[i], trial->log, trial->nlog, chosen && deploy,
-                            &lineage[i], 0, 0};
-    items[i] = item;
-  }
-  /* "keep_trials": false -- the chosen trial alone is stored; the others' rows say version
-   * NULL */
-  if (st.keep_trials) rc = attn_store_save_items(vtab->conn, fn, t.name, items, ntrials, &msg);
-  else rc = attn_store_save_items(vtab->conn, fn, t.name, &items[cur->chosen], 1, &msg);
+  rc = attn_tune_save(cur, &t, deploy, st.keep_trials, &msg);
   if (rc != SQLITE_OK) goto done;
-  for (int i = 0; i < ntrials; i++) {
-    int stored = st.keep_trials || i == cur->chosen;
-    cur->trials[i].version = stored ? items[i].version : 0;
-    cur->trials[i].deployed = stored && items[i].deploy;
-    nn_model_free(cur->trials[i].model);
-    cur->trials[i].model = NULL;
-  }
   /* an interrupt during the commit: SQLite would end the statement with a bare "interrupted"
    * at its next check; say it with the function's name and what was saved */
   if (attn_interrupted(&t.interrupt, 1)) {
@@ -1019,13 +1047,8 @@ static int attn_tune_filter(sqlite3_vtab_cursor *base, int idx_num, const char *
   rc = SQLITE_OK;
 done:
   attn_tune_keys_free(keys, nkeys);
-  sqlite3_free(items);
-  sqlite3_free(lineage);
-  for (int i = 0; metrics && i < ntrials; i++) sqlite3_free(metrics[i]);
-  sqlite3_free(metrics);
   sqlite3_free(indices);
   sqlite3_free(train_options);
-  sqlite3_free(saved_reason);
   attn_training_free(&t);
   if (rc != SQLITE_OK) {
     attn_tune_reset(cur);

@@ -60,12 +60,14 @@ static const attn_registration attn_functions[] = {
     {"attn_fit", 3, SQLITE_DIRECTONLY | SQLITE_RESULT_SUBTYPE, attn_fit_func, NULL}, /* JSON */
     {"attn_evaluate", -1, 0, NULL, &attn_eval_module},                       /* attn_evaluate.c */
     {"attn_confusion", -1, 0, NULL, &attn_eval_module},                      /* attn_evaluate.c */
-    {"attn_heatmap", 2, SQLITE_INNOCUOUS, attn_heatmap_func, NULL},          /* attn_heatmap.c */
-    {"attn_heatmap_query", 2, SQLITE_DIRECTONLY, attn_heatmap_query_func, NULL},
-    {"attn_heatmap", 3, SQLITE_INNOCUOUS, attn_heatmap_func, NULL},          /* attn_heatmap.c */
-    {"attn_heatmap_query", 3, SQLITE_DIRECTONLY, attn_heatmap_query_func, NULL},
-    {"attn_curves", 1, SQLITE_INNOCUOUS, attn_curves_func, NULL},            /* attn_curves.c */
-    {"attn_curves", 2, SQLITE_INNOCUOUS, attn_curves_func, NULL},            /* attn_curves.c */
+    /* attn_heatmap_svg.c */
+    {"attn_heatmap_svg", 2, SQLITE_INNOCUOUS, attn_heatmap_svg_func, NULL},
+    {"attn_heatmap_query_svg", 2, SQLITE_DIRECTONLY, attn_heatmap_query_svg_func, NULL},
+    {"attn_heatmap_svg", 3, SQLITE_INNOCUOUS, attn_heatmap_svg_func, NULL},
+    {"attn_heatmap_query_svg", 3, SQLITE_DIRECTONLY, attn_heatmap_query_svg_func, NULL},
+    /* attn_training_svg.c */
+    {"attn_training_svg", 1, SQLITE_INNOCUOUS, attn_training_svg_func, NULL},
+    {"attn_training_svg", 2, SQLITE_INNOCUOUS, attn_training_svg_func, NULL},
     {"attn_matrix", -1, 0, NULL, &attn_matrix_module},                       /* attn_matrix.c */
     {"attn_matrix_svg", 3, SQLITE_DIRECTONLY, attn_matrix_svg_func, NULL},   /* attn_matrix.c */
     {"attn_matrix_svg", 4, SQLITE_DIRECTONLY, attn_matrix_svg_func, NULL},   /* attn_matrix.c */

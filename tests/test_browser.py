@@ -6,12 +6,12 @@ $BUILD/wasm/web/index.html?demo=1 from file:// (as a person opens it: no server)
 chromium through its DevTools protocol over a pipe (--remote-debugging-pipe: no port, no
 WebSocket library), waiting until the page says it is done: it has loaded the bundled headlines,
 trained a small model with attn_fit in a Web Worker, predicted a headline and drawn its
-attn_heatmap. Then it checks
+attn_heatmap_svg. Then it checks
   (a) the DOM: the training figures (validation rows, accuracy and F1 as numbers, one log row
       per epoch), the prediction (Sports, with its probabilities summing to 1), that SQL ran in
       a Web Worker, and no error;
   (b) a screenshot (saved as $BUILD/browser_demo.png): inside the heatmap image's box, the
-      pixels of the token boxes have the fill colours of the SVG that attn_heatmap returned;
+      pixels of the token boxes have the fill colours of the SVG that attn_heatmap_svg returned;
   (c) the file input: a CSV with quoted fields, given to it as a person picks a file, lands in
       the page's rows table as written;
   (d) the SQL entry point (ext/wasm/web_api.c) through the page's worker: column types,
@@ -324,7 +324,7 @@ def main():
     # the token boxes' fills: rect elements with a solid fill and the token boxes' stroke
     fills = re.findall(r'<rect[^>]*fill="#([0-9a-f]{6})" stroke="#(?:bbbbbb|555555)"', svg)
     if not fills:
-        fail(f"no token box in the SVG of attn_heatmap: {svg[:400]}")
+        fail(f"no token box in the SVG of attn_heatmap_svg: {svg[:400]}")
 
     def near(want):  # pixels within 3 of each channel: anti-aliasing and colour management
         return sum(n for got, n in counts.items() if all(abs(got[k] - want[k]) <= 3 for k in range(3)))

@@ -1,4 +1,4 @@
-"""test_explain.py -- attn_explain (ext/attn_explain.c, attn_infer.c's attn_explain_occlusion):
+"""test_explain.py -- attn_explain (ext/attn_explain.c, attn_infer.c's attn_text_occlusion):
 leave-one-out occlusion checked independently, through Debian's Python sqlite3 module.
 
 Checks, each printing what it compared:

@@ -147,7 +147,7 @@ calls = [
     ("attn_confusion", "SELECT * FROM attn_confusion('m', 'SELECT text, label FROM docs WHERE id > ?1')"),
     ("attn_train", "SELECT * FROM attn_train('p', 'SELECT text, label FROM docs WHERE id > @n')"),
     ("attn_fit", "SELECT attn_fit('p', 'SELECT text, label FROM docs WHERE id > $n')"),
-    ("attn_heatmap_query", "SELECT attn_heatmap_query('m', 'SELECT text FROM docs WHERE id = ?')"),
+    ("attn_heatmap_query_svg", "SELECT attn_heatmap_query_svg('m', 'SELECT text FROM docs WHERE id = ?')"),
 ]
 for fn, sql in calls:
     err = error_of(lambda: db.execute(sql).fetchall())

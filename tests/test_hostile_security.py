@@ -9,7 +9,7 @@
   - the writing functions are direct-only: a view or a trigger that calls attn_train,
     attn_deploy or attn_import fails with "unsafe use of ...", with trusted_schema on or off;
     so do the reading ones that are direct-only (attn_tune, attn_metrics, attn_curve_svg,
-    attn_heatmap_query, attn_matrix_svg), each named in the message;
+    attn_heatmap_query_svg, attn_matrix_svg), each named in the message;
     the reading ones (attn_predict, attn_probs, ...) work in views.
 Run from the repository root: /usr/bin/python3 tests/test_hostile_security.py
 """
@@ -99,12 +99,12 @@ for fn, sql in functions:
         err = R.error_of(db, sql, (query,))
         check(err is not None and inner in err and "inside the query of" in err,
               f"{fn} with a query calling {inner}: '{err}'")
-err = R.error_of(db, "SELECT attn_heatmap_query('m', 'SELECT text FROM docs WHERE "
+err = R.error_of(db, "SELECT attn_heatmap_query_svg('m', 'SELECT text FROM docs WHERE "
                      "attn_deploy(''m'', 1) > 0')")
-check(err is not None and "attn_deploy" in err and "inside the query of attn_heatmap_query" in err,
-      f"attn_heatmap_query with a query calling attn_deploy: '{err}'")
+check(err is not None and "attn_deploy" in err and "inside the query of attn_heatmap_query_svg" in err,
+      f"attn_heatmap_query_svg with a query calling attn_deploy: '{err}'")
 check(R.snapshot(db) == before, "database unchanged: version 2 still deployed, no new model")
-err = R.error_of(db, "SELECT attn_deploy('m', 2), attn_heatmap_query('m', 'SELECT text FROM docs')")
+err = R.error_of(db, "SELECT attn_deploy('m', 2), attn_heatmap_query_svg('m', 'SELECT text FROM docs')")
 check(err is None, f"after the refused calls the writing functions work again: {err or 'yes'}")
 before = R.snapshot(db)  # attn_deploy renumbered deployed_seq
 
@@ -126,8 +126,8 @@ for trusted in (1, 0):
          'unsafe use of virtual table "attn_metrics"'),
         ("attn_curve_svg", "SELECT attn_curve_svg('m', 'SELECT text, label FROM docs')",
          "unsafe use of attn_curve_svg()"),
-        ("attn_heatmap_query", "SELECT attn_heatmap_query('m', 'SELECT text FROM docs')",
-         "unsafe use of attn_heatmap_query()"),
+        ("attn_heatmap_query_svg", "SELECT attn_heatmap_query_svg('m', 'SELECT text FROM docs')",
+         "unsafe use of attn_heatmap_query_svg()"),
         ("attn_matrix_svg", "SELECT attn_matrix_svg('goal match', 'goal', 'docs')",
          "unsafe use of attn_matrix_svg()"),
     ]

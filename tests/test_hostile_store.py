@@ -3,13 +3,13 @@
   - a model store that is not an ordinary table of the expected shape is refused with an error
     naming the function and the problem, never a crash: attn_models or attn_training_log as a
     view that calls attnext back (unbounded recursion, SIGSEGV before the fix) through
-    attn_predict (one and two arguments), attn_probs, attn_weights, attn_heatmap, attn_curves,
+    attn_predict (one and two arguments), attn_probs, attn_weights, attn_heatmap_svg, attn_training_svg,
     with trusted_schema on and off and SQLITE_DBCONFIG_DEFENSIVE on and off; attn_models as a
     virtual table, with a generated column, WITHOUT ROWID, with a column named rowid, without
     its PRIMARY KEY (attn_import then wrote a second deployed row of the same version);
   - triggers of the store that call attnext while it writes run, bounded, and do not crash;
   - a collation of the application's that calls attnext while the store is read: refused;
-  - attn_curves draws valid SVG (no nan or inf coordinates) for logs of huge, infinite,
+  - attn_training_svg draws valid SVG (no nan or inf coordinates) for logs of huge, infinite,
     NULL, text and single-epoch values.
 Each hostile case runs in its own sqlite3 shell ($SQLITE3), so a crash is reported as one
 failure. Run from the repository root: /usr/bin/python3 tests/test_hostile_store.py
@@ -88,8 +88,8 @@ callers = {
                    "SELECT count(*) AS p FROM attn_probs('m', 'hi')"),
     "attn_weights": ("(SELECT count(*) FROM attn_weights('m', 'x'))",
                      "SELECT count(*) AS p FROM attn_weights('m', 'hi')"),
-    "attn_heatmap": ("attn_heatmap('m', 'x')", "SELECT attn_heatmap('m', 'hi') AS p"),
-    "attn_curves": ("attn_curves('m')", "SELECT attn_curves('m') AS p"),
+    "attn_heatmap_svg": ("attn_heatmap_svg('m', 'x')", "SELECT attn_heatmap_svg('m', 'hi') AS p"),
+    "attn_training_svg": ("attn_training_svg('m')", "SELECT attn_training_svg('m') AS p"),
 }
 for fn, (inner, outer) in callers.items():
     path = hostile_db("view_" + fn.split()[0] + str(len(fn)), f"""
@@ -104,17 +104,17 @@ for fn, (inner, outer) in callers.items():
         check(not crashed(status) and "attn_models is a view" in out,
               f"{what}: refused with an error, no crash (exit {status}: {out[-160:]!r})")
 
-# attn_curves reads attn_training_log too
+# attn_training_svg reads attn_training_log too
 path = hostile_db("view_log", f"""
     ALTER TABLE attn_training_log RENAME TO real_log;
     CREATE VIEW attn_training_log(name, version, epoch, train_loss, val_loss, val_accuracy,
                                   val_f1, lr, seconds)
-      AS SELECT 'm', 1, 1, 1.0, 1.0, 0.5, 0.5, 0.1, length(attn_curves('m'));
-    CREATE VIEW harmless AS SELECT attn_curves('m') AS p;""")
+      AS SELECT 'm', 1, 1, 1.0, 1.0, 0.5, 0.5, 0.1, length(attn_training_svg('m'));
+    CREATE VIEW harmless AS SELECT attn_training_svg('m') AS p;""")
 for trusted, defensive in ((False, True), (True, False)):
     status, out = shell(path, "SELECT p FROM harmless;", trusted, defensive)
     check(not crashed(status) and "attn_training_log is a view" in out,
-          f"attn_curves through a view attn_training_log that calls attn_curves: refused "
+          f"attn_training_svg through a view attn_training_log that calls attn_training_svg: refused "
           f"(exit {status}: {out[-160:]!r})")
 status, out = shell(path, "SELECT attn_predict('m', 'goal match') IS NOT NULL;")
 check(status != 0 and "attn_training_log is a view" in out,
@@ -260,7 +260,7 @@ check(outer in ("sports", "tech", "money") and nested and all(
       f"a collation that calls attnext while the store is read: the nested lookup refused, the "
       f"outer one answers ({outer!r}, {nested[:1]!r})")
 
-# ---------------------------------------------------------------- attn_curves on hostile logs
+# ---------------------------------------------------------------- attn_training_svg on hostile logs
 db = R.connect(os.path.join(tmp, "curves.db"))
 db.execute("SELECT attn_import('c', ?)", (blob,))
 logs = {
@@ -278,7 +278,7 @@ for what, rows in logs.items():
     db.executemany("INSERT INTO attn_training_log(name, version, epoch, train_loss, val_loss, "
                    "val_accuracy, val_f1, lr, seconds) VALUES('c', 1, ?, ?, ?, ?, ?, ?, 1)", rows)
     try:
-        svg = db.execute("SELECT attn_curves('c')").fetchone()[0]
+        svg = db.execute("SELECT attn_training_svg('c')").fetchone()[0]
         err = None
     except Exception as e:  # noqa: BLE001
         svg, err = "", str(e)
@@ -289,7 +289,7 @@ for what, rows in logs.items():
     except Exception:  # noqa: BLE001
         valid = False
     check(err is None and valid and "nan" not in low and "inf" not in low,
-          f"attn_curves on a log of {what}: valid SVG without nan/inf ({len(svg)} bytes, "
+          f"attn_training_svg on a log of {what}: valid SVG without nan/inf ({len(svg)} bytes, "
           f"error {err!r})")
 db.close()
 

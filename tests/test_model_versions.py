@@ -10,7 +10,7 @@ Checks, each printing what it compared:
              deployed one and what a second connection reads stay as they were; a trailing '@'
              escapes a name that itself contains '@'; bad references and unknown names are
              clear errors, an unknown name with the closest stored name
-  kept       attn_curves circles the epoch the training kept (the summary's best_epoch, the
+  kept       attn_training_svg circles the epoch the training kept (the summary's best_epoch, the
              last attn_train row marked best) on the figure its monitor names, whatever the
              monitor, also where the lowest validation loss is another epoch
   said       the summary counts the texts cut at max_len tokens (recounted from attn_weights
@@ -80,9 +80,9 @@ READERS = [
     ("attn_confusion", f"SELECT * FROM attn_confusion(?, '{Q}')"),
     ("attn_curve", f"SELECT * FROM attn_curve(?, '{Q}')"),
     ("attn_curve_svg", f"SELECT attn_curve_svg(?, '{Q}')"),
-    ("attn_heatmap", f"SELECT attn_heatmap(?, '{TEXT}')"),
-    ("attn_heatmap_query", "SELECT attn_heatmap_query(?, 'SELECT text FROM docs LIMIT 3')"),
-    ("attn_curves", "SELECT attn_curves(?)"),
+    ("attn_heatmap_svg", f"SELECT attn_heatmap_svg(?, '{TEXT}')"),
+    ("attn_heatmap_query_svg", "SELECT attn_heatmap_query_svg(?, 'SELECT text FROM docs LIMIT 3')"),
+    ("attn_training_svg", "SELECT attn_training_svg(?)"),
 ]
 
 
@@ -154,16 +154,16 @@ def test_refs():
           f"an empty name: {e}")
     e = error_of(db, "SELECT attn_predict('m@99999999999999999999', 'x')")
     check(e is not None and "is no model reference" in e, f"a version past int64: {e}")
-    e = error_of(db, "SELECT attn_curves('m@1', 2)")
-    check(e == "attn_curves: the version is given twice ('m@1' and a second argument)",
-          f"attn_curves with two versions: {e}")
+    e = error_of(db, "SELECT attn_training_svg('m@1', 2)")
+    check(e == "attn_training_svg: the version is given twice ('m@1' and a second argument)",
+          f"attn_training_svg with two versions: {e}")
     fit(db, name="news", options=opts(seed=3))
     for ref in ("newz", "nesw", "new", "newz@1"):
         e = error_of(db, "SELECT attn_predict(?, 'x')", (ref,))
         check(e == f"attn_predict: no model named '{ref.split('@')[0]}' (did you mean 'news'?)",
               f"an unknown name suggests the closest stored one: {e}")
-    e = error_of(db, "SELECT attn_curves('newz')")
-    check(e == "attn_curves: no model named 'newz' (did you mean 'news'?)", f"attn_curves too: {e}")
+    e = error_of(db, "SELECT attn_training_svg('newz')")
+    check(e == "attn_training_svg: no model named 'newz' (did you mean 'news'?)", f"attn_training_svg too: {e}")
     e = error_of(db, "SELECT attn_predict('zzzzzz', 'x')")
     check(e == "attn_predict: no model named 'zzzzzz'", f"nothing close, no suggestion: {e}")
 
@@ -208,9 +208,9 @@ def test_kept():
         version, metrics = db.execute("SELECT version, metrics FROM attn_models WHERE name = 'k' "
                                       "ORDER BY version DESC LIMIT 1").fetchone()
         kept = json.loads(metrics)["best_epoch"]
-        text, where = kept_mark(db.execute("SELECT attn_curves(?)", (f"k@{version}",)).fetchone()[0])
+        text, where = kept_mark(db.execute("SELECT attn_training_svg(?)", (f"k@{version}",)).fetchone()[0])
         check(text == f"kept: epoch {kept}, best {monitor}" and where == panel and marked[-1] == kept,
-              f"monitor {monitor}: attn_curves marks {text!r} on the {where} panel; the summary "
+              f"monitor {monitor}: attn_training_svg marks {text!r} on the {where} panel; the summary "
               f"kept epoch {kept}, attn_train marked {marked}")
     # a log whose lowest validation loss (epoch 2) is not the kept epoch (4, by val_f1)
     blob = db.execute("SELECT weights FROM attn_models WHERE name = 'k' LIMIT 1").fetchone()[0]
@@ -220,16 +220,16 @@ def test_kept():
     log = [(1, 1.0, 0.9, 0.5, 0.5), (2, 0.8, 0.6, 0.6, 0.6), (3, 0.7, 0.7, 0.7, 0.7),
            (4, 0.6, 0.8, 0.8, 0.9), (5, 0.5, 0.9, 0.7, 0.8)]
     db.executemany("INSERT INTO attn_training_log VALUES ('f1', 1, ?, ?, ?, ?, ?, 0.001, 1)", log)
-    text, where = kept_mark(db.execute("SELECT attn_curves('f1')").fetchone()[0])
+    text, where = kept_mark(db.execute("SELECT attn_training_svg('f1')").fetchone()[0])
     check(text == "kept: epoch 4, best val_f1" and where == "metrics",
           f"lowest val_loss at epoch 2, val_f1 kept epoch 4: marked {text!r} on {where}")
     db.execute("UPDATE attn_models SET metrics = NULL WHERE name = 'f1'")
-    text, where = kept_mark(db.execute("SELECT attn_curves('f1')").fetchone()[0])
+    text, where = kept_mark(db.execute("SELECT attn_training_svg('f1')").fetchone()[0])
     check(text == "kept: epoch 2, best val_loss" and where == "loss",
           f"no summary: the lowest validation loss is marked: {text!r} on {where}")
     # no validation: the last epoch is kept, marked on the train loss
     fit(db, name="noval", options=opts(validation="none", epochs=3))
-    text, where = kept_mark(db.execute("SELECT attn_curves('noval')").fetchone()[0])
+    text, where = kept_mark(db.execute("SELECT attn_training_svg('noval')").fetchone()[0])
     check(text == "kept: epoch 3" and where == "loss", f"no validation: {text!r} on {where}")
     db.close()
 
@@ -312,7 +312,7 @@ def test_pictures():
     run = subprocess.run([sys.executable, "-c", code], cwd=work, capture_output=True, text=True,
                          timeout=120)
     check(run.returncode == 0, f"the Python example runs: rc {run.returncode} {run.stderr[-300:]}")
-    for name in ("heatmap.svg", "curve.svg", "curves.svg"):
+    for name in ("heatmap.svg", "curve.svg", "training.svg"):
         path = os.path.join(work, name)
         body = open(path).read() if os.path.exists(path) else ""
         check("<svg" in body and body.rstrip().endswith("</svg>"),

@@ -1,14 +1,14 @@
-"""test_viz.py -- the pictures and word-vector functions of attnext (ext/attn_heatmap.c,
-attn_curves.c, attn_svg.c, attn_matrix.c, attn_vectors.c), through Debian's Python sqlite3 module.
+"""test_viz.py -- the pictures and word-vector functions of attnext (ext/attn_heatmap_svg.c,
+attn_training_svg.c, attn_svg.c, attn_matrix.c, attn_vectors.c), through Debian's Python sqlite3 module.
 
 Checks, each printing what it compared:
-  - attn_heatmap / attn_heatmap_query: every SVG parses as XML (xml.etree), its title holds the
+  - attn_heatmap_svg / attn_heatmap_query_svg: every SVG parses as XML (xml.etree), its title holds the
     label and probability attn_probs gives, every token of attn_weights is drawn with its weight,
     the most attended token has the darkest colour; the row limit, NULL rows, read-only queries;
   - hostile texts: markup characters, a 5,000-byte token, invalid UTF-8, control characters, in
     texts, labels and model names: the XML still parses, the text comes back as text, long
     tokens are cut with an ellipsis, invalid bytes become U+FFFD;
-  - attn_curves: one polyline per series, a marked line per learning-rate drop of the log, the
+  - attn_training_svg: one polyline per series, a marked line per learning-rate drop of the log, the
     best epoch circled; versions, missing values and errors;
   - attn_vectors_load: a tiny GloVe file read back float for float; word2vec header, blank lines,
     CRLF; bad lines named in the error; direct-only (refused inside a view);
@@ -18,7 +18,7 @@ Checks, each printing what it compared:
     the vectors, a frozen embedding stays bit-identical through training, dimension errors;
   - every SVG is rendered to PNG with rsvg-convert (librsvg2-bin), and the PNG (decoded here with
     zlib) has the SVG's size and is not blank;
-  - attn_heatmap / attn_heatmap_query with 'occlusion': attn_explain's occlusion drawn for every
+  - attn_heatmap_svg / attn_heatmap_query_svg with 'occlusion': attn_explain's occlusion drawn for every
     token, red above 0 and blue below, the largest |occlusion| at the end of a legend that runs
     blue .. white at 0 .. red; 'attention' is the default picture byte for byte; a bad third
     argument is an error naming the function.
@@ -173,7 +173,7 @@ def train_news(db):
 
 def test_heatmap(db, tmp):
     text = "Glenwood Hawks striker Okafor scores twice in cup final"
-    svg = db.execute("SELECT attn_heatmap('news', ?)", (text,)).fetchone()[0]
+    svg = db.execute("SELECT attn_heatmap_svg('news', ?)", (text,)).fetchone()[0]
     root = render(svg, "heatmap", tmp)
     if root is None:
         return
@@ -199,27 +199,27 @@ def test_heatmap(db, tmp):
     check(fills.get(text[top[2]:top[3]]) == "#67000d",
           f"heatmap: the most attended token {text[top[2]:top[3]]!r} ({top[1]:.3f}) is "
           f"#67000d, got {fills.get(text[top[2]:top[3]])}")
-    check(db.execute("SELECT attn_heatmap('news', NULL)").fetchone()[0] is None,
+    check(db.execute("SELECT attn_heatmap_svg('news', NULL)").fetchone()[0] is None,
           "heatmap: NULL text gives NULL")
-    e = error_of(db, "SELECT attn_heatmap('nope', 'x')")
-    check(e == "attn_heatmap: no model named 'nope'", f"heatmap: unknown model: {e}")
-    e = error_of(db, "SELECT attn_heatmap(NULL, 'x')")
-    check(e == "attn_heatmap: the model name must be a non-empty text, got NULL",
+    e = error_of(db, "SELECT attn_heatmap_svg('nope', 'x')")
+    check(e == "attn_heatmap_svg: no model named 'nope'", f"heatmap: unknown model: {e}")
+    e = error_of(db, "SELECT attn_heatmap_svg(NULL, 'x')")
+    check(e == "attn_heatmap_svg: the model name must be a non-empty text, got NULL",
           f"heatmap: NULL model: {e}")
     # a text with no token at all: one <UNK>, drawn with the vocabulary's name, escaped
-    svg = db.execute("SELECT attn_heatmap('news', '  ')").fetchone()[0]
+    svg = db.execute("SELECT attn_heatmap_svg('news', '  ')").fetchone()[0]
     root = render(svg, "heatmap_empty", tmp)
     if root is not None:
         check("<UNK>" in texts_of(root), "heatmap: a text with no token shows <UNK> (escaped)")
 
 
 def test_heatmap_occlusion(db, tmp):
-    """attn_heatmap(..., 'occlusion'): attn_explain's occlusion on a diverging scale centred on 0."""
+    """attn_heatmap_svg(..., 'occlusion'): attn_explain's occlusion on a diverging scale centred on 0."""
     text = "Glenwood Hawks striker Okafor scores twice in cup final"
-    plain = db.execute("SELECT attn_heatmap('news', ?)", (text,)).fetchone()[0]
-    same = db.execute("SELECT attn_heatmap('news', ?, 'attention')", (text,)).fetchone()[0]
+    plain = db.execute("SELECT attn_heatmap_svg('news', ?)", (text,)).fetchone()[0]
+    same = db.execute("SELECT attn_heatmap_svg('news', ?, 'attention')", (text,)).fetchone()[0]
     check(plain == same, "heatmap: 'attention' gives the default picture byte for byte")
-    svg = db.execute("SELECT attn_heatmap('news', ?, 'occlusion')", (text,)).fetchone()[0]
+    svg = db.execute("SELECT attn_heatmap_svg('news', ?, 'occlusion')", (text,)).fetchone()[0]
     root = render(svg, "heatmap_occlusion", tmp)
     if root is None:
         return
@@ -251,24 +251,24 @@ def test_heatmap_occlusion(db, tmp):
     check(f"{-m:.3f}" in drawn and "0" in drawn and f"{m:.3f}" in drawn,
           f"heatmap occlusion: legend from {-m:.3f} through 0 to {m:.3f}")
     check(any("occlusion" in t for t in drawn), "heatmap occlusion: the legend says occlusion")
-    svg = db.execute("SELECT attn_heatmap_query('news', 'SELECT title FROM headlines LIMIT 5', "
+    svg = db.execute("SELECT attn_heatmap_query_svg('news', 'SELECT title FROM headlines LIMIT 5', "
                      "'occlusion')").fetchone()[0]
     root = render(svg, "heatmap_query_occlusion", tmp)
     if root is not None:
         check(any(t.startswith("Occlusion over 5 texts") for t in texts_of(root)),
               "heatmap_query occlusion: titled 'Occlusion over 5 texts'")
-    svg = db.execute("SELECT attn_heatmap('news', '', 'occlusion')").fetchone()[0]
+    svg = db.execute("SELECT attn_heatmap_svg('news', '', 'occlusion')").fetchone()[0]
     render(svg, "heatmap_occlusion_empty", tmp)
     hostile = "<b>&amp;</b> " + "x" * 5000 + " \U0001F600 caf\u00e9 " + "tennis " * 3000
-    svg = db.execute("SELECT attn_heatmap('news', ?, 'occlusion')", (hostile,)).fetchone()[0]
+    svg = db.execute("SELECT attn_heatmap_svg('news', ?, 'occlusion')", (hostile,)).fetchone()[0]
     render(svg, "heatmap_occlusion_hostile", tmp)
     for sql, want in {
-        "SELECT attn_heatmap('news', 'x', 'gradient')":
-            "attn_heatmap: the third argument must be 'attention' or 'occlusion', got 'gradient'",
-        "SELECT attn_heatmap('news', 'x', NULL)":
-            "attn_heatmap: the third argument must be 'attention' or 'occlusion', got NULL",
-        "SELECT attn_heatmap_query('news', 'SELECT 1', 'Occlusion')":
-            "attn_heatmap_query: the third argument must be 'attention' or 'occlusion', got "
+        "SELECT attn_heatmap_svg('news', 'x', 'gradient')":
+            "attn_heatmap_svg: the third argument must be 'attention' or 'occlusion', got 'gradient'",
+        "SELECT attn_heatmap_svg('news', 'x', NULL)":
+            "attn_heatmap_svg: the third argument must be 'attention' or 'occlusion', got NULL",
+        "SELECT attn_heatmap_query_svg('news', 'SELECT 1', 'Occlusion')":
+            "attn_heatmap_query_svg: the third argument must be 'attention' or 'occlusion', got "
             "'Occlusion'",
     }.items():
         e = error_of(db, sql)
@@ -279,7 +279,7 @@ def test_hostile(db, tmp):
     long_token = "x" * 5000
     hostile = ("<script>alert('&amp;')</script> \"quoted\" AT&T " + long_token +
                " caf\u00e9 \u4e2d\u6587 \U0001F600 end")
-    svg = db.execute("SELECT attn_heatmap('news', ?)", (hostile,)).fetchone()[0]
+    svg = db.execute("SELECT attn_heatmap_svg('news', ?)", (hostile,)).fetchone()[0]
     root = render(svg, "hostile", tmp)
     if root is not None:
         drawn = texts_of(root)
@@ -292,7 +292,7 @@ def test_hostile(db, tmp):
                   for t in drawn), "hostile: the 5,000-byte token is cut to 24 characters with …")
         check(len(svg) < 200000, f"hostile: SVG size {len(svg)} bytes is bounded")
     # invalid UTF-8 and control characters (bytes SQLite passes through unchanged)
-    svg = db.execute("SELECT attn_heatmap('news', CAST(x'48617773ff20e28220c0af2062616401'"
+    svg = db.execute("SELECT attn_heatmap_svg('news', CAST(x'48617773ff20e28220c0af2062616401'"
                      " || x'0720666f6f' AS TEXT))").fetchone()[0]
     if isinstance(svg, bytes):
         svg = svg.decode("utf-8")
@@ -318,7 +318,7 @@ def test_hostile(db, tmp):
     db.execute("SELECT count(*) FROM attn_train(?, 'SELECT t, l FROM evil', "
                "'{\"epochs\":2,\"embed_dim\":4,\"hidden\":4,\"fc_hidden\":4,\"progress\":false}')",
                (name,)).fetchall()
-    svg = db.execute("SELECT attn_heatmap(?, 'word1 other2 thing')", (name,)).fetchone()[0]
+    svg = db.execute("SELECT attn_heatmap_svg(?, 'word1 other2 thing')", (name,)).fetchone()[0]
     root = render(svg, "evil_labels", tmp)
     if root is not None:
         title = root.find(SVG + "title").text
@@ -326,12 +326,12 @@ def test_hostile(db, tmp):
               (evil_labels[0] in title or title.startswith("predicted: " + "x" * 30)),
               f"hostile labels: the title holds the label as text: {title[:60]!r}")
         check(any(name in t for t in texts_of(root)), "hostile model name shown as text")
-    svg = db.execute("SELECT attn_curves(?)", (name,)).fetchone()[0]
+    svg = db.execute("SELECT attn_training_svg(?)", (name,)).fetchone()[0]
     render(svg, "evil_curves", tmp)
 
 
 def test_heatmap_query(db, tmp):
-    svg = db.execute("SELECT attn_heatmap_query('news', 'SELECT title FROM headlines "
+    svg = db.execute("SELECT attn_heatmap_query_svg('news', 'SELECT title FROM headlines "
                      "WHERE rowid <= 5 UNION ALL SELECT NULL')").fetchone()[0]
     root = render(svg, "heatmap_query", tmp)
     if root is not None:
@@ -345,21 +345,21 @@ def test_heatmap_query(db, tmp):
                 break
         else:
             check(True, "heatmap_query: each row's heading is attn_predict's label")
-    svg = db.execute("SELECT attn_heatmap_query('news', 'SELECT title FROM headlines')").fetchone()[0]
+    svg = db.execute("SELECT attn_heatmap_query_svg('news', 'SELECT title FROM headlines')").fetchone()[0]
     root = ET.fromstring(svg.encode())
     heads = [t for t in texts_of(root) if re.match(r"^\d+\. ", t)]
     check(len(heads) == 100 and any("the first 100 rows" in t for t in texts_of(root)),
           f"heatmap_query: 800 rows are cut to 100 and it says so ({len(heads)})")
-    e = error_of(db, "SELECT attn_heatmap_query('news', 'DELETE FROM headlines')")
-    check(e == "attn_heatmap_query: the query must be read-only (a SELECT)", f"read-only: {e}")
-    e = error_of(db, "SELECT attn_heatmap_query('news', 'SELECT title FROM headlines WHERE 0')")
-    check(e == "attn_heatmap_query: the query returned no text (no rows, or only NULLs)",
+    e = error_of(db, "SELECT attn_heatmap_query_svg('news', 'DELETE FROM headlines')")
+    check(e == "attn_heatmap_query_svg: the query must be read-only (a SELECT)", f"read-only: {e}")
+    e = error_of(db, "SELECT attn_heatmap_query_svg('news', 'SELECT title FROM headlines WHERE 0')")
+    check(e == "attn_heatmap_query_svg: the query returned no text (no rows, or only NULLs)",
           f"no rows: {e}")
     check(db.execute("SELECT count(*) FROM headlines").fetchone()[0] == 800, "the table is intact")
 
 
 def test_curves(db, tmp, log):
-    svg = db.execute("SELECT attn_curves('news')").fetchone()[0]
+    svg = db.execute("SELECT attn_training_svg('news')").fetchone()[0]
     root = render(svg, "curves", tmp)
     if root is None:
         return
@@ -385,28 +385,28 @@ def test_curves(db, tmp, log):
     db.execute("INSERT INTO attn_models(name, version, created_at, deployed, config, labels, "
                "weights) VALUES ('news', 2, '2026-01-01', 0, '{}', '[]', x'00')")
     db.execute("INSERT INTO attn_training_log VALUES ('news', 2, 1, 0.5, NULL, 0.5, NULL, 0.001, 1)")
-    svg = db.execute("SELECT attn_curves('news', 2)").fetchone()[0]
+    svg = db.execute("SELECT attn_training_svg('news', 2)").fetchone()[0]
     root = render(svg, "curves_v2", tmp, min_ink=100)
     if root is not None:
         check(len(root.findall(f".//{SVG}polyline")) == 2,
               "curves: NULL values are left out (2 series of 4)")
-    svg1 = db.execute("SELECT attn_curves('news', 1)").fetchone()[0]
-    svgd = db.execute("SELECT attn_curves('news')").fetchone()[0]
+    svg1 = db.execute("SELECT attn_training_svg('news', 1)").fetchone()[0]
+    svgd = db.execute("SELECT attn_training_svg('news')").fetchone()[0]
     check(svg1 == svgd, "curves: no version = the deployed one (1)")
     for sql, want in [
-        ("SELECT attn_curves('nope')", "attn_curves: no model named 'nope'"),
-        ("SELECT attn_curves('news', 9)", "attn_curves: model 'news' has no version 9"),
-        ("SELECT attn_curves('news', 'two')", "attn_curves: the version must be an integer, got 'two'"),
-        ("SELECT attn_curves(NULL)", "attn_curves: the model name must be a non-empty text, got NULL"),
+        ("SELECT attn_training_svg('nope')", "attn_training_svg: no model named 'nope'"),
+        ("SELECT attn_training_svg('news', 9)", "attn_training_svg: model 'news' has no version 9"),
+        ("SELECT attn_training_svg('news', 'two')", "attn_training_svg: the version must be an integer, got 'two'"),
+        ("SELECT attn_training_svg(NULL)", "attn_training_svg: the model name must be a non-empty text, got NULL"),
     ]:
         e = error_of(db, sql)
         check(e == want, f"{sql}: {e}")
     db.execute("INSERT INTO attn_models(name, version, created_at, deployed, config, labels, "
                "weights) VALUES ('imported', 1, '2026-01-01', 0, '{}', '[]', x'00')")
-    e = error_of(db, "SELECT attn_curves('imported')")
-    check(e == "attn_curves: model 'imported' version 1 has no training log (imported?)", e)
-    e = error_of(sqlite3_fresh(), "SELECT attn_curves('news')")
-    check(e == "attn_curves: no model named 'news' (this database has no model store)", e)
+    e = error_of(db, "SELECT attn_training_svg('imported')")
+    check(e == "attn_training_svg: model 'imported' version 1 has no training log (imported?)", e)
+    e = error_of(sqlite3_fresh(), "SELECT attn_training_svg('news')")
+    check(e == "attn_training_svg: no model named 'news' (this database has no model store)", e)
 
 
 def sqlite3_fresh():

@@ -177,12 +177,15 @@ static int dir_has_raft_state(const char *dir) {
   return stat(path, &st) == 0;
 }
 
-int main(int argc, char **argv) {
-  const char *address = NULL, *dir = NULL, *join = NULL;
-  unsigned latency_ms = 0;
-  dqlite_node *node = NULL;
-  int rc;
+/* The command line's options; node_id is a global (node_log prints it). */
+typedef struct node_options {
+  const char *address, *dir, *join;
+  unsigned latency_ms;
+} node_options;
 
+/* Read the command line into node_id and *o. Returns -1 to go on, else main's exit status (0
+ * after --help, 2 for a command line it cannot run). */
+static int parse_args(int argc, char **argv, node_options *o) {
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -203,18 +206,18 @@ int main(int argc, char **argv) {
         return 2;
       }
     } else if (!strcmp(a, "--address")) {
-      address = v;
+      o->address = v;
     } else if (!strcmp(a, "--dir")) {
-      dir = v;
+      o->dir = v;
     } else if (!strcmp(a, "--join")) {
-      join = v;
+      o->join = v;
     } else if (!strcmp(a, "--latency-ms")) {
       long ms = strtol(v, &end, 10);
       if (!*v || *end || ms < 1 || ms > 3600000) {
         fprintf(stderr, "attnext-node: --latency-ms must be from 1 to 3600000, got \"%s\"\n", v);
         return 2;
       }
-      latency_ms = (unsigned)ms;
+      o->latency_ms = (unsigned)ms;
     } else {
       fprintf(stderr, "attnext-node: unknown option %s\n", a);
       usage();
@@ -222,10 +225,61 @@ int main(int argc, char **argv) {
     }
     i++;
   }
-  if (!node_id || !address || !dir) {
+  if (!node_id || !o->address || !o->dir) {
     usage();
     return 2;
   }
+  return -1;
+}
+
+/* The node, listening on o's address with its latency hint, into *node. 0, or 1 with the reason
+ * logged and nothing left to destroy. */
+static int node_create(dqlite_node **node, const node_options *o) {
+  int rc = dqlite_node_create(node_id, o->address, o->dir, node);
+  if (rc != 0) {
+    node_log("dqlite_node_create: %s", *node ? dqlite_node_errmsg(*node) : "failed");
+    dqlite_node_destroy(*node);
+    return 1;
+  }
+  rc = dqlite_node_set_bind_address(*node, o->address);
+  if (rc == 0 && o->latency_ms) rc = dqlite_node_set_network_latency_ms(*node, o->latency_ms);
+  if (rc != 0) {
+    node_log("cannot listen on %s: %s", o->address, dqlite_node_errmsg(*node));
+    dqlite_node_destroy(*node);
+    return 1;
+  }
+  return 0;
+}
+
+/* Training jobs (ext/attn_job_runner.c): registered before the node serves statements. A node
+ * that stops hearing from a job's node for `lease` seconds fails the job: longer than an
+ * election (15 x latency; dqlite's default election timeout is 3 s) can take. 0, or -1 when its
+ * thread does not start. */
+static int jobs_start(const node_options *o) {
+  snprintf(host_address, sizeof host_address, "%s", o->address);
+  double election_s = o->latency_ms ? 15.0 * o->latency_ms / 1000.0 : 3.0;
+  attn_job_host host = {
+      .ctx = NULL,
+      .node_id = node_id,
+      .address = host_address,
+      .lease = 10 * election_s > 30 ? 10 * election_s : 30,
+      .open = host_open,
+      .close = host_close,
+      .exec = host_exec,
+      .query = host_query,
+      .free_rows = wire_rows_free,
+      .is_leader = host_is_leader,
+      .alive = host_alive,
+  };
+  return attn_jobs_start(&host); /* it keeps a copy */
+}
+
+int main(int argc, char **argv) {
+  node_options o = {NULL, NULL, NULL, 0};
+  dqlite_node *node = NULL;
+  int rc = parse_args(argc, argv, &o);
+  if (rc >= 0) return rc;
+  const char *address = o.address, *dir = o.dir, *join = o.join;
   if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
     node_log("cannot create %s: %s", dir, strerror(errno));
     return 1;
@@ -252,38 +306,8 @@ int main(int argc, char **argv) {
     node_log("sqlite3_auto_extension: %s", sqlite3_errstr(rc));
     return 1;
   }
-  rc = dqlite_node_create(node_id, address, dir, &node);
-  if (rc != 0) {
-    node_log("dqlite_node_create: %s", node ? dqlite_node_errmsg(node) : "failed");
-    dqlite_node_destroy(node);
-    return 1;
-  }
-  rc = dqlite_node_set_bind_address(node, address);
-  if (rc == 0 && latency_ms) rc = dqlite_node_set_network_latency_ms(node, latency_ms);
-  if (rc != 0) {
-    node_log("cannot listen on %s: %s", address, dqlite_node_errmsg(node));
-    dqlite_node_destroy(node);
-    return 1;
-  }
-  /* Training jobs (ext/attn_job_runner.c): registered before the node serves statements. A
-   * node that stops hearing from a job's node for `lease` seconds fails the job: longer than an
-   * election (15 x latency; dqlite's default election timeout is 3 s) can take. */
-  snprintf(host_address, sizeof host_address, "%s", address);
-  double election_s = latency_ms ? 15.0 * latency_ms / 1000.0 : 3.0;
-  attn_job_host host = {
-      .ctx = NULL,
-      .node_id = node_id,
-      .address = host_address,
-      .lease = 10 * election_s > 30 ? 10 * election_s : 30,
-      .open = host_open,
-      .close = host_close,
-      .exec = host_exec,
-      .query = host_query,
-      .free_rows = wire_rows_free,
-      .is_leader = host_is_leader,
-      .alive = host_alive,
-  };
-  if (attn_jobs_start(&host) != 0) {
+  if (node_create(&node, &o) != 0) return 1;
+  if (jobs_start(&o) != 0) {
     node_log("cannot start the job runner's thread");
     dqlite_node_destroy(node);
     return 1;

@@ -1,5 +1,5 @@
 // app.js -- the page of index.html: rows from a CSV file (or the bundled headlines) into an
-// in-memory SQLite database, attn_fit, then attn_predict, attn_probs and attn_heatmap on a text,
+// in-memory SQLite database, attn_fit, then attn_predict, attn_probs and attn_heatmap_svg on a text,
 // all through SQL sent to attnext-worker.js (a Web Worker: the page stays responsive while it
 // trains). ?demo=1 does it all by itself and then sets #done's data-state and the title.
 'use strict';
@@ -167,7 +167,7 @@ function predict(text) {
   return Promise.all([
     engine.sql('SELECT attn_predict(?1, ?2)', [MODEL, text]),
     engine.sql('SELECT label, probability FROM attn_probs(?1, ?2)', [MODEL, text]),
-    engine.sql('SELECT attn_heatmap(?1, ?2)', [MODEL, text])
+    engine.sql('SELECT attn_heatmap_svg(?1, ?2)', [MODEL, text])
   ]).then(function (results) {
     var label = results[0].rows[0][0], probs = results[1], svg = results[2].rows[0][0];
     $('prediction').innerHTML = 'Predicted: <b id="predicted">' + escapeHtml(label) + '</b> (' +

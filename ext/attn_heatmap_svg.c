@@ -1,12 +1,14 @@
-/* attn_heatmap.c -- attention (or occlusion) over the words of texts as an SVG picture: the SQL
- * functions attn_heatmap (one text) and attn_heatmap_query (one row per text of a query).
+/* attn_heatmap_svg.c -- attention (or occlusion) over the words of texts as an SVG picture: the
+ * SQL functions attn_heatmap_svg (one text) and attn_heatmap_query_svg (one row per text of a
+ * query).
  *
- *   SELECT writefile('heatmap.svg', attn_heatmap('news', 'Hawks striker scores twice in final'));
+ *   SELECT writefile('heatmap.svg', attn_heatmap_svg('news', 'Hawks striker scores in final'));
  *   -- one text: its tokens coloured by attention weight, a legend, and the predicted label and
  *   -- its probability in the title
- *   SELECT writefile('rows.svg', attn_heatmap_query('news', 'SELECT title FROM headlines LIMIT 8'));
+ *   SELECT writefile('rows.svg',
+ *                    attn_heatmap_query_svg('news', 'SELECT title FROM headlines LIMIT 8'));
  *   -- one row per text of the query's first column (at most 100 rows; NULL texts are skipped)
- *   SELECT writefile('occ.svg', attn_heatmap('news', 'Hawks striker scores twice', 'occlusion'));
+ *   SELECT writefile('occ.svg', attn_heatmap_svg('news', 'Hawks striker scores', 'occlusion'));
  *   -- the same picture with each token's leave-one-out occlusion (attn_explain) instead of its
  *   -- attention weight, on a diverging scale centred on 0 (red: the predicted class's
  *   -- probability drops without the token; blue: it rises); 'attention' is the default
@@ -15,7 +17,7 @@
  * to the cleaned token (e.g. <UNK> for a text with no token); a dashed box marks a token that is
  * not in the model's vocabulary. The colour scale runs from 0 to the largest weight shown
  * (occlusion: from -m to m, m the largest |occlusion| shown).
- * The query of attn_heatmap_query must be one read-only statement (as attn_classify's).
+ * The query of attn_heatmap_query_svg must be one read-only statement (as attn_classify's).
  * Sizes are bounded: tokens cut to 24 characters, at most 200 tokens per text and 4000 in all.
  */
 #include <math.h>
@@ -24,15 +26,15 @@
 
 #include "attn_ext.h"
 
-#define HM_MAX_ROWS 100         /* texts of attn_heatmap_query */
-#define HM_MAX_TOKENS_ROW 200   /* tokens drawn per text */
-#define HM_MAX_TOKENS_ALL 4000  /* tokens drawn per picture */
-#define HM_TOKEN_CHARS 24       /* characters of a token label */
-#define HM_WIDTH 960            /* picture width at most */
+#define HM_MAX_ROWS 100        /* texts of attn_heatmap_query_svg */
+#define HM_MAX_TOKENS_ROW 200  /* tokens drawn per text */
+#define HM_MAX_TOKENS_ALL 4000 /* tokens drawn per picture */
+#define HM_TOKEN_CHARS 24      /* characters of a token label */
+#define HM_WIDTH 960           /* picture width at most */
 #define HM_MARGIN 20
 #define HM_FONT 14.0
 #define HM_BOX_H 26
-#define HM_LINE_H 46            /* box + weight line + gap */
+#define HM_LINE_H 46 /* box + weight line + gap */
 
 /* ------------------------------------------------------------------ heatmap data */
 
@@ -45,9 +47,9 @@ typedef struct hm_token {
 
 typedef struct hm_row {
   hm_token *tokens;
-  int n;      /* tokens drawn */
-  int total;  /* tokens the model read */
-  int label;  /* predicted class */
+  int n;     /* tokens drawn */
+  int total; /* tokens the model read */
+  int label; /* predicted class */
   double probability;
 } hm_row;
 
@@ -68,11 +70,11 @@ static void hm_free(hm_data *d) {
 }
 
 /* Run one text through the model and keep what the picture needs. */
-static int hm_add_text(hm_data *d, attn_model *model, nn_workspace *ws, attn_explain *ex,
+static int hm_add_text(hm_data *d, attn_model *model, nn_workspace *ws, attn_text_reading *reading,
                        attn_interrupt *it, const char *text, int len, const char *fn,
                        char **errmsg) {
-  int rc = d->occlusion ? attn_explain_occlusion(ex, model, ws, it, text, len, fn, errmsg)
-                        : attn_explain_text(ex, model, ws, text, len, 1, fn, errmsg);
+  int rc = d->occlusion ? attn_text_occlusion(reading, model, ws, it, text, len, fn, errmsg)
+                        : attn_text_read(reading, model, ws, text, len, 1, fn, errmsg);
   if (rc != SQLITE_OK) return rc;
   if (d->n == d->cap) {
     int cap = d->cap ? 2 * d->cap : 8;
@@ -85,24 +87,24 @@ static int hm_add_text(hm_data *d, attn_model *model, nn_workspace *ws, attn_exp
   memset(row, 0, sizeof *row);
   int C = nn_model_num_classes(model->nn), best = 0;
   for (int c = 1; c < C; c++)
-    if (ex->probs[c] > ex->probs[best]) best = c;
+    if (reading->probs[c] > reading->probs[best]) best = c;
   row->label = best;
-  row->probability = ex->probs[best];
-  row->total = ex->n;
-  int n = ex->n < HM_MAX_TOKENS_ROW ? ex->n : HM_MAX_TOKENS_ROW;
+  row->probability = reading->probs[best];
+  row->total = reading->n;
+  int n = reading->n < HM_MAX_TOKENS_ROW ? reading->n : HM_MAX_TOKENS_ROW;
   if (n > HM_MAX_TOKENS_ALL - d->tokens_drawn) n = HM_MAX_TOKENS_ALL - d->tokens_drawn;
   if (n < 0) n = 0;
   d->n++; /* the row is owned by d from here (freed by hm_free) */
   row->tokens = sqlite3_malloc64((sqlite3_uint64)(n > 0 ? n : 1) * sizeof *row->tokens);
   if (!row->tokens) goto oom;
   for (int i = 0; i < n; i++) {
-    const nn_token *t = &ex->tokens[i];
+    const nn_token *t = &reading->tokens[i];
     const char *s;
     int slen;
     if (t->start >= 0 && t->end > t->start && t->end <= len) {
       s = text + t->start, slen = t->end - t->start;
     } else {
-      s = ex->token_text[i] ? ex->token_text[i] : "", slen = (int)strlen(s);
+      s = reading->token_text[i] ? reading->token_text[i] : "", slen = (int)strlen(s);
     }
     hm_token *tok = &row->tokens[i];
     tok->text = sqlite3_malloc64((sqlite3_uint64)slen + 1);
@@ -110,8 +112,8 @@ static int hm_add_text(hm_data *d, attn_model *model, nn_workspace *ws, attn_exp
     memcpy(tok->text, s, (size_t)slen);
     tok->text[slen] = 0;
     tok->len = slen;
-    tok->weight = d->occlusion ? ex->occlusion[i] : ex->weights[i];
-    tok->unk = ex->tokens[i].id == NN_UNK;
+    tok->weight = d->occlusion ? reading->occlusion[i] : reading->weights[i];
+    tok->unk = reading->tokens[i].id == NN_UNK;
     row->n++;
   }
   d->tokens_drawn += row->n;
@@ -160,8 +162,7 @@ static void hm_diverging_legend(sqlite3_str *out, double x, double y, double w, 
                       "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%.3f</text>"
                       "<text x=\"%.1f\" y=\"%.1f\">occlusion: drop of p(predicted) without the "
                       "token (blue: it rises)</text></g>\n",
-                      x, y, w, x, y + 23, -m, x + w / 2, y + 23, x + w, y + 23, m, x,
-                      y + 37);
+                      x, y, w, x, y + 23, -m, x + w / 2, y + 23, x + w, y + 23, m, x, y + 37);
 }
 
 static double hm_box_width(const hm_token *t) {
@@ -170,43 +171,46 @@ static double hm_box_width(const hm_token *t) {
   return w < 34 ? 34 : w; /* room for the weight below */
 }
 
-/* Draw the rows; single: one text, its label in the title. more: rows were left out. */
-static void hm_draw(sqlite3_context *ctx, const hm_data *d, attn_model *model, int single,
-                    int more) {
-  nn_model *nn = model->nn;
+/* The scale's top: the largest weight drawn (occlusion: the largest |occlusion|), 1 when there is
+ * none above 0; *any_unk: whether a drawn token is not in the vocabulary. */
+static double hm_max_weight(const hm_data *d, int *any_unk) {
   double max_weight = 0;
-  int any_unk = 0;
+  *any_unk = 0;
   for (int r = 0; r < d->n; r++)
     for (int i = 0; i < d->rows[r].n; i++) {
       double v = d->rows[r].tokens[i].weight;
       if (d->occlusion) v = fabs(v); /* the diverging scale's half-width */
       if (v > max_weight) max_weight = v;
-      any_unk |= d->rows[r].tokens[i].unk;
+      *any_unk |= d->rows[r].tokens[i].unk;
     }
-  if (!(max_weight > 0)) max_weight = 1;
+  return max_weight > 0 ? max_weight : 1;
+}
 
-  /* body first (its height decides the document's), then the frame */
-  sqlite3_str *body = sqlite3_str_new(NULL);
-  double y = HM_MARGIN, right = 0, limit = HM_WIDTH - HM_MARGIN;
-  const char *title_fmt;
-  char *title;
+/* The title and the line under it at y, into body. single: one text, its label in the title;
+ * more: rows were left out. *title (sqlite3_malloc'd, may be NULL) and *title_fmt (its prefix,
+ * NULL when none) are for the document's title. Returns the right edge the title needs. */
+static double hm_draw_header(sqlite3_str *body, const hm_data *d, const attn_model *model,
+                             int single, int more, double y, char **title, const char **title_fmt) {
+  nn_model *nn = model->nn;
   if (single && d->n == 1) {
     const char *label = nn_model_label(nn, d->rows[0].label);
     const char *l = label ? label : "?";
     int keep = attn_svg_prefix_bytes(l, (int)strlen(l), 40);
-    title = sqlite3_mprintf("%.*s%s (p = %.3f)", keep, l, l[keep] ? "\xe2\x80\xa6" : "",
-                            d->rows[0].probability);
-    title_fmt = "predicted";
+    *title = sqlite3_mprintf("%.*s%s (p = %.3f)", keep, l, l[keep] ? "\xe2\x80\xa6" : "",
+                             d->rows[0].probability);
+    *title_fmt = "predicted";
   } else {
-    title = sqlite3_mprintf("%s over %d text%s", d->occlusion ? "Occlusion" : "Attention", d->n,
-                            d->n == 1 ? "" : "s");
-    title_fmt = NULL;
+    *title = sqlite3_mprintf("%s over %d text%s", d->occlusion ? "Occlusion" : "Attention", d->n,
+                             d->n == 1 ? "" : "s");
+    *title_fmt = NULL;
   }
   /* title: "predicted: <label> (p = 0.934)" */
-  sqlite3_str_appendf(body, "<text x=\"%d\" y=\"%.1f\" font-size=\"18\" font-weight=\"bold\" "
-                            "fill=\"#1a1a1a\">", HM_MARGIN, y + 16);
-  if (title_fmt) sqlite3_str_appendf(body, "%s: ", title_fmt);
-  int title_chars = title ? attn_svg_text(body, title, (int)strlen(title), 60) : 0;
+  sqlite3_str_appendf(body,
+                      "<text x=\"%d\" y=\"%.1f\" font-size=\"18\" font-weight=\"bold\" "
+                      "fill=\"#1a1a1a\">",
+                      HM_MARGIN, y + 16);
+  if (*title_fmt) sqlite3_str_appendf(body, "%s: ", *title_fmt);
+  int title_chars = *title ? attn_svg_text(body, *title, (int)strlen(*title), 60) : 0;
   sqlite3_str_appendall(body, "</text>\n");
   sqlite3_str_appendf(body, "<text x=\"%d\" y=\"%.1f\" font-size=\"12\" fill=\"#555555\">model ",
                       HM_MARGIN, y + 36);
@@ -218,25 +222,60 @@ static void hm_draw(sqlite3_context *ctx, const hm_data *d, attn_model *model, i
   if (more) sqlite3_str_appendf(body, "; the first %d rows of the query", d->n);
   if (d->tokens_drawn >= HM_MAX_TOKENS_ALL) sqlite3_str_appendall(body, "; tokens cut");
   sqlite3_str_appendall(body, "</text>\n");
-  y += 52;
   /* room for the title: bold DejaVu Sans averages about 0.65 em a character */
-  right = 480;
+  double right = 480;
   if (title_chars) {
-    double title_right = HM_MARGIN + (title_chars + (title_fmt ? 11 : 0)) * 18 * 0.65;
+    double title_right = HM_MARGIN + (title_chars + (*title_fmt ? 11 : 0)) * 18 * 0.65;
     if (title_right > right) right = title_right;
   }
+  return right;
+}
 
+/* One token's box of width w at (x, y): its text, coloured by v (its weight over the scale's
+ * top), the weight below it, the full token and weight as a tooltip. */
+static void hm_draw_token(sqlite3_str *body, const hm_token *t, int occlusion, double v, double x,
+                          double y, double w) {
+  char fill[8];
+  if (occlusion) hm_diverging_color(fill, v);
+  else attn_svg_color(fill, v);
+  sqlite3_str_appendf(body, "<g><title>");
+  attn_svg_text(body, t->text, t->len, 200);
+  sqlite3_str_appendf(body, ": %.4f</title>", (double)t->weight);
+  sqlite3_str_appendf(body,
+                      "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%d\" rx=\"3\" "
+                      "fill=\"%s\" stroke=\"%s\" stroke-width=\"1\"%s/>",
+                      x, y, w, HM_BOX_H, fill, t->unk ? "#555555" : "#bbbbbb",
+                      t->unk ? " stroke-dasharray=\"3,2\"" : "");
+  sqlite3_str_appendf(body,
+                      "<text x=\"%.1f\" y=\"%.1f\" font-family=\"DejaVu Sans Mono, monospace\" "
+                      "font-size=\"%.0f\" text-anchor=\"middle\" fill=\"%s\">",
+                      x + w / 2, y + 18, HM_FONT,
+                      occlusion ? (fabs(v) > 0.6 ? "#ffffff" : "#1a1a1a") : attn_svg_ink(v));
+  attn_svg_text(body, t->text, t->len, HM_TOKEN_CHARS);
+  sqlite3_str_appendf(body,
+                      "</text><text x=\"%.1f\" y=\"%.1f\" font-size=\"10\" "
+                      "text-anchor=\"middle\" fill=\"#666666\">%.3f</text></g>\n",
+                      x + w / 2, y + HM_BOX_H + 12, (double)t->weight);
+}
+
+/* The rows from *y down (each with its label line unless single and one row), their tokens
+ * wrapped at the picture's width; *y ends below the last row, *right grows to the widest. */
+static void hm_draw_rows(sqlite3_str *body, const hm_data *d, nn_model *nn, int single,
+                         double max_weight, double *y, double *right) {
+  double limit = HM_WIDTH - HM_MARGIN;
   for (int r = 0; r < d->n; r++) {
     const hm_row *row = &d->rows[r];
     if (!single || d->n > 1) {
       const char *label = nn_model_label(nn, row->label);
-      sqlite3_str_appendf(body, "<text x=\"%d\" y=\"%.1f\" font-size=\"12\" fill=\"#333333\">"
-                                "%d. ", HM_MARGIN, y + 12, r + 1);
+      sqlite3_str_appendf(body,
+                          "<text x=\"%d\" y=\"%.1f\" font-size=\"12\" fill=\"#333333\">"
+                          "%d. ",
+                          HM_MARGIN, *y + 12, r + 1);
       attn_svg_text(body, label ? label : "?", label ? (int)strlen(label) : 1, 40);
       sqlite3_str_appendf(body, " (p = %.3f)", row->probability);
       if (row->n < row->total) sqlite3_str_appendf(body, "; %d of %d tokens", row->n, row->total);
       sqlite3_str_appendall(body, "</text>\n");
-      y += 18;
+      *y += 18;
     }
     double x = HM_MARGIN;
     for (int i = 0; i < row->n; i++) {
@@ -244,41 +283,32 @@ static void hm_draw(sqlite3_context *ctx, const hm_data *d, attn_model *model, i
       double w = hm_box_width(t);
       if (x + w > limit && x > HM_MARGIN) {
         x = HM_MARGIN;
-        y += HM_LINE_H;
+        *y += HM_LINE_H;
       }
-      double v = t->weight / max_weight;
-      char fill[8];
-      if (d->occlusion)
-        hm_diverging_color(fill, v);
-      else
-        attn_svg_color(fill, v);
-      sqlite3_str_appendf(body, "<g><title>");
-      attn_svg_text(body, t->text, t->len, 200);
-      sqlite3_str_appendf(body, ": %.4f</title>", (double)t->weight);
-      sqlite3_str_appendf(body,
-                          "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%d\" rx=\"3\" "
-                          "fill=\"%s\" stroke=\"%s\" stroke-width=\"1\"%s/>",
-                          x, y, w, HM_BOX_H, fill, t->unk ? "#555555" : "#bbbbbb",
-                          t->unk ? " stroke-dasharray=\"3,2\"" : "");
-      sqlite3_str_appendf(body,
-                          "<text x=\"%.1f\" y=\"%.1f\" font-family=\"DejaVu Sans Mono, monospace\" "
-                          "font-size=\"%.0f\" text-anchor=\"middle\" fill=\"%s\">",
-                          x + w / 2, y + 18, HM_FONT,
-                          d->occlusion ? (fabs(v) > 0.6 ? "#ffffff" : "#1a1a1a") : attn_svg_ink(v));
-      attn_svg_text(body, t->text, t->len, HM_TOKEN_CHARS);
-      sqlite3_str_appendf(body,
-                          "</text><text x=\"%.1f\" y=\"%.1f\" font-size=\"10\" "
-                          "text-anchor=\"middle\" fill=\"#666666\">%.3f</text></g>\n",
-                          x + w / 2, y + HM_BOX_H + 12, (double)t->weight);
+      hm_draw_token(body, t, d->occlusion, t->weight / max_weight, x, *y, w);
       x += w + 4;
-      if (x > right) right = x;
+      if (x > *right) *right = x;
     }
-    y += HM_LINE_H + 4;
+    *y += HM_LINE_H + 4;
   }
-  if (d->occlusion)
-    hm_diverging_legend(body, HM_MARGIN, y, 240, max_weight);
-  else
-    attn_svg_legend(body, HM_MARGIN, y, 240, 0, max_weight, "attention weight");
+}
+
+/* Draw the rows; single: one text, its label in the title. more: rows were left out. */
+static void hm_draw(sqlite3_context *ctx, const hm_data *d, attn_model *model, int single,
+                    int more) {
+  int any_unk;
+  double max_weight = hm_max_weight(d, &any_unk);
+
+  /* body first (its height decides the document's), then the frame */
+  sqlite3_str *body = sqlite3_str_new(NULL);
+  double y = HM_MARGIN;
+  const char *title_fmt;
+  char *title;
+  double right = hm_draw_header(body, d, model, single, more, y, &title, &title_fmt);
+  y += 52;
+  hm_draw_rows(body, d, model->nn, single, max_weight, &y, &right);
+  if (d->occlusion) hm_diverging_legend(body, HM_MARGIN, y, 240, max_weight);
+  else attn_svg_legend(body, HM_MARGIN, y, 240, 0, max_weight, "attention weight");
   if (any_unk)
     sqlite3_str_appendf(body,
                         "<rect x=\"%d\" y=\"%.1f\" width=\"22\" height=\"12\" fill=\"none\" "
@@ -315,7 +345,7 @@ static void hm_draw(sqlite3_context *ctx, const hm_data *d, attn_model *model, i
 typedef struct hm_call {
   attn_model *model; /* valid until the call returns (attn_model_get) */
   nn_workspace *ws;  /* the connection's */
-  attn_explain ex;
+  attn_text_reading reading;
   hm_data d;
   attn_interrupt interrupt; /* between the passes of a long text's occlusion */
 } hm_call;
@@ -335,9 +365,11 @@ static int hm_begin(sqlite3_context *ctx, int argc, sqlite3_value **argv, const 
       if (!m && sqlite3_value_type(argv[2]) != SQLITE_NULL) return SQLITE_NOMEM;
       int keep = m ? attn_svg_prefix_bytes(m, sqlite3_value_bytes(argv[2]), 40) : 0;
       *msg = m ? sqlite3_mprintf("%s: the third argument must be 'attention' or 'occlusion', "
-                                 "got '%.*s%s'", fn, keep, m, m[keep] ? "..." : "")
+                                 "got '%.*s%s'",
+                                 fn, keep, m, m[keep] ? "..." : "")
                : sqlite3_mprintf("%s: the third argument must be 'attention' or 'occlusion', "
-                                 "got NULL", fn);
+                                 "got NULL",
+                                 fn);
       return SQLITE_ERROR;
     }
   }
@@ -350,14 +382,14 @@ static int hm_begin(sqlite3_context *ctx, int argc, sqlite3_value **argv, const 
 }
 
 static void hm_end(hm_call *c) {
-  attn_explain_free(&c->ex);
+  attn_text_reading_free(&c->reading);
   hm_free(&c->d);
   attn_interrupt_end(&c->interrupt);
 }
 
-/* attn_heatmap(model, text [, 'attention' | 'occlusion']) -> SVG */
-void attn_heatmap_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
-  const char *fn = "attn_heatmap";
+/* attn_heatmap_svg(model, text [, 'attention' | 'occlusion']) -> SVG */
+void attn_heatmap_svg_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  const char *fn = "attn_heatmap_svg";
   char *msg = NULL;
   hm_call c;
   int rc = hm_begin(ctx, argc, argv, fn, &c, &msg);
@@ -368,8 +400,8 @@ void attn_heatmap_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   }
   const char *text = (const char *)sqlite3_value_text(argv[1]);
   int len = sqlite3_value_bytes(argv[1]);
-  rc = hm_add_text(&c.d, c.model, c.ws, &c.ex, &c.interrupt, text, len, fn, &msg);
-  attn_explain_free(&c.ex);
+  rc = hm_add_text(&c.d, c.model, c.ws, &c.reading, &c.interrupt, text, len, fn, &msg);
+  attn_text_reading_free(&c.reading);
   if (rc != SQLITE_OK) goto error;
   hm_draw(ctx, &c.d, c.model, 1, 0);
   hm_end(&c);
@@ -379,10 +411,10 @@ error:
   attn_result_error(ctx, rc, msg, fn);
 }
 
-/* attn_heatmap_query(model, query [, 'attention' | 'occlusion']) -> SVG with a row per text of the
- * query's first column */
-void attn_heatmap_query_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
-  const char *fn = "attn_heatmap_query";
+/* attn_heatmap_query_svg(model, query [, 'attention' | 'occlusion']) -> SVG with a row per text
+ * of the query's first column */
+void attn_heatmap_query_svg_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  const char *fn = "attn_heatmap_query_svg";
   char *msg = NULL;
   sqlite3_stmt *stmt = NULL;
   hm_call c;
@@ -400,7 +432,7 @@ void attn_heatmap_query_func(sqlite3_context *ctx, int argc, sqlite3_value **arg
     if (sqlite3_column_type(stmt, 0) == SQLITE_NULL) continue;
     const char *text = (const char *)sqlite3_column_text(stmt, 0);
     int len = sqlite3_column_bytes(stmt, 0);
-    rc = hm_add_text(&c.d, c.model, c.ws, &c.ex, &c.interrupt, text, len, fn, &msg);
+    rc = hm_add_text(&c.d, c.model, c.ws, &c.reading, &c.interrupt, text, len, fn, &msg);
     if (rc != SQLITE_OK) goto error;
   }
   if (rc != SQLITE_ROW && rc != SQLITE_DONE) {
@@ -410,7 +442,7 @@ void attn_heatmap_query_func(sqlite3_context *ctx, int argc, sqlite3_value **arg
   }
   sqlite3_finalize(stmt);
   stmt = NULL;
-  attn_explain_free(&c.ex);
+  attn_text_reading_free(&c.reading);
   if (c.d.n == 0) {
     msg = sqlite3_mprintf("%s: the query returned no text (no rows, or only NULLs)", fn);
     rc = SQLITE_ERROR;
@@ -422,6 +454,6 @@ void attn_heatmap_query_func(sqlite3_context *ctx, int argc, sqlite3_value **arg
 error:
   sqlite3_finalize(stmt);
   hm_end(&c);
-  attn_result_error(ctx, rc == SQLITE_OK || rc == SQLITE_ROW || rc == SQLITE_DONE ? SQLITE_ERROR : rc,
-                    msg, fn);
+  attn_result_error(
+      ctx, rc == SQLITE_OK || rc == SQLITE_ROW || rc == SQLITE_DONE ? SQLITE_ERROR : rc, msg, fn);
 }
