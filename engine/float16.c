@@ -25,7 +25,7 @@ uint16_t nn_float16_from_float(float f) {
     return (uint16_t)(sign | 0x7c00u | (payload ? payload : 0x200u));
   }
   if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* >= 65520 (and infinity) */
-  if (a >= 0x38800000u) { /* a normal half: 2^-14 <= |f| < 65520 */
+  if (a >= 0x38800000u) {                                  /* a normal half: 2^-14 <= |f| < 65520 */
     /* rebias the exponent (127 -> 15) and round the 13 bits dropped, ties to even; a carry out of
      * the mantissa is a carry into the exponent, which is the right result */
     uint32_t rounded = a + 0xfffu + ((a >> 13) & 1u);

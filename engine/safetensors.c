@@ -22,8 +22,8 @@
 
 #include <float.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -554,13 +554,15 @@ done:
 
 /* The model's tensor `info` from the file's tensor t: the dtype of the config's "storage" (F32,
  * or F16 expanded to float32), its exact shape, copied into dst (little-endian in the file). */
-static int load_tensor(float *dst, const nn_st_tensor *t, const nn_tensor_info *info,
-                       nn_dtype want, char *err) {
+static int load_tensor(float *dst, const nn_st_tensor *t, const nn_tensor_info *info, nn_dtype want,
+                       char *err) {
   int rc = NN_OK;
   if (!t) LOAD_FAIL(NN_ERROR, "weights: tensor \"%s\" is missing", info->name);
   if (t->dtype != want)
-    LOAD_FAIL(NN_ERROR, "weights: tensor \"%s\" has dtype %s, expected %s (the config's "
-              "\"storage\" is \"%s\")", info->name, dtype_names[t->dtype], dtype_names[want],
+    LOAD_FAIL(NN_ERROR,
+              "weights: tensor \"%s\" has dtype %s, expected %s (the config's "
+              "\"storage\" is \"%s\")",
+              info->name, dtype_names[t->dtype], dtype_names[want],
               want == NN_DTYPE_F16 ? "float16" : "float32");
   int same = t->ndim == info->ndim;
   for (int d = 0; same && d < t->ndim; d++) same = t->shape[d] == info->shape[d];
@@ -572,8 +574,8 @@ static int load_tensor(float *dst, const nn_st_tensor *t, const nn_tensor_info *
   }
   size_t width = dtype_sizes[want];
   if (t->nbytes != info->size * width) /* shape equal, so only if info is inconsistent */
-    LOAD_FAIL(NN_ERROR, "weights: tensor \"%s\" has %zu bytes, expected %zu", info->name,
-              t->nbytes, info->size * width);
+    LOAD_FAIL(NN_ERROR, "weights: tensor \"%s\" has %zu bytes, expected %zu", info->name, t->nbytes,
+              info->size * width);
   if (want == NN_DTYPE_F16) {
     for (size_t k = 0; k < info->size; k++)
       dst[k] = nn_float16_to_float((uint16_t)(t->data[2 * k] | t->data[2 * k + 1] << 8));

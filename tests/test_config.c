@@ -10,6 +10,10 @@
 #include "nn_internal.h"
 
 static int same_config(const nn_config *a, const nn_config *b, char *what, size_t n) {
+  if (a->storage != b->storage) {
+    snprintf(what, n, "storage differs");
+    return 0;
+  }
 #define SAME(f)                                                               \
   if (memcmp(&a->f, &b->f, sizeof a->f) != 0) {                               \
     snprintf(what, n, "%s differs", #f);                                      \
@@ -21,7 +25,7 @@ static int same_config(const nn_config *a, const nn_config *b, char *what, size_
   SAME(class_weights) SAME(patience) SAME(lr_patience) SAME(lr_factor) SAME(monitor) SAME(seed)
   SAME(threads) SAME(device) SAME(progress) SAME(validation) SAME(recipe) SAME(ensemble)
   SAME(embed_dropout) SAME(word_dropout) SAME(lazy_adam) SAME(lr_schedule) SAME(min_count)
-  SAME(drop_parentheses) SAME(subword_buckets) SAME(subword_min) SAME(subword_max) SAME(storage)
+  SAME(drop_parentheses) SAME(subword_buckets) SAME(subword_min) SAME(subword_max)
 #undef SAME
   snprintf(what, n, "same");
   return 1;

@@ -61,10 +61,9 @@ static void test_all_halves(void) {
     uint32_t e = (h >> 10) & 0x1fu;
     double want = e == 0x1fu ? ((h & 0x3ffu) ? NAN : INFINITY) : half_value(h & 0x7fffu);
     if (h & 0x8000u) want = -want;
-    int same = e == 0x1fu && (h & 0x3ffu)
-                   ? isnan(f) && !!signbit(f) == !!(h & 0x8000u) &&
-                         (bits_of(f) & 0x7fffffu) == (h & 0x3ffu) << 13
-                   : (double)f == want && !!signbit(f) == !!(h & 0x8000u);
+    int same = e == 0x1fu && (h & 0x3ffu) ? isnan(f) && !!signbit(f) == !!(h & 0x8000u) &&
+                                                (bits_of(f) & 0x7fffffu) == (h & 0x3ffu) << 13
+                                          : (double)f == want && !!signbit(f) == !!(h & 0x8000u);
     if (!same && wrong_value++ < 5)
       fprintf(stderr, "  half 0x%04x -> %.9g (bits 0x%08x), expected %.9g\n", h, f, bits_of(f),
               want);
@@ -108,8 +107,10 @@ static void test_ties(void) {
   CHECK(wrong == 0, "%d wrong around midpoints", wrong);
   /* by hand */
   CHECK(nn_float16_from_float(1.0f + 1.0f / 2048) == 0x3c00, "1 + 2^-11 (tie) -> 1 (even)");
-  CHECK(nn_float16_from_float(1.0f + 3.0f / 2048) == 0x3c02, "1 + 3 2^-11 (tie) -> 1 + 2^-9 (even)");
-  CHECK(nn_float16_from_float(0.1f) == 0x2e66, "0.1 -> 0x2e66, got 0x%04x", nn_float16_from_float(0.1f));
+  CHECK(nn_float16_from_float(1.0f + 3.0f / 2048) == 0x3c02,
+        "1 + 3 2^-11 (tie) -> 1 + 2^-9 (even)");
+  CHECK(nn_float16_from_float(0.1f) == 0x2e66, "0.1 -> 0x2e66, got 0x%04x",
+        nn_float16_from_float(0.1f));
   CHECK(nn_float16_from_float(-2.0f) == 0xc000, "-2 -> 0xc000");
 }
 

@@ -492,7 +492,8 @@ static void test_hostile_model_blobs(void) {
                     "\"storage\" is \"float32\")");
   snprintf(e->dtype, sizeof e->dtype, "F16");
   snprintf(want, sizeof want,
-           "safetensors: tensor \"fc2.bias\": shape with dtype F16 needs %lld bytes but data_offsets span %lld",
+           "safetensors: tensor \"fc2.bias\": shape with dtype F16 needs %lld bytes but "
+           "data_offsets span %lld",
            (long long)(2 * fc2b.shape[0]), (long long)(4 * fc2b.shape[0]));
   expect_load_error("F16 over the bytes of an F32 tensor", &s, want);
   snprintf(e->dtype, sizeof e->dtype, "F32");
@@ -537,7 +538,8 @@ static void test_hostile_model_blobs(void) {
   *e = keep;
   snprintf(e->dtype, sizeof e->dtype, "BF16");
   expect_load_error("unsupported dtype", &s,
-                    "safetensors: tensor \"fc2.bias\": dtype \"BF16\" is not supported (F32, F16, I32, I64, F64 are)");
+                    "safetensors: tensor \"fc2.bias\": dtype \"BF16\" is not supported (F32, F16, "
+                    "I32, I64, F64 are)");
   *e = keep;
   e->ndim = 5;
   for (int d = 0; d < 5; d++) e->shape[d] = 1;
@@ -760,8 +762,9 @@ static void test_hostile_headers(void) {
                      "safetensors: tensor \"a\": unknown field \"x\" (expected dtype, shape, data_offsets)");
   expect_parse_error("dtype not a string", "{\"a\":{\"dtype\":4,\"shape\":[1],\"data_offsets\":[0,4]}}", data, 4,
                      "safetensors: tensor \"a\": \"dtype\" must be a string");
-  expect_parse_error("lower-case dtype", "{\"a\":{\"dtype\":\"f32\",\"shape\":[1],\"data_offsets\":[0,4]}}", data, 4,
-                     "safetensors: tensor \"a\": dtype \"f32\" is not supported (F32, F16, I32, I64, F64 are)");
+  expect_parse_error(
+      "lower-case dtype", "{\"a\":{\"dtype\":\"f32\",\"shape\":[1],\"data_offsets\":[0,4]}}", data,
+      4, "safetensors: tensor \"a\": dtype \"f32\" is not supported (F32, F16, I32, I64, F64 are)");
   expect_parse_error("shape not an array", "{\"a\":{\"dtype\":\"F32\",\"shape\":1,\"data_offsets\":[0,4]}}", data, 4,
                      "safetensors: tensor \"a\": \"shape\" must be an array");
   expect_parse_error("fractional dimension", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1.5],\"data_offsets\":[0,4]}}", data, 4,
@@ -848,10 +851,12 @@ static void test_float16_blobs(void) {
    * cases of interest, the rest ordinary weights */
   float *p = nn_model_params(m);
   size_t n = nn_model_param_count(m);
-  const float cases[] = {0.1f, -0.1f, 1.0f + 1.0f / 2048, 1.0f + 3.0f / 2048, 65504.0f, 1e6f,
-                         -1e30f, 5.9604645e-8f, 2.9802322e-8f, 1e-6f, -0.0f, 0.0f};
+  const float cases[] = {0.1f,  -0.1f,  1.0f + 1.0f / 2048, 1.0f + 3.0f / 2048, 65504.0f,
+                         1e6f,  -1e30f, 5.9604645e-8f,      2.9802322e-8f,      1e-6f,
+                         -0.0f, 0.0f};
   const int ncases = (int)(sizeof cases / sizeof cases[0]);
-  for (size_t k = 0; k < n; k++) p[k] = k < (size_t)ncases ? cases[k] : (float)((int)(k % 97) - 48) / 37.0f;
+  for (size_t k = 0; k < n; k++)
+    p[k] = k < (size_t)ncases ? cases[k] : (float)((int)(k % 97) - 48) / 37.0f;
   float *want = malloc(n * sizeof *want);
   memcpy(want, p, n * sizeof *want);
   size_t clamped = nn_float16_round(want, n);
@@ -902,13 +907,15 @@ static void test_float16_blobs(void) {
   keep = *e;
   snprintf(e->dtype, sizeof e->dtype, "F32");
   snprintf(what, sizeof what,
-           "safetensors: tensor \"fc2.bias\": shape with dtype F32 needs %lld bytes but data_offsets span %lld",
+           "safetensors: tensor \"fc2.bias\": shape with dtype F32 needs %lld bytes but "
+           "data_offsets span %lld",
            (long long)(4 * fc2b.shape[0]), (long long)(2 * fc2b.shape[0]));
   expect_load_error("F32 over the bytes of an F16 tensor", &s, what);
   e->end = e->begin + 2 * (uint64_t)fc2b.size - 2;
   snprintf(e->dtype, sizeof e->dtype, "F16");
   snprintf(what, sizeof what,
-           "safetensors: tensor \"fc2.bias\": shape with dtype F16 needs %lld bytes but data_offsets span %lld",
+           "safetensors: tensor \"fc2.bias\": shape with dtype F16 needs %lld bytes but "
+           "data_offsets span %lld",
            (long long)(2 * fc2b.shape[0]), (long long)(2 * fc2b.shape[0] - 2));
   expect_load_error("F16 tensor one value short", &s, what);
   *e = keep;
@@ -941,8 +948,9 @@ static void test_float16_blobs(void) {
   spec_from_blob(&s, blob, len); /* fresh copy (the config above changed) */
   e = spec_find(&s, "fc2.bias");
   s.data[e->begin] = 0x00, s.data[e->begin + 1] = 0x7c; /* +infinity */
-  expect_load_error("F16 infinity", &s,
-                    "weights: tensor \"fc2.bias\" holds a non-finite value (infinity) at element 0");
+  expect_load_error(
+      "F16 infinity", &s,
+      "weights: tensor \"fc2.bias\" holds a non-finite value (infinity) at element 0");
   s.data[e->begin] = 0x01, s.data[e->begin + 1] = 0xfc; /* a negative signalling NaN */
   expect_load_error("F16 NaN", &s,
                     "weights: tensor \"fc2.bias\" holds a non-finite value (NaN) at element 0");
