@@ -31,6 +31,7 @@ typedef enum {
   OPT_RECIPE,
   OPT_SCHEDULE,
   OPT_VALIDATION,
+  OPT_STORAGE,
   OPT_EXT /* an option ext/ reads (offset: its nn_ext_key): handed back, not parsed here */
 } opt_kind;
 
@@ -54,7 +55,7 @@ typedef struct config_option {
 _Static_assert(sizeof(nn_cell) == sizeof(int) && sizeof(nn_attention) == sizeof(int) &&
                    sizeof(nn_device) == sizeof(int) && sizeof(nn_monitor) == sizeof(int) &&
                    sizeof(nn_recipe) == sizeof(int) && sizeof(nn_lr_schedule) == sizeof(int) &&
-                   sizeof(nn_validation) == sizeof(int),
+                   sizeof(nn_validation) == sizeof(int) && sizeof(nn_storage) == sizeof(int),
                "config.c reads the enum fields as int");
 
 /* In the order nn_config_to_json writes them; then the keys ext/ reads. */
@@ -100,6 +101,7 @@ static const config_option config_options[] = {
     OPT_I(subword_max, 1, 16),
     OPT_E(validation, OPT_VALIDATION),
     OPT_I(pretrain_epochs, 0, 1000),
+    OPT_E(storage, OPT_STORAGE),
     /* ext/'s (nn_ext_key), beside "class_weights" as an object (nn_options_parse) */
     OPT_X("from", NN_KEY_FROM),
     OPT_X("from_version", NN_KEY_FROM_VERSION),
@@ -123,6 +125,7 @@ static const char *const monitor_names[] = {"val_loss", "val_f1", "val_accuracy"
 static const char *const recipe_names[] = {"default", "lesson"};
 static const char *const schedule_names[] = {"plateau", "cosine"};
 static const char *const validation_names[] = {"random", "last", "none", "query"};
+static const char *const storage_names[] = {"float32", "float16"};
 #define COUNT(a) ((int)(sizeof a / sizeof a[0]))
 
 /* The names of an enum option's values, in enum order; *count of them. */
@@ -135,6 +138,7 @@ static const char *const *enum_names(opt_kind kind, int *count) {
   case OPT_RECIPE: *count = COUNT(recipe_names); return recipe_names;
   case OPT_SCHEDULE: *count = COUNT(schedule_names); return schedule_names;
   case OPT_VALIDATION: *count = COUNT(validation_names); return validation_names;
+  case OPT_STORAGE: *count = COUNT(storage_names); return storage_names;
   default: *count = 0; return NULL;
   }
 }
@@ -154,6 +158,7 @@ const char *nn_lr_schedule_name(nn_lr_schedule schedule) {
   return enum_name(OPT_SCHEDULE, (int)schedule);
 }
 const char *nn_validation_name(nn_validation v) { return enum_name(OPT_VALIDATION, (int)v); }
+const char *nn_storage_name(nn_storage storage) { return enum_name(OPT_STORAGE, (int)storage); }
 
 void nn_config_lesson(nn_config *cfg) {
   memset(cfg, 0, sizeof *cfg);
@@ -195,6 +200,7 @@ void nn_config_lesson(nn_config *cfg) {
   cfg->progress = 1;
   cfg->validation = NN_VALIDATION_RANDOM;
   cfg->validation_rows = 0;
+  cfg->storage = NN_STORAGE_FLOAT32;
 }
 
 /* The default recipe: the lesson's network, chosen by validation weighted F1 on three corpora
@@ -323,7 +329,8 @@ static void range_text(char *out, size_t n, const config_option *o) {
   case OPT_MONITOR:
   case OPT_RECIPE:
   case OPT_SCHEDULE:
-  case OPT_VALIDATION: { /* "a", "b" or "c" */
+  case OPT_VALIDATION:
+  case OPT_STORAGE: { /* "a", "b" or "c" */
     int count;
     const char *const *names = enum_names(o->kind, &count);
     size_t used = 0;
@@ -478,7 +485,8 @@ int nn_config_validate(const nn_config *cfg, char *err) {
     case OPT_MONITOR:
     case OPT_RECIPE:
     case OPT_SCHEDULE:
-    case OPT_VALIDATION: {
+    case OPT_VALIDATION:
+    case OPT_STORAGE: {
       int x, count; /* the enums are int-sized */
       memcpy(&x, field, sizeof x);
       enum_names(o->kind, &count);
@@ -571,7 +579,8 @@ static int parse_option(nn_config *cfg, const config_option *o, const nn_json *v
   case OPT_MONITOR:
   case OPT_RECIPE:
   case OPT_SCHEDULE:
-  case OPT_VALIDATION: {
+  case OPT_VALIDATION:
+  case OPT_STORAGE: {
     int count;
     const char *const *names = enum_names(o->kind, &count);
     if (v->type != NN_JSON_STRING) return option_error(err, o, got);
@@ -737,7 +746,8 @@ char *nn_config_to_json(const nn_config *cfg, const nn_allocator *mem) {
     case OPT_MONITOR:
     case OPT_RECIPE:
     case OPT_SCHEDULE:
-    case OPT_VALIDATION: {
+    case OPT_VALIDATION:
+    case OPT_STORAGE: {
       int x;
       memcpy(&x, field, sizeof x);
       nn_strbuf_printf(&sb, "\"%s\"", enum_name(o->kind, x));

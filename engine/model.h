@@ -155,7 +155,8 @@ struct nn_workspace {
 /* The inference tables of nn_model_prepare_inference (fold, step1 and the step-1 table's
  * scratch while it is built) are built only within NN_INFER_TABLES_FACTOR x the parameters'
  * bytes + NN_INFER_TABLES_SLACK: a loaded model then holds at most about
- * (2 + NN_INFER_TABLES_FACTOR) x its BLOB's bytes + 16 MB (parameters, transposed W_hh, tables).
+ * (2 + NN_INFER_TABLES_FACTOR) x its BLOB's bytes + 16 MB (parameters, transposed W_hh, tables);
+ * twice that for a "storage": "float16" BLOB, which holds 2 bytes a parameter, not 4.
  * The lesson's AG News model (rnn 128, 5000 tokens) needs 2.4x for both tables; a large
  * vocabulary with a tiny embedding (a crafted model's case: tests/test_resource_bounds.c) runs
  * without them. */

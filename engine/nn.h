@@ -67,6 +67,10 @@ typedef enum {
   NN_ATTN_DOT = 3 /* e_t = y_t . y_last, no parameters */
 } nn_attention;
 typedef enum { NN_DEVICE_AUTO = 0, NN_DEVICE_CPU = 1, NN_DEVICE_CUDA = 2 } nn_device;
+/* How a model's weights are stored in its file (option "storage"): float32 as trained, or
+ * IEEE binary16, half the bytes, the trained weights rounded to it (nn_trainer_take_model) and
+ * expanded to float32 again when the model is loaded. */
+typedef enum { NN_STORAGE_FLOAT32 = 0, NN_STORAGE_FLOAT16 = 1 } nn_storage;
 /* The validation figure that picks the best epoch and drives early stopping (option "monitor"):
  * the loss is lower-is-better, F1 (weighted) and accuracy higher-is-better. */
 typedef enum {
@@ -151,6 +155,7 @@ typedef struct nn_config {
   int pool_threads;           /* > 0: the trainer's threads instead of `threads` (attn_tune's trials
                              two at a time). Not an option, not stored: results do not depend on
                              the number of threads */
+  nn_storage storage;         /* "float32" (default) | "float16": the dtype of the stored weights */
   int pretrain_epochs;        /* skip-gram passes over the training split's and the unlabelled
                              rows' texts before the classifier trains (pretrain.c); 0: none.
                              The default recipe sizes it to the unlabelled rows
@@ -264,6 +269,7 @@ char *nn_config_to_json(const nn_config *cfg, const nn_allocator *mem);
 const char *nn_cell_name(nn_cell cell);           /* "rnn" | "gru" | "lstm" */
 const char *nn_attention_name(nn_attention attn); /* "linear" | "additive" | "self" | "dot" */
 const char *nn_validation_name(nn_validation v);  /* "random" | "last" | "none" | "query" */
+const char *nn_storage_name(nn_storage storage);  /* "float32" | "float16" */
 
 /* ---------------------------------------------------------------- text and vocabulary (text.c) */
 
@@ -588,7 +594,10 @@ int nn_trainer_done(const nn_trainer *tr);
 /* The trainer's options: those given, with what the recipe sized to the rows
  * (nn_config_size_to_data). */
 const nn_config *nn_trainer_config(const nn_trainer *tr);
-/* The model with the best validation weights; ownership passes to the caller. Call once. */
+/* The model with the best validation weights; ownership passes to the caller. Call once. With
+ * "storage": "float16" the weights are rounded to float16 first and the best epoch's validation
+ * figures scored again on them (the metrics JSON then has "storage" and the "..._float32"
+ * figures as trained). */
 int nn_trainer_take_model(nn_trainer *tr, nn_model **out, char *err);
 /* Summary of the run as a JSON object (best epoch, best val metrics, train/val sizes, ...),
  * from the trainer's allocator (free it with that); NULL when out of memory. */
@@ -609,7 +618,7 @@ int nn_trainer_set_class_weights(nn_trainer *tr, const char *const *labels, cons
  * written into buf (len bytes), which is returned. */
 const char *nn_trainer_backend(const nn_trainer *tr, char *buf, size_t len);
 /* Parameters of the model being trained (every member of an ensemble): its file holds 4 bytes
- * each (nn_model_save), so a caller can refuse a model its store cannot hold before training. */
+ * each, 2 with "storage": "float16" (nn_model_save), so a caller can refuse a model its store cannot hold before training. */
 size_t nn_trainer_param_count(const nn_trainer *tr);
 
 /* Pretrained word vectors (attn_train's "embeddings" option); call after nn_trainer_create,
@@ -642,7 +651,13 @@ int nn_model_load_ex(nn_model **out, const unsigned char *blob, size_t len, nn_i
                      void *stop_ctx, const nn_allocator *mem, char *err);
 
 /* Generic reader, used by tests (fixtures) and by nn_model_load. */
-typedef enum { NN_DTYPE_F32 = 0, NN_DTYPE_I32 = 1, NN_DTYPE_I64 = 2, NN_DTYPE_F64 = 3 } nn_dtype;
+typedef enum {
+  NN_DTYPE_F32 = 0,
+  NN_DTYPE_I32 = 1,
+  NN_DTYPE_I64 = 2,
+  NN_DTYPE_F64 = 3,
+  NN_DTYPE_F16 = 4 /* IEEE binary16: the weights of a "storage": "float16" model */
+} nn_dtype;
 typedef struct nn_st_tensor {
   char *name;
   nn_dtype dtype;

@@ -116,6 +116,15 @@ const nn_st_tensor *nn_st_find(const nn_st_file *file, const char *name);
 const char *nn_st_meta(const nn_st_file *file, const char *key);
 void nn_st_free(nn_st_file *file);
 
+/* IEEE binary16 (float16.c): round to nearest, ties to even; overflow to infinity, subnormals,
+ * NaN payloads kept. nn_float16_round rounds values in place to the nearest half, a finite value
+ * that would round to infinity (65520 or more) clamped to NN_FLOAT16_MAX; returns how many
+ * were clamped. */
+#define NN_FLOAT16_MAX 65504.0f
+uint16_t nn_float16_from_float(float f);
+float nn_float16_to_float(uint16_t h);
+size_t nn_float16_round(float *values, size_t n);
+
 #ifdef __cplusplus
 }
 #endif

@@ -11,7 +11,8 @@
  * nn_st_parse is a generic, validating reader (nothing outside the blob is ever read; tensor
  * data points into the blob). nn_model_save / nn_model_load map a model to and from it, with
  * __metadata__ = {"format_version": "1", "config": <json>, "vocab": <json array>,
- * "labels": <json array>}. */
+ * "labels": <json array>}. Every tensor of a model is F32, or F16 when its config says
+ * "storage": "float16" (IEEE binary16, float16.c; expanded to float32 when loaded). */
 #include "config.h"
 #include "json.h"
 #include "model.h"
@@ -19,17 +20,24 @@
 #include "nn_mem.h"
 #include "text.h"
 
+#include <float.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define ST_MAX_HEADER ((uint64_t)100 * 1000 * 1000) /* bytes, as the reference reader */
 
-static const char *const dtype_names[] = {"F32", "I32", "I64", "F64"};
-static const size_t dtype_sizes[] = {4, 4, 8, 8};
+static const char *const dtype_names[] = {"F32", "I32", "I64", "F64", "F16"}; /* nn_dtype order */
+static const size_t dtype_sizes[] = {4, 4, 8, 8, 2};
+#define DTYPE_COUNT ((int)(sizeof dtype_names / sizeof dtype_names[0]))
+
+/* The dtype of a model's tensors in its file, and the bytes of one of its floats there. */
+static nn_dtype storage_dtype(const nn_config *cfg) {
+  return cfg->storage == NN_STORAGE_FLOAT16 ? NN_DTYPE_F16 : NN_DTYPE_F32;
+}
 
 static int host_is_little_endian(void) {
   const uint32_t one = 1;
@@ -135,12 +143,12 @@ static int st_parse_tensor(nn_st_tensor *t, const nn_json *e, const unsigned cha
     return st_error(err, q, !dtype ? "no \"dtype\"" : !shape ? "no \"shape\"" : "no \"data_offsets\"");
   if (dtype->type != NN_JSON_STRING) return st_error(err, q, "\"dtype\" must be a string");
   int dt = -1;
-  for (int k = 0; k < 4; k++)
+  for (int k = 0; k < DTYPE_COUNT; k++)
     if (dtype->str_len == 3 && memcmp(dtype->str, dtype_names[k], 3) == 0) dt = k;
   if (dt < 0) {
     char d[64];
     nn_json_quote_for_message(d, sizeof d, dtype->str, dtype->str_len);
-    snprintf(what, sizeof what, "dtype %s is not supported (F32, I32, I64, F64 are)", d);
+    snprintf(what, sizeof what, "dtype %s is not supported (F32, F16, I32, I64, F64 are)", d);
     return st_error(err, q, what);
   }
   if (shape->type != NN_JSON_ARRAY) return st_error(err, q, "\"shape\" must be an array");
@@ -347,7 +355,8 @@ int nn_model_save(const nn_model *model, unsigned char **out, size_t *out_len, c
   nn_strbuf_puts(&header, "}");
 
   /* tensors, data in tensor order */
-  uint64_t offset = 0;
+  nn_dtype dtype = storage_dtype(nn_model_config(model));
+  uint64_t width = dtype_sizes[dtype], offset = 0;
   for (int i = 0; i < ntensors; i++) {
     nn_tensor_info info;
     if (nn_model_tensor(model, i, &info) != NN_OK) {
@@ -357,11 +366,11 @@ int nn_model_save(const nn_model *model, unsigned char **out, size_t *out_len, c
     }
     nn_strbuf_puts(&header, ",");
     nn_strbuf_append_json_string(&header, info.name, strlen(info.name));
-    nn_strbuf_puts(&header, ":{\"dtype\":\"F32\",\"shape\":");
+    nn_strbuf_printf(&header, ":{\"dtype\":\"%s\",\"shape\":", dtype_names[dtype]);
     append_shape(&header, info.shape, info.ndim);
     nn_strbuf_printf(&header, ",\"data_offsets\":[%llu,%llu]}", (unsigned long long)offset,
-                     (unsigned long long)(offset + 4 * (uint64_t)info.size));
-    offset += 4 * (uint64_t)info.size;
+                     (unsigned long long)(offset + width * (uint64_t)info.size));
+    offset += width * (uint64_t)info.size;
   }
   nn_strbuf_puts(&header, "}");
   while (header.len % 8 && !header.oom) nn_strbuf_puts(&header, " "); /* oom: appends stop */
@@ -380,6 +389,18 @@ int nn_model_save(const nn_model *model, unsigned char **out, size_t *out_len, c
     nn_tensor_info info;
     nn_model_tensor(model, i, &info);
     const float *src = params + info.offset;
+    if (dtype == NN_DTYPE_F16) { /* rounded to nearest even; the trainer rounded them already */
+      for (size_t k = 0; k < info.size; k++) {
+        float x = src[k];
+        if (x > NN_FLOAT16_MAX && x <= FLT_MAX) x = NN_FLOAT16_MAX; /* as nn_float16_round */
+        else if (x < -NN_FLOAT16_MAX && x >= -FLT_MAX) x = -NN_FLOAT16_MAX;
+        uint16_t h = nn_float16_from_float(x);
+        data[2 * k] = (unsigned char)h;
+        data[2 * k + 1] = (unsigned char)(h >> 8);
+      }
+      data += info.size * 2;
+      continue;
+    }
     if (little) {
       memcpy(data, src, info.size * 4);
     } else {
@@ -531,14 +552,18 @@ done:
   return rc;
 }
 
-/* The model's tensor `info` from the file's tensor t: F32, its exact shape, copied into dst
- * (little-endian in the file). */
-static int load_tensor(float *dst, const nn_st_tensor *t, const nn_tensor_info *info, char *err) {
+/* The model's tensor `info` from the file's tensor t: the dtype of the config's "storage" (F32,
+ * or F16 expanded to float32), its exact shape, copied into dst (little-endian in the file). */
+static int load_tensor(float *dst, const nn_st_tensor *t, const nn_tensor_info *info, nn_dtype want,
+                       char *err) {
   int rc = NN_OK;
   if (!t) LOAD_FAIL(NN_ERROR, "weights: tensor \"%s\" is missing", info->name);
-  if (t->dtype != NN_DTYPE_F32)
-    LOAD_FAIL(NN_ERROR, "weights: tensor \"%s\" has dtype %s, expected F32", info->name,
-              dtype_names[t->dtype]);
+  if (t->dtype != want)
+    LOAD_FAIL(NN_ERROR,
+              "weights: tensor \"%s\" has dtype %s, expected %s (the config's "
+              "\"storage\" is \"%s\")",
+              info->name, dtype_names[t->dtype], dtype_names[want],
+              want == NN_DTYPE_F16 ? "float16" : "float32");
   int same = t->ndim == info->ndim;
   for (int d = 0; same && d < t->ndim; d++) same = t->shape[d] == info->shape[d];
   if (!same) {
@@ -547,10 +572,14 @@ static int load_tensor(float *dst, const nn_st_tensor *t, const nn_tensor_info *
     shape_text(want, sizeof want, info->shape, info->ndim);
     LOAD_FAIL(NN_ERROR, "weights: tensor \"%s\" has shape %s, expected %s", info->name, got, want);
   }
-  if (t->nbytes != info->size * 4) /* shape equal, so only if info is inconsistent */
-    LOAD_FAIL(NN_ERROR, "weights: tensor \"%s\" has %zu bytes, expected %zu", info->name,
-              t->nbytes, info->size * 4);
-  if (host_is_little_endian()) {
+  size_t width = dtype_sizes[want];
+  if (t->nbytes != info->size * width) /* shape equal, so only if info is inconsistent */
+    LOAD_FAIL(NN_ERROR, "weights: tensor \"%s\" has %zu bytes, expected %zu", info->name, t->nbytes,
+              info->size * width);
+  if (want == NN_DTYPE_F16) {
+    for (size_t k = 0; k < info->size; k++)
+      dst[k] = nn_float16_to_float((uint16_t)(t->data[2 * k] | t->data[2 * k + 1] << 8));
+  } else if (host_is_little_endian()) {
     memcpy(dst, t->data, t->nbytes);
   } else {
     for (size_t k = 0; k < info->size; k++) {
@@ -578,11 +607,13 @@ static int load_weights(nn_model *model, const nn_st_file *f, uint64_t buffer_le
     }
   }
   float *params = nn_model_params(model);
+  nn_dtype want = storage_dtype(nn_model_config(model));
   for (int i = 0; i < ntensors; i++) {
     nn_tensor_info info;
     if (nn_model_tensor(model, i, &info) != NN_OK)
       LOAD_FAIL(NN_ERROR, "weights: model tensor %d of %d is missing", i, ntensors);
-    if ((rc = load_tensor(params + info.offset, nn_st_find(f, info.name), &info, err)) != NN_OK)
+    if ((rc = load_tensor(params + info.offset, nn_st_find(f, info.name), &info, want, err)) !=
+        NN_OK)
       goto done;
     LOAD_STOP_CHECK();
   }
@@ -660,7 +691,7 @@ int nn_model_load_ex(nn_model **out, const unsigned char *blob, size_t len, nn_i
   nn_config sized = cfg;
   sized.vocab_size = V;
   uint64_t need = nn_config_param_count(&sized, (uint64_t)C), have = 0;
-  for (int i = 0; i < f.count; i++) have += f.tensors[i].nbytes / 4;
+  for (int i = 0; i < f.count; i++) have += f.tensors[i].nbytes / dtype_sizes[f.tensors[i].dtype];
   if (need > 2 * have + ((uint64_t)1 << 20))
     LOAD_FAIL(NN_ERROR,
               "weights: the config, %d tokens and %d labels need %llu floats, the file holds %llu",

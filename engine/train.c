@@ -835,6 +835,24 @@ int nn_trainer_take_model(nn_trainer *tr, nn_model **out, char *err) {
   }
   if (tr->best.epoch > 0)
     memcpy(nn_model_params(tr->model), tr->best_params, tr->param_count * sizeof(float));
+  if (tr->cfg.storage == NN_STORAGE_FLOAT16 && !tr->rounded) {
+    /* What is stored is what was measured: the weights are rounded to float16 here, in place,
+     * and the kept epoch's validation figures (the version's metrics, attn_tune's choice) are
+     * those of the rounded weights, scored again on the same rows; the deploy decision scores
+     * this model too. The figures as trained stay in the metrics beside them. */
+    tr->clamped = nn_float16_round(nn_model_params(tr->model), tr->param_count);
+    tr->rounded = 1;
+    if (tr->n_val > 0 && tr->best.epoch > 0) {
+      epoch_report none = {NULL, NULL, 0, 0.0, 0.0};
+      double loss, accuracy, f1;
+      int status = validate(tr, &none, &loss, &accuracy, &f1, err);
+      if (status != NN_OK) return status;
+      tr->float32_figures = tr->best_figures;
+      tr->best.val_loss = loss;
+      tr->best.val_accuracy = accuracy;
+      tr->best.val_f1 = f1;
+    }
+  }
   int status = nn_model_prepare_inference(tr->model, err); /* its weights are final now */
   if (status != NN_OK) return status;
   *out = tr->model;
@@ -922,6 +940,22 @@ char *nn_trainer_metrics_json(const nn_trainer *tr) {
     size_t used = strlen(extra);
     snprintf(extra + used, sizeof extra - used, ",\"pretrain_epochs\":%d,\"pretrain_seconds\":%s",
              tr->cfg.pretrain_epochs, pseconds);
+  }
+  if (tr->rounded) { /* "storage": "float16": the figures above are the rounded weights' */
+    size_t used = strlen(extra);
+    used += (size_t)snprintf(extra + used, sizeof extra - used, ",\"storage\":\"float16\"");
+    if (tr->n_val > 0 && have && used < sizeof extra) {
+      char l32[40], a32[40], f32[40];
+      json_number(l32, sizeof l32, tr->float32_figures.loss);
+      json_number(a32, sizeof a32, tr->float32_figures.accuracy);
+      json_number(f32, sizeof f32, tr->float32_figures.f1);
+      used += (size_t)snprintf(extra + used, sizeof extra - used,
+                               ",\"val_loss_float32\":%s,\"val_accuracy_float32\":%s,"
+                               "\"val_f1_float32\":%s",
+                               l32, a32, f32);
+    }
+    if (tr->clamped && used < sizeof extra)
+      snprintf(extra + used, sizeof extra - used, ",\"float16_clamped\":%zu", tr->clamped);
   }
   const char *format = "{\"best_epoch\":%d,\"val_loss\":%s,\"val_accuracy\":%s,\"val_f1\":%s,"
                        "\"monitor\":\"%s\",\"train_rows\":%d,\"val_rows\":%d,\"epochs_run\":%d,"

@@ -119,7 +119,12 @@ struct nn_trainer {
   nn_figures best_figures; /* early stopping: the best epoch's validation figures so far, compared
                             * by nn_monitor_better (none yet: infinitely bad) */
   int bad_epochs;
-  nn_epoch_stats best;  /* stats of the best epoch (best.epoch == 0: none yet) */
+  nn_epoch_stats best; /* stats of the best epoch (best.epoch == 0: none yet); with "storage":
+                          "float16", once the model is taken, its figures are the rounded
+                          weights' (nn_trainer_take_model) */
+  nn_figures float32_figures; /* "storage": "float16": the best epoch's figures as trained */
+  int rounded;    /* the model taken was rounded to float16 (and scored again if it could be) */
+  size_t clamped; /* weights past the largest float16, clamped to it */
   int epochs_run;
   int done;
   double seconds; /* all epochs together */

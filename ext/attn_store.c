@@ -235,8 +235,9 @@ int attn_store_check_size(sqlite3 *db, const char *fn, const nn_config *cfg, uin
     small.vocab_size = 2;
     params = nn_config_param_count(&small, 1);
   }
-  /* the file (nn_model_save): 8 bytes of header length, a header, 4 bytes a parameter */
-  uint64_t bytes = 8 + 4 * params;
+  /* the file (nn_model_save): 8 bytes of header length, a header, 4 bytes a parameter (2 with
+   * "storage": "float16") */
+  uint64_t bytes = 8 + (cfg->storage == NN_STORAGE_FLOAT16 ? 2 : 4) * params;
   if (limit < 0 || bytes <= (uint64_t)limit) return SQLITE_OK;
   /* name the options of the largest share: the subword table, the vocabulary's table or the
    * rest of the network */

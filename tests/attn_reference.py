@@ -230,7 +230,7 @@ def engine_config(cfg):
 # ------------------------------------------------------------------ safetensors
 
 _DTYPES = {np.dtype("float32"): "F32", np.dtype("int64"): "I64", np.dtype("int32"): "I32",
-           np.dtype("float64"): "F64"}
+           np.dtype("float64"): "F64", np.dtype("float16"): "F16"}
 _NP = {v: k for k, v in _DTYPES.items()}
 
 
@@ -292,6 +292,7 @@ def from_engine_file(blob):
     cfg = {k: config[k] for k in DEFAULTS if k in config}
     cfg.update(vocab_size=len(vocab), num_classes=len(labels), vocab=vocab)
     model = classifier(cfg)
-    model.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in tensors.items()},
+    # a "storage": "float16" file holds F16 tensors: float32 again, as the engine reads them
+    model.load_state_dict({k: torch.from_numpy(v.astype(np.float32)) for k, v in tensors.items()},
                           strict=True)
     return model, vocab, labels, config

@@ -10,6 +10,10 @@
 #include "nn_internal.h"
 
 static int same_config(const nn_config *a, const nn_config *b, char *what, size_t n) {
+  if (a->storage != b->storage) {
+    snprintf(what, n, "storage differs");
+    return 0;
+  }
 #define SAME(f)                                                               \
   if (memcmp(&a->f, &b->f, sizeof a->f) != 0) {                               \
     snprintf(what, n, "%s differs", #f);                                      \
@@ -131,6 +135,12 @@ static void test_defaults(void) {
   mon = parse_ok("{\"monitor\":\"val_accuracy\"}");
   CHECK(mon.monitor == NN_MONITOR_VAL_ACCURACY, "monitor %d", mon.monitor);
   CHECK(c.validation == NN_VALIDATION_RANDOM, "validation: default random (%d)", c.validation);
+  CHECK(c.storage == NN_STORAGE_FLOAT32, "storage: default float32 (%d)", c.storage);
+  mon = parse_ok("{\"storage\":\"float16\"}");
+  CHECK(mon.storage == NN_STORAGE_FLOAT16 && strcmp(nn_storage_name(mon.storage), "float16") == 0,
+        "storage \"float16\" (%d)", mon.storage);
+  mon = parse_ok("{\"recipe\":\"lesson\"}");
+  CHECK(mon.storage == NN_STORAGE_FLOAT32, "the lesson's storage: float32 (%d)", mon.storage);
   mon = parse_ok("{\"validation\":\"none\"}");
   CHECK(mon.validation == NN_VALIDATION_NONE && strcmp(nn_validation_name(mon.validation), "none") == 0,
         "validation \"none\" (%d)", mon.validation);
@@ -158,7 +168,7 @@ static void test_defaults(void) {
       "\"lower\":true,\"stopwords\":true,\"drop_parentheses\":false,\"char_level\":false,"
       "\"unicode\":false,\"max_len\":64,\"vocab_size\":100000,\"min_count\":1,"
       "\"subword_buckets\":16384,\"subword_min\":3,\"subword_max\":5,\"validation\":\"random\","
-      "\"pretrain_epochs\":0}";
+      "\"pretrain_epochs\":0,\"storage\":\"float32\"}";
   CHECK(json && strcmp(json, want) == 0, "defaults as JSON:\n  got      %s\n  expected %s", json, want);
   free(json);
 }
@@ -276,6 +286,9 @@ static void test_errors(void) {
   expect_error("{\"device\":\"gpu\"}", "option \"device\" must be \"auto\", \"cpu\" or \"cuda\", got \"gpu\"");
   expect_error("{\"device\":\"cpu\\u0000\"}",
                "option \"device\" must be \"auto\", \"cpu\" or \"cuda\", got \"cpu\\x00\"");
+  expect_error("{\"storage\":\"float8\"}",
+               "option \"storage\" must be \"float32\" or \"float16\", got \"float8\"");
+  expect_error("{\"storage\":16}", "option \"storage\" must be \"float32\" or \"float16\", got 16");
   /* keys */
   expect_error("{\"hiden\":128}", "unknown option \"hiden\" (did you mean \"hidden\"?)");
   expect_error("{\"epoch\":3}", "unknown option \"epoch\" (did you mean \"epochs\"?)");
@@ -389,6 +402,7 @@ static void test_round_trip(void) {
     c.lr_factor = k % 7 ? rnd_float(0, 1) : 1e-30f, c.seed = k ? rnd() >> 11 : 1ull << 53;
     c.threads = rnd_int(0, 1024), c.device = (nn_device)rnd_int(0, 2), c.progress = rnd_int(0, 1);
     c.subword_buckets = c.char_level ? 0 : rnd_int(0, 3) * 4096; /* subwords need word tokens */
+    c.storage = (nn_storage)rnd_int(0, 1);
     char err[NN_ERR_LEN] = "", what[64] = "";
     char *json = nn_config_to_json(&c, NULL);
     nn_config back;

@@ -10,7 +10,8 @@ every other corruption must be refused.
 Kinds: truncated at many lengths, single-bit flips across the header and the data, header
 length oversized / 2^64-1 / one past the end, tensors overlapping or outside the data, wrong
 dtype, wrong shape, missing or extra tensors, newer format version, absurd config in the
-metadata, vocabulary and labels of the wrong size, non-BLOB values.
+metadata, vocabulary and labels of the wrong size, non-BLOB values; and a float16 version's BLOB
+("storage": "float16", F16 tensors) with its dtype, sizes, storage and length corrupted.
 Run from the repository root: /usr/bin/python3 tests/test_hostile_weights.py
 """
 import json
@@ -199,6 +200,78 @@ for what, blob in blobs.items():
         refused += 1
 check(bad == 0, f"attn_import of {len(blobs)} corrupted BLOBs: {refused} refused, {loaded} "
                 f"loaded (bit flips), {bad} wrong")
+# A float16 version ("storage": "float16", 2 bytes a value): its sizes checked as exactly.
+db.execute("SELECT * FROM attn_train('h', 'SELECT text, label FROM docs', ?)",
+           ('{"epochs":1,"hidden":4,"embed_dim":4,"fc_hidden":4,"vocab_size":40,"cell":"gru",'
+            '"bidirectional":true,"progress":false,"storage":"float16"}',)).fetchall()
+half = db.execute("SELECT weights FROM attn_models WHERE name = 'h'").fetchone()[0]
+hhlen = struct.unpack("<Q", half[:8])[0]
+hheader = json.loads(half[8:8 + hhlen])
+hdata = half[8 + hhlen:]
+check(len(hdata) * 2 == len(data) and all(hheader[k]["dtype"] == "F16" for k in tensors),
+      f"float16 BLOB: {len(half)} bytes, data {len(hdata)} bytes (float32: {len(data)}), all F16")
+hb0, he0 = hheader[first]["data_offsets"]
+halves = {}
+
+
+def hvariant(fn, payload=hdata):
+    hdr = json.loads(json.dumps(hheader))
+    fn(hdr)
+    return build(hdr, payload)
+
+
+for dt in ("F32", "BF16", "F64", "I32", "I64", "U8", "f16", ""):
+    halves[f"dtype {dt!r}"] = hvariant(lambda h, dt=dt: h[first].__setitem__("dtype", dt))
+halves["one value short"] = hvariant(lambda h: h[first].__setitem__("data_offsets", [hb0, he0 - 2]))
+halves["one byte short"] = hvariant(lambda h: h[first].__setitem__("data_offsets", [hb0, he0 - 1]))
+halves["offsets of the float32 size"] = hvariant(
+    lambda h: h[first].__setitem__("data_offsets", [hb0, hb0 + 2 * (he0 - hb0)]))
+halves["data not covered (a gap)"] = build(hheader, hdata + b"\0\0")
+halves["an odd byte at the end"] = build(hheader, hdata + b"\0")
+halves["shape transposed"] = hvariant(lambda h: h[first].__setitem__(
+    "shape", list(reversed(h[first]["shape"]))))
+halves["shape doubled"] = hvariant(lambda h: h[first].__setitem__(
+    "shape", [2 * h[first]["shape"][0]] + h[first]["shape"][1:]))
+hcfg = json.loads(hheader["__metadata__"]["config"])
+for storage in ("float32", "bfloat16", None):
+    def set_storage(h, storage=storage):
+        c = dict(hcfg)
+        if storage is None:
+            c.pop("storage")  # a file of before the option: float32
+        else:
+            c["storage"] = storage
+        h["__metadata__"]["config"] = json.dumps(c)
+    halves[f"config storage {storage!r}"] = hvariant(set_storage)
+for n in sorted(set(range(0, len(half), max(1, len(half) // 300))) | {len(half) - 1, len(half) - 2}):
+    halves[f"truncated to {n} bytes"] = half[:n]
+bad = 0
+for what, blob in halves.items():
+    err = R.error_of(db, "SELECT attn_import('imp', ?)", (blob,))
+    if err is None or not err.startswith("attn_import: "):
+        bad += 1
+        print(f"FAIL float16 {what}: {err or 'imported'}; expected an error naming attn_import")
+# a flip in the data: loads, unless it makes a value infinite or NaN (refused, named so)
+hrng = random.Random(16)
+flipped = 0
+for bit in sorted(set(hrng.randrange(len(hdata) * 8) for _ in range(150))):
+    b = bytearray(half)
+    b[8 + hhlen + bit // 8] ^= 1 << (bit % 8)
+    err = R.error_of(db, "SELECT attn_import('imp', ?)", (bytes(b),))
+    if err is None:
+        for table in ("attn_models", "attn_lineage", "attn_versions"):
+            db.execute(f"DELETE FROM {table} WHERE name = 'imp'")
+    elif "non-finite" not in err:
+        bad += 1
+        print(f"FAIL float16 data bit {bit}: {err}")
+    flipped += 1
+check(bad == 0, f"attn_import of {len(halves)} corrupted float16 BLOBs refused, {flipped} data "
+                f"bit flips loaded or refused as non-finite")
+for what in ("dtype 'F32'", "one value short", "config storage 'float32'", "config storage None"):
+    print(f"     float16 {what}: {R.error_of(db, 'SELECT attn_import(?, ?)', ('imp', halves[what]))}")
+db.execute("DELETE FROM attn_models WHERE name = 'h'")
+db.execute("DELETE FROM attn_lineage WHERE name = 'h'")
+db.execute("DELETE FROM attn_versions WHERE name = 'h'")
+db.execute("DELETE FROM attn_training_log WHERE name = 'h'")
 for what in ("header length 2^64-1", "overlapping offsets", "dtype 'F16'", "shape transposed",
              "format_version '2'", "config hidden = 1000000000", "truncated to 0 bytes"):
     err = R.error_of(db, "SELECT attn_import('imp', ?)", (blobs[what],))

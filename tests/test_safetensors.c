@@ -330,7 +330,11 @@ typedef struct spec {
 } spec;
 
 static const char *dtype_name(nn_dtype d) {
-  return d == NN_DTYPE_F32 ? "F32" : d == NN_DTYPE_I32 ? "I32" : d == NN_DTYPE_I64 ? "I64" : "F64";
+  return d == NN_DTYPE_F32   ? "F32"
+         : d == NN_DTYPE_F16 ? "F16"
+         : d == NN_DTYPE_I32 ? "I32"
+         : d == NN_DTYPE_I64 ? "I64"
+                             : "F64";
 }
 
 static void spec_from_blob(spec *s, const unsigned char *blob, size_t len) {
@@ -483,7 +487,15 @@ static void test_hostile_model_blobs(void) {
 
   e = spec_find(&s, "fc2.bias");
   snprintf(e->dtype, sizeof e->dtype, "I32");
-  expect_load_error("wrong dtype", &s, "weights: tensor \"fc2.bias\" has dtype I32, expected F32");
+  expect_load_error("wrong dtype", &s,
+                    "weights: tensor \"fc2.bias\" has dtype I32, expected F32 (the config's "
+                    "\"storage\" is \"float32\")");
+  snprintf(e->dtype, sizeof e->dtype, "F16");
+  snprintf(want, sizeof want,
+           "safetensors: tensor \"fc2.bias\": shape with dtype F16 needs %lld bytes but "
+           "data_offsets span %lld",
+           (long long)(2 * fc2b.shape[0]), (long long)(4 * fc2b.shape[0]));
+  expect_load_error("F16 over the bytes of an F32 tensor", &s, want);
   snprintf(e->dtype, sizeof e->dtype, "F32");
 
   e = spec_find(&s, "fc2.weight");
@@ -526,7 +538,8 @@ static void test_hostile_model_blobs(void) {
   *e = keep;
   snprintf(e->dtype, sizeof e->dtype, "BF16");
   expect_load_error("unsupported dtype", &s,
-                    "safetensors: tensor \"fc2.bias\": dtype \"BF16\" is not supported (F32, I32, I64, F64 are)");
+                    "safetensors: tensor \"fc2.bias\": dtype \"BF16\" is not supported (F32, F16, "
+                    "I32, I64, F64 are)");
   *e = keep;
   e->ndim = 5;
   for (int d = 0; d < 5; d++) e->shape[d] = 1;
@@ -749,8 +762,9 @@ static void test_hostile_headers(void) {
                      "safetensors: tensor \"a\": unknown field \"x\" (expected dtype, shape, data_offsets)");
   expect_parse_error("dtype not a string", "{\"a\":{\"dtype\":4,\"shape\":[1],\"data_offsets\":[0,4]}}", data, 4,
                      "safetensors: tensor \"a\": \"dtype\" must be a string");
-  expect_parse_error("lower-case dtype", "{\"a\":{\"dtype\":\"f32\",\"shape\":[1],\"data_offsets\":[0,4]}}", data, 4,
-                     "safetensors: tensor \"a\": dtype \"f32\" is not supported (F32, I32, I64, F64 are)");
+  expect_parse_error(
+      "lower-case dtype", "{\"a\":{\"dtype\":\"f32\",\"shape\":[1],\"data_offsets\":[0,4]}}", data,
+      4, "safetensors: tensor \"a\": dtype \"f32\" is not supported (F32, F16, I32, I64, F64 are)");
   expect_parse_error("shape not an array", "{\"a\":{\"dtype\":\"F32\",\"shape\":1,\"data_offsets\":[0,4]}}", data, 4,
                      "safetensors: tensor \"a\": \"shape\" must be an array");
   expect_parse_error("fractional dimension", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1.5],\"data_offsets\":[0,4]}}", data, 4,
@@ -822,11 +836,138 @@ static void test_non_finite_refused(void) {
   }
 }
 
+/* ------------------------------------------------------------------------------- float16 */
+
+/* "storage": "float16": every tensor F16, 2 bytes a value, the values those of the model rounded
+ * to the nearest half; loaded, the model holds exactly the rounded values and saves to the same
+ * bytes; a file whose dtype or sizes disagree with its config is refused. */
+static void test_float16_blobs(void) {
+  nn_config cfg;
+  small_config(&cfg);
+  cfg.storage = NN_STORAGE_FLOAT16;
+  nn_model *m = make_model(&cfg, 3);
+  if (!m) return;
+  /* make_model's random bits are mostly past 65504 or below 2^-24: give the first values the
+   * cases of interest, the rest ordinary weights */
+  float *p = nn_model_params(m);
+  size_t n = nn_model_param_count(m);
+  const float cases[] = {0.1f,  -0.1f,  1.0f + 1.0f / 2048, 1.0f + 3.0f / 2048, 65504.0f,
+                         1e6f,  -1e30f, 5.9604645e-8f,      2.9802322e-8f,      1e-6f,
+                         -0.0f, 0.0f};
+  const int ncases = (int)(sizeof cases / sizeof cases[0]);
+  for (size_t k = 0; k < n; k++)
+    p[k] = k < (size_t)ncases ? cases[k] : (float)((int)(k % 97) - 48) / 37.0f;
+  float *want = malloc(n * sizeof *want);
+  memcpy(want, p, n * sizeof *want);
+  size_t clamped = nn_float16_round(want, n);
+  CHECK(clamped == 2, "two values past 65504 clamped, got %zu", clamped);
+  CHECK(want[4] == 65504.0f && want[5] == 65504.0f && want[6] == -65504.0f && want[2] == 1.0f &&
+            want[3] == 1.0f + 4.0f / 2048 && want[7] == 5.9604645e-8f && want[8] == 0.0f,
+        "rounded: %g %g %g %.9g %.9g %g %g", want[4], want[5], want[6], want[2], want[3], want[7],
+        want[8]);
+  unsigned char *blob = NULL, *blob2 = NULL;
+  size_t len = 0, len2 = 0;
+  char err[NN_ERR_LEN] = "", what[NN_ERR_LEN] = "";
+  int rc = nn_model_save(m, &blob, &len, err);
+  CHECK(rc == NN_OK, "float16 save: %s", err);
+  if (rc != NN_OK) goto done;
+  nn_st_file f;
+  rc = nn_st_parse(&f, blob, len, NULL, err);
+  CHECK(rc == NN_OK, "float16 blob parses: %s", err);
+  if (rc == NN_OK) {
+    size_t bytes = 0;
+    int all_f16 = 1;
+    for (int i = 0; i < f.count; i++) {
+      all_f16 &= f.tensors[i].dtype == NN_DTYPE_F16;
+      bytes += f.tensors[i].nbytes;
+    }
+    CHECK(all_f16 && bytes == 2 * n, "every tensor F16, %zu bytes for %zu values", bytes, n);
+    nn_st_free(&f);
+  }
+  nn_model *back = NULL;
+  rc = nn_model_load(&back, blob, len, err);
+  CHECK(rc == NN_OK, "float16 load: %s", err);
+  if (rc == NN_OK) {
+    CHECK(nn_model_config(back)->storage == NN_STORAGE_FLOAT16, "loaded storage float16");
+    CHECK(memcmp(nn_model_params(back), want, n * sizeof *want) == 0,
+          "loaded values are the rounded ones, bit for bit");
+    rc = nn_model_save(back, &blob2, &len2, err);
+    CHECK(rc == NN_OK && len2 == len && memcmp(blob, blob2, len) == 0,
+          "a loaded float16 model saves to the same bytes");
+    nn_model_free(back);
+  }
+
+  spec s;
+  entry *e, keep;
+  spec_from_blob(&s, blob, len);
+  expect_load_error("float16 rebuilt unchanged", &s, NULL);
+  nn_tensor_info fc2b;
+  nn_model_tensor(m, nn_model_tensor_find(m, "fc2.bias"), &fc2b);
+  e = spec_find(&s, "fc2.bias");
+  keep = *e;
+  snprintf(e->dtype, sizeof e->dtype, "F32");
+  snprintf(what, sizeof what,
+           "safetensors: tensor \"fc2.bias\": shape with dtype F32 needs %lld bytes but "
+           "data_offsets span %lld",
+           (long long)(4 * fc2b.shape[0]), (long long)(2 * fc2b.shape[0]));
+  expect_load_error("F32 over the bytes of an F16 tensor", &s, what);
+  e->end = e->begin + 2 * (uint64_t)fc2b.size - 2;
+  snprintf(e->dtype, sizeof e->dtype, "F16");
+  snprintf(what, sizeof what,
+           "safetensors: tensor \"fc2.bias\": shape with dtype F16 needs %lld bytes but "
+           "data_offsets span %lld",
+           (long long)(2 * fc2b.shape[0]), (long long)(2 * fc2b.shape[0] - 2));
+  expect_load_error("F16 tensor one value short", &s, what);
+  *e = keep;
+  s.data_len -= 2; /* the last tensor's last value cut off */
+  entry *last = &s.t[0];
+  for (int i = 1; i < s.n; i++)
+    if (s.t[i].end > last->end) last = &s.t[i];
+  snprintf(what, sizeof what,
+           "safetensors: tensor \"%s\": data_offsets [%llu, %llu] outside the %zu-byte data buffer",
+           last->name, (unsigned long long)last->begin, (unsigned long long)last->end, s.data_len);
+  expect_load_error("F16 data buffer truncated", &s, what);
+  s.data_len += 2;
+  /* a float16 file whose config says float32 (and the reverse: the default file, F32, with a
+   * config saying float16 is refused alike, tests/test_hostile_weights.py) */
+  int ci = 0;
+  while (ci < s.nmeta && strcmp(s.key[ci], "config") != 0) ci++;
+  char *config = ci < s.nmeta ? strdup(s.value[ci]) : NULL;
+  char *at = config ? strstr(config, "float16") : NULL;
+  CHECK(at != NULL, "the float16 config names its storage: %s", config ? config : "(none)");
+  if (at) {
+    memcpy(at, "float32", 7);
+    spec_set_meta(&s, "config", config, 1);
+    expect_load_error("F16 tensors, config float32", &s,
+                      "weights: tensor \"embeddings.weight\" has dtype F16, expected F32 (the "
+                      "config's \"storage\" is \"float32\")");
+  }
+  free(config);
+  /* a half that is infinity or NaN is refused as a float32 one is */
+  spec_free(&s);
+  spec_from_blob(&s, blob, len); /* fresh copy (the config above changed) */
+  e = spec_find(&s, "fc2.bias");
+  s.data[e->begin] = 0x00, s.data[e->begin + 1] = 0x7c; /* +infinity */
+  expect_load_error(
+      "F16 infinity", &s,
+      "weights: tensor \"fc2.bias\" holds a non-finite value (infinity) at element 0");
+  s.data[e->begin] = 0x01, s.data[e->begin + 1] = 0xfc; /* a negative signalling NaN */
+  expect_load_error("F16 NaN", &s,
+                    "weights: tensor \"fc2.bias\" holds a non-finite value (NaN) at element 0");
+  spec_free(&s);
+done:
+  free(blob);
+  free(blob2);
+  free(want);
+  nn_model_free(m);
+}
+
 int main(void) {
   test_non_finite_refused();
   test_fixture();
   test_hostile_headers();
   test_round_trip();
   test_hostile_model_blobs();
+  test_float16_blobs();
   return check_finish("test_safetensors");
 }

@@ -7,7 +7,8 @@
  * buffer (the input is copied to an exact-size heap block so ASan sees any overread). A model
  * that loads must be usable: one forward pass on a short text, saved again, and the saved
  * bytes must load again. The resource bounds hold for every model that loads: it holds at most
- * (2 + NN_INFER_TABLES_FACTOR) x the BLOB + NN_INFER_TABLES_SLACK bytes (nn_model_memory), has
+ * (2 + NN_INFER_TABLES_FACTOR) x the BLOB (twice that for "storage": "float16", whose file
+ * holds half the bytes a parameter) + NN_INFER_TABLES_SLACK bytes (nn_model_memory), has
  * no more classes than training allows, and nn_model_load_ex stopped at its first question
  * returns NN_INTERRUPTED. tests/test_fuzz_replay.c runs this function over the corpus and the
  * crash regressions without libFuzzer. */
@@ -50,7 +51,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   nn_model *model = NULL;
   if (nn_model_load(&model, blob, size, err) == NN_OK) {
     const nn_config *cfg = nn_model_config(model);
-    double bound = (2.0 + NN_INFER_TABLES_FACTOR) * (double)size + NN_INFER_TABLES_SLACK;
+    /* a float16 file holds 2 bytes a parameter, the loaded model 4 */
+    double width = cfg->storage == NN_STORAGE_FLOAT16 ? 2.0 : 1.0;
+    double bound = (2.0 + NN_INFER_TABLES_FACTOR) * width * (double)size + NN_INFER_TABLES_SLACK;
     if ((double)nn_model_memory(model) > bound) FUZZ_TRAP(); /* memory out of proportion */
     if (nn_model_num_classes(model) > NN_MAX_CLASSES) FUZZ_TRAP();
     if (nn_vocab_count(nn_model_vocab(model)) > cfg->vocab_size) FUZZ_TRAP();
