@@ -8,7 +8,8 @@
 
 CC      ?= cc
 # PLATFORM=linux-arm64, windows-x64 or wasm: a cross build (make test-linux-arm64,
-# test-windows-x64, test-wasm: its tests under qemu, wine or node).
+# test-windows-x64, test-wasm: its tests under qemu, wine or node); make PLATFORM=linux-arm64
+# packages, PLATFORM=windows-x64 packages: its packages (section "packages").
 # PLATFORM=linux-arm64: a cross build for Linux on arm64 (Graviton, Raspberry Pi, Docker on Apple
 # Silicon) with Debian's aarch64-linux-gnu-gcc, without BLAS (no arm64 OpenBLAS to link), in
 # build/linux-arm64/ (its attnext.so, tests, and the arm64 sqlite3 shell its SQL tests run,
