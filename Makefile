@@ -8,7 +8,8 @@
 
 CC      ?= cc
 # PLATFORM=linux-arm64, windows-x64 or wasm: a cross build (make test-linux-arm64,
-# test-windows-x64, test-wasm: its tests under qemu, wine or node).
+# test-windows-x64, test-wasm: its tests under qemu, wine or node); make PLATFORM=linux-arm64
+# packages, PLATFORM=windows-x64 packages: its packages (section "packages").
 # PLATFORM=linux-arm64: a cross build for Linux on arm64 (Graviton, Raspberry Pi, Docker on Apple
 # Silicon) with Debian's aarch64-linux-gnu-gcc, without BLAS (no arm64 OpenBLAS to link), in
 # build/linux-arm64/ (its attnext.so, tests, and the arm64 sqlite3 shell its SQL tests run,
@@ -338,10 +339,14 @@ CHECK_JOBS  ?= 2
 # shell from tests/platform_sysroot.sh); test_docs and test_schema_uses load the extension into
 # this machine's Python, which cannot load the target's; test_cuda's emulated device is built
 # for this machine. Same N passed, N failed line.
+# The packages of a cross build (make PLATFORM=... packages) are checked there too:
+# test_package_contents (their contents and metadata, and their extension loaded into the
+# platform's shell: 30 to 50 s for arm64 under qemu, 6 to 30 s for Windows under wine, on 2 cores).
 ifeq ($(PLATFORM),linux-arm64)
 CHECK_C     := $(filter-out test_cuda,$(CHECK_C))
-CHECK_TESTS := $(CHECK_C) test_sql test_hostile_sql test_readme test_exports
+CHECK_TESTS := $(CHECK_C) test_sql test_hostile_sql test_readme test_exports test_package_contents
 PLATFORM_SHELL := $(BUILD)/sysroot/.packages
+PLATFORM_PACKAGES := packages
 $(PLATFORM_SHELL): tests/platform_sysroot.sh
 	sh tests/platform_sysroot.sh arm64 $(BUILD)/sysroot
 else ifeq ($(PLATFORM),windows-x64)
@@ -349,8 +354,9 @@ else ifeq ($(PLATFORM),windows-x64)
 # test_locale (glibc's locales, built in a LOCPATH), test_resource_bounds (setrlimit),
 # test_device_plumbing (its fake device is opened with dlopen).
 CHECK_C     := $(filter-out test_cuda test_locale test_resource_bounds test_device_plumbing,$(CHECK_C))
-CHECK_TESTS := $(CHECK_C) test_sql test_hostile_sql test_readme
+CHECK_TESTS := $(CHECK_C) test_sql test_hostile_sql test_readme test_package_contents
 PLATFORM_SHELL := $(BUILD)/sysroot/.sqlite3 $(BUILD)/attnext.so
+PLATFORM_PACKAGES := packages
 $(BUILD)/sysroot/.sqlite3: tests/platform_sysroot.sh
 	sh tests/platform_sysroot.sh windows-x64 $(BUILD)/sysroot
 else ifeq ($(PLATFORM),wasm)
@@ -361,9 +367,9 @@ CHECK_C     := $(filter-out test_cuda test_device_plumbing test_locale,$(CHECK_C
 CHECK_TESTS := $(CHECK_C) test_sql test_hostile_sql test_readme
 PLATFORM_SHELL := $(BUILD)/sqlite3
 endif
-check: $(SO) $(CHECK_C:%=$(BUILD)/tests/%) $(PLATFORM_SHELL)
+check: $(SO) $(CHECK_C:%=$(BUILD)/tests/%) $(PLATFORM_SHELL) $(PLATFORM_PACKAGES)
 	@BUILD=$(BUILD) ATTNEXT=./$(basename $(SO)) PYTHON=$(PYTHON) SQLITE3="$(SQLITE3)" \
-	  EMULATOR="$(QEMU_RUN)" sh tests/run_all.sh -j $(CHECK_JOBS) $(CHECK_TESTS:%='^%$$')
+	  EMULATOR="$(QEMU_RUN)" PLATFORM=$(PLATFORM) sh tests/run_all.sh -j $(CHECK_JOBS) $(CHECK_TESTS:%='^%$$')
 
 .PHONY: test-linux-arm64 test-windows-x64 test-wasm
 test-linux-arm64:
@@ -449,38 +455,74 @@ clean:
 	rm -rf $(BUILD) attnext.so attnext_cuda.so demo.db
 
 # ---------------------------------------------------------------- packages
-#   make deb     build/dist/attnext_<version>_amd64.deb (dpkg-deb; installs into LIBDIR)
-#   make wheel   build/dist/attnext-<version>-py3-none-manylinux_2_X_x86_64.whl
-#                (attnext.load(conn); build/dist/attnext.whl.name names it)
-#   make npm     build/dist/attnext-<version>.tgz (require("attnext").load(db))
-#   make npm-wasm  build/dist/attnext-wasm-<version>.tgz: the browser build (below)
-# Each carries the portable attnext.so, and attnext_cuda.so when nvcc built it. The deb depends
-# on Debian's OpenBLAS (libopenblas0-pthread); the wheel and the npm package bundle it, renamed,
-# beside attnext.so (ext/packages/bundle_libs.py, patchelf). Sources: ext/packages/;
-# tests/test_package_*.sh.
+#   make packages   the packages of the platform built (PLATFORM), in $(BUILD)/dist/:
+#   make deb        attnext_<version>_<arch>.deb (dpkg-deb; installs into LIBDIR; Linux only)
+#   make wheel      attnext-<version>-py3-none-<tag>.whl: manylinux_2_X_x86_64,
+#                   manylinux_2_X_aarch64 or win_amd64 (attnext.load(conn); attnext.whl.name
+#                   names it)
+#   make npm        attnext-<platform>-<version>.tgz, the platform's npm package (attnext-linux-x64,
+#                   attnext-linux-arm64, attnext-windows-x64: "os" and "cpu" set), and
+#                   attnext-<version>.tgz, the package a user installs, which lists each platform's
+#                   as an optional dependency and loads the one that fits (require("attnext").load(db))
+# The native build's (build/dist/): the portable attnext.so, and attnext_cuda.so when nvcc built
+# it; the deb depends on Debian's OpenBLAS (libopenblas0-pthread); the wheel and the npm package
+# bundle it, renamed, beside attnext.so (ext/packages/bundle_libs.py, patchelf).
+# make PLATFORM=linux-arm64 packages (build/linux-arm64/dist/): the same three for arm64, with
+# the BLAS-free attnext.so (nothing to bundle, no OpenBLAS dependency). make PLATFORM=windows-x64
+# packages (build/windows-x64/dist/): the wheel and the npm package, with attnext.dll (no deb).
+# Sources: ext/packages/; tests: tests/test_package_*.sh (the native build's, make test) and
+# tests/test_package_contents.py (every platform's contents and metadata; make test-linux-arm64
+# and make test-windows-x64 also load their packages' extension under qemu and wine).
+#   make npm-wasm   build/dist/attnext-wasm-<version>.tgz: the browser build (below)
 VERSION := $(shell sed -n 's/^\#define NN_VERSION "\(.*\)"/\1/p' engine/version.c)
 DIST    := $(BUILD)/dist
 PKG_LIBS := attnext.so $(CUDA_SO)
+DEB_ARCH := amd64
+NPM_PLATFORM := linux-x64
+# the strip that reads the platform's libraries (bundle_libs.py, debian/build.sh)
+PKG_STRIP := strip
+ifeq ($(PLATFORM),linux-arm64)
+PKG_LIBS := $(SO)
+DEB_ARCH := arm64
+NPM_PLATFORM := linux-arm64
+PKG_STRIP := aarch64-linux-gnu-strip
+else ifeq ($(PLATFORM),windows-x64)
+PKG_LIBS := $(SO)
+DEB_ARCH :=
+NPM_PLATFORM := windows-x64
+PKG_STRIP := x86_64-w64-mingw32-strip
+endif
 # The documents (README.md, then each beside what it documents) and the pictures they show: the
 # deb installs them in /usr/share/doc/attnext/ in the tree's layout, so their links still work.
 DOCS     := README.md ext/REFERENCE.md ext/CLIENTS.md ext/CONCURRENCY.md ext/SECURITY.md \
   ext/ARCHITECTURE.md ext/CHANGES.md ext/node/README.md sql/TUTORIAL.md tests/README.md \
   $(wildcard sql/img/*.svg)
 PKG_DOCS := $(DOCS) LICENSE
-DEB      := $(DIST)/attnext_$(VERSION)_amd64.deb
+DEB      := $(if $(DEB_ARCH),$(DIST)/attnext_$(VERSION)_$(DEB_ARCH).deb)
 WHEEL    := $(DIST)/attnext.whl.name
-NPM_TGZ  := $(DIST)/attnext-$(VERSION).tgz
+NPM_MAIN := $(DIST)/attnext-$(VERSION).tgz
+NPM_TGZ  := $(DIST)/attnext-$(NPM_PLATFORM)-$(VERSION).tgz
 .PHONY: deb wheel npm packages
-deb: $(DEB)
+ifeq ($(PLATFORM),wasm)
+deb wheel npm packages:
+	@echo "make PLATFORM=wasm $@: no packages for WebAssembly (build/wasm/libattnext.a links into a WebAssembly SQLite)"; exit 1
+else
+deb: $(if $(DEB),$(DEB),no-deb)
 wheel: $(WHEEL)
-npm: $(NPM_TGZ)
-packages: deb wheel npm
+npm: $(NPM_TGZ) $(NPM_MAIN)
+packages: $(DEB) $(WHEEL) $(NPM_TGZ) $(NPM_MAIN)
+endif
+.PHONY: no-deb
+no-deb:
+	@echo "make PLATFORM=$(PLATFORM) deb: no Debian package for $(PLATFORM)"; exit 1
 $(DEB): $(PKG_LIBS) $(PKG_DOCS) $(wildcard ext/packages/debian/*)
-	DOCS="$(DOCS)" sh ext/packages/debian/build.sh $(VERSION) $(DIST) $(LIBDIR) $(PKG_LIBS)
+	STRIP=$(PKG_STRIP) DOCS="$(DOCS)" sh ext/packages/debian/build.sh $(VERSION) $(DEB_ARCH) $(DIST) $(LIBDIR) $(PKG_LIBS)
 $(WHEEL): $(PKG_LIBS) $(PKG_DOCS) ext/packages/bundle_libs.py $(wildcard ext/packages/python/*.py ext/packages/python/attnext/*)
-	$(PYTHON) ext/packages/python/build_wheel.py $(VERSION) $(DIST) $(PKG_LIBS)
+	STRIP=$(PKG_STRIP) $(PYTHON) ext/packages/python/build_wheel.py $(VERSION) $(DIST) $(PKG_LIBS)
 $(NPM_TGZ): $(PKG_LIBS) $(PKG_DOCS) ext/packages/bundle_libs.py $(wildcard ext/packages/node/*)
-	sh ext/packages/node/build.sh $(VERSION) $(DIST) $(PKG_LIBS)
+	STRIP=$(PKG_STRIP) sh ext/packages/node/build.sh $(VERSION) $(DIST) attnext-$(NPM_PLATFORM) $(PKG_LIBS)
+$(NPM_MAIN): $(PKG_DOCS) $(wildcard ext/packages/node/*)
+	sh ext/packages/node/build.sh $(VERSION) $(DIST)
 # make npm-wasm: build/dist/attnext-wasm-<version>.tgz, the browser build (make PLATFORM=wasm
 # web, in $(BUILD)/wasm) as an npm package: attnext-web.js, attnext-worker.js, index.d.ts
 # (ext/packages/wasm/; tests/test_package_wasm.sh).

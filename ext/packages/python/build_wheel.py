@@ -4,13 +4,15 @@ without any build backend or network: `make wheel` runs it.
 
     build_wheel.py VERSION OUTDIR LIB [LIB...]
 
-The libraries (attnext.so, attnext_cuda.so) go into the package directory next to
-__init__.py, with the OpenBLAS attnext.so links (and its libgfortran, libquadmath) bundled
-beside it under names of their own, found through RUNPATH $ORIGIN (bundle_libs.py, as
-auditwheel repairs a wheel): the wheel needs no OpenBLAS on the machine. The tag is
-py3-none-manylinux_2_X_x86_64 (PEP 600): the extension is no Python module, any Python 3
-loads it, and X is the newest glibc symbol version it or a bundled library uses. The wheel's
-name carries the tag; OUTDIR/attnext.whl.name holds it for the Makefile and the tests."""
+The libraries (attnext.so and attnext_cuda.so, or attnext.dll) go into the package directory
+next to __init__.py, with the OpenBLAS the x86-64 attnext.so links (and its libgfortran,
+libquadmath) bundled beside it under names of their own, found through RUNPATH $ORIGIN
+(bundle_libs.py, as auditwheel repairs a wheel): the wheel needs no OpenBLAS on the machine.
+The extension is no Python module, any Python 3 loads it: the tag is py3-none-<platform>, the
+platform the one bundle_libs.py finds (PEP 425, PEP 600): manylinux_2_X_x86_64 or
+manylinux_2_X_aarch64, X the newest glibc symbol version a library of the wheel uses, or
+win_amd64 (make PLATFORM=windows-x64 wheel). The wheel's name carries the tag;
+OUTDIR/attnext.whl.name holds it for the Makefile and the tests."""
 import base64
 import hashlib
 import os
@@ -30,6 +32,10 @@ def record_line(name, data):
     return "%s,sha256=%s,%d" % (name, digest, len(data))
 
 
+# The Trove classifier of each platform tag's operating system.
+OPERATING_SYSTEMS = {"manylinux": "POSIX :: Linux", "win": "Microsoft :: Windows"}
+
+
 def main():
     version, outdir, libs = sys.argv[1], sys.argv[2], sys.argv[3:]
     with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
@@ -39,17 +45,6 @@ def main():
     with open(os.path.join(ROOT, "LICENSE"), "rb") as f:
         license_text = f.read()
     dist_info = "attnext-%s.dist-info" % version
-    metadata = "\n".join([
-        "Metadata-Version: 2.1",
-        "Name: attnext",
-        "Version: " + version,
-        "Summary: Attention-RNN text classifier inside SQLite (loadable extension)",
-        "License: MIT",
-        "Requires-Python: >=3.7",
-        "Classifier: License :: OSI Approved :: MIT License",
-        "Classifier: Operating System :: POSIX :: Linux",
-        "Description-Content-Type: text/markdown",
-        "", readme]).encode()
     stage = tempfile.mkdtemp()
     try:
         for lib in libs:
@@ -61,6 +56,18 @@ def main():
                 files.append(("attnext/" + name, f.read()))
     finally:
         shutil.rmtree(stage)
+    operating_system = OPERATING_SYSTEMS[platform.split("_")[0]]
+    metadata = "\n".join([
+        "Metadata-Version: 2.1",
+        "Name: attnext",
+        "Version: " + version,
+        "Summary: Attention-RNN text classifier inside SQLite (loadable extension)",
+        "License: MIT",
+        "Requires-Python: >=3.7",
+        "Classifier: License :: OSI Approved :: MIT License",
+        "Classifier: Operating System :: " + operating_system,
+        "Description-Content-Type: text/markdown",
+        "", readme]).encode()
     tag = "py3-none-" + platform
     wheel = ("Wheel-Version: 1.0\nGenerator: attnext build_wheel.py\nRoot-Is-Purelib: false\n"
              "Tag: %s\n" % tag).encode()
@@ -77,7 +84,7 @@ def main():
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
         for name, data in files:
             info = zipfile.ZipInfo(name, date_time=(2026, 1, 1, 0, 0, 0))
-            info.external_attr = (0o755 if name.endswith(".so") else 0o644) << 16
+            info.external_attr = (0o755 if name.endswith((".so", ".dll")) else 0o644) << 16
             info.compress_type = zipfile.ZIP_DEFLATED
             z.writestr(info, data)
     with open(os.path.join(outdir, "attnext.whl.name"), "w") as f:

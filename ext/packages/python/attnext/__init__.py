@@ -15,9 +15,10 @@ conn.interrupt(): the running statement fails with "attn_fit: interrupted" (attn
 attn_fit and attn_tune save nothing), and KeyboardInterrupt follows at the next line of Python
 that runs -- unless that error is what ends the program, which then reports it alone.
 
-The wheel carries attnext.so (and attnext_cuda.so when it was built with nvcc), and the OpenBLAS
-it links, renamed, beside it in attnext.libs/ (found through the library's $ORIGIN RUNPATH): it
-needs no OpenBLAS on the machine.
+The wheel carries the extension built for its platform beside this file: attnext.so on Linux
+(x86-64: with attnext_cuda.so when it was built with nvcc, and the OpenBLAS it links, renamed,
+found through the library's $ORIGIN RUNPATH: it needs no OpenBLAS on the machine; arm64: built
+without BLAS), attnext.dll on Windows (x64).
 """
 import os
 import signal
@@ -31,11 +32,27 @@ __version__ = "@VERSION@"
 __all__ = ["load", "loadable_path", "interrupt_on_ctrl_c", "__version__"]
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
+# The extension's file name on each platform (SQLite adds the same suffix to a path without one)
+_FILES = {"win32": "attnext.dll", "cygwin": "attnext.dll", "darwin": "attnext.dylib"}
+
+
+def _library():
+    """The extension's file for this platform; a RuntimeError naming what the wheel holds when
+    it is another platform's wheel (pip install --platform, a copied site-packages)."""
+    path = os.path.join(_HERE, _FILES.get(sys.platform, "attnext.so"))
+    if not os.path.exists(path):
+        held = sorted(n for n in os.listdir(_HERE) if n.startswith("attnext."))
+        raise RuntimeError(
+            "attnext: no %s in %s for this platform (%s): this is the wheel of another platform "
+            "(it holds %s); install the wheel built for this one"
+            % (os.path.basename(path), _HERE, sys.platform, ", ".join(held) or "no extension"))
+    return path
 
 
 def loadable_path():
-    """The path of the extension without its suffix, as SQLite's load_extension wants it."""
-    return os.path.join(_HERE, "attnext")
+    """The path of the extension without its suffix, as SQLite's load_extension wants it
+    (SQLite adds .so on Linux, .dll on Windows)."""
+    return os.path.splitext(_library())[0]
 
 
 def _describe(obj):
