@@ -92,10 +92,11 @@ static inline void adam_update_one(float *restrict params, float *restrict m, fl
 }
 
 #ifdef ADAM_AVX
-__attribute__((target("avx,fma"))) static void adam_update_avx(
-    float *restrict params, float *restrict m, float *restrict v, const float *restrict grads,
-    size_t n, float beta1, float one_minus_beta1, float beta2, float one_minus_beta2,
-    float bc2_sqrt, float eps, float neg_step_size) {
+__attribute__((target("avx,fma"))) static void
+adam_update_avx(float *restrict params, float *restrict m, float *restrict v,
+                const float *restrict grads, size_t n, float beta1, float one_minus_beta1,
+                float beta2, float one_minus_beta2, float bc2_sqrt, float eps,
+                float neg_step_size) {
   size_t i = 0;
   const __m256 b1 = _mm256_set1_ps(beta1), omb1 = _mm256_set1_ps(one_minus_beta1);
   const __m256 b2 = _mm256_set1_ps(beta2), omb2 = _mm256_set1_ps(one_minus_beta2);
@@ -104,9 +105,11 @@ __attribute__((target("avx,fma"))) static void adam_update_avx(
   for (; i + 8 <= n; i += 8) {
     __m256 g = _mm256_loadu_ps(grads + i);
     __m256 mi = _mm256_fmadd_ps(g, omb1, _mm256_mul_ps(_mm256_loadu_ps(m + i), b1));
-    __m256 vi = _mm256_fmadd_ps(_mm256_mul_ps(omb2, g), g, _mm256_mul_ps(_mm256_loadu_ps(v + i), b2));
+    __m256 vi =
+        _mm256_fmadd_ps(_mm256_mul_ps(omb2, g), g, _mm256_mul_ps(_mm256_loadu_ps(v + i), b2));
     __m256 denom = _mm256_add_ps(_mm256_div_ps(_mm256_sqrt_ps(vi), bc2), ep);
-    __m256 p = _mm256_add_ps(_mm256_loadu_ps(params + i), _mm256_div_ps(_mm256_mul_ps(nss, mi), denom));
+    __m256 p =
+        _mm256_add_ps(_mm256_loadu_ps(params + i), _mm256_div_ps(_mm256_mul_ps(nss, mi), denom));
     _mm256_storeu_ps(params + i, p);
     _mm256_storeu_ps(m + i, mi);
     _mm256_storeu_ps(v + i, vi);
@@ -189,8 +192,10 @@ nn_adam_step_scalars nn_adam_step_begin(nn_adam *adam) {
   double bias_correction2 = 1.0 - pow(beta2, step);
   double step_size = nn_decimal_double(adam->lr) / bias_correction1;
   double bc2_sqrt = sqrt(bias_correction2);
-  nn_adam_step_scalars k = {adam->beta1, (float)(1.0 - beta1), adam->beta2, (float)(1.0 - beta2),
-                    (float)bc2_sqrt, (float)nn_decimal_double(adam->eps), (float)-step_size};
+  nn_adam_step_scalars k = {adam->beta1,      (float)(1.0 - beta1),
+                            adam->beta2,      (float)(1.0 - beta2),
+                            (float)bc2_sqrt,  (float)nn_decimal_double(adam->eps),
+                            (float)-step_size};
   return k;
 }
 
@@ -234,8 +239,7 @@ int nn_adam_init_on(nn_adam *adam, const nn_backend *be, const nn_allocator *mem
   if (!adam->m || !adam->v) {
     nn_adam_free_on(adam, be);
     if (nn_backend_check(be, "allocating Adam state", err) == NN_OK)
-      snprintf(err, NN_ERR_LEN, "out of memory allocating Adam state for %zu parameters",
-               nparams);
+      snprintf(err, NN_ERR_LEN, "out of memory allocating Adam state for %zu parameters", nparams);
     return NN_NOMEM;
   }
   return NN_OK;

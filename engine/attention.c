@@ -85,8 +85,8 @@ void nn_attention_backward(const nn_model *m, nn_workspace *ws) {
     break;
   case NN_ATTN_SELF: {
     float scale = 1.0f / sqrtf((float)D);
-    be->segment_weighted_sum_backward(ws->d_v, D, 0, ws->d_alpha, ws->d_ctx, ws->alpha,
-                                      ws->att_v, ws->row_sample, P, B, D);
+    be->segment_weighted_sum_backward(ws->d_v, D, 0, ws->d_alpha, ws->d_ctx, ws->alpha, ws->att_v,
+                                      ws->row_sample, P, B, D);
     be->segment_softmax_backward(ws->d_scores, ws->d_alpha, ws->alpha, ws->row_sample, P, B,
                                  ws->seg_scratch);
     be->zero(ws->d_q, (size_t)B * D);
@@ -112,8 +112,8 @@ void nn_attention_backward(const nn_model *m, nn_workspace *ws) {
     be->segment_softmax_backward(ws->d_scores, ws->d_alpha, ws->alpha, ws->row_sample, P, B,
                                  ws->seg_scratch);
     be->zero(ws->d_q, (size_t)B * D);
-    be->segment_dot_backward(ws->d_q, ws->d_k, ws->d_scores, ws->y_last, y, D, ws->row_sample,
-                             P, B, D, 1.0f);
+    be->segment_dot_backward(ws->d_q, ws->d_k, ws->d_scores, ws->y_last, y, D, ws->row_sample, P, B,
+                             D, 1.0f);
     be->scatter_add_rows(dy, D, ws->d_k, D, NULL, P, D);
     be->scatter_add_rows(dy, D, ws->d_q, D, ws->last_row, B, D);
     break;

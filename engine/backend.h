@@ -31,18 +31,18 @@ typedef struct nn_backend {
   void (*zero)(float *x, size_t n);
 
   /* C (M,N) = alpha * op(A) op(B) + beta * C, op = transpose when trans_* is set */
-  void (*sgemm)(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A,
-                int lda, const float *B, int ldb, float beta, float *C, int ldc);
+  void (*sgemm)(int trans_a, int trans_b, int M, int N, int K, float alpha, const float *A, int lda,
+                const float *B, int ldb, float beta, float *C, int ldc);
 
   /* dst[i, :cols] = src[idx ? idx[i] : i, :cols] for i < rows */
   void (*gather_rows)(float *dst, int ldd, const float *src, int lds, const int *idx, int rows,
                       int cols);
   /* dst[i, :cols] += src[idx[i], :cols] for i < rows */
-  void (*gather_add_rows)(float *dst, int ldd, const float *src, int lds, const int *idx,
-                          int rows, int cols);
+  void (*gather_add_rows)(float *dst, int ldd, const float *src, int lds, const int *idx, int rows,
+                          int cols);
   /* dst[idx ? idx[i] : i, :cols] += src[i, :cols] (sequential in i: deterministic) */
-  void (*scatter_add_rows)(float *dst, int ldd, const float *src, int lds, const int *idx,
-                           int rows, int cols);
+  void (*scatter_add_rows)(float *dst, int ldd, const float *src, int lds, const int *idx, int rows,
+                           int cols);
   /* y[i, :] += bias for i < rows */
   void (*add_bias)(float *y, int ld, const float *bias, int rows, int cols);
   /* dbias += sum_i dy[i, :] */
@@ -66,14 +66,12 @@ typedef struct nn_backend {
   /* dx (n,3H) = grads of the input part, dhw (n,3H) = grads of hw; dh_prev (n,H) += direct part
    * dh * z (the W_hh part is added by a GEMM) -- NULL when h_prev is NULL. */
   void (*gru_step_backward)(float *dx, float *dhw, float *dh_prev, const float *dh,
-                            const float *gates, const float *hw, const float *h_prev, int n,
-                            int H);
+                            const float *gates, const float *hw, const float *h_prev, int n, int H);
   /* lstm: pre (n,4H) [i f g o] -> activated; c = f c_prev + i g; h = o tanh(c) */
   void (*lstm_step_forward)(float *h, float *c, float *pre, const float *c_prev, int n, int H);
   /* dc: (n,H) in: carried cell gradient, out: used; dc_prev (n,H) += dc * f (NULL at t = 0) */
   void (*lstm_step_backward)(float *dpre, float *dc_prev, const float *dh, const float *dc,
-                             const float *gates, const float *c, const float *c_prev, int n,
-                             int H);
+                             const float *gates, const float *c, const float *c_prev, int n, int H);
 
   /* ---- attention over packed rows. Row r belongs to sample row_sample[r]; samples are
    * contiguous per step, see model.h. Segment layout: the P ints of row_sample are followed in
@@ -99,8 +97,8 @@ typedef struct nn_backend {
                       int P, int D, float scale);
   /* dq[b] += scale * sum_r de[r] k[r];  dk[r] = scale * de[r] q[b] */
   void (*segment_dot_backward)(float *dq, float *dk, const float *de, const float *q,
-                               const float *k, int ldk, const int *row_sample, int P, int B,
-                               int D, float scale);
+                               const float *k, int ldk, const int *row_sample, int P, int B, int D,
+                               float scale);
 
   /* ---- embedding: x[r] = table[ids[r]]; dtable[ids[r]] += dx[r] except ids[r] == skip_id.
    * Link layout (for embedding_backward): the P ints of ids are followed by link (P ints):

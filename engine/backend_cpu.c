@@ -71,8 +71,9 @@ typedef float nn_vrow __attribute__((vector_size(ROW_LANES * 4), aligned(4)));
 #if defined(__GNUC__) && !defined(__clang__)
 __attribute__((optimize("fp-contract=fast")))
 #endif
-static void row_times_matrix(float *restrict c, float alpha, const float *restrict a,
-                             const float *restrict B, int ldb, int K, int N, float beta) {
+static void
+row_times_matrix(float *restrict c, float alpha, const float *restrict a, const float *restrict B,
+                 int ldb, int K, int N, float beta) {
   int j = 0;
   for (; j + ROW_BLOCK <= N; j += ROW_BLOCK) {
     nn_vrow s0 = {0}, s1 = {0}, s2 = {0}, s3 = {0}, t0 = {0}, t1 = {0}, t2 = {0}, t3 = {0};
@@ -136,8 +137,9 @@ static void row_times_matrix(float *restrict c, float alpha, const float *restri
 #if defined(__GNUC__) && !defined(__clang__)
 __attribute__((optimize("fp-contract=fast")))
 #endif
-static void rows_dot_vector(float *restrict c, int ldc, float alpha, const float *restrict A,
-                            int lda, const float *restrict b, int M, int K, float beta) {
+static void
+rows_dot_vector(float *restrict c, int ldc, float alpha, const float *restrict A, int lda,
+                const float *restrict b, int M, int K, float beta) {
   for (int i = 0; i < M; i++) {
     const float *a = A + (size_t)i * lda;
     nn_v16f s = {0}, t = {0};
@@ -373,7 +375,8 @@ static void cpu_sgemm(int trans_a, int trans_b, int M, int N, int K, float alpha
   if (M <= 0 || N <= 0) return;
   if (K <= 0) { /* C = beta C */
     for (int i = 0; i < M; i++)
-      for (int j = 0; j < N; j++) C[(size_t)i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[(size_t)i * ldc + j];
+      for (int j = 0; j < N; j++)
+        C[(size_t)i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[(size_t)i * ldc + j];
     return;
   }
   /* A one-row or one-column product is a matrix-vector product: sgemv reads the matrix in
@@ -619,9 +622,8 @@ static void cpu_segment_weighted_sum(float *restrict ctx, const float *restrict 
 }
 
 static void cpu_segment_weighted_sum_backward(float *dv, int ldv, int add, float *dalpha,
-                                              const float *dctx, const float *alpha,
-                                              const float *v, const int *row_sample, int P,
-                                              int B, int D) {
+                                              const float *dctx, const float *alpha, const float *v,
+                                              const int *row_sample, int P, int B, int D) {
   for (int r = 0; r < P; r++) {
     const float *dc = dctx + (size_t)row_sample[r] * D;
     const float *vr = v + (size_t)r * ldv;
@@ -646,8 +648,8 @@ static void cpu_segment_dot(float *e, const float *q, const float *k, int ldk,
 }
 
 static void cpu_segment_dot_backward(float *dq, float *dk, const float *de, const float *q,
-                                     const float *k, int ldk, const int *row_sample, int P,
-                                     int B, int D, float scale) {
+                                     const float *k, int ldk, const int *row_sample, int P, int B,
+                                     int D, float scale) {
   for (int r = 0; r < P; r++) {
     const float *qb = q + (size_t)row_sample[r] * D, *kr = k + (size_t)r * ldk;
     float *dqb = dq + (size_t)row_sample[r] * D, *dkr = dk + (size_t)r * ldk;
@@ -725,12 +727,12 @@ const nn_backend *nn_backend_cpu_v4(void);
 #define CPU_HAS_V3() __builtin_cpu_supports("x86-64-v3")
 #define CPU_HAS_V4() __builtin_cpu_supports("x86-64-v4")
 #else /* clang 14 knows the main features, not the level names (nor movbe, f16c) */
-#define CPU_HAS_V3()                                                                           \
-  (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&                          \
+#define CPU_HAS_V3()                                                                               \
+  (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&                              \
    __builtin_cpu_supports("bmi") && __builtin_cpu_supports("bmi2"))
-#define CPU_HAS_V4()                                                                           \
-  (CPU_HAS_V3() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&  \
-   __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&                 \
+#define CPU_HAS_V4()                                                                               \
+  (CPU_HAS_V3() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&      \
+   __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&                     \
    __builtin_cpu_supports("avx512cd"))
 #endif
 static const nn_backend *cpu_pick(const char **level) {

@@ -201,8 +201,9 @@ static unsigned grid_for(size_t n) {
   return blocks > 65535 ? 65535u : (unsigned)blocks; /* the kernels loop over the rest */
 }
 
-#define GRID_LOOP(i, n) \
-  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)
+#define GRID_LOOP(i, n)                                                                            \
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n);                          \
+       i += (size_t)gridDim.x * blockDim.x)
 
 /* ---------------------------------------------------------------- memory */
 
@@ -232,7 +233,8 @@ static void cuda_upload(void *dst, const void *src, size_t bytes) {
 }
 
 static void cuda_download(void *dst, const void *src, size_t bytes) {
-  if (bytes) check_cuda("cudaMemcpy (download)", cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
+  if (bytes)
+    check_cuda("cudaMemcpy (download)", cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
 }
 
 static void cuda_zero(float *x, size_t n) {
@@ -261,9 +263,9 @@ static void cuda_sgemm(int trans_a, int trans_b, int M, int N, int K, float alph
   }
   cublasHandle_t h = blas();
   if (!h) return;
-  cublasStatus_t s = cb.sgemm(h, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                 trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K, &alpha, B, ldb, A,
-                                 lda, &beta, C, ldc);
+  cublasStatus_t s =
+      cb.sgemm(h, trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, N, M, K,
+               &alpha, B, ldb, A, lda, &beta, C, ldc);
   if (s != CUBLAS_STATUS_SUCCESS) record("cublasSgemm", cb.status_string(s));
 }
 
@@ -280,7 +282,8 @@ __global__ void k_gather_rows(float *dst, int ldd, const float *src, int lds, co
 static void cuda_gather_rows(float *dst, int ldd, const float *src, int lds, const int *idx,
                              int rows, int cols) {
   if (rows <= 0 || cols <= 0) return;
-  LAUNCH(k_gather_rows, grid_for((size_t)rows * cols), THREADS)(dst, ldd, src, lds, idx, rows, cols);
+  LAUNCH(k_gather_rows, grid_for((size_t)rows * cols), THREADS)
+  (dst, ldd, src, lds, idx, rows, cols);
   check_launch("gather_rows");
 }
 
@@ -294,8 +297,8 @@ __global__ void k_gather_add_rows(float *dst, int ldd, const float *src, int lds
 static void cuda_gather_add_rows(float *dst, int ldd, const float *src, int lds, const int *idx,
                                  int rows, int cols) {
   if (rows <= 0 || cols <= 0) return;
-  LAUNCH(k_gather_add_rows, grid_for((size_t)rows * cols), THREADS)(dst, ldd, src, lds, idx, rows,
-                                                                      cols);
+  LAUNCH(k_gather_add_rows, grid_for((size_t)rows * cols), THREADS)
+  (dst, ldd, src, lds, idx, rows, cols);
   check_launch("gather_add_rows");
 }
 
@@ -312,7 +315,8 @@ __global__ void k_scatter_add_rows(float *dst, int ldd, const float *src, int ld
 static void cuda_scatter_add_rows(float *dst, int ldd, const float *src, int lds, const int *idx,
                                   int rows, int cols) {
   if (rows <= 0 || cols <= 0) return;
-  LAUNCH(k_scatter_add_rows, grid_for((size_t)rows * cols), THREADS)(dst, ldd, src, lds, idx, rows, cols);
+  LAUNCH(k_scatter_add_rows, grid_for((size_t)rows * cols), THREADS)
+  (dst, ldd, src, lds, idx, rows, cols);
   check_launch("scatter_add_rows");
 }
 
@@ -370,9 +374,7 @@ static void cuda_bias_grad(float *dbias, const float *dy, int ld, int rows, int 
   check_launch("bias_grad");
 }
 
-__global__ void k_tanh_forward(float *y, size_t n) {
-  GRID_LOOP(i, n) y[i] = tanhf(y[i]);
-}
+__global__ void k_tanh_forward(float *y, size_t n) { GRID_LOOP(i, n) y[i] = tanhf(y[i]); }
 static void cuda_tanh_forward(float *y, size_t n) {
   if (!n) return;
   LAUNCH(k_tanh_forward, grid_for(n), THREADS)(y, n);
@@ -429,8 +431,8 @@ __global__ void k_gru_forward(float *h, float *pre, const float *hw, const float
     h[b * H + k] = (1.0f - z) * g + z * hp;
   }
 }
-static void cuda_gru_step_forward(float *h, float *pre, const float *hw, const float *h_prev,
-                                  int n, int H) {
+static void cuda_gru_step_forward(float *h, float *pre, const float *hw, const float *h_prev, int n,
+                                  int H) {
   if (n <= 0) return;
   LAUNCH(k_gru_forward, grid_for((size_t)n * H), THREADS)(h, pre, hw, h_prev, n, H);
   check_launch("gru_step_forward");
@@ -461,15 +463,15 @@ __global__ void k_gru_backward(float *dx, float *dhw, float *dh_prev, const floa
   }
 }
 static void cuda_gru_step_backward(float *dx, float *dhw, float *dh_prev, const float *dh,
-                                   const float *gates, const float *hw, const float *h_prev,
-                                   int n, int H) {
+                                   const float *gates, const float *hw, const float *h_prev, int n,
+                                   int H) {
   if (n <= 0) return;
-  LAUNCH(k_gru_backward, grid_for((size_t)n * H), THREADS)(dx, dhw, dh_prev, dh, gates, hw, h_prev, n, H);
+  LAUNCH(k_gru_backward, grid_for((size_t)n * H), THREADS)
+  (dx, dhw, dh_prev, dh, gates, hw, h_prev, n, H);
   check_launch("gru_step_backward");
 }
 
-__global__ void k_lstm_forward(float *h, float *c, float *pre, const float *c_prev, int n,
-                               int H) {
+__global__ void k_lstm_forward(float *h, float *c, float *pre, const float *c_prev, int n, int H) {
   GRID_LOOP(idx, (size_t)n * H) {
     size_t b = idx / H, k = idx % H;
     float *x = pre + b * 4 * H;
@@ -511,10 +513,11 @@ __global__ void k_lstm_backward(float *dpre, float *dc_prev, const float *dh, co
   }
 }
 static void cuda_lstm_step_backward(float *dpre, float *dc_prev, const float *dh, const float *dc,
-                                    const float *gates, const float *c, const float *c_prev,
-                                    int n, int H) {
+                                    const float *gates, const float *c, const float *c_prev, int n,
+                                    int H) {
   if (n <= 0) return;
-  LAUNCH(k_lstm_backward, grid_for((size_t)n * H), THREADS)(dpre, dc_prev, dh, dc, gates, c, c_prev, n, H);
+  LAUNCH(k_lstm_backward, grid_for((size_t)n * H), THREADS)
+  (dpre, dc_prev, dh, dc, gates, c, c_prev, n, H);
   check_launch("lstm_step_backward");
 }
 
@@ -597,7 +600,8 @@ static void cuda_segment_weighted_sum(float *ctx, const float *alpha, const floa
     cuda_zero(ctx, (size_t)B * D);
     return;
   }
-  LAUNCH(k_segment_weighted_sum, grid_for((size_t)B * D), THREADS)(ctx, alpha, v, ldv, row_sample, P, B, D);
+  LAUNCH(k_segment_weighted_sum, grid_for((size_t)B * D), THREADS)
+  (ctx, alpha, v, ldv, row_sample, P, B, D);
   check_launch("segment_weighted_sum");
 }
 
@@ -622,12 +626,13 @@ __global__ void k_wsum_back_dalpha(float *dalpha, const float *dctx, const float
 }
 static void cuda_segment_weighted_sum_backward(float *dv, int ldv, int add, float *dalpha,
                                                const float *dctx, const float *alpha,
-                                               const float *v, const int *row_sample, int P,
-                                               int B, int D) {
+                                               const float *v, const int *row_sample, int P, int B,
+                                               int D) {
   if (P <= 0 || D <= 0) return;
   /* dalpha reads v before dv overwrites it when they are the same buffer */
   LAUNCH(k_wsum_back_dalpha, grid_for(P), THREADS)(dalpha, dctx, v, ldv, row_sample, P, D);
-  LAUNCH(k_wsum_back_dv, grid_for((size_t)P * D), THREADS)(dv, ldv, add, dctx, alpha, row_sample, P, D);
+  LAUNCH(k_wsum_back_dv, grid_for((size_t)P * D), THREADS)
+  (dv, ldv, add, dctx, alpha, row_sample, P, D);
   check_launch("segment_weighted_sum_backward");
 }
 
@@ -672,10 +677,11 @@ __global__ void k_segment_dq(float *dq, const float *de, const float *k, int ldk
   }
 }
 static void cuda_segment_dot_backward(float *dq, float *dk, const float *de, const float *q,
-                                      const float *k, int ldk, const int *row_sample, int P,
-                                      int B, int D, float scale) {
+                                      const float *k, int ldk, const int *row_sample, int P, int B,
+                                      int D, float scale) {
   if (P <= 0 || D <= 0) return;
-  LAUNCH(k_segment_dq, grid_for((size_t)B * D), THREADS)(dq, de, k, ldk, row_sample, P, B, D, scale);
+  LAUNCH(k_segment_dq, grid_for((size_t)B * D), THREADS)
+  (dq, de, k, ldk, row_sample, P, B, D, scale);
   LAUNCH(k_segment_dk, grid_for((size_t)P * D), THREADS)(dk, de, q, ldk, row_sample, P, D, scale);
   check_launch("segment_dot_backward");
 }
@@ -711,9 +717,9 @@ static void cuda_embedding_backward(float *dtable, const float *dx, const int *i
 /* ---------------------------------------------------------------- optimizer, reduction */
 
 /* adam.c's adam_update_one, operation for operation (no contraction: --fmad=false) */
-__global__ void k_adam(float *params, float *m, float *v, const float *grads, size_t n,
-                       float beta1, float one_minus_beta1, float beta2, float one_minus_beta2,
-                       float bc2_sqrt, float eps, float neg_step_size) {
+__global__ void k_adam(float *params, float *m, float *v, const float *grads, size_t n, float beta1,
+                       float one_minus_beta1, float beta2, float one_minus_beta2, float bc2_sqrt,
+                       float eps, float neg_step_size) {
   GRID_LOOP(i, n) {
     float g = grads[i];
     float mi = fmaf(g, one_minus_beta1, m[i] * beta1);
@@ -728,13 +734,13 @@ static void cuda_adam_step(float *params, float *m, float *v, const float *grads
                            float beta1, float one_minus_beta1, float beta2, float one_minus_beta2,
                            float bc2_sqrt, float eps, float neg_step_size) {
   if (!n) return;
-  LAUNCH(k_adam, grid_for(n), THREADS)(params, m, v, grads, n, beta1, one_minus_beta1, beta2, one_minus_beta2, bc2_sqrt, eps, neg_step_size);
+  LAUNCH(k_adam, grid_for(n), THREADS)
+  (params, m, v, grads, n, beta1, one_minus_beta1, beta2, one_minus_beta2, bc2_sqrt, eps,
+   neg_step_size);
   check_launch("adam_step");
 }
 
-__global__ void k_axpy(float *y, const float *x, size_t n) {
-  GRID_LOOP(i, n) y[i] += x[i];
-}
+__global__ void k_axpy(float *y, const float *x, size_t n) { GRID_LOOP(i, n) y[i] += x[i]; }
 static void cuda_axpy(float *y, const float *x, size_t n) {
   if (!n) return;
   LAUNCH(k_axpy, grid_for(n), THREADS)(y, x, n);
@@ -766,8 +772,7 @@ extern "C" NN_EXPORT unsigned attnext_cuda_backend_abi(size_t *table_size) {
 /* Whether this machine can run the backend: a device, a context, a kernel of this build's
  * architectures, a cuBLAS handle. NULL with the reason otherwise. Called once per process
  * (backend_load.c). */
-extern "C" NN_EXPORT const nn_backend *
-attnext_cuda_backend(char *why, size_t len) {
+extern "C" NN_EXPORT const nn_backend *attnext_cuda_backend(char *why, size_t len) {
   int count = 0;
   cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess) {
@@ -780,12 +785,14 @@ attnext_cuda_backend(char *why, size_t len) {
   }
   int dev = 0;
   cudaDeviceProp prop;
-  if ((e = cudaGetDevice(&dev)) != cudaSuccess || (e = cudaGetDeviceProperties(&prop, dev)) != cudaSuccess) {
+  if ((e = cudaGetDevice(&dev)) != cudaSuccess ||
+      (e = cudaGetDeviceProperties(&prop, dev)) != cudaSuccess) {
     snprintf(why, len, "cudaGetDeviceProperties: %s", cudaGetErrorString(e));
     return NULL;
   }
   LAUNCH(k_probe, 1, 1)((int *)NULL);
-  if ((e = cudaGetLastError()) != cudaSuccess || (e = cudaStreamSynchronize(STREAM)) != cudaSuccess) {
+  if ((e = cudaGetLastError()) != cudaSuccess ||
+      (e = cudaStreamSynchronize(STREAM)) != cudaSuccess) {
     snprintf(why, len, "%s (compute capability %d.%d): %s", prop.name, prop.major, prop.minor,
              cudaGetErrorString(e));
     return NULL;
@@ -798,9 +805,10 @@ attnext_cuda_backend(char *why, size_t len) {
   }
   int runtime = 0;
   cudaRuntimeGetVersion(&runtime);
-  snprintf(device_line, sizeof device_line, "%s (compute capability %d.%d, %.0f GiB, %d devices), CUDA runtime %d.%d",
-           prop.name, prop.major, prop.minor, prop.totalGlobalMem / 1073741824.0, count,
-           runtime / 1000, runtime % 1000 / 10);
+  snprintf(device_line, sizeof device_line,
+           "%s (compute capability %d.%d, %.0f GiB, %d devices), CUDA runtime %d.%d", prop.name,
+           prop.major, prop.minor, prop.totalGlobalMem / 1073741824.0, count, runtime / 1000,
+           runtime % 1000 / 10);
   table.name = "cuda";
   table.alloc = cuda_alloc;
   table.free = cuda_free;

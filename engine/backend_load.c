@@ -32,8 +32,8 @@
 #endif
 
 static pthread_once_t cuda_once = PTHREAD_ONCE_INIT;
-static const nn_backend *cuda_backend;  /* NULL when unavailable */
-static char cuda_why[400];              /* why not, or the device's description */
+static const nn_backend *cuda_backend; /* NULL when unavailable */
+static char cuda_why[400];             /* why not, or the device's description */
 
 /* Try one path; 1 when the library loaded (whatever its entry then said). */
 static int try_library(const char *path, char *load_err, size_t len) {
@@ -48,8 +48,7 @@ static int try_library(const char *path, char *load_err, size_t len) {
     char found[120];
     if (abi)
       snprintf(found, sizeof found, "backend ABI %u, table of %zu bytes", number, table_size);
-    else
-      snprintf(found, sizeof found, "no %s: built before ABI numbers", NN_BACKEND_CUDA_ABI);
+    else snprintf(found, sizeof found, "no %s: built before ABI numbers", NN_BACKEND_CUDA_ABI);
     snprintf(cuda_why, sizeof cuda_why,
              "not available (stale %s refused: %s; this attnext.so needs backend ABI %u, table "
              "of %zu bytes; rebuild it from the same sources: make)",

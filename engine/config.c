@@ -9,8 +9,8 @@
  * validation and JSON output are loops over it. Bounds keep every allocation the options
  * drive finite; on top of them the whole network must stay within NN_MAX_PARAMS floats. */
 #include "config.h"
-#include "model.h" /* NN_MAX_LAYERS, NN_MAX_HIDDEN, nn_model_create_uninit */
 #include "json.h"
+#include "model.h" /* NN_MAX_LAYERS, NN_MAX_HIDDEN, nn_model_create_uninit */
 
 #include <locale.h>
 #include <math.h>
@@ -44,11 +44,14 @@ typedef struct config_option {
   int min_open, max_open; /* OPT_FLOAT: interval ends excluded */
 } config_option;
 
-#define OPT_B(f) {#f, OPT_BOOL, offsetof(nn_config, f), 0, 1, 0, 0, 0, 0}
-#define OPT_I(f, lo, hi) {#f, OPT_INT, offsetof(nn_config, f), lo, hi, 0, 0, 0, 0}
-#define OPT_F(f, lo, hi, lo_open, hi_open) \
-  {#f, OPT_FLOAT, offsetof(nn_config, f), 0, 0, lo, hi, lo_open, hi_open}
-#define OPT_E(f, kind) {#f, kind, offsetof(nn_config, f), 0, 0, 0, 0, 0, 0}
+#define OPT_B(f)                                                                                   \
+  { #f, OPT_BOOL, offsetof(nn_config, f), 0, 1, 0, 0, 0, 0 }
+#define OPT_I(f, lo, hi)                                                                           \
+  { #f, OPT_INT, offsetof(nn_config, f), lo, hi, 0, 0, 0, 0 }
+#define OPT_F(f, lo, hi, lo_open, hi_open)                                                         \
+  { #f, OPT_FLOAT, offsetof(nn_config, f), 0, 0, lo, hi, lo_open, hi_open }
+#define OPT_E(f, kind)                                                                             \
+  { #f, kind, offsetof(nn_config, f), 0, 0, 0, 0, 0, 0 }
 #define OPT_X(name, key)                                                                           \
   { name, OPT_EXT, key, 0, 0, 0, 0, 0, 0 }
 #define SEED_MAX ((int64_t)1 << 53)
@@ -298,9 +301,9 @@ uint64_t nn_config_param_count(const nn_config *cfg, uint64_t num_classes) {
   uint64_t P = H * D; /* width of the encoder output */
   switch (cfg->attention) {
   case NN_ATTN_ADDITIVE: n += P * P + 2 * P; break; /* proj (P,P) + (P), v (1,P) */
-  case NN_ATTN_SELF: n += 3 * (P * P + P); break; /* query, key, value (P,P) + (P) */
-  case NN_ATTN_DOT: break; /* no parameters */
-  default: n += P + 1; break; /* linear (1,P) + (1) */
+  case NN_ATTN_SELF: n += 3 * (P * P + P); break;   /* query, key, value (P,P) + (P) */
+  case NN_ATTN_DOT: break;                          /* no parameters */
+  default: n += P + 1; break;                       /* linear (1,P) + (1) */
   }
   if (F) {
     n += F * P + F;
@@ -337,7 +340,10 @@ static void range_text(char *out, size_t n, const config_option *o) {
     out[0] = 0;
     for (int k = 0; k < count && used < n; k++)
       used += (size_t)snprintf(out + used, n - used, "%s\"%s\"",
-                               k == 0 ? "" : k == count - 1 ? " or " : ", ", names[k]);
+                               k == 0           ? ""
+                               : k == count - 1 ? " or "
+                                                : ", ",
+                               names[k]);
     break;
   }
   case OPT_EXT: snprintf(out, n, "what ext/ reads"); break;
@@ -399,10 +405,8 @@ static int unknown_option_error(char *err, const char *key, size_t key_len, unsi
     size_t d = nn_edit_distance(key, key_len, name, strlen(name));
     if (d < best_d && d < strlen(name) / 2 + 1) best_d = d, best = name;
   }
-  if (best)
-    snprintf(err, NN_ERR_LEN, "unknown option %s (did you mean \"%s\"?)", quoted, best);
-  else
-    snprintf(err, NN_ERR_LEN, "unknown option %s", quoted);
+  if (best) snprintf(err, NN_ERR_LEN, "unknown option %s (did you mean \"%s\"?)", quoted, best);
+  else snprintf(err, NN_ERR_LEN, "unknown option %s", quoted);
   return NN_ERROR;
 }
 
@@ -419,8 +423,8 @@ static int check_size(const nn_config *cfg, char *err) {
   uint64_t total = nn_config_param_count(cfg, 2);
   if (total <= NN_MAX_PARAMS) return NN_OK;
   /* blame the option whose smallest value shrinks the model the most */
-  static const char *const culprits[] = {"vocab_size", "embed_dim", "hidden", "layers",
-                                         "fc_hidden", "ensemble", "subword_buckets"};
+  static const char *const culprits[] = {"vocab_size", "embed_dim", "hidden",         "layers",
+                                         "fc_hidden",  "ensemble",  "subword_buckets"};
   const char *name = culprits[0];
   uint64_t best = total;
   int value = 0;
@@ -538,8 +542,8 @@ static float json_float(const nn_json *v, const char *json) {
   return nn_strtof_c(buf);
 }
 
-static int parse_option(nn_config *cfg, const config_option *o, const nn_json *v,
-                        const char *json, char *err) {
+static int parse_option(nn_config *cfg, const config_option *o, const nn_json *v, const char *json,
+                        char *err) {
   char got[160];
   got_text(got, sizeof got, v, json);
   char *field = (char *)cfg + o->offset;
@@ -624,8 +628,7 @@ int nn_options_parse(nn_options *o, const char *json, unsigned accept, const nn_
   o->accept = accept;
   if (!json) return NN_OK;
   size_t len = strlen(json), k = 0;
-  while (k < len && (json[k] == ' ' || json[k] == '\t' || json[k] == '\n' || json[k] == '\r'))
-    k++;
+  while (k < len && (json[k] == ' ' || json[k] == '\t' || json[k] == '\n' || json[k] == '\r')) k++;
   if (k == len) return NN_OK; /* "" or only whitespace: no options */
   char jerr[NN_ERR_LEN];
   int rc = nn_json_parse(&o->doc, json, len, mem, jerr);
@@ -779,18 +782,27 @@ static void value_text(char *out, size_t n, const config_option *o, const nn_con
     nn_json_format_double(out, n, nn_decimal_double(f));
     return;
   }
-  case OPT_BOOL: memcpy(&x, field, sizeof x); snprintf(out, n, "%s", x ? "true" : "false"); return;
-  case OPT_INT: memcpy(&x, field, sizeof x); snprintf(out, n, "%d", x); return;
-  default: memcpy(&x, field, sizeof x); snprintf(out, n, "\"%s\"", enum_name(o->kind, x)); return;
+  case OPT_BOOL:
+    memcpy(&x, field, sizeof x);
+    snprintf(out, n, "%s", x ? "true" : "false");
+    return;
+  case OPT_INT:
+    memcpy(&x, field, sizeof x);
+    snprintf(out, n, "%d", x);
+    return;
+  default:
+    memcpy(&x, field, sizeof x);
+    snprintf(out, n, "\"%s\"", enum_name(o->kind, x));
+    return;
   }
 }
 
 /* The keys that fix the network's shape or what its vocabulary means: a warm start keeps the
  * base model's. */
 static const char *const architecture_keys[] = {
-    "cell", "layers", "bidirectional", "attention", "embed_dim", "hidden", "fc_hidden", "ensemble",
-    "vocab_size", "lower", "stopwords", "drop_parentheses", "char_level", "unicode",
-    "subword_buckets", "subword_min", "subword_max"};
+    "cell",       "layers",   "bidirectional",   "attention",   "embed_dim",  "hidden",
+    "fc_hidden",  "ensemble", "vocab_size",      "lower",       "stopwords",  "drop_parentheses",
+    "char_level", "unicode",  "subword_buckets", "subword_min", "subword_max"};
 
 int nn_config_check_warm_start(const nn_config *cfg, const nn_config *base, char *err) {
   for (size_t k = 0; k < sizeof architecture_keys / sizeof *architecture_keys; k++)

@@ -6,8 +6,8 @@
 
 /* The limits of a model, the same for training (attn_train) and for loading a file
  * (nn_model_load): a file cannot describe a model training would refuse to make. */
-#define NN_MAX_CLASSES 10000  /* distinct labels */
-#define NN_MAX_VOCAB 1000000  /* the "vocab_size" option's bound: tokens, <PAD> and <UNK> included */
+#define NN_MAX_CLASSES 10000 /* distinct labels */
+#define NN_MAX_VOCAB 1000000 /* the "vocab_size" option's bound: tokens, <PAD> and <UNK> included */
 #define NN_MAX_SUBWORD_BUCKETS (1 << 22) /* the "subword_buckets" option's bound */
 
 /* The largest model the options may describe, in floats (parameters only). */

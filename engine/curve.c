@@ -21,8 +21,8 @@ static int point_descending(const void *pa, const void *pb) {
   return (a->threshold < b->threshold) - (a->threshold > b->threshold);
 }
 
-int nn_curve_class(nn_curve_point *points, int64_t *npoints, int64_t *positives,
-                   const float *probs, const int *y_true, int64_t N, int C, int c, char *err) {
+int nn_curve_class(nn_curve_point *points, int64_t *npoints, int64_t *positives, const float *probs,
+                   const int *y_true, int64_t N, int C, int c, char *err) {
   *npoints = 0;
   *positives = 0;
   if (N < 0 || C < 1 || c < 0 || c >= C) {
@@ -32,9 +32,13 @@ int nn_curve_class(nn_curve_point *points, int64_t *npoints, int64_t *positives,
   for (int64_t i = 0; i < N; i++) {
     float p = probs[(size_t)i * C + c];
     if (!isfinite(p)) { /* a total order is needed to sort; softmax gives none of these */
-      snprintf(err, NN_ERR_LEN, "the model's probability of class %d for row %lld is %s, not a "
-               "finite number (its weights overflow)", c, (long long)i + 1,
-               isnan(p) ? "NaN" : p > 0 ? "Inf" : "-Inf");
+      snprintf(err, NN_ERR_LEN,
+               "the model's probability of class %d for row %lld is %s, not a "
+               "finite number (its weights overflow)",
+               c, (long long)i + 1,
+               isnan(p) ? "NaN"
+               : p > 0  ? "Inf"
+                        : "-Inf");
       return NN_ERROR;
     }
     int positive = y_true[i] == c;

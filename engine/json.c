@@ -36,10 +36,8 @@ typedef struct json_doc {
 static int json_fail(json_parser *p, int status, const char *what) {
   if (p->status == NN_OK) {
     p->status = status;
-    if (status == NN_NOMEM)
-      snprintf(p->err, NN_ERR_LEN, "out of memory while parsing JSON");
-    else
-      snprintf(p->err, NN_ERR_LEN, "invalid JSON at byte %zu: %s", p->pos, what);
+    if (status == NN_NOMEM) snprintf(p->err, NN_ERR_LEN, "out of memory while parsing JSON");
+    else snprintf(p->err, NN_ERR_LEN, "invalid JSON at byte %zu: %s", p->pos, what);
   }
   return p->status;
 }
@@ -135,14 +133,38 @@ static int json_parse_string(json_parser *p, char **out, size_t *out_len) {
     char e = p->s[i + 1]; /* i + 1 < end: a backslash always has a next byte before end */
     p->pos = i;
     switch (e) {
-    case '"': buf[n++] = '"'; i += 2; break;
-    case '\\': buf[n++] = '\\'; i += 2; break;
-    case '/': buf[n++] = '/'; i += 2; break;
-    case 'b': buf[n++] = '\b'; i += 2; break;
-    case 'f': buf[n++] = '\f'; i += 2; break;
-    case 'n': buf[n++] = '\n'; i += 2; break;
-    case 'r': buf[n++] = '\r'; i += 2; break;
-    case 't': buf[n++] = '\t'; i += 2; break;
+    case '"':
+      buf[n++] = '"';
+      i += 2;
+      break;
+    case '\\':
+      buf[n++] = '\\';
+      i += 2;
+      break;
+    case '/':
+      buf[n++] = '/';
+      i += 2;
+      break;
+    case 'b':
+      buf[n++] = '\b';
+      i += 2;
+      break;
+    case 'f':
+      buf[n++] = '\f';
+      i += 2;
+      break;
+    case 'n':
+      buf[n++] = '\n';
+      i += 2;
+      break;
+    case 'r':
+      buf[n++] = '\r';
+      i += 2;
+      break;
+    case 't':
+      buf[n++] = '\t';
+      i += 2;
+      break;
     case 'u': {
       unsigned cp, lo;
       if (end - i < 6 || !json_hex4(p->s + i + 2, &cp)) {
@@ -231,7 +253,8 @@ static int json_parse_number(json_parser *p, nn_json *v) {
     }
     if (fits) {
       v->is_integer = 1;
-      v->integer = neg ? (mag == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)mag) : (int64_t)mag;
+      v->integer =
+          neg ? (mag == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)mag) : (int64_t)mag;
     }
   }
   /* strtod wants a NUL-terminated copy using the C locale's decimal point */
@@ -401,10 +424,8 @@ static int json_parse_value(json_parser *p, nn_json *v) {
   case 'f': rc = json_literal(p, "false", NN_JSON_FALSE, v); break;
   case 'n': rc = json_literal(p, "null", NN_JSON_NULL, v); break;
   default:
-    if (p->s[p->pos] == '-' || json_is_digit(p->s[p->pos]))
-      rc = json_parse_number(p, v);
-    else
-      rc = json_fail(p, NN_ERROR, "expected a value");
+    if (p->s[p->pos] == '-' || json_is_digit(p->s[p->pos])) rc = json_parse_number(p, v);
+    else rc = json_fail(p, NN_ERROR, "expected a value");
   }
   v->end = p->pos;
   return rc;
@@ -659,7 +680,8 @@ char *nn_json_quote_for_message(char *out, size_t max_len, const char *s, size_t
     if (c == '"' || c == '\\') piece[0] = '\\', piece[1] = (char)c, n = 2;
     else if (c == '\n') piece[0] = '\\', piece[1] = 'n', n = 2;
     else if (c == '\t') piece[0] = '\\', piece[1] = 't', n = 2;
-    else if (c < 0x20 || c == 0x7F) piece[0] = '\\', piece[1] = 'x', piece[2] = hex[c >> 4], piece[3] = hex[c & 15], n = 4;
+    else if (c < 0x20 || c == 0x7F)
+      piece[0] = '\\', piece[1] = 'x', piece[2] = hex[c >> 4], piece[3] = hex[c & 15], n = 4;
     else if (c < 0x80) piece[0] = (char)c, n = 1;
     else {
       uint32_t cp;

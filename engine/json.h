@@ -48,7 +48,7 @@ struct nn_json {
   size_t start, end; /* byte span of this value in the parsed text (for messages) */
   /* NN_JSON_NUMBER */
   double number;
-  int64_t integer;   /* the exact value when is_integer */
+  int64_t integer; /* the exact value when is_integer */
   /* NN_JSON_STRING: decoded bytes, NUL-terminated (may also contain NUL bytes) */
   char *str;
   size_t str_len;
@@ -71,16 +71,16 @@ void nn_json_free(nn_json *v);
 
 /* Accessors; all accept NULL and return NULL / 0 when the value is not of the asked type. */
 const nn_json *nn_json_get(const nn_json *obj, const char *key); /* object member by key */
-const nn_json *nn_json_at(const nn_json *arr, size_t i);          /* array item or member i */
+const nn_json *nn_json_at(const nn_json *arr, size_t i);         /* array item or member i */
 size_t nn_json_count(const nn_json *v);                          /* items of array/object */
 const char *nn_json_string(const nn_json *v, size_t *len);       /* NULL unless a string */
-const char *nn_json_type_name(nn_json_type t);                    /* "string", "number", ... */
+const char *nn_json_type_name(nn_json_type t);                   /* "string", "number", ... */
 
 /* Growable byte buffer, always NUL-terminated once something was appended. */
 typedef struct nn_strbuf {
   char *data;
   size_t len, cap;
-  int oom; /* an append failed for lack of memory; later appends do nothing */
+  int oom;                 /* an append failed for lack of memory; later appends do nothing */
   const nn_allocator *mem; /* of data */
 } nn_strbuf;
 

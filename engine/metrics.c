@@ -120,8 +120,9 @@ int nn_metrics_evaluate(nn_evaluation *out, const int *y_true, const float *prob
   memset(out, 0, sizeof *out);
   out->roc_auc = NAN;
   if (N < 1 || C < 2) {
-    snprintf(err, NN_ERR_LEN, "metrics: need at least 1 row and 2 classes, got %lld rows, %d classes",
-             (long long)N, C);
+    snprintf(err, NN_ERR_LEN,
+             "metrics: need at least 1 row and 2 classes, got %lld rows, %d classes", (long long)N,
+             C);
     return NN_ERROR;
   }
   for (int64_t i = 0; i < N; i++) {
@@ -133,8 +134,10 @@ int nn_metrics_evaluate(nn_evaluation *out, const int *y_true, const float *prob
     for (int c = 0; c < C; c++) {
       float p = probs[(size_t)i * C + c];
       if (!(p >= 0.0f) || !isfinite(p)) {
-        snprintf(err, NN_ERR_LEN, "metrics: probability %g of row %lld, class %d is not a "
-                 "finite number >= 0", (double)p, (long long)i + 1, c);
+        snprintf(err, NN_ERR_LEN,
+                 "metrics: probability %g of row %lld, class %d is not a "
+                 "finite number >= 0",
+                 (double)p, (long long)i + 1, c);
         return NN_ERROR;
       }
     }
@@ -146,8 +149,8 @@ int nn_metrics_evaluate(nn_evaluation *out, const int *y_true, const float *prob
     nn_mem_free(mem, counts);
     nn_mem_free(mem, per_class);
     nn_mem_free(mem, rows);
-    snprintf(err, NN_ERR_LEN, "metrics: out of memory for %lld rows and %d classes",
-             (long long)N, C);
+    snprintf(err, NN_ERR_LEN, "metrics: out of memory for %lld rows and %d classes", (long long)N,
+             C);
     return NN_NOMEM;
   }
   int64_t *true_positive = counts, *predicted = counts + C, *support = counts + 2 * C;
@@ -159,7 +162,9 @@ int nn_metrics_evaluate(nn_evaluation *out, const int *y_true, const float *prob
     double sum = 0.0;
     for (int c = 0; c < C; c++) {
       if (p[c] > p[best]) best = c; /* first maximum, as argmax */
-      double clipped = (double)p[c] < eps ? eps : (double)p[c] > 1.0 - eps ? 1.0 - eps : (double)p[c];
+      double clipped = (double)p[c] < eps         ? eps
+                       : (double)p[c] > 1.0 - eps ? 1.0 - eps
+                                                  : (double)p[c];
       sum += clipped;
     }
     double py = (double)p[y] < eps ? eps : (double)p[y] > 1.0 - eps ? 1.0 - eps : (double)p[y];

@@ -57,8 +57,7 @@ static size_t add_tensor(nn_model *m, size_t *offset, const char *name, int64_t 
 static void add_network(nn_model *m, nn_model *net, size_t *off, const char *prefix, int part) {
   char name[48];
   int GH = net->G * net->H;
-#define ADD(fmt, ...) \
-  (snprintf(name, sizeof name, "%s" fmt, prefix, __VA_ARGS__), name)
+#define ADD(fmt, ...) (snprintf(name, sizeof name, "%s" fmt, prefix, __VA_ARGS__), name)
   if (part == 1) { /* the member's table of V + S rows: embeddings, then subwords */
     net->emb = add_tensor(m, off, ADD("%s", "embeddings.weight"), net->V, net->E);
     if (net->S > 0) net->subw = add_tensor(m, off, ADD("%s", "subwords.weight"), net->S, net->E);
@@ -94,8 +93,7 @@ static void add_network(nn_model *m, nn_model *net, size_t *off, const char *pre
     net->attn_v_w = add_tensor(m, off, ADD("%s", "attn.value.weight"), D, D);
     net->attn_v_b = add_tensor(m, off, ADD("%s", "attn.value.bias"), D, 0);
     break;
-  case NN_ATTN_DOT: /* no parameters */
-    break;
+  case NN_ATTN_DOT: /* no parameters */ break;
   }
   if (net->F > 0) {
     net->fc1_w = add_tensor(m, off, ADD("%s", "fc1.weight"), net->F, D);
@@ -501,7 +499,6 @@ float *nn_model_params(nn_model *m) {
   return m->host_params;
 }
 
-
 /* Bytes of one side of the model: host (device = 0) or a device backend's memory (device = 1). */
 /* The inference tables of one network (model_infer.c) added to *host and *backend. */
 static void table_bytes(const nn_model *m, size_t *host, size_t *backend) {
@@ -618,8 +615,8 @@ static void carve_all(nn_workspace *ws, const nn_model *m, carver *cv) {
   ws->emb_mask = train && m->cfg.embed_dropout > 0.0f ? carve(cv, P * m->E) : NULL;
   int compose = m->S > 0 && (train || !m->fold[0]); /* subwords: x0 is composed (forward_batch) */
   /* the gathered rows: a device backend's only (the host adds them in place) */
-  ws->sub_tmp = compose && ws->Q > 0 && m->be->device_memory ? carve(cv, (size_t)ws->Q * m->E)
-                                                             : NULL;
+  ws->sub_tmp =
+      compose && ws->Q > 0 && m->be->device_memory ? carve(cv, (size_t)ws->Q * m->E) : NULL;
   ws->sub_scale = compose ? carve(cv, P * m->E) : NULL;
   size_t widest = D > (size_t)m->E ? D : (size_t)m->E;
   for (int l = 0; l < m->L; l++) {
@@ -685,8 +682,8 @@ static int batch_count_tokens(const nn_workspace *ws, const nn_batch *batch, lon
   for (int b = 0; b < B; b++) {
     int len = batch->lengths[b];
     if (len < 1 || len > T) {
-      snprintf(err, NN_ERR_LEN, "length %d of batch row %d is outside 1..%d", len,
-               b + ws->row_base, T);
+      snprintf(err, NN_ERR_LEN, "length %d of batch row %d is outside 1..%d", len, b + ws->row_base,
+               T);
       return NN_ERROR;
     }
     *P += len;
@@ -945,7 +942,7 @@ static void subwords_forward(const nn_model *m, nn_workspace *ws) {
   }
   if (be->device_memory) be->upload(ws->sub_scale, scale, PE * sizeof(float));
   const float *table = m->params + m->emb; /* the member's V + S rows */
-  if (ws->Q > 0 && !be->device_memory) { /* host memory: one pass, the same sums in order */
+  if (ws->Q > 0 && !be->device_memory) {   /* host memory: one pass, the same sums in order */
     for (int q = 0; q < ws->Q; q++) {
       float *x = ws->x0 + (size_t)ws->pair_row[q] * E;
       const float *s = table + (size_t)ws->pair_src[q] * E;
@@ -1023,8 +1020,7 @@ static void head_backward(const nn_model *m, nn_workspace *ws) {
   if (m->F > 0) {
     be->sgemm(1, 0, m->F, m->D, B, 1.0f, ws->d_z1, m->F, ws->ctx, m->D, 1.0f, g + m->fc1_w, m->D);
     be->bias_grad(g + m->fc1_b, ws->d_z1, m->F, B, m->F);
-    be->sgemm(0, 0, B, m->D, m->F, 1.0f, ws->d_z1, m->F, p + m->fc1_w, m->D, 0.0f, ws->d_ctx,
-              m->D);
+    be->sgemm(0, 0, B, m->D, m->F, 1.0f, ws->d_z1, m->F, p + m->fc1_w, m->D, 0.0f, ws->d_ctx, m->D);
   }
 }
 
@@ -1132,7 +1128,8 @@ int nn_model_forward(nn_model *m, nn_workspace *ws, const nn_batch *batch, int t
   if (training || m->be->device_memory || B <= 1 || T < 1 || !batch->tokens || !batch->lengths)
     return forward_batch(m, ws, batch, training, rng, logits, attn, err);
   size_t P = 0;
-  for (int b = 0; b < B; b++) P += batch->lengths[b] >= 1 && batch->lengths[b] <= T ? (size_t)batch->lengths[b] : 1;
+  for (int b = 0; b < B; b++)
+    P += batch->lengths[b] >= 1 && batch->lengths[b] <= T ? (size_t)batch->lengths[b] : 1;
   if (workspace_bytes(m, P, B, T, 0) <= NN_INFER_WORKSPACE_MAX)
     return forward_batch(m, ws, batch, training, rng, logits, attn, err);
   int rc = NN_OK;
@@ -1216,9 +1213,9 @@ static int forward_batch(nn_model *m, nn_workspace *ws, const nn_batch *batch, i
     if (be->device_memory) be->upload(ws->emb_mask, mask, n * sizeof(float));
     be->mul(ws->x0, ws->x0, ws->emb_mask, n);
   }
-  nn_recurrent_forward(m, ws);                                             /* (P, D) */
-  nn_attention_forward(m, ws);                                             /* (B, D) */
-  head_forward(m, ws, rng);                                                /* (B, C) */
+  nn_recurrent_forward(m, ws); /* (P, D) */
+  nn_attention_forward(m, ws); /* (B, D) */
+  head_forward(m, ws, rng);    /* (B, C) */
   /* back to the caller's row order, through host copies for a device backend */
   const float *z = ws->logits;
   if (be->device_memory) {
@@ -1261,9 +1258,9 @@ int nn_model_backward_into(const nn_model *m, nn_workspace *ws, const nn_batch *
   for (int j = 0; j < ws->B; j++)
     memcpy(dl + (size_t)j * m->C, dlogits + (size_t)ws->order[j] * m->C, sizeof(float) * m->C);
   if (be->device_memory) be->upload(ws->d_logits, dl, sizeof(float) * (size_t)ws->B * m->C);
-  head_backward(m, ws);          /* -> d_ctx (B, D) */
-  nn_attention_backward(m, ws);  /* -> d_y (P, D) of the last layer */
-  nn_recurrent_backward(m, ws);  /* -> d_x (P, E) */
+  head_backward(m, ws);         /* -> d_ctx (B, D) */
+  nn_attention_backward(m, ws); /* -> d_y (P, D) of the last layer */
+  nn_recurrent_backward(m, ws); /* -> d_x (P, E) */
   if (ws->emb_mask) be->mul(ws->d_x, ws->d_x, ws->emb_mask, (size_t)ws->P * m->E);
   if (ws->sub_scale) be->mul(ws->d_x, ws->d_x, ws->sub_scale, (size_t)ws->P * m->E);
   be->embedding_backward(grads + m->emb, ws->d_x, ws->ids, ws->P, m->E, NN_PAD);
@@ -1271,8 +1268,8 @@ int nn_model_backward_into(const nn_model *m, nn_workspace *ws, const nn_batch *
   return nn_backend_check(be, "backward", err);
 }
 
-int nn_model_backward(nn_model *m, nn_workspace *ws, const nn_batch *batch,
-                      const float *dlogits, char *err) {
+int nn_model_backward(nn_model *m, nn_workspace *ws, const nn_batch *batch, const float *dlogits,
+                      char *err) {
   if (!m->grads) {
     int rc = nn_model_zero_grads(m, err);
     if (rc != NN_OK) return rc;

@@ -22,7 +22,8 @@
  * fc2; an ensemble has one set per member */
 #define NN_NET_TENSORS (2 + 4 * 2 * NN_MAX_LAYERS + 6 + 2 + 2) /* + subwords */
 #define NN_MAX_TENSORS (NN_MAX_MEMBERS * NN_NET_TENSORS)
-#define NN_MAX_HIDDEN 4096 /* the options' bound on hidden (config.c); sizes backend_cpu.c's zero row */
+#define NN_MAX_HIDDEN                                                                              \
+  4096 /* the options' bound on hidden (config.c); sizes backend_cpu.c's zero row */
 
 typedef struct nn_rnn_params { /* offsets (in floats) into params / grads */
   size_t w_ih, w_hh, b_ih, b_hh;
@@ -33,26 +34,26 @@ struct nn_model {
   nn_vocab *vocab;
   char **labels;
   int *label_lens;
-  int C;                 /* classes */
-  int V, E, H, D, F, G;  /* vocab, embed, hidden, D = H * dirs, fc1 width, gates per cell */
-  int L, dirs;           /* layers, directions */
-  int S;                 /* subword buckets (cfg.subword_buckets); 0: none */
+  int C;                /* classes */
+  int V, E, H, D, F, G; /* vocab, embed, hidden, D = H * dirs, fc1 width, gates per cell */
+  int L, dirs;          /* layers, directions */
+  int S;                /* subword buckets (cfg.subword_buckets); 0: none */
   /* subwords: each vocabulary word's rows of the member's table of V + S rows (embeddings.weight
    * then subwords.weight, adjacent in the buffer): sub_rows[sub_start[v] .. sub_start[v + 1])
    * are V + its n-gram buckets (nn_subword_ids); <PAD> and <UNK> have none. Host memory, the
    * owner's (views share it). A word's input vector is the mean of its row and these rows. */
   int *sub_start, *sub_rows;
-  int sub_max; /* the most subword rows of one word */
-  const nn_backend *be;  /* from cfg.device (backend_load.c) */
+  int sub_max;             /* the most subword rows of one word */
+  const nn_backend *be;    /* from cfg.device (backend_load.c) */
   const nn_allocator *mem; /* the model's host memory and host-backend memory (its vocab's) */
-  float *params, *grads; /* (nparams) each, backend memory */
+  float *params, *grads;   /* (nparams) each, backend memory */
   size_t nparams;
   /* Host mirrors for the public accessors (nn_model_params / weights / grads). With a
    * host-memory backend they are params / grads themselves; with a device backend they are
    * copies, kept in step by params_state (see model.c). */
   float *host_params, *host_grads;
-  int params_state; /* NN_PARAMS_SYNCED | NN_PARAMS_DEVICE_NEWER | NN_PARAMS_HOST_NEWER */
-  nn_tensor_info *tensors;   /* (NN_MAX_TENSORS), the model's; NULL in a member view */
+  int params_state;        /* NN_PARAMS_SYNCED | NN_PARAMS_DEVICE_NEWER | NN_PARAMS_HOST_NEWER */
+  nn_tensor_info *tensors; /* (NN_MAX_TENSORS), the model's; NULL in a member view */
   char (*tensor_names)[48];
   int ntensors;
   /* An ensemble (cfg.ensemble = K > 1) is K networks of the same shape in one parameter
@@ -67,13 +68,13 @@ struct nn_model {
   const struct nn_model *owner; /* a view: the ensemble it belongs to; NULL otherwise */
   /* named views (offsets) */
   size_t emb;
-  size_t subw;                         /* subwords.weight (S, E), right after embeddings.weight */
+  size_t subw; /* subwords.weight (S, E), right after embeddings.weight */
   nn_rnn_params rnn[NN_MAX_LAYERS][2];
-  size_t attn_w, attn_b;               /* linear: (1,D), (1); additive proj: (D,D), (D) */
-  size_t attn_v;                       /* additive: (1,D) */
+  size_t attn_w, attn_b; /* linear: (1,D), (1); additive proj: (D,D), (D) */
+  size_t attn_v;         /* additive: (1,D) */
   size_t attn_q_w, attn_q_b, attn_k_w, attn_k_b, attn_v_w, attn_v_b; /* self: (D,D), (D) */
-  size_t fc1_w, fc1_b;                 /* (F,D), (F) when F > 0 */
-  size_t fc2_w, fc2_b;                 /* (C, F or D), (C) */
+  size_t fc1_w, fc1_b;                                               /* (F,D), (F) when F > 0 */
+  size_t fc2_w, fc2_b;                                               /* (C, F or D), (C) */
   float *fold[2]; /* (V, G*H) per direction of layer 0, or NULL: see nn_model_prepare_inference */
   /* (V, G*H) per direction of layer 0, or NULL: h_0 W_hh^T of a sequence whose first token (in
    * the direction's order) is v. h_0 = cell(fold[v], 0) depends on that token alone, so step 1's
@@ -107,10 +108,10 @@ struct nn_workspace {
   struct nn_workspace *member_ws[NN_MAX_MEMBERS];
   float *ens_buf;
   size_t ens_cap; /* floats */
-  float *buf;  /* one arena for all float activations of the current batch */
-  size_t cap;  /* floats */
-  int *ibuf;   /* one arena for the index arrays */
-  size_t icap; /* ints */
+  float *buf;     /* one arena for all float activations of the current batch */
+  size_t cap;     /* floats */
+  int *ibuf;      /* one arena for the index arrays */
+  size_t icap;    /* ints */
   const nn_backend *be;
   const nn_allocator *mem; /* nn_workspace_create's */
   /* shape of the batch in the arena */
@@ -122,33 +123,33 @@ struct nn_workspace {
   int *ids_rev; /* (P) ids[rev[r]]: the token each reverse-direction step reads */
   /* subwords (model.h, struct nn_model): the batch's Q (row, table row) pairs, backend memory */
   int *pair_row, *pair_src, Q;
-  int *sub_n; /* (P) host memory: each row's subword count */
-  int *dibuf;   /* device backends: the backend copy of the index arrays */
-  size_t dicap; /* ints */
-  float *hbuf;  /* device backends: host scratch for logits, attention, dropout mask, dlogits */
-  size_t hcap;  /* floats */
+  int *sub_n;    /* (P) host memory: each row's subword count */
+  int *dibuf;    /* device backends: the backend copy of the index arrays */
+  size_t dicap;  /* ints */
+  float *hbuf;   /* device backends: host scratch for logits, attention, dropout mask, dlogits */
+  size_t hcap;   /* floats */
   int *emb_last; /* device backends, training: (V) -1, or the row last seen of each token */
   size_t emb_cap;
   /* activations */
-  float *x0;                              /* (P, E) embeddings */
-  float *sub_tmp, *sub_scale;             /* subwords: (Q, E) gathered rows, (P, E) 1 / (1 + n) */
-  float *emb_mask;                        /* (P, E) embed_dropout mask, NULL when none */
-  float *y[NN_MAX_LAYERS];                /* (P, D) layer outputs, position order */
+  float *x0;                  /* (P, E) embeddings */
+  float *sub_tmp, *sub_scale; /* subwords: (Q, E) gathered rows, (P, E) 1 / (1 + n) */
+  float *emb_mask;            /* (P, E) embed_dropout mask, NULL when none */
+  float *y[NN_MAX_LAYERS];    /* (P, D) layer outputs, position order */
   nn_rnn_acts acts[NN_MAX_LAYERS][2];
-  float *scores, *alpha;                  /* (P) */
-  float *seg_scratch;                     /* (2B) for the segment softmax */
-  float *att_u;                           /* (P, D) additive: tanh(proj) */
-  float *att_q, *att_k, *att_v, *y_last;  /* self: (B,D), (P,D), (P,D), (B,D) */
-  float *ctx;                             /* (B, D) */
-  float *z1;                              /* (B, F) fc1 output */
-  float *mask;                            /* (B, F or D) dropout mask, NULL when no dropout */
-  float *zd;                              /* (B, F or D) after dropout */
-  float *logits;                          /* (B, C) sorted order */
-  float *grads; /* where backward accumulates parameter gradients */
+  float *scores, *alpha;                 /* (P) */
+  float *seg_scratch;                    /* (2B) for the segment softmax */
+  float *att_u;                          /* (P, D) additive: tanh(proj) */
+  float *att_q, *att_k, *att_v, *y_last; /* self: (B,D), (P,D), (P,D), (B,D) */
+  float *ctx;                            /* (B, D) */
+  float *z1;                             /* (B, F) fc1 output */
+  float *mask;                           /* (B, F or D) dropout mask, NULL when no dropout */
+  float *zd;                             /* (B, F or D) after dropout */
+  float *logits;                         /* (B, C) sorted order */
+  float *grads;                          /* where backward accumulates parameter gradients */
   /* backward scratch */
   float *d_logits, *d_zd, *d_z1, *d_ctx, *d_scores, *d_alpha, *d_u, *d_q, *d_k, *d_v;
-  float *d_y;                             /* (P, max(E, D)) gradient of a layer's output */
-  float *d_x;                             /* (P, max(E, D)) gradient of a layer's input */
+  float *d_y; /* (P, max(E, D)) gradient of a layer's output */
+  float *d_x; /* (P, max(E, D)) gradient of a layer's input */
   float *d_h, *d_c, *d_pre, *d_hw, *h_prev, *d_xdir; /* per direction scratch */
 };
 
@@ -184,8 +185,8 @@ nn_workspace *nn_workspace_member(nn_workspace *ws, int k);
 int nn_cell_gates(nn_cell cell);
 
 /* Layers (forward/backward pairs). */
-int nn_workspace_prepare(nn_workspace *ws, const nn_model *m, const nn_batch *batch,
-                         int training, char *err);
+int nn_workspace_prepare(nn_workspace *ws, const nn_model *m, const nn_batch *batch, int training,
+                         char *err);
 void nn_recurrent_forward(const nn_model *m, nn_workspace *ws);
 void nn_recurrent_backward(const nn_model *m, nn_workspace *ws);
 void nn_attention_forward(const nn_model *m, nn_workspace *ws);
@@ -230,8 +231,7 @@ int nn_adam_step_on(nn_adam *adam, const nn_backend *be, float *params, const fl
 void nn_adam_free_on(nn_adam *adam, const nn_backend *be);
 /* nn_adam_step_lazy with the moments in a backend's memory. */
 int nn_adam_step_lazy_on(nn_adam *adam, const nn_backend *be, float *params, const float *grads,
-                         size_t tables, size_t table, int E, const int *rows, int nrows,
-                         char *err);
+                         size_t tables, size_t table, int E, const int *rows, int nrows, char *err);
 
 /* nn_cross_entropy in parts, so shards of a batch can each take theirs: the batch's weight sum
  * (the normaliser), then per shard the unnormalised loss sum_b w[y_b] * nll_b with dlogits

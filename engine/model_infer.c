@@ -106,17 +106,13 @@ static int prepare_step1(nn_model *m, int d) {
   if (ok) {
     be->gather_rows(pre, GH, m->fold[d], GH, NULL, (int)V, GH); /* the cells overwrite pre */
     switch (cell) {
-    case NN_CELL_RNN:
-      be->rnn_step_forward(h0, pre, (int)V, H);
-      break;
+    case NN_CELL_RNN: be->rnn_step_forward(h0, pre, (int)V, H); break;
     case NN_CELL_GRU:
       be->zero(extra, V * GH);
       be->add_bias(extra, GH, m->params + w->b_hh, (int)V, GH);
       be->gru_step_forward(h0, pre, extra, NULL, (int)V, H);
       break;
-    case NN_CELL_LSTM:
-      be->lstm_step_forward(h0, extra, pre, NULL, (int)V, H);
-      break;
+    case NN_CELL_LSTM: be->lstm_step_forward(h0, extra, pre, NULL, (int)V, H); break;
     }
     be->sgemm(0, 1, (int)V, GH, H, 1.0f, h0, H, m->params + w->w_hh, H, 0.0f, t, GH);
     m->step1[d] = t;
@@ -165,7 +161,7 @@ int nn_model_prepare_inference(nn_model *m, char *err) {
   int rc = nn_model_sync(m, err);
   if (rc != NN_OK) return rc;
   if (on_device(m) && m->params_state == NN_PARAMS_HOST_NEWER) /* uploaded: the weights are */
-    m->params_state = NN_PARAMS_SYNCED;                           /* final, the copies equal */
+    m->params_state = NN_PARAMS_SYNCED;                        /* final, the copies equal */
   if (m->K > 1) { /* an ensemble: each member's tables (the members run the forwards) */
     for (int k = 0; k < m->K; k++) {
       rc = nn_model_prepare_inference(m->member[k], err);

@@ -26,8 +26,8 @@ void nn_config_lesson(nn_config *cfg);
 int nn_config_parse_json(nn_config *cfg, const char *json, const nn_allocator *mem, char *err);
 /* Check ranges of an already filled config (used after parse and after loading a file). */
 int nn_config_validate(const nn_config *cfg, char *err);
-const char *nn_device_name(nn_device device);    /* "auto" | "cpu" | "cuda" */
-const char *nn_recipe_name(nn_recipe recipe);    /* "default" | "lesson" */
+const char *nn_device_name(nn_device device);             /* "auto" | "cpu" | "cuda" */
+const char *nn_recipe_name(nn_recipe recipe);             /* "default" | "lesson" */
 const char *nn_lr_schedule_name(nn_lr_schedule schedule); /* "plateau" | "cosine" */
 /* The cleaned text (tokens joined by one space; for char level the cleaned string), as the
  * lesson's preprocess() returns it, from mem, NUL-terminated; NULL when out of memory. */

@@ -31,7 +31,7 @@
 
 struct nn_pool {
   const nn_allocator *mem; /* of the pool, its workers array and their arguments */
-  int threads; /* including the caller */
+  int threads;             /* including the caller */
   pthread_t *workers;
   pthread_mutex_t lock;
   pthread_cond_t start, finish;
@@ -226,10 +226,10 @@ void nn_pool_free(nn_pool *pool) {
 void openblas_set_num_threads(int) __attribute__((weak));
 int openblas_get_num_threads(void) __attribute__((weak));
 static pthread_mutex_t blas_lock = PTHREAD_MUTEX_INITIALIZER;
-static atomic_int blas_users;  /* setting users (nn_blas_enter calls, pool runs) not yet left */
-static atomic_int blas_is_set; /* 1 while the count is ours (under blas_lock to change) */
-static int blas_saved;         /* the host's count while blas_is_set (under blas_lock) */
-static atomic_int blas_calls;  /* threads inside an OpenBLAS call (nn_blas_enter .. leave) */
+static atomic_int blas_users;   /* setting users (nn_blas_enter calls, pool runs) not yet left */
+static atomic_int blas_is_set;  /* 1 while the count is ours (under blas_lock to change) */
+static int blas_saved;          /* the host's count while blas_is_set (under blas_lock) */
+static atomic_int blas_calls;   /* threads inside an OpenBLAS call (nn_blas_enter .. leave) */
 static atomic_int blas_forking; /* 1 while fork() waits for blas_calls to reach 0 */
 
 /* fork() beside a running training (a prefork server, Python's 'fork' start method). The child

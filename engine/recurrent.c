@@ -107,13 +107,10 @@ static void direction_backward(const nn_model *m, nn_workspace *ws, const nn_rnn
     const float *h_prev = t > 0 ? a->h + (size_t)rp * H : NULL;
     float *dh_t = dh + (size_t)r0 * H, *dpre_t = dpre + (size_t)r0 * GH;
     switch (cell) {
-    case NN_CELL_RNN:
-      be->rnn_step_backward(dpre_t, dh_t, a->h + (size_t)r0 * H, n, H);
-      break;
+    case NN_CELL_RNN: be->rnn_step_backward(dpre_t, dh_t, a->h + (size_t)r0 * H, n, H); break;
     case NN_CELL_GRU:
       be->gru_step_backward(dpre_t, dhw + (size_t)r0 * GH, h_prev ? dh + (size_t)rp * H : NULL,
-                            dh_t, a->pre + (size_t)r0 * GH, a->hw + (size_t)r0 * GH, h_prev, n,
-                            H);
+                            dh_t, a->pre + (size_t)r0 * GH, a->hw + (size_t)r0 * GH, h_prev, n, H);
       break;
     case NN_CELL_LSTM:
       be->lstm_step_backward(dpre_t, t > 0 ? ws->d_c + (size_t)rp * H : NULL, dh_t,
@@ -135,8 +132,8 @@ static void direction_backward(const nn_model *m, nn_workspace *ws, const nn_rnn
     be->gather_rows(ws->h_prev + (size_t)ws->off[t] * H, H, a->h + (size_t)ws->off[t - 1] * H, H,
                     NULL, ws->nstep[t], H);
   if (P > r1)
-    be->sgemm(1, 0, GH, H, P - r1, 1.0f, dhw + (size_t)r1 * GH, GH, ws->h_prev + (size_t)r1 * H,
-              H, 1.0f, g + w->w_hh, H);
+    be->sgemm(1, 0, GH, H, P - r1, 1.0f, dhw + (size_t)r1 * GH, GH, ws->h_prev + (size_t)r1 * H, H,
+              1.0f, g + w->w_hh, H);
   be->sgemm(0, 0, P, in, GH, 1.0f, dpre, GH, p + w->w_ih, in, 0.0f, dx, in);
 }
 

@@ -99,8 +99,8 @@ static int st_parse_metadata(nn_st_file *f, const nn_json *meta, char *err) {
     const nn_json *m = &meta->items[i];
     nn_json_quote_for_message(q, sizeof q, m->key, m->key_len);
     if (m->type != NN_JSON_STRING) {
-      snprintf(err, NN_ERR_LEN, "safetensors: __metadata__ value of %s must be a string, got %s",
-               q, nn_json_type_name(m->type));
+      snprintf(err, NN_ERR_LEN, "safetensors: __metadata__ value of %s must be a string, got %s", q,
+               nn_json_type_name(m->type));
       return NN_ERROR;
     }
     if (memchr(m->key, 0, m->key_len) || memchr(m->str, 0, m->str_len)) {
@@ -140,7 +140,10 @@ static int st_parse_tensor(nn_st_tensor *t, const nn_json *e, const unsigned cha
   const nn_json *dtype = nn_json_get(e, "dtype"), *shape = nn_json_get(e, "shape"),
                 *offsets = nn_json_get(e, "data_offsets");
   if (!dtype || !shape || !offsets)
-    return st_error(err, q, !dtype ? "no \"dtype\"" : !shape ? "no \"shape\"" : "no \"data_offsets\"");
+    return st_error(err, q,
+                    !dtype   ? "no \"dtype\""
+                    : !shape ? "no \"shape\""
+                             : "no \"data_offsets\"");
   if (dtype->type != NN_JSON_STRING) return st_error(err, q, "\"dtype\" must be a string");
   int dt = -1;
   for (int k = 0; k < DTYPE_COUNT; k++)
@@ -168,8 +171,8 @@ static int st_parse_tensor(nn_st_tensor *t, const nn_json *e, const unsigned cha
     else nbytes *= d;
   }
   uint64_t begin, end;
-  if (offsets->type != NN_JSON_ARRAY || offsets->count != 2 || !st_uint(&offsets->items[0], &begin) ||
-      !st_uint(&offsets->items[1], &end))
+  if (offsets->type != NN_JSON_ARRAY || offsets->count != 2 ||
+      !st_uint(&offsets->items[0], &begin) || !st_uint(&offsets->items[1], &end))
     return st_error(err, q, "\"data_offsets\" must be [begin, end], two non-negative integers");
   if (begin > end || end > buffer_len) {
     snprintf(what, sizeof what, "data_offsets [%llu, %llu] outside the %llu-byte data buffer",
@@ -274,7 +277,8 @@ int nn_st_parse(nn_st_file *out, const unsigned char *blob, size_t len, const nn
         char qa[128], qb[128];
         nn_json_quote_for_message(qa, sizeof qa, last->name, strlen(last->name));
         nn_json_quote_for_message(qb, sizeof qb, b->name, strlen(b->name));
-        snprintf(err, NN_ERR_LEN, "safetensors: tensors %s and %s overlap in the data buffer", qa, qb);
+        snprintf(err, NN_ERR_LEN, "safetensors: tensors %s and %s overlap in the data buffer", qa,
+                 qb);
         rc = NN_ERROR;
         goto done;
       }
@@ -328,7 +332,8 @@ int nn_model_save(const nn_model *model, unsigned char **out, size_t *out_len, c
   if (!config) goto done;
 
   /* __metadata__ */
-  nn_strbuf_printf(&header, "{\"__metadata__\":{\"format_version\":\"%d\",\"config\":", NN_FORMAT_VERSION);
+  nn_strbuf_printf(&header,
+                   "{\"__metadata__\":{\"format_version\":\"%d\",\"config\":", NN_FORMAT_VERSION);
   nn_strbuf_append_json_string(&header, config, strlen(config));
   nn_strbuf_puts(&list, "[");
   for (int id = 0; id < nn_vocab_count(vocab); id++) {
@@ -436,7 +441,8 @@ static int load_string_list(nn_json **doc, const nn_st_file *f, const char *key,
   char jerr[NN_ERR_LEN];
   int rc = nn_json_parse(doc, text, strlen(text), f->mem, jerr);
   if (rc != NN_OK) {
-    snprintf(err, NN_ERR_LEN, "weights: __metadata__ \"%s\" is not a JSON array (%.400s)", key, jerr);
+    snprintf(err, NN_ERR_LEN, "weights: __metadata__ \"%s\" is not a JSON array (%.400s)", key,
+             jerr);
     return rc;
   }
   if ((*doc)->type != NN_JSON_ARRAY) {
@@ -469,7 +475,8 @@ static void shape_text(char *out, size_t n, const int64_t *shape, int ndim) {
 static int load_format_version(const nn_st_file *f, char *err) {
   const char *v = nn_st_meta(f, "format_version");
   if (!v) {
-    snprintf(err, NN_ERR_LEN, "weights: __metadata__ has no \"format_version\" (not written by attnext?)");
+    snprintf(err, NN_ERR_LEN,
+             "weights: __metadata__ has no \"format_version\" (not written by attnext?)");
     return NN_ERROR;
   }
   size_t n = strlen(v);
@@ -480,9 +487,10 @@ static int load_format_version(const nn_st_file *f, char *err) {
     else version = version * 10 + (v[i] - '0');
   }
   if (ok && version > NN_FORMAT_VERSION) {
-    snprintf(err, NN_ERR_LEN,
-             "weights were written by a newer attnext (format version %ld); this build reads version %d",
-             version, NN_FORMAT_VERSION);
+    snprintf(
+        err, NN_ERR_LEN,
+        "weights were written by a newer attnext (format version %ld); this build reads version %d",
+        version, NN_FORMAT_VERSION);
     return NN_ERROR;
   }
   if (!ok || version != NN_FORMAT_VERSION) {
@@ -504,7 +512,8 @@ static int st_cmp_label(const void *a, const void *b) {
 static int load_fail(char *err, int status, const char *fmt, ...)
     __attribute__((format(gnu_printf, 3, 4)));
 #else
-static int load_fail(char *err, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int load_fail(char *err, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 #endif
 static int load_fail(char *err, int status, const char *fmt, ...) {
   va_list ap;
@@ -514,14 +523,14 @@ static int load_fail(char *err, int status, const char *fmt, ...) {
   return status;
 }
 /* in nn_model_load_ex and its helpers: set rc, fill err, leave through `done` */
-#define LOAD_FAIL(status, ...)                   \
-  do {                                           \
-    rc = load_fail(err, (status), __VA_ARGS__);  \
-    goto done;                                   \
+#define LOAD_FAIL(status, ...)                                                                     \
+  do {                                                                                             \
+    rc = load_fail(err, (status), __VA_ARGS__);                                                    \
+    goto done;                                                                                     \
   } while (0)
-#define LOAD_STOP_CHECK()                                           \
-  do {                                                              \
-    if (stop && stop(stop_ctx)) LOAD_FAIL(NN_INTERRUPTED, "interrupted"); \
+#define LOAD_STOP_CHECK()                                                                          \
+  do {                                                                                             \
+    if (stop && stop(stop_ctx)) LOAD_FAIL(NN_INTERRUPTED, "interrupted");                          \
   } while (0)
 
 /* labels[0..C) from the "labels" array: no NUL inside, all distinct. */
@@ -584,7 +593,8 @@ static int load_tensor(float *dst, const nn_st_tensor *t, const nn_tensor_info *
   } else {
     for (size_t k = 0; k < info->size; k++) {
       const unsigned char *p = t->data + 4 * k;
-      uint32_t bits = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+      uint32_t bits =
+          (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
       memcpy(&dst[k], &bits, 4);
     }
   }
@@ -681,8 +691,10 @@ int nn_model_load_ex(nn_model **out, const unsigned char *blob, size_t len, nn_i
     LOAD_FAIL(NN_ERROR, "weights: __metadata__ \"labels\" has %d labels, at most %d", C,
               NN_MAX_CLASSES);
   if (V > cfg.vocab_size)
-    LOAD_FAIL(NN_ERROR, "weights: __metadata__ \"vocab\" has %d tokens, more than the config's "
-              "vocab_size %d", V, cfg.vocab_size);
+    LOAD_FAIL(NN_ERROR,
+              "weights: __metadata__ \"vocab\" has %d tokens, more than the config's "
+              "vocab_size %d",
+              V, cfg.vocab_size);
   /* Every parameter of the model must be in the file, so a file far smaller than the network
    * its config, vocabulary and labels describe is refused before nn_model_create allocates it:
    * a few bytes of hostile metadata cannot make the load allocate gigabytes (at most twice the
@@ -716,7 +728,8 @@ int nn_model_load_ex(nn_model **out, const unsigned char *blob, size_t len, nn_i
   const nn_backend *be;
   if (cfg.device == NN_DEVICE_CUDA && nn_backend_for_device(NN_DEVICE_CUDA, &be, sub) != NN_OK)
     cfg.device = NN_DEVICE_AUTO;
-  rc = nn_model_create_uninit(&model, &cfg, vocab, labels, C, sub); /* takes vocab; every weight is read below */
+  rc = nn_model_create_uninit(&model, &cfg, vocab, labels, C,
+                              sub); /* takes vocab; every weight is read below */
   vocab = NULL;
   if (rc != NN_OK) LOAD_FAIL(rc, "weights: %.490s", sub);
   model->cfg.device = trained_on;

@@ -69,14 +69,14 @@ typedef struct text_char {
 #define L (C_WORD | C_LETTER)
 #define S C_SPACE
 static const unsigned char ascii_class[128] = {
-    0, 0, 0, 0, 0, 0, 0, 0, 0, S, S, S, S, S, 0, 0, /* 0x00 */
-    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, S, S, S, S, /* 0x10 */
-    S, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, /* 0x20 */
-    L, L, L, L, L, L, L, L, L, L, 0, 0, 0, 0, 0, 0, /* 0x30 */
-    0, L, L, L, L, L, L, L, L, L, L, L, L, L, L, L, /* 0x40 */
+    0, 0, 0, 0, 0, 0, 0, 0, 0, S, S, S, S, S, 0, 0,      /* 0x00 */
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, S, S, S, S,      /* 0x10 */
+    S, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,      /* 0x20 */
+    L, L, L, L, L, L, L, L, L, L, 0, 0, 0, 0, 0, 0,      /* 0x30 */
+    0, L, L, L, L, L, L, L, L, L, L, L, L, L, L, L,      /* 0x40 */
     L, L, L, L, L, L, L, L, L, L, L, 0, 0, 0, 0, C_WORD, /* 0x50 */
-    0, L, L, L, L, L, L, L, L, L, L, L, L, L, L, L, /* 0x60 */
-    L, L, L, L, L, L, L, L, L, L, L, 0, 0, 0, 0, 0, /* 0x70 */
+    0, L, L, L, L, L, L, L, L, L, L, L, L, L, L, L,      /* 0x60 */
+    L, L, L, L, L, L, L, L, L, L, L, 0, 0, 0, 0, 0,      /* 0x70 */
 };
 #undef L
 #undef S
@@ -142,8 +142,8 @@ static int read_letters(const unsigned char *s, int len, int pos, const text_mod
 /* The regex \b(stop|words)\b\s* at pos, where pos starts a word (the character before is not
  * a word character). Returns the end of the match, or -1 when there is none.
  * *sep: the match ends with a C_SEP_AFTER character; *ate_space: \s* matched something. */
-static int match_stopword(const unsigned char *s, int len, int pos, const text_mode *m,
-                          int *sep, int *ate_space) {
+static int match_stopword(const unsigned char *s, int len, int pos, const text_mode *m, int *sep,
+                          int *ate_space) {
   char w[NN_STOPWORD_MAX_LEN];
   int end1, sep1, end2 = 0, sep2 = 0, idx2 = -1;
   int n1 = read_letters(s, len, pos, m, w, 0, &end1, &sep1);
@@ -191,13 +191,13 @@ typedef struct scanner {
   /* the word being built (word level) */
   char *buf;
   int cap, len;
-  int can_grow;  /* grow buf on the heap (else: count bytes past cap, drop them) */
-  char *heap;    /* buf when grown */
+  int can_grow;            /* grow buf on the heap (else: count bytes past cap, drop them) */
+  char *heap;              /* buf when grown */
   const nn_allocator *mem; /* of heap */
-  int in_token;  /* a word is open */
+  int in_token;            /* a word is open */
   int tok_start, tok_end;
-  int words;     /* words opened so far */
-  int count;     /* tokens handed to fn */
+  int words; /* words opened so far */
+  int count; /* tokens handed to fn */
   int stop, oom;
 } scanner;
 
@@ -445,12 +445,12 @@ static hash_key hash_key_new(const void *salt) {
 }
 
 #define SIP_ROTL(x, b) (uint64_t)(((x) << (b)) | ((x) >> (64 - (b))))
-#define SIP_ROUND                                                                                \
-  do {                                                                                           \
-    v0 += v1, v1 = SIP_ROTL(v1, 13), v1 ^= v0, v0 = SIP_ROTL(v0, 32);                            \
-    v2 += v3, v3 = SIP_ROTL(v3, 16), v3 ^= v2;                                                   \
-    v0 += v3, v3 = SIP_ROTL(v3, 21), v3 ^= v0;                                                   \
-    v2 += v1, v1 = SIP_ROTL(v1, 17), v1 ^= v2, v2 = SIP_ROTL(v2, 32);                            \
+#define SIP_ROUND                                                                                  \
+  do {                                                                                             \
+    v0 += v1, v1 = SIP_ROTL(v1, 13), v1 ^= v0, v0 = SIP_ROTL(v0, 32);                              \
+    v2 += v3, v3 = SIP_ROTL(v3, 16), v3 ^= v2;                                                     \
+    v0 += v3, v3 = SIP_ROTL(v3, 21), v3 ^= v0;                                                     \
+    v2 += v1, v1 = SIP_ROTL(v1, 17), v1 ^= v2, v2 = SIP_ROTL(v2, 32);                              \
   } while (0)
 
 static uint32_t hash_bytes(const hash_key *key, const char *s, int n) {
@@ -485,19 +485,17 @@ uint32_t nn_hash_bytes(const nn_hash_key *key, const char *s, int n) {
 }
 
 struct nn_vocab {
-  int count;      /* tokens, <PAD> and <UNK> included */
-  int max_len;    /* longest token in bytes */
-  char *arena;    /* the tokens, each NUL-terminated */
-  int *offset;    /* (count + 1) start of each token in arena */
-  int *table;     /* open addressing: token id or -1; size mask + 1, a power of 2 */
+  int count;   /* tokens, <PAD> and <UNK> included */
+  int max_len; /* longest token in bytes */
+  char *arena; /* the tokens, each NUL-terminated */
+  int *offset; /* (count + 1) start of each token in arena */
+  int *table;  /* open addressing: token id or -1; size mask + 1, a power of 2 */
   uint32_t mask;
-  hash_key key;   /* this table's secret hash key */
+  hash_key key;            /* this table's secret hash key */
   const nn_allocator *mem; /* of the vocabulary and its arrays */
 };
 
-static int vocab_len(const nn_vocab *v, int id) {
-  return v->offset[id + 1] - v->offset[id] - 1;
-}
+static int vocab_len(const nn_vocab *v, int id) { return v->offset[id + 1] - v->offset[id] - 1; }
 
 /* Id of (tok, len) in v, or -1; *slot: where the probe ended (an empty slot when absent). */
 static int vocab_find(const nn_vocab *v, const char *tok, int len, uint32_t *slot) {
@@ -565,8 +563,8 @@ int nn_vocab_from_list_ex(nn_vocab **out, const char *const *tokens, const int *
   for (int i = 0; i < 2; i++) {
     int len = lens ? lens[i] : (int)strlen(tokens[i]);
     if (len != 5 || memcmp(tokens[i], special[i], 5) != 0) {
-      snprintf(err, NN_ERR_LEN, "vocabulary: token %d must be \"%s\", got \"%.*s\"", i,
-               special[i], len > 40 ? 40 : len, tokens[i]);
+      snprintf(err, NN_ERR_LEN, "vocabulary: token %d must be \"%s\", got \"%.*s\"", i, special[i],
+               len > 40 ? 40 : len, tokens[i]);
       return NN_ERROR;
     }
   }
@@ -657,7 +655,8 @@ static int counter_grow_table(counter *c) {
   if (!table) return 0;
   memset(table, 0xff, sizeof(int) * (size_t)size);
   for (int e = 0; e < c->n; e++) {
-    uint32_t i = hash_bytes(&c->key, c->arena + c->entries[e].offset, c->entries[e].len) & (size - 1);
+    uint32_t i =
+        hash_bytes(&c->key, c->arena + c->entries[e].offset, c->entries[e].len) & (size - 1);
     while (table[i] >= 0) i = (i + 1) & (size - 1);
     table[i] = e;
   }
@@ -673,7 +672,8 @@ static int count_cb(void *ctx, const char *tok, int len, int start, int end) {
   for (;;) {
     int e = c->table[i];
     if (e < 0) break;
-    if (c->entries[e].len == len && memcmp(c->arena + c->entries[e].offset, tok, (size_t)len) == 0) {
+    if (c->entries[e].len == len &&
+        memcmp(c->arena + c->entries[e].offset, tok, (size_t)len) == 0) {
       c->entries[e].count++;
       return 0;
     }
@@ -835,8 +835,8 @@ int nn_subword_ids(int *out, int cap, const char *tok, int len, const nn_config 
     starts[chars++] = i;
     i += n > 0 ? n : 1;
   }
-  starts[chars] = len; /* ">" starts at len; the end of ">" is len + 1 */
-  int total = chars + 1;  /* characters of "<" tok ">" */
+  starts[chars] = len;   /* ">" starts at len; the end of ">" is len + 1 */
+  int total = chars + 1; /* characters of "<" tok ">" */
   for (int a = 0; a < total; a++)
     for (int n = cfg->subword_min; n <= cfg->subword_max && a + n <= total; n++) {
       /* bytes of characters a .. a + n - 1 of "<" tok ">", hashed as one string */

@@ -8,7 +8,7 @@
 
 #include "nn_internal.h"
 
-#define NN_STOPWORD_COUNT 179 /* NLTK stopwords.words("english") */
+#define NN_STOPWORD_COUNT 179  /* NLTK stopwords.words("english") */
 #define NN_STOPWORD_MAX_LEN 10 /* "ourselves" .. "yourselves" */
 
 /* The i-th NLTK English stop word (0 <= i < NN_STOPWORD_COUNT), in NLTK's order. */

@@ -67,8 +67,7 @@ static int model_from_base(nn_model **out, const nn_model *base, const nn_config
     *out = NULL;
     return NN_ERROR;
   }
-  memcpy(nn_model_params(*out), nn_model_weights(base),
-         nn_model_param_count(base) * sizeof(float));
+  memcpy(nn_model_params(*out), nn_model_weights(base), nn_model_param_count(base) * sizeof(float));
   return NN_OK;
 }
 
@@ -225,8 +224,8 @@ static int trainer_alloc_batches(nn_trainer *tr, char *err) {
     if (tr->row_length[i] > longest) longest = tr->row_length[i];
   if ((uint64_t)batch_rows * (uint64_t)C > NN_TRAIN_MAX_LOGITS) {
     snprintf(err, NN_ERR_LEN,
-             "option \"batch_size\" = %d is too large for %d classes: at most %d rows per batch",
-             B, C, (int)(NN_TRAIN_MAX_LOGITS / (uint64_t)C));
+             "option \"batch_size\" = %d is too large for %d classes: at most %d rows per batch", B,
+             C, (int)(NN_TRAIN_MAX_LOGITS / (uint64_t)C));
     return NN_ERROR;
   }
   if (!tr->order) /* the random split hands over its buffer */
@@ -485,11 +484,10 @@ static void train_task(void *ctx, int s) {
     tr->shard_loss[s] += nn_cross_entropy_part(tr->dlogits + at, tr->logits + at,
                                                tr->current.labels + first, tr->class_weights, count,
                                                C, tr->current_wsum, tr->cfg.label_smoothing);
-    tr->shard_status[s] = nn_model_backward_into(net, ws, &bk, tr->dlogits + at,
-                                                 tr->shard_grads[s], tr->shard_err[s]);
+    tr->shard_status[s] = nn_model_backward_into(net, ws, &bk, tr->dlogits + at, tr->shard_grads[s],
+                                                 tr->shard_err[s]);
   }
-  if (tr->shard_status[s] == NN_OK && tr->sparse_embedding &&
-      list_touched_rows(tr, s) != NN_OK) {
+  if (tr->shard_status[s] == NN_OK && tr->sparse_embedding && list_touched_rows(tr, s) != NN_OK) {
     tr->shard_status[s] = NN_NOMEM;
     snprintf(tr->shard_err[s], NN_ERR_LEN, "out of memory listing embedding rows");
   }
@@ -523,7 +521,8 @@ static void begin_batch(nn_trainer *tr, const nn_batch *batch, int training) {
   tr->current = *batch;
   tr->current_training = training;
   if (training)
-    for (int s = 0; s < tr->shards; s++) nn_rng_seed(&tr->shard_rng[s], nn_rng_next(&tr->dropout_rng));
+    for (int s = 0; s < tr->shards; s++)
+      nn_rng_seed(&tr->shard_rng[s], nn_rng_next(&tr->dropout_rng));
 }
 
 /* Forward a batch over the shards into tr->logits. */
@@ -623,7 +622,7 @@ static int sharded_train_step(nn_trainer *tr, const nn_batch *batch, float *loss
   double sum = 0.0;
   for (int s = 0; s < tr->shards; s++) sum += tr->shard_loss[s];
   *loss = (float)(sum / tr->current_wsum / tr->K); /* an ensemble: its members' mean */
-  if (tr->be->device_memory) { /* the backend sums, in shard order, and steps */
+  if (tr->be->device_memory) {                     /* the backend sums, in shard order, and steps */
     for (int s = 1; s < tr->shards; s++)
       tr->be->axpy(tr->shard_grads[0], tr->shard_grads[s], tr->param_count);
     if (tr->freeze_embeddings) /* every member's table: they come first */
@@ -636,8 +635,8 @@ static int sharded_train_step(nn_trainer *tr, const nn_batch *batch, float *loss
                                   tr->model->grads, tr->emb_tables, tr->emb_tables / tr->K,
                                   tr->model->E, tr->lazy_rows, tr->nlazy, err);
     }
-    return nn_adam_step_on(&tr->adam, tr->be, nn_model_train_params(tr->model),
-                           tr->model->grads, err);
+    return nn_adam_step_on(&tr->adam, tr->be, nn_model_train_params(tr->model), tr->model->grads,
+                           err);
   }
   if (tr->cfg.lazy_adam) list_batch_rows(tr, batch);
   tr->step_params = nn_model_train_params(tr->model);
@@ -694,8 +693,8 @@ static int validate(nn_trainer *tr, const epoch_report *report, double *loss, do
     }
   }
   nn_class_metrics weighted;
-  nn_metrics_from_counts(NULL, &weighted, accuracy, tr->true_positive, tr->predicted,
-                         tr->support, C);
+  nn_metrics_from_counts(NULL, &weighted, accuracy, tr->true_positive, tr->predicted, tr->support,
+                         C);
   *loss = mean;
   *f1 = weighted.f1;
   return NN_OK;
@@ -750,8 +749,8 @@ int nn_trainer_epoch(nn_trainer *tr, nn_epoch_stats *stats, nn_progress_fn fn, v
   size_t chunk = (size_t)B * BUCKET_BATCHES;
   for (size_t first = 0; first < (size_t)n_train; first += chunk) {
     size_t count = (size_t)n_train - first < chunk ? (size_t)n_train - first : chunk;
-    nn_train_sort_by_length(tr->order + first, (int)count, tr->row_length, max_len, tr->length_count,
-                   tr->sort_scratch);
+    nn_train_sort_by_length(tr->order + first, (int)count, tr->row_length, max_len,
+                            tr->length_count, tr->sort_scratch);
   }
   int batches = (n_train + B - 1) / B;
   for (int k = 0; k < batches; k++) tr->batch_perm[k] = k;
@@ -823,9 +822,7 @@ int nn_trainer_pretrain(nn_trainer *tr, nn_progress_fn fn, void *ctx, char *err)
 
 const nn_config *nn_trainer_config(const nn_trainer *tr) { return &tr->cfg; }
 
-int nn_trainer_done(const nn_trainer *tr) {
-  return tr->done || tr->epochs_run >= tr->cfg.epochs;
-}
+int nn_trainer_done(const nn_trainer *tr) { return tr->done || tr->epochs_run >= tr->cfg.epochs; }
 
 int nn_trainer_take_model(nn_trainer *tr, nn_model **out, char *err) {
   *out = NULL;
@@ -966,8 +963,8 @@ char *nn_trainer_metrics_json(const nn_trainer *tr) {
   if (len < 0) return NULL;
   char *json = nn_mem_alloc(tr->mem, (size_t)len + 1);
   if (!json) return NULL;
-  snprintf(json, (size_t)len + 1, format, tr->best.epoch, loss, accuracy, f1, monitor,
-           tr->n_train, tr->n_val, tr->epochs_run, seconds, extra);
+  snprintf(json, (size_t)len + 1, format, tr->best.epoch, loss, accuracy, f1, monitor, tr->n_train,
+           tr->n_val, tr->epochs_run, seconds, extra);
   return json;
 }
 
@@ -1095,15 +1092,18 @@ int nn_trainer_set_class_weights(nn_trainer *tr, const char *const *labels, cons
         nn_json_quote_for_message(one, sizeof one, name, strlen(name));
         used += snprintf(known + used, sizeof known - (size_t)used, "%s%s", k ? ", " : "", one);
       }
-      snprintf(err, NN_ERR_LEN, "option \"class_weights\": label %s is not one of the %d labels "
-               "of the rows (%s%s)", quoted, tr->C, known, tr->C > 5 ? ", ..." : "");
+      snprintf(err, NN_ERR_LEN,
+               "option \"class_weights\": label %s is not one of the %d labels "
+               "of the rows (%s%s)",
+               quoted, tr->C, known, tr->C > 5 ? ", ..." : "");
       nn_mem_free(tr->mem, w);
       return NN_ERROR;
     }
     if (!isfinite(weights[i]) || !(weights[i] > 0) || weights[i] > 1e6) {
-      snprintf(err, NN_ERR_LEN, "option \"class_weights\": the weight of label \"%.*s\" must be "
-               "a number in (0, 1000000], got %g", lens[i] > 100 ? 100 : lens[i], labels[i],
-               weights[i]);
+      snprintf(err, NN_ERR_LEN,
+               "option \"class_weights\": the weight of label \"%.*s\" must be "
+               "a number in (0, 1000000], got %g",
+               lens[i] > 100 ? 100 : lens[i], labels[i], weights[i]);
       nn_mem_free(tr->mem, w);
       return NN_ERROR;
     }
@@ -1121,9 +1121,7 @@ const char *nn_trainer_backend(const nn_trainer *tr, char *buf, size_t len) {
   if (tr->be->describe) tr->be->describe(device, sizeof device);
   if (!device[0] && strcmp(tr->be->name, "cpu") == 0)
     snprintf(device, sizeof device, "%s kernels", nn_backend_cpu_level());
-  if (device[0])
-    snprintf(buf, len, "%s (%s)", tr->be->name, device);
-  else
-    snprintf(buf, len, "%s", tr->be->name);
+  if (device[0]) snprintf(buf, len, "%s (%s)", tr->be->name, device);
+  else snprintf(buf, len, "%s", tr->be->name);
   return buf;
 }

@@ -8,37 +8,37 @@
 #include "pool.h"
 
 #define NN_TRAIN_MAX_LOGITS (1u << 26) /* batch rows x classes: bounds the (B, C) buffers */
-#define BUCKET_BATCHES 50 /* batches per length-sorted chunk of an epoch */
-#define MAX_SHARDS 8      /* data-parallel pieces of a batch */
-#define TOKEN_BLOCK_SHIFT 12 /* the ids of each 4096 rows in an allocation of their own */
-#define TOKEN_GROUP_SHIFT 4  /* where a row's ids begin: its group's (16 rows) start + lengths */
+#define BUCKET_BATCHES 50              /* batches per length-sorted chunk of an epoch */
+#define MAX_SHARDS 8                   /* data-parallel pieces of a batch */
+#define TOKEN_BLOCK_SHIFT 12           /* the ids of each 4096 rows in an allocation of their own */
+#define TOKEN_GROUP_SHIFT 4 /* where a row's ids begin: its group's (16 rows) start + lengths */
 _Static_assert(TOKEN_GROUP_SHIFT <= TOKEN_BLOCK_SHIFT, "a group of rows never spans two blocks");
-#define SHARD_ROWS 32     /* a batch of B rows runs as clamp(B / 32, 1, 8) shards */
+#define SHARD_ROWS 32 /* a batch of B rows runs as clamp(B / 32, 1, 8) shards */
 
 /* Seeds of the trainer's random streams, derived from cfg->seed (the model's initialisation
  * draws from cfg->seed itself). */
-#define SEED_SPLIT 0x53504c4954000001ull   /* "SPLIT" */
-#define SEED_SHUFFLE 0x5348554646000002ull /* "SHUFF" */
-#define SEED_DROPOUT 0x44524f5000000003ull /* "DROP" */
+#define SEED_SPLIT 0x53504c4954000001ull        /* "SPLIT" */
+#define SEED_SHUFFLE 0x5348554646000002ull      /* "SHUFF" */
+#define SEED_DROPOUT 0x44524f5000000003ull      /* "DROP" */
 #define SEED_WORD_DROPOUT 0x574f524400000004ull /* "WORD" */
 
 struct nn_trainer {
   const nn_allocator *mem; /* nn_trainer_args.mem: the trainer's memory, its model's too */
   nn_config cfg;
-  nn_model *model; /* NULL once taken */
+  nn_model *model;      /* NULL once taken */
   const nn_backend *be; /* the model's: gradients and Adam's moments live in its memory */
   nn_workspace *ws;
-  int K;          /* networks trained: the model's members (1: a single network) */
-  int batch_rows; /* the largest batch: the stride of each member's logits */
+  int K;                /* networks trained: the model's members (1: a single network) */
+  int batch_rows;       /* the largest batch: the stride of each member's logits */
   size_t member_stride; /* ints: the stride of each member's copy of a batch's tokens */
   nn_adam adam;
-  int C;                /* classes */
-  int n, n_train, n_val; /* rows */
-  int n_unlab;           /* unlabelled rows n .. n + n_unlab - 1: encoded, for pretraining only */
-  int n_unlab_given;     /* nn_trainer_args.n_unlabelled: counted in the metrics, read or not */
-  int64_t pretrain_tokens;                /* tokens of the training and unlabelled rows */
-  int n_truncated; /* rows whose text had more than max_len tokens (cut there) */
-  int split_moved; /* the split by text: rows of the validation side that train (a class's
+  int C;                   /* classes */
+  int n, n_train, n_val;   /* rows */
+  int n_unlab;             /* unlabelled rows n .. n + n_unlab - 1: encoded, for pretraining only */
+  int n_unlab_given;       /* nn_trainer_args.n_unlabelled: counted in the metrics, read or not */
+  int64_t pretrain_tokens; /* tokens of the training and unlabelled rows */
+  int n_truncated;         /* rows whose text had more than max_len tokens (cut there) */
+  int split_moved;         /* the split by text: rows of the validation side that train (a class's
                     * only rows) */
   double pretrain_seconds, pretrain_loss; /* the pretraining's (pretrain.c) */
   int pretrain_done;                      /* nn_train_pretrain ran (or had nothing to do) */
@@ -91,19 +91,19 @@ struct nn_trainer {
    * only those, and after Adam only those are zeroed again. Every row skipped is exactly zero,
    * so the results are bit-identical to dense passes. */
   int sparse_embedding;
-  size_t emb_size;                 /* V * E: the embedding rows come first in the buffers */
+  size_t emb_size; /* V * E: the embedding rows come first in the buffers */
   int *rows[MAX_SHARDS], nrows[MAX_SHARDS], rows_cap[MAX_SHARDS];
-  unsigned *stamp[MAX_SHARDS];     /* (V) batch number that last listed each row */
+  unsigned *stamp[MAX_SHARDS]; /* (V) batch number that last listed each row */
   unsigned batch_no;
   /* lazy_adam: the distinct tokens of the batch (the embedding rows Adam updates), listed from
    * the batch's tokens with lazy_stamp (V) */
   int *lazy_rows, nlazy;
   unsigned *lazy_stamp, lazy_no;
-  size_t table_rows; /* rows of a member's embedding table: V words + S subwords */
-  size_t emb_tables; /* the K tables, first in the buffers: K x table_rows x E floats */
-  double current_wsum;             /* the batch's class-weight sum: the loss normaliser */
-  double shard_loss[MAX_SHARDS];   /* each shard's unnormalised loss */
-  float *step_params;              /* the update pass of the batch (update_task) */
+  size_t table_rows;             /* rows of a member's embedding table: V words + S subwords */
+  size_t emb_tables;             /* the K tables, first in the buffers: K x table_rows x E floats */
+  double current_wsum;           /* the batch's class-weight sum: the loss normaliser */
+  double shard_loss[MAX_SHARDS]; /* each shard's unnormalised loss */
+  float *step_params;            /* the update pass of the batch (update_task) */
   nn_adam_step_scalars step;
   nn_rng shard_rng[MAX_SHARDS];
   nn_batch current; /* the batch the shard tasks work on */
@@ -112,10 +112,10 @@ struct nn_trainer {
   char shard_err[MAX_SHARDS][NN_ERR_LEN];
 
   /* schedule */
-  double lr;            /* current learning rate */
-  double lr_factor;     /* ReduceLROnPlateau factor */
-  double plateau_best;  /* ReduceLROnPlateau.best */
-  int plateau_bad;      /* ReduceLROnPlateau.num_bad_epochs */
+  double lr;               /* current learning rate */
+  double lr_factor;        /* ReduceLROnPlateau factor */
+  double plateau_best;     /* ReduceLROnPlateau.best */
+  int plateau_bad;         /* ReduceLROnPlateau.num_bad_epochs */
   nn_figures best_figures; /* early stopping: the best epoch's validation figures so far, compared
                             * by nn_monitor_better (none yet: infinitely bad) */
   int bad_epochs;
@@ -133,8 +133,8 @@ struct nn_trainer {
   unsigned char *pretrained; /* (V) 1 for rows set from a vector; NULL until the first */
   int pretrained_words;      /* rows set */
   int freeze_embeddings;
-  int embeddings_option;     /* either call was made: report it in the metrics */
-  int warm_start;            /* created from nn_trainer_args.base */
+  int embeddings_option; /* either call was made: report it in the metrics */
+  int warm_start;        /* created from nn_trainer_args.base */
 };
 
 /* Fisher-Yates, as numpy's shuffle: for i from n-1 down to 1, swap a[i] and a[j], j in [0, i]. */

@@ -36,7 +36,6 @@ void nn_train_shuffle(int *a, int n, nn_rng *rng) {
   }
 }
 
-
 /* Stable sort of rows[0..count) by row_length (1..max_len), through scratch. */
 void nn_train_sort_by_length(int *rows, int count, const uint16_t *row_length, int max_len,
                              int *counts, int *scratch) {
@@ -151,8 +150,7 @@ static int build_classes(nn_trainer *tr, char ***out_labels, const nn_train_rows
     goto done;
   }
   if (C > NN_MAX_CLASSES) {
-    snprintf(err, NN_ERR_LEN, "too many distinct labels: %d (at most %d)", C,
-             NN_MAX_CLASSES);
+    snprintf(err, NN_ERR_LEN, "too many distinct labels: %d (at most %d)", C, NN_MAX_CLASSES);
     status = NN_ERROR;
     goto done;
   }
@@ -578,7 +576,8 @@ int nn_train_data_prepare(nn_trainer *tr, char ***names_out, nn_vocab **vocab_ou
     if (!nn_train_is_val(tr, i)) train_count[tr->row_class[i]]++;
   for (int c = 0; c < C; c++) /* a warm start's class may have no rows: no loss reads its 0 */
     tr->class_weights[c] = !tr->cfg.class_weights ? 1.0f
-                           : train_count[c] ? (float)(1.0 / (double)train_count[c]) : 0.0f;
+                           : train_count[c]       ? (float)(1.0 / (double)train_count[c])
+                                                  : 0.0f;
   status = NN_OK;
   goto done;
 oom:

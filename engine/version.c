@@ -21,8 +21,8 @@ const char *nn_version_string(char *buf, size_t len) {
 #else
   const char *blas = openblas_get_config ? openblas_get_config() : "unknown BLAS";
   int threads = openblas_get_num_threads ? openblas_get_num_threads() : 1;
-  snprintf(buf, len, "attnext %s; backends: cpu (%s kernels; %s, %d BLAS threads); %s",
-           NN_VERSION, nn_backend_cpu_level(), blas, threads, cuda);
+  snprintf(buf, len, "attnext %s; backends: cpu (%s kernels; %s, %d BLAS threads); %s", NN_VERSION,
+           nn_backend_cpu_level(), blas, threads, cuda);
 #endif
   return buf;
 }

@@ -25,7 +25,7 @@ typedef struct attn_classify_cursor {
   float *prob;
   int cap, i, query_done;
   sqlite3_int64 rowid;
-  int thresholded;        /* min_probability given */
+  int thresholded; /* min_probability given */
   double min_probability;
   sqlite3_value *fallback; /* its copy, or NULL */
 } attn_classify_cursor;
@@ -84,8 +84,8 @@ static int attn_classify_chunk(attn_classify_cursor *cur, char **msg) {
   int max_rows = ATTN_CHUNK_ROWS;
   attn_conn *conn = ((attn_vtab *)cur->base.pVtab)->conn;
   attn_conn_query_begin(conn, fn);
-  int rc = attn_rows_read(&cur->rows, cur->stmt, ATTN_ROWS_ID_TEXT, max_rows, &cur->query_done,
-                          fn, msg);
+  int rc =
+      attn_rows_read(&cur->rows, cur->stmt, ATTN_ROWS_ID_TEXT, max_rows, &cur->query_done, fn, msg);
   attn_conn_query_end(conn);
   cur->i = 0;
   if (rc != SQLITE_OK) return rc;
@@ -123,7 +123,8 @@ static int attn_classify_filter(sqlite3_vtab_cursor *base, int idx_num, const ch
   if (attn_arg_given(idx_num, 3)) {
     if (!cur->thresholded) { /* only through a named hidden column: arg_fallback = ... */
       msg = sqlite3_mprintf("%s: fallback needs min_probability: attn_classify(name, query, "
-                            "min_probability, fallback)", fn);
+                            "min_probability, fallback)",
+                            fn);
       rc = SQLITE_ERROR;
       goto done;
     }
@@ -176,7 +177,7 @@ static int attn_classify_column(sqlite3_vtab_cursor *base, sqlite3_context *ctx,
   switch (col) {
   case ATTN_CLASSIFY_COL_ID: sqlite3_result_value(ctx, cur->rows.keys[i]); break;
   case ATTN_CLASSIFY_COL_LABEL:
-    if (c < 0) break; /* a NULL text */
+    if (c < 0) break;                                                          /* a NULL text */
     if (cur->thresholded && !((double)cur->prob[i] >= cur->min_probability)) { /* NaN too */
       if (cur->fallback) sqlite3_result_value(ctx, cur->fallback);
       break;
@@ -210,4 +211,3 @@ const sqlite3_module attn_classify_module = {
     .xColumn = attn_classify_column,
     .xRowid = attn_classify_rowid,
 };
-

@@ -28,7 +28,7 @@
 
 #include "attn_ext.h"
 
-#define ATTN_MEMO_MAX 8  /* remembered name -> deployed model answers */
+#define ATTN_MEMO_MAX 8 /* remembered name -> deployed model answers */
 /* Bytes of parsed models the cache of one connection keeps (attn_cache_limit changes it). */
 #define ATTN_CACHE_DEFAULT_BYTES ((int64_t)256 << 20)
 
@@ -43,19 +43,19 @@ struct attn_conn {
   char *memo_name[ATTN_MEMO_MAX];
   attn_model *memo_model[ATTN_MEMO_MAX];
   attn_model *memo_default;
-  int64_t cache_limit;    /* bytes (attn_model_cost) the cache may keep; the model in use stays */
+  int64_t cache_limit; /* bytes (attn_model_cost) the cache may keep; the model in use stays */
   nn_workspace *ws;
-  nn_pool *pool;          /* batched inference (attn_conn_pool), created on first use */
-  nn_workspace **pool_ws; /* one per pool thread */
-  int store_depth;        /* > 0 while the store tables are read (attn_store_read_begin) */
-  int checked;            /* the store's schema passed attn_store_check at this stamp: */
-  int checked_exists;     /* ... and attn_models exists */
+  nn_pool *pool;             /* batched inference (attn_conn_pool), created on first use */
+  nn_workspace **pool_ws;    /* one per pool thread */
+  int store_depth;           /* > 0 while the store tables are read (attn_store_read_begin) */
+  int checked;               /* the store's schema passed attn_store_check at this stamp: */
+  int checked_exists;        /* ... and attn_models exists */
   char *checked_fingerprint; /* the store's CREATE statements when it last passed the check */
   int64_t checked_data_version, checked_changes;
-  int query_depth;        /* > 0 while a function's query is stepped (attn_conn_query_begin) */
-  const char *query_fn;   /* the function whose query it is (outermost) */
-  char *pending_error;    /* a save that failed where no statement could report it */
-  int behind;             /* a save went through a second connection (attn_conn_set_behind) */
+  int query_depth;      /* > 0 while a function's query is stepped (attn_conn_query_begin) */
+  const char *query_fn; /* the function whose query it is (outermost) */
+  char *pending_error;  /* a save that failed where no statement could report it */
+  int behind;           /* a save went through a second connection (attn_conn_set_behind) */
 };
 
 /* ------------------------------------------------------------------ models */
@@ -180,8 +180,8 @@ static int attn_query_only(sqlite3 *db) {
 int attn_conn_check_write(attn_conn *conn, const char *fn, char **errmsg) {
   if (conn->pending_error) {
     *errmsg = sqlite3_mprintf("%s: not run, to report that an earlier training of this "
-                              "connection was lost: %s; run this call again", fn,
-                              conn->pending_error);
+                              "connection was lost: %s; run this call again",
+                              fn, conn->pending_error);
     sqlite3_free(conn->pending_error);
     conn->pending_error = NULL;
     return SQLITE_ERROR;
@@ -189,7 +189,8 @@ int attn_conn_check_write(attn_conn *conn, const char *fn, char **errmsg) {
   /* A database that cannot be written fails here, not after a whole training. */
   if (sqlite3_db_readonly(conn->db, "main") == 1 || attn_query_only(conn->db)) {
     *errmsg = sqlite3_mprintf("%s: the database is read-only (opened read-only or immutable, or "
-                              "PRAGMA query_only): a model cannot be saved in it", fn);
+                              "PRAGMA query_only): a model cannot be saved in it",
+                              fn);
     return SQLITE_READONLY;
   }
   if (conn->query_depth > 0) {
@@ -373,7 +374,8 @@ void attn_cache_limit_func(sqlite3_context *ctx, int argc, sqlite3_value **argv)
       char *msg = sqlite3_mprintf("attn_cache_limit: the limit must be an integer number of bytes "
                                   ">= 0, got '%s'",
                                   sqlite3_value_type(argv[0]) == SQLITE_NULL
-                                      ? "NULL" : (const char *)sqlite3_value_text(argv[0]));
+                                      ? "NULL"
+                                      : (const char *)sqlite3_value_text(argv[0]));
       sqlite3_result_error(ctx, msg ? msg : "attn_cache_limit: out of memory", -1);
       sqlite3_free(msg);
       return;
@@ -386,21 +388,18 @@ void attn_cache_limit_func(sqlite3_context *ctx, int argc, sqlite3_value **argv)
 
 /* ------------------------------------------------------------------ reading the store */
 
-static int attn_store_read_begin_at(attn_conn *conn, const char *fn, int *models_exist,
-                                    int stamped, int64_t data_version, int64_t changes,
-                                    char **errmsg);
+static int attn_store_read_begin_at(attn_conn *conn, const char *fn, int *models_exist, int stamped,
+                                    int64_t data_version, int64_t changes, char **errmsg);
 
 int attn_store_read_begin(attn_conn *conn, const char *fn, int *models_exist, char **errmsg) {
   int64_t data_version = 0, changes = 0;
   int stamped = conn->store_depth > 0 ? 0 : attn_stamp(conn->db, &data_version, &changes);
-  return attn_store_read_begin_at(conn, fn, models_exist, stamped, data_version, changes,
-                                  errmsg);
+  return attn_store_read_begin_at(conn, fn, models_exist, stamped, data_version, changes, errmsg);
 }
 
 /* attn_store_read_begin with the stamp of now (stamped 0: none) already taken. */
-static int attn_store_read_begin_at(attn_conn *conn, const char *fn, int *models_exist,
-                                    int stamped, int64_t data_version, int64_t changes,
-                                    char **errmsg) {
+static int attn_store_read_begin_at(attn_conn *conn, const char *fn, int *models_exist, int stamped,
+                                    int64_t data_version, int64_t changes, char **errmsg) {
   if (conn->store_depth > 0) {
     *errmsg = sqlite3_mprintf("%s: the model store was read again while it was being read (a "
                               "collation or other callback of the program calls attnext)",
@@ -444,8 +443,8 @@ void attn_store_read_end(attn_conn *conn) {
 
 /* Find or load the model in row `rowid`. On success *out is borrowed from the cache. */
 static int attn_cache_load(attn_conn *conn, const char *fn, const char *name, int64_t version,
-                           int64_t rowid, const char *created_at, int64_t nbytes,
-                           attn_model **out, char **errmsg) {
+                           int64_t rowid, const char *created_at, int64_t nbytes, attn_model **out,
+                           char **errmsg) {
   sqlite3 *db = conn->db;
   for (attn_model **p = &conn->models; *p; p = &(*p)->next) {
     attn_model *m = *p;
@@ -470,8 +469,9 @@ static int attn_cache_load(attn_conn *conn, const char *fn, const char *name, in
     rc = sqlite3_step(stmt);
   }
   if (rc != SQLITE_ROW) {
-    *errmsg = sqlite3_mprintf("%s: cannot read model '%s' version %lld: %s", fn, name,
-                              (long long)version, rc == SQLITE_DONE ? "row gone" : sqlite3_errmsg(db));
+    *errmsg =
+        sqlite3_mprintf("%s: cannot read model '%s' version %lld: %s", fn, name, (long long)version,
+                        rc == SQLITE_DONE ? "row gone" : sqlite3_errmsg(db));
     rc = rc == SQLITE_DONE ? SQLITE_ERROR : rc;
     goto done;
   }
@@ -624,10 +624,10 @@ static int attn_resolve(attn_conn *conn, const char *fn, const char *name, int64
   if (rc != SQLITE_OK) return rc;
   if (!exists) {
     attn_store_read_end(conn);
-    *errmsg = name ? sqlite3_mprintf("%s: no model named '%s'%s", fn, name,
-                                     attn_conn_behind_hint(conn))
-                   : sqlite3_mprintf("%s: no deployed model in this database%s", fn,
-                                     attn_conn_behind_hint(conn));
+    *errmsg =
+        name ? sqlite3_mprintf("%s: no model named '%s'%s", fn, name, attn_conn_behind_hint(conn))
+             : sqlite3_mprintf("%s: no deployed model in this database%s", fn,
+                               attn_conn_behind_hint(conn));
     return SQLITE_ERROR;
   }
   rc = attn_resolve_read(conn, fn, name, version, stamped, data_version, changes, out, errmsg);
@@ -700,8 +700,8 @@ static int attn_resolve_read(attn_conn *conn, const char *fn, const char *name, 
     }
     /* No such version: does the name exist at all? */
     int exists = 0;
-    if (sqlite3_prepare_v2(db, "SELECT 1 FROM main.attn_models WHERE name = ?1", -1, &stmt,
-                           NULL) == SQLITE_OK) {
+    if (sqlite3_prepare_v2(db, "SELECT 1 FROM main.attn_models WHERE name = ?1", -1, &stmt, NULL) ==
+        SQLITE_OK) {
       sqlite3_bind_text(stmt, 1, name, -1, SQLITE_STATIC);
       exists = sqlite3_step(stmt) == SQLITE_ROW;
     }
@@ -798,8 +798,8 @@ int attn_model_acquire_deployed(attn_conn *conn, const char *fn, const char *nam
   return SQLITE_OK;
 }
 
-int attn_model_acquire_version(attn_conn *conn, const char *fn, const char *name,
-                               int64_t version, attn_model **out, char **errmsg) {
+int attn_model_acquire_version(attn_conn *conn, const char *fn, const char *name, int64_t version,
+                               attn_model **out, char **errmsg) {
   sqlite3 *db = conn->db;
   sqlite3_stmt *stmt = NULL;
   attn_model *m = NULL;
@@ -825,9 +825,8 @@ int attn_model_acquire_version(attn_conn *conn, const char *fn, const char *name
   if (rc == SQLITE_DONE || (rc == SQLITE_ROW && !sqlite3_column_int(stmt, 3))) {
     *errmsg = rc == SQLITE_DONE ? sqlite3_mprintf("%s: no model named '%s'%s", fn, name,
                                                   attn_conn_behind_hint(conn))
-                                : sqlite3_mprintf("%s: model '%s' has no version %lld%s", fn,
-                                                  name, (long long)version,
-                                                  attn_conn_behind_hint(conn));
+                                : sqlite3_mprintf("%s: model '%s' has no version %lld%s", fn, name,
+                                                  (long long)version, attn_conn_behind_hint(conn));
     rc = SQLITE_ERROR;
     goto done;
   }

@@ -31,8 +31,8 @@ typedef struct curve_data {
   attn_model *model;
   int C;
   int64_t N;
-  int *y_true;           /* (N) */
-  float *probs;          /* (N, C) */
+  int *y_true;            /* (N) */
+  float *probs;           /* (N, C) */
   nn_curve_point *points; /* (N) the current class's points */
   int64_t npoints, positives;
 } curve_data;
@@ -108,8 +108,8 @@ static int curve_thresholds(const char *fn, sqlite3_value *v, double **out, int 
   int len = sqlite3_value_bytes(v);
   if (!text) return SQLITE_NOMEM;
   if (len > CURVE_MAX_THRESHOLDS * 64) { /* not parsed: the parser's memory grows with it */
-    *msg = sqlite3_mprintf("%s: thresholds must hold 1 to %d numbers, got a text of %d bytes",
-                           fn, CURVE_MAX_THRESHOLDS, len);
+    *msg = sqlite3_mprintf("%s: thresholds must hold 1 to %d numbers, got a text of %d bytes", fn,
+                           CURVE_MAX_THRESHOLDS, len);
     return SQLITE_ERROR;
   }
   int st = nn_json_parse(&doc, text, (size_t)len, &attn_mem, err);
@@ -165,7 +165,7 @@ typedef struct attn_curve_cursor {
   int c;              /* the class of the current row; C at the end */
   int64_t row, nrows; /* in the class */
   int64_t rowid;
-  int64_t tp, fp;     /* at the current row */
+  int64_t tp, fp; /* at the current row */
   double threshold;
 } attn_curve_cursor;
 
@@ -242,8 +242,8 @@ static int attn_curve_enter(attn_curve_cursor *cur, int c, char **msg) {
   return SQLITE_OK;
 }
 
-static int attn_curve_filter(sqlite3_vtab_cursor *base, int idx_num, const char *idx_str,
-                             int argc, sqlite3_value **argv) {
+static int attn_curve_filter(sqlite3_vtab_cursor *base, int idx_num, const char *idx_str, int argc,
+                             sqlite3_value **argv) {
   attn_curve_cursor *cur = (attn_curve_cursor *)base;
   attn_vtab *vtab = (attn_vtab *)base->pVtab;
   const char *fn = "attn_curve";
@@ -340,9 +340,8 @@ const sqlite3_module attn_curve_module = {
 #define CURVE_LABEL_CHARS 24
 
 /* Ten distinct colours (Tableau 10); classes past ten are dashed. */
-static const char *const curve_colors[10] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2",
-                                             "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
-                                             "#9c755f", "#bab0ac"};
+static const char *const curve_colors[10] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
+                                             "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"};
 
 typedef struct curve_panel {
   double x, y, w, h;
@@ -350,26 +349,34 @@ typedef struct curve_panel {
 
 static void curve_axes(sqlite3_str *out, const curve_panel *p, const char *title,
                        const char *xlabel, const char *ylabel) {
-  sqlite3_str_appendf(out, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" "
-                           "fill=\"#fafafa\" stroke=\"#888888\"/>\n", p->x, p->y, p->w, p->h);
+  sqlite3_str_appendf(out,
+                      "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" "
+                      "fill=\"#fafafa\" stroke=\"#888888\"/>\n",
+                      p->x, p->y, p->w, p->h);
   for (int i = 0; i <= 5; i++) {
     double v = i / 5.0, xx = p->x + v * p->w, yy = p->y + p->h - v * p->h;
-    sqlite3_str_appendf(out, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" "
-                             "stroke=\"#e0e0e0\"/><text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" "
-                             "text-anchor=\"end\" fill=\"#333333\">%.1f</text>\n",
+    sqlite3_str_appendf(out,
+                        "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" "
+                        "stroke=\"#e0e0e0\"/><text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" "
+                        "text-anchor=\"end\" fill=\"#333333\">%.1f</text>\n",
                         p->x, p->x + p->w, yy, yy, p->x - 5, yy + 4, v);
-    sqlite3_str_appendf(out, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" "
-                             "stroke=\"#888888\"/><text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" "
-                             "text-anchor=\"middle\" fill=\"#333333\">%.1f</text>\n",
+    sqlite3_str_appendf(out,
+                        "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" "
+                        "stroke=\"#888888\"/><text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" "
+                        "text-anchor=\"middle\" fill=\"#333333\">%.1f</text>\n",
                         xx, xx, p->y + p->h, p->y + p->h + 4, xx, p->y + p->h + 16, v);
   }
-  sqlite3_str_appendf(out, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\" text-anchor=\"middle\" "
-                           "fill=\"#333333\">%s</text>\n", p->x + p->w / 2, p->y + p->h + 32,
-                      xlabel);
-  sqlite3_str_appendf(out, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"13\" font-weight=\"bold\" "
-                           "fill=\"#1a1a1a\">%s</text>\n", p->x, p->y - 8, title);
-  sqlite3_str_appendf(out, "<text transform=\"translate(%.1f %.1f) rotate(-90)\" font-size=\"12\" "
-                           "text-anchor=\"middle\" fill=\"#333333\">%s</text>\n",
+  sqlite3_str_appendf(out,
+                      "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\" text-anchor=\"middle\" "
+                      "fill=\"#333333\">%s</text>\n",
+                      p->x + p->w / 2, p->y + p->h + 32, xlabel);
+  sqlite3_str_appendf(out,
+                      "<text x=\"%.1f\" y=\"%.1f\" font-size=\"13\" font-weight=\"bold\" "
+                      "fill=\"#1a1a1a\">%s</text>\n",
+                      p->x, p->y - 8, title);
+  sqlite3_str_appendf(out,
+                      "<text transform=\"translate(%.1f %.1f) rotate(-90)\" font-size=\"12\" "
+                      "text-anchor=\"middle\" fill=\"#333333\">%s</text>\n",
                       p->x - 38, p->y + p->h / 2, ylabel);
 }
 
@@ -393,8 +400,10 @@ static void curve_line_begin(curve_line *l, sqlite3_str *out, const curve_panel 
                              const char *color, int dashed) {
   memset(l, 0, sizeof *l);
   l->out = out, l->p = p;
-  sqlite3_str_appendf(out, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.8\"%s "
-                           "points=\"", color, dashed ? " stroke-dasharray=\"6,3\"" : "");
+  sqlite3_str_appendf(out,
+                      "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.8\"%s "
+                      "points=\"",
+                      color, dashed ? " stroke-dasharray=\"6,3\"" : "");
 }
 
 static void curve_line_write(curve_line *l, curve_xy q) {
@@ -434,7 +443,6 @@ static void curve_line_end(curve_line *l) {
   sqlite3_str_appendall(l->out, "\"/>\n");
 }
 
-
 void attn_curve_svg_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   const char *fn = "attn_curve_svg";
   attn_conn *conn = sqlite3_user_data(ctx);
@@ -458,13 +466,15 @@ void attn_curve_svg_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   attn_svg_text(out, d.model->name, (int)strlen(d.model->name), 40);
   sqlite3_str_appendf(out, " version %lld on %lld rows</text>\n", (long long)d.model->version,
                       (long long)d.N);
-  sqlite3_str_appendf(out, "<text x=\"20\" y=\"50\" font-size=\"12\" fill=\"#555555\">each class "
-                           "against the rest, over every threshold of its probability%s</text>\n",
+  sqlite3_str_appendf(out,
+                      "<text x=\"20\" y=\"50\" font-size=\"12\" fill=\"#555555\">each class "
+                      "against the rest, over every threshold of its probability%s</text>\n",
                       shown < C ? "; the first 20 classes" : "");
   curve_axes(out, &roc, "ROC", "false positive rate", "true positive rate (recall)");
   curve_axes(out, &pr, "Precision-recall", "recall", "precision");
-  sqlite3_str_appendf(out, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
-                           "stroke=\"#bbbbbb\" stroke-dasharray=\"3,3\"/>\n",
+  sqlite3_str_appendf(out,
+                      "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" "
+                      "stroke=\"#bbbbbb\" stroke-dasharray=\"3,3\"/>\n",
                       roc.x, roc.y + roc.h, roc.x + roc.w, roc.y);
   for (int c = 0; c < shown; c++) {
     rc = curve_class(&d, c, &interrupt, fn, &msg);
@@ -494,9 +504,10 @@ void attn_curve_svg_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     double auc = nn_curve_roc_auc(d.points, d.npoints);
     double ap = nn_curve_average_precision(d.points, d.npoints);
     double lx = 80 + 480 * (c % 2), ly = 440 + 18 * (c / 2);
-    sqlite3_str_appendf(out, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" "
-                             "stroke=\"%s\" stroke-width=\"2\"%s/><text x=\"%.1f\" y=\"%.1f\" "
-                             "font-size=\"11\" fill=\"#333333\">",
+    sqlite3_str_appendf(out,
+                        "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%.1f\" y2=\"%.1f\" "
+                        "stroke=\"%s\" stroke-width=\"2\"%s/><text x=\"%.1f\" y=\"%.1f\" "
+                        "font-size=\"11\" fill=\"#333333\">",
                         lx, lx + 20, ly, ly, color, dashed ? " stroke-dasharray=\"6,3\"" : "",
                         lx + 25, ly + 4);
     const char *label = nn_model_label(d.model->nn, c);

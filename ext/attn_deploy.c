@@ -63,8 +63,8 @@ static int attn_deploy_resolve(sqlite3 *db, const char *fn, const char *name, in
     /* a store edited by hand: a version such as 1.5 or 'v1' names no row attn_deploy can set */
     const char *v = (const char *)sqlite3_value_text(chosen);
     *msg = sqlite3_mprintf("%s: model '%s' has a version that is not an integer in attn_models "
-                           "(%s, the one '%s' would deploy): fix or delete that row", fn, name,
-                           v ? v : "NULL", best ? "best" : "previous");
+                           "(%s, the one '%s' would deploy): fix or delete that row",
+                           fn, name, v ? v : "NULL", best ? "best" : "previous");
     rc = SQLITE_ERROR;
   } else if (rc == SQLITE_ROW) {
     *version = sqlite3_value_int64(chosen);
@@ -103,15 +103,17 @@ void attn_deploy_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   int exists = 0;
   /* a store attnext did not write is refused before it is read */
   if ((rc = attn_store_check(db, fn, &exists, &msg)) != SQLITE_OK) goto done;
-  const char *word = sqlite3_value_type(argv[1]) == SQLITE_TEXT
-                         ? (const char *)sqlite3_value_text(argv[1]) : NULL;
+  const char *word =
+      sqlite3_value_type(argv[1]) == SQLITE_TEXT ? (const char *)sqlite3_value_text(argv[1]) : NULL;
   int best = word && strcmp(word, "best") == 0, previous = word && strcmp(word, "previous") == 0;
   if (!best && !previous && sqlite3_value_numeric_type(argv[1]) != SQLITE_INTEGER) {
     msg = sqlite3_value_type(argv[1]) == SQLITE_NULL
               ? sqlite3_mprintf("%s: the version must be an integer, 'best' or 'previous', got "
-                                "NULL", fn)
+                                "NULL",
+                                fn)
               : sqlite3_mprintf("%s: the version must be an integer, 'best' or 'previous', got "
-                                "'%s'", fn, (const char *)sqlite3_value_text(argv[1]));
+                                "'%s'",
+                                fn, (const char *)sqlite3_value_text(argv[1]));
     rc = SQLITE_ERROR;
     goto done;
   }
@@ -228,8 +230,8 @@ void attn_import_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   }
   char ended_at[32];
   attn_utc_now(ended_at);
-  attn_lineage_info lineage = {"attn_import", NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-                               started_at, ended_at, -1, -1, -1};
+  attn_lineage_info lineage = {"attn_import", NULL,       NULL,     NULL, NULL, NULL, NULL,
+                               NULL,          started_at, ended_at, -1,   -1,   -1};
   attn_store_item item = {model, NULL, NULL, 0, 1, &lineage, 0, 0};
   rc = attn_store_save_items(conn, fn, name, &item, 1, &msg);
   version = item.version;

@@ -38,8 +38,8 @@ typedef struct attn_eval_cell {
 
 typedef struct attn_eval_cursor {
   sqlite3_vtab_cursor base;
-  int K;               /* classes: model labels + labels only in the query */
-  char **labels;       /* (K) sorted */
+  int K;                     /* classes: model labels + labels only in the query */
+  char **labels;             /* (K) sorted */
   nn_class_metrics *metrics; /* (K + 1): per class, then weighted */
   /* attn_confusion: rows are (actual, predicted) for every class and every model class, in
    * sorted order; the counts are kept sparse (a 16,000-class model is not 16,000^2 cells) */
@@ -121,10 +121,10 @@ static int attn_eval_close(sqlite3_vtab_cursor *base) {
 /* Counts gathered in query order: classes 0..C-1 are the model's, C.. the query's others. */
 typedef struct attn_eval_counts {
   int K, cap;
-  char **labels;       /* (K) */
-  int64_t *support;    /* (cap) rows of the class */
-  int64_t *predicted;  /* (cap) rows predicted as the class */
-  int64_t *correct;    /* (cap) rows of the class predicted as it */
+  char **labels;      /* (K) */
+  int64_t *support;   /* (cap) rows of the class */
+  int64_t *predicted; /* (cap) rows predicted as the class */
+  int64_t *correct;   /* (cap) rows of the class predicted as it */
   /* attn_confusion: one cell per row appended, merged (sorted, equal keys summed) whenever
    * the buffer is full, so it holds at most the distinct pairs seen plus one chunk */
   attn_eval_cell *cells;
@@ -173,10 +173,8 @@ static void attn_eval_merge(attn_eval_cell *cells, int64_t *n) {
   qsort(cells, (size_t)*n, sizeof *cells, attn_eval_cell_cmp);
   int64_t out = 0;
   for (int64_t i = 1; i < *n; i++) {
-    if (cells[i].key == cells[out].key)
-      cells[out].count += cells[i].count;
-    else
-      cells[++out] = cells[i];
+    if (cells[i].key == cells[out].key) cells[out].count += cells[i].count;
+    else cells[++out] = cells[i];
   }
   *n = out + 1;
 }
@@ -427,10 +425,8 @@ static int64_t attn_eval_count(const attn_eval_cursor *cur, int a, int p) {
   int64_t lo = 0, hi = cur->ncells;
   while (lo < hi) {
     int64_t mid = lo + (hi - lo) / 2;
-    if (cur->cells[mid].key < key)
-      lo = mid + 1;
-    else
-      hi = mid;
+    if (cur->cells[mid].key < key) lo = mid + 1;
+    else hi = mid;
   }
   return lo < cur->ncells && cur->cells[lo].key == key ? cur->cells[lo].count : 0;
 }
@@ -456,7 +452,9 @@ static int attn_eval_column(sqlite3_vtab_cursor *base, sqlite3_context *ctx, int
   }
   int a = cur->actual_ranks[cur->row / cur->C], p = cur->model_ranks[cur->row % cur->C];
   switch (col) {
-  case ATTN_CONFUSION_COL_ACTUAL: sqlite3_result_text(ctx, cur->labels[a], -1, SQLITE_TRANSIENT); break;
+  case ATTN_CONFUSION_COL_ACTUAL:
+    sqlite3_result_text(ctx, cur->labels[a], -1, SQLITE_TRANSIENT);
+    break;
   case ATTN_CONFUSION_COL_PREDICTED:
     sqlite3_result_text(ctx, cur->labels[p], -1, SQLITE_TRANSIENT);
     break;

@@ -36,14 +36,14 @@ typedef struct attn_status_entry attn_status_entry; /* a running training (attn_
 
 /* A cached, parsed model row. Fields are read-only for users. */
 typedef struct attn_model {
-  nn_model *nn;        /* the parsed network, config, vocabulary and labels */
-  char *name;          /* model name */
-  int64_t version;     /* version of that name */
+  nn_model *nn;    /* the parsed network, config, vocabulary and labels */
+  char *name;      /* model name */
+  int64_t version; /* version of that name */
   /* identity of the row it was parsed from (a row replaced under the same version differs) */
   int64_t rowid, nbytes;
   char *created_at;
-  int refs;            /* the cache holds one; each acquire / auxdata holds one */
-  int stale;           /* dropped from the cache, freed when refs reaches 0 */
+  int refs;  /* the cache holds one; each acquire / auxdata holds one */
+  int stale; /* dropped from the cache, freed when refs reaches 0 */
   struct attn_model *next;
 } attn_model;
 
@@ -115,8 +115,8 @@ int attn_model_acquire_deployed(attn_conn *conn, const char *fn, const char *nam
                                 char **errmsg);
 /* Version `version` of `name`, deployed or not (a warm start's base), held as attn_model_acquire
  * holds it. Errors: "fn: no model named 'x'", "fn: model 'x' has no version 7". */
-int attn_model_acquire_version(attn_conn *conn, const char *fn, const char *name,
-                               int64_t version, attn_model **out, char **errmsg);
+int attn_model_acquire_version(attn_conn *conn, const char *fn, const char *name, int64_t version,
+                               attn_model **out, char **errmsg);
 
 /* Check the model store before trusting it (attn_store_check.c): each of attn_models,
  * attn_training_log, attn_versions and attn_lineage is absent or an ordinary rowid table of main
@@ -168,10 +168,10 @@ const char *attn_conn_behind_hint(attn_conn *conn);
 int attn_store_ensure_schema(sqlite3 *db, const char *fn, char **errmsg);
 /* Where a version came from (attn_lineage, ext/CONCURRENCY.md: The model store); NULL: SQL NULL. */
 typedef struct attn_lineage_info {
-  const char *function;           /* "attn_train", "attn_fit", "attn_tune", "attn_import" */
+  const char *function; /* "attn_train", "attn_fit", "attn_tune", "attn_import" */
   const char *query, *rows_sha256;
   const char *validation_query, *validation_sha256;
-  const char *options;            /* JSON object as given, or NULL */
+  const char *options; /* JSON object as given, or NULL */
   const char *from_name;
   const char *backend, *started_at, *ended_at;
   int64_t rows, validation_rows, from_version; /* < 0: NULL */
@@ -180,22 +180,22 @@ typedef struct attn_lineage_info {
 /* One version that a save writes. */
 typedef struct attn_store_item {
   const nn_model *model;
-  const char *metrics;        /* JSON object, or NULL (imported) */
-  const nn_epoch_stats *log;  /* its training log, (nlog) rows; may be NULL / 0 */
+  const char *metrics;       /* JSON object, or NULL (imported) */
+  const nn_epoch_stats *log; /* its training log, (nlog) rows; may be NULL / 0 */
   int nlog;
-  int deploy;                 /* 1: this version becomes the deployed one of the name */
+  int deploy;                       /* 1: this version becomes the deployed one of the name */
   const attn_lineage_info *lineage; /* its row of attn_lineage, or NULL */
-  int64_t reserved;           /* > 0: the version attn_store_live_begin reserved for it (one item
+  int64_t reserved; /* > 0: the version attn_store_live_begin reserved for it (one item
                                  only); its live log rows are replaced by `log` */
-  int64_t version;            /* out: the version it was stored as (0 on error) */
+  int64_t version;  /* out: the version it was stored as (0 on error) */
 } attn_store_item;
 /* Store n models as the next versions of `name`, in their order, with their log rows, the one
  * with deploy set deployed (others never deployed: deployed_seq 0), all in one transaction that
  * honours the connection's busy timeout (see attn_store.c: which connection and transaction):
  * on error the database is unchanged. Errors name fn, e.g.
  *   attn_train: cannot save the model: database is locked (another connection held ...) */
-int attn_store_save_items(attn_conn *conn, const char *fn, const char *name,
-                          attn_store_item *items, int n, char **errmsg);
+int attn_store_save_items(attn_conn *conn, const char *fn, const char *name, attn_store_item *items,
+                          int n, char **errmsg);
 /* The live training log (attn_training.c): in WAL mode the epochs of a running training are
  * written to attn_training_log as they finish, each write a short transaction of its own (no
  * write lock is held across epochs; readers are never blocked), under a version reserved for
@@ -208,12 +208,11 @@ int attn_store_save_items(attn_conn *conn, const char *fn, const char *name,
  * since the caller's may be interrupted). */
 int attn_store_live_ok(attn_conn *conn);
 int attn_store_live_begin(attn_conn *conn, const char *fn, const char *name,
-                          const nn_epoch_stats *log, int n, int64_t *version,
-                          int64_t *prev_mark, char **errmsg);
+                          const nn_epoch_stats *log, int n, int64_t *version, int64_t *prev_mark,
+                          char **errmsg);
 int attn_store_live_log(attn_conn *conn, const char *fn, const char *name, int64_t version,
                         const nn_epoch_stats *log, int from, int to, char **errmsg);
-void attn_store_live_abort(attn_conn *conn, const char *name, int64_t version,
-                           int64_t prev_mark);
+void attn_store_live_abort(attn_conn *conn, const char *name, int64_t version, int64_t prev_mark);
 /* Before a training: the store's tables may be written (attn_store_check) and `name` has `count`
  * more versions to give (a version at the largest integer has no next). SQLITE_OK or an error
  * with *errmsg "fn: ...". Reads only. */
@@ -255,17 +254,17 @@ int attn_prepare_query(sqlite3 *db, const char *fn, const char *sql, int min_col
 /* Rows of a query, copied: (id, text) or (text, label), read in chunks. */
 enum { ATTN_ROWS_ID_TEXT = 0, ATTN_ROWS_TEXT_LABEL = 1 };
 typedef struct attn_rows {
-  int n;                 /* rows in this chunk */
-  int first_row;         /* rows read before this chunk (for error messages) */
-  sqlite3_value **keys;  /* (n) ATTN_ROWS_ID_TEXT: the id column */
-  const char **texts;    /* (n) NULL for a NULL text */
+  int n;                /* rows in this chunk */
+  int first_row;        /* rows read before this chunk (for error messages) */
+  sqlite3_value **keys; /* (n) ATTN_ROWS_ID_TEXT: the id column */
+  const char **texts;   /* (n) NULL for a NULL text */
   int *lens;
-  const char **labels;   /* (n) ATTN_ROWS_TEXT_LABEL */
+  const char **labels; /* (n) ATTN_ROWS_TEXT_LABEL */
   int *label_lens;
   /* storage */
   char *data;
   sqlite3_uint64 used, cap;
-  int cap_rows;          /* the arrays' capacity */
+  int cap_rows; /* the arrays' capacity */
   /* ATTN_ROWS_TEXT_LABEL: the last distinct labels stored (offset in data, length), so a label
    * seen before is not stored again */
 #define ATTN_ROWS_LABELS 8
@@ -331,17 +330,17 @@ int attn_query_step(attn_conn *conn, sqlite3_stmt *stmt, const char *fn);
 /* How the model reads one text: its tokens, class probabilities and attention weights, and on
  * demand each token's occlusion. Buffers are reused. */
 typedef struct attn_text_reading {
-  int n;                 /* tokens used (after max_len truncation), >= 1 */
-  nn_token *tokens;      /* (n) ids and byte spans in the text (-1 when none) */
-  int *ids;              /* (n) */
-  float *probs;          /* (C) softmax of the logits */
-  float *weights;        /* (n) attention weights, sum 1 */
+  int n;            /* tokens used (after max_len truncation), >= 1 */
+  nn_token *tokens; /* (n) ids and byte spans in the text (-1 when none) */
+  int *ids;         /* (n) */
+  float *probs;     /* (C) softmax of the logits */
+  float *weights;   /* (n) attention weights, sum 1 */
   /* cleaned token strings, from the tokenizer (NULL when unavailable) */
-  char **token_text;     /* (n) NUL-terminated */
+  char **token_text; /* (n) NUL-terminated */
   int cap_tokens, cap_classes;
   /* attn_text_occlusion: the predicted class and each token's leave-one-out occlusion */
   int pred;
-  float *occlusion;      /* (n) */
+  float *occlusion;           /* (n) */
   int *loo_ids, *loo_lengths; /* scratch of the leave-one-out batch */
   float *loo_logits, *loo_attn;
   size_t cap_loo_ids;
@@ -472,7 +471,7 @@ void attn_labelled_free(attn_labelled *q);
 typedef struct attn_embeddings {
   char *table; /* sqlite3_malloc'd; NULL: no pretrained vectors */
   int freeze;
-  int dim;     /* of the table's vectors */
+  int dim; /* of the table's vectors */
 } attn_embeddings;
 /* The options text parsed once, by the engine (nn_options_parse; accept: the ext/ keys the
  * caller reads). A text that is not a JSON object: SQLITE_ERROR, *msg "fn: options must be a
@@ -505,28 +504,28 @@ typedef struct attn_progress {
 /* One training run of attn_train, attn_fit or a trial of attn_tune. */
 typedef struct attn_training {
   attn_conn *conn;
-  const char *fn;       /* "attn_train", "attn_fit", "attn_tune" */
+  const char *fn; /* "attn_train", "attn_fit", "attn_tune" */
   nn_config cfg;
-  nn_trainer *trainer;  /* NULL once saved or stopped */
+  nn_trainer *trainer; /* NULL once saved or stopped */
   char *name;
   nn_epoch_stats *log;
   int nlog, cap_log;
-  int stopped;          /* interrupted or failed: nothing more to run, nothing to save */
-  int saved;            /* the model is in the store, as `version` */
+  int stopped; /* interrupted or failed: nothing more to run, nothing to save */
+  int saved;   /* the model is in the store, as `version` */
   int64_t version;
-  char *metrics;        /* the trainer's summary (JSON object, sqlite3_malloc'd) */
+  char *metrics;            /* the trainer's summary (JSON object, sqlite3_malloc'd) */
   attn_interrupt interrupt; /* the connection's, begun by attn_training_start (probe NULL: none) */
   attn_progress progress;
-  attn_embeddings emb;  /* options "embeddings", "freeze_embeddings" until the trainer exists */
-  attn_model *base;     /* option "from": the warm start's model until the trainer exists */
-  int keep;             /* attn_tune: at the end keep the model in `model` instead of saving */
-  nn_model *model;      /* with keep: the trained model (owned) */
+  attn_embeddings emb; /* options "embeddings", "freeze_embeddings" until the trainer exists */
+  attn_model *base;    /* option "from": the warm start's model until the trainer exists */
+  int keep;            /* attn_tune: at the end keep the model in `model` instead of saving */
+  nn_model *model;     /* with keep: the trained model (owned) */
   /* options of ext/ (attn_training_options) */
-  int deploy;           /* ATTN_DEPLOY_*: option "deploy" (default "if_better") */
-  int deploy_given;     /* "deploy" was in the options */
+  int deploy;             /* ATTN_DEPLOY_*: option "deploy" (default "if_better") */
+  int deploy_given;       /* "deploy" was in the options */
   char *validation_query; /* option "validation_query", or NULL */
-  char *class_weights;  /* option "class_weights" as an object: its JSON, or NULL */
-  char *options_text;   /* the options as given (the lineage's) */
+  char *class_weights;    /* option "class_weights" as an object: its JSON, or NULL */
+  char *options_text;     /* the options as given (the lineage's) */
   /* the rows: the query's (nquery), then validation_query's (nvalidation), in one store */
   attn_train_rows rows;
   int nquery, nvalidation;
@@ -540,20 +539,20 @@ typedef struct attn_training {
    * validation rows are renumbered into it (attn_training_save). */
   attn_train_rows kept;
   int *kept_index, nkept, cap_kept, kept_failed;
-  char *query_text;     /* the training query (lineage) */
+  char *query_text; /* the training query (lineage) */
   char rows_sha256[65], val_sha256[65];
-  char *from_name;      /* option "from": the base's name and version (lineage) */
+  char *from_name; /* option "from": the base's name and version (lineage) */
   int64_t from_version;
-  char started_at[32];  /* when the run began (UTC) */
-  char backend[192];    /* where it trains */
+  char started_at[32];       /* when the run began (UTC) */
+  char backend[192];         /* where it trains */
   attn_status_entry *status; /* attn_status's entry while the run lives */
   /* the outcome */
-  int deployed;         /* the save deployed the new version */
-  int committed;        /* the save was committed (0: it waits for the caller's COMMIT) */
-  int ntruncated;       /* rows whose text was cut at max_len tokens */
-  char *deploy_reason;  /* why it was or was not deployed (sqlite3_malloc'd) */
-  int *val_rows, nval;  /* the validation rows (the deploy decision, attn_tune's comparison) */
-  char val_id[65];      /* attn_train_rows_sha256_of the validation rows ("" before, or none) */
+  int deployed;        /* the save deployed the new version */
+  int committed;       /* the save was committed (0: it waits for the caller's COMMIT) */
+  int ntruncated;      /* rows whose text was cut at max_len tokens */
+  char *deploy_reason; /* why it was or was not deployed (sqlite3_malloc'd) */
+  int *val_rows, nval; /* the validation rows (the deploy decision, attn_tune's comparison) */
+  char val_id[65];     /* attn_train_rows_sha256_of the validation rows ("" before, or none) */
   /* the live log (WAL): the version reserved, the name's mark before, epochs written, when */
   int64_t live_version, live_prev_mark;
   int live_written;
@@ -738,8 +737,7 @@ int attn_lineage_write(sqlite3 *db, const char *fn, const char *name, int64_t ve
 attn_status_entry *attn_status_register(sqlite3 *db, const char *fn, const char *name);
 void attn_status_unregister(attn_status_entry *e);
 /* phase: "reading", "training", "saving"; epochs: the most epochs; trial/trials: attn_tune's */
-void attn_status_phase(attn_status_entry *e, const char *phase, int epochs, int trial,
-                       int trials);
+void attn_status_phase(attn_status_entry *e, const char *phase, int epochs, int trial, int trials);
 void attn_status_batch(attn_status_entry *e, int batch, int batches, double loss,
                        double rows_per_second);
 void attn_status_epoch(attn_status_entry *e, const nn_epoch_stats *s, int best_epoch,
@@ -767,16 +765,16 @@ int attn_status_of(sqlite3 *db, attn_status_view *out, int max);
  * consistent snapshot) and commits its model(s) through the leader (attn_job_commit, attn_jobs.c),
  * replicated like any write; its progress goes to attn_job_runs and attn_job_epochs once a
  * second. The tables (created by the first job): */
-#define ATTN_JOB_SCHEMA                                                                        \
-  "CREATE TABLE IF NOT EXISTS main.attn_job_runs(job INTEGER PRIMARY KEY, function TEXT NOT "  \
-  "NULL, name TEXT NOT NULL, query TEXT, grid TEXT, options TEXT, state TEXT NOT NULL, node "   \
-  "INTEGER, address TEXT, incarnation TEXT, token TEXT, submitted_at TEXT, started_at TEXT, "   \
-  "finished_at TEXT, heartbeat_at TEXT, phase TEXT, trial INTEGER, trials INTEGER, epoch "     \
-  "INTEGER, epochs INTEGER, batch INTEGER, batches INTEGER, train_loss REAL, val_loss REAL, "  \
-  "val_accuracy REAL, val_f1 REAL, version INTEGER, deployed INTEGER, result TEXT, error "      \
-  "TEXT);"                                                                                      \
-  "CREATE TABLE IF NOT EXISTS main.attn_job_epochs(job INTEGER NOT NULL, trial INTEGER NOT "   \
-  "NULL, epoch INTEGER NOT NULL, train_loss REAL, val_loss REAL, val_accuracy REAL, val_f1 "    \
+#define ATTN_JOB_SCHEMA                                                                            \
+  "CREATE TABLE IF NOT EXISTS main.attn_job_runs(job INTEGER PRIMARY KEY, function TEXT NOT "      \
+  "NULL, name TEXT NOT NULL, query TEXT, grid TEXT, options TEXT, state TEXT NOT NULL, node "      \
+  "INTEGER, address TEXT, incarnation TEXT, token TEXT, submitted_at TEXT, started_at TEXT, "      \
+  "finished_at TEXT, heartbeat_at TEXT, phase TEXT, trial INTEGER, trials INTEGER, epoch "         \
+  "INTEGER, epochs INTEGER, batch INTEGER, batches INTEGER, train_loss REAL, val_loss REAL, "      \
+  "val_accuracy REAL, val_f1 REAL, version INTEGER, deployed INTEGER, result TEXT, error "         \
+  "TEXT);"                                                                                         \
+  "CREATE TABLE IF NOT EXISTS main.attn_job_epochs(job INTEGER NOT NULL, trial INTEGER NOT "       \
+  "NULL, epoch INTEGER NOT NULL, train_loss REAL, val_loss REAL, val_accuracy REAL, val_f1 "       \
   "REAL, lr REAL, seconds REAL, PRIMARY KEY(job, trial, epoch));"
 /* Whether conn is a dqlite node's connection and the node runs jobs. */
 int attn_jobs_here(attn_conn *conn);
@@ -789,7 +787,7 @@ typedef struct attn_job_receipt {
   char *name; /* sqlite3_malloc'd */
   char submitted_at[32];
 } attn_job_receipt;
-#define ATTN_JOB_RECEIPT_COLUMNS \
+#define ATTN_JOB_RECEIPT_COLUMNS                                                                   \
   "job INTEGER, function TEXT, name TEXT, state TEXT, node INTEGER, submitted_at TEXT"
 enum { ATTN_JOB_RECEIPT_NCOLS = 6 };
 void attn_job_receipt_column(const attn_job_receipt *r, sqlite3_context *ctx, int col);

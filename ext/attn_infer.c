@@ -438,7 +438,6 @@ static void attn_classify_task(void *ctx, int task) {
   attn_classify_run(&all->jobs[task], all);
 }
 
-
 static int attn_classify_batched(attn_conn *conn, attn_model *model, const char *const *texts,
                                  const int *lens, int n, int *pred, float *prob, float *probs,
                                  const char *fn, char **errmsg) {

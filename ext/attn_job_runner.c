@@ -57,17 +57,17 @@
 enum { JOB_WAITING, JOB_QUEUED, JOB_RUNNING, JOB_OVER };
 
 typedef struct attn_job {
-  int64_t id, seq;         /* seq: submission order in this process (the training slot's) */
+  int64_t id, seq; /* seq: submission order in this process (the training slot's) */
   char *database, *fn, *name, *query, *grid, *options;
   char token[33];          /* this job's secret: only its thread commits it */
   unsigned char *snapshot; /* the copy of the database (sqlite3_malloc'd) until it opens */
   sqlite3_int64 snapshot_size;
-  int state;               /* JOB_*; the fields below too: under runner.lock */
-  int stop;                /* interrupted: nothing is committed */
-  char stop_reason[256];   /* the error its row gets ("" when the row says why already) */
-  sqlite3 *p;              /* the private copy while the job trains */
+  int state;             /* JOB_*; the fields below too: under runner.lock */
+  int stop;              /* interrupted: nothing is committed */
+  char stop_reason[256]; /* the error its row gets ("" when the row says why already) */
+  sqlite3 *p;            /* the private copy while the job trains */
   pthread_t thread;
-  double last_contact;     /* the last progress write that reached the leader (monotonic) */
+  double last_contact;            /* the last progress write that reached the leader (monotonic) */
   int written[JOB_MAX_TRIAL + 1]; /* epochs in attn_job_epochs, per trial (0: not a tune) */
   struct attn_job *next;
 } attn_job;
@@ -265,7 +265,8 @@ int attn_job_submit(attn_conn *conn, const char *fn, sqlite3_value *name_arg,
   if (options_arg && sqlite3_value_type(options_arg) != SQLITE_NULL) {
     if (sqlite3_value_type(options_arg) != SQLITE_TEXT) {
       *msg = sqlite3_mprintf("%s: the options must be a JSON object as text, e.g. "
-                             "'{\"epochs\":10}'", fn);
+                             "'{\"epochs\":10}'",
+                             fn);
       return SQLITE_ERROR;
     }
     options = (const char *)sqlite3_value_text(options_arg);
@@ -310,7 +311,8 @@ int attn_job_submit(attn_conn *conn, const char *fn, sqlite3_value *name_arg,
     rc = SQLITE_NOMEM;
     goto done;
   }
-  if (job->snapshot_size >= 100 && job->snapshot[18] == 2) job->snapshot[18] = job->snapshot[19] = 1;
+  if (job->snapshot_size >= 100 && job->snapshot[18] == 2)
+    job->snapshot[18] = job->snapshot[19] = 1;
   rc = sqlite3_exec(db, ATTN_JOB_SCHEMA, NULL, NULL, NULL);
   if (rc == SQLITE_OK)
     rc = sqlite3_prepare_v2(db,
@@ -338,8 +340,8 @@ int attn_job_submit(attn_conn *conn, const char *fn, sqlite3_value *name_arg,
     rc = sqlite3_step(stmt) == SQLITE_DONE ? SQLITE_OK : SQLITE_ERROR;
   }
   if (rc != SQLITE_OK) {
-    *msg = sqlite3_mprintf("%s: cannot record the job in attn_job_runs: %s", fn,
-                           sqlite3_errmsg(db));
+    *msg =
+        sqlite3_mprintf("%s: cannot record the job in attn_job_runs: %s", fn, sqlite3_errmsg(db));
     rc = SQLITE_ERROR;
     goto done;
   }
@@ -436,8 +438,8 @@ static void job_finish_row(attn_job *job, attn_job_client *client, const char *s
                     "token = ?2 AND state IN ('queued', 'running')",
                     params, 4, &changes, NULL, msg, sizeof msg);
   if (rc != ATTN_HOST_OK)
-    job_log("job %lld (%s): cannot mark it %s (%s): %s", (long long)job->id, job->database,
-            state, error, msg);
+    job_log("job %lld (%s): cannot mark it %s (%s): %s", (long long)job->id, job->database, state,
+            error, msg);
 }
 
 /* Wait until the job's row is committed (the caller's transaction): 1 when it is queued, 0
@@ -449,9 +451,9 @@ static int job_confirm(attn_job *job, attn_job_client *client) {
   attn_job_value params[2] = {v_int(job->id), v_text(job->token)};
   while (!job_stopped(job)) {
     attn_job_rows rows;
-    int rc = runner.host.query(client,
-                               "SELECT state, token = ?2 FROM main.attn_job_runs WHERE job = ?1",
-                               params, 2, &rows, msg, sizeof msg);
+    int rc =
+        runner.host.query(client, "SELECT state, token = ?2 FROM main.attn_job_runs WHERE job = ?1",
+                          params, 2, &rows, msg, sizeof msg);
     if (rc == ATTN_HOST_OK && rows.nrows == 1 && rows.ncols == 2) {
       int ours = rows.values[1].type == SQLITE_INTEGER && rows.values[1].i == 1;
       int queued = ours && rows.values[0].type == SQLITE_TEXT &&
@@ -464,8 +466,8 @@ static int job_confirm(attn_job *job, attn_job_client *client) {
     }
     if (rc == ATTN_HOST_OK) runner.host.free_rows(&rows);
     if (nn_os_seconds() - begun > JOB_CONFIRM_SECONDS) {
-      job_log("job %lld (%s): its row was not committed within %.0f s: dropped",
-              (long long)job->id, job->database, JOB_CONFIRM_SECONDS);
+      job_log("job %lld (%s): its row was not committed within %.0f s: dropped", (long long)job->id,
+              job->database, JOB_CONFIRM_SECONDS);
       return 0;
     }
     job_sleep(delay);
@@ -563,8 +565,8 @@ static int job_result(sqlite3_stmt *stmt, const char *const *keys, char **out, c
 }
 
 /* Step a statement on p with text arguments; SQLITE_OK, or an error with msg. */
-static int p_exec(sqlite3 *p, const char *sql, const char *const *texts, int n,
-                  const int64_t *ints, int nints, char **msg) {
+static int p_exec(sqlite3 *p, const char *sql, const char *const *texts, int n, const int64_t *ints,
+                  int nints, char **msg) {
   int rc = attn_sql_ints(p, sql, texts, n, ints, nints, NULL, 0);
   if (rc == SQLITE_DONE || rc == SQLITE_ROW) return SQLITE_OK;
   if (!*msg) *msg = sqlite3_mprintf("%s", sqlite3_errmsg(p));
@@ -661,8 +663,8 @@ static int job_commit(attn_job *job, attn_job_client *client, const unsigned cha
                       sqlite3_int64 size, char *error, size_t cap) {
   char msg[512];
   double delay = 0.1;
-  attn_job_value params[3] = {v_int(job->id), v_text(job->token),
-                              {.type = SQLITE_BLOB, .p = payload, .n = size}};
+  attn_job_value params[3] = {
+      v_int(job->id), v_text(job->token), {.type = SQLITE_BLOB, .p = payload, .n = size}};
   error[0] = 0;
   for (int attempt = 0;; attempt++) {
     int code = 0;
@@ -1000,7 +1002,9 @@ static void reap(attn_job_client *client, int leader) {
     int64_t job = v[0].i, node = v[1].type == SQLITE_INTEGER ? v[1].i : 0;
     const char *address = v[2].type == SQLITE_TEXT ? v[2].p : "";
     const char *incarnation = v[3].type == SQLITE_TEXT ? v[3].p : "";
-    double age = v[5].type == SQLITE_FLOAT ? v[5].d : v[5].type == SQLITE_INTEGER ? (double)v[5].i : 0;
+    double age = v[5].type == SQLITE_FLOAT     ? v[5].d
+                 : v[5].type == SQLITE_INTEGER ? (double)v[5].i
+                                               : 0;
     char reason[512] = "";
     if (strcmp(incarnation, runner.incarnation) == 0) {
       int mine = 0;
@@ -1009,18 +1013,25 @@ static void reap(attn_job_client *client, int leader) {
         mine = j->id == job && strcmp(j->token, v[4].p) == 0;
       pthread_mutex_unlock(&runner.lock);
       if (!mine)
-        snprintf(reason, sizeof reason, "node %lld lost the job (its thread ended without "
-                 "reaching the cluster): the model was not saved", (long long)node);
+        snprintf(reason, sizeof reason,
+                 "node %lld lost the job (its thread ended without "
+                 "reaching the cluster): the model was not saved",
+                 (long long)node);
     } else if ((uint64_t)node == runner.host.node_id) {
-      snprintf(reason, sizeof reason, "node %lld restarted while the job ran (the job was lost "
-               "with its process): the model was not saved", (long long)node);
+      snprintf(reason, sizeof reason,
+               "node %lld restarted while the job ran (the job was lost "
+               "with its process): the model was not saved",
+               (long long)node);
     } else if (leader && *address && !runner.host.alive(runner.host.ctx, address)) {
-      snprintf(reason, sizeof reason, "node %lld (%s) is gone (killed or crashed) while the job "
-               "ran: the model was not saved", (long long)node, address);
+      snprintf(reason, sizeof reason,
+               "node %lld (%s) is gone (killed or crashed) while the job "
+               "ran: the model was not saved",
+               (long long)node, address);
     } else if (leader && age > runner.host.lease) {
-      snprintf(reason, sizeof reason, "no word from node %lld for %.0f s (more than the %.0f s "
-               "lease): the job is taken as lost, the model was not saved", (long long)node,
-               age, runner.host.lease);
+      snprintf(reason, sizeof reason,
+               "no word from node %lld for %.0f s (more than the %.0f s "
+               "lease): the job is taken as lost, the model was not saved",
+               (long long)node, age, runner.host.lease);
     }
     if (!reason[0]) continue;
     attn_job_value params[3] = {v_int(job), v[4], v_text(reason)};
@@ -1126,8 +1137,10 @@ void attn_jobs_stop(void) {
   }
   runner.stopping = 1;
   char reason[256];
-  snprintf(reason, sizeof reason, "node %llu stopped (SIGTERM) while the job ran: the model was "
-           "not saved", (unsigned long long)runner.host.node_id);
+  snprintf(reason, sizeof reason,
+           "node %llu stopped (SIGTERM) while the job ran: the model was "
+           "not saved",
+           (unsigned long long)runner.host.node_id);
   for (attn_job *j = runner.jobs; j; j = j->next) job_stop_locked(j, reason);
   pthread_cond_broadcast(&runner.wake);
   pthread_mutex_unlock(&runner.lock);

@@ -67,14 +67,14 @@ typedef struct mx_side {
 typedef struct attn_mx {
   mx_side q, k;
   int dim;
-  int kind;       /* MX_DOT, MX_TRAINABLE, MX_ADDITIVE */
+  int kind; /* MX_DOT, MX_TRAINABLE, MX_ADDITIVE */
   uint64_t seed;
   double *weight; /* (q.n, k.n) */
   /* the context column, made when first asked for */
-  double *values;  /* (k.n, d) value vectors of the key tokens */
-  double *context; /* (q.n, d) */
+  double *values;              /* (k.n, d) value vectors of the key tokens */
+  double *context;             /* (q.n, d) */
   unsigned char *context_done; /* (q.n) */
-  float *layers;   /* 'trainable': Wv, bv, kept for the values */
+  float *layers;               /* 'trainable': Wv, bv, kept for the values */
 } attn_mx;
 
 static void mx_free(attn_mx *m) {
@@ -112,8 +112,8 @@ static int mx_split(mx_side *side, const char *text, int len, int max_tokens, co
     n++;
   }
   if (n > max_tokens) {
-    *errmsg = sqlite3_mprintf("%s: the %s text has %d tokens, at most %d are allowed", fn, which,
-                              n, max_tokens);
+    *errmsg = sqlite3_mprintf("%s: the %s text has %d tokens, at most %d are allowed", fn, which, n,
+                              max_tokens);
     return SQLITE_ERROR;
   }
   side->tokens = sqlite3_malloc64((sqlite3_uint64)(n ? n : 1) * sizeof *side->tokens);
@@ -135,10 +135,10 @@ static int mx_split(mx_side *side, const char *text, int len, int max_tokens, co
 
 /* Where the vectors come from: a (word, vector) table, or a trained model's embedding. */
 typedef struct mx_source {
-  const char *name;     /* as given: a table, or "model:<name>" */
-  sqlite3_stmt *stmt;   /* SELECT vector FROM table WHERE word = ?1 */
-  attn_model *model;    /* model: its vocabulary and embeddings.weight */
-  const float *emb;     /* (V, E) */
+  const char *name;   /* as given: a table, or "model:<name>" */
+  sqlite3_stmt *stmt; /* SELECT vector FROM table WHERE word = ?1 */
+  attn_model *model;  /* model: its vocabulary and embeddings.weight */
+  const float *emb;   /* (V, E) */
 } mx_source;
 
 /* The vector of word w (len bytes): 1 with *dim and either *vec (floats) or *blob (float32
@@ -168,14 +168,15 @@ static int mx_source_get(mx_source *src, const char *w, int len, const float **v
   sqlite3_int64 bytes = is_blob ? sqlite3_column_int64(stmt, 1) : 0;
   if (bytes > 4 * ATTN_VECTORS_MAX_DIM) { /* as attn_vectors_load: refused before it is read */
     *errmsg = sqlite3_mprintf("%s: the vector of '%.*s' in '%s' has %lld dimensions, at most %d "
-                              "are supported", fn, len, w, src->name, (long long)(bytes / 4),
-                              ATTN_VECTORS_MAX_DIM);
+                              "are supported",
+                              fn, len, w, src->name, (long long)(bytes / 4), ATTN_VECTORS_MAX_DIM);
     return -1;
   }
   if (!is_blob || bytes <= 0 || bytes % 4 != 0 || sqlite3_column_bytes(stmt, 0) != bytes) {
-    *errmsg = sqlite3_mprintf("%s: the vector of '%.*s' in '%s' must be a BLOB of float32 (a "
-                              "multiple of 4 bytes), got %lld bytes of type %s", fn, len, w,
-                              src->name, (long long)bytes, is_blob ? "BLOB" : "non-BLOB");
+    *errmsg =
+        sqlite3_mprintf("%s: the vector of '%.*s' in '%s' must be a BLOB of float32 (a "
+                        "multiple of 4 bytes), got %lld bytes of type %s",
+                        fn, len, w, src->name, (long long)bytes, is_blob ? "BLOB" : "non-BLOB");
     return -1;
   }
   *dim = (int)(bytes / 4);
@@ -231,7 +232,8 @@ static int mx_lookup(attn_mx *m, mx_side *side, mx_source *src, attn_interrupt *
         if (mx_alloc_vectors(m) != SQLITE_OK) return SQLITE_NOMEM;
       } else if (d != m->dim) {
         *errmsg = sqlite3_mprintf("%s: the vector of '%.*s' in '%s' has %d dimensions, the ones "
-                                  "before it %d", fn, t->len, w, src->name, d, m->dim);
+                                  "before it %d",
+                                  fn, t->len, w, src->name, d, m->dim);
         return SQLITE_ERROR;
       }
       float *dst = side->vectors + (size_t)i * d;
@@ -243,7 +245,8 @@ static int mx_lookup(attn_mx *m, mx_side *side, mx_source *src, attn_interrupt *
       for (int c = 0; c < d; c++) {
         if (!isfinite(dst[c])) {
           *errmsg = sqlite3_mprintf("%s: the vector of '%.*s' in '%s' has a value that is not a "
-                                    "finite number", fn, t->len, w, src->name);
+                                    "finite number",
+                                    fn, t->len, w, src->name);
           return SQLITE_ERROR;
         }
       }
@@ -400,27 +403,30 @@ static int mx_compute(attn_mx *m, attn_conn *conn, const char *fn, sqlite3_value
   mx_source src;
   int rc;
   memset(&src, 0, sizeof src);
-  if (!qv || !kv || sqlite3_value_type(qv) == SQLITE_NULL || sqlite3_value_type(kv) == SQLITE_NULL) {
+  if (!qv || !kv || sqlite3_value_type(qv) == SQLITE_NULL ||
+      sqlite3_value_type(kv) == SQLITE_NULL) {
     *errmsg = sqlite3_mprintf("%s: the query and key texts must not be NULL", fn);
     return SQLITE_ERROR;
   }
   const char *table = tv ? (const char *)sqlite3_value_text(tv) : NULL;
   if (!table || !*table) {
     *errmsg = sqlite3_mprintf("%s: the vectors argument must name a table of (word, vector) or "
-                              "a model as 'model:<name>', got %s", fn, table ? "''" : "NULL");
+                              "a model as 'model:<name>', got %s",
+                              fn, table ? "''" : "NULL");
     return SQLITE_ERROR;
   }
   src.name = table;
   const char *kind = kindv && sqlite3_value_type(kindv) != SQLITE_NULL
-                         ? (const char *)sqlite3_value_text(kindv) : "dot";
+                         ? (const char *)sqlite3_value_text(kindv)
+                         : "dot";
   m->kind = -1;
   for (int k = 0; kind && k < 3; k++)
     if (sqlite3_stricmp(kind, mx_kind_names[k]) == 0) m->kind = k;
   if (m->kind < 0) {
     int len = kind ? (int)strlen(kind) : 0, cut = attn_svg_prefix_bytes(kind, len, 40);
     *errmsg = sqlite3_mprintf("%s: kind must be 'dot' (scaled dot-product), 'trainable' (query, "
-                              "key and value layers) or 'additive', got '%.*s%s'", fn, cut,
-                              kind ? kind : "", cut < len ? "..." : "");
+                              "key and value layers) or 'additive', got '%.*s%s'",
+                              fn, cut, kind ? kind : "", cut < len ? "..." : "");
     return SQLITE_ERROR;
   }
   m->seed = MATRIX_DEFAULT_SEED;
@@ -431,11 +437,10 @@ static int mx_compute(attn_mx *m, attn_conn *conn, const char *fn, sqlite3_value
       const char *v = t ? NULL : (const char *)sqlite3_value_text(seedv);
       int len = v ? sqlite3_value_bytes(seedv) : 0, cut = attn_svg_prefix_bytes(v, len, 40);
       const char *quote = type == SQLITE_TEXT ? "'" : ""; /* numbers as numbers */
-      *errmsg = t ? sqlite3_mprintf("%s: seed must be an integer from 0 to 2^63 - 1, got %s",
-                                    fn, t)
+      *errmsg = t ? sqlite3_mprintf("%s: seed must be an integer from 0 to 2^63 - 1, got %s", fn, t)
                   : sqlite3_mprintf("%s: seed must be an integer from 0 to 2^63 - 1, got "
-                                    "%s%.*s%s%s", fn, quote, cut, v ? v : "",
-                                    cut < len ? "..." : "", quote);
+                                    "%s%.*s%s%s",
+                                    fn, quote, cut, v ? v : "", cut < len ? "..." : "", quote);
       return *errmsg ? SQLITE_ERROR : SQLITE_NOMEM;
     }
     m->seed = (uint64_t)sqlite3_value_int64(seedv);
@@ -466,7 +471,8 @@ static int mx_compute(attn_mx *m, attn_conn *conn, const char *fn, sqlite3_value
     sqlite3_free(sql);
     if (rc != SQLITE_OK) {
       *errmsg = sqlite3_mprintf("%s: cannot read the vectors table '%s' (columns word, vector): "
-                                "%s", fn, table, sqlite3_errmsg(db));
+                                "%s",
+                                fn, table, sqlite3_errmsg(db));
       return SQLITE_ERROR;
     }
   }
@@ -483,8 +489,8 @@ static int mx_compute(attn_mx *m, attn_conn *conn, const char *fn, sqlite3_value
   if (m->kind != MX_DOT && m->dim > MATRIX_MAX_DIM_LAYERS) {
     attn_interrupt_end(&interrupt);
     *errmsg = sqlite3_mprintf("%s: kind '%s' draws d x d layers: vectors of at most %d "
-                              "dimensions, got %d", fn, mx_kind_names[m->kind],
-                              MATRIX_MAX_DIM_LAYERS, m->dim);
+                              "dimensions, got %d",
+                              fn, mx_kind_names[m->kind], MATRIX_MAX_DIM_LAYERS, m->dim);
     return SQLITE_ERROR;
   }
   rc = mx_weights(m, &interrupt, fn, errmsg);
@@ -519,8 +525,8 @@ static const char attn_matrix_schema[] =
     "key_token TEXT, weight REAL, context BLOB, arg_query_text HIDDEN, arg_key_text HIDDEN, "
     "arg_vectors HIDDEN, arg_kind HIDDEN, arg_seed HIDDEN)";
 
-static int mx_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
-                      sqlite3_vtab **out, char **errmsg) {
+static int mx_connect(sqlite3 *db, void *aux, int argc, const char *const *argv, sqlite3_vtab **out,
+                      char **errmsg) {
   return attn_vtab_connect(db, attn_matrix_schema, SQLITE_VTAB_DIRECTONLY, aux, 0,
                            sizeof(mx_cursor), out);
 }
@@ -637,9 +643,9 @@ void attn_matrix_svg_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) 
   attn_mx m;
   char *msg = NULL;
   memset(&m, 0, sizeof m);
-  int rc = mx_compute(&m, sqlite3_user_data(ctx), fn, argv[0], argv[1], argv[2],
-                      argc > 3 ? argv[3] : NULL, argc > 4 ? argv[4] : NULL,
-                      MATRIX_SVG_MAX_TOKENS, &msg);
+  int rc =
+      mx_compute(&m, sqlite3_user_data(ctx), fn, argv[0], argv[1], argv[2],
+                 argc > 3 ? argv[3] : NULL, argc > 4 ? argv[4] : NULL, MATRIX_SVG_MAX_TOKENS, &msg);
   if (rc != SQLITE_OK) {
     if (msg) {
       sqlite3_result_error(ctx, msg, -1);
@@ -654,13 +660,13 @@ void attn_matrix_svg_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) 
   int nq = m.q.n, nk = m.k.n, qchars = 1, kchars = 1, missing = 0;
   for (int i = 0; i < nq; i++) {
     int c = attn_svg_text_columns(m.q.text + m.q.tokens[i].start, m.q.tokens[i].len,
-                                MATRIX_LABEL_CHARS);
+                                  MATRIX_LABEL_CHARS);
     if (c > qchars) qchars = c;
     missing |= !m.q.tokens[i].found;
   }
   for (int j = 0; j < nk; j++) {
     int c = attn_svg_text_columns(m.k.text + m.k.tokens[j].start, m.k.tokens[j].len,
-                                MATRIX_LABEL_CHARS);
+                                  MATRIX_LABEL_CHARS);
     if (c > kchars) kchars = c;
     missing |= !m.k.tokens[j].found;
   }
@@ -683,18 +689,24 @@ void attn_matrix_svg_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) 
                                       (unsigned long long)m.seed)
                     : sqlite3_mprintf("Additive attention (seed %llu)", (unsigned long long)m.seed);
   attn_svg_begin(out, width, height, title, title ? -1 : 0);
-  sqlite3_str_appendf(out, "<text x=\"20\" y=\"28\" font-size=\"17\" font-weight=\"bold\" "
-                           "fill=\"#1a1a1a\">%s</text>\n", title ? title : "");
+  sqlite3_str_appendf(out,
+                      "<text x=\"20\" y=\"28\" font-size=\"17\" font-weight=\"bold\" "
+                      "fill=\"#1a1a1a\">%s</text>\n",
+                      title ? title : "");
   sqlite3_free(title);
   int dd = m.dim > 0 ? m.dim : 1;
   if (m.kind == MX_DOT)
-    sqlite3_str_appendf(out, "<text x=\"20\" y=\"48\" font-size=\"12\" fill=\"#555555\">rows: "
-                             "query tokens; columns: key tokens; softmax of q.k/sqrt(%d) over "
-                             "each row</text>\n", dd);
+    sqlite3_str_appendf(out,
+                        "<text x=\"20\" y=\"48\" font-size=\"12\" fill=\"#555555\">rows: "
+                        "query tokens; columns: key tokens; softmax of q.k/sqrt(%d) over "
+                        "each row</text>\n",
+                        dd);
   else if (m.kind == MX_TRAINABLE)
-    sqlite3_str_appendf(out, "<text x=\"20\" y=\"48\" font-size=\"12\" fill=\"#555555\">rows: "
-                             "query tokens; columns: key tokens; softmax of (Wq q + bq).(Wk k + "
-                             "bk)/sqrt(%d) over each row</text>\n", dd);
+    sqlite3_str_appendf(out,
+                        "<text x=\"20\" y=\"48\" font-size=\"12\" fill=\"#555555\">rows: "
+                        "query tokens; columns: key tokens; softmax of (Wq q + bq).(Wk k + "
+                        "bk)/sqrt(%d) over each row</text>\n",
+                        dd);
   else
     sqlite3_str_appendall(out, "<text x=\"20\" y=\"48\" font-size=\"12\" fill=\"#555555\">rows: "
                                "query tokens; columns: key tokens; softmax of v.tanh(W q + U k) "
@@ -702,44 +714,51 @@ void attn_matrix_svg_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) 
   const char *mono = "font-family=\"DejaVu Sans Mono, monospace\"";
   for (int j = 0; j < nk; j++) {
     double x = left + cell * (j + 0.5), y = top - 6;
-    sqlite3_str_appendf(out, "<text transform=\"translate(%.1f %.1f) rotate(-45)\" %s "
-                             "font-size=\"%.0f\" fill=\"%s\">", x, y, mono, font,
-                        m.k.tokens[j].found ? "#1a1a1a" : "#999999");
+    sqlite3_str_appendf(out,
+                        "<text transform=\"translate(%.1f %.1f) rotate(-45)\" %s "
+                        "font-size=\"%.0f\" fill=\"%s\">",
+                        x, y, mono, font, m.k.tokens[j].found ? "#1a1a1a" : "#999999");
     mx_label(out, &m.k, j);
     sqlite3_str_appendall(out, "</text>\n");
   }
   for (int i = 0; i < nq; i++) {
     double y = top + cell * (i + 0.5) + font * 0.35;
-    sqlite3_str_appendf(out, "<text x=\"%.1f\" y=\"%.1f\" %s font-size=\"%.0f\" "
-                             "text-anchor=\"end\" fill=\"%s\">", left - 6, y, mono, font,
-                        m.q.tokens[i].found ? "#1a1a1a" : "#999999");
+    sqlite3_str_appendf(out,
+                        "<text x=\"%.1f\" y=\"%.1f\" %s font-size=\"%.0f\" "
+                        "text-anchor=\"end\" fill=\"%s\">",
+                        left - 6, y, mono, font, m.q.tokens[i].found ? "#1a1a1a" : "#999999");
     mx_label(out, &m.q, i);
     sqlite3_str_appendall(out, "</text>\n");
     for (int j = 0; j < nk; j++) {
       double w = m.weight[(size_t)i * nk + j];
       char fill[8];
       attn_svg_color(fill, w);
-      sqlite3_str_appendf(out, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" "
-                               "fill=\"%s\" stroke=\"#ffffff\" stroke-width=\"1\"><title>%.4f"
-                               "</title></rect>",
+      sqlite3_str_appendf(out,
+                          "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" "
+                          "fill=\"%s\" stroke=\"#ffffff\" stroke-width=\"1\"><title>%.4f"
+                          "</title></rect>",
                           left + cell * j, top + cell * i, cell, cell, fill, w);
       if (cell >= 30)
-        sqlite3_str_appendf(out, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"10\" "
-                                 "text-anchor=\"middle\" fill=\"%s\">%.2f</text>",
-                            left + cell * (j + 0.5), top + cell * (i + 0.5) + 3.5,
-                            attn_svg_ink(w), w);
+        sqlite3_str_appendf(out,
+                            "<text x=\"%.1f\" y=\"%.1f\" font-size=\"10\" "
+                            "text-anchor=\"middle\" fill=\"%s\">%.2f</text>",
+                            left + cell * (j + 0.5), top + cell * (i + 0.5) + 3.5, attn_svg_ink(w),
+                            w);
       sqlite3_str_appendall(out, "\n");
     }
   }
   if (nq == 0 || nk == 0)
-    sqlite3_str_appendf(out, "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\" fill=\"#555555\">"
-                             "(no tokens)</text>\n", left, top + 14);
+    sqlite3_str_appendf(out,
+                        "<text x=\"%.1f\" y=\"%.1f\" font-size=\"12\" fill=\"#555555\">"
+                        "(no tokens)</text>\n",
+                        left, top + 14);
   double ly = top + gh + 22;
   attn_svg_legend(out, 20, ly, 240, 0, 1, "attention weight");
   if (missing)
-    sqlite3_str_appendf(out, "<text x=\"290\" y=\"%.1f\" font-size=\"11\" fill=\"#999999\">grey: "
-                             "not in the vectors (a zero vector)</text>\n", ly + 9);
+    sqlite3_str_appendf(out,
+                        "<text x=\"290\" y=\"%.1f\" font-size=\"11\" fill=\"#999999\">grey: "
+                        "not in the vectors (a zero vector)</text>\n",
+                        ly + 9);
   mx_free(&m);
   attn_svg_result(ctx, out);
 }
-

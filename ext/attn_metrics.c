@@ -47,8 +47,8 @@ enum {
   ATTN_METRICS_COUNT
 };
 static const char *const attn_metrics_names[ATTN_METRICS_COUNT] = {
-    "accuracy",           "macro_precision", "macro_recall", "macro_f1", "weighted_precision",
-    "weighted_recall",    "weighted_f1",     "log_loss",     "roc_auc",
+    "accuracy",        "macro_precision", "macro_recall", "macro_f1", "weighted_precision",
+    "weighted_recall", "weighted_f1",     "log_loss",     "roc_auc",
 };
 
 /* Columns; the arguments are the hidden columns at the end. */
@@ -152,10 +152,8 @@ static int attn_metrics_column(sqlite3_vtab_cursor *base, sqlite3_context *ctx, 
     break;
   case ATTN_METRICS_COL_VALUE: {
     double v = attn_metrics_value(&cur->eval, cur->row);
-    if (isfinite(v))
-      sqlite3_result_double(ctx, v);
-    else
-      sqlite3_result_null(ctx); /* undefined (roc_auc with one class in the rows) */
+    if (isfinite(v)) sqlite3_result_double(ctx, v);
+    else sqlite3_result_null(ctx); /* undefined (roc_auc with one class in the rows) */
     break;
   }
   default: break;

@@ -29,13 +29,15 @@ void attn_embeddings_free(attn_embeddings *emb) {
 static int embeddings_dim(sqlite3 *db, const char *fn, attn_embeddings *emb, char **errmsg) {
   sqlite3_stmt *stmt = NULL;
   char *sql = sqlite3_mprintf("SELECT length(vector), typeof(vector) FROM \"%w\" "
-                              "WHERE vector IS NOT NULL LIMIT 1", emb->table);
+                              "WHERE vector IS NOT NULL LIMIT 1",
+                              emb->table);
   if (!sql) return SQLITE_NOMEM;
   int rc = sqlite3_prepare_v2(db, sql, -1, &stmt, NULL);
   sqlite3_free(sql);
   if (rc != SQLITE_OK) {
     *errmsg = sqlite3_mprintf("%s: option \"embeddings\": cannot read table '%s' (columns word, "
-                              "vector): %s", fn, emb->table, sqlite3_errmsg(db));
+                              "vector): %s",
+                              fn, emb->table, sqlite3_errmsg(db));
     return SQLITE_ERROR;
   }
   rc = sqlite3_step(stmt);
@@ -53,8 +55,8 @@ static int embeddings_dim(sqlite3 *db, const char *fn, attn_embeddings *emb, cha
   sqlite3_finalize(stmt);
   if (!blob || bytes <= 0 || bytes % 4 != 0 || bytes / 4 > VECTORS_MAX_DIM) {
     *errmsg = sqlite3_mprintf("%s: option \"embeddings\": the vectors of table '%s' must be BLOBs "
-                              "of 1 to %d float32 (as attn_vectors_load makes them)", fn,
-                              emb->table, VECTORS_MAX_DIM);
+                              "of 1 to %d float32 (as attn_vectors_load makes them)",
+                              fn, emb->table, VECTORS_MAX_DIM);
     return SQLITE_ERROR;
   }
   emb->dim = (int)(bytes / 4);
@@ -174,8 +176,8 @@ int attn_embeddings_apply(sqlite3 *db, const char *fn, nn_trainer *tr, const att
     int bytes = sqlite3_column_bytes(stmt, 1);
     if (sqlite3_column_type(stmt, 1) != SQLITE_BLOB || bytes != 4 * emb->dim) {
       *errmsg = sqlite3_mprintf("%s: option \"embeddings\": the vector of '%.*s' (row %lld of "
-                                "'%s') must be a BLOB of %d float32, got %d bytes", fn,
-                                len > 60 ? 60 : len, word, (long long)row, emb->table, emb->dim,
+                                "'%s') must be a BLOB of %d float32, got %d bytes",
+                                fn, len > 60 ? 60 : len, word, (long long)row, emb->table, emb->dim,
                                 bytes);
       rc = SQLITE_ERROR;
       goto done;
@@ -184,8 +186,8 @@ int attn_embeddings_apply(sqlite3 *db, const char *fn, nn_trainer *tr, const att
     for (int k = 0; k < emb->dim; k++) {
       if (!isfinite(vector[k])) {
         *errmsg = sqlite3_mprintf("%s: option \"embeddings\": the vector of '%.*s' in '%s' has "
-                                  "a value that is not a finite number", fn,
-                                  len > 60 ? 60 : len, word, emb->table);
+                                  "a value that is not a finite number",
+                                  fn, len > 60 ? 60 : len, word, emb->table);
         rc = SQLITE_ERROR;
         goto done;
       }

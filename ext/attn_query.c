@@ -7,8 +7,8 @@
 
 #include "attn_ext.h"
 
-int attn_prepare_query(sqlite3 *db, const char *fn, const char *sql, int min_cols,
-                       const char *cols, sqlite3_stmt **out, char **errmsg) {
+int attn_prepare_query(sqlite3 *db, const char *fn, const char *sql, int min_cols, const char *cols,
+                       sqlite3_stmt **out, char **errmsg) {
   sqlite3_stmt *stmt = NULL;
   const char *tail = NULL;
   *out = NULL;
@@ -38,8 +38,8 @@ int attn_prepare_query(sqlite3 *db, const char *fn, const char *sql, int min_col
   if (more) {
     while (*tail == ' ' || *tail == '\t' || *tail == '\n' || *tail == '\r' || *tail == ';') tail++;
     sqlite3_finalize(stmt);
-    *errmsg = sqlite3_mprintf("%s: the query must be a single statement, found more after it: %.40s",
-                              fn, tail);
+    *errmsg = sqlite3_mprintf(
+        "%s: the query must be a single statement, found more after it: %.40s", fn, tail);
     return SQLITE_ERROR;
   }
   /* A parameter (?, ?1, :name, @name, $name) would be NULL: nothing binds it. */
@@ -60,8 +60,8 @@ int attn_prepare_query(sqlite3 *db, const char *fn, const char *sql, int min_col
   if (sqlite3_column_count(stmt) < min_cols) {
     int n = sqlite3_column_count(stmt);
     sqlite3_finalize(stmt);
-    *errmsg = sqlite3_mprintf("%s: the query must return at least %d columns %s, it returns %d",
-                              fn, min_cols, cols, n);
+    *errmsg = sqlite3_mprintf("%s: the query must return at least %d columns %s, it returns %d", fn,
+                              min_cols, cols, n);
     return SQLITE_ERROR;
   }
   *out = stmt;
@@ -153,8 +153,8 @@ int attn_rows_read(attn_rows *r, sqlite3_stmt *stmt, int mode, int max_rows, int
     r->label_lens[i] = -1;
     if (sqlite3_column_type(stmt, text_col) == SQLITE_NULL) {
       if (mode == ATTN_ROWS_TEXT_LABEL) {
-        *errmsg = sqlite3_mprintf("%s: row %d of the query has a NULL text", fn,
-                                  r->first_row + i + 1);
+        *errmsg =
+            sqlite3_mprintf("%s: row %d of the query has a NULL text", fn, r->first_row + i + 1);
         return SQLITE_ERROR;
       }
     } else {
@@ -166,8 +166,8 @@ int attn_rows_read(attn_rows *r, sqlite3_stmt *stmt, int mode, int max_rows, int
     }
     if (mode == ATTN_ROWS_TEXT_LABEL) {
       if (sqlite3_column_type(stmt, 1) == SQLITE_NULL) {
-        *errmsg = sqlite3_mprintf("%s: row %d of the query has a NULL label", fn,
-                                  r->first_row + i + 1);
+        *errmsg =
+            sqlite3_mprintf("%s: row %d of the query has a NULL label", fn, r->first_row + i + 1);
         return SQLITE_ERROR;
       }
       const char *label = (const char *)sqlite3_column_text(stmt, 1);

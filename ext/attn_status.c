@@ -90,8 +90,7 @@ void attn_status_unregister(attn_status_entry *e) {
   status_free(e);
 }
 
-void attn_status_phase(attn_status_entry *e, const char *phase, int epochs, int trial,
-                       int trials) {
+void attn_status_phase(attn_status_entry *e, const char *phase, int epochs, int trial, int trials) {
   if (!e) return;
   pthread_mutex_lock(&status_lock);
   e->phase = phase;
@@ -243,8 +242,8 @@ static int attn_status_close(sqlite3_vtab_cursor *base) {
   return SQLITE_OK;
 }
 
-static int attn_status_filter(sqlite3_vtab_cursor *base, int idx_num, const char *idx_str,
-                              int argc, sqlite3_value **argv) {
+static int attn_status_filter(sqlite3_vtab_cursor *base, int idx_num, const char *idx_str, int argc,
+                              sqlite3_value **argv) {
   attn_status_cursor *cur = (attn_status_cursor *)base;
   int rc = SQLITE_OK;
   attn_status_clear(cur);
@@ -289,17 +288,13 @@ static int attn_status_eof(sqlite3_vtab_cursor *base) {
 }
 
 static void result_figure(sqlite3_context *ctx, double v) {
-  if (v >= 0 && v == v)
-    sqlite3_result_double(ctx, v);
-  else
-    sqlite3_result_null(ctx); /* none yet, or no validation */
+  if (v >= 0 && v == v) sqlite3_result_double(ctx, v);
+  else sqlite3_result_null(ctx); /* none yet, or no validation */
 }
 
 static void result_count(sqlite3_context *ctx, int v) {
-  if (v > 0)
-    sqlite3_result_int(ctx, v);
-  else
-    sqlite3_result_null(ctx);
+  if (v > 0) sqlite3_result_int(ctx, v);
+  else sqlite3_result_null(ctx);
 }
 
 static int attn_status_column(sqlite3_vtab_cursor *base, sqlite3_context *ctx, int col) {
@@ -330,7 +325,9 @@ static int attn_status_column(sqlite3_vtab_cursor *base, sqlite3_context *ctx, i
   case ATTN_STATUS_COL_ROWS_PER_SECOND:
     if (e->batches > 0) sqlite3_result_double(ctx, e->rows_per_second);
     break;
-  case ATTN_STATUS_COL_STARTED_AT: sqlite3_result_text(ctx, e->started_at, -1, SQLITE_TRANSIENT); break;
+  case ATTN_STATUS_COL_STARTED_AT:
+    sqlite3_result_text(ctx, e->started_at, -1, SQLITE_TRANSIENT);
+    break;
   case ATTN_STATUS_COL_SECONDS: sqlite3_result_double(ctx, cur->now - e->start); break;
   default: break;
   }

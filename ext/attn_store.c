@@ -197,10 +197,8 @@ static int attn_store_top_version(sqlite3 *db, const char *fn, const char *name,
   if ((type == SQLITE_FLOAT && real >= 9223372036854775807.0 - count) ||
       (type == SQLITE_INTEGER && integer > INT64_MAX - count)) {
     char number[40];
-    if (type == SQLITE_FLOAT)
-      sqlite3_snprintf(sizeof number, number, "%g", real);
-    else
-      sqlite3_snprintf(sizeof number, number, "%lld", (long long)integer);
+    if (type == SQLITE_FLOAT) sqlite3_snprintf(sizeof number, number, "%g", real);
+    else sqlite3_snprintf(sizeof number, number, "%lld", (long long)integer);
     *errmsg = sqlite3_mprintf("%s: cannot save the model: '%s' already has version %s (the "
                               "largest of attn_models, attn_training_log, attn_versions and "
                               "attn_lineage), too close to the largest integer for %d more; "
@@ -208,10 +206,8 @@ static int attn_store_top_version(sqlite3 *db, const char *fn, const char *name,
                               fn, name, number, count);
     return SQLITE_ERROR;
   }
-  if (type == SQLITE_INTEGER)
-    *top = integer > 0 ? integer : 0;
-  else if (type == SQLITE_FLOAT)
-    *top = real > 0 ? (int64_t)real : 0;
+  if (type == SQLITE_INTEGER) *top = integer > 0 ? integer : 0;
+  else if (type == SQLITE_FLOAT) *top = real > 0 ? (int64_t)real : 0;
   return SQLITE_OK;
 }
 
@@ -219,8 +215,8 @@ int attn_store_check_save(attn_conn *conn, const char *fn, const char *name, int
                           char **errmsg) {
   int64_t top = 0;
   int rc = attn_store_check(attn_conn_db(conn), fn, NULL, errmsg);
-  if (rc == SQLITE_OK) rc = attn_store_top_version(attn_conn_db(conn), fn, name, count, &top,
-                                                   errmsg);
+  if (rc == SQLITE_OK)
+    rc = attn_store_top_version(attn_conn_db(conn), fn, name, count, &top, errmsg);
   return rc;
 }
 
@@ -366,9 +362,8 @@ done:
  * deployed_seq 0), their log rows. *first_out is set before the first row is written. With
  * guard non-NULL and *guard NULL, *guard gets the guard statement (see attn_store_save_items)
  * once the store exists. */
-static int attn_store_write(sqlite3 *db, const char *fn, const char *name,
-                            attn_store_item *items, int n, sqlite3_stmt **guard,
-                            int64_t *first_out, char **errmsg) {
+static int attn_store_write(sqlite3 *db, const char *fn, const char *name, attn_store_item *items,
+                            int n, sqlite3_stmt **guard, int64_t *first_out, char **errmsg) {
   int64_t top = 0, seq = 0;
   sqlite3_stmt *stmt = NULL, *log = NULL;
   int rc = attn_store_ensure_schema(db, fn, errmsg), deploy = 0;
@@ -382,8 +377,10 @@ static int attn_store_write(sqlite3 *db, const char *fn, const char *name,
    * twice (a deleted latest version, a log left by a lost run). */
   rc = attn_store_top_version(db, fn, name, n, &top, errmsg);
   if (rc == SQLITE_OK)
-    rc = store_int_query(db, fn, "SELECT coalesce(max(deployed_seq), 0) FROM main.attn_models "
-                                 "WHERE ?1 IS NOT NULL", name, &seq, errmsg);
+    rc = store_int_query(db, fn,
+                         "SELECT coalesce(max(deployed_seq), 0) FROM main.attn_models "
+                         "WHERE ?1 IS NOT NULL",
+                         name, &seq, errmsg);
   if (rc != SQLITE_OK) return rc;
   /* A deployed_seq at the largest integer leaves no next one: say so rather than failing on
    * the primary key (max + 1 overflows to a REAL, read back as the same integer). */
@@ -399,8 +396,10 @@ static int attn_store_write(sqlite3 *db, const char *fn, const char *name,
      * its log rows are written again in full below */
     first = items[0].reserved;
     sqlite3_stmt *clear = NULL;
-    rc = sqlite3_prepare_v2(db, "DELETE FROM main.attn_training_log WHERE name = ?1 AND "
-                                "version = ?2", -1, &clear, NULL);
+    rc = sqlite3_prepare_v2(db,
+                            "DELETE FROM main.attn_training_log WHERE name = ?1 AND "
+                            "version = ?2",
+                            -1, &clear, NULL);
     if (rc == SQLITE_OK) rc = sqlite3_bind_text(clear, 1, name, -1, SQLITE_STATIC);
     if (rc == SQLITE_OK) rc = sqlite3_bind_int64(clear, 2, first);
     if (rc == SQLITE_OK) {
@@ -529,10 +528,12 @@ static char *attn_busy_message(int extended, const char *fn, int rc, int timeout
                            "since this connection's transaction began reading it (WAL mode: its "
                            "read snapshot is out of date and cannot become a write); call it "
                            "outside BEGIN ... COMMIT, or begin the transaction with BEGIN "
-                           "IMMEDIATE", fn);
+                           "IMMEDIATE",
+                           fn);
   return sqlite3_mprintf("%s: cannot save the model: database is locked (another connection "
                          "held the write lock for longer than this connection's busy timeout, "
-                         "%d ms; set a longer one with PRAGMA busy_timeout)", fn, timeout_ms);
+                         "%d ms; set a longer one with PRAGMA busy_timeout)",
+                         fn, timeout_ms);
 }
 
 /* ------------------------------------------------------------------ the four ways to save */
@@ -541,8 +542,7 @@ static char *attn_busy_message(int extended, const char *fn, int rc, int timeout
 static int64_t attn_pragma_int(sqlite3 *db, const char *sql) {
   sqlite3_stmt *stmt = NULL;
   int64_t v = -1;
-  if (sqlite3_prepare_v2(db, sql, -1, &stmt, NULL) == SQLITE_OK &&
-      sqlite3_step(stmt) == SQLITE_ROW)
+  if (sqlite3_prepare_v2(db, sql, -1, &stmt, NULL) == SQLITE_OK && sqlite3_step(stmt) == SQLITE_ROW)
     v = sqlite3_column_int64(stmt, 0);
   sqlite3_finalize(stmt);
   return v;
@@ -551,8 +551,8 @@ static int64_t attn_pragma_int(sqlite3 *db, const char *sql) {
 /* The second connection writes as db would: its per-connection limits and durability settings
  * (the largest file size, synchronous, secure_delete, trusted_schema, foreign keys, triggers). */
 static int attn_copy_settings(sqlite3 *side, sqlite3 *db) {
-  static const char *const pragmas[] = {"max_page_count", "synchronous", "secure_delete",
-                                        "foreign_keys", "recursive_triggers", "cell_size_check"};
+  static const char *const pragmas[] = {"max_page_count", "synchronous",        "secure_delete",
+                                        "foreign_keys",   "recursive_triggers", "cell_size_check"};
   for (size_t i = 0; i < sizeof pragmas / sizeof pragmas[0]; i++) {
     char *get = sqlite3_mprintf("PRAGMA main.%s", pragmas[i]);
     int64_t v = get ? attn_pragma_int(db, get) : -1;
@@ -646,12 +646,13 @@ static int attn_store_save_direct(sqlite3 *db, const char *fn, const char *name,
   int64_t was_deployed = 0, first = 0, had_mark = 0, mark = 0;
   int rc = attn_store_ensure_schema(db, fn, errmsg);
   if (rc == SQLITE_OK)
-    rc = store_int_query(db, fn, "SELECT max(version) FROM main.attn_models "
-                                 "WHERE name = ?1 AND deployed = 1",
+    rc = store_int_query(db, fn,
+                         "SELECT max(version) FROM main.attn_models "
+                         "WHERE name = ?1 AND deployed = 1",
                          name, &was_deployed, errmsg);
   if (rc == SQLITE_OK)
-    rc = store_int_query(db, fn, "SELECT count(*) FROM main.attn_versions WHERE name = ?1",
-                         name, &had_mark, errmsg);
+    rc = store_int_query(db, fn, "SELECT count(*) FROM main.attn_versions WHERE name = ?1", name,
+                         &had_mark, errmsg);
   if (rc == SQLITE_OK && had_mark)
     rc = store_int_query(db, fn, "SELECT last_version FROM main.attn_versions WHERE name = ?1",
                          name, &mark, errmsg);
@@ -668,12 +669,12 @@ static int attn_store_save_direct(sqlite3 *db, const char *fn, const char *name,
         (long long)was_deployed);
     if (undo && had_mark) {
       char *with = sqlite3_mprintf("%sUPDATE main.attn_versions SET last_version = %lld WHERE "
-                                   "name = %Q;", undo, (long long)mark, name);
+                                   "name = %Q;",
+                                   undo, (long long)mark, name);
       sqlite3_free(undo);
       undo = with;
     } else if (undo) {
-      char *with = sqlite3_mprintf("%sDELETE FROM main.attn_versions WHERE name = %Q;", undo,
-                                   name);
+      char *with = sqlite3_mprintf("%sDELETE FROM main.attn_versions WHERE name = %Q;", undo, name);
       sqlite3_free(undo);
       undo = with;
     }
@@ -698,9 +699,8 @@ static int attn_writer_running(sqlite3 *db) {
  * IMMEDIATE fail with SQLITE_BUSY_SNAPSHOT: then *stale is set (the caller may save through a
  * second connection) and nothing was written. */
 static int attn_store_save_here(sqlite3 *db, const char *fn, const char *name,
-                                attn_store_item *items, int n, int savepoint,
-                                sqlite3_stmt **guard, double deadline, int timeout_ms,
-                                int *stale, char **errmsg) {
+                                attn_store_item *items, int n, int savepoint, sqlite3_stmt **guard,
+                                double deadline, int timeout_ms, int *stale, char **errmsg) {
   int delay_ms = 1, rc;
   int64_t first = 0;
   /* SQLite opens no savepoint while a statement that writes is running (SQLITE_BUSY "cannot open
@@ -709,8 +709,7 @@ static int attn_store_save_here(sqlite3 *db, const char *fn, const char *name,
     return attn_store_save_direct(db, fn, name, items, n, errmsg);
   for (;;) {
     int reading = sqlite3_txn_state(db, "main") != SQLITE_TXN_NONE;
-    rc = sqlite3_exec(db, savepoint ? "SAVEPOINT attn_store" : "BEGIN IMMEDIATE", NULL, NULL,
-                      NULL);
+    rc = sqlite3_exec(db, savepoint ? "SAVEPOINT attn_store" : "BEGIN IMMEDIATE", NULL, NULL, NULL);
     int extended = sqlite3_extended_errcode(db);
     if (rc != SQLITE_OK) {
       if (rc == SQLITE_BUSY && reading && !savepoint && extended != SQLITE_BUSY_SNAPSHOT &&
@@ -764,8 +763,8 @@ static int attn_store_wal(sqlite3 *db) {
   return wal;
 }
 
-int attn_store_save_items(attn_conn *conn, const char *fn, const char *name,
-                          attn_store_item *items, int n, char **errmsg) {
+int attn_store_save_items(attn_conn *conn, const char *fn, const char *name, attn_store_item *items,
+                          int n, char **errmsg) {
   sqlite3 *db = attn_conn_db(conn);
   sqlite3_stmt *guard = NULL;
   int rc, stale = 0;
@@ -786,8 +785,8 @@ int attn_store_save_items(attn_conn *conn, const char *fn, const char *name,
      * that connection (a deploy, an INSERT, a read of the new version) sees the model; a
      * statement of it that reads in WAL mode with a snapshot that another connection's commit
      * made out of date cannot write: then through a second connection. */
-    int wal_reading = autocommit && sqlite3_txn_state(db, "main") == SQLITE_TXN_READ &&
-                      attn_store_wal(db);
+    int wal_reading =
+        autocommit && sqlite3_txn_state(db, "main") == SQLITE_TXN_READ && attn_store_wal(db);
     rc = attn_store_save_here(db, fn, name, items, n, !autocommit, &guard, deadline, timeout_ms,
                               wal_reading ? &stale : NULL, errmsg);
     if (rc != SQLITE_OK && stale) {
@@ -877,7 +876,7 @@ typedef struct attn_live_rows {
   const char *fn, *name;
   const nn_epoch_stats *log;
   int from, to;
-  int64_t version; /* 0: reserve one (attn_store_live_begin) */
+  int64_t version;   /* 0: reserve one (attn_store_live_begin) */
   int64_t prev_mark; /* the name's attn_versions.last_version before, -1: no row */
 } attn_live_rows;
 
@@ -928,8 +927,8 @@ static int attn_live_rows_write(sqlite3 *db, void *ctx, char **errmsg) {
 }
 
 int attn_store_live_begin(attn_conn *conn, const char *fn, const char *name,
-                          const nn_epoch_stats *log, int n, int64_t *version,
-                          int64_t *prev_mark, char **errmsg) {
+                          const nn_epoch_stats *log, int n, int64_t *version, int64_t *prev_mark,
+                          char **errmsg) {
   attn_live_rows r = {fn, name, log, 0, n, 0, -1};
   int rc = attn_store_live_write(conn, fn, attn_live_rows_write, &r, errmsg);
   attn_conn_forget_deployed(conn);
@@ -946,8 +945,7 @@ int attn_store_live_log(attn_conn *conn, const char *fn, const char *name, int64
   return attn_store_live_write(conn, fn, attn_live_rows_write, &r, errmsg);
 }
 
-void attn_store_live_abort(attn_conn *conn, const char *name, int64_t version,
-                           int64_t prev_mark) {
+void attn_store_live_abort(attn_conn *conn, const char *name, int64_t version, int64_t prev_mark) {
   sqlite3 *db = attn_conn_db(conn), *side = NULL;
   const char *file = sqlite3_db_filename(db, "main");
   sqlite3_vfs *vfs = NULL;

@@ -117,9 +117,9 @@ double attn_svg_mono_width(int n, double size) {
 }
 
 /* ColorBrewer "Reds", 9 classes: white for no attention, dark red for the most. */
-static const unsigned char scale[9][3] = {
-    {255, 245, 240}, {254, 224, 210}, {252, 187, 161}, {252, 146, 114}, {251, 106, 74},
-    {239, 59, 44},   {203, 24, 29},   {165, 15, 21},   {103, 0, 13}};
+static const unsigned char scale[9][3] = {{255, 245, 240}, {254, 224, 210}, {252, 187, 161},
+                                          {252, 146, 114}, {251, 106, 74},  {239, 59, 44},
+                                          {203, 24, 29},   {165, 15, 21},   {103, 0, 13}};
 
 void attn_svg_color(char *out, double t) {
   if (!(t >= 0)) t = 0; /* NaN too */
@@ -140,9 +140,7 @@ void attn_svg_color(char *out, double t) {
   out[7] = 0;
 }
 
-const char *attn_svg_ink(double t) {
-  return t > 0.55 ? "#ffffff" : "#1a1a1a";
-}
+const char *attn_svg_ink(double t) { return t > 0.55 ? "#ffffff" : "#1a1a1a"; }
 
 void attn_svg_begin(sqlite3_str *out, int width, int height, const char *title, int title_len) {
   sqlite3_str_appendf(out,
@@ -152,8 +150,8 @@ void attn_svg_begin(sqlite3_str *out, int width, int height, const char *title, 
                       "<title>",
                       width, height, width, height);
   if (title) attn_svg_text(out, title, title_len < 0 ? (int)strlen(title) : title_len, 400);
-  sqlite3_str_appendf(out, "</title>\n<rect width=\"%d\" height=\"%d\" fill=\"#ffffff\"/>\n",
-                      width, height);
+  sqlite3_str_appendf(out, "</title>\n<rect width=\"%d\" height=\"%d\" fill=\"#ffffff\"/>\n", width,
+                      height);
 }
 
 void attn_svg_legend(sqlite3_str *out, double x, double y, double w, double lo, double hi,
@@ -185,10 +183,8 @@ void attn_svg_result(sqlite3_context *ctx, sqlite3_str *out) {
   char *svg = sqlite3_str_finish(out);
   if (rc != SQLITE_OK || !svg) {
     sqlite3_free(svg);
-    if (rc == SQLITE_TOOBIG)
-      sqlite3_result_error_toobig(ctx);
-    else
-      sqlite3_result_error_nomem(ctx);
+    if (rc == SQLITE_TOOBIG) sqlite3_result_error_toobig(ctx);
+    else sqlite3_result_error_nomem(ctx);
     return;
   }
   sqlite3_result_text(ctx, svg, len, sqlite3_free);

@@ -121,8 +121,9 @@ static void attn_train_finish_on_close(attn_train_cursor *cur) {
   sqlite3_stmt *alive = NULL;
   if (sqlite3_prepare_v2(attn_conn_db(t->conn), "SELECT 1", -1, &alive, NULL) != SQLITE_OK) {
     sqlite3_finalize(alive);
-    sqlite3_log(SQLITE_MISUSE, "attn_train: the connection was closed before the last epoch of "
-                               "'%s' was read: training stopped, the model was not saved",
+    sqlite3_log(SQLITE_MISUSE,
+                "attn_train: the connection was closed before the last epoch of "
+                "'%s' was read: training stopped, the model was not saved",
                 t->name);
     return;
   }
@@ -163,8 +164,8 @@ static int attn_train_step(attn_train_cursor *cur) {
   return attn_vtab_fail(cur->base.pVtab, rc, msg, "attn_train");
 }
 
-static int attn_train_filter(sqlite3_vtab_cursor *base, int idx_num, const char *idx_str,
-                             int argc, sqlite3_value **argv) {
+static int attn_train_filter(sqlite3_vtab_cursor *base, int idx_num, const char *idx_str, int argc,
+                             sqlite3_value **argv) {
   attn_train_cursor *cur = (attn_train_cursor *)base;
   attn_vtab *vtab = (attn_vtab *)base->pVtab;
   char *msg = NULL;
@@ -189,15 +190,15 @@ static int attn_train_filter(sqlite3_vtab_cursor *base, int idx_num, const char 
   if (vtab->mode == ATTN_TRAIN_JOB) { /* a dqlite node: a job, its row */
     attn_job_receipt_free(&cur->job);
     int rc = attn_job_submit(vtab->conn, "attn_train", argc > 0 ? argv[0] : NULL,
-                             argc > 1 ? argv[1] : NULL, NULL,
-                             options && argc > 2 ? argv[2] : NULL, 1, &cur->job, &msg);
+                             argc > 1 ? argv[1] : NULL, NULL, options && argc > 2 ? argv[2] : NULL,
+                             1, &cur->job, &msg);
     if (rc != SQLITE_OK) return attn_vtab_fail(base->pVtab, rc, msg, "attn_train");
     cur->eof = 0;
     return SQLITE_OK;
   }
-  int rc = attn_training_start(&cur->run, vtab->conn, "attn_train", argc > 0 ? argv[0] : NULL,
-                               argc > 1 ? argv[1] : NULL, options && argc > 2 ? argv[2] : NULL,
-                               &msg);
+  int rc =
+      attn_training_start(&cur->run, vtab->conn, "attn_train", argc > 0 ? argv[0] : NULL,
+                          argc > 1 ? argv[1] : NULL, options && argc > 2 ? argv[2] : NULL, &msg);
   if (rc != SQLITE_OK) {
     return attn_vtab_fail(base->pVtab, rc, msg, "attn_train");
   }
@@ -213,9 +214,7 @@ static int attn_train_next(sqlite3_vtab_cursor *base) {
   return attn_train_step(cur);
 }
 
-static int attn_train_eof(sqlite3_vtab_cursor *base) {
-  return ((attn_train_cursor *)base)->eof;
-}
+static int attn_train_eof(sqlite3_vtab_cursor *base) { return ((attn_train_cursor *)base)->eof; }
 
 static int attn_train_column(sqlite3_vtab_cursor *base, sqlite3_context *ctx, int col) {
   const attn_train_cursor *cur = (attn_train_cursor *)base;
@@ -316,4 +315,3 @@ void attn_fit_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   sqlite3_free(msg);
   attn_training_free(&t);
 }
-

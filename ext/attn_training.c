@@ -34,7 +34,7 @@ static void attn_progress_begin(attn_progress *p, int want, int epoch, int epoch
 }
 
 static void attn_progress_update(attn_progress *p, int batches_done, int batches_total, double loss,
-                          double rows_per_second) {
+                                 double rows_per_second) {
   if (!p->enabled || batches_total <= 0) return;
   double now = nn_os_seconds();
   /* the last batch is drawn at once, then not again: the validation repeats that report to
@@ -216,8 +216,8 @@ static int attn_training_ext_options(attn_training *t, const nn_options *o, char
 static int attn_training_ext_check(attn_training *t, const nn_options *o, char **msg) {
   const char *fn = t->fn;
   int given[6] = {0};
-  static const char *const keys[6] = {"validation", "val_fraction", "monitor", "patience",
-                                      "lr_patience", "class_weights"};
+  static const char *const keys[6] = {"validation", "val_fraction", "monitor",
+                                      "patience",   "lr_patience",  "class_weights"};
   for (int k = 0; o && k < 6; k++) {
     const nn_json *v = nn_json_get(o->doc, keys[k]);
     given[k] = v && v->type != NN_JSON_NULL;
@@ -226,13 +226,15 @@ static int attn_training_ext_check(attn_training *t, const nn_options *o, char *
   if (t->validation_query) {
     if (given[0] && t->cfg.validation != NN_VALIDATION_QUERY) {
       *msg = sqlite3_mprintf("%s: option \"validation_query\" gives the validation rows: leave "
-                             "out \"validation\" (got \"%s\")", fn, mode);
+                             "out \"validation\" (got \"%s\")",
+                             fn, mode);
       return SQLITE_ERROR;
     }
     if (given[1]) {
       *msg = sqlite3_mprintf("%s: option \"val_fraction\" has no effect with "
                              "\"validation_query\" (its rows are the validation split): leave it "
-                             "out", fn);
+                             "out",
+                             fn);
       return SQLITE_ERROR;
     }
     t->cfg.validation = NN_VALIDATION_QUERY;
@@ -240,7 +242,8 @@ static int attn_training_ext_check(attn_training *t, const nn_options *o, char *
   }
   if (t->cfg.validation == NN_VALIDATION_QUERY) {
     *msg = sqlite3_mprintf("%s: option \"validation\": \"query\" needs \"validation_query\" "
-                           "(a query returning the validation rows: text, label)", fn);
+                           "(a query returning the validation rows: text, label)",
+                           fn);
     return SQLITE_ERROR;
   }
   if (t->cfg.validation == NN_VALIDATION_NONE) {
@@ -248,13 +251,15 @@ static int attn_training_ext_check(attn_training *t, const nn_options *o, char *
       if (given[k]) {
         *msg = sqlite3_mprintf("%s: option \"%s\" has no effect with \"validation\": \"none\" "
                                "(no validation split: no early stopping, the last epoch is kept)"
-                               ": leave it out", fn, keys[k]);
+                               ": leave it out",
+                               fn, keys[k]);
         return SQLITE_ERROR;
       }
     if (t->deploy == ATTN_DEPLOY_IF_BETTER && t->deploy_given) {
       *msg = sqlite3_mprintf("%s: option \"deploy\": \"if_better\" compares on the validation "
                              "split, and \"validation\": \"none\" has none: use \"always\" or "
-                             "\"never\"", fn);
+                             "\"never\"",
+                             fn);
       return SQLITE_ERROR;
     }
     if (!t->deploy_given) t->deploy = ATTN_DEPLOY_ALWAYS; /* nothing to compare on */
@@ -631,9 +636,8 @@ int attn_training_rows(attn_training *t, char **msg) {
   return rc;
 }
 
-int attn_training_start(attn_training *t, attn_conn *conn, const char *fn,
-                        sqlite3_value *name_arg, sqlite3_value *query_arg,
-                        sqlite3_value *options_arg, char **msg) {
+int attn_training_start(attn_training *t, attn_conn *conn, const char *fn, sqlite3_value *name_arg,
+                        sqlite3_value *query_arg, sqlite3_value *options_arg, char **msg) {
   int rc = attn_training_open(t, conn, fn, name_arg, query_arg, options_arg, msg);
   if (rc == SQLITE_OK) rc = attn_training_rows(t, msg);
   if (rc == SQLITE_OK) t->cfg.validation_rows = t->nvalidation;
@@ -787,20 +791,19 @@ int attn_training_decide(attn_training *t, const nn_model *model, const int *row
     return SQLITE_NOMEM;
   if (t->deploy != ATTN_DEPLOY_IF_BETTER) {
     *deploy = t->deploy == ATTN_DEPLOY_ALWAYS;
-    t->deploy_reason = sqlite3_mprintf("option \"deploy\" is \"%s\"",
-                                       *deploy ? "always" : "never");
+    t->deploy_reason = sqlite3_mprintf("option \"deploy\" is \"%s\"", *deploy ? "always" : "never");
     return t->deploy_reason ? SQLITE_OK : SQLITE_NOMEM;
   }
   *deploy = 1;
   if (attn_model_acquire_deployed(t->conn, t->fn, t->name, &current, &err) != SQLITE_OK) {
     /* nothing deployed (or it cannot be read): the new version serves */
-    t->deploy_reason = sqlite3_mprintf("no version of '%s' was deployed%s%s", t->name,
-                                       err && !strstr(err, "no model named") &&
-                                               !strstr(err, "has no deployed version")
-                                           ? " that could be read: " : "",
-                                       err && !strstr(err, "no model named") &&
-                                               !strstr(err, "has no deployed version")
-                                           ? err : "");
+    t->deploy_reason = sqlite3_mprintf(
+        "no version of '%s' was deployed%s%s", t->name,
+        err && !strstr(err, "no model named") && !strstr(err, "has no deployed version")
+            ? " that could be read: "
+            : "",
+        err && !strstr(err, "no model named") && !strstr(err, "has no deployed version") ? err
+                                                                                         : "");
     sqlite3_free(err);
     return t->deploy_reason ? SQLITE_OK : SQLITE_NOMEM;
   }
@@ -890,8 +893,8 @@ char *attn_training_metrics(const attn_training *t, const char *metrics, int dep
   if (t->val_id[0]) sqlite3_str_appendf(s, "\"validation_sha256\":\"%s\",", t->val_id);
   /* a text longer than max_len tokens was read up to its max_len-th: say how many */
   sqlite3_str_appendf(s, "\"truncated_texts\":%d,", t->ntruncated);
-  sqlite3_str_appendf(s, "\"deploy\":\"%s\",\"deployed\":%s,\"deploy_reason\":",
-                      names[t->deploy], deployed ? "true" : "false");
+  sqlite3_str_appendf(s, "\"deploy\":\"%s\",\"deployed\":%s,\"deploy_reason\":", names[t->deploy],
+                      deployed ? "true" : "false");
   const char *why = t->deploy_reason ? t->deploy_reason : "";
   attn_json_string(s, why, (int)strlen(why));
   sqlite3_str_appendchar(s, 1, '}');
@@ -984,8 +987,7 @@ static int attn_training_save(attn_training *t, char **msg) {
     char ended_at[32];
     attn_lineage_info lineage;
     attn_training_lineage(t, &lineage, t->options_text, ended_at);
-    attn_store_item item = {model, metrics, t->log, t->nlog, deploy, &lineage,
-                            t->live_version, 0};
+    attn_store_item item = {model, metrics, t->log, t->nlog, deploy, &lineage, t->live_version, 0};
     /* inside the caller's BEGIN ... COMMIT the save is a savepoint: the caller's ROLLBACK, or
      * a program that ends without COMMIT, loses it */
     t->committed = sqlite3_get_autocommit(attn_conn_db(t->conn));
@@ -1025,14 +1027,12 @@ static void attn_training_live(attn_training *t) {
     return;
   t->live_last = now;
   if (!attn_store_live_ok(t->conn)) return;
-  int rc = t->live_version == 0
-               ? attn_store_live_begin(t->conn, t->fn, t->name, t->log, t->nlog,
-                                       &t->live_version, &t->live_prev_mark, &err)
-               : attn_store_live_log(t->conn, t->fn, t->name, t->live_version, t->log,
-                                     t->live_written, t->nlog, &err);
+  int rc = t->live_version == 0 ? attn_store_live_begin(t->conn, t->fn, t->name, t->log, t->nlog,
+                                                        &t->live_version, &t->live_prev_mark, &err)
+                                : attn_store_live_log(t->conn, t->fn, t->name, t->live_version,
+                                                      t->log, t->live_written, t->nlog, &err);
   sqlite3_free(err);
-  if (rc == SQLITE_OK)
-    t->live_written = t->nlog;
+  if (rc == SQLITE_OK) t->live_written = t->nlog;
   else if (rc != SQLITE_BUSY)
     t->live_written = t->live_version ? t->live_written : -1; /* not again */
 }

@@ -50,18 +50,18 @@ typedef struct attn_tune_key {
 
 /* One trial: its options, its results, its model until saved. */
 typedef struct attn_tune_trial {
-  char *config;      /* JSON object of the trial's grid values (sqlite3_malloc'd) */
-  char *options;     /* the options argument patched with config */
+  char *config;  /* JSON object of the trial's grid values (sqlite3_malloc'd) */
+  char *options; /* the options argument patched with config */
   int best_epoch;
   double val_loss, val_accuracy, val_f1, seconds;
   int64_t version;
   int deployed;
-  nn_model *model;   /* NULL once saved */
-  char *metrics;     /* sqlite3_malloc'd (nn_trainer_metrics_json, attn_mem) */
+  nn_model *model; /* NULL once saved */
+  char *metrics;   /* sqlite3_malloc'd (nn_trainer_metrics_json, attn_mem) */
   nn_epoch_stats *log;
   int nlog;
   int *val_rows, nval; /* its validation rows (the deploy decision's) */
-  char *from_name;   /* lineage: option "from", the backend, when it ran */
+  char *from_name;     /* lineage: option "from", the backend, when it ran */
   int64_t from_version;
   char backend[192], started_at[32], ended_at[32];
 } attn_tune_trial;
@@ -98,7 +98,7 @@ static char *attn_tune_saved_interrupt(const attn_tune_cursor *cur) {
  * trial is stored). */
 typedef struct attn_tune_settings {
   int random, trials, parallel, keep_trials;
-  double seconds;    /* 0: no limit */
+  double seconds; /* 0: no limit */
 } attn_tune_settings;
 
 /* Whether `key` is an option of the whole search, which a grid may not vary. */
@@ -811,7 +811,8 @@ static int attn_tune_submit(attn_tune_cursor *cur, attn_conn *conn, sqlite3_valu
   sqlite3 *db = attn_conn_db(conn);
   const char *fn = "attn_tune";
   const char *grid = grid_arg && sqlite3_value_type(grid_arg) == SQLITE_TEXT
-                         ? (const char *)sqlite3_value_text(grid_arg) : NULL;
+                         ? (const char *)sqlite3_value_text(grid_arg)
+                         : NULL;
   char *train_options = NULL;
   attn_tune_key *keys = NULL;
   int64_t *indices = NULL, combinations = 0;
@@ -955,8 +956,8 @@ done:
   return rc;
 }
 
-static int attn_tune_filter(sqlite3_vtab_cursor *base, int idx_num, const char *idx_str,
-                            int argc, sqlite3_value **argv) {
+static int attn_tune_filter(sqlite3_vtab_cursor *base, int idx_num, const char *idx_str, int argc,
+                            sqlite3_value **argv) {
   attn_tune_cursor *cur = (attn_tune_cursor *)base;
   attn_vtab *vtab = (attn_vtab *)base->pVtab;
   sqlite3 *db = attn_conn_db(vtab->conn);
@@ -973,12 +974,14 @@ static int attn_tune_filter(sqlite3_vtab_cursor *base, int idx_num, const char *
   sqlite3_value *grid_arg = argc > 2 ? argv[2] : NULL;
   sqlite3_value *options_arg =
       attn_arg_given(idx_num, ATTN_TUNE_COL_ARG_OPTIONS - ATTN_TUNE_COL_ARG_NAME) && argc > 3
-          ? argv[3] : NULL;
+          ? argv[3]
+          : NULL;
   const char *options = NULL;
   if (options_arg && sqlite3_value_type(options_arg) != SQLITE_NULL) {
     if (sqlite3_value_type(options_arg) != SQLITE_TEXT) {
       msg = sqlite3_mprintf("%s: the options must be a JSON object as text, e.g. "
-                            "'{\"epochs\":10}'", fn);
+                            "'{\"epochs\":10}'",
+                            fn);
       rc = SQLITE_ERROR;
       goto done;
     }
@@ -1082,10 +1085,8 @@ static int attn_tune_eof(sqlite3_vtab_cursor *base) {
 }
 
 static void attn_tune_result_double(sqlite3_context *ctx, double v) {
-  if (isfinite(v))
-    sqlite3_result_double(ctx, v);
-  else
-    sqlite3_result_null(ctx);
+  if (isfinite(v)) sqlite3_result_double(ctx, v);
+  else sqlite3_result_null(ctx);
 }
 
 static int attn_tune_column(sqlite3_vtab_cursor *base, sqlite3_context *ctx, int col) {

@@ -148,7 +148,8 @@ static int vec_read(vec_cursor *cur) {
                                            (long long)cur->line_no, cur->path, VECTORS_MAX_LINE));
     if (memchr(cur->line, 0, (size_t)got))
       return vec_fail(cur, sqlite3_mprintf("%s: line %lld of '%s' holds a NUL byte (not a text "
-                                           "file?)", fn, (long long)cur->line_no, cur->path));
+                                           "file?)",
+                                           fn, (long long)cur->line_no, cur->path));
     char *s = cur->line, *end = s + got;
     while (end > s && (end[-1] == '\n' || end[-1] == '\r')) end--;
     while (end > s && is_blank(end[-1])) end--;
@@ -175,13 +176,13 @@ static int vec_read(vec_cursor *cur) {
     }
     if (count == 0)
       return vec_fail(cur, sqlite3_mprintf("%s: line %lld of '%s': expected a word and its "
-                                           "numbers, got only '%.40s'", fn,
-                                           (long long)cur->line_no, cur->path, word));
+                                           "numbers, got only '%.40s'",
+                                           fn, (long long)cur->line_no, cur->path, word));
     if (cur->dim == 0) {
       if (count > VECTORS_MAX_DIM)
         return vec_fail(cur, sqlite3_mprintf("%s: line %lld of '%s' has %d numbers, at most %d "
-                                             "dimensions are supported", fn,
-                                             (long long)cur->line_no, cur->path, count,
+                                             "dimensions are supported",
+                                             fn, (long long)cur->line_no, cur->path, count,
                                              VECTORS_MAX_DIM));
       cur->dim = count;
       cur->dim_line = (int)cur->line_no;
@@ -189,8 +190,8 @@ static int vec_read(vec_cursor *cur) {
       if (!cur->vector) return vec_fail(cur, NULL);
     } else if (count != cur->dim) {
       return vec_fail(cur, sqlite3_mprintf("%s: line %lld of '%s': expected %d numbers after the "
-                                           "word (as line %d), got %d", fn,
-                                           (long long)cur->line_no, cur->path, cur->dim,
+                                           "word (as line %d), got %d",
+                                           fn, (long long)cur->line_no, cur->path, cur->dim,
                                            cur->dim_line, count));
     }
     char *q = fields;
@@ -205,8 +206,9 @@ static int vec_read(vec_cursor *cur) {
       int ok = stop == q && stop != field && isfinite(v) && fabs(v) <= 3.4e38;
       if (!ok) {
         char *msg = sqlite3_mprintf("%s: line %lld of '%s': number %d of '%.*s' is not a finite "
-                                    "number: '%.40s'", fn, (long long)cur->line_no, cur->path,
-                                    k + 1, word_len > 60 ? 60 : word_len, word, field);
+                                    "number: '%.40s'",
+                                    fn, (long long)cur->line_no, cur->path, k + 1,
+                                    word_len > 60 ? 60 : word_len, word, field);
         return vec_fail(cur, msg);
       }
       *q = save;
@@ -228,7 +230,8 @@ static int vec_filter(sqlite3_vtab_cursor *base, int idx_num, const char *idx_st
   const char *path = argc > 0 ? (const char *)sqlite3_value_text(argv[0]) : NULL;
   if (!path || !*path)
     return vec_fail(cur, sqlite3_mprintf("attn_vectors_load: the path must be a non-empty text, "
-                                         "got %s", path ? "''" : "NULL"));
+                                         "got %s",
+                                         path ? "''" : "NULL"));
   cur->path = sqlite3_mprintf("%s", path);
   if (!cur->path) return vec_fail(cur, NULL);
   if (!cur->c_locale) cur->c_locale = nn_c_locale_new();
@@ -238,13 +241,14 @@ static int vec_filter(sqlite3_vtab_cursor *base, int idx_num, const char *idx_st
    * as /dev/zero never ends, a directory is no text. Opened without blocking, then checked. */
   int fd = nn_os_open_nonblock(path);
   if (fd < 0)
-    return vec_fail(cur, sqlite3_mprintf("attn_vectors_load: cannot open '%s': %s", path,
-                                         strerror(errno)));
+    return vec_fail(
+        cur, sqlite3_mprintf("attn_vectors_load: cannot open '%s': %s", path, strerror(errno)));
   struct stat st;
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     close(fd);
     return vec_fail(cur, sqlite3_mprintf("attn_vectors_load: '%s' is not a regular file (a "
-                                         "directory, device, FIFO or socket cannot be read)", path));
+                                         "directory, device, FIFO or socket cannot be read)",
+                                         path));
   }
   nn_os_clear_nonblock(fd);
   cur->file = fdopen(fd, "rb");
@@ -255,13 +259,9 @@ static int vec_filter(sqlite3_vtab_cursor *base, int idx_num, const char *idx_st
   return vec_read(cur);
 }
 
-static int vec_next(sqlite3_vtab_cursor *base) {
-  return vec_read((vec_cursor *)base);
-}
+static int vec_next(sqlite3_vtab_cursor *base) { return vec_read((vec_cursor *)base); }
 
-static int vec_eof(sqlite3_vtab_cursor *base) {
-  return ((vec_cursor *)base)->eof;
-}
+static int vec_eof(sqlite3_vtab_cursor *base) { return ((vec_cursor *)base)->eof; }
 
 static int vec_column(sqlite3_vtab_cursor *base, sqlite3_context *ctx, int col) {
   vec_cursor *cur = (vec_cursor *)base;

@@ -151,10 +151,8 @@ int attn_vtab_best_index(sqlite3_vtab *vtab, sqlite3_index_info *info, int first
     const struct sqlite3_index_constraint *c = &info->aConstraint[i];
     int a = c->iColumn - first_arg;
     if (a < 0 || a >= nargs || c->op != SQLITE_INDEX_CONSTRAINT_EQ) continue;
-    if (!c->usable)
-      unusable |= 1 << a;
-    else
-      idx[a] = i;
+    if (!c->usable) unusable |= 1 << a;
+    else idx[a] = i;
   }
   for (int a = 0; a < nargs; a++) {
     if (idx[a] < 0) continue;
@@ -176,8 +174,6 @@ int attn_vtab_best_index(sqlite3_vtab *vtab, sqlite3_index_info *info, int first
   return SQLITE_OK;
 }
 
-
-
 int attn_name_value(const char *fn, sqlite3_value *v, const char **name, char **errmsg) {
   const char *s = v ? (const char *)sqlite3_value_text(v) : NULL;
   *name = NULL;
@@ -186,8 +182,8 @@ int attn_name_value(const char *fn, sqlite3_value *v, const char **name, char **
     return SQLITE_OK;
   }
   if (!s && v && sqlite3_value_type(v) != SQLITE_NULL) return SQLITE_NOMEM; /* text conversion */
-  *errmsg = sqlite3_mprintf("%s: the model name must be a non-empty text, got %s", fn,
-                            s ? "''" : "NULL");
+  *errmsg =
+      sqlite3_mprintf("%s: the model name must be a non-empty text, got %s", fn, s ? "''" : "NULL");
   return *errmsg ? SQLITE_ERROR : SQLITE_NOMEM;
 }
 
@@ -206,7 +202,7 @@ int attn_probability_value(const char *fn, const char *arg, sqlite3_value *v, do
   int type = v ? sqlite3_value_numeric_type(v) : SQLITE_NULL; /* '0.5' reads as 0.5 */
   if (type == SQLITE_INTEGER || type == SQLITE_FLOAT) {
     double x = sqlite3_value_double(v);
-    if (x >= 0 && x <= 1) { /* false for NaN */
+    if (x >= 0 && x <= 1) {    /* false for NaN */
       *out = x == 0 ? 0.0 : x; /* -0.0 is 0: never reported back as -0.0 */
       return SQLITE_OK;
     }

@@ -149,15 +149,13 @@ static void attn_fork_register(void) {
 #ifdef _WIN32
 __declspec(dllexport)
 #endif
-int sqlite3_attnext_init(sqlite3 *db, char **pzErrMsg, const sqlite3_api_routines *pApi) {
+    int sqlite3_attnext_init(sqlite3 *db, char **pzErrMsg, const sqlite3_api_routines *pApi) {
   SQLITE_EXTENSION_INIT2(pApi);
   char *unsupported = NULL;
   int host = attn_host_check(&unsupported);
   if (host != SQLITE_OK) {
-    if (pzErrMsg)
-      *pzErrMsg = unsupported;
-    else
-      sqlite3_free(unsupported);
+    if (pzErrMsg) *pzErrMsg = unsupported;
+    else sqlite3_free(unsupported);
     return host;
   }
 #ifndef _WIN32
@@ -172,8 +170,8 @@ int sqlite3_attnext_init(sqlite3 *db, char **pzErrMsg, const sqlite3_api_routine
                    : attn_create_function(db, conn, r->name, r->nargs, r->flags, r->func);
   }
   if (rc != SQLITE_OK && pzErrMsg)
-    *pzErrMsg = sqlite3_mprintf("attnext: cannot register the SQL functions: %s",
-                                sqlite3_errmsg(db));
+    *pzErrMsg =
+        sqlite3_mprintf("attnext: cannot register the SQL functions: %s", sqlite3_errmsg(db));
   if (rc == SQLITE_OK) attn_jobs_note_database(db); /* a dqlite node's database: its jobs */
   if (rc != SQLITE_OK) {
     /* SQLite unloads the library after a failed init, but the functions registered before the

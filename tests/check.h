@@ -10,15 +10,15 @@
 
 static int check_failures = 0, check_count = 0;
 
-#define CHECK(cond, ...)                                                     \
-  do {                                                                       \
-    check_count++;                                                           \
-    if (!(cond)) {                                                           \
-      check_failures++;                                                      \
-      fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);        \
-      fprintf(stderr, __VA_ARGS__);                                          \
-      fprintf(stderr, "\n");                                                 \
-    }                                                                        \
+#define CHECK(cond, ...)                                                                           \
+  do {                                                                                             \
+    check_count++;                                                                                 \
+    if (!(cond)) {                                                                                 \
+      check_failures++;                                                                            \
+      fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                              \
+      fprintf(stderr, __VA_ARGS__);                                                                \
+      fprintf(stderr, "\n");                                                                       \
+    }                                                                                              \
   } while (0)
 
 /* |a - b| <= tol * max(1, |a|, |b|) would hide small-value errors; we use
@@ -27,12 +27,12 @@ static inline double check_rel_err(double a, double b, double atol) {
   double d = fabs(a - b), s = fabs(b);
   return d <= atol ? 0.0 : d / (s > atol ? s : atol);
 }
-#define CHECK_CLOSE(a, b, rtol, atol, what)                                             \
-  do {                                                                                 \
-    double check_a_ = (a), check_b_ = (b);                                             \
-    double check_e_ = check_rel_err(check_a_, check_b_, (atol));                       \
-    CHECK(check_e_ <= (rtol), "%s: got %.9g expected %.9g (rel err %.3g > %.3g)", what, \
-          check_a_, check_b_, check_e_, (double)(rtol));                               \
+#define CHECK_CLOSE(a, b, rtol, atol, what)                                                        \
+  do {                                                                                             \
+    double check_a_ = (a), check_b_ = (b);                                                         \
+    double check_e_ = check_rel_err(check_a_, check_b_, (atol));                                   \
+    CHECK(check_e_ <= (rtol), "%s: got %.9g expected %.9g (rel err %.3g > %.3g)", what, check_a_,  \
+          check_b_, check_e_, (double)(rtol));                                                     \
   } while (0)
 
 static inline int check_finish(const char *name) {

@@ -31,12 +31,10 @@ struct emu_dim {
 };
 static thread_local emu_dim blockIdx, threadIdx, blockDim, gridDim;
 
-template <typename F>
-struct emu_launcher {
+template <typename F> struct emu_launcher {
   unsigned grid, block;
   F kernel;
-  template <typename... A>
-  void operator()(A... args) const {
+  template <typename... A> void operator()(A... args) const {
     gridDim.x = grid;
     blockDim.x = block;
     for (unsigned b = 0; b < grid; b++)
@@ -47,7 +45,8 @@ struct emu_launcher {
       }
   }
 };
-#define LAUNCH(k, g, b) emu_launcher<decltype(&k)>{(unsigned)(g), (unsigned)(b), &k}
+#define LAUNCH(k, g, b)                                                                            \
+  emu_launcher<decltype(&k)> { (unsigned)(g), (unsigned)(b), &k }
 
 static inline float atomicAdd(float *p, float v) {
   float old = *p;
@@ -68,7 +67,9 @@ struct cudaDeviceProp {
 };
 
 static inline const char *cudaGetErrorString(cudaError_t e) {
-  return e == cudaErrorMemoryAllocation ? "out of memory (emulated)" : e ? "invalid argument (emulated)" : "no error";
+  return e == cudaErrorMemoryAllocation ? "out of memory (emulated)"
+         : e                            ? "invalid argument (emulated)"
+                                        : "no error";
 }
 /* as the runtime: a failed call is also left as the thread's "last error" until read */
 static thread_local cudaError_t emu_last_error = cudaSuccess;

@@ -42,7 +42,7 @@ static void op(const char *name) {
   }
 }
 
-#define U(p) ((void *)((p) ? (uintptr_t)(p) - FAKE_TAG : 0))
+#define U(p) ((void *)((p) ? (uintptr_t)(p)-FAKE_TAG : 0))
 #define UF(p) ((float *)U(p))
 #define UI(p) ((const int *)U(p))
 
@@ -127,11 +127,9 @@ static void f_gru_step_backward(float *dx, float *dhw, float *dh_prev, const flo
                                 const float *gates, const float *hw, const float *h_prev, int n,
                                 int H) {
   op("gru_step_backward");
-  cpu->gru_step_backward(UF(dx), UF(dhw), UF(dh_prev), UF(dh), UF(gates), UF(hw), UF(h_prev), n,
-                         H);
+  cpu->gru_step_backward(UF(dx), UF(dhw), UF(dh_prev), UF(dh), UF(gates), UF(hw), UF(h_prev), n, H);
 }
-static void f_lstm_step_forward(float *h, float *c, float *pre, const float *c_prev, int n,
-                                int H) {
+static void f_lstm_step_forward(float *h, float *c, float *pre, const float *c_prev, int n, int H) {
   op("lstm_step_forward");
   cpu->lstm_step_forward(UF(h), UF(c), UF(pre), UF(c_prev), n, H);
 }
@@ -236,8 +234,8 @@ static int f_error(char *msg, size_t len) {
 }
 /* adam.c's adam_update_one (built with -std=c11: GCC does not contract) */
 static void f_adam_step(float *params, float *m, float *v, const float *grads, size_t n,
-                        float beta1, float omb1, float beta2, float omb2, float bc2_sqrt,
-                        float eps, float neg_step_size) {
+                        float beta1, float omb1, float beta2, float omb2, float bc2_sqrt, float eps,
+                        float neg_step_size) {
   op("adam_step");
   float *p = UF(params), *mm = UF(m), *vv = UF(v);
   const float *g = UF(grads);

@@ -151,8 +151,7 @@ static void compare(worst *acc, const char *what, const float *got, const float 
   char label[256];
   snprintf(label, sizeof label, "%s[%lld]", what, (long long)at);
   CHECK_CLOSE(got[at], expected[at], RTOL, loose && loose[at] ? atol_loose : ATOL, label);
-  if (verbose)
-    printf("    %-40s max rel err %.3g, max abs err %.3g\n", what, worst_rel, worst_abs);
+  if (verbose) printf("    %-40s max rel err %.3g, max abs err %.3g\n", what, worst_rel, worst_abs);
   if (worst_rel > acc->rel) acc->rel = worst_rel;
   if (worst_abs > acc->abs) acc->abs = worst_abs;
   if (worst_loose > acc->loose_abs) acc->loose_abs = worst_loose;
@@ -161,8 +160,8 @@ static void compare(worst *acc, const char *what, const float *got, const float 
 /* ---------------------------------------------------------------- one fixture */
 
 static int is_param_name(const char *name) {
-  static const char *const data[] = {"tokens", "lengths", "labels", "class_weights", "logits",
-                                     "attn", "loss", "adam_losses"};
+  static const char *const data[] = {"tokens", "lengths", "labels", "class_weights",
+                                     "logits", "attn",    "loss",   "adam_losses"};
   for (size_t i = 0; i < sizeof data / sizeof *data; i++)
     if (strcmp(name, data[i]) == 0) return 0;
   return strncmp(name, "grad.", 5) != 0 && strncmp(name, "adam_final.", 11) != 0;

@@ -14,11 +14,12 @@ static int same_config(const nn_config *a, const nn_config *b, char *what, size_
     snprintf(what, n, "storage differs");
     return 0;
   }
-#define SAME(f)                                                               \
-  if (memcmp(&a->f, &b->f, sizeof a->f) != 0) {                               \
-    snprintf(what, n, "%s differs", #f);                                      \
-    return 0;                                                                 \
+#define SAME(f)                                                                                    \
+  if (memcmp(&a->f, &b->f, sizeof a->f) != 0) {                                                    \
+    snprintf(what, n, "%s differs", #f);                                                           \
+    return 0;                                                                                      \
   }
+  // clang-format off
   SAME(lower) SAME(stopwords) SAME(char_level) SAME(unicode) SAME(max_len) SAME(vocab_size)
   SAME(cell) SAME(layers) SAME(bidirectional) SAME(attention) SAME(embed_dim) SAME(hidden)
   SAME(fc_hidden) SAME(dropout) SAME(epochs) SAME(batch_size) SAME(lr) SAME(val_fraction)
@@ -28,6 +29,7 @@ static int same_config(const nn_config *a, const nn_config *b, char *what, size_
   SAME(drop_parentheses) SAME(subword_buckets) SAME(subword_min) SAME(subword_max)
 #undef SAME
   snprintf(what, n, "same");
+  // clang-format on
   return 1;
 }
 
@@ -79,7 +81,8 @@ static void test_defaults(void) {
         "max_len %d vocab_size %d min_count %d drop_parentheses %d", c.max_len, c.vocab_size,
         c.min_count, c.drop_parentheses);
   CHECK(c.subword_buckets == 16384 && c.subword_min == 3 && c.subword_max == 5 && c.ensemble == 1,
-        "subwords %d %d..%d ensemble %d", c.subword_buckets, c.subword_min, c.subword_max, c.ensemble);
+        "subwords %d %d..%d ensemble %d", c.subword_buckets, c.subword_min, c.subword_max,
+        c.ensemble);
   CHECK(c.cell == NN_CELL_GRU && c.layers == 1 && c.bidirectional == 0, "cell %d layers %d bi %d",
         c.cell, c.layers, c.bidirectional);
   CHECK(c.attention == NN_ATTN_LINEAR && c.embed_dim == 64 && c.hidden == 64 && c.fc_hidden == 100,
@@ -106,8 +109,8 @@ static void test_defaults(void) {
         l.lr, l.epochs);
   nn_config pl = parse_ok("{\"recipe\":\"lesson\"}");
   char lwhat[64];
-  CHECK(same_config(&pl, &l, lwhat, sizeof lwhat), "{\"recipe\":\"lesson\"} vs nn_config_lesson: %s",
-        lwhat);
+  CHECK(same_config(&pl, &l, lwhat, sizeof lwhat),
+        "{\"recipe\":\"lesson\"} vs nn_config_lesson: %s", lwhat);
   CHECK(pl.lr == 1e-4f && pl.epochs == 50 && pl.cell == NN_CELL_RNN && pl.subword_buckets == 0,
         "{\"recipe\":\"lesson\"}: lr %g epochs %d", pl.lr, pl.epochs);
   CHECK(c.seed == 1234 && c.threads == 0 && c.device == NN_DEVICE_AUTO && c.progress == 1,
@@ -116,7 +119,8 @@ static void test_defaults(void) {
   char err[NN_ERR_LEN] = "";
   CHECK(nn_config_validate(&c, err) == NN_OK, "defaults validate: %s", err);
 
-  CHECK(strcmp(nn_cell_name(NN_CELL_RNN), "rnn") == 0 && strcmp(nn_cell_name(NN_CELL_GRU), "gru") == 0 &&
+  CHECK(strcmp(nn_cell_name(NN_CELL_RNN), "rnn") == 0 &&
+            strcmp(nn_cell_name(NN_CELL_GRU), "gru") == 0 &&
             strcmp(nn_cell_name(NN_CELL_LSTM), "lstm") == 0,
         "cell names");
   CHECK(strcmp(nn_attention_name(NN_ATTN_LINEAR), "linear") == 0 &&
@@ -142,9 +146,11 @@ static void test_defaults(void) {
   mon = parse_ok("{\"recipe\":\"lesson\"}");
   CHECK(mon.storage == NN_STORAGE_FLOAT32, "the lesson's storage: float32 (%d)", mon.storage);
   mon = parse_ok("{\"validation\":\"none\"}");
-  CHECK(mon.validation == NN_VALIDATION_NONE && strcmp(nn_validation_name(mon.validation), "none") == 0,
+  CHECK(mon.validation == NN_VALIDATION_NONE &&
+            strcmp(nn_validation_name(mon.validation), "none") == 0,
         "validation \"none\" (%d)", mon.validation);
-  CHECK(strcmp(nn_device_name(NN_DEVICE_AUTO), "auto") == 0 && strcmp(nn_device_name(NN_DEVICE_CPU), "cpu") == 0 &&
+  CHECK(strcmp(nn_device_name(NN_DEVICE_AUTO), "auto") == 0 &&
+            strcmp(nn_device_name(NN_DEVICE_CPU), "cpu") == 0 &&
             strcmp(nn_device_name(NN_DEVICE_CUDA), "cuda") == 0,
         "device names");
 
@@ -169,26 +175,31 @@ static void test_defaults(void) {
       "\"unicode\":false,\"max_len\":64,\"vocab_size\":100000,\"min_count\":1,"
       "\"subword_buckets\":16384,\"subword_min\":3,\"subword_max\":5,\"validation\":\"random\","
       "\"pretrain_epochs\":0,\"storage\":\"float32\"}";
-  CHECK(json && strcmp(json, want) == 0, "defaults as JSON:\n  got      %s\n  expected %s", json, want);
+  CHECK(json && strcmp(json, want) == 0, "defaults as JSON:\n  got      %s\n  expected %s", json,
+        want);
   free(json);
 }
 
 static void test_every_key(void) {
-  nn_config c = parse_ok(
-      "{\"cell\":\"lstm\",\"layers\":3,\"bidirectional\":true,\"attention\":\"self\","
-      "\"embed_dim\":32,\"hidden\":48,\"fc_hidden\":0,\"dropout\":0.25,\"epochs\":7,"
-      "\"batch_size\":16,\"lr\":0.01,\"val_fraction\":0.2,\"class_weights\":false,"
-      "\"patience\":4,\"lr_patience\":0,\"lr_factor\":0.5,\"seed\":42,\"threads\":3,"
-      "\"device\":\"cpu\",\"progress\":false,\"lower\":false,\"stopwords\":false,"
-      "\"char_level\":true,\"unicode\":true,\"max_len\":200,\"vocab_size\":300}");
-  CHECK(c.cell == NN_CELL_LSTM && c.layers == 3 && c.bidirectional == 1 && c.attention == NN_ATTN_SELF,
-        "network keys: cell %d layers %d bi %d attention %d", c.cell, c.layers, c.bidirectional, c.attention);
+  nn_config c =
+      parse_ok("{\"cell\":\"lstm\",\"layers\":3,\"bidirectional\":true,\"attention\":\"self\","
+               "\"embed_dim\":32,\"hidden\":48,\"fc_hidden\":0,\"dropout\":0.25,\"epochs\":7,"
+               "\"batch_size\":16,\"lr\":0.01,\"val_fraction\":0.2,\"class_weights\":false,"
+               "\"patience\":4,\"lr_patience\":0,\"lr_factor\":0.5,\"seed\":42,\"threads\":3,"
+               "\"device\":\"cpu\",\"progress\":false,\"lower\":false,\"stopwords\":false,"
+               "\"char_level\":true,\"unicode\":true,\"max_len\":200,\"vocab_size\":300}");
+  CHECK(c.cell == NN_CELL_LSTM && c.layers == 3 && c.bidirectional == 1 &&
+            c.attention == NN_ATTN_SELF,
+        "network keys: cell %d layers %d bi %d attention %d", c.cell, c.layers, c.bidirectional,
+        c.attention);
   CHECK(c.embed_dim == 32 && c.hidden == 48 && c.fc_hidden == 0 && c.dropout == 0.25f,
         "sizes: %d %d %d %g", c.embed_dim, c.hidden, c.fc_hidden, c.dropout);
   CHECK(c.epochs == 7 && c.batch_size == 16 && c.lr == 0.01f && c.val_fraction == 0.2f &&
             c.class_weights == 0,
-        "training keys: %d %d %g %g %d", c.epochs, c.batch_size, c.lr, c.val_fraction, c.class_weights);
-  CHECK(c.patience == 4 && c.lr_patience == 0 && c.lr_factor == 0.5f && c.seed == 42 && c.threads == 3,
+        "training keys: %d %d %g %g %d", c.epochs, c.batch_size, c.lr, c.val_fraction,
+        c.class_weights);
+  CHECK(c.patience == 4 && c.lr_patience == 0 && c.lr_factor == 0.5f && c.seed == 42 &&
+            c.threads == 3,
         "schedule keys: %d %d %g %llu %d", c.patience, c.lr_patience, c.lr_factor,
         (unsigned long long)c.seed, c.threads);
   CHECK(c.device == NN_DEVICE_CPU && c.progress == 0 && c.lower == 0 && c.stopwords == 0 &&
@@ -218,72 +229,98 @@ static void test_every_key(void) {
 }
 
 static void test_errors(void) {
-  expect_error("{\"hidden\":\"big\"}", "option \"hidden\" must be an integer from 1 to 4096, got \"big\"");
+  expect_error("{\"hidden\":\"big\"}",
+               "option \"hidden\" must be an integer from 1 to 4096, got \"big\"");
   expect_error("{\"hidden\":0}", "option \"hidden\" must be an integer from 1 to 4096, got 0");
-  expect_error("{\"hidden\":4097}", "option \"hidden\" must be an integer from 1 to 4096, got 4097");
-  expect_error("{\"hidden\":12.5}", "option \"hidden\" must be an integer from 1 to 4096, got 12.5");
-  expect_error("{\"hidden\":true}", "option \"hidden\" must be an integer from 1 to 4096, got true");
-  expect_error("{\"hidden\":null}", "option \"hidden\" must be an integer from 1 to 4096, got null");
-  expect_error("{\"hidden\":[1]}", "option \"hidden\" must be an integer from 1 to 4096, got an array");
-  expect_error("{\"hidden\":{}}", "option \"hidden\" must be an integer from 1 to 4096, got an object");
+  expect_error("{\"hidden\":4097}",
+               "option \"hidden\" must be an integer from 1 to 4096, got 4097");
+  expect_error("{\"hidden\":12.5}",
+               "option \"hidden\" must be an integer from 1 to 4096, got 12.5");
+  expect_error("{\"hidden\":true}",
+               "option \"hidden\" must be an integer from 1 to 4096, got true");
+  expect_error("{\"hidden\":null}",
+               "option \"hidden\" must be an integer from 1 to 4096, got null");
+  expect_error("{\"hidden\":[1]}",
+               "option \"hidden\" must be an integer from 1 to 4096, got an array");
+  expect_error("{\"hidden\":{}}",
+               "option \"hidden\" must be an integer from 1 to 4096, got an object");
   expect_error("{\"hidden\":99999999999999999999999}",
                "option \"hidden\" must be an integer from 1 to 4096, got 99999999999999999999999");
-  expect_error("{\"embed_dim\":0}", "option \"embed_dim\" must be an integer from 1 to 4096, got 0");
-  expect_error("{\"fc_hidden\":-1}", "option \"fc_hidden\" must be an integer from 0 to 4096, got -1");
+  expect_error("{\"embed_dim\":0}",
+               "option \"embed_dim\" must be an integer from 1 to 4096, got 0");
+  expect_error("{\"fc_hidden\":-1}",
+               "option \"fc_hidden\" must be an integer from 0 to 4096, got -1");
   expect_error("{\"layers\":9}", "option \"layers\" must be an integer from 1 to 8, got 9");
-  expect_error("{\"vocab_size\":2}", "option \"vocab_size\" must be an integer from 3 to 1000000, got 2");
+  expect_error("{\"vocab_size\":2}",
+               "option \"vocab_size\" must be an integer from 3 to 1000000, got 2");
   expect_error("{\"vocab_size\":1000001}",
                "option \"vocab_size\" must be an integer from 3 to 1000000, got 1000001");
-  expect_error("{\"max_len\":4097}", "option \"max_len\" must be an integer from 1 to 4096, got 4097");
+  expect_error("{\"max_len\":4097}",
+               "option \"max_len\" must be an integer from 1 to 4096, got 4097");
   expect_error("{\"epochs\":0}", "option \"epochs\" must be an integer from 1 to 100000, got 0");
   expect_error("{\"batch_size\":65537}",
                "option \"batch_size\" must be an integer from 1 to 65536, got 65537");
-  expect_error("{\"patience\":0}", "option \"patience\" must be an integer from 1 to 100000, got 0");
+  expect_error("{\"patience\":0}",
+               "option \"patience\" must be an integer from 1 to 100000, got 0");
   expect_error("{\"lr_patience\":-1}",
                "option \"lr_patience\" must be an integer from 0 to 100000, got -1");
-  expect_error("{\"threads\":1025}", "option \"threads\" must be an integer from 0 to 1024, got 1025");
-  expect_error("{\"seed\":9007199254740993}",
-               "option \"seed\" must be an integer from 0 to 9007199254740992, got 9007199254740993");
-  expect_error("{\"seed\":-1}", "option \"seed\" must be an integer from 0 to 9007199254740992, got -1");
-  expect_error("{\"seed\":\"1\"}", "option \"seed\" must be an integer from 0 to 9007199254740992, got \"1\"");
+  expect_error("{\"threads\":1025}",
+               "option \"threads\" must be an integer from 0 to 1024, got 1025");
+  expect_error(
+      "{\"seed\":9007199254740993}",
+      "option \"seed\" must be an integer from 0 to 9007199254740992, got 9007199254740993");
+  expect_error("{\"seed\":-1}",
+               "option \"seed\" must be an integer from 0 to 9007199254740992, got -1");
+  expect_error("{\"seed\":\"1\"}",
+               "option \"seed\" must be an integer from 0 to 9007199254740992, got \"1\"");
   /* numbers */
   expect_error("{\"lr\":\"1e-3\"}", "option \"lr\" must be a number in (0, 10], got \"1e-3\"");
   expect_error("{\"lr\":0}", "option \"lr\" must be a number in (0, 10], got 0");
   expect_error("{\"lr\":10.5}", "option \"lr\" must be a number in (0, 10], got 10.5");
   expect_error("{\"lr\":-1e-3}", "option \"lr\" must be a number in (0, 10], got -1e-3");
-  expect_error("{\"lr\":1e-50}", "option \"lr\" must be a number in (0, 10], got 1e-50"); /* 0 as float */
+  expect_error("{\"lr\":1e-50}",
+               "option \"lr\" must be a number in (0, 10], got 1e-50"); /* 0 as float */
   expect_error("{\"lr\":1e999}", "option \"lr\" must be a number in (0, 10], got 1e999");
   expect_error("{\"dropout\":1}", "option \"dropout\" must be a number in [0, 1), got 1");
   expect_error("{\"dropout\":0.99999999999}",
                "option \"dropout\" must be a number in [0, 1), got 0.99999999999"); /* 1 as float */
   expect_error("{\"dropout\":-0.1}", "option \"dropout\" must be a number in [0, 1), got -0.1");
-  expect_error("{\"val_fraction\":0}", "option \"val_fraction\" must be a number in (0, 0.9], got 0");
-  expect_error("{\"val_fraction\":0.95}", "option \"val_fraction\" must be a number in (0, 0.9], got 0.95");
+  expect_error("{\"val_fraction\":0}",
+               "option \"val_fraction\" must be a number in (0, 0.9], got 0");
+  expect_error("{\"val_fraction\":0.95}",
+               "option \"val_fraction\" must be a number in (0, 0.9], got 0.95");
   expect_error("{\"lr_factor\":1}", "option \"lr_factor\" must be a number in (0, 1), got 1");
-  expect_error("{\"lr_factor\":false}", "option \"lr_factor\" must be a number in (0, 1), got false");
+  expect_error("{\"lr_factor\":false}",
+               "option \"lr_factor\" must be a number in (0, 1), got false");
   /* booleans and names */
   expect_error("{\"lower\":2}", "option \"lower\" must be true or false, got 2");
-  expect_error("{\"bidirectional\":\"yes\"}", "option \"bidirectional\" must be true or false, got \"yes\"");
+  expect_error("{\"bidirectional\":\"yes\"}",
+               "option \"bidirectional\" must be true or false, got \"yes\"");
   expect_error("{\"stopwords\":null}", "option \"stopwords\" must be true or false, got null");
-  expect_error("{\"class_weights\":0.5}", "option \"class_weights\" must be true or false, got 0.5");
-  expect_error("{\"cell\":\"GRU\"}", "option \"cell\" must be \"rnn\", \"gru\" or \"lstm\", got \"GRU\"");
+  expect_error("{\"class_weights\":0.5}",
+               "option \"class_weights\" must be true or false, got 0.5");
+  expect_error("{\"cell\":\"GRU\"}",
+               "option \"cell\" must be \"rnn\", \"gru\" or \"lstm\", got \"GRU\"");
   expect_error("{\"cell\":1}", "option \"cell\" must be \"rnn\", \"gru\" or \"lstm\", got 1");
   expect_error("{\"attention\":\"dotted\"}",
                "option \"attention\" must be \"linear\", \"additive\", \"self\" or \"dot\", got "
                "\"dotted\"");
   expect_error("{\"attention\":3}",
                "option \"attention\" must be \"linear\", \"additive\", \"self\" or \"dot\", got 3");
-  expect_error("{\"monitor\":\"f1\"}",
-               "option \"monitor\" must be \"val_loss\", \"val_f1\" or \"val_accuracy\", got \"f1\"");
-  expect_error("{\"monitor\":\"VAL_LOSS\"}", "option \"monitor\" must be \"val_loss\", \"val_f1\" or "
+  expect_error(
+      "{\"monitor\":\"f1\"}",
+      "option \"monitor\" must be \"val_loss\", \"val_f1\" or \"val_accuracy\", got \"f1\"");
+  expect_error("{\"monitor\":\"VAL_LOSS\"}",
+               "option \"monitor\" must be \"val_loss\", \"val_f1\" or "
                "\"val_accuracy\", got \"VAL_LOSS\"");
   expect_error("{\"monitor\":1}",
                "option \"monitor\" must be \"val_loss\", \"val_f1\" or \"val_accuracy\", got 1");
   expect_error("{\"validation\":\"first\"}", "option \"validation\" must be \"random\", \"last\", "
-               "\"none\" or \"query\", got \"first\"");
+                                             "\"none\" or \"query\", got \"first\"");
   expect_error("{\"validation\":0}", "option \"validation\" must be \"random\", \"last\", "
-               "\"none\" or \"query\", got 0");
-  expect_error("{\"device\":\"gpu\"}", "option \"device\" must be \"auto\", \"cpu\" or \"cuda\", got \"gpu\"");
+                                     "\"none\" or \"query\", got 0");
+  expect_error("{\"device\":\"gpu\"}",
+               "option \"device\" must be \"auto\", \"cpu\" or \"cuda\", got \"gpu\"");
   expect_error("{\"device\":\"cpu\\u0000\"}",
                "option \"device\" must be \"auto\", \"cpu\" or \"cuda\", got \"cpu\\x00\"");
   expect_error("{\"storage\":\"float8\"}",
@@ -296,20 +333,30 @@ static void test_errors(void) {
   expect_error("{\"learning_rate\":0.1}", "unknown option \"learning_rate\"");
   expect_error("{\"\":1}", "unknown option \"\"");
   expect_error("{\"a\\\"b\\u0001\":1}", "unknown option \"a\\\"b\\x01\"");
-  expect_error("{\"hidden\":64,\"layers\":99}", "option \"layers\" must be an integer from 1 to 8, got 99");
+  expect_error("{\"hidden\":64,\"layers\":99}",
+               "option \"layers\" must be an integer from 1 to 8, got 99");
   /* not an object, not JSON */
   expect_error("[1]", "options must be a JSON object");
   expect_error("3", "options must be a JSON object");
   expect_error("\"hidden\"", "options must be a JSON object");
   expect_error("null", "options must be a JSON object");
-  expect_error("{", "options must be a JSON object (invalid JSON at byte 1: expected a string key)");
-  expect_error("{\"hidden\":64,}", "options must be a JSON object (invalid JSON at byte 13: expected a string key)");
-  expect_error("{\"lr\":NaN}", "options must be a JSON object (invalid JSON at byte 6: expected a value)");
-  expect_error("{\"lr\":Infinity}", "options must be a JSON object (invalid JSON at byte 6: expected a value)");
-  expect_error("{\"lr\":-Infinity}", "options must be a JSON object (invalid JSON at byte 7: expected a digit)");
-  expect_error("{\"hidden\":012}", "options must be a JSON object (invalid JSON at byte 11: leading zero in number)");
-  expect_error("{'hidden':1}", "options must be a JSON object (invalid JSON at byte 1: expected a string key)");
-  expect_error("{\"hidden\":1} x", "options must be a JSON object (invalid JSON at byte 13: unexpected text after the value)");
+  expect_error("{",
+               "options must be a JSON object (invalid JSON at byte 1: expected a string key)");
+  expect_error("{\"hidden\":64,}",
+               "options must be a JSON object (invalid JSON at byte 13: expected a string key)");
+  expect_error("{\"lr\":NaN}",
+               "options must be a JSON object (invalid JSON at byte 6: expected a value)");
+  expect_error("{\"lr\":Infinity}",
+               "options must be a JSON object (invalid JSON at byte 6: expected a value)");
+  expect_error("{\"lr\":-Infinity}",
+               "options must be a JSON object (invalid JSON at byte 7: expected a digit)");
+  expect_error("{\"hidden\":012}",
+               "options must be a JSON object (invalid JSON at byte 11: leading zero in number)");
+  expect_error("{'hidden':1}",
+               "options must be a JSON object (invalid JSON at byte 1: expected a string key)");
+  expect_error(
+      "{\"hidden\":1} x",
+      "options must be a JSON object (invalid JSON at byte 13: unexpected text after the value)");
   expect_error("{\"hidden\":1,\"hidden\":2}",
                "options must be a JSON object (invalid JSON at byte 0: duplicate key \"hidden\")");
 
@@ -318,16 +365,19 @@ static void test_errors(void) {
    * vocabulary's) */
   char want[NN_ERR_LEN];
   snprintf(want, sizeof want,
-           "option \"vocab_size\" = 1000000 makes the model too large: %llu parameters, at most 1073741824",
+           "option \"vocab_size\" = 1000000 makes the model too large: %llu parameters, at most "
+           "1073741824",
            torch_params(1000000, 2048, 77, 1, 0, 3, 100, 2));
   expect_error("{\"vocab_size\":1000000,\"embed_dim\":2048,\"subword_buckets\":0}", want);
-  snprintf(want, sizeof want,
-           "option \"embed_dim\" = 4096 makes the model too large: %llu parameters, at most 1073741824",
-           torch_params(300000 + 16384, 4096, 77, 1, 0, 3, 100, 2));
+  snprintf(
+      want, sizeof want,
+      "option \"embed_dim\" = 4096 makes the model too large: %llu parameters, at most 1073741824",
+      torch_params(300000 + 16384, 4096, 77, 1, 0, 3, 100, 2));
   expect_error("{\"vocab_size\":300000,\"embed_dim\":4096}", want);
-  snprintf(want, sizeof want,
-           "option \"hidden\" = 4096 makes the model too large: %llu parameters, at most 1073741824",
-           torch_params(100000 + 16384, 64, 4096, 8, 1, 4, 100, 2));
+  snprintf(
+      want, sizeof want,
+      "option \"hidden\" = 4096 makes the model too large: %llu parameters, at most 1073741824",
+      torch_params(100000 + 16384, 64, 4096, 8, 1, 4, 100, 2));
   expect_error("{\"cell\":\"lstm\",\"hidden\":4096,\"layers\":8,\"bidirectional\":true}", want);
   /* just under the bound is fine: 262144 x 4096 = 2^30 would be over with the rest */
   parse_ok("{\"vocab_size\":200000,\"embed_dim\":4096}");
@@ -364,7 +414,8 @@ static void test_errors(void) {
   nn_config_default(&c);
   c.seed = (1ull << 53) + 1;
   CHECK(nn_config_validate(&c, err) == NN_ERROR &&
-            strcmp(err, "option \"seed\" must be an integer from 0 to 9007199254740992, got 9007199254740993") == 0,
+            strcmp(err, "option \"seed\" must be an integer from 0 to 9007199254740992, got "
+                        "9007199254740993") == 0,
         "validate seed: %s", err);
 }
 

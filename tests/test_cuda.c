@@ -46,7 +46,7 @@ static nn_model *make_model(const char *json, int device, int V, uint64_t seed, 
   cfg.vocab_size = V;
   const char **toks = calloc((size_t)V, sizeof *toks);
   int *lens = calloc((size_t)V, sizeof *lens);
-  char (*names)[12] = calloc((size_t)V, sizeof *names);
+  char(*names)[12] = calloc((size_t)V, sizeof *names);
   nn_vocab *vocab = NULL;
   nn_model *m = NULL;
   if (toks && lens && names) {
@@ -103,7 +103,8 @@ static void check_unavailable(const char *why) {
     int tokens[3] = {2, 3, 4}, lengths[1] = {3};
     nn_batch b = {tokens, lengths, NULL, 1, 3};
     float logits[3];
-    CHECK(nn_model_forward(m, ws, &b, 0, NULL, logits, NULL, err) == NN_OK, "auto forward: %s", err);
+    CHECK(nn_model_forward(m, ws, &b, 0, NULL, logits, NULL, err) == NN_OK, "auto forward: %s",
+          err);
     /* a weights file trained with "cuda" loads on the CPU */
     m->cfg.device = NN_DEVICE_CUDA;
     unsigned char *blob = NULL;
@@ -138,8 +139,7 @@ static void check_missing_library(void) {
     _exit(check_failures ? 1 : 0);
   }
   int status = 0;
-  CHECK(pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) &&
-            WEXITSTATUS(status) == 0,
+  CHECK(pid > 0 && waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0,
         "the missing-library checks failed (status %d)", status);
 }
 
@@ -164,7 +164,8 @@ static void close_all(const float *a, const float *b, size_t n, const char *what
         n ? a[at] : 0.0, n ? b[at] : 0.0, worst);
 }
 
-static int random_batch(int *tokens, int *lengths, int *labels, int B, int T, int V, uint64_t seed) {
+static int random_batch(int *tokens, int *lengths, int *labels, int B, int T, int V,
+                        uint64_t seed) {
   nn_rng r;
   nn_rng_seed(&r, seed);
   for (int i = 0; i < B * T; i++) tokens[i] = (int)nn_rng_below(&r, (uint32_t)V);
@@ -282,9 +283,9 @@ static void make_texts(void) {
     int c = (int)nn_rng_below(&r, 3), len = 2 + (int)nn_rng_below(&r, 10), pos = 0;
     for (int t = 0; t < len; t++) {
       int own = nn_rng_below(&r, 5) < 2; /* noisy: most words say nothing of the class */
-      const char *w = own ? words[c][nn_rng_below(&r, 8)]
-                          : nn_rng_below(&r, 2) ? common[nn_rng_below(&r, 6)]
-                                                 : words[nn_rng_below(&r, 3)][nn_rng_below(&r, 8)];
+      const char *w = own                   ? words[c][nn_rng_below(&r, 8)]
+                      : nn_rng_below(&r, 2) ? common[nn_rng_below(&r, 6)]
+                                            : words[nn_rng_below(&r, 3)][nn_rng_below(&r, 8)];
       pos += snprintf(texts[i] + pos, sizeof texts[i] - (size_t)pos, "%s%s", t ? " " : "", w);
     }
     text_ptrs[i] = texts[i];
@@ -440,13 +441,20 @@ int main(void) {
 
   printf("2. CPU vs CUDA on random batches:\n");
   static const char *configs[] = {
-      "{\"cell\":\"rnn\",\"attention\":\"linear\",\"embed_dim\":64,\"hidden\":96,\"fc_hidden\":50,\"dropout\":0}",
-      "{\"cell\":\"gru\",\"attention\":\"additive\",\"bidirectional\":1,\"embed_dim\":64,\"hidden\":128,\"fc_hidden\":100,\"dropout\":0}",
-      "{\"cell\":\"lstm\",\"attention\":\"self\",\"bidirectional\":1,\"embed_dim\":48,\"hidden\":64,\"fc_hidden\":32,\"dropout\":0}",
-      "{\"cell\":\"lstm\",\"attention\":\"linear\",\"layers\":2,\"bidirectional\":1,\"embed_dim\":40,\"hidden\":48,\"fc_hidden\":0,\"dropout\":0}",
-      "{\"cell\":\"gru\",\"attention\":\"self\",\"layers\":3,\"embed_dim\":32,\"hidden\":40,\"fc_hidden\":20,\"dropout\":0}",
-      "{\"cell\":\"rnn\",\"attention\":\"additive\",\"layers\":2,\"bidirectional\":1,\"embed_dim\":100,\"hidden\":512,\"fc_hidden\":100,\"dropout\":0}",
-      "{\"cell\":\"gru\",\"attention\":\"dot\",\"bidirectional\":1,\"embed_dim\":48,\"hidden\":64,\"fc_hidden\":32,\"dropout\":0}",
+      "{\"cell\":\"rnn\",\"attention\":\"linear\",\"embed_dim\":64,\"hidden\":96,\"fc_hidden\":50,"
+      "\"dropout\":0}",
+      "{\"cell\":\"gru\",\"attention\":\"additive\",\"bidirectional\":1,\"embed_dim\":64,"
+      "\"hidden\":128,\"fc_hidden\":100,\"dropout\":0}",
+      "{\"cell\":\"lstm\",\"attention\":\"self\",\"bidirectional\":1,\"embed_dim\":48,\"hidden\":"
+      "64,\"fc_hidden\":32,\"dropout\":0}",
+      "{\"cell\":\"lstm\",\"attention\":\"linear\",\"layers\":2,\"bidirectional\":1,\"embed_dim\":"
+      "40,\"hidden\":48,\"fc_hidden\":0,\"dropout\":0}",
+      "{\"cell\":\"gru\",\"attention\":\"self\",\"layers\":3,\"embed_dim\":32,\"hidden\":40,\"fc_"
+      "hidden\":20,\"dropout\":0}",
+      "{\"cell\":\"rnn\",\"attention\":\"additive\",\"layers\":2,\"bidirectional\":1,\"embed_dim\":"
+      "100,\"hidden\":512,\"fc_hidden\":100,\"dropout\":0}",
+      "{\"cell\":\"gru\",\"attention\":\"dot\",\"bidirectional\":1,\"embed_dim\":48,\"hidden\":64,"
+      "\"fc_hidden\":32,\"dropout\":0}",
   };
   for (size_t i = 0; i < sizeof configs / sizeof *configs; i++) {
     int before = check_failures;

@@ -102,15 +102,19 @@ static void check_fixture(const char *path, int64_t *points_checked) {
             same(at(pr, r, 1), recall);
       if (k > 0) ok &= p->threshold < points[k - 1].threshold;
       if (!ok && bad++ < 3)
-        fprintf(stderr, "  %s class %d point %lld: threshold %.9g tp %lld fp %lld vs sklearn "
-                "roc (%.17g, %.17g, %.9g) pr (%.17g, %.17g, %.9g)\n", path, c, (long long)k,
-                p->threshold, (long long)p->tp, (long long)p->fp, at(roc, k + 1, 0),
-                at(roc, k + 1, 1), at(roc, k + 1, 2), at(pr, r, 0), at(pr, r, 1), at(pr, r, 2));
+        fprintf(stderr,
+                "  %s class %d point %lld: threshold %.9g tp %lld fp %lld vs sklearn "
+                "roc (%.17g, %.17g, %.9g) pr (%.17g, %.17g, %.9g)\n",
+                path, c, (long long)k, p->threshold, (long long)p->tp, (long long)p->fp,
+                at(roc, k + 1, 0), at(roc, k + 1, 1), at(roc, k + 1, 2), at(pr, r, 0), at(pr, r, 1),
+                at(pr, r, 2));
     }
     CHECK(bad == 0, "%s class %d: %d of %lld points differ from sklearn's", path, c, bad,
           (long long)n);
-    CHECK(at(pr, K, 0) == 1.0 && at(pr, K, 1) == 0.0, "%s class %d: sklearn's last PR point "
-          "(1, 0), which attn_curve leaves out", path, c);
+    CHECK(at(pr, K, 0) == 1.0 && at(pr, K, 1) == 0.0,
+          "%s class %d: sklearn's last PR point "
+          "(1, 0), which attn_curve leaves out",
+          path, c);
     CHECK(P + Nn == N && (n == 0 || (points[n - 1].tp == P && points[n - 1].fp == Nn)),
           "%s class %d: the last point counts every row", path, c);
     *points_checked += n;
@@ -149,9 +153,11 @@ static void check_by_hand(void) {
     CHECK(points[k].threshold == t[k] && points[k].tp == tp[k] && points[k].fp == fp[k],
           "by hand point %d: %g %lld %lld", k, points[k].threshold, (long long)points[k].tp,
           (long long)points[k].fp);
-  struct { double t; int64_t tp, fp; } q[] = {{1.0, 0, 0}, {0.95, 0, 0}, {0.9f, 1, 0},
-                                               {0.8, 1, 0}, {0.7f, 2, 1}, {0.5, 2, 1},
-                                               {0.2f, 3, 3}, {0.0, 3, 3}};
+  struct {
+    double t;
+    int64_t tp, fp;
+  } q[] = {{1.0, 0, 0},  {0.95, 0, 0}, {0.9f, 1, 0}, {0.8, 1, 0},
+           {0.7f, 2, 1}, {0.5, 2, 1},  {0.2f, 3, 3}, {0.0, 3, 3}};
   for (size_t i = 0; i < sizeof q / sizeof q[0]; i++) {
     int64_t a, b;
     nn_curve_at(points, n, q[i].t, &a, &b);
@@ -167,7 +173,8 @@ static void check_by_hand(void) {
   /* a probability that is not finite: an error naming the row; no rows: no points */
   probs[5] = NAN;
   CHECK(nn_curve_class(points, &n, &P, probs, y, 6, 2, 1, err) == NN_ERROR &&
-            strstr(err, "row 3") != NULL, "NaN probability: %s", err);
+            strstr(err, "row 3") != NULL,
+        "NaN probability: %s", err);
   probs[5] = INFINITY;
   CHECK(nn_curve_class(points, &n, &P, probs, y, 6, 2, 1, err) == NN_ERROR, "Inf: %s", err);
   CHECK(nn_curve_class(points, &n, &P, probs, y, 0, 2, 1, err) == NN_OK && n == 0 && P == 0,

@@ -209,7 +209,8 @@ static void make_texts(void) {
   for (int i = 0; i < ROWS; i++) {
     int c = i % 3, len = 1 + (int)nn_rng_below(&r, 7), pos = 0;
     for (int t = 0; t < len; t++) {
-      const char *w = nn_rng_below(&r, 3) ? words[c][nn_rng_below(&r, 5)] : common[nn_rng_below(&r, 4)];
+      const char *w =
+          nn_rng_below(&r, 3) ? words[c][nn_rng_below(&r, 5)] : common[nn_rng_below(&r, 4)];
       pos += snprintf(texts[i] + pos, sizeof texts[i] - (size_t)pos, "%s%s", t ? " " : "", w);
     }
     text_ptrs[i] = texts[i];
@@ -244,9 +245,8 @@ static void check_training(const char *json, int exact) {
     if (rc != NN_OK) goto out;
   }
   for (int e = 0; e < 3; e++) {
-    printf("  %s epoch %d: train loss cpu %.9g device %.9g, val loss cpu %.9g device %.9g\n",
-           json, e + 1, st[0][e].train_loss, st[1][e].train_loss, st[0][e].val_loss,
-           st[1][e].val_loss);
+    printf("  %s epoch %d: train loss cpu %.9g device %.9g, val loss cpu %.9g device %.9g\n", json,
+           e + 1, st[0][e].train_loss, st[1][e].train_loss, st[0][e].val_loss, st[1][e].val_loss);
     if (exact) {
       CHECK(st[0][e].train_loss == st[1][e].train_loss && st[0][e].val_loss == st[1][e].val_loss,
             "%s: epoch %d losses differ", json, e + 1);
@@ -355,13 +355,20 @@ int main(int argc, char **argv) {
   nn_model_free(a);
 
   static const char *configs[] = {
-      "{\"cell\":\"rnn\",\"attention\":\"linear\",\"embed_dim\":8,\"hidden\":6,\"fc_hidden\":5,\"dropout\":0.3}",
-      "{\"cell\":\"gru\",\"attention\":\"additive\",\"bidirectional\":1,\"embed_dim\":8,\"hidden\":6,\"fc_hidden\":5,\"dropout\":0}",
-      "{\"cell\":\"lstm\",\"attention\":\"self\",\"bidirectional\":1,\"embed_dim\":8,\"hidden\":6,\"fc_hidden\":5,\"dropout\":0.2}",
-      "{\"cell\":\"lstm\",\"attention\":\"linear\",\"layers\":2,\"bidirectional\":1,\"embed_dim\":7,\"hidden\":5,\"fc_hidden\":0,\"dropout\":0.1}",
-      "{\"cell\":\"gru\",\"attention\":\"self\",\"layers\":2,\"embed_dim\":6,\"hidden\":9,\"fc_hidden\":4,\"dropout\":0}",
-      "{\"cell\":\"rnn\",\"attention\":\"additive\",\"layers\":2,\"bidirectional\":1,\"embed_dim\":5,\"hidden\":4,\"fc_hidden\":0,\"dropout\":0.5}",
-      "{\"cell\":\"gru\",\"attention\":\"dot\",\"bidirectional\":1,\"embed_dim\":8,\"hidden\":6,\"fc_hidden\":5,\"dropout\":0.2}",
+      "{\"cell\":\"rnn\",\"attention\":\"linear\",\"embed_dim\":8,\"hidden\":6,\"fc_hidden\":5,"
+      "\"dropout\":0.3}",
+      "{\"cell\":\"gru\",\"attention\":\"additive\",\"bidirectional\":1,\"embed_dim\":8,\"hidden\":"
+      "6,\"fc_hidden\":5,\"dropout\":0}",
+      "{\"cell\":\"lstm\",\"attention\":\"self\",\"bidirectional\":1,\"embed_dim\":8,\"hidden\":6,"
+      "\"fc_hidden\":5,\"dropout\":0.2}",
+      "{\"cell\":\"lstm\",\"attention\":\"linear\",\"layers\":2,\"bidirectional\":1,\"embed_dim\":"
+      "7,\"hidden\":5,\"fc_hidden\":0,\"dropout\":0.1}",
+      "{\"cell\":\"gru\",\"attention\":\"self\",\"layers\":2,\"embed_dim\":6,\"hidden\":9,\"fc_"
+      "hidden\":4,\"dropout\":0}",
+      "{\"cell\":\"rnn\",\"attention\":\"additive\",\"layers\":2,\"bidirectional\":1,\"embed_dim\":"
+      "5,\"hidden\":4,\"fc_hidden\":0,\"dropout\":0.5}",
+      "{\"cell\":\"gru\",\"attention\":\"dot\",\"bidirectional\":1,\"embed_dim\":8,\"hidden\":6,"
+      "\"fc_hidden\":5,\"dropout\":0.2}",
   };
   for (size_t i = 0; i < sizeof configs / sizeof *configs; i++) {
     int before = check_failures;

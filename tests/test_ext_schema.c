@@ -3,8 +3,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "check.h"
 #include "../ext/attn_schema.h"
+#include "check.h"
 
 int main(void) {
   static char file[1 << 16];
@@ -18,7 +18,8 @@ int main(void) {
   file[n] = 0;
   size_t m = strlen(attn_schema_sql), i = 0;
   while (i < n && i < m && file[i] == attn_schema_sql[i]) i++;
-  printf("sql/schema.sql: %zu bytes; ext/attn_schema.h: %zu bytes; equal prefix %zu bytes\n", n, m, i);
+  printf("sql/schema.sql: %zu bytes; ext/attn_schema.h: %zu bytes; equal prefix %zu bytes\n", n, m,
+         i);
   CHECK(n == m && i == n, "first difference at byte %zu: file \"%.40s\" vs C copy \"%.40s\"", i,
         file + i, attn_schema_sql + i);
   return check_failures ? 1 : 0;

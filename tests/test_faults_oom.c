@@ -32,7 +32,7 @@
 /* ------------------------------------------------------------------ the failing allocator */
 
 static sqlite3_mem_methods oom_orig;
-static long oom_count = 0; /* allocations since armed */
+static long oom_count = 0;   /* allocations since armed */
 static long oom_fail_at = 0; /* 0: never */
 static long oom_failed = 0;
 static int oom_persistent = 0; /* 1: allocation N and every later one fail */
@@ -174,8 +174,8 @@ static sqlite3 *open_db(int with_model) {
   }
   if (with_model) {
     char msg[512], sql[512];
-    snprintf(sql, sizeof sql,
-             "SELECT * FROM attn_train('m', 'SELECT text, label FROM docs', '%s')", TINY);
+    snprintf(sql, sizeof sql, "SELECT * FROM attn_train('m', 'SELECT text, label FROM docs', '%s')",
+             TINY);
     if (run(db, sql, NULL, 0, msg, sizeof msg) != SQLITE_DONE) {
       fprintf(stderr, "training the setup model failed: %s\n", msg);
       sqlite3_close(db);
@@ -198,7 +198,8 @@ static void store_state(sqlite3 *db, char *out, size_t cap) {
     return;
   }
   if (sqlite3_step(stmt) == SQLITE_ROW)
-    snprintf(out, cap, "%s | log %lld", sqlite3_column_text(stmt, 0) ? (const char *)sqlite3_column_text(stmt, 0) : "",
+    snprintf(out, cap, "%s | log %lld",
+             sqlite3_column_text(stmt, 0) ? (const char *)sqlite3_column_text(stmt, 0) : "",
              (long long)sqlite3_column_int64(stmt, 1));
   sqlite3_finalize(stmt);
 }
@@ -215,8 +216,8 @@ typedef struct scenario {
 } scenario;
 
 static unsigned char *g_blob;
-static long g_after_commit = 0; /* errors reported after the commit (the model saved whole) */
-static long g_leaky_runs = 0;   /* runs that did not free every byte they allocated */
+static long g_after_commit = 0;  /* errors reported after the commit (the model saved whole) */
+static long g_leaky_runs = 0;    /* runs that did not free every byte they allocated */
 static long g_engine_errors = 0; /* runs whose error is the engine's out of memory */
 static int g_nblob;
 
@@ -240,7 +241,9 @@ static long run_scenario(const scenario *s, long n, int *ok, int *failed_rc) {
     long long models = query_int(db, "SELECT count(*) FROM attn_models WHERE name = 'n'");
     long long logs = query_int(db, "SELECT count(*) FROM attn_training_log WHERE name = 'n'");
     *ok = !s->writes || (models == 1 && (strstr(s->sql, "attn_train") ? logs >= 1 : logs == 0));
-    if (!*ok) fprintf(stderr, "%s, N=%ld: succeeded with %lld models, %lld log rows\n", s->name, n, models, logs);
+    if (!*ok)
+      fprintf(stderr, "%s, N=%ld: succeeded with %lld models, %lld log rows\n", s->name, n, models,
+              logs);
   } else {
     int named = strstr(msg, "attn_") != NULL || strstr(msg, "out of memory") != NULL;
     if (engine_oom_message(msg)) g_engine_errors++;
@@ -346,7 +349,8 @@ int main(void) {
     const scenario *s = &scenarios[k];
     int ok = 0, rc = 0;
     long total = run_scenario(s, 0, &ok, &rc);
-    CHECK(total > 0 && ok && rc == SQLITE_DONE, "%s: the clean run (rc %d, %ld allocations)", s->name, rc, total);
+    CHECK(total > 0 && ok && rc == SQLITE_DONE, "%s: the clean run (rc %d, %ld allocations)",
+          s->name, rc, total);
     if (total <= 0) continue;
     long stride = total > 600 ? total / 600 + 1 : 1, runs = 0, errors = 0, bad = 0;
     g_after_commit = g_leaky_runs = g_engine_errors = 0;
@@ -368,7 +372,8 @@ int main(void) {
         s->name, total, runs, errors, g_engine_errors, g_after_commit, runs - errors, bad,
         g_leaky_runs, (long long)used, (long long)baseline);
     fflush(stdout);
-    CHECK(bad == 0, "%s: %ld runs left the store inconsistent or gave an unnamed error", s->name, bad);
+    CHECK(bad == 0, "%s: %ld runs left the store inconsistent or gave an unnamed error", s->name,
+          bad);
     CHECK(errors > 0, "%s: no injected failure surfaced as an error", s->name);
     if (s->engine)
       CHECK(g_engine_errors > 0,
@@ -408,7 +413,8 @@ int main(void) {
     printf("%-26s %6ld allocations; failed each of %ld: %ld loaded anyway; memory in use after "
            "close %lld (baseline %lld)\n",
            "loading the extension", total, runs, loaded, (long long)used, (long long)baseline);
-    CHECK(used == baseline, "loading the extension: %lld bytes leaked", (long long)(used - baseline));
+    CHECK(used == baseline, "loading the extension: %lld bytes leaked",
+          (long long)(used - baseline));
   }
   free(g_blob);
   return check_finish("test_faults_oom");

@@ -12,10 +12,10 @@
 #include "check.h"
 
 static int fuzz_broken = 0;
-#define FUZZ_TRAP()                                                           \
-  do {                                                                        \
-    fprintf(stderr, "invariant broken at %s:%d\n", __FILE__, __LINE__);       \
-    fuzz_broken++;                                                            \
+#define FUZZ_TRAP()                                                                                \
+  do {                                                                                             \
+    fprintf(stderr, "invariant broken at %s:%d\n", __FILE__, __LINE__);                            \
+    fuzz_broken++;                                                                                 \
   } while (0)
 
 #define LLVMFuzzerTestOneInput fuzz_safetensors_one
@@ -84,8 +84,8 @@ int main(void) {
     int corpus = replay_dir(dir, targets[t].fn);
     snprintf(dir, sizeof dir, "tests/fuzz/crashes/%s", targets[t].name);
     int crashes = replay_dir(dir, targets[t].fn);
-    printf("fuzz target %-12s corpus %4d inputs, crash regressions %3d inputs\n",
-           targets[t].name, corpus, crashes);
+    printf("fuzz target %-12s corpus %4d inputs, crash regressions %3d inputs\n", targets[t].name,
+           corpus, crashes);
     CHECK(corpus >= targets[t].min_corpus, "tests/fuzz/corpus/%s has %d inputs, expected >= %d",
           targets[t].name, corpus, targets[t].min_corpus);
   }

@@ -206,8 +206,7 @@ static void check_variant(nn_cell cell, int bi, nn_attention attn, int layers, i
     make_tokens(tokens2, 9);
     nn_batch batch2 = {tokens2, lengths, labels, B, T};
     nn_model_forward(m, ws, &batch2, 0, NULL, logits2, attn2, err);
-    CHECK(memcmp(logits, logits2, sizeof logits) == 0, "%s: padding content changed logits",
-          name);
+    CHECK(memcmp(logits, logits2, sizeof logits) == 0, "%s: padding content changed logits", name);
     for (int b = 0; b < B; b++) {
       double sum = 0.0;
       for (int t = 0; t < T; t++) {

@@ -49,12 +49,14 @@ static int colliding_tokens(char *out, int n) {
   for (int i = 0; i < 5; i++) inv *= 2u - 16777619u * inv;
   int nprefix = A * A * A * A;
   uint32_t *state = malloc(sizeof *state * (size_t)nprefix);
-  int *start = calloc((size_t)mask + 2, sizeof *start), *by_state = malloc(sizeof(int) * (size_t)nprefix);
+  int *start = calloc((size_t)mask + 2, sizeof *start),
+      *by_state = malloc(sizeof(int) * (size_t)nprefix);
   int found = 0;
   if (!state || !start || !by_state) goto done;
   for (int p = 0; p < nprefix; p++) {
     uint32_t h = 2166136261u;
-    for (int i = 0, q = p; i < PREFIX_LEN; i++, q /= A) h = fnv_step(h, (unsigned char)alphabet[q % A]);
+    for (int i = 0, q = p; i < PREFIX_LEN; i++, q /= A)
+      h = fnv_step(h, (unsigned char)alphabet[q % A]);
     state[p] = h & mask;
     start[state[p] + 1]++;
   }

@@ -21,9 +21,31 @@ static int parse_exact(nn_json **out, const char *s, size_t len, char *err) {
 
 static void test_valid(void) {
   static const char *docs[] = {
-      "0", "-0", "1", "-1", "1.5", "1e5", "1E+5", "1e-5", "-0.0e0", "true", "false", "null",
-      "\"\"", "\"a\"", "[]", "{}", " [ ] ", "\t\r\n{}\n", "[1,2,3]", "{\"a\":1,\"b\":[true,null]}",
-      "[[[[[]]]]]", "{\"\":0}", "\"\\u0000\"", "[\"\\ud83d\\ude00\"]", "123456789012345678901234567890",
+      "0",
+      "-0",
+      "1",
+      "-1",
+      "1.5",
+      "1e5",
+      "1E+5",
+      "1e-5",
+      "-0.0e0",
+      "true",
+      "false",
+      "null",
+      "\"\"",
+      "\"a\"",
+      "[]",
+      "{}",
+      " [ ] ",
+      "\t\r\n{}\n",
+      "[1,2,3]",
+      "{\"a\":1,\"b\":[true,null]}",
+      "[[[[[]]]]]",
+      "{\"\":0}",
+      "\"\\u0000\"",
+      "[\"\\ud83d\\ude00\"]",
+      "123456789012345678901234567890",
   };
   for (size_t i = 0; i < sizeof docs / sizeof docs[0]; i++) {
     nn_json *v = NULL;
@@ -40,28 +62,34 @@ static void test_valid(void) {
   char err[NN_ERR_LEN] = "";
   CHECK(parse_exact(&v, doc, strlen(doc), err) == NN_OK, "structure doc: %s", err);
   if (!v) return;
-  CHECK(v->type == NN_JSON_OBJECT && nn_json_count(v) == 8, "object of 8: type %d count %zu", v->type,
-        nn_json_count(v));
+  CHECK(v->type == NN_JSON_OBJECT && nn_json_count(v) == 8, "object of 8: type %d count %zu",
+        v->type, nn_json_count(v));
   size_t n = 0;
   const char *s = nn_json_string(nn_json_get(v, "name"), &n);
   CHECK(s && n == 3 && memcmp(s, "x\"y", 3) == 0, "name: %s", s ? s : "(null)");
   const nn_json *num = nn_json_get(v, "n");
-  CHECK(num && num->type == NN_JSON_NUMBER && num->is_integer && num->integer == -42 && num->number == -42,
+  CHECK(num && num->type == NN_JSON_NUMBER && num->is_integer && num->integer == -42 &&
+            num->number == -42,
         "n = -42");
   const nn_json *f = nn_json_get(v, "f");
   CHECK(f && !f->is_integer && f->number == 0.25, "f = 0.25: %g", f ? f->number : 0);
   const nn_json *list = nn_json_get(v, "list");
   CHECK(nn_json_count(list) == 3 && nn_json_at(list, 1)->type == NN_JSON_STRING &&
-            nn_json_get(nn_json_at(list, 2), "k")->type == NN_JSON_NULL && nn_json_at(list, 3) == NULL,
+            nn_json_get(nn_json_at(list, 2), "k")->type == NN_JSON_NULL &&
+            nn_json_at(list, 3) == NULL,
         "list items");
   CHECK(nn_json_get(v, "t")->type == NN_JSON_TRUE, "t is true");
-  CHECK(nn_json_get(v, "big")->is_integer && nn_json_get(v, "big")->integer == INT64_MAX, "INT64_MAX exact");
-  CHECK(nn_json_get(v, "min")->is_integer && nn_json_get(v, "min")->integer == INT64_MIN, "INT64_MIN exact");
-  CHECK(!nn_json_get(v, "over")->is_integer && nn_json_get(v, "over")->number == 9223372036854775808.0,
+  CHECK(nn_json_get(v, "big")->is_integer && nn_json_get(v, "big")->integer == INT64_MAX,
+        "INT64_MAX exact");
+  CHECK(nn_json_get(v, "min")->is_integer && nn_json_get(v, "min")->integer == INT64_MIN,
+        "INT64_MIN exact");
+  CHECK(!nn_json_get(v, "over")->is_integer &&
+            nn_json_get(v, "over")->number == 9223372036854775808.0,
         "2^63 is a double, not an int64");
   CHECK(nn_json_get(v, "missing") == NULL && nn_json_get(list, "x") == NULL, "absent keys");
   const nn_json *name = nn_json_get(v, "name");
-  CHECK(name->start == 8 && name->end == 14, "span of \"x\\\"y\": [%zu, %zu)", name->start, name->end);
+  CHECK(name->start == 8 && name->end == 14, "span of \"x\\\"y\": [%zu, %zu)", name->start,
+        name->end);
   nn_json_free(v);
 
   /* escapes decode to UTF-8 */
@@ -112,7 +140,8 @@ static void test_invalid(void) {
       {"\"\\u12\"", "invalid JSON at byte 1: \\u must be followed by 4 hex digits"},
       {"\"\\u12G4\"", "invalid JSON at byte 1: \\u must be followed by 4 hex digits"},
       {"\"\\ud800\"", "invalid JSON at byte 1: high surrogate not followed by a low surrogate"},
-      {"\"\\ud800\\u0041\"", "invalid JSON at byte 1: high surrogate not followed by a low surrogate"},
+      {"\"\\ud800\\u0041\"",
+       "invalid JSON at byte 1: high surrogate not followed by a low surrogate"},
       {"\"\\udc00\"", "invalid JSON at byte 1: lone low surrogate in \\u escape"},
       {"\"a\tb\"", "invalid JSON at byte 2: control character in string (must be escaped)"},
       {"[] []", "invalid JSON at byte 3: unexpected text after the value"},
@@ -126,8 +155,8 @@ static void test_invalid(void) {
     char err[NN_ERR_LEN] = "";
     int rc = parse_exact(&v, bad[i].doc, strlen(bad[i].doc), err);
     CHECK(rc == NN_ERROR && v == NULL, "invalid %s: rc %d", bad[i].doc, rc);
-    CHECK(strcmp(err, bad[i].err) == 0, "invalid %s:\n  got      %s\n  expected %s", bad[i].doc, err,
-          bad[i].err);
+    CHECK(strcmp(err, bad[i].err) == 0, "invalid %s:\n  got      %s\n  expected %s", bad[i].doc,
+          err, bad[i].err);
   }
   /* a NUL byte inside the given length is just an invalid character */
   nn_json *v = NULL;
@@ -140,7 +169,8 @@ static void test_invalid(void) {
   nn_strbuf_puts(&sb, "{");
   for (int i = 0; i < 5000; i++) nn_strbuf_printf(&sb, "%s\"k%d\":%d", i ? "," : "", i, i);
   nn_strbuf_puts(&sb, "}");
-  CHECK(parse_exact(&v, sb.data, sb.len, err) == NN_OK && nn_json_count(v) == 5000, "5000 keys: %s", err);
+  CHECK(parse_exact(&v, sb.data, sb.len, err) == NN_OK && nn_json_count(v) == 5000, "5000 keys: %s",
+        err);
   CHECK(v && nn_json_get(v, "k4321") && nn_json_get(v, "k4321")->integer == 4321, "lookup k4321");
   nn_json_free(v);
   sb.len--;
@@ -159,7 +189,8 @@ static void test_limits(void) {
     int rc = parse_exact(&v, doc, 2 * (size_t)depth, err);
     if (depth <= NN_JSON_MAX_DEPTH) CHECK(rc == NN_OK, "depth %d parses: %s", depth, err);
     else
-      CHECK(rc == NN_ERROR && strcmp(err, "invalid JSON at byte 64: nested deeper than 64 levels") == 0,
+      CHECK(rc == NN_ERROR &&
+                strcmp(err, "invalid JSON at byte 64: nested deeper than 64 levels") == 0,
             "depth %d: %s", depth, err);
     nn_json_free(v);
   }
@@ -177,10 +208,12 @@ static void test_limits(void) {
   for (size_t i = 0; i < count; i++) nn_strbuf_puts(&sb, i ? ",0" : "0");
   nn_strbuf_puts(&sb, "]");
   int rc = parse_exact(&v, sb.data, sb.len, err);
-  CHECK(rc == NN_ERROR && strstr(err, "more than 2097152 values"), "2^21 + 1 values: rc %d %s", rc, err);
+  CHECK(rc == NN_ERROR && strstr(err, "more than 2097152 values"), "2^21 + 1 values: rc %d %s", rc,
+        err);
   nn_strbuf_free(&sb);
   /* numbers beyond double range */
-  CHECK(parse_exact(&v, "1e400", 5, err) == NN_OK && isinf(v->number) && !v->is_integer, "1e400 is inf");
+  CHECK(parse_exact(&v, "1e400", 5, err) == NN_OK && isinf(v->number) && !v->is_integer,
+        "1e400 is inf");
   nn_json_free(v);
   CHECK(parse_exact(&v, "-1e-400", 7, err) == NN_OK && v->number == 0, "-1e-400 is 0");
   nn_json_free(v);
@@ -188,8 +221,9 @@ static void test_limits(void) {
 
 /* every prefix of a rich document: must return (ok or error) without reading past it */
 static void test_prefixes(void) {
-  const char *doc = "{\"a\":[1,-2.5e+3,true,false,null,\"x\\u00e9\\ud83d\\ude00\\n\"],\"b\":{\"c\":{}},"
-                    "\"d\":-0.0,\"e\":\"\"}";
+  const char *doc =
+      "{\"a\":[1,-2.5e+3,true,false,null,\"x\\u00e9\\ud83d\\ude00\\n\"],\"b\":{\"c\":{}},"
+      "\"d\":-0.0,\"e\":\"\"}";
   size_t n = strlen(doc);
   int ok = 0;
   for (size_t len = 0; len <= n; len++) {
@@ -231,11 +265,10 @@ static void test_writer(void) {
     nn_strbuf_append_json_string(&sb, s, n);
     nn_json *v = NULL;
     total++;
-    if (parse_exact(&v, sb.data, sb.len, err) == NN_OK && v->type == NN_JSON_STRING && v->str_len == n &&
-        memcmp(v->str, s, n) == 0)
+    if (parse_exact(&v, sb.data, sb.len, err) == NN_OK && v->type == NN_JSON_STRING &&
+        v->str_len == n && memcmp(v->str, s, n) == 0)
       same++;
-    else
-      CHECK(0, "byte string %d did not round-trip: %s", k, err);
+    else CHECK(0, "byte string %d did not round-trip: %s", k, err);
     nn_json_free(v);
     nn_strbuf_free(&sb);
   }
@@ -290,7 +323,8 @@ static void test_writer(void) {
   memset(big, 'q', sizeof big - 1);
   big[sizeof big - 1] = 0;
   nn_strbuf_printf(&sb, "<%s>", big);
-  CHECK(sb.len == 1001 && sb.data[0] == '<' && sb.data[1000] == '>' && sb.data[1001] == 0, "long printf");
+  CHECK(sb.len == 1001 && sb.data[0] == '<' && sb.data[1000] == '>' && sb.data[1001] == 0,
+        "long printf");
   nn_strbuf_free(&sb);
 }
 
@@ -301,7 +335,8 @@ static void test_quote(void) {
   nn_json_quote_for_message(out, 16, "abcdefghijklmnopqrstuvwxyz", 26);
   CHECK(strcmp(out, "\"abcdefghij...\"") == 0 && strlen(out) < 16, "cut: %s", out);
   nn_json_quote_for_message(out, 12, "\xe2\x82\xac\xe2\x82\xac\xe2\x82\xac", 9);
-  CHECK(strcmp(out, "\"\xe2\x82\xac\xe2\x82\xac...\"") == 0, "cut between UTF-8 sequences: %s", out);
+  CHECK(strcmp(out, "\"\xe2\x82\xac\xe2\x82\xac...\"") == 0, "cut between UTF-8 sequences: %s",
+        out);
 }
 
 int main(void) {

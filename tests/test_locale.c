@@ -36,7 +36,8 @@ int main(void) {
     CHECK(rc == NN_OK, "%s: options parse: %s", locales[i][1], err);
     CHECK(cfg.dropout == 0.25f, "%s: dropout %g, want 0.25", locales[i][1], cfg.dropout);
     CHECK(cfg.lr == 0.002f, "%s: lr %g, want 0.002", locales[i][1], cfg.lr);
-    CHECK(cfg.val_fraction == 0.2f, "%s: val_fraction %g, want 0.2", locales[i][1], cfg.val_fraction);
+    CHECK(cfg.val_fraction == 0.2f, "%s: val_fraction %g, want 0.2", locales[i][1],
+          cfg.val_fraction);
     /* and the config written out reads back the same */
     char *json = nn_config_to_json(&cfg, NULL);
     nn_config back;
@@ -47,8 +48,8 @@ int main(void) {
     CHECK(json && strstr(json, "0.25") != NULL, "%s: written with '.': %s", locales[i][1], json);
     free(json);
     /* a training run's metrics JSON (stored in attn_models.metrics) */
-    const char *texts[8] = {"good fun", "great joy", "fine day", "nice one",
-                            "bad end", "sad loss", "poor show", "grim news"};
+    const char *texts[8] = {"good fun", "great joy", "fine day",  "nice one",
+                            "bad end",  "sad loss",  "poor show", "grim news"};
     const char *labels[8] = {"pos", "pos", "pos", "pos", "neg", "neg", "neg", "neg"};
     nn_config tc;
     nn_config_default(&tc);
@@ -68,7 +69,8 @@ int main(void) {
       nn_config_default(&probe);
       int prc = metrics ? nn_config_parse_json(&probe, metrics, NULL, err) : NN_ERROR;
       CHECK(metrics && prc == NN_ERROR && strstr(err, "unknown option") != NULL,
-            "%s: metrics JSON is valid JSON: %s (%s)", locales[i][1], metrics ? metrics : "NULL", err);
+            "%s: metrics JSON is valid JSON: %s (%s)", locales[i][1], metrics ? metrics : "NULL",
+            err);
       free(metrics);
       nn_trainer_free(tr);
     }

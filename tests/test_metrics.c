@@ -69,12 +69,19 @@ static void check_fixture(const char *path, double *worst) {
     nn_evaluation e;
     rc = nn_metrics_evaluate(&e, y, probs, N, C, NULL, NULL, NULL, err);
     CHECK(rc == NN_OK, "%s: %s", path, err);
-    const double got[10] = {e.accuracy, e.macro_precision, e.macro_recall, e.macro_f1,
-                            e.weighted_precision, e.weighted_recall, e.weighted_f1, e.log_loss,
-                            e.roc_auc, (double)e.roc_auc_classes};
-    static const char *names[10] = {"accuracy", "macro_precision", "macro_recall", "macro_f1",
-                                    "weighted_precision", "weighted_recall", "weighted_f1",
-                                    "log_loss", "roc_auc", "roc_auc_classes"};
+    const double got[10] = {e.accuracy,
+                            e.macro_precision,
+                            e.macro_recall,
+                            e.macro_f1,
+                            e.weighted_precision,
+                            e.weighted_recall,
+                            e.weighted_f1,
+                            e.log_loss,
+                            e.roc_auc,
+                            (double)e.roc_auc_classes};
+    static const char *names[10] = {
+        "accuracy",        "macro_precision", "macro_recall", "macro_f1", "weighted_precision",
+        "weighted_recall", "weighted_f1",     "log_loss",     "roc_auc",  "roc_auc_classes"};
     double case_worst = 0;
     for (int k = 0; k < 10; k++) {
       if (isnan(expected[k])) {
@@ -83,10 +90,11 @@ static void check_fixture(const char *path, double *worst) {
       }
       double d = fabs(got[k] - expected[k]);
       if (d > case_worst) case_worst = d;
-      CHECK(d <= METRICS_TOL, "%s: %s = %.17g, sklearn %.17g (|diff| %.3g)", path, names[k],
-            got[k], expected[k], d);
+      CHECK(d <= METRICS_TOL, "%s: %s = %.17g, sklearn %.17g (|diff| %.3g)", path, names[k], got[k],
+            expected[k], d);
     }
-    printf("%-50s N=%lld C=%d: max |engine - sklearn| %.3g over 10 figures (roc_auc over %d classes)\n",
+    printf("%-50s N=%lld C=%d: max |engine - sklearn| %.3g over 10 figures (roc_auc over %d "
+           "classes)\n",
            path, (long long)N, C, case_worst, e.roc_auc_classes);
     if (case_worst > *worst) *worst = case_worst;
     CHECK(e.rows == N, "rows %lld", (long long)e.rows);

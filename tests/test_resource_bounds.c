@@ -68,9 +68,10 @@ static nn_model *make_model(const char *options, int V, int C, char *err) {
 static void test_table_budget(void) {
   char err[NN_ERR_LEN];
   /* the hostile shape: many tokens, a 1-wide embedding, a wide bidirectional first layer */
-  nn_model *m = make_model("{\"cell\":\"lstm\",\"hidden\":64,\"embed_dim\":1,\"bidirectional\":true,"
-                           "\"fc_hidden\":0,\"vocab_size\":100000,\"device\":\"cpu\"}",
-                           100000, 2, err);
+  nn_model *m =
+      make_model("{\"cell\":\"lstm\",\"hidden\":64,\"embed_dim\":1,\"bidirectional\":true,"
+                 "\"fc_hidden\":0,\"vocab_size\":100000,\"device\":\"cpu\"}",
+                 100000, 2, err);
   CHECK(m != NULL, "hostile model: %s", m ? "" : err);
   if (!m) return;
   unsigned char *blob = NULL;
@@ -86,7 +87,8 @@ static void test_table_budget(void) {
     printf("hostile model: BLOB %.2f MB, loaded model %.2f MB (bound %.1f MB), peak RSS +%.1f MB "
            "during the load\n",
            len / 1e6, bytes / 1e6, bound / 1e6, grown_kb / 1e3);
-    CHECK(bytes <= bound, "a %zu-byte BLOB loaded into %zu bytes, more than %.0f", len, bytes, bound);
+    CHECK(bytes <= bound, "a %zu-byte BLOB loaded into %zu bytes, more than %.0f", len, bytes,
+          bound);
     CHECK(bytes >= (size_t)len, "nn_model_memory %zu less than the BLOB's %zu bytes", bytes, len);
     CHECK(grown_kb * 1024.0 <= bound + 32e6, "the load grew the peak RSS by %ld kB", grown_kb);
     CHECK(!loaded->fold[0] && !loaded->step1[0], "tables built beyond the budget");
@@ -108,12 +110,14 @@ static void test_table_budget(void) {
 
   /* the lesson's AG News model keeps both tables (one-row inference speed) */
   m = make_model("{\"cell\":\"rnn\",\"hidden\":128,\"embed_dim\":100,\"fc_hidden\":100,"
-                 "\"device\":\"cpu\"}", 5000, 4, err);
+                 "\"device\":\"cpu\"}",
+                 5000, 4, err);
   CHECK(m != NULL, "lesson model: %s", m ? "" : err);
   if (!m) return;
   CHECK(nn_model_prepare_inference(m, err) == NN_OK, "%s", err);
-  CHECK(m->fold[0] && m->step1[0] && m->head_w, "the lesson's model lost a table: fold %p step1 %p head %p",
-        (void *)m->fold[0], (void *)m->step1[0], (const void *)m->head_w);
+  CHECK(m->fold[0] && m->step1[0] && m->head_w,
+        "the lesson's model lost a table: fold %p step1 %p head %p", (void *)m->fold[0],
+        (void *)m->step1[0], (const void *)m->head_w);
   size_t params = nn_model_param_count(m) * sizeof(float);
   printf("lesson model: parameters %.2f MB, prepared for inference %.2f MB\n", params / 1e6,
          nn_model_memory(m) / 1e6);
@@ -157,7 +161,8 @@ static void test_batched_inference(void) {
     int r = rows[k];
     nn_batch single = {tokens + (size_t)r * T, &lengths[r], NULL, 1, T};
     CHECK(nn_model_forward(m, ws, &single, 0, NULL, one, NULL, err) == NN_OK, "%s", err);
-    for (int c = 0; c < 2; c++) CHECK_CLOSE(logits[r * 2 + c], one[c], 1e-5, 1e-6, "split batch logits");
+    for (int c = 0; c < 2; c++)
+      CHECK_CLOSE(logits[r * 2 + c], one[c], 1e-5, 1e-6, "split batch logits");
   }
   /* an error in a later part names the caller's row */
   lengths[B - 2] = T + 1;
@@ -172,7 +177,8 @@ static void test_batched_inference(void) {
 static void test_loader_limits(void) {
   char err[NN_ERR_LEN];
   /* a vocabulary larger than the config's vocab_size: training never writes one */
-  nn_model *m = make_model("{\"vocab_size\":5,\"hidden\":2,\"embed_dim\":2,\"fc_hidden\":0}", 8, 2, err);
+  nn_model *m =
+      make_model("{\"vocab_size\":5,\"hidden\":2,\"embed_dim\":2,\"fc_hidden\":0}", 8, 2, err);
   CHECK(m != NULL, "%s", m ? "" : err);
   if (!m) return;
   unsigned char *blob = NULL;

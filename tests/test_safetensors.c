@@ -101,9 +101,11 @@ static void test_fixture(void) {
   int rc = nn_st_parse(&f, blob, len, NULL, err);
   CHECK(rc == NN_OK, "fixture parses: %s", err);
   if (rc == NN_OK) {
-    CHECK(f.count == 5 && f.meta_count == 2, "5 tensors (%d), 2 metadata entries (%d)", f.count, f.meta_count);
+    CHECK(f.count == 5 && f.meta_count == 2, "5 tensors (%d), 2 metadata entries (%d)", f.count,
+          f.meta_count);
     const nn_st_tensor *e = nn_st_find(&f, "embeddings.weight"), *c = nn_st_find(&f, "counts"),
-                       *i = nn_st_find(&f, "ids"), *s = nn_st_find(&f, "scale"), *z = nn_st_find(&f, "empty");
+                       *i = nn_st_find(&f, "ids"), *s = nn_st_find(&f, "scale"),
+                       *z = nn_st_find(&f, "empty");
     CHECK(e && c && i && s && z && !nn_st_find(&f, "nothing"), "all found, absent is NULL");
     if (e && c && i && s && z) {
       float fv[6];
@@ -114,22 +116,25 @@ static void test_fixture(void) {
             "F32 [2,3]: %g %g %g %g %g %g", fv[0], fv[1], fv[2], fv[3], fv[4], fv[5]);
       int64_t cv[3];
       memcpy(cv, c->data, sizeof cv);
-      CHECK(c->dtype == NN_DTYPE_I64 && c->ndim == 1 && c->shape[0] == 3 && cv[0] == 1 && cv[1] == -2 &&
-                cv[2] == (int64_t)1 << 40,
+      CHECK(c->dtype == NN_DTYPE_I64 && c->ndim == 1 && c->shape[0] == 3 && cv[0] == 1 &&
+                cv[1] == -2 && cv[2] == (int64_t)1 << 40,
             "I64 [3]: %lld %lld %lld", (long long)cv[0], (long long)cv[1], (long long)cv[2]);
       int32_t iv[4];
       memcpy(iv, i->data, sizeof iv);
-      CHECK(i->dtype == NN_DTYPE_I32 && i->ndim == 2 && iv[0] == 7 && iv[1] == -8 && iv[2] == INT32_MAX &&
-                iv[3] == INT32_MIN,
+      CHECK(i->dtype == NN_DTYPE_I32 && i->ndim == 2 && iv[0] == 7 && iv[1] == -8 &&
+                iv[2] == INT32_MAX && iv[3] == INT32_MIN,
             "I32 [2,2]: %d %d %d %d", iv[0], iv[1], iv[2], iv[3]);
       double dv;
       memcpy(&dv, s->data, 8);
-      CHECK(s->dtype == NN_DTYPE_F64 && s->ndim == 0 && s->nbytes == 8 && dv == 0.1, "F64 scalar: %.17g", dv);
-      CHECK(z->ndim == 2 && z->shape[0] == 0 && z->shape[1] == 4 && z->nbytes == 0, "empty F32 [0,4]");
+      CHECK(s->dtype == NN_DTYPE_F64 && s->ndim == 0 && s->nbytes == 8 && dv == 0.1,
+            "F64 scalar: %.17g", dv);
+      CHECK(z->ndim == 2 && z->shape[0] == 0 && z->shape[1] == 4 && z->nbytes == 0,
+            "empty F32 [0,4]");
       CHECK(c->data == blob + 8 + 392 && s->data == c->data + 24, "data points into the blob");
     }
     const char *note = nn_st_meta(&f, "note");
-    CHECK(note && strcmp(note, "h\xc3\xa9llo \"quoted\" \\ \xe2\x82\xac") == 0, "metadata note: %s", note);
+    CHECK(note && strcmp(note, "h\xc3\xa9llo \"quoted\" \\ \xe2\x82\xac") == 0, "metadata note: %s",
+          note);
     CHECK(nn_st_meta(&f, "format_version") && strcmp(nn_st_meta(&f, "format_version"), "1") == 0 &&
               nn_st_meta(&f, "config") == NULL,
           "format_version 1, no config");
@@ -147,11 +152,12 @@ static void test_fixture(void) {
 
 /* ------------------------------------------------------------------------------- models */
 
-static const char *const vocab_tokens[] = {"<PAD>", "<UNK>", "the", "caf\xc3\xa9", "a\"b\\c", "tab\there",
+static const char *const vocab_tokens[] = {"<PAD>",         "<UNK>",           "the",
+                                           "caf\xc3\xa9",   "a\"b\\c",         "tab\there",
                                            "\xff raw \x01", "\xf0\x9f\x98\x80"};
 #define NTOKENS 8
-static const char *const label_names[] = {"World", "quote\"back\\slash/", "line\nbreak \xe2\x82\xac",
-                                          "\xfe\xff raw"};
+static const char *const label_names[] = {"World", "quote\"back\\slash/",
+                                          "line\nbreak \xe2\x82\xac", "\xfe\xff raw"};
 
 static nn_model *make_model(nn_config *cfg, int C) {
   int lens[NTOKENS];
@@ -208,8 +214,10 @@ static int same_model(nn_model *a, nn_model *b, char *what, size_t n) {
   }
   if (nn_model_num_classes(a) != nn_model_num_classes(b)) return snprintf(what, n, "classes"), 0;
   for (int c = 0; c < nn_model_num_classes(a); c++)
-    if (strcmp(nn_model_label(a, c), nn_model_label(b, c)) != 0) return snprintf(what, n, "label %d", c), 0;
-  if (nn_model_param_count(a) != nn_model_param_count(b) || nn_model_tensor_count(a) != nn_model_tensor_count(b))
+    if (strcmp(nn_model_label(a, c), nn_model_label(b, c)) != 0)
+      return snprintf(what, n, "label %d", c), 0;
+  if (nn_model_param_count(a) != nn_model_param_count(b) ||
+      nn_model_tensor_count(a) != nn_model_tensor_count(b))
     return snprintf(what, n, "parameter / tensor count"), 0;
   if (memcmp(nn_model_params(a), nn_model_params(b), nn_model_param_count(a) * 4) != 0)
     return snprintf(what, n, "parameters differ"), 0;
@@ -232,9 +240,11 @@ static void test_round_trip(void) {
             variants++;
             nn_config sized = cfg;
             sized.vocab_size = NTOKENS;
-            CHECK(nn_config_param_count(&sized, (uint64_t)nn_model_num_classes(m)) == nn_model_param_count(m),
+            CHECK(nn_config_param_count(&sized, (uint64_t)nn_model_num_classes(m)) ==
+                      nn_model_param_count(m),
                   "nn_config_param_count %llu == nn_model_param_count %zu",
-                  (unsigned long long)nn_config_param_count(&sized, (uint64_t)nn_model_num_classes(m)),
+                  (unsigned long long)nn_config_param_count(&sized,
+                                                            (uint64_t)nn_model_num_classes(m)),
                   nn_model_param_count(m));
             unsigned char *blob = NULL;
             size_t len = 0;
@@ -247,14 +257,16 @@ static void test_round_trip(void) {
             }
             uint64_t n = 0;
             for (int i = 7; i >= 0; i--) n = n << 8 | blob[i];
-            CHECK(n % 8 == 0 && blob[8] == '{', "header length %llu is a multiple of 8", (unsigned long long)n);
+            CHECK(n % 8 == 0 && blob[8] == '{', "header length %llu is a multiple of 8",
+                  (unsigned long long)n);
             /* the generic reader sees the tensors in model order, contiguous, F32 */
             nn_st_file f;
             rc = nn_st_parse(&f, blob, len, NULL, err);
             CHECK(rc == NN_OK, "saved blob parses: %s", err);
             if (rc == NN_OK && cfg.attention == NN_ATTN_DOT) { /* no parameters: no attn.* */
               int attn_tensors = 0;
-              for (int i = 0; i < f.count; i++) attn_tensors += strncmp(f.tensors[i].name, "attn.", 5) == 0;
+              for (int i = 0; i < f.count; i++)
+                attn_tensors += strncmp(f.tensors[i].name, "attn.", 5) == 0;
               CHECK(attn_tensors == 0, "a dot-attention model saves %d attn.* tensors, expected 0",
                     attn_tensors);
             }
@@ -265,23 +277,29 @@ static void test_round_trip(void) {
                 nn_tensor_info info;
                 nn_model_tensor(m, i, &info);
                 const nn_st_tensor *t = &f.tensors[i];
-                ok = strcmp(t->name, info.name) == 0 && t->dtype == NN_DTYPE_F32 && t->ndim == info.ndim &&
-                     t->shape[0] == info.shape[0] && (info.ndim < 2 || t->shape[1] == info.shape[1]) &&
+                ok = strcmp(t->name, info.name) == 0 && t->dtype == NN_DTYPE_F32 &&
+                     t->ndim == info.ndim && t->shape[0] == info.shape[0] &&
+                     (info.ndim < 2 || t->shape[1] == info.shape[1]) &&
                      t->data == blob + 8 + n + at &&
                      memcmp(t->data, nn_model_params(m) + info.offset, info.size * 4) == 0;
                 at += info.size * 4;
               }
               CHECK(ok && 8 + n + at == len, "tensors in model order, contiguous, data as params");
-              CHECK(nn_st_meta(&f, "format_version") && strcmp(nn_st_meta(&f, "format_version"), "1") == 0,
+              CHECK(nn_st_meta(&f, "format_version") &&
+                        strcmp(nn_st_meta(&f, "format_version"), "1") == 0,
                     "format_version \"1\"");
               char *cj = nn_config_to_json(nn_model_config(m), NULL);
-              CHECK(nn_st_meta(&f, "config") && strcmp(nn_st_meta(&f, "config"), cj) == 0, "config JSON");
+              CHECK(nn_st_meta(&f, "config") && strcmp(nn_st_meta(&f, "config"), cj) == 0,
+                    "config JSON");
               free(cj);
               const char *labels = nn_st_meta(&f, "labels");
               CHECK(labels && strncmp(labels, "[\"World\",\"quote\\\"back\\\\slash/\"", 30) == 0,
                     "labels JSON: %s", labels);
               const char *vocab = nn_st_meta(&f, "vocab");
-              CHECK(vocab && strncmp(vocab, "[\"<PAD>\",\"<UNK>\",\"the\",\"caf\xc3\xa9\",\"a\\\"b\\\\c\",\"tab\\there\"", 52) == 0,
+              CHECK(vocab && strncmp(vocab,
+                                     "[\"<PAD>\",\"<UNK>\",\"the\",\"caf\xc3\xa9\",\"a\\\"b\\\\c\","
+                                     "\"tab\\there\"",
+                                     52) == 0,
                     "vocab JSON: %s", vocab);
               nn_st_free(&f);
             }
@@ -298,7 +316,8 @@ static void test_round_trip(void) {
               unsigned char *blob2 = NULL;
               size_t len2 = 0;
               rc = nn_model_save(back, &blob2, &len2, err);
-              CHECK(rc == NN_OK && len2 == len && memcmp(blob, blob2, len) == 0, "second save identical");
+              CHECK(rc == NN_OK && len2 == len && memcmp(blob, blob2, len) == 0,
+                    "second save identical");
               free(blob2);
               nn_model_free(back);
             }
@@ -422,7 +441,8 @@ static unsigned char *spec_to_blob(const spec *s, size_t *len) {
     const entry *e = &s->t[i];
     nn_strbuf_printf(&sb, ",\"%s\"", e->name); /* raw: tests put escapes in names */
     nn_strbuf_printf(&sb, ":{\"dtype\":\"%s\",\"shape\":[", e->dtype);
-    for (int d = 0; d < e->ndim; d++) nn_strbuf_printf(&sb, "%s%lld", d ? "," : "", (long long)e->shape[d]);
+    for (int d = 0; d < e->ndim; d++)
+      nn_strbuf_printf(&sb, "%s%lld", d ? "," : "", (long long)e->shape[d]);
     nn_strbuf_printf(&sb, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)e->begin,
                      (unsigned long long)e->end);
   }
@@ -482,7 +502,8 @@ static void test_hostile_model_blobs(void) {
   snprintf(e->dtype, sizeof e->dtype, "F32");
   e->ndim = 1, e->shape[0] = 1, e->begin = s.data_len, e->end = s.data_len + 4;
   s.data_len += 4;
-  expect_load_error("extra tensor", &s, "weights: unexpected tensor \"extra.weight\" for a rnn model");
+  expect_load_error("extra tensor", &s,
+                    "weights: unexpected tensor \"extra.weight\" for a rnn model");
   s.n--, s.data_len -= 4;
 
   e = spec_find(&s, "fc2.bias");
@@ -500,12 +521,16 @@ static void test_hostile_model_blobs(void) {
 
   e = spec_find(&s, "fc2.weight");
   e->shape[0] = fc2w.shape[1], e->shape[1] = fc2w.shape[0];
-  snprintf(want, sizeof want, "weights: tensor \"fc2.weight\" has shape [%lld, %lld], expected [%lld, %lld]",
-           (long long)fc2w.shape[1], (long long)fc2w.shape[0], (long long)fc2w.shape[0], (long long)fc2w.shape[1]);
+  snprintf(want, sizeof want,
+           "weights: tensor \"fc2.weight\" has shape [%lld, %lld], expected [%lld, %lld]",
+           (long long)fc2w.shape[1], (long long)fc2w.shape[0], (long long)fc2w.shape[0],
+           (long long)fc2w.shape[1]);
   expect_load_error("wrong shape", &s, want);
   e->ndim = 1, e->shape[0] = fc2w.shape[0] * fc2w.shape[1];
-  snprintf(want, sizeof want, "weights: tensor \"fc2.weight\" has shape [%lld], expected [%lld, %lld]",
-           (long long)(fc2w.shape[0] * fc2w.shape[1]), (long long)fc2w.shape[0], (long long)fc2w.shape[1]);
+  snprintf(want, sizeof want,
+           "weights: tensor \"fc2.weight\" has shape [%lld], expected [%lld, %lld]",
+           (long long)(fc2w.shape[0] * fc2w.shape[1]), (long long)fc2w.shape[0],
+           (long long)fc2w.shape[1]);
   expect_load_error("wrong rank", &s, want);
   e->ndim = 2, e->shape[0] = fc2w.shape[0], e->shape[1] = fc2w.shape[1];
 
@@ -514,25 +539,30 @@ static void test_hostile_model_blobs(void) {
   keep = *e;
   e->shape[0] += 1;
   snprintf(want, sizeof want,
-           "safetensors: tensor \"fc2.bias\": shape with dtype F32 needs %lld bytes but data_offsets span %lld",
+           "safetensors: tensor \"fc2.bias\": shape with dtype F32 needs %lld bytes but "
+           "data_offsets span %lld",
            (long long)(4 * (fc2b.shape[0] + 1)), (long long)(4 * fc2b.shape[0]));
   expect_load_error("shape larger than the bytes", &s, want);
   *e = keep;
   e->begin = spec_find(&s, "fc2.weight")->begin, e->end = e->begin + 4 * (uint64_t)fc2b.size;
-  expect_load_error("overlapping offsets", &s,
-                    "safetensors: tensors \"fc2.bias\" and \"fc2.weight\" overlap in the data buffer");
+  expect_load_error(
+      "overlapping offsets", &s,
+      "safetensors: tensors \"fc2.bias\" and \"fc2.weight\" overlap in the data buffer");
   *e = keep;
   e->begin += 4, e->end += 4;
   snprintf(want, sizeof want,
-           "safetensors: tensor \"fc2.bias\": data_offsets [%llu, %llu] outside the %zu-byte data buffer",
+           "safetensors: tensor \"fc2.bias\": data_offsets [%llu, %llu] outside the %zu-byte data "
+           "buffer",
            (unsigned long long)e->begin, (unsigned long long)e->end, s.data_len);
   expect_load_error("offsets past the buffer", &s, want);
   e->begin = 18446744073709551615ull;
   expect_load_error("offset beyond int64", &s,
-                    "safetensors: tensor \"fc2.bias\": \"data_offsets\" must be [begin, end], two non-negative integers");
+                    "safetensors: tensor \"fc2.bias\": \"data_offsets\" must be [begin, end], two "
+                    "non-negative integers");
   e->begin = keep.end, e->end = keep.begin;
   snprintf(want, sizeof want,
-           "safetensors: tensor \"fc2.bias\": data_offsets [%llu, %llu] outside the %zu-byte data buffer",
+           "safetensors: tensor \"fc2.bias\": data_offsets [%llu, %llu] outside the %zu-byte data "
+           "buffer",
            (unsigned long long)e->begin, (unsigned long long)e->end, s.data_len);
   expect_load_error("begin after end", &s, want);
   *e = keep;
@@ -548,46 +578,59 @@ static void test_hostile_model_blobs(void) {
                     "safetensors: tensor \"fc2.bias\": 5 dimensions, at most 4 are supported");
   e->ndim = 4;
   e->shape[0] = (int64_t)1 << 62, e->shape[1] = (int64_t)1 << 62, e->shape[2] = 0;
-  expect_load_error("shape product overflows", &s,
-                    "safetensors: tensor \"fc2.bias\": shape with dtype F32 needs more than 2^64 bytes");
+  expect_load_error(
+      "shape product overflows", &s,
+      "safetensors: tensor \"fc2.bias\": shape with dtype F32 needs more than 2^64 bytes");
   e->shape[0] = -3, e->ndim = 1;
   expect_load_error("negative dimension", &s,
                     "safetensors: tensor \"fc2.bias\": \"shape\" must hold non-negative integers");
   *e = keep;
   s.t[s.n++] = keep; /* the same name twice */
   expect_load_error("duplicate tensor", &s,
-                    "safetensors: the header is not valid JSON (invalid JSON at byte 0: duplicate key \"fc2.bias\")");
+                    "safetensors: the header is not valid JSON (invalid JSON at byte 0: duplicate "
+                    "key \"fc2.bias\")");
   s.n--;
   snprintf(e->name, sizeof e->name, "fc2.bias\\u0000x");
-  expect_load_error("NUL in a name", &s, "safetensors: tensor \"fc2.bias\\x00x\": the name contains a NUL character");
+  expect_load_error("NUL in a name", &s,
+                    "safetensors: tensor \"fc2.bias\\x00x\": the name contains a NUL character");
   *e = keep;
 
   /* metadata */
   spec_set_meta(&s, "format_version", "1", 1);
-  expect_load_error("non-string metadata", &s,
-                    "safetensors: __metadata__ value of \"format_version\" must be a string, got number");
+  expect_load_error(
+      "non-string metadata", &s,
+      "safetensors: __metadata__ value of \"format_version\" must be a string, got number");
   spec_set_meta(&s, "format_version", "2", 0);
-  expect_load_error("newer format", &s,
-                    "weights were written by a newer attnext (format version 2); this build reads version 1");
+  expect_load_error(
+      "newer format", &s,
+      "weights were written by a newer attnext (format version 2); this build reads version 1");
   spec_set_meta(&s, "format_version", "0", 0);
-  expect_load_error("format 0", &s, "weights: unsupported format_version \"0\"; this build reads version 1");
+  expect_load_error("format 0", &s,
+                    "weights: unsupported format_version \"0\"; this build reads version 1");
   spec_set_meta(&s, "format_version", "1.0", 0);
-  expect_load_error("format 1.0", &s, "weights: unsupported format_version \"1.0\"; this build reads version 1");
+  expect_load_error("format 1.0", &s,
+                    "weights: unsupported format_version \"1.0\"; this build reads version 1");
   spec_set_meta(&s, "format_version", NULL, 0);
-  expect_load_error("no format", &s, "weights: __metadata__ has no \"format_version\" (not written by attnext?)");
+  expect_load_error("no format", &s,
+                    "weights: __metadata__ has no \"format_version\" (not written by attnext?)");
   spec_set_meta(&s, "format_version", "1", 0);
   spec_set_meta(&s, "note", "{\"a\":\"b\"}", 1);
-  expect_load_error("object metadata", &s, "safetensors: __metadata__ value of \"note\" must be a string, got object");
+  expect_load_error("object metadata", &s,
+                    "safetensors: __metadata__ value of \"note\" must be a string, got object");
   spec_set_meta(&s, "note", "\"x\\u0000y\"", 1);
-  expect_load_error("NUL in metadata", &s, "safetensors: __metadata__ entry \"note\" contains a NUL character");
+  expect_load_error("NUL in metadata", &s,
+                    "safetensors: __metadata__ entry \"note\" contains a NUL character");
   spec_set_meta(&s, "note", NULL, 0);
 
   char *config = nn_config_to_json(&cfg, NULL);
   spec_set_meta(&s, "config", "{\"hidden\":\"big\"}", 0);
-  expect_load_error("bad config", &s, "weights: config: option \"hidden\" must be an integer from 1 to 4096, got \"big\"");
+  expect_load_error(
+      "bad config", &s,
+      "weights: config: option \"hidden\" must be an integer from 1 to 4096, got \"big\"");
   spec_set_meta(&s, "config", "{\"hidden\":5", 0);
   expect_load_error("config not JSON", &s,
-                    "weights: config: options must be a JSON object (invalid JSON at byte 11: expected ',' or '}')");
+                    "weights: config: options must be a JSON object (invalid JSON at byte 11: "
+                    "expected ',' or '}')");
   spec_set_meta(&s, "config", NULL, 0);
   expect_load_error("no config", &s, "weights: __metadata__ has no \"config\"");
   nn_config other = cfg;
@@ -598,14 +641,16 @@ static void test_hostile_model_blobs(void) {
   sized.vocab_size = NTOKENS;
   size_t floats = 0;
   for (int i = 0; i < s.n; i++) floats += (size_t)(s.t[i].end - s.t[i].begin) / 4;
-  snprintf(want, sizeof want, "weights: tensor \"rnn.weight_ih_l0\" has shape [4, 3], expected [6, 3]");
+  snprintf(want, sizeof want,
+           "weights: tensor \"rnn.weight_ih_l0\" has shape [4, 3], expected [6, 3]");
   expect_load_error("config bigger than the tensors", &s, want);
   free(other_json);
   other = cfg;
   other.embed_dim = 2, other.hidden = 5; /* fewer floats in total, other shapes */
   other_json = nn_config_to_json(&other, NULL);
   spec_set_meta(&s, "config", other_json, 0);
-  snprintf(want, sizeof want, "weights: tensor \"embeddings.weight\" has shape [8, 3], expected [8, 2]");
+  snprintf(want, sizeof want,
+           "weights: tensor \"embeddings.weight\" has shape [8, 3], expected [8, 2]");
   expect_load_error("config does not match the tensors", &s, want);
   { /* a huge network in a few bytes of config is refused before anything is allocated */
     free(other_json);
@@ -615,7 +660,8 @@ static void test_hostile_model_blobs(void) {
     spec_set_meta(&s, "config", other_json, 0);
     sized = other;
     sized.vocab_size = NTOKENS;
-    snprintf(want, sizeof want, "weights: the config, 8 tokens and 3 labels need %llu floats, the file holds %zu",
+    snprintf(want, sizeof want,
+             "weights: the config, 8 tokens and 3 labels need %llu floats, the file holds %zu",
              (unsigned long long)nn_config_param_count(&sized, 3), floats);
     expect_load_error("config of a 2.8 GB network", &s, want);
   }
@@ -624,20 +670,28 @@ static void test_hostile_model_blobs(void) {
   free(config);
   expect_load_error("config restored", &s, NULL);
 
-  const char *vocab_ok = "[\"<PAD>\",\"<UNK>\",\"the\",\"caf\xc3\xa9\",\"a\\\"b\\\\c\",\"tab\\there\",\"\xff raw \\u0001\",\"\xf0\x9f\x98\x80\"]";
+  const char *vocab_ok = "[\"<PAD>\",\"<UNK>\",\"the\",\"caf\xc3\xa9\",\"a\\\"b\\\\c\","
+                         "\"tab\\there\",\"\xff raw \\u0001\",\"\xf0\x9f\x98\x80\"]";
   spec_set_meta(&s, "vocab", vocab_ok, 0);
   expect_load_error("vocab restated", &s, NULL);
-  spec_set_meta(&s, "vocab", "[\"<PAD>\",\"<UNK>\",\"the\",\"caf\xc3\xa9\",\"a\\\"b\\\\c\",\"tab\\there\",\"x\",\"y\",\"z\"]", 0);
-  snprintf(want, sizeof want, "weights: tensor \"embeddings.weight\" has shape [%lld, %lld], expected [9, %lld]",
+  spec_set_meta(&s, "vocab",
+                "[\"<PAD>\",\"<UNK>\",\"the\",\"caf\xc3\xa9\",\"a\\\"b\\\\c\",\"tab\\there\",\"x\","
+                "\"y\",\"z\"]",
+                0);
+  snprintf(want, sizeof want,
+           "weights: tensor \"embeddings.weight\" has shape [%lld, %lld], expected [9, %lld]",
            (long long)emb.shape[0], (long long)emb.shape[1], (long long)emb.shape[1]);
   expect_load_error("one token too many", &s, want);
   spec_set_meta(&s, "vocab", "[\"<PAD>\",\"<UNK>\",3]", 0);
-  expect_load_error("vocab item not a string", &s, "weights: __metadata__ \"vocab\" item 2 must be a string, got number");
+  expect_load_error("vocab item not a string", &s,
+                    "weights: __metadata__ \"vocab\" item 2 must be a string, got number");
   spec_set_meta(&s, "vocab", "{\"a\":1}", 0);
-  expect_load_error("vocab not an array", &s, "weights: __metadata__ \"vocab\" must be a JSON array of strings");
+  expect_load_error("vocab not an array", &s,
+                    "weights: __metadata__ \"vocab\" must be a JSON array of strings");
   spec_set_meta(&s, "vocab", "[\"<PAD>\"", 0);
   expect_load_error("vocab not JSON", &s,
-                    "weights: __metadata__ \"vocab\" is not a JSON array (invalid JSON at byte 8: expected ',' or ']')");
+                    "weights: __metadata__ \"vocab\" is not a JSON array (invalid JSON at byte 8: "
+                    "expected ',' or ']')");
   spec_set_meta(&s, "vocab", NULL, 0);
   expect_load_error("no vocab", &s, "weights: __metadata__ has no \"vocab\"");
   spec_set_meta(&s, "vocab", vocab_ok, 0);
@@ -649,7 +703,8 @@ static void test_hostile_model_blobs(void) {
   spec_set_meta(&s, "labels", "[\"World\",\"x\",\"World\"]", 0);
   expect_load_error("duplicate label", &s, "weights: __metadata__ \"labels\" has \"World\" twice");
   spec_set_meta(&s, "labels", "[\"a\",\"b\",\"c\",\"d\"]", 0);
-  snprintf(want, sizeof want, "weights: tensor \"fc2.weight\" has shape [%lld, %lld], expected [4, %lld]",
+  snprintf(want, sizeof want,
+           "weights: tensor \"fc2.weight\" has shape [%lld, %lld], expected [4, %lld]",
            (long long)fc2w.shape[0], (long long)fc2w.shape[1], (long long)fc2w.shape[1]);
   expect_load_error("one label too many", &s, want);
   { /* 300,000 labels: refused before the model allocates an fc2 that large (by the limit
@@ -672,11 +727,13 @@ static void test_hostile_model_blobs(void) {
     expect_load_error("10001 labels", &s,
                       "weights: __metadata__ \"labels\" has 10001 labels, at most 10000");
   }
-  spec_set_meta(&s, "labels", "[\"World\",\"quote\\\"back\\\\slash/\",\"line\\nbreak \xe2\x82\xac\"]", 0);
+  spec_set_meta(&s, "labels",
+                "[\"World\",\"quote\\\"back\\\\slash/\",\"line\\nbreak \xe2\x82\xac\"]", 0);
   expect_load_error("labels restated", &s, NULL);
   s.data_len += 4; /* bytes no tensor covers */
   snprintf(want, sizeof want,
-           "weights: the tensors cover %zu of the %zu bytes of the data buffer (the rest is not part of any tensor)",
+           "weights: the tensors cover %zu of the %zu bytes of the data buffer (the rest is not "
+           "part of any tensor)",
            s.data_len - 4, s.data_len);
   expect_load_error("a gap after the tensors", &s, want);
   s.data_len -= 4;
@@ -720,24 +777,33 @@ static void test_hostile_headers(void) {
   unsigned char data[64] = {0};
   char want[NN_ERR_LEN], err[NN_ERR_LEN];
   /* length field */
-  unsigned char b[16] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, '{', '}', ' ', ' ', ' ', ' ', ' ', ' '};
+  unsigned char b[16] = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+                         '{',  '}',  ' ',  ' ',  ' ',  ' ',  ' ',  ' '};
   CHECK(parse_copy(b, 16, err) == NN_ERROR &&
-            strcmp(err, "safetensors: header length 18446744073709551615 is over the limit of 100000000 bytes") == 0,
+            strcmp(err, "safetensors: header length 18446744073709551615 is over the limit of "
+                        "100000000 bytes") == 0,
         "huge header length: %s", err);
   memset(b, 0, 8);
   b[0] = 9;
-  CHECK(parse_copy(b, 16, err) == NN_ERROR &&
-            strcmp(err, "safetensors: header length 9 is larger than the 8 bytes after it (truncated?)") == 0,
-        "header past the end: %s", err);
+  CHECK(
+      parse_copy(b, 16, err) == NN_ERROR &&
+          strcmp(err,
+                 "safetensors: header length 9 is larger than the 8 bytes after it (truncated?)") ==
+              0,
+      "header past the end: %s", err);
   b[0] = 0, b[4] = 1; /* 2^32 */
   CHECK(parse_copy(b, 16, err) == NN_ERROR &&
-            strcmp(err, "safetensors: header length 4294967296 is over the limit of 100000000 bytes") == 0,
+            strcmp(err,
+                   "safetensors: header length 4294967296 is over the limit of 100000000 bytes") ==
+                0,
         "header length 2^32: %s", err);
   b[4] = 0, b[0] = 1;
-  CHECK(parse_copy(b, 16, err) == NN_ERROR && strcmp(err, "safetensors: the header is not a JSON object") == 0,
+  CHECK(parse_copy(b, 16, err) == NN_ERROR &&
+            strcmp(err, "safetensors: the header is not a JSON object") == 0,
         "1-byte header: %s", err);
   b[0] = 0;
-  CHECK(parse_copy(b, 16, err) == NN_ERROR && strcmp(err, "safetensors: the header is not a JSON object") == 0,
+  CHECK(parse_copy(b, 16, err) == NN_ERROR &&
+            strcmp(err, "safetensors: the header is not a JSON object") == 0,
         "empty header: %s", err);
   CHECK(parse_copy(b, 7, err) == NN_ERROR &&
             strcmp(err, "safetensors: 7 bytes is too short (the header length alone is 8)") == 0,
@@ -745,11 +811,14 @@ static void test_hostile_headers(void) {
   b[0] = 8;
   CHECK(parse_copy(b, 16, err) == NN_OK, "{} with spaces: an empty file parses: %s", err);
 
-  expect_parse_error("not JSON", "{not json}", data, 0,
-                     "safetensors: the header is not valid JSON (invalid JSON at byte 1: expected a string key)");
-  expect_parse_error("array header", "[1,2]", data, 0, "safetensors: the header is not a JSON object");
+  expect_parse_error(
+      "not JSON", "{not json}", data, 0,
+      "safetensors: the header is not valid JSON (invalid JSON at byte 1: expected a string key)");
+  expect_parse_error("array header", "[1,2]", data, 0,
+                     "safetensors: the header is not a JSON object");
   expect_parse_error("trailing control byte", "{}\x01", data, 0,
-                     "safetensors: the header is not valid JSON (invalid JSON at byte 2: unexpected text after the value)");
+                     "safetensors: the header is not valid JSON (invalid JSON at byte 2: "
+                     "unexpected text after the value)");
   expect_parse_error("tensor not an object", "{\"a\":[1]}", data, 0,
                      "safetensors: tensor \"a\": must be an object, got array");
   expect_parse_error("no dtype", "{\"a\":{\"shape\":[1],\"data_offsets\":[0,4]}}", data, 4,
@@ -758,29 +827,41 @@ static void test_hostile_headers(void) {
                      "safetensors: tensor \"a\": no \"shape\"");
   expect_parse_error("no offsets", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1]}}", data, 4,
                      "safetensors: tensor \"a\": no \"data_offsets\"");
-  expect_parse_error("unknown field", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4],\"x\":1}}", data, 4,
-                     "safetensors: tensor \"a\": unknown field \"x\" (expected dtype, shape, data_offsets)");
-  expect_parse_error("dtype not a string", "{\"a\":{\"dtype\":4,\"shape\":[1],\"data_offsets\":[0,4]}}", data, 4,
+  expect_parse_error(
+      "unknown field", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4],\"x\":1}}",
+      data, 4,
+      "safetensors: tensor \"a\": unknown field \"x\" (expected dtype, shape, data_offsets)");
+  expect_parse_error("dtype not a string",
+                     "{\"a\":{\"dtype\":4,\"shape\":[1],\"data_offsets\":[0,4]}}", data, 4,
                      "safetensors: tensor \"a\": \"dtype\" must be a string");
   expect_parse_error(
       "lower-case dtype", "{\"a\":{\"dtype\":\"f32\",\"shape\":[1],\"data_offsets\":[0,4]}}", data,
       4, "safetensors: tensor \"a\": dtype \"f32\" is not supported (F32, F16, I32, I64, F64 are)");
-  expect_parse_error("shape not an array", "{\"a\":{\"dtype\":\"F32\",\"shape\":1,\"data_offsets\":[0,4]}}", data, 4,
+  expect_parse_error("shape not an array",
+                     "{\"a\":{\"dtype\":\"F32\",\"shape\":1,\"data_offsets\":[0,4]}}", data, 4,
                      "safetensors: tensor \"a\": \"shape\" must be an array");
-  expect_parse_error("fractional dimension", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1.5],\"data_offsets\":[0,4]}}", data, 4,
+  expect_parse_error("fractional dimension",
+                     "{\"a\":{\"dtype\":\"F32\",\"shape\":[1.5],\"data_offsets\":[0,4]}}", data, 4,
                      "safetensors: tensor \"a\": \"shape\" must hold non-negative integers");
-  expect_parse_error("one offset", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4]}}", data, 4,
-                     "safetensors: tensor \"a\": \"data_offsets\" must be [begin, end], two non-negative integers");
-  expect_parse_error("string offsets", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[\"0\",\"4\"]}}", data, 4,
-                     "safetensors: tensor \"a\": \"data_offsets\" must be [begin, end], two non-negative integers");
-  expect_parse_error("I64 size", "{\"a\":{\"dtype\":\"I64\",\"shape\":[1],\"data_offsets\":[0,4]}}", data, 4,
-                     "safetensors: tensor \"a\": shape with dtype I64 needs 8 bytes but data_offsets span 4");
+  expect_parse_error("one offset", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4]}}",
+                     data, 4,
+                     "safetensors: tensor \"a\": \"data_offsets\" must be [begin, end], two "
+                     "non-negative integers");
+  expect_parse_error("string offsets",
+                     "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[\"0\",\"4\"]}}",
+                     data, 4,
+                     "safetensors: tensor \"a\": \"data_offsets\" must be [begin, end], two "
+                     "non-negative integers");
+  expect_parse_error(
+      "I64 size", "{\"a\":{\"dtype\":\"I64\",\"shape\":[1],\"data_offsets\":[0,4]}}", data, 4,
+      "safetensors: tensor \"a\": shape with dtype I64 needs 8 bytes but data_offsets span 4");
   expect_parse_error("metadata not an object", "{\"__metadata__\":[\"a\"]}", data, 0,
                      "safetensors: __metadata__ must be an object, got array");
   expect_parse_error("metadata null", "{\"__metadata__\":{\"k\":null}}", data, 0,
                      "safetensors: __metadata__ value of \"k\" must be a string, got null");
   expect_parse_error("duplicate metadata", "{\"__metadata__\":{},\"__metadata__\":{}}", data, 0,
-                     "safetensors: the header is not valid JSON (invalid JSON at byte 0: duplicate key \"__metadata__\")");
+                     "safetensors: the header is not valid JSON (invalid JSON at byte 0: duplicate "
+                     "key \"__metadata__\")");
   expect_parse_error("overlap across an empty tensor",
                      "{\"a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]},"
                      "\"z\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[4,4]},"
@@ -791,13 +872,15 @@ static void test_hostile_headers(void) {
            "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[",
            "]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]");
   expect_parse_error("70 nested arrays", deep, data, 0,
-                     "safetensors: the header is not valid JSON (invalid JSON at byte 68: nested deeper than 64 levels)");
+                     "safetensors: the header is not valid JSON (invalid JSON at byte 68: nested "
+                     "deeper than 64 levels)");
   /* a valid generic file with holes and any order is fine */
   size_t len;
-  unsigned char *ok = make_blob("{\"b\":{\"dtype\":\"I32\",\"shape\":[2],\"data_offsets\":[24,32]},"
-                                "\"a\":{\"dtype\":\"F64\",\"shape\":[1,1,1,2],\"data_offsets\":[0,16]},"
-                                "\"__metadata__\":{}}",
-                                data, 40, &len);
+  unsigned char *ok =
+      make_blob("{\"b\":{\"dtype\":\"I32\",\"shape\":[2],\"data_offsets\":[24,32]},"
+                "\"a\":{\"dtype\":\"F64\",\"shape\":[1,1,1,2],\"data_offsets\":[0,16]},"
+                "\"__metadata__\":{}}",
+                data, 40, &len);
   nn_st_file f;
   CHECK(nn_st_parse(&f, ok, len, NULL, err) == NN_OK && f.count == 2 && f.meta_count == 0 &&
             nn_st_find(&f, "a")->ndim == 4 && nn_st_find(&f, "b")->data == ok + len - 16,

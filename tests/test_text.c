@@ -70,8 +70,8 @@ static void check_tokens(const char *text, int len, const nn_config *cfg, const 
     strncat(got, item, sizeof got - strlen(got) - 1);
   }
   CHECK(n == c.n && strcmp(got, want) == 0,
-        "line %d: tokens of \"%.*s\" = \"%s\" (returned %d), expected \"%s\"", line, len, text,
-        got, n, want);
+        "line %d: tokens of \"%.*s\" = \"%s\" (returned %d), expected \"%s\"", line, len, text, got,
+        n, want);
   free(copy);
 }
 #define CHECK_TOKENS(text, cfg, want) check_tokens(text, (int)strlen(text), cfg, want, __LINE__)
@@ -113,7 +113,7 @@ static void test_lesson(void) {
   CHECK_CLEAN("The THE tHe theme other others", &cfg, "theme others");
   CHECK_CLEAN("Don't stop: it's what you'll do", &cfg, "stop");
   CHECK_CLEAN("the_end _the the2 2the", &cfg, "the end the the2 2the"); /* "_" is \w */
-  CHECK_CLEAN("ab(x)the  cd", &cfg, "abcd");         /* \s* ate the spaces: the sides join */
+  CHECK_CLEAN("ab(x)the  cd", &cfg, "abcd");        /* \s* ate the spaces: the sides join */
   CHECK_CLEAN("ab(x)the\x1c\x0b cd", &cfg, "abcd"); /* \x1c and \v are \s in Python */
   CHECK_CLEAN("ab(x)the-cd", &cfg, "ab cd");
   CHECK_CLEAN("ab(x)'t cd", &cfg, "ab cd"); /* "'" stays and separates */
@@ -146,13 +146,15 @@ static void test_unicode(void) {
   nn_config cfg = text_config();
   /* default mode: non-ASCII bytes separate, but non-ASCII letters are \w for \b */
   CHECK_CLEAN("Caf\xc3\xa9 na\xc3\xafve", &cfg, "caf na ve");
-  CHECK_CLEAN("\xc3\xa9the x", &cfg, "the x");                   /* no \b after e-acute */
-  CHECK_CLEAN("\xe2\x80\x9cthe\xe2\x80\x9d x", &cfg, "x");       /* curly quotes are not \w */
-  CHECK_CLEAN("Don\xe2\x80\x99t stop", &cfg, "stop");            /* nor the curly apostrophe */
+  CHECK_CLEAN("\xc3\xa9the x", &cfg, "the x");                  /* no \b after e-acute */
+  CHECK_CLEAN("\xe2\x80\x9cthe\xe2\x80\x9d x", &cfg, "x");      /* curly quotes are not \w */
+  CHECK_CLEAN("Don\xe2\x80\x99t stop", &cfg, "stop");           /* nor the curly apostrophe */
   CHECK_CLEAN("ab(x)the\xc2\xa0\xe3\x80\x80 cd", &cfg, "abcd"); /* NBSP, U+3000 are \s */
-  CHECK_CLEAN("\xe2\x84\xaaing", &cfg, "king");         /* KELVIN SIGN lower-cases to "k" */
-  CHECK_CLEAN("\xc4\xb0t", &cfg, "");                    /* U+0130 -> "i" U+0307: "i", "t" */
-  CHECK_CLEAN("ab(x)\xc4\xb0" "cd", &cfg, "ab cd");
+  CHECK_CLEAN("\xe2\x84\xaaing", &cfg, "king");                 /* KELVIN SIGN lower-cases to "k" */
+  CHECK_CLEAN("\xc4\xb0t", &cfg, "");                           /* U+0130 -> "i" U+0307: "i", "t" */
+  CHECK_CLEAN("ab(x)\xc4\xb0"
+              "cd",
+              &cfg, "ab cd");
   CHECK_CLEAN("x\xc4\xb0z", &cfg, "xi z");
   /* unicode mode: letters and digits of any script are kept as they are */
   cfg.unicode = 1;
@@ -161,14 +163,24 @@ static void test_unicode(void) {
   CHECK_CLEAN("\xe2\x80\x9cthe\xe2\x80\x9d x \xc2\xb2", &cfg, "x \xc2\xb2");
   CHECK_CLEAN("\xe2\x84\xaaing \xc4\xb0t", &cfg, "\xe2\x84\xaaing \xc4\xb0t"); /* no case map */
   /* invalid UTF-8 separates: lone continuation, truncated, overlong, surrogate, > U+10FFFF */
-  CHECK_CLEAN("b\x80" "c\xc3" "e\xe2\x82" "f\xc0\xaf" "g\xed\xa0\x80" "h\xf4\x90\x80\x80" "j\xff",
+  CHECK_CLEAN("b\x80"
+              "c\xc3"
+              "e\xe2\x82"
+              "f\xc0\xaf"
+              "g\xed\xa0\x80"
+              "h\xf4\x90\x80\x80"
+              "j\xff",
               &cfg, "b c e f g h j");
-  CHECK_CLEAN("caf\xc3", &cfg, "caf");          /* truncated at the very end of the text */
+  CHECK_CLEAN("caf\xc3", &cfg, "caf"); /* truncated at the very end of the text */
   CHECK_CLEAN("caf\xe2\x82", &cfg, "caf");
   CHECK_CLEAN("x\xf0\x9f\x98\x80z", &cfg, "x z"); /* an emoji is not a letter */
   CHECK_TOKENS("\xc3\xa9t\xc3\xa9 x", &cfg, "\xc3\xa9t\xc3\xa9 0 5|x 6 7");
   cfg.unicode = 0;
-  CHECK_CLEAN("a\x80" "b\xc3" "c\xe2\x82" "d", &cfg, "b c"); /* "a", "d": stop words */
+  CHECK_CLEAN("a\x80"
+              "b\xc3"
+              "c\xe2\x82"
+              "d",
+              &cfg, "b c"); /* "a", "d": stop words */
 }
 
 static void test_nul_bytes(void) {
@@ -262,7 +274,8 @@ static void test_vocab(void) {
   cfg.vocab_size = 100;
   CHECK(nn_vocab_build(&vocab, texts2, lens2, 3, &cfg, err) == NN_OK, "%s", err);
   CHECK(nn_vocab_count(vocab) == 4 && strcmp(nn_vocab_token(vocab, 2, NULL), "x") == 0 &&
-            strcmp(nn_vocab_token(vocab, 3, NULL), "z") == 0, "x before z");
+            strcmp(nn_vocab_token(vocab, 3, NULL), "z") == 0,
+        "x before z");
   nn_vocab_free(vocab);
   /* no texts; only <PAD>, <UNK> */
   CHECK(nn_vocab_build(&vocab, NULL, NULL, 0, &cfg, err) == NN_OK && nn_vocab_count(vocab) == 2,
@@ -288,7 +301,8 @@ static void test_vocab(void) {
   cfg.max_len = 8;
   int n = nn_text_encode(out, "ab x", 4, &cfg, vocab);
   CHECK(n == 4 && out[0].id == 3 && out[1].id == 2 && out[2].id == 4 && out[2].start == -1 &&
-            out[3].id == 1 && out[3].start == 3, "char encode: n=%d", n);
+            out[3].id == 1 && out[3].start == 3,
+        "char encode: n=%d", n);
   nn_vocab_free(vocab);
   /* from_list errors */
   const char *bad1[] = {"<UNK>", "<PAD>", "x"};
@@ -341,7 +355,8 @@ static void test_encode(void) {
 /* Random bytes in every mode: nothing crashes or reads past len (ASan, valgrind), clean() is
  * the tokens joined by spaces, and encode agrees with tokenize. */
 static void test_random_bytes(void) {
-  static const char alphabet[] = "the a(b)c'_ \t\x1c-.\0\x80\xc3\xa9\xe2\x80\x99\xf0\x9f\xff\xed\xa0";
+  static const char alphabet[] =
+      "the a(b)c'_ \t\x1c-.\0\x80\xc3\xa9\xe2\x80\x99\xf0\x9f\xff\xed\xa0";
   uint64_t state = 1234;
   int bad = 0, total = 0;
   char err[NN_ERR_LEN];
@@ -354,7 +369,7 @@ static void test_random_bytes(void) {
     for (int i = 0; i < len; i++) {
       state = state * 6364136223846793005ull + 1442695040888963407ull;
       text[i] = (state >> 40) % 3 == 0 ? (char)(state >> 48)
-                                        : alphabet[(state >> 33) % (sizeof alphabet - 1)];
+                                       : alphabet[(state >> 33) % (sizeof alphabet - 1)];
     }
     nn_config cfg = text_config();
     cfg.lower = iter & 1;
@@ -378,12 +393,12 @@ static void test_random_bytes(void) {
     for (int i = 0; ok && n > 0 && i < m; i++)
       ok = out[i].id == nn_vocab_lookup(vocab, c.tok[i], (int)strlen(c.tok[i])) &&
            out[i].start == c.start[i] && out[i].end == c.end[i] &&
-           (out[i].start == -1 ? out[i].end == -1 : 0 <= out[i].start &&
-                                                        out[i].start < out[i].end &&
-                                                        out[i].end <= len);
+           (out[i].start == -1
+                ? out[i].end == -1
+                : 0 <= out[i].start && out[i].start < out[i].end && out[i].end <= len);
     if (!ok && bad++ < 5)
-      CHECK(ok, "random text %d (len %d, mode %d): clean \"%s\" tokens \"%s\" n=%d m=%d", iter,
-            len, iter & 15, clean ? clean : "(null)", joined, n, m);
+      CHECK(ok, "random text %d (len %d, mode %d): clean \"%s\" tokens \"%s\" n=%d m=%d", iter, len,
+            iter & 15, clean ? clean : "(null)", joined, n, m);
     total++;
     free(clean);
     free(text);

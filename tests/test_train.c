@@ -92,10 +92,8 @@ static void make_keyword_data(dataset *d, int n, int classes, int random_labels,
     size_t len = 0;
     for (int w = 0; w <= words; w++) {
       char word[32];
-      if (w == key_at)
-        snprintf(word, sizeof word, "key%dx%d", c, (int)(lcg_next() % 3));
-      else
-        snprintf(word, sizeof word, "filler%d", (int)(lcg_next() % 40));
+      if (w == key_at) snprintf(word, sizeof word, "key%dx%d", c, (int)(lcg_next() % 3));
+      else snprintf(word, sizeof word, "filler%d", (int)(lcg_next() % 40));
       len += (size_t)snprintf(text + len, sizeof text - len, "%s%s", w ? " " : "", word);
     }
     int label = random_labels ? (int)(lcg_next() % (uint32_t)classes) : c;
@@ -116,10 +114,10 @@ static void small_config(nn_config *cfg) {
 }
 
 typedef struct run_result {
-  int status;         /* of create, or of the last epoch call */
-  int epochs;         /* epochs run (NN_OK returns) */
+  int status; /* of create, or of the last epoch call */
+  int epochs; /* epochs run (NN_OK returns) */
   nn_epoch_stats stats[64];
-  float *params;      /* the taken model's parameters (malloc'd) */
+  float *params; /* the taken model's parameters (malloc'd) */
   size_t param_count;
   char *json;
   char err[NN_ERR_LEN];
@@ -229,7 +227,8 @@ static void check_monitor(const nn_config *base, nn_monitor which) {
     int expect_best = figure > highest;
     printf("monitor %s epoch %d: val_loss %.6f val_f1 %.4f val_acc %.4f lr %g%s%s\n", name, e + 1,
            r.stats[e].val_loss, r.stats[e].val_f1, r.stats[e].val_accuracy, r.stats[e].lr,
-           r.stats[e].best ? " best" : "", e < loss->epochs && loss->stats[e].best ? " (loss best)" : "");
+           r.stats[e].best ? " best" : "",
+           e < loss->epochs && loss->stats[e].best ? " (loss best)" : "");
     CHECK(r.stats[e].best == expect_best, "monitor %s: epoch %d best flag %d, expected %d", name,
           e + 1, r.stats[e].best, expect_best);
     if (expect_best) highest = figure, best = e + 1;
@@ -244,8 +243,9 @@ static void check_monitor(const nn_config *base, nn_monitor which) {
   CHECK(r.epochs == cfg.epochs || r.epochs == best + cfg.patience,
         "monitor %s: stopped after %d epochs, best %d, patience %d", name, r.epochs, best,
         cfg.patience);
-  CHECK((int)json_value(r.json, "best_epoch") == best, "monitor %s: json best_epoch %g, expected %d",
-        name, json_value(r.json, "best_epoch"), best);
+  CHECK((int)json_value(r.json, "best_epoch") == best,
+        "monitor %s: json best_epoch %g, expected %d", name, json_value(r.json, "best_epoch"),
+        best);
   char expect_json[64];
   snprintf(expect_json, sizeof expect_json, "\"monitor\":\"%s\"", name);
   CHECK(r.json && strstr(r.json, expect_json), "monitor %s: json %s", name, r.json);
@@ -515,7 +515,8 @@ static void check_warm_start(void) {
     data.texts[i] = text;
     data.text_lens[i] = len;
   }
-  nn_config warm_cfg = *nn_model_config(base); /* as ext/ does: the base's options, then the user's */
+  nn_config warm_cfg =
+      *nn_model_config(base); /* as ext/ does: the base's options, then the user's */
   CHECK(nn_config_parse_json(&warm_cfg, "{\"epochs\":2,\"lr\":0.003,\"monitor\":\"val_f1\"}", NULL,
                              err) == NN_OK,
         "warm options: %s", err);
@@ -534,9 +535,11 @@ static void check_warm_start(void) {
     }
     CHECK(same, "warm start: the vocabulary is not the base model's (%d vs %d tokens)",
           nn_vocab_count(wv), nn_vocab_count(bv));
-    CHECK(nn_vocab_lookup(wv, "newword1", 8) == NN_UNK && nn_vocab_lookup(nn_model_vocab(fresh), "newword1", 8) > NN_UNK,
+    CHECK(nn_vocab_lookup(wv, "newword1", 8) == NN_UNK &&
+              nn_vocab_lookup(nn_model_vocab(fresh), "newword1", 8) > NN_UNK,
           "a new word is <UNK> for the warm start, in the fresh vocabulary");
-    CHECK(nn_model_num_classes(warm) == 3 && strcmp(nn_model_label(warm, 2), nn_model_label(base, 2)) == 0,
+    CHECK(nn_model_num_classes(warm) == 3 &&
+              strcmp(nn_model_label(warm, 2), nn_model_label(base, 2)) == 0,
           "warm start labels");
     CHECK(nn_model_config(warm)->monitor == NN_MONITOR_VAL_F1 && nn_model_config(warm)->epochs == 2,
           "warm start options apply");
@@ -581,9 +584,12 @@ static void check_warm_start(void) {
         "new label: %d %s", status, err);
   printf("warm start, new label: %s\n", err);
   const char *changes[][2] = {
-      {"{\"hidden\":8}", "option \"hidden\" cannot change when training from a model: the base model has 16, got 8"},
-      {"{\"attention\":\"dot\"}", "option \"attention\" cannot change when training from a model: the base model has \"linear\", got \"dot\""},
-      {"{\"stopwords\":false}", "option \"stopwords\" cannot change when training from a model: the base model has true, got false"},
+      {"{\"hidden\":8}",
+       "option \"hidden\" cannot change when training from a model: the base model has 16, got 8"},
+      {"{\"attention\":\"dot\"}", "option \"attention\" cannot change when training from a model: "
+                                  "the base model has \"linear\", got \"dot\""},
+      {"{\"stopwords\":false}", "option \"stopwords\" cannot change when training from a model: "
+                                "the base model has true, got false"},
   };
   for (int k = 0; k < 3; k++) {
     nn_config c = *nn_model_config(base);
@@ -632,7 +638,8 @@ int main(void) {
         "train loss should fall: %g -> %g", a.stats[0].train_loss,
         a.stats[a.epochs - 1].train_loss);
   /* 800 rows, 16 per batch, 15% validation: the callback saw every training batch */
-  int val_rows = (int)json_value(a.json, "val_rows"), train_rows = (int)json_value(a.json, "train_rows");
+  int val_rows = (int)json_value(a.json, "val_rows"),
+      train_rows = (int)json_value(a.json, "train_rows");
   int batches = (train_rows + 15) / 16, val_batches = (val_rows + 15) / 16;
   CHECK(seen.calls == batches * a.epochs, "progress calls %d, expected %d", seen.calls,
         batches * a.epochs);
@@ -710,8 +717,8 @@ int main(void) {
     if (a.stats[e].best) best = e + 1;
   }
   CHECK(a.epochs < cfg.epochs, "early stopping did not trigger (%d epochs)", a.epochs);
-  CHECK(a.epochs == best + cfg.patience, "stopped after %d epochs, best %d, patience %d",
-        a.epochs, best, cfg.patience);
+  CHECK(a.epochs == best + cfg.patience, "stopped after %d epochs, best %d, patience %d", a.epochs,
+        best, cfg.patience);
   /* best flags: strictly lower than every earlier validation loss */
   double lowest = INFINITY;
   for (int e = 0; e < a.epochs; e++) {
@@ -852,8 +859,7 @@ int main(void) {
   struct {
     int n;
     const char *expect;
-  } cases[] = {{0, "no training rows"},
-               {1, "need at least 2 distinct labels, got 1 (\"a\")"}};
+  } cases[] = {{0, "no training rows"}, {1, "need at least 2 distinct labels, got 1 (\"a\")"}};
   for (int k = 0; k < 2; k++) {
     err[0] = 0;
     int status = create_trainer(&tr, &data, &cfg, NULL, cases[k].n, err);
@@ -900,8 +906,8 @@ int main(void) {
     add_row(&data, "text", label);
   }
   status = create_trainer(&tr, &data, &cfg, NULL, -1, err);
-  CHECK(status == NN_ERROR && strstr(err, "10001") && strstr(err, "10000"),
-        "too many labels: %s", err);
+  CHECK(status == NN_ERROR && strstr(err, "10001") && strstr(err, "10000"), "too many labels: %s",
+        err);
   printf("error for 10001 labels: %s\n", err);
   free_dataset(&data);
   /* labels containing a NUL byte are rejected (the model keeps labels as C strings) */

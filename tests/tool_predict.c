@@ -22,11 +22,11 @@
 #include "nn_internal.h"
 
 static const char *const words[] = {
-    "stocks", "market", "rally",  "oil",    "prices",  "team",   "wins",    "game",
-    "final",  "tennis", "season", "coach",  "election", "vote",  "minister", "talks",
-    "peace",  "war",    "troops", "iraq",   "software", "google", "apple",  "microsoft",
-    "space",  "nasa",   "launch", "profit", "shares",  "bank",   "rates",   "growth",
-    "cup",    "league", "players", "court", "police",  "chip",   "web",     "phone"};
+    "stocks", "market", "rally",   "oil",    "prices",   "team",   "wins",     "game",
+    "final",  "tennis", "season",  "coach",  "election", "vote",   "minister", "talks",
+    "peace",  "war",    "troops",  "iraq",   "software", "google", "apple",    "microsoft",
+    "space",  "nasa",   "launch",  "profit", "shares",   "bank",   "rates",    "growth",
+    "cup",    "league", "players", "court",  "police",   "chip",   "web",      "phone"};
 
 static unsigned char *read_all(FILE *f, size_t *len) {
   size_t cap = 1 << 16, n = 0;
@@ -50,8 +50,7 @@ static unsigned char *read_all(FILE *f, size_t *len) {
   return buf;
 }
 
-static int save_random(const char *config_json, const char *out_path, int nlabels,
-                       char **labels) {
+static int save_random(const char *config_json, const char *out_path, int nlabels, char **labels) {
   char err[NN_ERR_LEN];
   nn_config cfg;
   nn_config_default(&cfg);
@@ -163,8 +162,8 @@ static int predict(const char *model_path) {
     pos = end + 1;
   }
   /* repack (B, max_len) as (B, T) */
-  for (int b = 1; b < B; b++) memmove(tokens + (size_t)b * T, tokens + (size_t)b * max_len,
-                                      sizeof *tokens * (size_t)T);
+  for (int b = 1; b < B; b++)
+    memmove(tokens + (size_t)b * T, tokens + (size_t)b * max_len, sizeof *tokens * (size_t)T);
   logits = malloc(sizeof *logits * (size_t)B * C);
   attn = malloc(sizeof *attn * (size_t)B * T);
   if (!logits || !attn) goto done;
@@ -206,8 +205,7 @@ int main(int argc, char **argv) {
   if (argc >= 6 && strcmp(argv[1], "--save-random") == 0)
     return save_random(argv[2], argv[3], argc - 4, argv + 4);
   if (argc == 2 && argv[1][0] != '-') return predict(argv[1]);
-  fprintf(stderr,
-          "usage: tool_predict MODEL.safetensors < texts\n"
-          "       tool_predict --save-random CONFIG_JSON OUT.safetensors LABEL LABEL...\n");
+  fprintf(stderr, "usage: tool_predict MODEL.safetensors < texts\n"
+                  "       tool_predict --save-random CONFIG_JSON OUT.safetensors LABEL LABEL...\n");
   return 1;
 }

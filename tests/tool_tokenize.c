@@ -44,8 +44,10 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--keep-parentheses")) cfg.drop_parentheses = 0;
     else if (!strcmp(argv[i], "--vocab") && i + 1 < argc) vocab_size = atoi(argv[++i]);
     else {
-      fprintf(stderr, "usage: %s [--spans] [--vocab N] [--no-lower] [--no-stopwords] [--char] "
-                      "[--unicode] [--keep-parentheses] < lines\n", argv[0]);
+      fprintf(stderr,
+              "usage: %s [--spans] [--vocab N] [--no-lower] [--no-stopwords] [--char] "
+              "[--unicode] [--keep-parentheses] < lines\n",
+              argv[0]);
       return 2;
     }
   }

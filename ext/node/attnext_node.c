@@ -148,13 +148,13 @@ static attn_job_client *host_open(void *ctx, const char *database) {
 
 static void host_close(attn_job_client *client) { wire_client_close((wire_client *)client); }
 
-static int host_exec(attn_job_client *client, const char *sql, const attn_job_value *params,
-                     int n, int64_t *changes, int *code, char *msg, size_t cap) {
+static int host_exec(attn_job_client *client, const char *sql, const attn_job_value *params, int n,
+                     int64_t *changes, int *code, char *msg, size_t cap) {
   return wire_client_exec((wire_client *)client, sql, params, n, changes, code, msg, cap);
 }
 
-static int host_query(attn_job_client *client, const char *sql, const attn_job_value *params,
-                      int n, attn_job_rows *rows, char *msg, size_t cap) {
+static int host_query(attn_job_client *client, const char *sql, const attn_job_value *params, int n,
+                      attn_job_rows *rows, char *msg, size_t cap) {
   return wire_client_query((wire_client *)client, sql, params, n, rows, msg, cap);
 }
 
@@ -321,7 +321,9 @@ int main(int argc, char **argv) {
   }
   node_log("serving %s (dir %s, dqlite %d, SQLite %s, %s)", address, dir, dqlite_version_number(),
            sqlite3_libversion(),
-           restarted ? "restarted from its data" : join ? "joining" : "new cluster");
+           restarted ? "restarted from its data"
+           : join    ? "joining"
+                     : "new cluster");
 
   if (join && restarted) {
     /* Its Raft state names the cluster already; asking again could wait on a stale leader. */

@@ -56,7 +56,7 @@ static int wire_read_all(wire *w, void *buf, size_t n) {
     if (k < 0 && errno == EINTR) continue;
     if (k <= 0) {
       snprintf(w->err, sizeof w->err, "read: %s",
-               k == 0 ? "connection closed"
+               k == 0                                    ? "connection closed"
                : errno == EAGAIN || errno == EWOULDBLOCK ? "no answer in time"
                                                          : strerror(errno));
       return -1;
@@ -399,7 +399,9 @@ static int rows_batch(attn_job_rows *out, const unsigned char *body, size_t len,
       const char *text;
       memset(v, 0, sizeof *v);
       switch (type) {
-      case 1: case 9: case 11: /* integer, unix time, boolean */
+      case 1:
+      case 9:
+      case 11: /* integer, unix time, boolean */
         if (read_u64(&r, &u) != 0) return -1;
         v->type = 1;
         v->i = (int64_t)u;
@@ -414,7 +416,8 @@ static int rows_batch(attn_job_rows *out, const unsigned char *body, size_t len,
         v->d = bits.d;
         break;
       }
-      case 3: case 10: /* text, ISO 8601 */
+      case 3:
+      case 10: /* text, ISO 8601 */
         if (read_text(&r, &text, &n) != 0) return -1;
         v->type = 3;
         v->p = text;
@@ -492,17 +495,19 @@ static int client_ensure(wire_client *c, char *msg, size_t cap) {
   buf_text(&b, c->database);
   buf_u64(&b, 0);
   buf_text(&b, "volatile");
-  int rc = b.failed ? -1 : wire_request(&c->w, WIRE_REQUEST_OPEN, b.p, b.n, WIRE_RESPONSE_DB,
-                                        &out, &out_len);
+  int rc = b.failed
+               ? -1
+               : wire_request(&c->w, WIRE_REQUEST_OPEN, b.p, b.n, WIRE_RESPONSE_DB, &out, &out_len);
   free(b.p);
   if (rc != 0 || out_len < 4) {
-    snprintf(msg, cap, "open %s on %s: %s", c->database, leader, b.failed ? "out of memory" : c->w.err);
+    snprintf(msg, cap, "open %s on %s: %s", c->database, leader,
+             b.failed ? "out of memory" : c->w.err);
     free(out);
     client_drop(c);
     return ATTN_HOST_UNREACHABLE;
   }
-  c->db_id = (uint32_t)out[0] | (uint32_t)out[1] << 8 | (uint32_t)out[2] << 16 |
-             (uint32_t)out[3] << 24;
+  c->db_id =
+      (uint32_t)out[0] | (uint32_t)out[1] << 8 | (uint32_t)out[2] << 16 | (uint32_t)out[3] << 24;
   free(out);
   c->connected = 1;
   return ATTN_HOST_OK;
@@ -532,9 +537,9 @@ static int client_send(wire_client *c, int req, int want, const char *sql,
   if (code) *code = (int)c->w.code;
   /* a node that lost the leadership also answers "no database opened" (SQLITE_NOTFOUND) on a
    * connection opened while it led: go-dqlite's driver takes it the same way */
-  if (rc < 0 || (rc == 1 && (c->w.code == WIRE_IOERR_NOT_LEADER ||
-                             c->w.code == WIRE_IOERR_LEADERSHIP_LOST ||
-                             c->w.code == WIRE_NOTFOUND))) {
+  if (rc < 0 ||
+      (rc == 1 && (c->w.code == WIRE_IOERR_NOT_LEADER || c->w.code == WIRE_IOERR_LEADERSHIP_LOST ||
+                   c->w.code == WIRE_NOTFOUND))) {
     snprintf(msg, cap, "%s", c->w.err);
     client_drop(c);
     return ATTN_HOST_UNREACHABLE;

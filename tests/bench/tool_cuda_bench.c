@@ -135,8 +135,9 @@ int main(int argc, char **argv) {
   fprintf(stderr, "inference: %lld rows in batches of %d: %.0f rows/s\n", done, B, rps);
   printf("{\"device\":\"%s\",\"epoch_seconds\":[", nn_device_name(cfg.device));
   for (int e = 0; e < epochs; e++) printf("%s%.4f", e ? "," : "", epoch_seconds[e]);
-  printf("],\"val_accuracy\":%.4f,\"infer_rows_per_s\":%.1f,\"infer_batch\":%d,\"backend\":\"%s\"}\n",
-         last.val_accuracy, rps, B, version);
+  printf(
+      "],\"val_accuracy\":%.4f,\"infer_rows_per_s\":%.1f,\"infer_batch\":%d,\"backend\":\"%s\"}\n",
+      last.val_accuracy, rps, B, version);
   nn_workspace_free(ws);
   nn_model_free(m);
   return 0;

@@ -38,10 +38,12 @@ int main(int argc, char **argv) {
     lens[i] = (int)strlen(names[i]);
   }
   nn_vocab *vocab;
-  if (nn_vocab_from_list(&vocab, toks, lens, V, err) != NN_OK) return fprintf(stderr, "%s\n", err), 1;
+  if (nn_vocab_from_list(&vocab, toks, lens, V, err) != NN_OK)
+    return fprintf(stderr, "%s\n", err), 1;
   const char *labels[C] = {"a", "b", "c", "d"};
   nn_model *m;
-  if (nn_model_create(&m, &cfg, vocab, labels, C, 1, err) != NN_OK) return fprintf(stderr, "%s\n", err), 1;
+  if (nn_model_create(&m, &cfg, vocab, labels, C, 1, err) != NN_OK)
+    return fprintf(stderr, "%s\n", err), 1;
   nn_workspace *ws;
   nn_workspace_create(&ws, NULL, err);
   nn_adam adam;
@@ -62,7 +64,8 @@ int main(int argc, char **argv) {
     }
     nn_batch batch = {tokens, lengths, y, B, T};
     nn_model_zero_grads(m, err);
-    if (nn_model_forward(m, ws, &batch, 1, &rng, logits, NULL, err) != NN_OK) return fprintf(stderr, "%s\n", err), 1;
+    if (nn_model_forward(m, ws, &batch, 1, &rng, logits, NULL, err) != NN_OK)
+      return fprintf(stderr, "%s\n", err), 1;
     nn_cross_entropy(dlogits, logits, y, w, B, C);
     nn_model_backward(m, ws, &batch, dlogits, err);
     nn_adam_step(&adam, nn_model_params(m), nn_model_grads(m));
@@ -75,7 +78,8 @@ int main(int argc, char **argv) {
   double plain_s = 0, infer_s = 0;
   for (int round = 0; round < 10; round++) {
     for (int folded = 0; folded < 2; folded++) {
-      if (folded && nn_model_prepare_inference(m, err) != NN_OK) return fprintf(stderr, "%s\n", err), 1;
+      if (folded && nn_model_prepare_inference(m, err) != NN_OK)
+        return fprintf(stderr, "%s\n", err), 1;
       if (!folded) nn_model_params(m); /* drops the folded table */
       t0 = now();
       for (int r = 0; r < rows; r++) {

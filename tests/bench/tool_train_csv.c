@@ -172,7 +172,8 @@ int main(int argc, char **argv) {
   { /* FNV-1a of the trained weights: equal hashes = bit-identical training */
     const unsigned char *w = (const unsigned char *)nn_model_weights(m);
     uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < nn_model_param_count(m) * sizeof(float); i++) h = (h ^ w[i]) * 1099511628211ull;
+    for (size_t i = 0; i < nn_model_param_count(m) * sizeof(float); i++)
+      h = (h ^ w[i]) * 1099511628211ull;
     printf("{\"weights_fnv1a\": \"%016llx\"}\n", (unsigned long long)h);
   }
   /* test: batches of 256 */

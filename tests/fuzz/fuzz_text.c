@@ -72,8 +72,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       if (m < 1 || m > cfg.max_len) FUZZ_TRAP();
       for (int t = 0; t < m && t < 32; t++) {
         if (tokens[t].id < 0 || tokens[t].id >= V) FUZZ_TRAP();
-        if (tokens[t].start != -1 && (tokens[t].start < 0 || tokens[t].end > lens[k] ||
-                                      tokens[t].end < tokens[t].start))
+        if (tokens[t].start != -1 &&
+            (tokens[t].start < 0 || tokens[t].end > lens[k] || tokens[t].end < tokens[t].start))
           FUZZ_TRAP();
       }
     }
