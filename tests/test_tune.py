@@ -51,7 +51,7 @@ def main():
         # one label in six another class's, so that no trial reaches F1 1 and they differ
         rows.append((text, list(WORDS)[(i // 6) % 3] if i % 6 == 0 else label))
     db.executemany("INSERT INTO docs VALUES (?, ?)", rows)
-    opts = '{"epochs":3,"embed_dim":8,"fc_hidden":8,"seed":9,"progress":false}'
+    opts = '{"epochs":3,"embed_dim":8,"fc_hidden":8,"seed":2,"progress":false}'
     db.execute("SELECT attn_fit('news', 'SELECT text, label FROM docs', ?)", (opts,)).fetchone()
 
     grid = {"label_smoothing": [0.6, 0.0], "lr": [0.05, 0.02]}
