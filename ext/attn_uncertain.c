@@ -17,7 +17,7 @@
  *
  * The options {"diverse": n} ask for one round of n rows spread out rather than the whole
  * order: margin sampling alone spends a round on near-duplicates of one confusing kind. Among the
- * "candidates" (default 4n) least sure rows, spherical k-means on the rows' attn_embed vectors
+ * "candidates" (default 2n) least sure rows, spherical k-means on the rows' attn_embed vectors
  * (cosine; seeded farthest-point from the least sure row, at most ATTN_UNCERTAIN_KMEANS_ITERS
  * Lloyd steps) makes n clusters, and the least sure row of each is returned, least sure first.
  * Only the candidates are kept (a max-heap as the rows stream by: a row's vector is computed,
@@ -186,7 +186,9 @@ static int attn_uncertain_options(sqlite3_value *arg, int *diverse, int *candida
       *candidates = (int)m->integer;
     }
   }
-  if (rc == SQLITE_OK && *diverse && !*candidates) *candidates = 4 * *diverse;
+  /* 2n: on AG News and Debian's descriptions (tests/bench/RESULTS.md) 4n spread the round too
+   * far from the least sure rows on one corpus of the two */
+  if (rc == SQLITE_OK && *diverse && !*candidates) *candidates = 2 * *diverse;
   nn_json_free(doc);
   return rc;
 }

@@ -16,7 +16,7 @@ copied in, as a person would type it):
 sure of each label, then the next of each...: a window function over attn_uncertain), so that
 a round does not spend its labels on one confusing kind of text. --select diverse asks
 attn_uncertain itself for a round spread out: its option {"diverse": batch}, the least sure row
-of each of `batch` clusters (by the model's attn_embed vectors) of the 4 x batch least sure.
+of each of `batch` clusters (by the model's attn_embed vectors) of the 2 x batch least sure.
 
 Both are scored on the corpus's test split (weighted F1). The default: 100 random labels, 4
 rounds of 100, against 500 random labels, on AG News, 3 seeds.

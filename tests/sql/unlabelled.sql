@@ -60,12 +60,12 @@ SELECT * FROM attn_uncertain('nope', 'SELECT id, text FROM pool');
 SELECT * FROM attn_uncertain('pool', 'SELECT id FROM pool');
 SELECT * FROM attn_uncertain('pool', 'DELETE FROM pool');
 SELECT * FROM attn_uncertain('pool');
--- "diverse": one round of 10 rows spread out among the 40 least sure (4 x 10 by default), the
+-- "diverse": one round of 10 rows spread out among the 20 least sure (2 x 10 by default), the
 -- least sure of each of 10 clusters of their attn_embed vectors; least sure first, the same
 -- rows every time
 SELECT count(*) AS rows, count(DISTINCT id) AS distinct_ids,
        sum(id IN (SELECT id FROM attn_uncertain('pool', 'SELECT id, text FROM pool WHERE label IS NULL')
-                  LIMIT 40)) AS among_40_least_sure
+                  LIMIT 20)) AS among_20_least_sure
   FROM attn_uncertain('pool', 'SELECT id, text FROM pool WHERE label IS NULL', '{"diverse":10}');
 SELECT count(*) AS out_of_order
   FROM (SELECT margin, entropy, lag(margin) OVER (ORDER BY rowid) AS m0,
