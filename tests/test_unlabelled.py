@@ -8,9 +8,7 @@ file database with a second connection:
     query of only NULL labels, a NULL id or text in attn_uncertain's query -- errors naming the
     function and the row;
   - attn_uncertain over a file database while another connection writes: every row once,
-    sorted by margin;
-  - attn_uncertain's option "diverse" (its candidates kept across chunks of rows) against the
-    same clustering in numpy on attn_embed's vectors, and an interrupt stopping it.
+    sorted by margin.
 No wall-clock bound: the interrupt must end a pretraining planned for 1000 passes.
 Run from the repository root: /usr/bin/python3 tests/test_unlabelled.py
 """
@@ -141,73 +139,6 @@ writer.execute("COMMIT")
 check(len(got) == 2910 and len({g[0] for g in got}) == 2910,
       "every unlabelled row once while another connection writes: %d" % len(got))
 check(all(got[i][1] <= got[i + 1][1] for i in range(len(got) - 1)), "sorted by margin")
-
-# ------------------------------------------------------------------ "diverse" against numpy
-def spread(rows, k):
-    """The least sure row of each of k spherical k-means clusters (farthest-point seeds from the
-    least sure row, at most 10 Lloyd steps) of rows (least sure first), as attn_uncertain does."""
-    import numpy as np
-    X = np.stack([np.frombuffer(db.execute("SELECT attn_embed('a', text) FROM pool WHERE id = ?",
-                                           (i,)).fetchone()[0], "<f4") for i in rows])
-    X = X.astype(np.float64) / np.linalg.norm(X, axis=1, keepdims=True)
-    seeds, far = [0], 1 - X @ X[0]
-    while len(seeds) < k:
-        j = int(np.argmax(far))
-        seeds.append(j)
-        far = np.minimum(far, 1 - X @ X[j])
-        far[j] = -1
-    C = X[seeds].copy()
-    for _ in range(10):
-        a = np.argmax(X @ C.T, axis=1)
-        for c in range(k):
-            if (a == c).any():
-                v = X[a == c].sum(0)
-                C[c] = v / np.linalg.norm(v)
-    a = np.argmax(X @ C.T, axis=1)
-    picks = sorted({int(np.where(a == c)[0].min()) for c in range(k) if (a == c).any()})
-    picks += [i for i in range(len(rows)) if i not in picks][:k - len(picks)]
-    return [rows[i] for i in sorted(picks)]
-
-
-try:
-    import numpy  # noqa: F401
-    have_numpy = True
-except ImportError:
-    have_numpy = False
-    print("skip: the diverse rounds against numpy (no numpy)")
-query = "SELECT id, text FROM pool WHERE label IS NULL"
-plain = [r[0] for r in db.execute("SELECT id FROM attn_uncertain('a', ?)", (query,))]
-for k, m in ((20, None), (30, 150)):
-    opts = json.dumps({"diverse": k, **({"candidates": m} if m else {})})
-    got = [r[0] for r in db.execute("SELECT id FROM attn_uncertain('a', ?, ?)", (query, opts))]
-    check(len(got) == k and set(got) <= set(plain[:m or 2 * k]),
-          "%s: %d rows among the %d least sure" % (opts, len(got), m or 2 * k))
-    if have_numpy:
-        want = spread(plain[:m or 2 * k], k)
-        check(got == want, "%s: the rows of the same clustering in numpy: %s against %s"
-              % (opts, got[:8], want[:8]))
-
-# an interrupt stops it: sqlite3_interrupt called from inside its query, after the first 3,000 of
-# about 290,000 rows (past a chunk of rows on a machine of up to 2 cores), whatever the speed
-calls = [0]
-
-
-def row_id(i):
-    calls[0] += 1
-    if calls[0] == 3000:
-        db.interrupt()
-    return i
-
-
-db.create_function("row_id", 1, row_id)
-big_query = ("SELECT row_id(p.id * 1000 + n.key), p.text FROM pool p, "
-             "json_each('[' || substr(replace(hex(zeroblob(100)), '00', '0,'), 1, 199) || ']') n "
-             "WHERE p.label IS NULL")
-t0 = time.perf_counter()
-err = R.error_of(db, "SELECT count(*) FROM attn_uncertain('a', ?, '{\"diverse\":100}')",
-                 (big_query,))
-check(err is not None and "interrupted" in err and calls[0] < 290000,
-      "interrupted after %d rows read, %.1f s: %s" % (calls[0], time.perf_counter() - t0, err))
 
 for c in (db, other, writer):
     c.close()

@@ -14,9 +14,7 @@ copied in, as a person would type it):
 
 --select per-label takes each round's rows in turns across the predicted labels (the least
 sure of each label, then the next of each...: a window function over attn_uncertain), so that
-a round does not spend its labels on one confusing kind of text. --select diverse asks
-attn_uncertain itself for a round spread out: its option {"diverse": batch}, the least sure row
-of each of `batch` clusters (by the model's attn_embed vectors) of the 2 x batch least sure.
+a round does not spend its labels on one confusing kind of text.
 
 Both are scored on the corpus's test split (weighted F1). The default: 100 random labels, 4
 rounds of 100, against 500 random labels, on AG News, 3 seeds.
@@ -55,8 +53,6 @@ SELECT_SQL = {
     "per-label": "SELECT id FROM (SELECT id, margin, row_number() OVER (PARTITION BY label ORDER "
                  "BY margin, entropy DESC) AS turn FROM attn_uncertain('m', 'SELECT id, text FROM "
                  "pool WHERE label IS NULL')) ORDER BY turn, margin LIMIT ?",
-    "diverse": "SELECT id FROM attn_uncertain('m', 'SELECT id, text FROM pool WHERE label IS NULL', "
-               "json_object('diverse', ?1))",
 }
 
 

@@ -60,39 +60,3 @@ SELECT * FROM attn_uncertain('nope', 'SELECT id, text FROM pool');
 SELECT * FROM attn_uncertain('pool', 'SELECT id FROM pool');
 SELECT * FROM attn_uncertain('pool', 'DELETE FROM pool');
 SELECT * FROM attn_uncertain('pool');
--- "diverse": one round of 10 rows spread out among the 20 least sure (2 x 10 by default), the
--- least sure of each of 10 clusters of their attn_embed vectors; least sure first, the same
--- rows every time
-SELECT count(*) AS rows, count(DISTINCT id) AS distinct_ids,
-       sum(id IN (SELECT id FROM attn_uncertain('pool', 'SELECT id, text FROM pool WHERE label IS NULL')
-                  LIMIT 20)) AS among_20_least_sure
-  FROM attn_uncertain('pool', 'SELECT id, text FROM pool WHERE label IS NULL', '{"diverse":10}');
-SELECT count(*) AS out_of_order
-  FROM (SELECT margin, entropy, lag(margin) OVER (ORDER BY rowid) AS m0,
-               lag(entropy) OVER (ORDER BY rowid) AS e0
-          FROM attn_uncertain('pool', 'SELECT id, text FROM pool WHERE label IS NULL',
-                              '{"diverse":10}'))
- WHERE margin < m0 OR (margin = m0 AND entropy > e0);
-SELECT (SELECT group_concat(id) FROM attn_uncertain('pool', 'SELECT id, text FROM pool WHERE label IS NULL', '{"diverse":10}'))
-     = (SELECT group_concat(id) FROM attn_uncertain('pool', 'SELECT id, text FROM pool WHERE label IS NULL', '{"diverse":10}'))
-    AS same_twice;
--- as many candidates as rows asked for, or more rows asked for than there are: the plain order
-SELECT (SELECT group_concat(id) FROM attn_uncertain('pool', 'SELECT id, text FROM pool WHERE label IS NULL', '{"diverse":10,"candidates":10}'))
-     = (SELECT group_concat(id) FROM (SELECT id FROM attn_uncertain('pool', 'SELECT id, text FROM pool WHERE label IS NULL') LIMIT 10))
-    AS plain_when_no_choice,
-       (SELECT group_concat(id) FROM attn_uncertain('pool', 'SELECT id, text FROM pool WHERE label IS NULL', '{"diverse":100}'))
-     = (SELECT group_concat(id) FROM attn_uncertain('pool', 'SELECT id, text FROM pool WHERE label IS NULL', NULL))
-    AS all_rows_when_fewer;
-SELECT count(*) AS rows FROM attn_uncertain('pool', 'SELECT id, text FROM pool WHERE 0', '{"diverse":10}');
-SELECT count(*) AS rows FROM attn_uncertain('pool', 'SELECT id, text FROM pool', '{}');
-SELECT * FROM attn_uncertain('pool', 'SELECT id, text FROM pool', '{"diverse":0}');
-SELECT * FROM attn_uncertain('pool', 'SELECT id, text FROM pool', '{"diverse":"ten"}');
-SELECT * FROM attn_uncertain('pool', 'SELECT id, text FROM pool', '{"diverse":2.5}');
-SELECT * FROM attn_uncertain('pool', 'SELECT id, text FROM pool', '{"diverse":1001}');
-SELECT * FROM attn_uncertain('pool', 'SELECT id, text FROM pool', '{"candidates":40}');
-SELECT * FROM attn_uncertain('pool', 'SELECT id, text FROM pool', '{"diverse":10,"candidates":9}');
-SELECT * FROM attn_uncertain('pool', 'SELECT id, text FROM pool', '{"diverse":10,"candidates":161}');
-SELECT * FROM attn_uncertain('pool', 'SELECT id, text FROM pool', '{"divers":10}');
-SELECT * FROM attn_uncertain('pool', 'SELECT id, text FROM pool', 'diverse');
-SELECT * FROM attn_uncertain('pool', 'SELECT id, text FROM pool', 10);
-SELECT * FROM attn_uncertain('pool', 'SELECT id, NULL FROM pool', '{"diverse":10}');
