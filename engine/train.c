@@ -1,16 +1,19 @@
 /* train.c -- the training loop: creating the trainer, epochs, learning-rate schedule, early
  * stopping. The rows are prepared first by train_data.c (labels, split, vocabulary, encoding).
  *
- * The recipe of the Made-With-ML "Attention" lesson (ext/ARCHITECTURE.md: the model and
- * its training), PyTorch semantics:
+ * PyTorch semantics for every recipe (ext/ARCHITECTURE.md: the model and its training; the
+ * default recipe's values in ext/REFERENCE.md, the lesson's in nn_config_lesson):
  *   data      labels, the split, vocabulary, class weights: train_data.c
- *   loss      CrossEntropyLoss(weight = 1/count per class over the training split)
- *   optimizer Adam (adam.c); ReduceLROnPlateau(mode min, factor, patience, threshold 1e-4 rel)
- *             stepped with the validation loss after every epoch
+ *   loss      CrossEntropyLoss(weight = 1/count per class over the training split when
+ *             cfg->class_weights, label_smoothing = cfg->label_smoothing)
+ *   optimizer Adam (adam.c; lazy_adam: only the embedding rows a batch reads); the learning
+ *             rate ReduceLROnPlateau(mode min, factor, patience, threshold 1e-4 rel) stepped
+ *             with the validation loss after every epoch, or cosine (cfg->lr_schedule)
  *   stopping  after cfg->epochs, or after cfg->patience epochs without a strictly better
- *             monitored figure (cfg->monitor: the validation loss, lower is better, by default;
- *             or the validation F1 or accuracy, higher is better); the weights of the best
- *             epoch by that figure are kept and handed over
+ *             monitored figure (cfg->monitor: the validation F1 or accuracy, higher is better,
+ *             or the validation loss, lower is better; nn_monitor_better); the weights of the
+ *             best epoch by that figure are kept and handed over (with "validation": "none",
+ *             the last epoch's)
  *   losses    train_loss / val_loss: mean of the batch losses (the lesson's running average)
  *
  * Batches: each epoch shuffles the training rows, then sorts every chunk of 50 batches' worth of

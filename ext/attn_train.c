@@ -1,8 +1,9 @@
 /* attn_train.c -- training: the table-valued function attn_train (one row per epoch, returned as
  * each epoch ends) and the scalar attn_fit (trains to the end, returns a JSON summary). Both run
  * the same code (attn_training, in the core: ext/attn_training.c); when the last epoch ends the
- * model and its training log are written in one transaction as a new deployed version
- * (attn_store_save). Option "from" (and "from_version"): a warm start from a stored model.
+ * model and its training log are written in one transaction as a new version, deployed as
+ * option "deploy" decides (attn_store_save_items). Option "from" (and "from_version"): a warm
+ * start from a stored model.
  *
  *   SELECT * FROM attn_train('news', 'SELECT title, category FROM headlines',
  *                            '{"cell":"gru","epochs":10}');

@@ -1,7 +1,8 @@
 /* attn_training.c -- one training run, shared by attn_train / attn_fit (attn_train.c) and
  * attn_tune (attn_tune.c): the options (with "from", a warm start from a stored model), the rows
- * of the query read into memory, the trainer, its epochs with the progress line, and the save of
- * the model with its log as a new deployed version (attn_store_save). See attn_ext.h.
+ * of the query read into memory, the trainer, its epochs with the progress line, the deploy
+ * decision, and the save of the model with its log as a new version (attn_store_save_items).
+ * See attn_ext.h.
  *
  *   SELECT attn_fit('news', 'SELECT title, category FROM new_headlines', '{"from":"news"}');
  *   --  warm start: version 3 of 'news' starts from the deployed version's weights
