@@ -160,6 +160,12 @@ typedef struct nn_config {
                              rows' texts before the classifier trains (pretrain.c); 0: none.
                              The default recipe sizes it to the unlabelled rows
                              (NN_SIZED_PRETRAIN) */
+  float self_training;        /* unlabelled rows given the classifier's own label, per labelled
+                             training row: once the classifier has trained, the unlabelled rows
+                             it is surest of (the most probable of each class, in the labelled
+                             rows' proportions) join the training rows with its labels, and it
+                             trains again from the weights it started from (self_train.c); 0:
+                             none. The default recipe sizes it (NN_SIZED_SELF_TRAINING) */
   unsigned data_sized;        /* NN_SIZED_* bits: options still at the recipe's value, which the
                              trainer sizes to the rows (nn_config_size_to_data). Not an option,
                              not stored: the values chosen are */
@@ -182,7 +188,11 @@ typedef struct nn_config {
 /* subword_buckets: 0 when the pretraining runs (hashed n-grams shared by thousands of words
  * blur the vectors it learns: the embedding alone was better on every corpus measured) */
 #define NN_SIZED_SUBWORDS 64u
-#define NN_SIZED_ALL 119u
+/* self_training: NN_SELF_TRAINING pseudo-labelled rows per labelled row when the pretraining
+ * runs over unlabelled rows and fewer than NN_SMALL_ROWS rows are labelled */
+#define NN_SIZED_SELF_TRAINING 128u
+#define NN_SIZED_ALL 247u
+#define NN_SELF_TRAINING 6.0f
 #define NN_SMALL_ROWS 5000
 #define NN_PRETRAIN_ROWS 5000
 #define NN_PRETRAIN_TOKEN_PASSES 4000000
@@ -591,6 +601,10 @@ int nn_trainer_epoch(nn_trainer *tr, nn_epoch_stats *stats, nn_progress_fn fn, v
 /* 1 when no epoch is left to run (the last one was the final epoch or early stopping
  * triggered): the caller can store the model as the last epoch's row is returned. */
 int nn_trainer_done(const nn_trainer *tr);
+/* 1 when the next epoch (or the one running) is self-training's second round (cfg.self_training:
+ * the unlabelled rows the classifier is surest of train with its labels): its first epoch scores
+ * the unlabelled rows first. The config's epochs then count both rounds. */
+int nn_trainer_self_training(const nn_trainer *tr);
 /* The trainer's options: those given, with what the recipe sized to the rows
  * (nn_config_size_to_data). */
 const nn_config *nn_trainer_config(const nn_trainer *tr);

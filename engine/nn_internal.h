@@ -26,6 +26,10 @@ void nn_config_lesson(nn_config *cfg);
 int nn_config_parse_json(nn_config *cfg, const char *json, const nn_allocator *mem, char *err);
 /* Check ranges of an already filled config (used after parse and after loading a file). */
 int nn_config_validate(const nn_config *cfg, char *err);
+/* The default recipe's sizes (nn_config_size_to_data): the batch for n_train training rows, the
+ * epochs for `batches` batches an epoch. */
+int nn_config_sized_batch(int n_train);
+int nn_config_sized_epochs(int batches);
 const char *nn_device_name(nn_device device);             /* "auto" | "cpu" | "cuda" */
 const char *nn_recipe_name(nn_recipe recipe);             /* "default" | "lesson" */
 const char *nn_lr_schedule_name(nn_lr_schedule schedule); /* "plateau" | "cosine" */

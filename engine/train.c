@@ -113,11 +113,11 @@ static int trainer_args_check(const nn_trainer_args *a, const nn_train_rows *row
     snprintf(err, NN_ERR_LEN, "too many unlabelled rows: %d", a->n_unlabelled);
     return NN_ERROR;
   }
-  /* the unlabelled rows serve the pretraining alone (asked for, or sized to them: at least
-   * NN_PRETRAIN_ROWS of them); a warm start keeps its embeddings */
+  /* the unlabelled rows serve the pretraining (asked for, or sized to them: at least
+   * NN_PRETRAIN_ROWS of them; a warm start keeps its embeddings) and the self-training */
   int pretraining = cfg->pretrain_epochs > 0 ||
                     ((cfg->data_sized & NN_SIZED_PRETRAIN) && a->n_unlabelled >= NN_PRETRAIN_ROWS);
-  *n_unlab = pretraining && !a->base ? a->n_unlabelled : 0;
+  *n_unlab = (pretraining || cfg->self_training > 0.0f) && !a->base ? a->n_unlabelled : 0;
   size_t seen = 0; /* text bytes since the last interrupt check (strlen reads them) */
   for (int i = 0; i < n + *n_unlab; i++) {
     int len = 0;
@@ -218,9 +218,15 @@ static int trainer_alloc_shards(nn_trainer *tr, char *err) {
  * rows sorted by length once. */
 static int trainer_alloc_batches(nn_trainer *tr, char *err) {
   const nn_config *cfg = &tr->cfg;
-  int n = tr->n, C = tr->C, max_len = cfg->max_len, B = cfg->batch_size;
-  int batches = (tr->n_train + B - 1) / B;
-  int buffer_rows = tr->n_train > tr->n_val ? tr->n_train : tr->n_val;
+  int C = tr->C, max_len = cfg->max_len, B = cfg->batch_size;
+  /* self-training's round 2 trains on up to pseudo_max rows more, in batches sized to them */
+  int n_train = tr->n_train + tr->pseudo_max, n = tr->n + (tr->pseudo_max ? tr->n_unlab : 0);
+  if (tr->pseudo_max && (cfg->data_sized_done & NN_SIZED_BATCH)) {
+    int B2 = nn_config_sized_batch(n_train);
+    B = B2 > B ? B2 : B;
+  }
+  int batches = (n_train + cfg->batch_size - 1) / cfg->batch_size;
+  int buffer_rows = n_train > tr->n_val ? n_train : tr->n_val;
   int batch_rows = B < buffer_rows ? B : buffer_rows; /* no batch is larger */
   int longest = 1;
   for (int i = 0; i < n; i++)
@@ -231,13 +237,17 @@ static int trainer_alloc_batches(nn_trainer *tr, char *err) {
              C, (int)(NN_TRAIN_MAX_LOGITS / (uint64_t)C));
     return NN_ERROR;
   }
+  if (tr->order && tr->pseudo_max) { /* the split's buffer holds the training rows alone */
+    nn_mem_free(tr->mem, tr->order);
+    tr->order = NULL;
+  }
   if (!tr->order) /* the random split hands over its buffer */
-    tr->order = nn_mem_alloc(tr->mem, (size_t)tr->n_train * sizeof *tr->order);
+    tr->order = nn_mem_alloc(tr->mem, (size_t)n_train * sizeof *tr->order);
   /* sorts: the validation rows once (through order, not in use yet, when it is large enough),
    * then chunks of BUCKET_BATCHES batches of the training rows */
-  size_t chunk_rows = (size_t)B * BUCKET_BATCHES < (size_t)tr->n_train ? (size_t)B * BUCKET_BATCHES
-                                                                       : (size_t)tr->n_train;
-  int val_through_order = tr->n_val <= tr->n_train;
+  size_t chunk_rows =
+      (size_t)B * BUCKET_BATCHES < (size_t)n_train ? (size_t)B * BUCKET_BATCHES : (size_t)n_train;
+  int val_through_order = tr->n_val <= n_train;
   size_t scratch_rows =
       val_through_order || chunk_rows > (size_t)tr->n_val ? chunk_rows : (size_t)tr->n_val;
   tr->sort_scratch =
@@ -325,6 +335,8 @@ int nn_trainer_create(nn_trainer **out, const nn_trainer_args *a, char *err) {
     goto fail;
   }
   status = trainer_alloc_shards(tr, err);
+  if (status != NN_OK) goto fail;
+  status = nn_train_self_plan(tr, err);
   if (status != NN_OK) goto fail;
   status = trainer_alloc_batches(tr, err);
   if (status != NN_OK) goto fail;
@@ -535,6 +547,11 @@ static int sharded_forward(nn_trainer *tr, const nn_batch *batch, int training, 
   return shard_errors(tr, err);
 }
 
+int nn_train_forward_rows(nn_trainer *tr, const int *rows, int count, char *err) {
+  nn_batch batch = make_batch(tr, rows, count, 0);
+  return sharded_forward(tr, &batch, 0, err);
+}
+
 /* lazy_adam: the distinct token ids of the batch (its embedding rows), in first-seen order. */
 static void list_batch_rows(nn_trainer *tr, const nn_batch *batch) {
   if (++tr->lazy_no == 0) { /* the stamps wrapped: start them again */
@@ -721,11 +738,13 @@ static void plateau_step(nn_trainer *tr, double val_loss) {
 }
 
 /* lr_schedule "cosine": the learning rate of batch k of this epoch, from lr at the first batch
- * of the training down to 0 after the last of cfg->epochs epochs:
+ * of the training (of the round, with self-training) down to 0 after the last of cfg->epochs
+ * epochs:
  *   lr * (1 + cos(pi * step / steps)) / 2,  step = epochs run * batches + k
  * (PyTorch: LambdaLR with that factor, stepped after every optimizer step). */
 static double cosine_lr(const nn_trainer *tr, int k, int batches) {
-  double step = (double)tr->epochs_run * batches + k, steps = (double)tr->cfg.epochs * batches;
+  double step = (double)(tr->epochs_run - tr->round_start) * batches + k,
+         steps = (double)(tr->cfg.epochs - tr->round_start) * batches;
   return nn_decimal_double(tr->cfg.lr) * 0.5 * (1.0 + cos(3.14159265358979323846 * step / steps));
 }
 
@@ -735,19 +754,29 @@ int nn_trainer_epoch(nn_trainer *tr, nn_epoch_stats *stats, nn_progress_fn fn, v
     snprintf(err, NN_ERR_LEN, "the trainer's model was already taken");
     return NN_ERROR;
   }
+  int status;
   if (tr->done || tr->epochs_run >= tr->cfg.epochs) {
-    tr->done = 1;
-    return NN_DONE;
+    if (tr->pseudo_max == 0 || tr->round > 0) {
+      tr->done = 1;
+      return NN_DONE;
+    }
+    status = nn_train_self_begin(tr, fn, ctx, err); /* round 2: the pseudo-labelled rows too */
+    if (status != NN_OK) return status;
+    if (tr->done) return NN_DONE; /* no row was chosen */
   }
-  int status = nn_train_pretrain(tr, fn, ctx, err);
+  status = nn_train_pretrain(tr, fn, ctx, err);
   if (status != NN_OK) return status;
+  if (tr->pseudo_max > 0 && tr->round == 0 && tr->epochs_run == 0) /* what round 2 starts from */
+    memcpy(tr->start_params, nn_model_weights(tr->model), tr->param_count * sizeof(float));
   double start = nn_os_seconds();
-  int B = tr->cfg.batch_size, n_train = tr->n_train, max_len = tr->cfg.max_len;
+  int B = tr->cfg.batch_size, n_train = tr->n_train + tr->n_pseudo, max_len = tr->cfg.max_len;
 
   /* this epoch's order: shuffle, sort chunks of BUCKET_BATCHES batches by length, shuffle the
    * batches */
-  for (int i = 0, k = 0; k < n_train; i++) /* the training rows, ascending */
+  for (int i = 0, k = 0; k < tr->n_train; i++) /* the training rows, ascending */
     if (!nn_train_is_val(tr, i)) tr->order[k++] = i;
+  if (tr->n_pseudo) /* then the pseudo-labelled ones (round 2) */
+    memcpy(tr->order + tr->n_train, tr->pseudo_rows, (size_t)tr->n_pseudo * sizeof *tr->order);
   nn_train_shuffle(tr->order, n_train, &tr->shuffle_rng);
   size_t chunk = (size_t)B * BUCKET_BATCHES;
   for (size_t first = 0; first < (size_t)n_train; first += chunk) {
@@ -825,7 +854,14 @@ int nn_trainer_pretrain(nn_trainer *tr, nn_progress_fn fn, void *ctx, char *err)
 
 const nn_config *nn_trainer_config(const nn_trainer *tr) { return &tr->cfg; }
 
-int nn_trainer_done(const nn_trainer *tr) { return tr->done || tr->epochs_run >= tr->cfg.epochs; }
+int nn_trainer_self_training(const nn_trainer *tr) {
+  return tr->round > 0 ? tr->n_pseudo > 0
+                       : tr->pseudo_max > 0 && (tr->done || tr->epochs_run >= tr->cfg.epochs);
+}
+
+int nn_trainer_done(const nn_trainer *tr) {
+  return (tr->done || tr->epochs_run >= tr->cfg.epochs) && (tr->pseudo_max == 0 || tr->round > 0);
+}
 
 int nn_trainer_take_model(nn_trainer *tr, nn_model **out, char *err) {
   *out = NULL;
@@ -873,7 +909,7 @@ char *nn_trainer_metrics_json(const nn_trainer *tr) {
   json_number(accuracy, sizeof accuracy, have ? tr->best.val_accuracy : NAN);
   json_number(f1, sizeof f1, have ? tr->best.val_f1 : NAN);
   json_number(seconds, sizeof seconds, tr->seconds);
-  char extra[768] = "";
+  char extra[1024] = "";
   if (tr->embeddings_option)
     snprintf(extra, sizeof extra, ",\"pretrained_words\":%d,\"freeze_embeddings\":%s",
              tr->pretrained_words, tr->freeze_embeddings ? "true" : "false");
@@ -902,12 +938,12 @@ char *nn_trainer_metrics_json(const nn_trainer *tr) {
     }
     if (sized & NN_SIZED_BATCH) {
       used += (size_t)snprintf(extra + used, sizeof extra - used, "%s\"batch_size\":%d", sep,
-                               tr->cfg.batch_size);
+                               tr->round > 0 ? tr->round1_batch : tr->cfg.batch_size);
       sep = ",";
     }
     if (sized & NN_SIZED_EPOCHS) {
       used += (size_t)snprintf(extra + used, sizeof extra - used, "%s\"epochs\":%d", sep,
-                               tr->cfg.epochs);
+                               tr->round > 0 ? tr->round1_epochs : tr->cfg.epochs);
       sep = ",";
     }
     if ((sized & NN_SIZED_PATIENCE) && tr->cfg.validation != NN_VALIDATION_NONE) {
@@ -925,6 +961,13 @@ char *nn_trainer_metrics_json(const nn_trainer *tr) {
                                tr->cfg.subword_buckets);
       sep = ",";
     }
+    if (sized & NN_SIZED_SELF_TRAINING) {
+      char ratio[40];
+      json_number(ratio, sizeof ratio, nn_decimal_double(tr->cfg.self_training));
+      used +=
+          (size_t)snprintf(extra + used, sizeof extra - used, "%s\"self_training\":%s", sep, ratio);
+      sep = ",";
+    }
     if (used < sizeof extra) snprintf(extra + used, sizeof extra - used, "}");
   }
   int pretrained = tr->cfg.pretrain_epochs > 0 && tr->pretrain_tokens > 0 && !tr->warm_start &&
@@ -932,7 +975,7 @@ char *nn_trainer_metrics_json(const nn_trainer *tr) {
   if (tr->n_unlab_given) { /* read only when the pretraining ran over them */
     size_t used = strlen(extra);
     snprintf(extra + used, sizeof extra - used, ",\"unlabelled_rows\":%d%s", tr->n_unlab_given,
-             pretrained && tr->n_unlab ? "" : ",\"unlabelled_read\":false");
+             (pretrained || tr->pseudo_max) && tr->n_unlab ? "" : ",\"unlabelled_read\":false");
   }
   if (pretrained) {
     char pseconds[40];
@@ -940,6 +983,16 @@ char *nn_trainer_metrics_json(const nn_trainer *tr) {
     size_t used = strlen(extra);
     snprintf(extra + used, sizeof extra - used, ",\"pretrain_epochs\":%d,\"pretrain_seconds\":%s",
              tr->cfg.pretrain_epochs, pseconds);
+  }
+  if (tr->round > 0) { /* self-training: what round 2 had */
+    char sseconds[40];
+    json_number(sseconds, sizeof sseconds, tr->self_training_seconds);
+    size_t used = strlen(extra);
+    snprintf(extra + used, sizeof extra - used,
+             ",\"self_training\":{\"pseudo_labelled_rows\":%d,\"first_epoch\":%d,"
+             "\"batch_size\":%d,\"epochs\":%d,\"seconds\":%s}",
+             tr->n_pseudo, tr->n_pseudo ? tr->round1_epochs + 1 : 0, tr->cfg.batch_size,
+             tr->n_pseudo ? tr->cfg.epochs - tr->round1_epochs : 0, sseconds);
   }
   if (tr->rounded) { /* "storage": "float16": the figures above are the rounded weights' */
     size_t used = strlen(extra);
@@ -1062,6 +1115,8 @@ void nn_trainer_free(nn_trainer *tr) {
   nn_mem_free(tr->mem, tr->best_params);
   nn_mem_free(tr->mem, tr->lazy_rows);
   nn_mem_free(tr->mem, tr->lazy_stamp);
+  nn_mem_free(tr->mem, tr->pseudo_rows);
+  nn_mem_free(tr->mem, tr->start_params);
   nn_mem_free(tr->mem, tr);
 }
 

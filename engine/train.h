@@ -135,6 +135,18 @@ struct nn_trainer {
   int freeze_embeddings;
   int embeddings_option; /* either call was made: report it in the metrics */
   int warm_start;        /* created from nn_trainer_args.base */
+
+  /* self-training (cfg.self_training, self_train.c): a second round of epochs from the starting
+   * weights over the training rows and the pseudo-labelled ones */
+  int pseudo_max;      /* the most unlabelled rows round 2 can add (0: one round only) */
+  int n_pseudo;        /* unlabelled rows training with the classifier's label (round 2) */
+  int *pseudo_rows;    /* (pseudo_max) ascending row numbers, their labels in row_class */
+  float *start_params; /* (param_count) the weights the first epoch started from */
+  int round;           /* 0: the first training; 1: the second, with the pseudo-labelled rows */
+  int round_start;     /* the epochs run before this round (cosine_lr's origin) */
+  int round1_epochs;   /* the epochs the first round ran */
+  int round1_batch;    /* its batch size (cfg.batch_size then) */
+  double self_training_seconds; /* choosing the pseudo-labelled rows */
 };
 
 /* Fisher-Yates, as numpy's shuffle: for i from n-1 down to 1, swap a[i] and a[j], j in [0, i]. */
@@ -173,6 +185,19 @@ double nn_train_text_position(const char *text, int len);
  * rows, written into every member's embedding and subword tables (cfg.pretrain_epochs passes;
  * none: nothing changes). Before the first epoch. */
 int nn_train_pretrain(nn_trainer *tr, nn_progress_fn fn, void *ctx, char *err);
+/* self_train.c: with cfg.self_training and unlabelled rows, how many rows round 2 can add
+ * (tr->pseudo_max) and the buffers it needs (pseudo_rows, start_params, row_class grown to the
+ * unlabelled rows); after the sizing, before the batch buffers (sized to round 2's rows too). */
+int nn_train_self_plan(nn_trainer *tr, char *err);
+/* The end of round 1: the unlabelled rows scored with the kept weights, the surest of each class
+ * chosen (tr->n_pseudo of them), and the trainer set back to its first epoch's weights and
+ * optimizer for round 2's epochs (sized to the rows it has then). fn is asked between batches
+ * (an interrupt: NN_INTERRUPTED). */
+int nn_train_self_begin(nn_trainer *tr, nn_progress_fn fn, void *ctx, char *err);
+/* train.c: the logits of rows[0..count) (count <= tr->batch_rows) in tr->logits' first (count,
+ * C) block, as validation computes them (no dropout; an ensemble's mean). */
+int nn_train_forward_rows(nn_trainer *tr, const int *rows, int count, char *err);
+
 /* One skip-gram pair, as fastText's binary logistic loss: L = -log sigmoid(u.o) for label 1,
  * -log(1 - sigmoid(u.o)) for label 0. grad (E) += -lr dL/du (accumulates: the input vector's
  * step, taken after all its pairs); o (E) += -lr dL/do (in place, with u as it was). Returns L

@@ -174,7 +174,7 @@ static void test_defaults(void) {
       "\"lower\":true,\"stopwords\":true,\"drop_parentheses\":false,\"char_level\":false,"
       "\"unicode\":false,\"max_len\":64,\"vocab_size\":100000,\"min_count\":1,"
       "\"subword_buckets\":16384,\"subword_min\":3,\"subword_max\":5,\"validation\":\"random\","
-      "\"pretrain_epochs\":0,\"storage\":\"float32\"}";
+      "\"pretrain_epochs\":0,\"self_training\":0,\"storage\":\"float32\"}";
   CHECK(json && strcmp(json, want) == 0, "defaults as JSON:\n  got      %s\n  expected %s", json,
         want);
   free(json);

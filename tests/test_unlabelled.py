@@ -1,7 +1,11 @@
 """test_unlabelled.py -- unlabelled rows and attn_uncertain as a Python program uses them, in a
 file database with a second connection:
   - NULL labels train (counted in the summary), from Python's sqlite3; the same rows and options
-    give the same weights at 1 and 2 threads; unlabelled rows change the model;
+    give the same weights at 1 and 2 threads (pretraining and self-training included);
+    unlabelled rows change the model;
+  - self-training: the summary says how many unlabelled rows trained with the model's labels
+    and from which epoch; "self_training": 0 turns it off; its second round is the phase
+    `self-training` of attn_status, and an interrupt there stops attn_fit, nothing saved;
   - the pretraining is a phase of attn_status that a second connection sees, and an interrupt
     during it stops attn_fit with "attn_fit: interrupted", nothing saved, within a bounded time;
   - hostile pools: texts of 1 MB with NULL labels (bounded: each row is cut at max_len), a
@@ -63,6 +67,49 @@ check(tensors(w["a"]) == tensors(w["b"]),
       "the same weights at 1 and 2 threads, unlabelled rows included")
 check(tensors(w["a"]) != tensors(w["c"]), "the unlabelled rows change the model")
 
+# ------------------------------------------------------------------ self-training
+st = json.loads(db.execute("SELECT metrics FROM attn_models WHERE name = 'a'").fetchone()[0])
+rounds = st.get("self_training", {})
+check(st.get("sized", {}).get("self_training") == 6 and
+      0 < rounds.get("pseudo_labelled_rows", 0) <= 540 and rounds.get("first_epoch") == 3 and
+      st["epochs_run"] == 2 + rounds.get("epochs", -1),
+      "90 labelled rows, pretraining: up to 6 x 90 rows pseudo-labelled, round 2 from epoch 3: "
+      "%s (sized %s)" % (rounds, st.get("sized")))
+s = fit("d", dict(SMALL, threads=1, pretrain_epochs=3, self_training=0))
+check("self_training" not in s and s["epochs_run"] == 2 and
+      "self_training" not in s.get("sized", {}), "\"self_training\": 0: one round: %s" % s)
+# attn_train steps an epoch per row: between rows a second connection reads the phase (Python's
+# sqlite3 steps one row ahead: when row k is fetched, epoch k + 1 has run)
+other = R.connect(path)
+steps = json.dumps(dict(SMALL, threads=1, pretrain_epochs=1, epochs=3))
+cur = db.execute("SELECT epoch FROM attn_train('steps', 'SELECT text, label FROM pool', ?)",
+                 (steps,))
+phases = []
+for _ in range(4):
+    epoch = cur.fetchone()[0]
+    phases.append((epoch,) + tuple(other.execute(
+        "SELECT phase, epoch, epochs FROM attn_status WHERE name = 'steps'").fetchone()))
+cur.close()
+check(phases == [(1, "training", 2, 3), (2, "training", 3, 3), (3, "self-training", 4, 6),
+                 (4, "self-training", 5, 6)],
+      "round 2 is the phase self-training, its epochs after round 1's: %s" % phases)
+# an interrupt between round 1 and round 2: an error, nothing saved (an interrupt while the
+# unlabelled rows are scored: tests/test_self_train.c)
+cur = db.execute("SELECT epoch FROM attn_train('cut', 'SELECT text, label FROM pool', ?)",
+                 (steps,))
+got = [cur.fetchone()[0] for _ in range(2)]  # round 1 has run its 3 epochs
+db.interrupt()
+try:
+    cur.fetchone()
+    err = None
+except Exception as e:  # noqa: BLE001
+    err = str(e)
+cur.close()
+check(got == [1, 2] and err in ("interrupted", "attn_train: interrupted"),
+      "interrupted before round 2: %s %r" % (got, err))
+check(db.execute("SELECT count(*) FROM attn_models WHERE name = 'cut'").fetchone()[0] == 0,
+      "nothing saved")
+
 # ------------------------------------------------------------------ no options at all
 # attn_fit(name, query) reads the unlabelled rows as the option's default says: under
 # NN_PRETRAIN_ROWS (5,000) they are counted, not read; from 5,000 on the default pretrains
@@ -81,7 +128,6 @@ for name, query, read in (("few", "SELECT text, label FROM pool", False),
           % (s.get("unlabelled_rows"), *got))
 
 # ------------------------------------------------------------------ the phase and an interrupt
-other = R.connect(path)
 seen, done = [], {}
 
 
