@@ -607,7 +607,7 @@ $(BUILD)/tests/test_cuda: $(BUILD)/tests/emu_cuda.so
 # Every test with "auto" = the CUDA backend emulated on the host (every model of every test runs
 # the CUDA kernels' code): the engine and the extension on the device path, without a GPU.
 .PHONY: test-cuda-emulated
-test-cuda-emulated: deps attnext.so $(TEST_BIN) $(TOOL_BIN) $(BUILD)/tests/emu_cuda.so
+test-cuda-emulated: deps attnext.so $(TEST_BIN) $(TOOL_BIN) $(JOBS_TEST_SO) $(BUILD)/tests/emu_cuda.so
 	@ATTNEXT_CUDA_LIB=$(CURDIR)/$(BUILD)/tests/emu_cuda.so BUILD=$(BUILD) PYTHON=$(PYTHON) \
 	 SQLITE3=$(SQLITE3) PREDICT_FLOOR=10000 sh tests/run_all.sh
 
