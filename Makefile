@@ -142,7 +142,14 @@ NATIVE_SO  := $(if $(CPU_LEVELS),$(BUILD)/native/attnext.so)
 FAKE_STALE := $(addprefix $(BUILD)/tests/fake_device_,stale_abi.so stale_size.so no_abi.so)
 TOOL_SRC   := $(sort $(wildcard tests/tool_*.c tests/bench/tool_*.c))
 TOOL_BIN   := $(TOOL_SRC:%.c=$(BUILD)/%)
-HEADERS    := $(wildcard engine/*.h ext/*.h tests/*.h)
+# The training jobs of a dqlite node (ext/node/: attn_jobs, attn_cancel, attn_job_commit, the
+# job runner): linked into build/attnext-node and the tests' module below, never into attnext.so.
+NODE_JOB_SRC := ext/node/attn_jobs.c ext/node/attn_job_runner.c
+NODE_JOB_OBJ := $(NODE_JOB_SRC:%.c=$(BUILD)/%.o)
+# The tests' module of those functions (tests/attnext_jobs_test.c), native builds only (no node
+# elsewhere).
+JOBS_TEST_SO := $(if $(PLATFORM),,$(BUILD)/tests/attnext_jobs_test.so)
+HEADERS    := $(wildcard engine/*.h ext/*.h ext/node/*.h tests/*.h)
 # Each compile writes the headers its source includes to a .d file next to its output (-MMD; -MP
 # adds an empty rule per header so that a deleted header does not stop make); the .d files are
 # included at the end, so a header change rebuilds only what includes it. An output whose .d file
@@ -317,7 +324,8 @@ demo: deps-build attnext.so
 # TEST_JOBS tests at a time (make test, make test-asan): the machine's cores, at most 4; the tests
 # that measure time run alone after them (ALONE in tests/run_all.sh). TEST_JOBS=1: one at a time.
 TEST_JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ "$$n" -gt 4 ] && n=4; echo $$n)
-test: deps attnext.so $(CUDA_SO) $(TEST_BIN) $(TOOL_BIN) $(FAKE_STALE) $(NATIVE_SO) packages web-for-test
+test: deps attnext.so $(CUDA_SO) $(TEST_BIN) $(TOOL_BIN) $(FAKE_STALE) $(NATIVE_SO) $(JOBS_TEST_SO) \
+  packages web-for-test
 	@BUILD=$(BUILD) PYTHON=$(PYTHON) SQLITE3=$(SQLITE3) sh tests/run_all.sh -j $(TEST_JOBS)
 # The browser page for tests/test_browser.py and its npm package (tests/test_package_wasm.sh):
 # make PLATFORM=wasm web in $(BUILD)/wasm (its library and SQLite, not its shell or C tests:
@@ -367,7 +375,7 @@ CHECK_C     := $(filter-out test_cuda test_device_plumbing test_locale,$(CHECK_C
 CHECK_TESTS := $(CHECK_C) test_sql test_hostile_sql test_readme
 PLATFORM_SHELL := $(BUILD)/sqlite3
 endif
-check: $(SO) $(CHECK_C:%=$(BUILD)/tests/%) $(PLATFORM_SHELL) $(PLATFORM_PACKAGES)
+check: $(SO) $(CHECK_C:%=$(BUILD)/tests/%) $(JOBS_TEST_SO) $(PLATFORM_SHELL) $(PLATFORM_PACKAGES)
 	@BUILD=$(BUILD) ATTNEXT=./$(basename $(SO)) PYTHON=$(PYTHON) SQLITE3="$(SQLITE3)" \
 	  EMULATOR="$(QEMU_RUN)" PLATFORM=$(PLATFORM) sh tests/run_all.sh -j $(CHECK_JOBS) $(CHECK_TESTS:%='^%$$')
 
@@ -558,6 +566,20 @@ $(BUILD)/attnext.so: $(EXT_OBJ) $(BUILD)/libnn.a $(EXPORTS)
 	$(CC) $(CFLAGS) -shared $(LDEXPORT) -o $@ $(EXT_OBJ) $(BUILD)/libnn.a $(LDLIBS)
 endif
 
+# The SQL functions of a dqlite node's jobs on a plain connection, for the tests that check
+# them outside a node (tests/sql/jobs.sql, test_jobs_json, test_json_subtype, test_readme,
+# test_sqlite_versions): attnext's objects and the node's job files, registered as the node
+# registers them (attn_node_init) with no job runner started. Loaded instead of attnext.so; it
+# exports its entry point alone, as attnext.so does.
+$(BUILD)/tests/attnext_jobs_test.map:
+	@mkdir -p $(dir $@)
+	printf '{\n  global: sqlite3_attnextjobstest_init;\n  local: *;\n};\n' > $@
+$(BUILD)/tests/attnext_jobs_test.so: tests/attnext_jobs_test.c $(EXT_OBJ) $(NODE_JOB_OBJ) \
+  $(BUILD)/libnn.a $(BUILD)/tests/attnext_jobs_test.map $(HEADERS)
+	$(CC) $(CFLAGS) $(BLAS_CFLAGS) -Iengine -shared \
+	  -Wl,--version-script=$(BUILD)/tests/attnext_jobs_test.map -o $@ $< $(EXT_OBJ) \
+	  $(NODE_JOB_OBJ) $(BUILD)/libnn.a $(LDLIBS)
+
 # A GPU stand-in for the host/device plumbing test (tests/fake_device.c, loaded with dlopen).
 $(BUILD)/tests/fake_device.so: tests/fake_device.c $(BUILD)/libnn.a $(BUILD)/tests/fake_device.d
 	@mkdir -p $(dir $@)
@@ -585,7 +607,7 @@ $(BUILD)/tests/test_cuda: $(BUILD)/tests/emu_cuda.so
 # Every test with "auto" = the CUDA backend emulated on the host (every model of every test runs
 # the CUDA kernels' code): the engine and the extension on the device path, without a GPU.
 .PHONY: test-cuda-emulated
-test-cuda-emulated: deps attnext.so $(TEST_BIN) $(TOOL_BIN) $(BUILD)/tests/emu_cuda.so
+test-cuda-emulated: deps attnext.so $(TEST_BIN) $(TOOL_BIN) $(JOBS_TEST_SO) $(BUILD)/tests/emu_cuda.so
 	@ATTNEXT_CUDA_LIB=$(CURDIR)/$(BUILD)/tests/emu_cuda.so BUILD=$(BUILD) PYTHON=$(PYTHON) \
 	 SQLITE3=$(SQLITE3) PREDICT_FLOOR=10000 sh tests/run_all.sh
 
@@ -601,7 +623,8 @@ SUBMAKE_J = $(if $(filter -j%,$(MAKEFLAGS)),,-j$(TEST_JOBS))
 test-asan: deps
 	$(MAKE) $(SUBMAKE_J) BUILD=$(ASAN_BUILD) OPT="$(ASAN_OPT)" CPU_LEVELS= CPU_DEFS= \
 	  $(ASAN_BUILD)/attnext.so $(TEST_SRC:tests/%.c=$(ASAN_BUILD)/tests/%) \
-	  $(TOOL_SRC:%.c=$(ASAN_BUILD)/%) $(FAKE_STALE:$(BUILD)/%=$(ASAN_BUILD)/%)
+	  $(TOOL_SRC:%.c=$(ASAN_BUILD)/%) $(FAKE_STALE:$(BUILD)/%=$(ASAN_BUILD)/%) \
+	  $(ASAN_BUILD)/tests/attnext_jobs_test.so
 	@# Python loads the ASan extension with libasan preloaded (no leak report for Python itself)
 	@printf '#!/bin/sh\nLD_PRELOAD=%s ASAN_OPTIONS="$$ASAN_OPTIONS:detect_leaks=0" exec %s "$$@"\n' \
 	  "$(LIBASAN)" "$(PYTHON)" > $(ASAN_BUILD)/python-asan && chmod +x $(ASAN_BUILD)/python-asan
@@ -617,7 +640,8 @@ VALGRIND_SQL := $(sort $(basename $(notdir $(wildcard tests/sql/*.sql))))
 VALGRIND_RUNS := valgrind-hostile_sql valgrind-sql-1 valgrind-sql-2
 .PHONY: $(VALGRIND_RUNS)
 test-valgrind: deps
-	$(MAKE) $(SUBMAKE_J) BUILD=$(VALGRIND_BUILD) OPT="-O1 -g -mavx2 -mfma" $(VALGRIND_BUILD)/attnext.so
+	$(MAKE) $(SUBMAKE_J) BUILD=$(VALGRIND_BUILD) OPT="-O1 -g -mavx2 -mfma" $(VALGRIND_BUILD)/attnext.so \
+	  $(VALGRIND_BUILD)/tests/attnext_jobs_test.so
 	@$(MAKE) --no-print-directory -k $(SUBMAKE_J) -Otarget $(VALGRIND_RUNS)
 valgrind-hostile_sql:
 	@echo "== valgrind: tests/test_hostile_sql.sh"; \
@@ -625,7 +649,8 @@ valgrind-hostile_sql:
 valgrind-sql-1 valgrind-sql-2: valgrind-sql-%:
 	@names="$$(printf '%s\n' $(VALGRIND_SQL) | awk 'NR % 2 == $* % 2')"; \
 	echo "== valgrind: tests/test_sql.sh" $$names; \
-	ATTNEXT=$(VALGRIND_BUILD)/attnext SQLITE3="$(VALGRIND) $(SQLITE3)" sh tests/test_sql.sh $$names
+	ATTNEXT=$(VALGRIND_BUILD)/attnext ATTNEXT_JOBS=$(VALGRIND_BUILD)/tests/attnext_jobs_test \
+	SQLITE3="$(VALGRIND) $(SQLITE3)" sh tests/test_sql.sh $$names
 
 $(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(ENGINE_SRC) $(HEADERS)
 	@mkdir -p $(dir $@)
@@ -671,9 +696,10 @@ node-if-dqlite: deps attnext.so
 	  $(MAKE) --no-print-directory $(BUILD)/attnext-node DQLITE_LIBS="$$(pkg-config --libs dqlite)"; fi
 
 NODE_SRC := ext/node/attnext_node.c ext/node/attnext_wire.c
-$(BUILD)/attnext-node: $(NODE_SRC) ext/node/attnext_wire.h $(EXT_OBJ) $(BUILD)/libnn.a $(HEADERS)
+$(BUILD)/attnext-node: $(NODE_SRC) $(EXT_OBJ) $(NODE_JOB_OBJ) $(BUILD)/libnn.a $(HEADERS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $$(pkg-config --cflags dqlite) $(NODE_SRC) $(EXT_OBJ) $(BUILD)/libnn.a -o $@ \
+	$(CC) $(CFLAGS) $$(pkg-config --cflags dqlite) $(NODE_SRC) $(EXT_OBJ) $(NODE_JOB_OBJ) \
+	  $(BUILD)/libnn.a -o $@ \
 	  $(DQLITE_LIBS) -lsqlite3 $(LDLIBS)
 
 cluster-demo:
@@ -685,4 +711,4 @@ cluster-demo:
 # The header dependencies written by -MMD (see DEPFLAGS); absent before the first build.
 $(BUILD)/%.d: ;
 .PRECIOUS: $(BUILD)/%.d
--include $(ENGINE_OBJ:.o=.d) $(EXT_OBJ:.o=.d) $(TEST_BIN:=.d) $(TOOL_BIN:=.d) $(BUILD)/tests/fake_device.d
+-include $(ENGINE_OBJ:.o=.d) $(EXT_OBJ:.o=.d) $(NODE_JOB_OBJ:.o=.d) $(TEST_BIN:=.d) $(TOOL_BIN:=.d) $(BUILD)/tests/fake_device.d

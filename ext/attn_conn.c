@@ -35,7 +35,8 @@
 struct attn_conn {
   sqlite3 *db;
   int refs;
-  attn_model *models; /* the cache, most recently used first; each holds one reference */
+  const attn_job_hooks *jobs; /* its host's training jobs (a dqlite node), or NULL */
+  attn_model *models;         /* the cache, most recently used first; each holds one reference */
   /* name -> deployed model answers, valid while the stamp is unchanged; each holds a ref */
   int memo_valid;
   int64_t memo_data_version, memo_changes;
@@ -87,11 +88,12 @@ void attn_conn_forget_deployed(attn_conn *conn) {
   conn->memo_valid = 0;
 }
 
-attn_conn *attn_conn_create(sqlite3 *db) {
+attn_conn *attn_conn_create(sqlite3 *db, const attn_job_hooks *jobs) {
   attn_conn *conn = sqlite3_malloc64(sizeof *conn);
   if (!conn) return NULL;
   memset(conn, 0, sizeof *conn);
   conn->db = db;
+  conn->jobs = jobs;
   conn->refs = 1;
   conn->cache_limit = ATTN_CACHE_DEFAULT_BYTES;
   return conn;
@@ -120,6 +122,10 @@ void attn_conn_unref(void *p) {
 }
 
 sqlite3 *attn_conn_db(attn_conn *conn) { return conn->db; }
+
+const attn_job_hooks *attn_conn_jobs(attn_conn *conn) {
+  return conn->jobs && conn->jobs->here(conn) ? conn->jobs : NULL;
+}
 
 void attn_conn_query_begin(attn_conn *conn, const char *fn) {
   if (conn->query_depth++ == 0) conn->query_fn = fn;

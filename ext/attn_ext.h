@@ -23,7 +23,6 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include "attn_job_host.h"
 #include "nn.h"
 #include "pool.h"
 
@@ -32,6 +31,7 @@ SQLITE_EXTENSION_INIT3
 #endif
 
 typedef struct attn_conn attn_conn;
+typedef struct attn_job_hooks attn_job_hooks;       /* a host's training jobs (below) */
 typedef struct attn_status_entry attn_status_entry; /* a running training (attn_status.c) */
 
 /* A cached, parsed model row. Fields are read-only for users. */
@@ -49,8 +49,9 @@ typedef struct attn_model {
 
 /* ----------------------------------------------------------- per-connection state (attn_conn.c) */
 
-/* Create the state of connection db (refs = 1, held by the caller until it registered). */
-attn_conn *attn_conn_create(sqlite3 *db);
+/* Create the state of connection db (refs = 1, held by the caller until it registered), with
+ * the job hooks of its host (NULL: none; attn_register). */
+attn_conn *attn_conn_create(sqlite3 *db, const attn_job_hooks *jobs);
 void attn_conn_ref(attn_conn *conn);
 void attn_conn_unref(void *conn); /* usable as an xDestroy callback */
 sqlite3 *attn_conn_db(attn_conn *conn);
@@ -743,9 +744,9 @@ void attn_status_batch(attn_status_entry *e, int batch, int batches, double loss
 void attn_status_epoch(attn_status_entry *e, const nn_epoch_stats *s, int best_epoch,
                        int64_t version);
 /* The progress of the runs training on connection db now (a node's job reads its own private
- * connection's: attn_job_runner.c), oldest first, at most max of them; returns how many. Each
- * view holds the run's last ATTN_STATUS_VIEW_LOG epochs (log[i] is epoch first_epoch + i + 1);
- * a figure not known yet is NaN (train_loss) or negative (val_*). */
+ * connection's: ext/node/attn_job_runner.c), oldest first, at most max of them; returns how
+ * many. Each view holds the run's last ATTN_STATUS_VIEW_LOG epochs (log[i] is epoch
+ * first_epoch + i + 1); a figure not known yet is NaN (train_loss) or negative (val_*). */
 #define ATTN_STATUS_VIEW_LOG 64
 typedef struct attn_status_view {
   const char *phase; /* static text */
@@ -756,58 +757,72 @@ typedef struct attn_status_view {
 } attn_status_view;
 int attn_status_of(sqlite3 *db, attn_status_view *out, int max);
 
-/* --------------------------------------- training jobs in a dqlite node (attn_job_runner.c) */
+/* ------------------------------------ training jobs: a host's hooks (attnext.c, attn_conn.c) */
 
-/* In a dqlite node (build/attnext-node: a job host is registered, attn_job_host.h) attn_train,
- * attn_fit and attn_tune do not train in the statement, which runs on dqlite's event loop: they
- * record a job (a row of attn_job_runs, in the caller's transaction) and return at once. The job
- * trains in a thread of the node's process on a copy of the database taken in the statement (a
- * consistent snapshot) and commits its model(s) through the leader (attn_job_commit, attn_jobs.c),
- * replicated like any write; its progress goes to attn_job_runs and attn_job_epochs once a
- * second. The tables (created by the first job): */
-#define ATTN_JOB_SCHEMA                                                                            \
-  "CREATE TABLE IF NOT EXISTS main.attn_job_runs(job INTEGER PRIMARY KEY, function TEXT NOT "      \
-  "NULL, name TEXT NOT NULL, query TEXT, grid TEXT, options TEXT, state TEXT NOT NULL, node "      \
-  "INTEGER, address TEXT, incarnation TEXT, token TEXT, submitted_at TEXT, started_at TEXT, "      \
-  "finished_at TEXT, heartbeat_at TEXT, phase TEXT, trial INTEGER, trials INTEGER, epoch "         \
-  "INTEGER, epochs INTEGER, batch INTEGER, batches INTEGER, train_loss REAL, val_loss REAL, "      \
-  "val_accuracy REAL, val_f1 REAL, version INTEGER, deployed INTEGER, result TEXT, error "         \
-  "TEXT);"                                                                                         \
-  "CREATE TABLE IF NOT EXISTS main.attn_job_epochs(job INTEGER NOT NULL, trial INTEGER NOT "       \
-  "NULL, epoch INTEGER NOT NULL, train_loss REAL, val_loss REAL, val_accuracy REAL, val_f1 "       \
-  "REAL, lr REAL, seconds REAL, PRIMARY KEY(job, trial, epoch));"
-/* Whether conn is a dqlite node's connection and the node runs jobs. */
-int attn_jobs_here(attn_conn *conn);
+/* In a dqlite node (build/attnext-node) attn_train, attn_fit and attn_tune do not train in the
+ * statement, which runs on dqlite's event loop: they submit a job, which trains in a thread of
+ * the node's process and commits its model through the leader. The job machinery (and the SQL
+ * functions attn_jobs, attn_cancel, attn_job_commit) lives in ext/node/ and is linked into the
+ * node only: the node registers attnext on its connections with hooks (attn_register) through
+ * which the training functions submit. attnext.so registers itself without hooks, and every
+ * training runs in its statement. */
+
 /* What a submission returns: the job's first row (attn_train's and attn_tune's row in a node,
  * attn_fit's JSON object). */
 typedef struct attn_job_receipt {
   int64_t job;
   uint64_t node;
   const char *fn;
-  char *name; /* sqlite3_malloc'd */
+  char *name; /* sqlite3_malloc'd: the caller frees it with sqlite3_free */
   char submitted_at[32];
 } attn_job_receipt;
 #define ATTN_JOB_RECEIPT_COLUMNS                                                                   \
   "job INTEGER, function TEXT, name TEXT, state TEXT, node INTEGER, submitted_at TEXT"
 enum { ATTN_JOB_RECEIPT_NCOLS = 6 };
-void attn_job_receipt_column(const attn_job_receipt *r, sqlite3_context *ctx, int col);
-char *attn_job_receipt_json(const attn_job_receipt *r); /* sqlite3_malloc'd, NULL: no memory */
-void attn_job_receipt_free(attn_job_receipt *r);
-/* Submit a job of fn ("attn_fit", "attn_train", "attn_tune"): the checks of a training that need
- * no rows (a writable store, the name, the query, and with check_options the training options
- * through attn_training_options; attn_tune checks its grid and options itself first), the copy
- * of the database, the job's row, and its thread. SQLITE_OK with *out, or an error with *msg. */
-int attn_job_submit(attn_conn *conn, const char *fn, sqlite3_value *name_arg,
-                    sqlite3_value *query_arg, const char *grid, sqlite3_value *options_arg,
-                    int check_options, attn_job_receipt *out, char **msg);
-/* Remember db's database when it is a node's: the runner watches the jobs of every database of
- * the node (a job whose node is gone is marked failed by the leader). Called for every new
- * connection (attnext.c). */
-void attn_jobs_note_database(sqlite3 *db);
-/* The live progress of job `job` of `database` when this process trains it: 1 and *out. */
-int attn_job_live(const char *database, int64_t job, attn_status_view *out);
-/* The incarnation of this process's job runner (who may commit its jobs), "" without one. */
-const char *attn_jobs_incarnation(void);
+
+/* One registration of attn_register: a scalar function (func, with nargs and flags; SQLITE_UTF8
+ * is added) or an eponymous virtual table, i.e. a table-valued function (module; nargs and flags
+ * unused: its direct-only / innocuous setting is made by its xConnect through
+ * attn_vtab_connect). Each gets the connection's attn_conn as its user data / client data. */
+typedef struct attn_registration {
+  const char *name;
+  int nargs;
+  int flags;
+  void (*func)(sqlite3_context *, int, sqlite3_value **);
+  const sqlite3_module *module;
+} attn_registration;
+
+/* The hooks of a host that runs training jobs (ext/node/attn_jobs.c), kept by every connection
+ * it registers attnext on. */
+struct attn_job_hooks {
+  /* Whether statements of conn submit jobs (conn is a dqlite node's connection and the node
+   * runs jobs); when not, they train in the statement as anywhere. */
+  int (*here)(attn_conn *conn);
+  /* Submit a job of fn ("attn_fit", "attn_train", "attn_tune"): the checks of a training that
+   * need no rows (a writable store, the name, the query, and with check_options the training
+   * options through attn_training_options; attn_tune checks its grid and options itself first),
+   * then the job. SQLITE_OK with *out, or an error with *msg. */
+  int (*submit)(attn_conn *conn, const char *fn, sqlite3_value *name_arg, sqlite3_value *query_arg,
+                const char *grid, sqlite3_value *options_arg, int check_options,
+                attn_job_receipt *out, char **msg);
+  /* Column col of the receipt's row (ATTN_JOB_RECEIPT_COLUMNS); the receipt as attn_fit's JSON
+   * object (sqlite3_malloc'd, NULL: no memory). */
+  void (*receipt_column)(const attn_job_receipt *r, sqlite3_context *ctx, int col);
+  char *(*receipt_json)(const attn_job_receipt *r);
+  /* The host's own SQL functions, registered after attnext's with the same connection state. */
+  const attn_registration *functions;
+  int nfunctions;
+};
+
+/* Register attnext's SQL functions on db (what sqlite3_attnext_init does, with jobs NULL), and
+ * with jobs (not copied: it outlives every connection) the host's functions too, the hooks kept
+ * by the connection. SQLITE_OK, or an error with *pzErrMsg (may be NULL) when the host's SQLite
+ * is too old or a registration fails. */
+int attn_register(sqlite3 *db, char **pzErrMsg, const sqlite3_api_routines *pApi,
+                  const attn_job_hooks *jobs);
+/* The hooks of conn when its statements submit training jobs (attn_job_hooks.here), else NULL:
+ * always NULL in attnext.so. */
+const attn_job_hooks *attn_conn_jobs(attn_conn *conn);
 
 /* ------------------------------------------------------------------ SVG writer (attn_svg.c) */
 
@@ -886,9 +901,5 @@ extern const sqlite3_module attn_curve_module;
 void attn_curve_svg_func(sqlite3_context *ctx, int argc, sqlite3_value **argv);
 /* attn_status.c */
 extern const sqlite3_module attn_status_module;
-/* attn_jobs.c */
-extern const sqlite3_module attn_jobs_module;
-void attn_cancel_func(sqlite3_context *ctx, int argc, sqlite3_value **argv);
-void attn_job_commit_func(sqlite3_context *ctx, int argc, sqlite3_value **argv);
 
 #endif

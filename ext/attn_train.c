@@ -31,10 +31,10 @@
  * columns arg_name, arg_query, arg_options (prefixed so that an argument such as `name` or
  * `text` written in a query resolves to the caller's column, not to the function's own).
  *
- * In a dqlite node (build/attnext-node) a statement must not train: both submit a job
- * (attn_job_submit, attn_job_runner.c) and return at once, attn_fit its JSON object
- * {"job":3,...} and attn_train one row (job, function, name, state, node, submitted_at); the
- * connection's vtab declares that row's columns there.
+ * In a dqlite node (build/attnext-node) a statement must not train: both submit a job through
+ * the node's hooks (attn_conn_jobs; the jobs: ext/node/attn_job_runner.c) and return at once,
+ * attn_fit its JSON object {"job":3,...} and attn_train one row (job, function, name, state,
+ * node, submitted_at); the connection's vtab declares that row's columns there.
  */
 #include <limits.h>
 #include <stdio.h>
@@ -88,7 +88,7 @@ static const char attn_train_job_schema[] =
 
 static int attn_train_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
                               sqlite3_vtab **out, char **errmsg) {
-  int job = attn_jobs_here(aux);
+  int job = attn_conn_jobs(aux) != NULL;
   return attn_vtab_connect(db, job ? attn_train_job_schema : attn_train_schema,
                            SQLITE_VTAB_DIRECTONLY, aux, job ? ATTN_TRAIN_JOB : ATTN_TRAIN_HERE,
                            sizeof(attn_train_cursor), out);
@@ -147,7 +147,7 @@ static int attn_train_close(sqlite3_vtab_cursor *base) {
     attn_train_finish_on_close(cur);
     attn_training_free(&cur->run);
   }
-  attn_job_receipt_free(&cur->job);
+  sqlite3_free(cur->job.name);
   sqlite3_free(cur);
   return SQLITE_OK;
 }
@@ -189,10 +189,15 @@ static int attn_train_filter(sqlite3_vtab_cursor *base, int idx_num, const char 
   cur->eof = 1;
   int options = attn_arg_given(idx_num, ATTN_TRAIN_COL_ARG_OPTIONS - ATTN_TRAIN_COL_ARG_NAME);
   if (vtab->mode == ATTN_TRAIN_JOB) { /* a dqlite node: a job, its row */
-    attn_job_receipt_free(&cur->job);
-    int rc = attn_job_submit(vtab->conn, "attn_train", argc > 0 ? argv[0] : NULL,
-                             argc > 1 ? argv[1] : NULL, NULL, options && argc > 2 ? argv[2] : NULL,
-                             1, &cur->job, &msg);
+    const attn_job_hooks *jobs = attn_conn_jobs(vtab->conn);
+    if (!jobs) /* only a node's connection is in this mode, and stays a node's */
+      return attn_vtab_fail(base->pVtab, SQLITE_ERROR,
+                            sqlite3_mprintf("attn_train: no job runner here"), "attn_train");
+    sqlite3_free(cur->job.name);
+    cur->job.name = NULL;
+    int rc =
+        jobs->submit(vtab->conn, "attn_train", argc > 0 ? argv[0] : NULL, argc > 1 ? argv[1] : NULL,
+                     NULL, options && argc > 2 ? argv[2] : NULL, 1, &cur->job, &msg);
     if (rc != SQLITE_OK) return attn_vtab_fail(base->pVtab, rc, msg, "attn_train");
     cur->eof = 0;
     return SQLITE_OK;
@@ -220,8 +225,10 @@ static int attn_train_eof(sqlite3_vtab_cursor *base) { return ((attn_train_curso
 static int attn_train_column(sqlite3_vtab_cursor *base, sqlite3_context *ctx, int col) {
   const attn_train_cursor *cur = (attn_train_cursor *)base;
   const nn_epoch_stats *s = &cur->row;
-  if (cur->job.job) {
-    attn_job_receipt_column(&cur->job, ctx, col);
+  const attn_job_hooks *jobs =
+      cur->job.job ? attn_conn_jobs(((attn_vtab *)base->pVtab)->conn) : NULL;
+  if (jobs) {
+    jobs->receipt_column(&cur->job, ctx, col);
     return SQLITE_OK;
   }
   /* the last row is returned once the model is saved: it says as which version, and whether
@@ -284,12 +291,13 @@ const sqlite3_module attn_train_module = {
 void attn_fit_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   attn_training t;
   char *msg = NULL;
-  if (attn_jobs_here(sqlite3_user_data(ctx))) { /* a dqlite node: a job, its JSON object */
+  const attn_job_hooks *jobs = attn_conn_jobs(sqlite3_user_data(ctx));
+  if (jobs) { /* a dqlite node: a job, its JSON object */
     attn_job_receipt job;
-    int rc = attn_job_submit(sqlite3_user_data(ctx), "attn_fit", argv[0], argv[1], NULL,
-                             argc > 2 ? argv[2] : NULL, 1, &job, &msg);
-    char *json = rc == SQLITE_OK ? attn_job_receipt_json(&job) : NULL;
-    attn_job_receipt_free(&job);
+    int rc = jobs->submit(sqlite3_user_data(ctx), "attn_fit", argv[0], argv[1], NULL,
+                          argc > 2 ? argv[2] : NULL, 1, &job, &msg);
+    char *json = rc == SQLITE_OK ? jobs->receipt_json(&job) : NULL;
+    sqlite3_free(job.name);
     if (json) {
       sqlite3_result_text(ctx, json, -1, sqlite3_free);
       sqlite3_result_subtype(ctx, ATTN_JSON_SUBTYPE);

@@ -22,9 +22,10 @@
  * never deployed (deployed_seq 0), so that attn_deploy(name, 'previous') afterwards goes back to
  * the version deployed before the tune.
  *
- * In a dqlite node (build/attnext-node) the search is a job (attn_job_runner.c): the statement
- * checks the grid and every trial's options, submits the job and returns its one row (job,
- * function, name, state, node, submitted_at); the trials train in the job's thread.
+ * In a dqlite node (build/attnext-node) the search is a job (ext/node/attn_job_runner.c, through
+ * the node's hooks: attn_conn_jobs): the statement checks the grid and every trial's options,
+ * submits the job and returns its one row (job, function, name, state, node, submitted_at); the
+ * trials train in the job's thread.
  */
 #include <math.h>
 #include <pthread.h>
@@ -140,7 +141,7 @@ static const char attn_tune_job_schema[] =
 /* Direct-only: it writes the store and runs a query given as text. Mode 1: a node's job. */
 static int attn_tune_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
                              sqlite3_vtab **out, char **errmsg) {
-  int job = attn_jobs_here(aux);
+  int job = attn_conn_jobs(aux) != NULL;
   return attn_vtab_connect(db, job ? attn_tune_job_schema : attn_tune_schema,
                            SQLITE_VTAB_DIRECTONLY, aux, job, sizeof(attn_tune_cursor), out);
 }
@@ -166,7 +167,7 @@ static void attn_tune_trials_free(attn_tune_trial *trials, int n) {
 }
 
 static void attn_tune_reset(attn_tune_cursor *cur) {
-  attn_job_receipt_free(&cur->job);
+  sqlite3_free(cur->job.name);
   memset(&cur->job, 0, sizeof cur->job);
   attn_tune_trials_free(cur->trials, cur->ntrials);
   cur->trials = NULL;
@@ -835,8 +836,13 @@ static int attn_tune_submit(attn_tune_cursor *cur, attn_conn *conn, sqlite3_valu
     sqlite3_free(trial.config);
     sqlite3_free(trial.options);
   }
+  const attn_job_hooks *jobs = attn_conn_jobs(conn);
+  if (rc == SQLITE_OK && !jobs) { /* only a node's connection is in this mode, and stays one */
+    *msg = sqlite3_mprintf("%s: no job runner here", fn);
+    rc = SQLITE_ERROR;
+  }
   if (rc == SQLITE_OK)
-    rc = attn_job_submit(conn, fn, name_arg, query_arg, grid, options_arg, 0, &cur->job, msg);
+    rc = jobs->submit(conn, fn, name_arg, query_arg, grid, options_arg, 0, &cur->job, msg);
   attn_tune_keys_free(keys, nkeys);
   sqlite3_free(indices);
   sqlite3_free(train_options);
@@ -1091,8 +1097,10 @@ static void attn_tune_result_double(sqlite3_context *ctx, double v) {
 
 static int attn_tune_column(sqlite3_vtab_cursor *base, sqlite3_context *ctx, int col) {
   attn_tune_cursor *cur = (attn_tune_cursor *)base;
-  if (cur->job.job) {
-    attn_job_receipt_column(&cur->job, ctx, col);
+  const attn_job_hooks *jobs =
+      cur->job.job ? attn_conn_jobs(((attn_vtab *)base->pVtab)->conn) : NULL;
+  if (jobs) {
+    jobs->receipt_column(&cur->job, ctx, col);
     return SQLITE_OK;
   }
   const attn_tune_trial *trial = &cur->trials[cur->row];

@@ -1,6 +1,8 @@
 /* attnext.c -- entry point of the attnext SQLite extension: the table of every SQL function and
- * table-valued function it registers (attn_functions[], walked by sqlite3_attnext_init), and
- * attn_version().
+ * table-valued function it registers (attn_functions[], walked by attn_register), and
+ * attn_version(). sqlite3_attnext_init registers the table alone; a dqlite node
+ * (build/attnext-node, ext/node/attn_jobs.c) calls attn_register with the hooks of its training
+ * jobs, which add its own functions (attn_jobs, attn_cancel, attn_job_commit).
  *
  *   .load ./attnext
  *   SELECT attn_version();
@@ -21,17 +23,6 @@ static void attn_version_func(sqlite3_context *ctx, int argc, sqlite3_value **ar
   nn_version_string(buf, sizeof buf);
   sqlite3_result_text(ctx, buf, -1, SQLITE_TRANSIENT);
 }
-
-/* One registration: a scalar function (func, with nargs and flags; SQLITE_UTF8 is added) or an
- * eponymous virtual table, i.e. a table-valued function (module; nargs and flags unused: its
- * direct-only / innocuous setting is made by its xConnect through attn_vtab_connect). */
-typedef struct attn_registration {
-  const char *name;
-  int nargs;
-  int flags;
-  void (*func)(sqlite3_context *, int, sqlite3_value **);
-  const sqlite3_module *module;
-} attn_registration;
 
 /* In registration order (tests/test_faults_oom.c fails the allocations in order). Direct-only:
  * functions that write the store, run a query given as text, read a table or lift a bound (a
@@ -79,9 +70,6 @@ static const attn_registration attn_functions[] = {
     {"attn_curve", -1, 0, NULL, &attn_curve_module},                         /* attn_curve.c */
     {"attn_curve_svg", 2, SQLITE_DIRECTONLY, attn_curve_svg_func, NULL},     /* attn_curve.c */
     {"attn_status", -1, 0, NULL, &attn_status_module},                       /* attn_status.c */
-    {"attn_jobs", -1, 0, NULL, &attn_jobs_module},                           /* attn_jobs.c */
-    {"attn_cancel", 1, SQLITE_DIRECTONLY, attn_cancel_func, NULL},           /* attn_jobs.c */
-    {"attn_job_commit", 3, SQLITE_DIRECTONLY, attn_job_commit_func, NULL},   /* attn_jobs.c */
 };
 /* clang-format on */
 
@@ -146,10 +134,24 @@ static void attn_fork_register(void) {
 }
 #endif
 
-#ifdef _WIN32
-__declspec(dllexport)
-#endif
-    int sqlite3_attnext_init(sqlite3 *db, char **pzErrMsg, const sqlite3_api_routines *pApi) {
+/* Register the table (and the host's functions, with jobs) on db with one connection state. */
+static int attn_register_all(sqlite3 *db, attn_conn *conn, const attn_job_hooks *jobs) {
+  int rc = SQLITE_OK;
+  for (size_t i = 0; rc == SQLITE_OK && i < sizeof attn_functions / sizeof attn_functions[0]; i++) {
+    const attn_registration *r = &attn_functions[i];
+    rc = r->module ? attn_create_module(db, conn, r->name, r->module)
+                   : attn_create_function(db, conn, r->name, r->nargs, r->flags, r->func);
+  }
+  for (int i = 0; rc == SQLITE_OK && jobs && i < jobs->nfunctions; i++) {
+    const attn_registration *r = &jobs->functions[i];
+    rc = r->module ? attn_create_module(db, conn, r->name, r->module)
+                   : attn_create_function(db, conn, r->name, r->nargs, r->flags, r->func);
+  }
+  return rc;
+}
+
+int attn_register(sqlite3 *db, char **pzErrMsg, const sqlite3_api_routines *pApi,
+                  const attn_job_hooks *jobs) {
   SQLITE_EXTENSION_INIT2(pApi);
   char *unsupported = NULL;
   int host = attn_host_check(&unsupported);
@@ -161,25 +163,26 @@ __declspec(dllexport)
 #ifndef _WIN32
   pthread_once(&attn_fork_once, attn_fork_register);
 #endif
-  attn_conn *conn = attn_conn_create(db);
+  attn_conn *conn = attn_conn_create(db, jobs);
   if (!conn) return SQLITE_NOMEM;
-  int rc = SQLITE_OK;
-  for (size_t i = 0; rc == SQLITE_OK && i < sizeof attn_functions / sizeof attn_functions[0]; i++) {
-    const attn_registration *r = &attn_functions[i];
-    rc = r->module ? attn_create_module(db, conn, r->name, r->module)
-                   : attn_create_function(db, conn, r->name, r->nargs, r->flags, r->func);
-  }
+  int rc = attn_register_all(db, conn, jobs);
   if (rc != SQLITE_OK && pzErrMsg)
     *pzErrMsg =
         sqlite3_mprintf("attnext: cannot register the SQL functions: %s", sqlite3_errmsg(db));
-  if (rc == SQLITE_OK) attn_jobs_note_database(db); /* a dqlite node's database: its jobs */
   if (rc != SQLITE_OK) {
     /* SQLite unloads the library after a failed init, but the functions registered before the
      * failure (out of memory) stay registered and their destructors run at sqlite3_close:
      * keep the code mapped (one more reference, never released) so that nothing jumps into
      * unmapped memory. */
-    nn_dl_pin((const void *)(uintptr_t)sqlite3_attnext_init);
+    nn_dl_pin((const void *)(uintptr_t)attn_register);
   }
   attn_conn_unref(conn);
   return rc;
+}
+
+#ifdef _WIN32
+__declspec(dllexport)
+#endif
+    int sqlite3_attnext_init(sqlite3 *db, char **pzErrMsg, const sqlite3_api_routines *pApi) {
+  return attn_register(db, pzErrMsg, pApi, NULL);
 }

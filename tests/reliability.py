@@ -50,6 +50,19 @@ def require_extension():
         sys.exit(77)
 
 
+def require_jobs_extension():
+    """Load the tests' module of a dqlite node's job functions instead of attnext.so from here
+    on: $ATTNEXT_JOBS (default $BUILD/tests/attnext_jobs_test, which make check builds), attnext
+    registered as build/attnext-node registers it, with attn_jobs, attn_cancel and
+    attn_job_commit, which attnext.so does not have (tests/attnext_jobs_test.c)."""
+    build = os.environ.get("BUILD", "build")
+    jobs = os.environ.get("ATTNEXT_JOBS", os.path.join(build, "tests", "attnext_jobs_test"))
+    if not os.path.exists(jobs + ".so"):
+        print(f"{os.path.abspath(jobs)}.so not built (make check builds it)")
+        sys.exit(77)
+    os.environ["ATTNEXT"] = jobs
+
+
 def connect(path, uri=False, timeout=5.0):
     db = sqlite3.connect(path, isolation_level=None, check_same_thread=False, uri=uri,
                          timeout=timeout)

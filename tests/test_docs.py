@@ -175,7 +175,9 @@ code = ""
 for f in sorted(glob.glob("engine/*.[ch]") + glob.glob("engine/*.cu") + glob.glob("ext/*.[ch]")
                 + glob.glob("ext/node/*.[ch]")):
     code += read(f)
-registered = set(re.findall(r"\{\s*\"(attn_\w+)\"", read("ext/attnext.c")))
+# the SQL functions of attnext.so's registration table and of the dqlite node's own
+registered = set(re.findall(r"\{\s*\"(attn_\w+)\"", read("ext/attnext.c")
+                            + read("ext/node/attn_jobs.c")))
 tables = set(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", read("sql/schema.sql")))
 sqlite_h = "/usr/include/sqlite3.h"
 sqlite_api = read(sqlite_h) if os.path.exists(sqlite_h) else ""

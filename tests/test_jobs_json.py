@@ -6,7 +6,8 @@ epochs, REAL values as SQLite's JSON writes them (1.0, 1.0e+20, 15 significant d
 NULL as null, a tune's trial keys, text escaped, no epochs as []. A BLOB figure is refused as
 JSON1 refuses it.
 The node-side writers (attn_job_commit's json_set, the runner's results) are covered by
-tests/test_cluster.py.
+tests/test_cluster.py. attn_jobs is a dqlite node's (ext/node/attn_jobs.c): it runs here in the
+tests' module that registers attnext as the node does (require_jobs_extension).
 """
 import os
 import sys
@@ -14,12 +15,15 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from reliability import check, connect, finish, reexec_with_preload, require_extension  # noqa
+from reliability import check, connect, finish, reexec_with_preload, require_extension, \
+    require_jobs_extension  # noqa
 
 reexec_with_preload()
 require_extension()
+require_jobs_extension()
 
-# the query attn_jobs ran when it used SQLite's JSON functions (ext/attn_jobs.c), as its reference
+# the query attn_jobs ran when it used SQLite's JSON functions (ext/node/attn_jobs.c), as its
+# reference
 JSON1_LOSSES = """
 SELECT r.job, (SELECT json_group_array(CASE WHEN e.trial > 0 THEN json_object('trial', e.trial,
   'epoch', e.epoch, 'train_loss', e.train_loss, 'val_loss', e.val_loss, 'val_accuracy',

@@ -3,8 +3,9 @@
 ('J', as json() and json_object() give theirs), so that json_object('r', attn_fit(...)) nests an
 object instead of an escaped string.
 
-Every function of the registration table (ext/attnext.c) is called here (the test fails when a
-new one is not); each text value it returns that is a JSON object or array is put through
+Every function of the registration tables (ext/attnext.c, and the dqlite node's own,
+ext/node/attn_jobs.c) is called here (the test fails when a new one is not), in the tests' module
+that registers attnext as the node does (require_jobs_extension); each text value it returns that is a JSON object or array is put through
 json_object('v', value) and must come back as an object or array, not a string. Before the fix,
 attn_fit's summary and attn_tune's config column came back quoted.
 """
@@ -16,10 +17,11 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from reliability import TINY, check, connect, finish, make_table, reexec_with_preload, \
-    require_extension  # noqa: E402
+    require_extension, require_jobs_extension  # noqa: E402
 
 reexec_with_preload()
 require_extension()
+require_jobs_extension()
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TQ = "'SELECT text, label FROM docs'"
@@ -72,16 +74,20 @@ CALLS = [
     # the job tables of a copy of a dqlite node's database (made below): losses and result
     ("attn_jobs", "SELECT {v} FROM attn_jobs"),
 ]
-# Functions that only act in a dqlite node (tests/test_cluster.py): here they refuse, with
-# these messages, and return no value at all.
+# Functions that only act in a dqlite node where it runs jobs (tests/test_cluster.py): here,
+# with no job runner, they refuse, with these messages, and return no value at all.
 REFUSED = [
     ("attn_cancel", "SELECT attn_cancel(1)", "attn_cancel: no jobs here"),
     ("attn_job_commit", "SELECT attn_job_commit(1, 'token', x'00')",
      "attn_job_commit: a dqlite node's job thread commits its result with it"),
 ]
 
-with open(os.path.join(ROOT, "ext", "attnext.c")) as f:
-    registered = set(re.findall(r'^\s*\{"(attn_\w+)",', f.read(), re.M))
+registered = set()
+for table in (("ext", "attnext.c"), ("ext", "node", "attn_jobs.c")):
+    with open(os.path.join(ROOT, *table)) as f:
+        registered |= set(re.findall(r'^\s*\{"(attn_\w+)",', f.read(), re.M))
+check({"attn_predict", "attn_jobs", "attn_cancel"} <= registered,
+      f"the registration tables read: {len(registered)} functions")
 called = {name for name, _ in CALLS} | {name for name, _, _ in REFUSED}
 check(registered <= called, "every registered function is called here: missing "
       + (", ".join(sorted(registered - called)) or "none"))
@@ -90,7 +96,7 @@ db = connect(os.path.join(tmp, "t.db"))
 make_table(db)
 db.execute(f"CREATE TABLE vec AS SELECT * FROM attn_vectors_load('{vec_path}')")
 db.execute(f"SELECT * FROM attn_train('m', {TQ}, {OPTS})").fetchall()  # version 1
-# a finished job as a node records it (the tables of ATTN_JOB_SCHEMA, ext/attn_ext.h)
+# a finished job as a node records it (the tables of ATTN_JOB_SCHEMA, ext/node/attn_jobs.h)
 db.executescript("""
 CREATE TABLE attn_job_runs(job INTEGER PRIMARY KEY, function TEXT NOT NULL, name TEXT NOT NULL,
   query TEXT, grid TEXT, options TEXT, state TEXT NOT NULL, node INTEGER, address TEXT,

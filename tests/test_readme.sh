@@ -1,8 +1,12 @@
 #!/bin/sh
 # test_readme.sh -- the reference (ext/REFERENCE.md) documents exactly the SQL functions
-# attnext.so registers.
+# attnext.so registers, and those that only a dqlite node (build/attnext-node) adds.
 #  - registered: attn_* names from pragma_function_list (scalar functions) and
 #    pragma_module_list (table-valued functions) after `.load ./attnext`;
+#  - the node's: the names of the registration table of ext/node/attn_jobs.c, which attnext.so
+#    must not register, each documented in a section that names attnext-node; the tests' module
+#    $ATTNEXT_JOBS.so (attnext registered as the node registers it) must register exactly both
+#    sets, and the sections are checked against it (against attnext.so where it is not built);
 #  - documented: every `attn_NAME(` in ext/REFERENCE.md, less the model store tables of sql/schema.sql;
 #  each set must contain the other; each function's section names its arguments and result
 #  columns; every training option appears in the reference's options table with the default a model
@@ -13,6 +17,7 @@ export LC_ALL=C # sort and comm order as SQLite's ORDER BY
 # $SQLITE3 may be a command line (make test-asan: env LD_PRELOAD=... sqlite3); the extension
 # is $ATTNEXT (default ./attnext, as `.load` takes it: without .so).
 ATTNEXT=${ATTNEXT:-./attnext}
+ATTNEXT_JOBS=${ATTNEXT_JOBS:-${BUILD:-build}/tests/attnext_jobs_test}
 command -v ${SQLITE3%% *} >/dev/null 2>&1 || { echo "$SQLITE3 not found"; exit 77; }
 [ -f "$ATTNEXT.so" ] || { echo "$ATTNEXT.so not built (run make)"; exit 77; }
 [ -f README.md ] || { echo "FAIL: README.md is missing"; exit 1; }
@@ -32,23 +37,57 @@ $SQLITE3 -bail :memory: -cmd ".load $ATTNEXT" \
 sed -n 's/.*CREATE TABLE IF NOT EXISTS \([a-z_]*\).*/\1/p' sql/schema.sql | sort -u > "$tmp/tables"
 grep -o 'attn_[a-z0-9_]*(' $REF | tr -d '(' | sort -u | grep -vxF -f "$tmp/tables" > "$tmp/documented"
 
+# the node's own functions: its registration table (ext/node/attn_jobs.c)
+sed -n 's/^ *{"\(attn_[a-z0-9_]*\)",.*/\1/p' ext/node/attn_jobs.c | sort -u > "$tmp/node"
+[ -s "$tmp/node" ] || { echo "FAIL: no registration table read from ext/node/attn_jobs.c"; fails=1; }
+both=$(comm -12 "$tmp/registered" "$tmp/node")
+if [ -n "$both" ]; then
+  echo "FAIL: attnext.so registers functions that only the node has: $both"; fails=1
+else
+  echo "ok: attnext.so registers none of the node's functions ($(tr '\n' ' ' < "$tmp/node"))"
+fi
+sort -u "$tmp/registered" "$tmp/node" > "$tmp/all"
+loader=$ATTNEXT
+if [ -f "$ATTNEXT_JOBS.so" ]; then
+  $SQLITE3 -bail :memory: -cmd ".load $ATTNEXT_JOBS" \
+    "SELECT name FROM pragma_function_list WHERE name LIKE 'attn\_%' ESCAPE '\\'
+     UNION SELECT name FROM pragma_module_list WHERE name LIKE 'attn\_%' ESCAPE '\\'
+     ORDER BY 1;" > "$tmp/node_registered" 2>&1
+  if cmp -s "$tmp/node_registered" "$tmp/all"; then
+    echo "ok: $ATTNEXT_JOBS.so (as the node) registers attnext.so's functions and the node's"
+    loader=$ATTNEXT_JOBS
+  else
+    echo "FAIL: $ATTNEXT_JOBS.so registers $(tr '\n' ' ' < "$tmp/node_registered"), not attnext.so's and the node's"
+    fails=1
+  fi
+elif [ -n "${PLATFORM:-}" ]; then
+  echo "the node's functions are not built for $PLATFORM: their sections are not checked"
+else
+  echo "SKIP-PART the node's functions' sections: $ATTNEXT_JOBS.so not built (make check builds it)"
+fi
+
 echo "registered by attnext.so: $(tr '\n' ' ' < "$tmp/registered")"
 echo "documented in $REF:  $(tr '\n' ' ' < "$tmp/documented")"
 echo "(model store tables left out of the reference's list: $(tr '\n' ' ' < "$tmp/tables"))"
-missing=$(comm -23 "$tmp/registered" "$tmp/documented")
-extra=$(comm -13 "$tmp/registered" "$tmp/documented")
+missing=$(comm -23 "$tmp/all" "$tmp/documented")
+extra=$(comm -13 "$tmp/all" "$tmp/documented")
 if [ -n "$missing" ]; then
   echo "FAIL: registered but not documented in $REF (as name( ): $missing"; fails=1
 fi
 if [ -n "$extra" ]; then
-  echo "FAIL: documented in $REF but not registered by attnext.so: $extra"; fails=1
+  echo "FAIL: documented in $REF but registered neither by attnext.so nor by the node: $extra"; fails=1
 fi
 
 # Each function has a section "### attn_NAME(args)": a table-valued function's arguments (its
 # hidden columns) are named in the heading and its result columns appear in the section as
 # `column`; a scalar function's heading shows each argument count it is registered with.
-sql() { $SQLITE3 -bail :memory: -cmd ".load $ATTNEXT" "$1"; }
+sql() { $SQLITE3 -bail :memory: -cmd ".load $loader" "$1"; }
 section() { awk -v h="### $1(" 'index($0, h) == 1 { p = 1; print; next } /^##/ { p = 0 } p' $REF; }
+# a node's function says where it is
+for f in $(cat "$tmp/node"); do
+  if section "$f" | grep -q 'attnext-node'; then echo "ok: $f: its section says it is the node's"
+  else echo "FAIL: $f: its section in $REF does not say that only attnext-node has it"; fails=1; fi
+done
 for f in $(sql "SELECT name FROM pragma_module_list WHERE name LIKE 'attn\_%' ESCAPE '\\' ORDER BY 1"); do
   text=$(section "$f")
   if [ -z "$text" ]; then echo "FAIL: $REF has no section '### $f('"; fails=1; continue; fi
@@ -152,4 +191,4 @@ else
   echo "FAIL: README.md's first two commands must be 'make demo' and 'make test', got: $first"; fails=1
 fi
 [ $fails -eq 0 ] || exit 1
-echo "ok: $REF and attnext.so agree on $(wc -l < "$tmp/registered") functions"
+echo "ok: $REF, attnext.so and the node agree on $(wc -l < "$tmp/all") functions"

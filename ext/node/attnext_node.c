@@ -16,12 +16,14 @@
  *
  * Why the extension is linked in and not loaded: dqlite opens its connections itself, on its
  * own thread, so the extension must be registered process-wide before the node starts
- * (sqlite3_auto_extension); linking attnext's objects makes the binary self-contained (no
- * attnext.so to find at run time, no dlopen of a file an attacker could replace).
+ * (sqlite3_auto_extension of attn_node_init, attn_jobs.c: attnext with the jobs' hooks and SQL
+ * functions attn_jobs, attn_cancel and attn_job_commit, which only the node has); linking
+ * attnext's objects makes the binary self-contained (no attnext.so to find at run time, no
+ * dlopen of a file an attacker could replace).
  *
  * Training runs as a job beside Raft, not on dqlite's event loop: in a node attn_fit, attn_train
- * and attn_tune record a job and return its id at once; the extension's job runner
- * (ext/attn_job_runner.c) trains in a thread of its own on a copy of the database and commits
+ * and attn_tune record a job and return its id at once; the job runner
+ * (attn_job_runner.c) trains in a thread of its own on a copy of the database and commits
  * the model through the leader like any client, with the wire client of attnext_wire.c that
  * this file hands it (attn_job_host). SIGTERM stops the jobs first (marked failed), then the node.
  *
@@ -45,10 +47,13 @@
 #include <dqlite.h>
 #include <sqlite3.h>
 
-#include "../attn_job_host.h"
+#include "attn_job_host.h"
 #include "attnext_wire.h"
 
-int sqlite3_attnext_init(sqlite3 *db, char **pzErrMsg, const sqlite3_api_routines *pApi);
+/* attnext registered with the jobs' hooks and SQL functions (attn_jobs.c; its header includes
+ * SQLite's extension header, whose macros would send this file's calls through the routine
+ * table). */
+int attn_node_init(sqlite3 *db, char **pzErrMsg, const sqlite3_api_routines *pApi);
 
 #define JOIN_TIMEOUT_S 60 /* how long a joining node keeps trying to reach a leader */
 
@@ -138,7 +143,7 @@ static int join_cluster(const char *join, unsigned long long id, const char *add
 
 /* ------------------------------------------------------------------ the jobs' host */
 
-/* What the extension's job runner (ext/attn_job_runner.c) uses to reach the cluster: clients of
+/* What the job runner (attn_job_runner.c) uses to reach the cluster: clients of
  * the leader over the wire protocol, asked through this node's own address. */
 static char host_address[256];
 
@@ -251,7 +256,7 @@ static int node_create(dqlite_node **node, const node_options *o) {
   return 0;
 }
 
-/* Training jobs (ext/attn_job_runner.c): registered before the node serves statements. A node
+/* Training jobs (attn_job_runner.c): registered before the node serves statements. A node
  * that stops hearing from a job's node for `lease` seconds fails the job: longer than an
  * election (15 x latency; dqlite's default election timeout is 3 s) can take. 0, or -1 when its
  * thread does not start. */
@@ -301,7 +306,7 @@ int main(int argc, char **argv) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, NULL);
   signal(SIGPIPE, SIG_IGN);
 
-  rc = sqlite3_auto_extension((void (*)(void))sqlite3_attnext_init);
+  rc = sqlite3_auto_extension((void (*)(void))attn_node_init);
   if (rc != SQLITE_OK) {
     node_log("sqlite3_auto_extension: %s", sqlite3_errstr(rc));
     return 1;

@@ -1,6 +1,6 @@
 /* attnext_wire.c -- a client of dqlite's wire protocol (version 1; dqlite's src/protocol.h,
  * request.h, tuple.c), for build/attnext-node: joining a cluster, and the training jobs' writes
- * through whichever node leads (ext/attn_job_runner.c reaches it through attn_job_host).
+ * through whichever node leads (attn_job_runner.c reaches it through attn_job_host).
  *
  *   wire_client *c = wire_client_open("127.0.0.1:9001", "news", 5);
  *   attn_job_value p[1] = {{.type = 1, .i = 7}};

@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../attn_job_host.h"
+#include "attn_job_host.h"
 
 #define WIRE_REQUEST_LEADER 0
 #define WIRE_REQUEST_OPEN 3

@@ -1,7 +1,10 @@
--- jobs.sql -- training jobs outside a dqlite node (attn_jobs.c): attn_train, attn_fit and
--- attn_tune train in the caller's statement here, so there is no job; attn_jobs reads the job
--- tables of a copy of a node's database as they were; attn_cancel and attn_job_commit refuse.
-.load ./attnext
+-- jobs.sql -- training jobs outside a dqlite node (ext/node/attn_jobs.c): attn_jobs, attn_cancel
+-- and attn_job_commit exist only in build/attnext-node, so this script loads the tests' module
+-- that registers attnext as the node does (build/tests/attnext_jobs_test.so, no job runner).
+-- attn_train, attn_fit and attn_tune train in the caller's statement here, so there is no job;
+-- attn_jobs reads the job tables of a copy of a node's database as they were; attn_cancel and
+-- attn_job_commit refuse.
+.load ./attnext_jobs_test
 .headers on
 SELECT count(*) AS jobs FROM attn_jobs;
 SELECT attn_cancel(1);

@@ -1,7 +1,10 @@
 /* attn_jobs.c -- training jobs of a dqlite node, as SQL: the table-valued function attn_jobs
  * (every job of the database: state, progress, losses so far, the version it produced, the
  * error), attn_cancel(job), and attn_job_commit, with which a job's thread commits its result
- * through the leader. The jobs themselves: attn_job_runner.c.
+ * through the leader; and attn_node_init, the node's entry point, which registers attnext on
+ * every connection with these three and the hooks through which attn_train, attn_fit and
+ * attn_tune submit jobs. The jobs themselves: attn_job_runner.c. Only build/attnext-node has
+ * these functions (and the tests' module build/tests/attnext_jobs_test.so); attnext.so has not.
  *
  *   SELECT job, name, state, epoch || '/' || epochs AS epoch, round(train_loss, 4) AS loss,
  *          version, error FROM attn_jobs ORDER BY job DESC;
@@ -18,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "attn_ext.h"
+#include "attn_jobs.h"
 #include "json.h"
 
 /* ------------------------------------------------------------------ attn_jobs */
@@ -341,7 +344,7 @@ static int attn_jobs_rowid(sqlite3_vtab_cursor *base, sqlite_int64 *rowid) {
   return SQLITE_OK;
 }
 
-const sqlite3_module attn_jobs_module = {
+static const sqlite3_module attn_jobs_module = {
     .iVersion = 0,
     .xCreate = NULL, /* eponymous only */
     .xConnect = attn_jobs_connect,
@@ -393,7 +396,7 @@ static int attn_job_id_value(const char *fn, sqlite3_value *v, int64_t *out, cha
 /* attn_cancel(job) -> 1 when the job was queued or running and is now cancelled, 0 when it had
  * ended already. The job's thread stops within a second (its next progress write finds the row
  * cancelled); nothing it trained is saved. */
-void attn_cancel_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+static void attn_cancel_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   attn_conn *conn = sqlite3_user_data(ctx);
   sqlite3 *db = attn_conn_db(conn);
   const char *fn = "attn_cancel";
@@ -702,7 +705,7 @@ static int attn_commit_json_set(char **json, const char *path, int kind, int64_t
  * version changed while the job ran (its comparison no longer holds: deploy_reason says so).
  * Only the job's own thread knows its token; a job already done answers its version (the
  * thread asks again when the answer was lost), a job no longer running is refused. */
-void attn_job_commit_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+static void attn_job_commit_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   attn_conn *conn = sqlite3_user_data(ctx);
   sqlite3 *db = attn_conn_db(conn), *m = NULL;
   const char *fn = "attn_job_commit";
@@ -977,4 +980,31 @@ done:
   sqlite3_free(result);
   if (rc != SQLITE_OK) attn_result_error(ctx, rc, msg, fn);
   else sqlite3_free(msg);
+}
+
+/* ------------------------------------------------------------------ the node's registration */
+
+/* The node's own SQL functions, registered after attnext's (attn_register). Direct-only: they
+ * write the database or read its tables (a view of an untrusted database must not reach them). */
+/* clang-format off */
+static const attn_registration attn_node_functions[] = {
+    {"attn_jobs", -1, 0, NULL, &attn_jobs_module},
+    {"attn_cancel", 1, SQLITE_DIRECTONLY, attn_cancel_func, NULL},
+    {"attn_job_commit", 3, SQLITE_DIRECTONLY, attn_job_commit_func, NULL},
+};
+/* clang-format on */
+
+static const attn_job_hooks attn_node_hooks = {
+    .here = attn_jobs_here,
+    .submit = attn_job_submit,
+    .receipt_column = attn_job_receipt_column,
+    .receipt_json = attn_job_receipt_json,
+    .functions = attn_node_functions,
+    .nfunctions = (int)(sizeof attn_node_functions / sizeof attn_node_functions[0]),
+};
+
+int attn_node_init(sqlite3 *db, char **pzErrMsg, const sqlite3_api_routines *pApi) {
+  int rc = attn_register(db, pzErrMsg, pApi, &attn_node_hooks);
+  if (rc == SQLITE_OK) attn_jobs_note_database(db); /* a dqlite node's database: its jobs */
+  return rc;
 }

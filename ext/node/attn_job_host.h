@@ -1,15 +1,15 @@
 /* attn_job_host.h -- what a training job needs from the program that hosts it: the dqlite node
- * (ext/node/attnext_node.c) gives the extension a client of the cluster, and the extension's job
- * runner (ext/attn_job_runner.c) trains beside Raft and writes through that client, never on the
- * node's event loop. Plain C: the node includes it without SQLite's extension header.
+ * (attnext_node.c) gives the job runner a client of the cluster, and the runner
+ * (attn_job_runner.c) trains beside Raft and writes through that client, never on the node's
+ * event loop. Plain C: the node includes it without SQLite's extension header.
  *
  *   attn_job_host host = {.node_id = 1, .address = "127.0.0.1:9001", ...};
  *   attn_jobs_start(&host);     -- before dqlite_node_start: statements may submit jobs from then
  *   ...
  *   attn_jobs_stop();           -- on SIGTERM, before dqlite_node_stop
  *
- * Without a host (the loadable extension, attnext.so) nothing here is used: attn_train, attn_fit
- * and attn_tune train in the caller's statement.
+ * The runner is linked into the node only: the loadable extension (attnext.so) has none, and
+ * there attn_train, attn_fit and attn_tune train in the caller's statement.
  */
 #ifndef ATTNEXT_ATTN_JOB_HOST_H
 #define ATTNEXT_ATTN_JOB_HOST_H

@@ -1,7 +1,8 @@
 /* attn_job_runner.c -- training jobs in a dqlite node: the core that attn_train, attn_fit and
- * attn_tune call in a node (attn_job_submit), the threads that train beside Raft, and the job
- * runner's watch over the cluster's jobs. The SQL side (attn_jobs, attn_cancel,
- * attn_job_commit) is attn_jobs.c; the node that hosts it, ext/node/attnext_node.c.
+ * attn_tune call in a node (attn_job_submit, through the hooks attn_jobs.c registers attnext
+ * with), the threads that train beside Raft, and the job runner's watch over the cluster's jobs.
+ * The SQL side (attn_jobs, attn_cancel, attn_job_commit) is attn_jobs.c; the node that hosts it,
+ * attnext_node.c. Linked into the node only.
  *
  *   dqlite> SELECT attn_fit('news', 'SELECT title, category FROM headlines', '{"epochs":40}');
  *   {"job":3,"function":"attn_fit","name":"news","state":"queued","node":1,...}
@@ -44,7 +45,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "attn_ext.h"
+#include "attn_jobs.h"
 #include "compat.h" /* nn_os_gmtime, nn_os_seconds */
 #include "json.h"
 
@@ -209,11 +210,6 @@ int attn_job_live(const char *database, int64_t job, attn_status_view *out) {
 
 /* ------------------------------------------------------------------ the receipt */
 
-void attn_job_receipt_free(attn_job_receipt *r) {
-  sqlite3_free(r->name);
-  r->name = NULL;
-}
-
 void attn_job_receipt_column(const attn_job_receipt *r, sqlite3_context *ctx, int col) {
   switch (col) {
   case 0: sqlite3_result_int64(ctx, r->job); break;
@@ -372,7 +368,8 @@ done:
   sqlite3_finalize(stmt);
   job_free(job);
   if (rc != SQLITE_OK) {
-    attn_job_receipt_free(out);
+    sqlite3_free(out->name);
+    out->name = NULL;
     if (!*msg) *msg = sqlite3_mprintf("%s: out of memory", fn);
   }
   return rc;
