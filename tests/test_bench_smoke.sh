@@ -4,6 +4,11 @@
 # with a number for attnext and PyTorch, that the scaling table has a line per point and that
 # the JSON and both SVG charts were written. Exit 77 when PyTorch or the data is missing.
 PYTHON=${PYTHON:-/usr/bin/python3}
+# bench.py loads the default build (./attnext): under make test-asan (ATTNEXT=build-asan/attnext)
+# this ran that same uninstrumented library again, 50 s of CPU for nothing the sanitizers see;
+# make test runs it in the same CI run.
+ATTNEXT=${ATTNEXT:-./attnext}
+[ "$ATTNEXT" = ./attnext ] || { echo "the benchmark loads the default build (ATTNEXT=$ATTNEXT)"; exit 77; }
 data=${ATTNEXT_DATA:-data/ag_news}
 [ -f "$data/ag_news_train_10k.csv" ] && [ -f "$data/ag_news_test.csv" ] || {
   echo "skip: $data/ag_news_*.csv not found (set ATTNEXT_DATA, or run sh data/fetch_ag_news.sh)"; exit 77; }
