@@ -2,7 +2,8 @@
 # test_bench_smoke.sh -- `make bench` still works: runs tests/bench/bench.py --quick on a tiny
 # subset (400 training rows, 300 test rows, 1-2 epochs) and checks that the table has every row
 # with a number for attnext and PyTorch, that the scaling table has a line per point and that
-# the JSON and both SVG charts were written. Exit 77 when PyTorch or the data is missing.
+# the JSON and both SVG charts were written. Exit 77 when PyTorch or the data is missing, or
+# when $ATTNEXT is another build than the default (make test-asan).
 PYTHON=${PYTHON:-/usr/bin/python3}
 # bench.py loads the default build (./attnext): under make test-asan (ATTNEXT=build-asan/attnext)
 # this ran that same uninstrumented library again, 50 s of CPU for nothing the sanitizers see;
