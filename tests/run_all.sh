@@ -35,10 +35,14 @@ ALONE="test_agnews test_store_speed test_concurrency test_field_clients test_pyt
 # The batch starts with its longest tests, slowest first, so that it does not end with one long
 # test running while the other slots stay idle; the ones that mostly wait (test_cluster's 60 s
 # training job and elections, test_field_concurrency's lock holds) overlap the CPU-bound ones.
+# The last line: the longest of a cross build's tests under qemu or wine (make test-linux-arm64:
+# test_sql 107 s, test_readme 73 s, test_resource_bounds 60 s, test_train 42 s on 2 cores),
+# which ended that run alone when they came in their turn.
 FIRST="test_field_node test_cluster test_store_stress test_faults_oom test_sqlite_versions
   test_field_concurrency
   test_clients test_cuda_emulated test_browser test_bench_smoke test_explain test_determinism test_model_life
-  test_text_reference"
+  test_text_reference
+  test_sql test_readme test_resource_bounds test_train test_row_kernels"
 logs=$BUILD/test-logs
 ALLOWED=${ALLOWED_SKIPS:-tests/allowed_skips.txt}
 case $(echo "${CI:-}" | tr 'A-Z' 'a-z') in true|1|yes) ci=1 ;; *) ci="" ;; esac

@@ -2,8 +2,14 @@
 # test_bench_smoke.sh -- `make bench` still works: runs tests/bench/bench.py --quick on a tiny
 # subset (400 training rows, 300 test rows, 1-2 epochs) and checks that the table has every row
 # with a number for attnext and PyTorch, that the scaling table has a line per point and that
-# the JSON and both SVG charts were written. Exit 77 when PyTorch or the data is missing.
+# the JSON and both SVG charts were written. Exit 77 when PyTorch or the data is missing, or
+# when $ATTNEXT is another build than the default (make test-asan).
 PYTHON=${PYTHON:-/usr/bin/python3}
+# bench.py loads the default build (./attnext): under make test-asan (ATTNEXT=build-asan/attnext)
+# this ran that same uninstrumented library again, 50 s of CPU for nothing the sanitizers see;
+# make test runs it in the same CI run.
+ATTNEXT=${ATTNEXT:-./attnext}
+[ "$ATTNEXT" = ./attnext ] || { echo "the benchmark loads the default build (ATTNEXT=$ATTNEXT)"; exit 77; }
 data=${ATTNEXT_DATA:-data/ag_news}
 [ -f "$data/ag_news_train_10k.csv" ] && [ -f "$data/ag_news_test.csv" ] || {
   echo "skip: $data/ag_news_*.csv not found (set ATTNEXT_DATA, or run sh data/fetch_ag_news.sh)"; exit 77; }
