@@ -11,7 +11,8 @@
  *     its training log rows), never a part of it;
  *   - after the database is closed, oom_live is back to where it started: the
  *     extension freed every sqlite3_malloc'd byte also on the error paths.
- * Scenarios: loading the extension, attn_train, attn_import, attn_deploy, attn_predict,
+ * Scenarios: loading the extension, attn_train (also with unlabelled rows: the pretraining and
+ * the self-training), attn_import, attn_deploy, attn_predict,
  * attn_probs, attn_weights, attn_classify, attn_evaluate, attn_confusion, the thresholds of
  * attn_predict and attn_classify, attn_embed, attn_curve, attn_curve_svg, attn_matrix's kinds.
  * The engine allocates through the allocator ext/ gives it (attn_mem: sqlite3_malloc64), so its
@@ -335,8 +336,15 @@ int main(void) {
   char train_sql[512];
   snprintf(train_sql, sizeof train_sql,
            "SELECT * FROM attn_train('n', 'SELECT text, label FROM docs', '%s')", TINY);
+  /* a third of the rows unlabelled: the pretraining, then the self-training's second round */
+  char self_sql[640];
+  snprintf(self_sql, sizeof self_sql,
+           "SELECT * FROM attn_train('n', 'SELECT text, iif(id %% 3 = 0, NULL, label) FROM docs', "
+           "'%.*s,\"pretrain_epochs\":1,\"self_training\":1}')",
+           (int)strlen(TINY) - 1, TINY);
   const scenario scenarios[] = {
       {"attn_train", train_sql, 0, 1, 1},
+      {"attn_train self-training", self_sql, 0, 1, 1},
       {"attn_train (second model)", train_sql, 1, 1, 1},
       {"attn_import", "SELECT attn_import('n', ?1)", 1, 1, 1},
       {"attn_deploy", "SELECT attn_deploy('m', 1)", 1, 0, 0},

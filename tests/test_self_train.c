@@ -10,7 +10,8 @@
  *   - on two topics the pseudo-labels are right (the rows are separable), and the metrics say
  *     what round 2 had
  *   - the same seed gives the same bits at 1 and 2 threads
- *   - an interrupt while the unlabelled rows are scored stops the training (NN_INTERRUPTED)
+ *   - an interrupt while the unlabelled rows are scored stops the training (NN_INTERRUPTED);
+ *     out of memory at each allocation of the step into round 2 is NN_NOMEM, nothing leaked
  *   - "self_training": 0, a warm start, or no unlabelled rows: one round, as before
  *   - the recipe's sizing: on with pretraining and fewer than NN_SMALL_ROWS training rows, off
  *     otherwise, and a value given is kept
@@ -55,8 +56,24 @@ static void make_rows(void) {
 
 #define SMALL "\"embed_dim\":8,\"hidden\":8,\"fc_hidden\":0,\"pretrain_epochs\":3"
 
-static int create(nn_trainer **tr, const char *json, int n_unlab, const nn_model *base,
-                  char *err) {
+/* An allocator that fails from allocation fail_at on (0: never), counting them. */
+static long alloc_count = 0, fail_at = 0;
+static void *failing_alloc(void *ctx, size_t n) {
+  (void)ctx;
+  return fail_at && ++alloc_count >= fail_at ? NULL : malloc(n ? n : 1);
+}
+static void *failing_resize(void *ctx, void *p, size_t n) {
+  (void)ctx;
+  return fail_at && ++alloc_count >= fail_at ? NULL : realloc(p, n ? n : 1);
+}
+static void plain_release(void *ctx, void *p) {
+  (void)ctx;
+  free(p);
+}
+static const nn_allocator failing = {failing_alloc, failing_resize, plain_release, NULL};
+static const nn_allocator *use_mem = NULL;
+
+static int create(nn_trainer **tr, const char *json, int n_unlab, const nn_model *base, char *err) {
   nn_config cfg;
   nn_config_default(&cfg);
   if (nn_config_parse_json(&cfg, json, NULL, err) != NN_OK) return NN_ERROR;
@@ -65,7 +82,8 @@ static int create(nn_trainer **tr, const char *json, int n_unlab, const nn_model
                        .labels = labels,
                        .n = ROWS,
                        .n_unlabelled = n_unlab,
-                       .base = base};
+                       .base = base,
+                       .mem = use_mem};
   return nn_trainer_create(tr, &a, err);
 }
 
@@ -148,8 +166,8 @@ static void check_choice_and_restart(void) {
   int epochs1 = tr->cfg.epochs, batch1 = tr->cfg.batch_size;
   rc = run_round1(tr, err);
   CHECK(rc == NN_OK, "round 1: %s", err);
-  CHECK(tr->epochs_run == epochs1 && tr->round == 0, "round 1 ran %d of %d epochs",
-        tr->epochs_run, epochs1);
+  CHECK(tr->epochs_run == epochs1 && tr->round == 0, "round 1 ran %d of %d epochs", tr->epochs_run,
+        epochs1);
   CHECK(memcmp(tr->start_params, start, P * sizeof *start) == 0,
         "the weights kept for round 2 are the first epoch's start");
   int want_rows[UNLAB], want_cls[UNLAB];
@@ -225,12 +243,12 @@ static float *train_all(const char *json, int n_unlab, size_t *P, int *pseudo) {
 static void check_determinism(void) {
   size_t P1 = 0, P2 = 0, P0 = 0;
   int n1 = 0, n2 = 0, n0 = 0;
-  float *one = train_all("{" SMALL ",\"self_training\":2,\"epochs\":4,\"threads\":1}", UNLAB, &P1,
-                         &n1);
-  float *two = train_all("{" SMALL ",\"self_training\":2,\"epochs\":4,\"threads\":2}", UNLAB, &P2,
-                         &n2);
-  float *none = train_all("{" SMALL ",\"self_training\":0,\"epochs\":4,\"threads\":1}", UNLAB, &P0,
-                          &n0);
+  float *one =
+      train_all("{" SMALL ",\"self_training\":2,\"epochs\":4,\"threads\":1}", UNLAB, &P1, &n1);
+  float *two =
+      train_all("{" SMALL ",\"self_training\":2,\"epochs\":4,\"threads\":2}", UNLAB, &P2, &n2);
+  float *none =
+      train_all("{" SMALL ",\"self_training\":0,\"epochs\":4,\"threads\":1}", UNLAB, &P0, &n0);
   CHECK(one && two && P1 == P2 && n1 > 0 && n1 == n2 && memcmp(one, two, P1 * sizeof *one) == 0,
         "1 and 2 threads: the same bits (%d and %d rows added)", n1, n2);
   CHECK(none && n0 == 0 && P0 == P1 && memcmp(one, none, P1 * sizeof *one) != 0,
@@ -250,8 +268,8 @@ static int stop_when_armed(void *ctx, int done, int total, double loss, double r
 static void check_interrupt(void) {
   char err[NN_ERR_LEN];
   nn_trainer *tr = NULL;
-  int rc = create(&tr, "{" SMALL ",\"self_training\":1,\"epochs\":2,\"threads\":1}", UNLAB, NULL,
-                  err);
+  int rc =
+      create(&tr, "{" SMALL ",\"self_training\":1,\"epochs\":2,\"threads\":1}", UNLAB, NULL, err);
   CHECK(rc == NN_OK, "create: %s", err);
   if (rc != NN_OK) return;
   CHECK(run_round1(tr, err) == NN_OK, "round 1: %s", err);
@@ -263,6 +281,40 @@ static void check_interrupt(void) {
         err);
   interrupt_armed = 0;
   nn_trainer_free(tr);
+}
+
+/* Out of memory at each allocation of the step into round 2 (the scores, the rows, the new
+ * optimizer...): NN_NOMEM with a message, and the trainer is still freed whole (ASan). */
+static void check_out_of_memory(void) {
+  int failures = 0;
+  for (long k = 1; k < 64; k++) {
+    char err[NN_ERR_LEN] = "";
+    nn_trainer *tr = NULL;
+    use_mem = &failing;
+    fail_at = 0;
+    int rc =
+        create(&tr, "{" SMALL ",\"self_training\":1,\"epochs\":1,\"threads\":1}", UNLAB, NULL, err);
+    CHECK(rc == NN_OK, "create: %s", err);
+    if (rc != NN_OK) break;
+    rc = run_round1(tr, err);
+    CHECK(rc == NN_OK, "round 1: %s", err);
+    alloc_count = 0;
+    fail_at = k; /* the k-th allocation from here fails, and every later one */
+    nn_epoch_stats s;
+    rc = nn_trainer_epoch(tr, &s, NULL, NULL, err);
+    long used = alloc_count;
+    fail_at = 0;
+    nn_trainer_free(tr);
+    use_mem = NULL;
+    if (used < k) { /* fewer allocations than k: the step succeeded, every k is covered */
+      CHECK(rc == NN_OK, "no allocation failed, yet %d (%s)", rc, err);
+      break;
+    }
+    CHECK(rc == NN_NOMEM && strstr(err, "out of memory"), "allocation %ld fails: %d '%s'", k, rc,
+          err);
+    failures++;
+  }
+  CHECK(failures >= 3, "%d allocations of the step into round 2 were failed", failures);
 }
 
 static void check_one_round(void) {
@@ -310,8 +362,8 @@ static void check_cap(void) {
   char err[NN_ERR_LEN];
   nn_trainer *tr = NULL;
   int rc = create(&tr, "{" SMALL ",\"self_training\":10,\"epochs\":1}", UNLAB, NULL, err);
-  CHECK(rc == NN_OK && tr->pseudo_max == UNLAB / 2, "10 x 64 rows capped at %d: %d (%s)",
-        UNLAB / 2, tr ? tr->pseudo_max : -1, err);
+  CHECK(rc == NN_OK && tr->pseudo_max == UNLAB / 2, "10 x 64 rows capped at %d: %d (%s)", UNLAB / 2,
+        tr ? tr->pseudo_max : -1, err);
   nn_trainer_free(tr);
 }
 
@@ -324,8 +376,8 @@ static void check_sizing(void) {
   } cases[] = {
       {"{}", 200, 7800, NN_SELF_TRAINING, 1},
       {"{}", 4999, 7800, NN_SELF_TRAINING, 1},
-      {"{}", 5000, 7800, 0.0f, 0},                   /* many labels: the split validates */
-      {"{}", 200, NN_PRETRAIN_ROWS - 1, 0.0f, 0},    /* no pretraining */
+      {"{}", 5000, 7800, 0.0f, 0},                /* many labels: the split validates */
+      {"{}", 200, NN_PRETRAIN_ROWS - 1, 0.0f, 0}, /* no pretraining */
       {"{\"pretrain_epochs\":0}", 200, 7800, 0.0f, 0},
       {"{\"self_training\":0.5}", 200, 7800, 0.5f, 0}, /* given: kept */
       {"{\"self_training\":0}", 200, 7800, 0.0f, 0},
@@ -356,6 +408,7 @@ int main(void) {
   check_choice_and_restart();
   check_determinism();
   check_interrupt();
+  check_out_of_memory();
   check_one_round();
   check_cap();
   check_sizing();
