@@ -27,7 +27,7 @@
 #include <string.h>
 
 #include "compat.h" /* nn_os_seconds */
-#include "json.h" /* nn_decimal_double */
+#include "json.h"   /* nn_decimal_double */
 #include "model.h"
 #include "nn_internal.h"
 #include "nn_mem.h"
