@@ -400,20 +400,16 @@ int nn_model_create_uninit(nn_model **out, const nn_config *cfg, nn_vocab *vocab
   return model_create(out, cfg, vocab, labels, num_classes, 0, 0, NULL, NULL, err);
 }
 
-/* A view frees only its inference tables (model_infer.c); the owner the rest. */
-static void view_free(nn_model *v) {
-  if (!v) return;
-  nn_model_drop_inference(v);
-  nn_mem_free(v->mem, v);
-}
-
 void nn_model_free(nn_model *m) {
   if (!m) return;
   if (m->owner) { /* a view is freed with its owner */
     return;
   }
   const nn_allocator *mem = m->mem; /* the vocabulary's: freed with it */
-  for (int k = 0; k < NN_MAX_MEMBERS; k++) view_free(m->member[k]);
+  /* model_infer.c owns the inference tables, the members' included; a member (a view) holds
+   * nothing else of its own */
+  nn_model_drop_inference(m);
+  for (int k = 0; k < NN_MAX_MEMBERS; k++) nn_mem_free(mem, m->member[k]);
   nn_mem_free(mem, m->sub_start);
   nn_mem_free(mem, m->sub_rows);
   nn_mem_free(mem, m->tensors);
@@ -431,13 +427,7 @@ void nn_model_free(nn_model *m) {
     }
     nn_backend_free(mem, m->be, m->params);
     nn_backend_free(mem, m->be, m->grads);
-    nn_backend_free(mem, m->be, m->fold[0]);
-    nn_backend_free(mem, m->be, m->fold[1]);
-    nn_backend_free(mem, m->be, m->step1[0]);
-    nn_backend_free(mem, m->be, m->step1[1]);
-    nn_backend_free(mem, m->be, m->head_buf);
   }
-  nn_mem_free_aligned(mem, m->transposed); /* host memory: see prepare_transposed */
   nn_mem_free(mem, m);
 }
 

@@ -164,8 +164,8 @@ struct nn_workspace {
 #define NN_INFER_TABLES_FACTOR 8
 #define NN_INFER_TABLES_SLACK (16.0 * 1024 * 1024)
 double nn_model_table_budget(const nn_model *m); /* bytes */
-/* model_infer.c: free the inference tables (the weights are about to change); a no-op when
- * there are none. */
+/* model_infer.c: free the inference tables, the members' too (the weights are about to change,
+ * or the model is freed); a no-op when there are none. */
 void nn_model_drop_inference(nn_model *m);
 /* n rounded up to a multiple of 16 floats (64 bytes): the inference tables' piece size */
 static inline size_t nn_aligned_floats(size_t n) { return (n + 15) & ~(size_t)15; }

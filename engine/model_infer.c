@@ -2,8 +2,9 @@
  * (nn_model_prepare_inference, model.h): W_hh transposed for one-row products on the host, the
  * folded head fc2 . fc1, the first layer's input projection folded into a (V, G*H) table per
  * direction and the step-1 table beside it; nn_model_drop_inference frees them whenever the
- * weights may change. Results are the same with or without any of them: each is a speed-up,
- * built within a memory budget proportional to the parameters (nn_model_table_budget).
+ * weights may change and when the model is freed (this file alone builds and frees them).
+ * Results are the same with or without any of them: each is a speed-up, built within a memory
+ * budget proportional to the parameters (nn_model_table_budget).
  */
 #include <stdio.h>
 #include <stdlib.h>

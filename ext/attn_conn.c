@@ -1,7 +1,9 @@
 /* attn_conn.c -- the core every SQL function of the extension uses: the per-connection state
  * (attn_conn), the model cache and the reads of the model store (its tables checked by
  * attn_store_check.c, a name resolved to its deployed model), interrupt probes for long loops,
- * and the SQL function attn_cache_limit, which bounds the cache.
+ * registering a function or a table-valued function with the state (attn_create_function,
+ * attn_create_module), the engine's allocator attn_mem, and the SQL function attn_cache_limit,
+ * which bounds the cache.
  *
  *   SELECT attn_cache_limit();            -- bytes of parsed models a connection keeps
  *   SELECT attn_cache_limit(64 << 20);    -- keep at most 64 MiB -> 67108864
@@ -27,6 +29,21 @@
 #include <string.h>
 
 #include "attn_ext.h"
+
+/* The engine's allocator: SQLite's (attn_ext.h says why). */
+static void *attn_mem_alloc(void *ctx, size_t n) {
+  (void)ctx;
+  return sqlite3_malloc64((sqlite3_uint64)n);
+}
+static void *attn_mem_resize(void *ctx, void *p, size_t n) {
+  (void)ctx;
+  return sqlite3_realloc64(p, (sqlite3_uint64)n);
+}
+static void attn_mem_release(void *ctx, void *p) {
+  (void)ctx;
+  sqlite3_free(p);
+}
+const nn_allocator attn_mem = {attn_mem_alloc, attn_mem_resize, attn_mem_release, NULL};
 
 #define ATTN_MEMO_MAX 8 /* remembered name -> deployed model answers */
 /* Bytes of parsed models the cache of one connection keeps (attn_cache_limit changes it). */
@@ -119,6 +136,19 @@ void attn_conn_unref(void *p) {
   sqlite3_free(conn->checked_fingerprint);
   sqlite3_free(conn->pending_error);
   sqlite3_free(conn);
+}
+
+int attn_create_function(sqlite3 *db, attn_conn *conn, const char *name, int nargs, int flags,
+                         void (*func)(sqlite3_context *, int, sqlite3_value **)) {
+  attn_conn_ref(conn); /* released by SQLite through attn_conn_unref, also on failure */
+  return sqlite3_create_function_v2(db, name, nargs, SQLITE_UTF8 | flags, conn, func, NULL, NULL,
+                                    attn_conn_unref);
+}
+
+int attn_create_module(sqlite3 *db, attn_conn *conn, const char *name,
+                       const sqlite3_module *module) {
+  attn_conn_ref(conn); /* released by SQLite through attn_conn_unref, also on failure */
+  return sqlite3_create_module_v2(db, name, module, conn, attn_conn_unref);
 }
 
 sqlite3 *attn_conn_db(attn_conn *conn) { return conn->db; }

@@ -1,10 +1,11 @@
 /* attn_ext.h -- the one header of the attnext SQLite extension: the core every SQL feature uses,
  * in sections that each name their file (attn_conn.c, attn_store.c, attn_query.c, attn_infer.c,
- * attn_options.c, attn_training.c, attn_vtab.c, attn_svg.c), then the entry points that the
- * registration table of attnext.c names. A feature file (attn_train.c, attn_tune.c,
- * attn_predict.c, attn_explain.c, attn_classify.c, attn_evaluate.c, attn_metrics.c,
+ * attn_options.c, attn_training.c, attn_values.c, attn_vtab.c, attn_svg.c), then the entry
+ * points that the registration table of attnext.c names. A feature file (attn_train.c,
+ * attn_tune.c, attn_predict.c, attn_explain.c, attn_classify.c, attn_evaluate.c, attn_metrics.c,
  * attn_deploy.c, attn_heatmap_svg.c, attn_training_svg.c, attn_curve.c, attn_embed.c,
- * attn_matrix.c, attn_vectors.c) includes only this header, calls only the core and exports only its entry points.
+ * attn_matrix.c, attn_vectors.c) includes only this header, calls only the core and exports only
+ * its entry points.
  *
  * Every SQL function and table-valued function of the extension gets the same per-connection
  * state (attn_conn) as its user data / module client data. It owns the model cache: a model is
@@ -54,6 +55,19 @@ typedef struct attn_model {
 attn_conn *attn_conn_create(sqlite3 *db, const attn_job_hooks *jobs);
 void attn_conn_ref(attn_conn *conn);
 void attn_conn_unref(void *conn); /* usable as an xDestroy callback */
+/* Register a scalar SQL function whose user data is conn (takes a reference for it). */
+int attn_create_function(sqlite3 *db, attn_conn *conn, const char *name, int nargs, int flags,
+                         void (*func)(sqlite3_context *, int, sqlite3_value **));
+/* Register an eponymous virtual table (table-valued function) whose client data is conn. */
+int attn_create_module(sqlite3 *db, attn_conn *conn, const char *name,
+                       const sqlite3_module *module);
+/* The engine's allocator (nn.h nn_allocator): sqlite3_malloc64, sqlite3_realloc64 and
+ * sqlite3_free. Every engine object ext/ makes (models, trainers, workspaces, pools, parsed JSON,
+ * string buffers) is made with it, so SQLite's memory accounting (sqlite3_memory_used), its heap
+ * limit (sqlite3_hard_heap_limit64) and test_faults_oom see the engine's memory, and what the
+ * engine hands back (a saved BLOB, a JSON text) is freed with sqlite3_free. SQLite refuses one
+ * allocation of 2^31 bytes or more: the engine then fails with its out-of-memory error. */
+extern const nn_allocator attn_mem;
 sqlite3 *attn_conn_db(attn_conn *conn);
 /* While the query given to attn_train, attn_evaluate, attn_confusion or attn_classify is being
  * stepped (attn_conn_query_begin .. end, nested calls count), the functions that write the model
@@ -614,23 +628,35 @@ void attn_training_lineage(const attn_training *t, attn_lineage_info *l, const c
 void attn_training_reset(attn_training *t);
 void attn_training_free(attn_training *t);
 
-/* ------------------------------------------------------- vtab plumbing and errors (attn_vtab.c) */
+/* -------------------------------------------- SQL values in and out, errors (attn_values.c) */
 
-/* The engine's allocator (nn.h nn_allocator): sqlite3_malloc64, sqlite3_realloc64 and
- * sqlite3_free. Every engine object ext/ makes (models, trainers, workspaces, pools, parsed JSON,
- * string buffers) is made with it, so SQLite's memory accounting (sqlite3_memory_used), its heap
- * limit (sqlite3_hard_heap_limit64) and test_faults_oom see the engine's memory, and what the
- * engine hands back (a saved BLOB, a JSON text) is freed with sqlite3_free. SQLite refuses one
- * allocation of 2^31 bytes or more: the engine then fails with its out-of-memory error. */
-extern const nn_allocator attn_mem;
-
-/* Register a scalar SQL function whose user data is conn (takes a reference for it). */
-int attn_create_function(sqlite3 *db, attn_conn *conn, const char *name, int nargs, int flags,
-                         void (*func)(sqlite3_context *, int, sqlite3_value **));
-/* Register an eponymous virtual table (table-valued function) whose client data is conn. */
-int attn_create_module(sqlite3 *db, attn_conn *conn, const char *name,
-                       const sqlite3_module *module);
-
+/* The code an error of ours is returned with: rc, except SQLITE_NOMEM, which becomes
+ * SQLITE_ERROR so that its message ("attn_x: out of memory ...") reaches Python's sqlite3. */
+int attn_error_code(int rc);
+/* An engine status as an SQLite result code: NN_OK -> SQLITE_OK, NN_NOMEM -> SQLITE_NOMEM,
+ * NN_INTERRUPTED -> SQLITE_INTERRUPT, any other -> SQLITE_ERROR. */
+int attn_nn_rc(int st);
+/* A failed engine call (st != NN_OK) as SQLite's: *errmsg "fn: interrupted" or "fn: err" (err:
+ * the engine's message; *errmsg NULL if out of memory), returns attn_nn_rc(st). */
+int attn_nn_error(int st, const char *fn, const char *err, char **errmsg);
+/* The model name argument v (NULL: not given) of SQL function fn: a non-empty text. SQLITE_OK
+ * with *name (owned by v), else SQLITE_ERROR with *errmsg
+ *   fn: the model name must be a non-empty text, got NULL     (or got '')
+ * or SQLITE_NOMEM (*errmsg untouched) when the value could not be read as text. */
+int attn_name_value(const char *fn, sqlite3_value *v, const char **name, char **errmsg);
+/* A probability threshold argument v of SQL function fn, named `arg` in errors (attn_predict's
+ * and attn_classify's min_probability): a number (or a text that reads as one) from 0 to 1.
+ * SQLITE_OK with *out, else SQLITE_ERROR with *errmsg
+ *   attn_predict: min_probability must be a number from 0 to 1, got 'high'  (or got 1.5, NULL)
+ * (SQLITE_NOMEM when the message cannot be made). */
+int attn_probability_value(const char *fn, const char *arg, sqlite3_value *v, double *out,
+                           char **errmsg);
+/* x as the shortest text that reads back as x (%.15g, else %.17g), for messages that quote a
+ * number: %g's 6 digits print 1.0000000000000002 as 1. Returns out. */
+const char *attn_number_text(char out[32], double x);
+/* Make a scalar function's result the error msg (sqlite3_malloc'd, taken; NULL: "fn: out of
+ * memory"), with rc as its code unless attn_error_code(rc) is SQLITE_ERROR. */
+void attn_result_error(sqlite3_context *ctx, int rc, char *msg, const char *fn);
 /* Word vectors as BLOBs: n float32 in little-endian byte order (the engine's and safetensors'),
  * whatever the host's order (attn_vectors_load writes them, attn_train's "embeddings" and
  * attn_matrix read them). */
@@ -653,6 +679,9 @@ struct nn_strbuf;
 int attn_json_value(struct nn_strbuf *sb, sqlite3_value *v);
 /* The message SQLite's JSON functions give for a BLOB, for the callers of attn_json_value. */
 #define ATTN_JSON_BLOB_MESSAGE "JSON cannot hold BLOB values"
+
+/* ----------------------------------------------------- table-valued functions (attn_vtab.c) */
+
 /* xBestIndex of a table-valued function whose argument (hidden) columns are first_arg ..
  * first_arg + nargs - 1, the first nrequired of them required (else the error `usage`).
  * xFilter gets the given arguments in column order; idxNum is the bit mask of those given. */
@@ -680,36 +709,9 @@ int attn_vtab_disconnect(sqlite3_vtab *vtab);
 int attn_vtab_open(sqlite3_vtab *vtab, sqlite3_vtab_cursor **out);
 /* Whether argument k (0: the first) was given, from the idxNum attn_vtab_best_index chose. */
 #define attn_arg_given(idx_num, k) (((idx_num) >> (k)) & 1)
-/* The code an error of ours is returned with: rc, except SQLITE_NOMEM, which becomes
- * SQLITE_ERROR so that its message ("attn_x: out of memory ...") reaches Python's sqlite3. */
-int attn_error_code(int rc);
 /* A cursor's call failed with rc: make msg (sqlite3_malloc'd, taken; NULL: "fn: out of memory")
  * the vtab's error message, replacing one there, and return attn_error_code(rc). */
 int attn_vtab_fail(sqlite3_vtab *vtab, int rc, char *msg, const char *fn);
-/* An engine status as an SQLite result code: NN_OK -> SQLITE_OK, NN_NOMEM -> SQLITE_NOMEM,
- * NN_INTERRUPTED -> SQLITE_INTERRUPT, any other -> SQLITE_ERROR. */
-int attn_nn_rc(int st);
-/* A failed engine call (st != NN_OK) as SQLite's: *errmsg "fn: interrupted" or "fn: err" (err:
- * the engine's message; *errmsg NULL if out of memory), returns attn_nn_rc(st). */
-int attn_nn_error(int st, const char *fn, const char *err, char **errmsg);
-/* The model name argument v (NULL: not given) of SQL function fn: a non-empty text. SQLITE_OK
- * with *name (owned by v), else SQLITE_ERROR with *errmsg
- *   fn: the model name must be a non-empty text, got NULL     (or got '')
- * or SQLITE_NOMEM (*errmsg untouched) when the value could not be read as text. */
-int attn_name_value(const char *fn, sqlite3_value *v, const char **name, char **errmsg);
-/* A probability threshold argument v of SQL function fn, named `arg` in errors (attn_predict's
- * and attn_classify's min_probability): a number (or a text that reads as one) from 0 to 1.
- * SQLITE_OK with *out, else SQLITE_ERROR with *errmsg
- *   attn_predict: min_probability must be a number from 0 to 1, got 'high'  (or got 1.5, NULL)
- * (SQLITE_NOMEM when the message cannot be made). */
-int attn_probability_value(const char *fn, const char *arg, sqlite3_value *v, double *out,
-                           char **errmsg);
-/* x as the shortest text that reads back as x (%.15g, else %.17g), for messages that quote a
- * number: %g's 6 digits print 1.0000000000000002 as 1. Returns out. */
-const char *attn_number_text(char out[32], double x);
-/* Make a scalar function's result the error msg (sqlite3_malloc'd, taken; NULL: "fn: out of
- * memory"), with rc as its code unless attn_error_code(rc) is SQLITE_ERROR. */
-void attn_result_error(sqlite3_context *ctx, int rc, char *msg, const char *fn);
 
 /* ------------------------------------- lineage (attn_lineage.c) and live progress (attn_status.c) */
 
