@@ -697,6 +697,291 @@ static int attn_commit_json_set(char **json, const char *path, int kind, int64_t
   return SQLITE_OK;
 }
 
+/* What attn_job_commit reads and builds, shared by its steps below. */
+typedef struct attn_commit {
+  const char *fn;
+  sqlite3 *db; /* the cluster's database */
+  sqlite3 *m;  /* the job's result image, read-only */
+  int64_t job;
+  char *state, *function, *name, *result;  /* the job's row, and the answer to rewrite */
+  int64_t base_version, base_rowid, first; /* what the run compared with, its first version */
+  int64_t cur_version, cur_rowid;          /* the deployed version now */
+  attn_commit_item *items;
+  attn_store_item *store;
+  int n, chosen;
+  char *msg;
+} attn_commit;
+
+/* The job's row for this token: its state, function and name. A job already done: *done = 1
+ * and *version its version (the thread asks again when the answer was lost). */
+static int attn_commit_job(attn_commit *c, sqlite3_value *token, int *done, int64_t *version) {
+  sqlite3_stmt *stmt = NULL;
+  *done = 0;
+  *version = 0;
+  if (attn_jobs_table(c->db, "attn_job_runs") == 1 &&
+      sqlite3_prepare_v2(c->db,
+                         "SELECT state, function, name, version FROM main.attn_job_runs WHERE "
+                         "job = ?1 AND token = ?2",
+                         -1, &stmt, NULL) == SQLITE_OK) {
+    sqlite3_bind_int64(stmt, 1, c->job);
+    sqlite3_bind_value(stmt, 2, token);
+    if (sqlite3_step(stmt) == SQLITE_ROW) {
+      c->state = attn_column_dup(stmt, 0);
+      c->function = attn_column_dup(stmt, 1);
+      c->name = attn_column_dup(stmt, 2);
+      if (c->state && strcmp(c->state, "done") == 0) {
+        *done = 1;
+        *version = sqlite3_column_int64(stmt, 3);
+      }
+    }
+  }
+  sqlite3_finalize(stmt);
+  if (*done) return SQLITE_OK;
+  if (!c->state || !c->function || !c->name) {
+    c->msg = sqlite3_mprintf("%s: no job %lld with that token", c->fn, (long long)c->job);
+    return SQLITE_ERROR;
+  }
+  if (strcmp(c->state, "running") != 0) {
+    c->msg = sqlite3_mprintf("%s: job %lld is %s: its model is not saved", c->fn, (long long)c->job,
+                             c->state);
+    return SQLITE_ERROR;
+  }
+  return SQLITE_OK;
+}
+
+/* The image, read-only in a connection of its own (c->m), and its meta row: the job's function
+ * and name must match its row. */
+static int attn_commit_image(attn_commit *c, sqlite3_value *image) {
+  sqlite3_stmt *stmt = NULL;
+  sqlite3_int64 size = sqlite3_value_bytes(image);
+  unsigned char *copy = sqlite3_malloc64((sqlite3_uint64)(size ? size : 1));
+  if (!copy) return SQLITE_NOMEM;
+  if (size) memcpy(copy, sqlite3_value_blob(image), (size_t)size);
+  int rc = sqlite3_open_v2(":memory:", &c->m, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
+  if (rc == SQLITE_OK) {
+    sqlite3_db_config(c->m, SQLITE_DBCONFIG_DEFENSIVE, 1, NULL);
+    rc = sqlite3_deserialize(c->m, "main", copy, size, size,
+                             SQLITE_DESERIALIZE_FREEONCLOSE | SQLITE_DESERIALIZE_READONLY);
+  } else {
+    sqlite3_free(copy);
+  }
+  if (rc == SQLITE_OK)
+    rc = sqlite3_prepare_v2(c->m,
+                            "SELECT function, name, base_version, base_rowid, first_version, "
+                            "result FROM meta",
+                            -1, &stmt, NULL);
+  if (rc == SQLITE_OK && sqlite3_step(stmt) == SQLITE_ROW) {
+    const char *f = (const char *)sqlite3_column_text(stmt, 0);
+    const char *nm = (const char *)sqlite3_column_text(stmt, 1);
+    if (!f || !nm || strcmp(f, c->function) != 0 || strcmp(nm, c->name) != 0) rc = SQLITE_MISMATCH;
+    c->base_version = sqlite3_column_int64(stmt, 2);
+    c->base_rowid = sqlite3_column_int64(stmt, 3);
+    c->first = sqlite3_column_int64(stmt, 4);
+    c->result = attn_column_dup(stmt, 5);
+  } else if (rc == SQLITE_OK) {
+    rc = SQLITE_CORRUPT;
+  }
+  sqlite3_finalize(stmt);
+  if (rc != SQLITE_OK) {
+    c->msg = sqlite3_mprintf("%s: the image is not job %lld's result (%s)", c->fn,
+                             (long long)c->job, c->m ? sqlite3_errmsg(c->m) : sqlite3_errstr(rc));
+    return SQLITE_ERROR;
+  }
+  return SQLITE_OK;
+}
+
+/* A version the run deployed under "deploy": "if_better" when the deployed version changed
+ * while it ran: not deployed (*deploy = 0), and deploy_reason says why, in its metrics and in
+ * attn_fit's answer. */
+static int attn_commit_recheck(attn_commit *c, attn_commit_item *it, int *deploy) {
+  nn_json *doc = NULL; /* the metrics: its deploy policy and deploy_reason */
+  char jerr[NN_ERR_LEN];
+  if (!it->metrics) return SQLITE_OK;
+  if (nn_json_parse(&doc, it->metrics, strlen(it->metrics), &attn_mem, jerr) == NN_NOMEM)
+    return SQLITE_NOMEM;
+  int rc = SQLITE_OK;
+  const char *policy = nn_json_string(nn_json_get(doc, "deploy"), NULL);
+  if (policy && strcmp(policy, "if_better") == 0) {
+    const char *why = nn_json_string(nn_json_get(doc, "deploy_reason"), NULL);
+    char before[32] = "none", now[32] = "none";
+    if (c->base_version) snprintf(before, sizeof before, "%lld", (long long)c->base_version);
+    if (c->cur_version) snprintf(now, sizeof now, "%lld", (long long)c->cur_version);
+    char *reason = sqlite3_mprintf("%s; but the deployed version changed while the job ran "
+                                   "(%s, now %s): not deployed, compare them and deploy with "
+                                   "attn_deploy",
+                                   why ? why : "", before, now);
+    *deploy = 0;
+    rc = reason ? attn_commit_json_set(&it->metrics, "$.deployed", 1, 0, NULL) : SQLITE_NOMEM;
+    if (rc == SQLITE_OK) rc = attn_commit_json_set(&it->metrics, "$.deploy_reason", 2, 0, reason);
+    if (rc == SQLITE_OK && c->result && strcmp(c->function, "attn_fit") == 0)
+      rc = attn_commit_json_set(&c->result, "$.deploy_reason", 2, 0, reason);
+    sqlite3_free(reason);
+  }
+  nn_json_free(doc);
+  return rc;
+}
+
+/* One more slot in c->items and c->store, zeroed: c->n - 1. */
+static int attn_commit_grow(attn_commit *c, int *cap) {
+  if (c->n == *cap) {
+    *cap = *cap ? 2 * *cap : 4;
+    attn_commit_item *more = sqlite3_realloc64(c->items, sizeof *more * (sqlite3_uint64)*cap);
+    attn_store_item *smore = sqlite3_realloc64(c->store, sizeof *smore * (sqlite3_uint64)*cap);
+    if (more) c->items = more;
+    if (smore) c->store = smore;
+    if (!more || !smore) return SQLITE_NOMEM;
+  }
+  memset(&c->items[c->n], 0, sizeof c->items[c->n]);
+  memset(&c->store[c->n], 0, sizeof c->store[c->n]);
+  c->n++;
+  return SQLITE_OK;
+}
+
+/* The image's versions: each model loaded, its metrics, log and lineage, and whether it is
+ * deployed now (c->items, c->store). */
+static int attn_commit_versions(attn_commit *c) {
+  sqlite3_stmt *stmt = NULL;
+  attn_store_deployed_row(c->db, c->name, &c->cur_version, &c->cur_rowid);
+  int changed = c->cur_version != c->base_version || c->cur_rowid != c->base_rowid, cap = 0;
+  int rc = sqlite3_prepare_v2(c->m,
+                              "SELECT version, deployed, metrics, weights FROM models ORDER BY "
+                              "version LIMIT 1000",
+                              -1, &stmt, NULL);
+  while (rc == SQLITE_OK && sqlite3_step(stmt) == SQLITE_ROW) {
+    if ((rc = attn_commit_grow(c, &cap)) != SQLITE_OK) break;
+    attn_commit_item *it = &c->items[c->n - 1];
+    char err[NN_ERR_LEN] = "";
+    const unsigned char *blob = sqlite3_column_blob(stmt, 3);
+    static const unsigned char empty[1] = {0};
+    int st = nn_model_load_ex(&it->model, blob ? blob : empty,
+                              blob ? (size_t)sqlite3_column_bytes(stmt, 3) : 0, NULL, NULL,
+                              &attn_mem, err);
+    if (st != NN_OK) {
+      it->model = NULL;
+      c->msg = sqlite3_mprintf("%s: job %lld's version %lld: %s", c->fn, (long long)c->job,
+                               (long long)sqlite3_column_int64(stmt, 0), err);
+      rc = attn_nn_rc(st);
+      break;
+    }
+    it->old_version = sqlite3_column_int64(stmt, 0);
+    it->metrics = attn_column_dup(stmt, 2);
+    int deploy = sqlite3_column_int(stmt, 1) != 0;
+    if (deploy && changed) rc = attn_commit_recheck(c, it, &deploy);
+    if (rc != SQLITE_OK) break;
+    rc = attn_commit_item_read(c->m, it, it->old_version);
+    attn_store_item *s = &c->store[c->n - 1];
+    s->model = it->model;
+    s->metrics = it->metrics;
+    s->log = it->log;
+    s->nlog = it->nlog;
+    s->deploy = deploy;
+    s->lineage = &it->lineage;
+  }
+  sqlite3_finalize(stmt);
+  if (rc == SQLITE_OK && c->n == 0) {
+    c->msg = sqlite3_mprintf("%s: job %lld's result holds no model", c->fn, (long long)c->job);
+    rc = SQLITE_ERROR;
+  }
+  if (rc != SQLITE_OK && !c->msg)
+    c->msg = sqlite3_mprintf("%s: cannot read job %lld's result: %s", c->fn, (long long)c->job,
+                             rc == SQLITE_NOMEM ? "out of memory" : sqlite3_errmsg(c->m));
+  return rc;
+}
+
+/* The answer as the function would have given it here: the versions the cluster numbered
+ * (attn_fit's object, attn_train's last row, attn_tune's trials), and attn_tune's chosen trial
+ * (c->chosen). */
+static int attn_commit_answer(attn_commit *c) {
+  int rc = SQLITE_OK, tune = strcmp(c->function, "attn_tune") == 0;
+  for (int i = 0; rc == SQLITE_OK && c->result && i < c->n; i++) {
+    char path[64];
+    if (strcmp(c->function, "attn_fit") == 0) {
+      rc = attn_commit_json_set(&c->result, "$.version", 0, c->store[i].version, NULL);
+      if (rc == SQLITE_OK)
+        rc = attn_commit_json_set(&c->result, "$.deployed", 1, c->store[i].deploy, NULL);
+      continue;
+    }
+    int at = (int)(c->items[i].old_version - c->first);
+    if (tune) {
+      nn_json *doc = NULL;
+      char jerr[NN_ERR_LEN];
+      if (nn_json_parse(&doc, c->result, strlen(c->result), &attn_mem, jerr) == NN_NOMEM)
+        return SQLITE_NOMEM;
+      const nn_json *ch = nn_json_get(
+          doc && doc->type == NN_JSON_ARRAY && at >= 0 ? nn_json_at(doc, (size_t)at) : NULL,
+          "chosen");
+      if (ch && (ch->type == NN_JSON_TRUE || (ch->type == NN_JSON_NUMBER && ch->number != 0)))
+        c->chosen = i;
+      nn_json_free(doc);
+      snprintf(path, sizeof path, "$[%d].version", at);
+    } else {
+      snprintf(path, sizeof path, "$[#-1].version");
+    }
+    rc = attn_commit_json_set(&c->result, path, 0, c->store[i].version, NULL);
+    memcpy(path + strlen(path) - 7, "deployed", 9);
+    if (rc == SQLITE_OK) rc = attn_commit_json_set(&c->result, path, 0, c->store[i].deploy, NULL);
+  }
+  return rc;
+}
+
+/* The job's epochs, all of them now, in attn_job_epochs (the live ones replaced). */
+static int attn_commit_epochs(attn_commit *c) {
+  sqlite3_stmt *stmt = NULL;
+  int tune = strcmp(c->function, "attn_tune") == 0;
+  int rc =
+      sqlite3_prepare_v2(c->db, "DELETE FROM main.attn_job_epochs WHERE job = ?1", -1, &stmt, NULL);
+  if (rc == SQLITE_OK) {
+    sqlite3_bind_int64(stmt, 1, c->job);
+    rc = attn_exec_step(stmt, c->db, c->fn, "write the job's epochs", &c->msg);
+  }
+  sqlite3_finalize(stmt);
+  stmt = NULL;
+  if (rc == SQLITE_OK)
+    rc = sqlite3_prepare_v2(c->db,
+                            "INSERT INTO main.attn_job_epochs(job, trial, epoch, train_loss, "
+                            "val_loss, val_accuracy, val_f1, lr, seconds) VALUES(?1, ?2, ?3, "
+                            "?4, ?5, ?6, ?7, ?8, ?9)",
+                            -1, &stmt, NULL);
+  for (int i = 0; rc == SQLITE_OK && i < c->n; i++)
+    for (int e = 0; rc == SQLITE_OK && e < c->items[i].nlog; e++) {
+      const nn_epoch_stats *s = &c->items[i].log[e];
+      double figures[6] = {s->train_loss, s->val_loss, s->val_accuracy,
+                           s->val_f1,     s->lr,       s->seconds};
+      sqlite3_reset(stmt);
+      sqlite3_bind_int64(stmt, 1, c->job);
+      sqlite3_bind_int64(stmt, 2, tune ? c->items[i].old_version - c->first + 1 : 0);
+      sqlite3_bind_int(stmt, 3, s->epoch);
+      for (int k = 0; k < 6; k++) {
+        if (isfinite(figures[k])) sqlite3_bind_double(stmt, 4 + k, figures[k]);
+        else sqlite3_bind_null(stmt, 4 + k);
+      }
+      rc = attn_exec_step(stmt, c->db, c->fn, "write the job's epochs", &c->msg);
+    }
+  sqlite3_finalize(stmt);
+  return rc;
+}
+
+/* The job's row: done, with its (chosen) version and the answer. */
+static int attn_commit_done(attn_commit *c) {
+  sqlite3_stmt *stmt = NULL;
+  int rc = sqlite3_prepare_v2(c->db,
+                              "UPDATE main.attn_job_runs SET state = 'done', phase = NULL, "
+                              "finished_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), version = ?2, "
+                              "deployed = ?3, result = ?4, error = NULL, epoch = ?5, epochs = ?5, "
+                              "batch = NULL, batches = NULL WHERE job = ?1",
+                              -1, &stmt, NULL);
+  if (rc == SQLITE_OK) {
+    sqlite3_bind_int64(stmt, 1, c->job);
+    sqlite3_bind_int64(stmt, 2, c->store[c->chosen].version);
+    sqlite3_bind_int(stmt, 3, c->store[c->chosen].deploy);
+    sqlite3_bind_text(stmt, 4, c->result, -1, SQLITE_STATIC);
+    sqlite3_bind_int(stmt, 5, c->items[c->chosen].nlog);
+    rc = attn_exec_step(stmt, c->db, c->fn, "mark the job done", &c->msg);
+  }
+  sqlite3_finalize(stmt);
+  return rc;
+}
+
 /* attn_job_commit(job, token, image) -> version. Run by a job's thread through the leader,
  * inside BEGIN ... COMMIT: the versions of the job's result (`image`: a database image of
  * tables meta, models, log, lineage) are stored as the next versions of its name, numbered after
@@ -707,279 +992,48 @@ static int attn_commit_json_set(char **json, const char *path, int kind, int64_t
  * thread asks again when the answer was lost), a job no longer running is refused. */
 static void attn_job_commit_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   attn_conn *conn = sqlite3_user_data(ctx);
-  sqlite3 *db = attn_conn_db(conn), *m = NULL;
-  const char *fn = "attn_job_commit";
-  sqlite3_stmt *stmt = NULL;
-  char *msg = NULL, *state = NULL, *function = NULL, *name = NULL, *result = NULL;
-  attn_commit_item *items = NULL;
-  attn_store_item *store = NULL;
-  int n = 0, rc;
-  int64_t job = 0, base_version = 0, base_rowid = 0, first = 0, cur_version = 0, cur_rowid = 0;
-  if ((rc = attn_job_id_value(fn, argv[0], &job, &msg)) != SQLITE_OK) goto done;
-  if (!attn_jobs_here(conn)) {
-    msg = sqlite3_mprintf("%s: a dqlite node's job thread commits its result with it; there are "
-                          "no jobs here",
-                          fn);
+  attn_commit c;
+  memset(&c, 0, sizeof c);
+  c.fn = "attn_job_commit";
+  c.db = attn_conn_db(conn);
+  int done = 0;
+  int64_t done_version = 0;
+  int rc = attn_job_id_value(c.fn, argv[0], &c.job, &c.msg);
+  if (rc == SQLITE_OK && !attn_jobs_here(conn)) {
+    c.msg = sqlite3_mprintf("%s: a dqlite node's job thread commits its result with it; there "
+                            "are no jobs here",
+                            c.fn);
     rc = SQLITE_ERROR;
-    goto done;
   }
-  if ((rc = attn_conn_check_write(conn, fn, &msg)) != SQLITE_OK) goto done;
-  if (sqlite3_value_type(argv[1]) != SQLITE_TEXT || sqlite3_value_type(argv[2]) != SQLITE_BLOB) {
-    msg = sqlite3_mprintf("%s: expected (job, token, image): a job's token (text) and the image "
-                          "of its result (a BLOB)",
-                          fn);
+  if (rc == SQLITE_OK) rc = attn_conn_check_write(conn, c.fn, &c.msg);
+  if (rc == SQLITE_OK &&
+      (sqlite3_value_type(argv[1]) != SQLITE_TEXT || sqlite3_value_type(argv[2]) != SQLITE_BLOB)) {
+    c.msg = sqlite3_mprintf("%s: expected (job, token, image): a job's token (text) and the "
+                            "image of its result (a BLOB)",
+                            c.fn);
     rc = SQLITE_ERROR;
-    goto done;
   }
-  /* the job */
-  if (attn_jobs_table(db, "attn_job_runs") == 1 &&
-      sqlite3_prepare_v2(db,
-                         "SELECT state, function, name, version FROM main.attn_job_runs WHERE "
-                         "job = ?1 AND token = ?2",
-                         -1, &stmt, NULL) == SQLITE_OK) {
-    sqlite3_bind_int64(stmt, 1, job);
-    sqlite3_bind_value(stmt, 2, argv[1]);
-    if (sqlite3_step(stmt) == SQLITE_ROW) {
-      state = attn_column_dup(stmt, 0);
-      function = attn_column_dup(stmt, 1);
-      name = attn_column_dup(stmt, 2);
-      if (state && strcmp(state, "done") == 0) { /* committed already: the answer was lost */
-        sqlite3_result_int64(ctx, sqlite3_column_int64(stmt, 3));
-        goto done;
-      }
-    }
-  }
-  sqlite3_finalize(stmt);
-  stmt = NULL;
-  if (!state || !function || !name) {
-    msg = sqlite3_mprintf("%s: no job %lld with that token", fn, (long long)job);
-    rc = SQLITE_ERROR;
-    goto done;
-  }
-  if (strcmp(state, "running") != 0) {
-    msg = sqlite3_mprintf("%s: job %lld is %s: its model is not saved", fn, (long long)job, state);
-    rc = SQLITE_ERROR;
-    goto done;
-  }
-  /* the image: read-only, in a connection of its own */
-  sqlite3_int64 size = sqlite3_value_bytes(argv[2]);
-  unsigned char *copy = sqlite3_malloc64((sqlite3_uint64)(size ? size : 1));
-  if (!copy) {
-    rc = SQLITE_NOMEM;
-    goto done;
-  }
-  if (size) memcpy(copy, sqlite3_value_blob(argv[2]), (size_t)size);
-  rc = sqlite3_open_v2(":memory:", &m, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL);
-  if (rc == SQLITE_OK) {
-    sqlite3_db_config(m, SQLITE_DBCONFIG_DEFENSIVE, 1, NULL);
-    rc = sqlite3_deserialize(m, "main", copy, size, size,
-                             SQLITE_DESERIALIZE_FREEONCLOSE | SQLITE_DESERIALIZE_READONLY);
+  if (rc == SQLITE_OK) rc = attn_commit_job(&c, argv[1], &done, &done_version);
+  if (rc == SQLITE_OK && done) {
+    sqlite3_result_int64(ctx, done_version); /* committed already: the answer was lost */
   } else {
-    sqlite3_free(copy);
+    if (rc == SQLITE_OK) rc = attn_commit_image(&c, argv[2]);
+    if (rc == SQLITE_OK) rc = attn_commit_versions(&c);
+    if (rc == SQLITE_OK) rc = attn_store_save_items(conn, c.function, c.name, c.store, c.n, &c.msg);
+    if (rc == SQLITE_OK) rc = attn_commit_answer(&c);
+    if (rc == SQLITE_OK) rc = attn_commit_epochs(&c);
+    if (rc == SQLITE_OK) rc = attn_commit_done(&c);
+    if (rc == SQLITE_OK) sqlite3_result_int64(ctx, c.store[c.chosen].version);
   }
-  if (rc == SQLITE_OK)
-    rc = sqlite3_prepare_v2(m,
-                            "SELECT function, name, base_version, base_rowid, first_version, "
-                            "result FROM meta",
-                            -1, &stmt, NULL);
-  if (rc == SQLITE_OK && sqlite3_step(stmt) == SQLITE_ROW) {
-    const char *f = (const char *)sqlite3_column_text(stmt, 0);
-    const char *nm = (const char *)sqlite3_column_text(stmt, 1);
-    if (!f || !nm || strcmp(f, function) != 0 || strcmp(nm, name) != 0) rc = SQLITE_MISMATCH;
-    base_version = sqlite3_column_int64(stmt, 2);
-    base_rowid = sqlite3_column_int64(stmt, 3);
-    first = sqlite3_column_int64(stmt, 4);
-    result = attn_column_dup(stmt, 5);
-  } else if (rc == SQLITE_OK) {
-    rc = SQLITE_CORRUPT;
-  }
-  sqlite3_finalize(stmt);
-  stmt = NULL;
-  if (rc != SQLITE_OK) {
-    msg = sqlite3_mprintf("%s: the image is not job %lld's result (%s)", fn, (long long)job,
-                          m ? sqlite3_errmsg(m) : sqlite3_errstr(rc));
-    rc = SQLITE_ERROR;
-    goto done;
-  }
-  /* the deployed version now, against the one the run compared with */
-  attn_store_deployed_row(db, name, &cur_version, &cur_rowid);
-  int changed = cur_version != base_version || cur_rowid != base_rowid;
-  /* the versions */
-  rc = sqlite3_prepare_v2(m,
-                          "SELECT version, deployed, metrics, weights FROM models ORDER BY "
-                          "version LIMIT 1000",
-                          -1, &stmt, NULL);
-  int cap = 0;
-  while (rc == SQLITE_OK && sqlite3_step(stmt) == SQLITE_ROW) {
-    if (n == cap) {
-      cap = cap ? 2 * cap : 4;
-      attn_commit_item *more = sqlite3_realloc64(items, sizeof *more * (sqlite3_uint64)cap);
-      attn_store_item *smore = sqlite3_realloc64(store, sizeof *smore * (sqlite3_uint64)cap);
-      if (more) items = more;
-      if (smore) store = smore;
-      if (!more || !smore) {
-        rc = SQLITE_NOMEM;
-        break;
-      }
-    }
-    attn_commit_item *it = &items[n];
-    memset(it, 0, sizeof *it);
-    memset(&store[n], 0, sizeof store[n]);
-    n++;
-    char err[NN_ERR_LEN] = "";
-    const unsigned char *blob = sqlite3_column_blob(stmt, 3);
-    static const unsigned char empty[1] = {0};
-    int st = nn_model_load_ex(&it->model, blob ? blob : empty,
-                              blob ? (size_t)sqlite3_column_bytes(stmt, 3) : 0, NULL, NULL,
-                              &attn_mem, err);
-    if (st != NN_OK) {
-      it->model = NULL;
-      msg = sqlite3_mprintf("%s: job %lld's version %lld: %s", fn, (long long)job,
-                            (long long)sqlite3_column_int64(stmt, 0), err);
-      rc = attn_nn_rc(st);
-      break;
-    }
-    it->old_version = sqlite3_column_int64(stmt, 0);
-    it->metrics = attn_column_dup(stmt, 2);
-    int deploy = sqlite3_column_int(stmt, 1) != 0;
-    nn_json *doc = NULL; /* the metrics: its deploy policy and deploy_reason */
-    char jerr[NN_ERR_LEN];
-    if (deploy && changed && it->metrics &&
-        nn_json_parse(&doc, it->metrics, strlen(it->metrics), &attn_mem, jerr) == NN_NOMEM) {
-      rc = SQLITE_NOMEM;
-      break;
-    }
-    const char *policy = nn_json_string(nn_json_get(doc, "deploy"), NULL);
-    if (deploy && changed && policy && strcmp(policy, "if_better") == 0 && it->metrics) {
-      const char *why = nn_json_string(nn_json_get(doc, "deploy_reason"), NULL);
-      char before[32] = "none", now[32] = "none";
-      if (base_version) snprintf(before, sizeof before, "%lld", (long long)base_version);
-      if (cur_version) snprintf(now, sizeof now, "%lld", (long long)cur_version);
-      char *reason = sqlite3_mprintf("%s; but the deployed version changed while the job ran "
-                                     "(%s, now %s): not deployed, compare them and deploy with "
-                                     "attn_deploy",
-                                     why ? why : "", before, now);
-      deploy = 0;
-      rc = reason ? attn_commit_json_set(&it->metrics, "$.deployed", 1, 0, NULL) : SQLITE_NOMEM;
-      if (rc == SQLITE_OK) rc = attn_commit_json_set(&it->metrics, "$.deploy_reason", 2, 0, reason);
-      if (rc == SQLITE_OK && result && strcmp(function, "attn_fit") == 0)
-        rc = attn_commit_json_set(&result, "$.deploy_reason", 2, 0, reason);
-      sqlite3_free(reason);
-    }
-    nn_json_free(doc);
-    if (rc == SQLITE_OK) rc = attn_commit_item_read(m, it, it->old_version);
-    store[n - 1].model = it->model;
-    store[n - 1].metrics = it->metrics;
-    store[n - 1].log = it->log;
-    store[n - 1].nlog = it->nlog;
-    store[n - 1].deploy = deploy;
-    store[n - 1].lineage = &it->lineage;
-  }
-  sqlite3_finalize(stmt);
-  stmt = NULL;
-  if (rc == SQLITE_OK && n == 0) {
-    msg = sqlite3_mprintf("%s: job %lld's result holds no model", fn, (long long)job);
-    rc = SQLITE_ERROR;
-  }
-  if (rc != SQLITE_OK) {
-    if (!msg)
-      msg = sqlite3_mprintf("%s: cannot read job %lld's result: %s", fn, (long long)job,
-                            rc == SQLITE_NOMEM ? "out of memory" : sqlite3_errmsg(m));
-    goto done;
-  }
-  rc = attn_store_save_items(conn, function, name, store, n, &msg);
-  if (rc != SQLITE_OK) goto done;
-  /* the result as the function would have answered here: the versions of the cluster */
-  int chosen = 0, tune = strcmp(function, "attn_tune") == 0;
-  for (int i = 0; rc == SQLITE_OK && result && i < n; i++) {
-    char path[64];
-    if (strcmp(function, "attn_fit") == 0) {
-      rc = attn_commit_json_set(&result, "$.version", 0, store[i].version, NULL);
-      if (rc == SQLITE_OK)
-        rc = attn_commit_json_set(&result, "$.deployed", 1, store[i].deploy, NULL);
-    } else {
-      int at = (int)(items[i].old_version - first);
-      if (tune) {
-        nn_json *doc = NULL;
-        char jerr[NN_ERR_LEN];
-        if (nn_json_parse(&doc, result, strlen(result), &attn_mem, jerr) == NN_NOMEM) {
-          rc = SQLITE_NOMEM;
-          break;
-        }
-        const nn_json *c = nn_json_get(
-            doc && doc->type == NN_JSON_ARRAY && at >= 0 ? nn_json_at(doc, (size_t)at) : NULL,
-            "chosen");
-        if (c && (c->type == NN_JSON_TRUE || (c->type == NN_JSON_NUMBER && c->number != 0)))
-          chosen = i;
-        nn_json_free(doc);
-        snprintf(path, sizeof path, "$[%d].version", at);
-      } else {
-        snprintf(path, sizeof path, "$[#-1].version");
-      }
-      rc = attn_commit_json_set(&result, path, 0, store[i].version, NULL);
-      memcpy(path + strlen(path) - 7, "deployed", 9);
-      if (rc == SQLITE_OK) rc = attn_commit_json_set(&result, path, 0, store[i].deploy, NULL);
-    }
-  }
-  /* the job's epochs (all of them now) and its row: done */
-  if (rc == SQLITE_OK)
-    rc = sqlite3_prepare_v2(db, "DELETE FROM main.attn_job_epochs WHERE job = ?1", -1, &stmt, NULL);
-  if (rc == SQLITE_OK) {
-    sqlite3_bind_int64(stmt, 1, job);
-    rc = attn_exec_step(stmt, db, fn, "write the job's epochs", &msg);
-  }
-  sqlite3_finalize(stmt);
-  stmt = NULL;
-  if (rc == SQLITE_OK)
-    rc = sqlite3_prepare_v2(db,
-                            "INSERT INTO main.attn_job_epochs(job, trial, epoch, train_loss, "
-                            "val_loss, val_accuracy, val_f1, lr, seconds) VALUES(?1, ?2, ?3, "
-                            "?4, ?5, ?6, ?7, ?8, ?9)",
-                            -1, &stmt, NULL);
-  for (int i = 0; rc == SQLITE_OK && i < n; i++)
-    for (int e = 0; rc == SQLITE_OK && e < items[i].nlog; e++) {
-      const nn_epoch_stats *s = &items[i].log[e];
-      double figures[6] = {s->train_loss, s->val_loss, s->val_accuracy,
-                           s->val_f1,     s->lr,       s->seconds};
-      sqlite3_reset(stmt);
-      sqlite3_bind_int64(stmt, 1, job);
-      sqlite3_bind_int64(stmt, 2, tune ? items[i].old_version - first + 1 : 0);
-      sqlite3_bind_int(stmt, 3, s->epoch);
-      for (int k = 0; k < 6; k++) {
-        if (isfinite(figures[k])) sqlite3_bind_double(stmt, 4 + k, figures[k]);
-        else sqlite3_bind_null(stmt, 4 + k);
-      }
-      rc = attn_exec_step(stmt, db, fn, "write the job's epochs", &msg);
-    }
-  sqlite3_finalize(stmt);
-  stmt = NULL;
-  if (rc == SQLITE_OK)
-    rc = sqlite3_prepare_v2(db,
-                            "UPDATE main.attn_job_runs SET state = 'done', phase = NULL, "
-                            "finished_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), version = ?2, "
-                            "deployed = ?3, result = ?4, error = NULL, epoch = ?5, epochs = ?5, "
-                            "batch = NULL, batches = NULL WHERE job = ?1",
-                            -1, &stmt, NULL);
-  if (rc == SQLITE_OK) {
-    sqlite3_bind_int64(stmt, 1, job);
-    sqlite3_bind_int64(stmt, 2, store[chosen].version);
-    sqlite3_bind_int(stmt, 3, store[chosen].deploy);
-    sqlite3_bind_text(stmt, 4, result, -1, SQLITE_STATIC);
-    sqlite3_bind_int(stmt, 5, items[chosen].nlog);
-    rc = attn_exec_step(stmt, db, fn, "mark the job done", &msg);
-  }
-  if (rc == SQLITE_OK) sqlite3_result_int64(ctx, store[chosen].version);
-done:
-  sqlite3_finalize(stmt);
-  sqlite3_close(m);
-  attn_commit_items_free(items, n);
-  sqlite3_free(store);
-  sqlite3_free(state);
-  sqlite3_free(function);
-  sqlite3_free(name);
-  sqlite3_free(result);
-  if (rc != SQLITE_OK) attn_result_error(ctx, rc, msg, fn);
-  else sqlite3_free(msg);
+  sqlite3_close(c.m);
+  attn_commit_items_free(c.items, c.n);
+  sqlite3_free(c.store);
+  sqlite3_free(c.state);
+  sqlite3_free(c.function);
+  sqlite3_free(c.name);
+  sqlite3_free(c.result);
+  if (rc != SQLITE_OK) attn_result_error(ctx, rc, c.msg, c.fn);
+  else sqlite3_free(c.msg);
 }
 
 /* ------------------------------------------------------------------ the node's registration */
