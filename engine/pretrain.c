@@ -84,14 +84,14 @@ double nn_skipgram_pair(const float *u, float *o, float *grad, int E, float labe
  * not). */
 static int64_t pretrain_count(const nn_trainer *tr, int *rows, int nrows, int64_t *count) {
   int k = 0;
-  for (int i = 0; i < tr->n; i++)
-    if (!nn_train_is_val(tr, i)) rows[k++] = i;
-  for (int i = tr->n; i < tr->n + tr->n_unlab; i++) rows[k++] = i;
+  for (int i = 0; i < tr->data.n; i++)
+    if (!nn_train_is_val(&tr->data, i)) rows[k++] = i;
+  for (int i = tr->data.n; i < tr->data.n + tr->data.n_unlab; i++) rows[k++] = i;
   int64_t total = 0;
   for (int r = 0; r < nrows; r++) {
-    const void *ids = nn_train_row_ids(tr, rows[r]);
-    for (int t = 0; t < tr->row_length[rows[r]]; t++) {
-      int w = tr->ids16 ? ((const uint16_t *)ids)[t] : ((const int32_t *)ids)[t];
+    const void *ids = nn_train_row_ids(&tr->data, rows[r]);
+    for (int t = 0; t < tr->data.row_length[rows[r]]; t++) {
+      int w = tr->data.ids16 ? ((const uint16_t *)ids)[t] : ((const int32_t *)ids)[t];
       if (w > NN_UNK) count[w]++, total++;
     }
   }
@@ -186,13 +186,14 @@ int nn_train_pretrain(nn_trainer *tr, nn_progress_fn fn, void *ctx, char *err) {
   if (tr->pretrain_done) return NN_OK;
   tr->pretrain_done = 1;
   int P = tr->cfg.pretrain_epochs;
-  if (P <= 0 || !tr->model || tr->warm_start || tr->pretrained_words || tr->pretrain_tokens <= 0)
+  if (P <= 0 || !tr->model || tr->warm_start || tr->pretrained_words ||
+      tr->data.pretrain_tokens <= 0)
     return NN_OK;
   double start = nn_os_seconds();
   nn_model *m = tr->model;
   int V = m->V, E = m->E, status = NN_OK;
   size_t R = (size_t)V + (size_t)m->S;
-  int nrows = tr->n_train + tr->n_unlab;
+  int nrows = tr->data.n_train + tr->data.n_unlab;
   int *rows = nn_mem_alloc(tr->mem, (size_t)(nrows ? nrows : 1) * sizeof *rows);
   int64_t *count = nn_mem_calloc(tr->mem, (size_t)V, sizeof *count);
   double *cum = nn_mem_alloc(tr->mem, (size_t)V * sizeof *cum);
@@ -237,10 +238,10 @@ int nn_train_pretrain(nn_trainer *tr, nn_progress_fn fn, void *ctx, char *err) {
         goto done;
       }
       /* the row's words, frequent ones subsampled */
-      const void *ids = nn_train_row_ids(tr, rows[r]);
-      int len = tr->row_length[rows[r]], n = 0;
+      const void *ids = nn_train_row_ids(&tr->data, rows[r]);
+      int len = tr->data.row_length[rows[r]], n = 0;
       for (int t = 0; t < len; t++) {
-        int w = tr->ids16 ? ((const uint16_t *)ids)[t] : ((const int32_t *)ids)[t];
+        int w = tr->data.ids16 ? ((const uint16_t *)ids)[t] : ((const int32_t *)ids)[t];
         if (w <= NN_UNK) continue;
         seen++;
         if (nn_rng_uniform(&rng) < keep[w]) kept[n++] = w;

@@ -36,25 +36,21 @@
 #define SELF_TRAIN_ASK 8 /* batches between progress calls (an interrupt is answered there) */
 
 int nn_train_self_plan(nn_trainer *tr, char *err) {
-  if (!(tr->cfg.self_training > 0.0f) || tr->n_unlab == 0 || tr->n_train == 0) return NN_OK;
+  if (!(tr->cfg.self_training > 0.0f) || tr->data.n_unlab == 0 || tr->data.n_train == 0)
+    return NN_OK;
   /* at most the surer half: beyond it the choice would no longer be of the surest rows (WordNet
    * glosses, 1,000 labels and 7,000 unlabelled rows: 6,000 of them lost 0.01-0.02 against 3,000) */
-  double want = floor((double)tr->cfg.self_training * tr->n_train + 0.5);
-  tr->pseudo_max = want < (double)(tr->n_unlab / 2) ? (int)want : tr->n_unlab / 2;
+  double want = floor((double)tr->cfg.self_training * tr->data.n_train + 0.5);
+  tr->pseudo_max = want < (double)(tr->data.n_unlab / 2) ? (int)want : tr->data.n_unlab / 2;
   if (tr->pseudo_max == 0) return NN_OK;
-  size_t rows = (size_t)tr->n + (size_t)tr->n_unlab;
-  uint16_t *row_class = nn_mem_alloc(tr->mem, rows * sizeof *row_class);
+  int grown = nn_train_data_grow_classes(&tr->data); /* the unlabelled rows get classes too */
   tr->pseudo_rows = nn_mem_alloc(tr->mem, (size_t)tr->pseudo_max * sizeof *tr->pseudo_rows);
   tr->start_params = nn_mem_alloc(tr->mem, (tr->param_count ? tr->param_count : 1) * sizeof(float));
-  if (!row_class || !tr->pseudo_rows || !tr->start_params) {
-    nn_mem_free(tr->mem, row_class);
-    snprintf(err, NN_ERR_LEN, "out of memory planning the self-training over %d rows", tr->n_unlab);
+  if (grown != NN_OK || !tr->pseudo_rows || !tr->start_params) {
+    snprintf(err, NN_ERR_LEN, "out of memory planning the self-training over %d rows",
+             tr->data.n_unlab);
     return NN_NOMEM;
   }
-  memcpy(row_class, tr->row_class, (size_t)tr->n * sizeof *row_class);
-  memset(row_class + tr->n, 0, (size_t)tr->n_unlab * sizeof *row_class); /* until chosen */
-  nn_mem_free(tr->mem, tr->row_class);
-  tr->row_class = row_class;
   return NN_OK;
 }
 
@@ -79,13 +75,13 @@ static int ascending(const void *a, const void *b) {
  * with the weights the model has now. */
 static int score_unlabelled(nn_trainer *tr, scored_row *scores, int *rows, nn_progress_fn fn,
                             void *ctx, char *err) {
-  int B = tr->batch_rows, C = tr->C, n = tr->n, batches = (tr->n_unlab + B - 1) / B;
-  for (int first = 0, k = 0; first < tr->n_unlab; first += B, k++) {
+  int B = tr->batch_rows, C = tr->data.C, n = tr->data.n, batches = (tr->data.n_unlab + B - 1) / B;
+  for (int first = 0, k = 0; first < tr->data.n_unlab; first += B, k++) {
     if (fn && k % SELF_TRAIN_ASK == SELF_TRAIN_ASK - 1 && fn(ctx, k, batches, 0.0, 0.0)) {
       snprintf(err, NN_ERR_LEN, "interrupted");
       return NN_INTERRUPTED;
     }
-    int count = tr->n_unlab - first < B ? tr->n_unlab - first : B;
+    int count = tr->data.n_unlab - first < B ? tr->data.n_unlab - first : B;
     for (int b = 0; b < count; b++) rows[b] = n + first + b;
     int status = nn_train_forward_rows(tr, rows, count, err);
     if (status != NN_OK) return status;
@@ -96,7 +92,7 @@ static int score_unlabelled(nn_trainer *tr, scored_row *scores, int *rows, nn_pr
         if (z[c] > z[best]) best = c; /* first maximum, as torch.argmax */
       double sum = 0;
       for (int c = 0; c < C; c++) sum += exp((double)z[c] - (double)z[best]);
-      tr->row_class[n + first + b] = (uint16_t)best;
+      tr->data.row_class[n + first + b] = (uint16_t)best;
       scores[first + b] = (scored_row){(float)(1.0 / sum), n + first + b};
     }
   }
@@ -105,13 +101,14 @@ static int score_unlabelled(nn_trainer *tr, scored_row *scores, int *rows, nn_pr
 
 /* The pseudo-labelled rows: each class's quota of its surest rows, ascending in pseudo_rows. */
 static void choose_rows(nn_trainer *tr, scored_row *scores, const int *train_count) {
-  int C = tr->C;
-  qsort(scores, (size_t)tr->n_unlab, sizeof *scores, by_probability);
+  int C = tr->data.C;
+  qsort(scores, (size_t)tr->data.n_unlab, sizeof *scores, by_probability);
   tr->n_pseudo = 0;
   for (int c = 0; c < C; c++) {
-    int quota = (int)floor((double)tr->pseudo_max * train_count[c] / tr->n_train + 0.5), got = 0;
-    for (int i = 0; i < tr->n_unlab && got < quota && tr->n_pseudo < tr->pseudo_max; i++)
-      if (tr->row_class[scores[i].row] == c) {
+    int quota = (int)floor((double)tr->pseudo_max * train_count[c] / tr->data.n_train + 0.5),
+        got = 0;
+    for (int i = 0; i < tr->data.n_unlab && got < quota && tr->n_pseudo < tr->pseudo_max; i++)
+      if (tr->data.row_class[scores[i].row] == c) {
         tr->pseudo_rows[tr->n_pseudo++] = scores[i].row;
         got++;
       }
@@ -126,7 +123,7 @@ static int restart(nn_trainer *tr, char *err) {
   nn_adam_free_on(&tr->adam, tr->be);
   int status = nn_adam_init_on(&tr->adam, tr->be, tr->mem, tr->param_count, tr->cfg.lr, err);
   if (status != NN_OK) return status;
-  int rows = tr->n_train + tr->n_pseudo, epochs = tr->cfg.epochs;
+  int rows = tr->data.n_train + tr->n_pseudo, epochs = tr->cfg.epochs;
   tr->round1_batch = tr->cfg.batch_size;
   if (tr->cfg.data_sized_done & NN_SIZED_BATCH) tr->cfg.batch_size = nn_config_sized_batch(rows);
   if (tr->cfg.data_sized_done & NN_SIZED_EPOCHS)
@@ -148,11 +145,11 @@ static int restart(nn_trainer *tr, char *err) {
 int nn_train_self_begin(nn_trainer *tr, nn_progress_fn fn, void *ctx, char *err) {
   double start = nn_os_seconds();
   int status = NN_NOMEM;
-  scored_row *scores = nn_mem_alloc(tr->mem, (size_t)tr->n_unlab * sizeof *scores);
+  scored_row *scores = nn_mem_alloc(tr->mem, (size_t)tr->data.n_unlab * sizeof *scores);
   int *rows = nn_mem_alloc(tr->mem, (size_t)tr->batch_rows * sizeof *rows);
-  int *train_count = nn_mem_calloc(tr->mem, (size_t)tr->C, sizeof *train_count);
+  int *train_count = nn_mem_calloc(tr->mem, (size_t)tr->data.C, sizeof *train_count);
   if (!scores || !rows || !train_count) {
-    snprintf(err, NN_ERR_LEN, "out of memory scoring %d unlabelled rows", tr->n_unlab);
+    snprintf(err, NN_ERR_LEN, "out of memory scoring %d unlabelled rows", tr->data.n_unlab);
     goto done;
   }
   /* the kept epoch's weights label the rows */
@@ -160,8 +157,8 @@ int nn_train_self_begin(nn_trainer *tr, nn_progress_fn fn, void *ctx, char *err)
     memcpy(nn_model_params(tr->model), tr->best_params, tr->param_count * sizeof(float));
   status = score_unlabelled(tr, scores, rows, fn, ctx, err);
   if (status != NN_OK) goto done;
-  for (int i = 0; i < tr->n; i++)
-    if (!nn_train_is_val(tr, i)) train_count[tr->row_class[i]]++;
+  for (int i = 0; i < tr->data.n; i++)
+    if (!nn_train_is_val(&tr->data, i)) train_count[tr->data.row_class[i]]++;
   choose_rows(tr, scores, train_count);
   if (tr->n_pseudo > 0) {
     status = restart(tr, err);

@@ -186,7 +186,7 @@ static int trainer_alloc_shards(nn_trainer *tr, char *err) {
     if (status != NN_OK) return status;
     tr->shard_grads[s] =
         nn_backend_alloc(tr->mem, tr->be, (tr->param_count ? tr->param_count : 1) * sizeof(float));
-    if (!tr->shard_grads[s]) return trainer_nomem(tr->n, err);
+    if (!tr->shard_grads[s]) return trainer_nomem(tr->data.n, err);
     if (stop && stop(stop_ctx)) return trainer_interrupted(err);
   }
   status = nn_adam_init_on(&tr->adam, tr->be, mem, tr->param_count, cfg->lr, err);
@@ -199,14 +199,14 @@ static int trainer_alloc_shards(nn_trainer *tr, char *err) {
   if (cfg->lazy_adam) {
     tr->lazy_rows = nn_mem_alloc(tr->mem, (tr->table_rows + 1) * sizeof *tr->lazy_rows);
     tr->lazy_stamp = nn_mem_calloc(tr->mem, tr->table_rows + 1, sizeof *tr->lazy_stamp);
-    if (!tr->lazy_rows || !tr->lazy_stamp) return trainer_nomem(tr->n, err);
+    if (!tr->lazy_rows || !tr->lazy_stamp) return trainer_nomem(tr->data.n, err);
   }
   tr->sparse_embedding = !tr->be->device_memory;
   if (tr->sparse_embedding) {
     tr->emb_size = tr->emb_tables;
     for (int s = 0; s < tr->shards; s++) {
       tr->stamp[s] = nn_mem_calloc(tr->mem, tr->table_rows, sizeof(unsigned));
-      if (!tr->stamp[s]) return trainer_nomem(tr->n, err);
+      if (!tr->stamp[s]) return trainer_nomem(tr->data.n, err);
     }
   }
   return NN_OK;
@@ -218,38 +218,40 @@ static int trainer_alloc_shards(nn_trainer *tr, char *err) {
  * rows sorted by length once. */
 static int trainer_alloc_batches(nn_trainer *tr, char *err) {
   const nn_config *cfg = &tr->cfg;
-  int C = tr->C, max_len = cfg->max_len, B = cfg->batch_size;
+  int C = tr->data.C, max_len = cfg->max_len, B = cfg->batch_size;
   /* self-training's round 2 trains on up to pseudo_max rows more, in batches sized to them */
-  int n_train = tr->n_train + tr->pseudo_max, n = tr->n + (tr->pseudo_max ? tr->n_unlab : 0);
+  int n_train = tr->data.n_train + tr->pseudo_max,
+      n = tr->data.n + (tr->pseudo_max ? tr->data.n_unlab : 0);
   if (tr->pseudo_max && (cfg->data_sized_done & NN_SIZED_BATCH)) {
     int B2 = nn_config_sized_batch(n_train);
     B = B2 > B ? B2 : B;
   }
   int batches = (n_train + cfg->batch_size - 1) / cfg->batch_size;
-  int buffer_rows = n_train > tr->n_val ? n_train : tr->n_val;
+  int buffer_rows = n_train > tr->data.n_val ? n_train : tr->data.n_val;
   int batch_rows = B < buffer_rows ? B : buffer_rows; /* no batch is larger */
   int longest = 1;
   for (int i = 0; i < n; i++)
-    if (tr->row_length[i] > longest) longest = tr->row_length[i];
+    if (tr->data.row_length[i] > longest) longest = tr->data.row_length[i];
   if ((uint64_t)batch_rows * (uint64_t)C > NN_TRAIN_MAX_LOGITS) {
     snprintf(err, NN_ERR_LEN,
              "option \"batch_size\" = %d is too large for %d classes: at most %d rows per batch", B,
              C, (int)(NN_TRAIN_MAX_LOGITS / (uint64_t)C));
     return NN_ERROR;
   }
-  if (tr->order && tr->pseudo_max) { /* the split's buffer holds the training rows alone */
-    nn_mem_free(tr->mem, tr->order);
-    tr->order = NULL;
+  int *spare = nn_train_data_take_spare(&tr->data); /* the lesson's split hands over a buffer */
+  if (spare && tr->pseudo_max) { /* of the training rows alone: too small for round 2 */
+    nn_mem_free(tr->mem, spare);
+    spare = NULL;
   }
-  if (!tr->order) /* the random split hands over its buffer */
-    tr->order = nn_mem_alloc(tr->mem, (size_t)n_train * sizeof *tr->order);
+  tr->order = spare ? spare : nn_mem_alloc(tr->mem, (size_t)n_train * sizeof *tr->order);
   /* sorts: the validation rows once (through order, not in use yet, when it is large enough),
    * then chunks of BUCKET_BATCHES batches of the training rows */
   size_t chunk_rows =
       (size_t)B * BUCKET_BATCHES < (size_t)n_train ? (size_t)B * BUCKET_BATCHES : (size_t)n_train;
-  int val_through_order = tr->n_val <= n_train;
-  size_t scratch_rows =
-      val_through_order || chunk_rows > (size_t)tr->n_val ? chunk_rows : (size_t)tr->n_val;
+  int val_through_order = tr->data.n_val <= n_train;
+  size_t scratch_rows = val_through_order || chunk_rows > (size_t)tr->data.n_val
+                            ? chunk_rows
+                            : (size_t)tr->data.n_val;
   tr->sort_scratch =
       nn_mem_alloc(tr->mem, (scratch_rows ? scratch_rows : 1) * sizeof *tr->sort_scratch);
   tr->length_count = nn_mem_alloc(tr->mem, ((size_t)max_len + 2) * sizeof *tr->length_count);
@@ -272,9 +274,9 @@ static int trainer_alloc_batches(nn_trainer *tr, char *err) {
   if (!tr->order || !tr->sort_scratch || !tr->length_count || !tr->batch_perm || !tr->tokens ||
       !tr->lengths || !tr->labels || !tr->logits || !tr->dlogits || !tr->true_positive ||
       !tr->predicted || !tr->support || !tr->best_params)
-    return trainer_nomem(tr->n, err);
-  nn_train_sort_by_length(tr->val_rows, tr->n_val, tr->row_length, max_len, tr->length_count,
-                          val_through_order ? tr->order : tr->sort_scratch);
+    return trainer_nomem(tr->data.n, err);
+  nn_train_sort_by_length(tr->data.val_rows, tr->data.n_val, tr->data.row_length, max_len,
+                          tr->length_count, val_through_order ? tr->order : tr->sort_scratch);
   return NN_OK;
 }
 
@@ -309,18 +311,18 @@ int nn_trainer_create(nn_trainer **out, const nn_trainer_args *a, char *err) {
     tr->cfg.data_sized_done |= NN_SIZED_VALIDATION;
   }
   tr->cfg.data_sized &= ~NN_SIZED_VALIDATION;
-  tr->n = n;
-  tr->n_unlab = n_unlab;
   tr->n_unlab_given = a->n_unlabelled;
   tr->stop = stop;
   tr->stop_ctx = stop_ctx;
   nn_mem_stop = stop; /* the zeroing of large blocks asks it too (nn_mem.h) */
   nn_mem_stop_ctx = stop_ctx;
-  status = nn_train_data_prepare(tr, &names, &vocab, base, &rows, err);
+  nn_train_data_args data = {&tr->cfg, base, &rows, n, n_unlab, stop, stop_ctx, mem};
+  status = nn_train_data_prepare(&tr->data, &names, &vocab, &data, err);
   if (status != NN_OK) goto fail;
-  nn_config_size_to_data(&tr->cfg, tr->n_train, tr->C, tr->n_unlab, tr->pretrain_tokens);
+  nn_config_size_to_data(&tr->cfg, tr->data.n_train, tr->data.C, tr->data.n_unlab,
+                         tr->data.pretrain_tokens);
   cfg = &tr->cfg;
-  int C = tr->C;
+  int C = tr->data.C;
   names_count = names ? C : 0;
 
   if (base) status = model_from_base(&tr->model, base, cfg, vocab, err);
@@ -380,17 +382,17 @@ done:
 static nn_batch make_batch(nn_trainer *tr, const int *rows, int count, int training) {
   int T = 1;
   for (int b = 0; b < count; b++)
-    if (tr->row_length[rows[b]] > T) T = tr->row_length[rows[b]];
+    if (tr->data.row_length[rows[b]] > T) T = tr->data.row_length[rows[b]];
   for (int b = 0; b < count; b++) {
-    int row = rows[b], len = tr->row_length[row];
+    int row = rows[b], len = tr->data.row_length[row];
     int *dst = tr->tokens + (size_t)b * T;
-    const void *ids = nn_train_row_ids(tr, row);
-    if (tr->ids16)
+    const void *ids = nn_train_row_ids(&tr->data, row);
+    if (tr->data.ids16)
       for (int t = 0; t < len; t++) dst[t] = ((const uint16_t *)ids)[t];
     else memcpy(dst, ids, (size_t)len * sizeof *dst);
     memset(dst + len, 0, (size_t)(T - len) * sizeof *dst); /* <PAD>; never read */
     tr->lengths[b] = len;
-    tr->labels[b] = tr->row_class[row];
+    tr->labels[b] = tr->data.row_class[row];
   }
   int members = training ? tr->K : 1;
   for (int k = 1; k < members; k++)
@@ -433,7 +435,7 @@ static void forward_task(void *ctx, int s) {
   nn_batch b = shard_batch(&tr->current, first, count);
   tr->shard_status[s] =
       nn_model_forward(tr->model, tr->shard_ws[s], &b, tr->current_training, &tr->shard_rng[s],
-                       tr->logits + (size_t)first * tr->C, NULL, tr->shard_err[s]);
+                       tr->logits + (size_t)first * tr->data.C, NULL, tr->shard_err[s]);
 }
 
 /* List the distinct embedding rows shard s touched in this batch (its packed token ids). */
@@ -472,7 +474,7 @@ static int list_touched_rows(nn_trainer *tr, int s) {
  * member's own region of it). One hand-off per batch. */
 static void train_task(void *ctx, int s) {
   nn_trainer *tr = ctx;
-  int first, count, C = tr->C;
+  int first, count, C = tr->data.C;
   shard_rows(s, tr->shards, tr->current.B, &first, &count);
   /* the embedding rows of the buffer are zero already (zero_touched_rows); the rest is small */
   size_t skip = tr->sparse_embedding ? tr->emb_size : 0;
@@ -497,8 +499,8 @@ static void train_task(void *ctx, int s) {
                                            NULL, tr->shard_err[s]);
     if (tr->shard_status[s] != NN_OK) return;
     tr->shard_loss[s] += nn_cross_entropy_part(tr->dlogits + at, tr->logits + at,
-                                               tr->current.labels + first, tr->class_weights, count,
-                                               C, tr->current_wsum, tr->cfg.label_smoothing);
+                                               tr->current.labels + first, tr->data.class_weights,
+                                               count, C, tr->current_wsum, tr->cfg.label_smoothing);
     tr->shard_status[s] = nn_model_backward_into(net, ws, &bk, tr->dlogits + at, tr->shard_grads[s],
                                                  tr->shard_err[s]);
   }
@@ -630,7 +632,7 @@ static void update_task(void *ctx, int task) {
  * over the shards and the Adam step. *loss: the batch's weighted mean cross-entropy. */
 static int sharded_train_step(nn_trainer *tr, const nn_batch *batch, float *loss, char *err) {
   begin_batch(tr, batch, 1);
-  tr->current_wsum = nn_cross_entropy_weight_sum(batch->labels, tr->class_weights, batch->B);
+  tr->current_wsum = nn_cross_entropy_weight_sum(batch->labels, tr->data.class_weights, batch->B);
   if (++tr->batch_no == 0) { /* the stamps wrapped: start them again */
     for (int s = 0; s < tr->shards && tr->sparse_embedding; s++)
       memset(tr->stamp[s], 0, tr->table_rows * sizeof(unsigned));
@@ -681,26 +683,27 @@ typedef struct epoch_report {
 
 static int validate(nn_trainer *tr, const epoch_report *report, double *loss, double *accuracy,
                     double *f1, char *err) {
-  int B = tr->cfg.batch_size, C = tr->C;
+  int B = tr->cfg.batch_size, C = tr->data.C;
   memset(tr->true_positive, 0, (size_t)C * sizeof *tr->true_positive);
   memset(tr->predicted, 0, (size_t)C * sizeof *tr->predicted);
   memset(tr->support, 0, (size_t)C * sizeof *tr->support);
   double mean = 0;
   int k = 0;
-  for (int first = 0; first < tr->n_val; first += B, k++) {
+  for (int first = 0; first < tr->data.n_val; first += B, k++) {
     if (report->fn && k % VALIDATE_ASK == VALIDATE_ASK - 1 &&
         report->fn(report->ctx, report->batches, report->batches, report->loss, report->rate)) {
       snprintf(err, NN_ERR_LEN, "interrupted");
       return NN_INTERRUPTED;
     }
-    int count = tr->n_val - first < B ? tr->n_val - first : B;
-    nn_batch batch = make_batch(tr, tr->val_rows + first, count, 0);
+    int count = tr->data.n_val - first < B ? tr->data.n_val - first : B;
+    nn_batch batch = make_batch(tr, tr->data.val_rows + first, count, 0);
     int status = sharded_forward(tr, &batch, 0, err);
     if (status != NN_OK) return status;
     /* the training loss, label smoothing included, as a PyTorch loop evaluating with its
      * loss_fn: the plateau scheduler reads it (ext/REFERENCE.md) */
-    float batch_loss = nn_cross_entropy_smoothed(
-        tr->dlogits, tr->logits, tr->labels, tr->class_weights, count, C, tr->cfg.label_smoothing);
+    float batch_loss =
+        nn_cross_entropy_smoothed(tr->dlogits, tr->logits, tr->labels, tr->data.class_weights,
+                                  count, C, tr->cfg.label_smoothing);
     mean += ((double)batch_loss - mean) / (k + 1);
     for (int b = 0; b < count; b++) {
       const float *row = tr->logits + (size_t)b * C;
@@ -769,19 +772,19 @@ int nn_trainer_epoch(nn_trainer *tr, nn_epoch_stats *stats, nn_progress_fn fn, v
   if (tr->pseudo_max > 0 && tr->round == 0 && tr->epochs_run == 0) /* what round 2 starts from */
     memcpy(tr->start_params, nn_model_weights(tr->model), tr->param_count * sizeof(float));
   double start = nn_os_seconds();
-  int B = tr->cfg.batch_size, n_train = tr->n_train + tr->n_pseudo, max_len = tr->cfg.max_len;
+  int B = tr->cfg.batch_size, n_train = tr->data.n_train + tr->n_pseudo, max_len = tr->cfg.max_len;
 
   /* this epoch's order: shuffle, sort chunks of BUCKET_BATCHES batches by length, shuffle the
    * batches */
-  for (int i = 0, k = 0; k < tr->n_train; i++) /* the training rows, ascending */
-    if (!nn_train_is_val(tr, i)) tr->order[k++] = i;
+  for (int i = 0, k = 0; k < tr->data.n_train; i++) /* the training rows, ascending */
+    if (!nn_train_is_val(&tr->data, i)) tr->order[k++] = i;
   if (tr->n_pseudo) /* then the pseudo-labelled ones (round 2) */
-    memcpy(tr->order + tr->n_train, tr->pseudo_rows, (size_t)tr->n_pseudo * sizeof *tr->order);
+    memcpy(tr->order + tr->data.n_train, tr->pseudo_rows, (size_t)tr->n_pseudo * sizeof *tr->order);
   nn_train_shuffle(tr->order, n_train, &tr->shuffle_rng);
   size_t chunk = (size_t)B * BUCKET_BATCHES;
   for (size_t first = 0; first < (size_t)n_train; first += chunk) {
     size_t count = (size_t)n_train - first < chunk ? (size_t)n_train - first : chunk;
-    nn_train_sort_by_length(tr->order + first, (int)count, tr->row_length, max_len,
+    nn_train_sort_by_length(tr->order + first, (int)count, tr->data.row_length, max_len,
                             tr->length_count, tr->sort_scratch);
   }
   int batches = (n_train + B - 1) / B;
@@ -815,7 +818,7 @@ int nn_trainer_epoch(nn_trainer *tr, nn_epoch_stats *stats, nn_progress_fn fn, v
 
   nn_epoch_stats s;
   memset(&s, 0, sizeof s);
-  if (tr->n_val > 0) {
+  if (tr->data.n_val > 0) {
     epoch_report report = {fn, ctx, batches, train_loss, rate};
     status = validate(tr, &report, &s.val_loss, &s.val_accuracy, &s.val_f1, err);
     if (status != NN_OK) return status;
@@ -826,7 +829,7 @@ int nn_trainer_epoch(nn_trainer *tr, nn_epoch_stats *stats, nn_progress_fn fn, v
   s.train_loss = train_loss;
   s.lr = epoch_lr; /* cosine: the epoch's first batch's */
   nn_figures figures = {s.val_loss, s.val_accuracy, s.val_f1};
-  s.best = tr->n_val > 0 ? nn_monitor_better(tr->cfg.monitor, &figures, &tr->best_figures) : 1;
+  s.best = tr->data.n_val > 0 ? nn_monitor_better(tr->cfg.monitor, &figures, &tr->best_figures) : 1;
 
   /* early stopping bookkeeping (the lesson: patience epochs without improvement) */
   if (s.best) {
@@ -836,7 +839,7 @@ int nn_trainer_epoch(nn_trainer *tr, nn_epoch_stats *stats, nn_progress_fn fn, v
   } else {
     tr->bad_epochs++;
   }
-  if (!cosine && tr->n_val > 0) plateau_step(tr, s.val_loss); /* no validation: lr stays */
+  if (!cosine && tr->data.n_val > 0) plateau_step(tr, s.val_loss); /* no validation: lr stays */
   tr->epochs_run++;
   if (tr->bad_epochs >= tr->cfg.patience) tr->done = 1;
   s.seconds = nn_os_seconds() - start;
@@ -878,7 +881,7 @@ int nn_trainer_take_model(nn_trainer *tr, nn_model **out, char *err) {
      * this model too. The figures as trained stay in the metrics beside them. */
     tr->clamped = nn_float16_round(nn_model_params(tr->model), tr->param_count);
     tr->rounded = 1;
-    if (tr->n_val > 0 && tr->best.epoch > 0) {
+    if (tr->data.n_val > 0 && tr->best.epoch > 0) {
       epoch_report none = {NULL, NULL, 0, 0.0, 0.0};
       double loss, accuracy, f1;
       int status = validate(tr, &none, &loss, &accuracy, &f1, err);
@@ -924,7 +927,7 @@ char *nn_trainer_metrics_json(const nn_trainer *tr) {
     size_t used = strlen(extra);
     snprintf(extra + used, sizeof extra - used,
              ",\"split\":\"text_hash\",\"split_fraction\":%s,\"split_moved\":%d", fraction,
-             tr->split_moved);
+             tr->data.split_moved);
   }
   unsigned sized = tr->cfg.data_sized_done;
   if (sized) { /* what the recipe chose for these rows */
@@ -970,12 +973,13 @@ char *nn_trainer_metrics_json(const nn_trainer *tr) {
     }
     if (used < sizeof extra) snprintf(extra + used, sizeof extra - used, "}");
   }
-  int pretrained = tr->cfg.pretrain_epochs > 0 && tr->pretrain_tokens > 0 && !tr->warm_start &&
+  int pretrained = tr->cfg.pretrain_epochs > 0 && tr->data.pretrain_tokens > 0 && !tr->warm_start &&
                    !tr->pretrained_words;
   if (tr->n_unlab_given) { /* read only when the pretraining ran over them */
     size_t used = strlen(extra);
     snprintf(extra + used, sizeof extra - used, ",\"unlabelled_rows\":%d%s", tr->n_unlab_given,
-             (pretrained || tr->pseudo_max) && tr->n_unlab ? "" : ",\"unlabelled_read\":false");
+             (pretrained || tr->pseudo_max) && tr->data.n_unlab ? ""
+                                                                : ",\"unlabelled_read\":false");
   }
   if (pretrained) {
     char pseconds[40];
@@ -997,7 +1001,7 @@ char *nn_trainer_metrics_json(const nn_trainer *tr) {
   if (tr->rounded) { /* "storage": "float16": the figures above are the rounded weights' */
     size_t used = strlen(extra);
     used += (size_t)snprintf(extra + used, sizeof extra - used, ",\"storage\":\"float16\"");
-    if (tr->n_val > 0 && have && used < sizeof extra) {
+    if (tr->data.n_val > 0 && have && used < sizeof extra) {
       char l32[40], a32[40], f32[40];
       json_number(l32, sizeof l32, tr->float32_figures.loss);
       json_number(a32, sizeof a32, tr->float32_figures.accuracy);
@@ -1014,13 +1018,13 @@ char *nn_trainer_metrics_json(const nn_trainer *tr) {
                        "\"monitor\":\"%s\",\"train_rows\":%d,\"val_rows\":%d,\"epochs_run\":%d,"
                        "\"seconds\":%s%s}";
   const char *monitor = nn_monitor_name(tr->cfg.monitor);
-  int len = snprintf(NULL, 0, format, tr->best.epoch, loss, accuracy, f1, monitor, tr->n_train,
-                     tr->n_val, tr->epochs_run, seconds, extra);
+  int len = snprintf(NULL, 0, format, tr->best.epoch, loss, accuracy, f1, monitor, tr->data.n_train,
+                     tr->data.n_val, tr->epochs_run, seconds, extra);
   if (len < 0) return NULL;
   char *json = nn_mem_alloc(tr->mem, (size_t)len + 1);
   if (!json) return NULL;
-  snprintf(json, (size_t)len + 1, format, tr->best.epoch, loss, accuracy, f1, monitor, tr->n_train,
-           tr->n_val, tr->epochs_run, seconds, extra);
+  snprintf(json, (size_t)len + 1, format, tr->best.epoch, loss, accuracy, f1, monitor,
+           tr->data.n_train, tr->data.n_val, tr->epochs_run, seconds, extra);
   return json;
 }
 
@@ -1091,15 +1095,7 @@ void nn_trainer_free(nn_trainer *tr) {
   nn_pool_free(tr->pool);
   if (tr->be) nn_adam_free_on(&tr->adam, tr->be);
   else nn_adam_free(&tr->adam);
-  for (int b = 0; tr->id_blocks && b <= (tr->n + tr->n_unlab - 1) >> TOKEN_BLOCK_SHIFT; b++)
-    nn_mem_free(tr->mem, tr->id_blocks[b]);
-  nn_mem_free(tr->mem, tr->id_blocks);
-  nn_mem_free(tr->mem, tr->group_start);
-  nn_mem_free(tr->mem, tr->row_length);
-  nn_mem_free(tr->mem, tr->row_class);
-  nn_mem_free(tr->mem, tr->val_bits);
-  nn_mem_free(tr->mem, tr->val_rows);
-  nn_mem_free(tr->mem, tr->class_weights);
+  nn_train_data_free(&tr->data);
   nn_mem_free(tr->mem, tr->order);
   nn_mem_free(tr->mem, tr->sort_scratch);
   nn_mem_free(tr->mem, tr->length_count);
@@ -1123,9 +1119,11 @@ void nn_trainer_free(nn_trainer *tr) {
 /* ---------------------------------------------------------------- for ext/ */
 
 void nn_trainer_validation_rows(const nn_trainer *tr, const int **rows, int *n) {
-  *rows = tr->val_rows;
-  *n = tr->n_val;
+  *rows = tr->data.val_rows;
+  *n = tr->data.n_val;
 }
+
+int nn_trainer_truncated_rows(const nn_trainer *tr) { return tr->data.n_truncated; }
 
 int nn_trainer_set_class_weights(nn_trainer *tr, const char *const *labels, const int *lens,
                                  const double *weights, int n, char *err) {
@@ -1133,18 +1131,18 @@ int nn_trainer_set_class_weights(nn_trainer *tr, const char *const *labels, cons
     snprintf(err, NN_ERR_LEN, "class weights: only before the first epoch");
     return NN_ERROR;
   }
-  float *w = nn_mem_alloc(tr->mem, (size_t)tr->C * sizeof *w);
+  float *w = nn_mem_alloc(tr->mem, (size_t)tr->data.C * sizeof *w);
   if (!w) {
-    snprintf(err, NN_ERR_LEN, "out of memory setting %d class weights", tr->C);
+    snprintf(err, NN_ERR_LEN, "out of memory setting %d class weights", tr->data.C);
     return NN_NOMEM;
   }
-  for (int c = 0; c < tr->C; c++) w[c] = 1.0f;
+  for (int c = 0; c < tr->data.C; c++) w[c] = 1.0f;
   for (int i = 0; i < n; i++) {
     int c = nn_model_label_lookup(tr->model, labels[i], lens[i]);
     if (c < 0) {
       char quoted[160], known[240] = "";
       nn_json_quote_for_message(quoted, sizeof quoted, labels[i], (size_t)lens[i]);
-      for (int k = 0, used = 0; k < tr->C && k < 5 && used < (int)sizeof known - 1; k++) {
+      for (int k = 0, used = 0; k < tr->data.C && k < 5 && used < (int)sizeof known - 1; k++) {
         char one[64];
         const char *name = nn_model_label(tr->model, k);
         nn_json_quote_for_message(one, sizeof one, name, strlen(name));
@@ -1153,7 +1151,7 @@ int nn_trainer_set_class_weights(nn_trainer *tr, const char *const *labels, cons
       snprintf(err, NN_ERR_LEN,
                "option \"class_weights\": label %s is not one of the %d labels "
                "of the rows (%s%s)",
-               quoted, tr->C, known, tr->C > 5 ? ", ..." : "");
+               quoted, tr->data.C, known, tr->data.C > 5 ? ", ..." : "");
       nn_mem_free(tr->mem, w);
       return NN_ERROR;
     }
@@ -1167,7 +1165,7 @@ int nn_trainer_set_class_weights(nn_trainer *tr, const char *const *labels, cons
     }
     w[c] = (float)weights[i];
   }
-  memcpy(tr->class_weights, w, (size_t)tr->C * sizeof *w);
+  memcpy(tr->data.class_weights, w, (size_t)tr->data.C * sizeof *w);
   nn_mem_free(tr->mem, w);
   return NN_OK;
 }

@@ -1,23 +1,21 @@
-/* train.h -- the trainer's structure and the helpers train.c (the epochs) and train_data.c
- * (preparing the rows) share. Internal to the engine: nn.h is the public interface. */
+/* train.h -- the trainer's structure and what train.c (creation, the epochs), pretrain.c and
+ * self_train.c share. The rows it trains on are train_data.h's. Internal to the engine: nn.h is
+ * the public interface. */
 #ifndef ATTNEXT_TRAIN_H
 #define ATTNEXT_TRAIN_H
 
 #include "model.h"
 #include "nn_internal.h"
 #include "pool.h"
+#include "train_data.h"
 
 #define NN_TRAIN_MAX_LOGITS (1u << 26) /* batch rows x classes: bounds the (B, C) buffers */
 #define BUCKET_BATCHES 50              /* batches per length-sorted chunk of an epoch */
 #define MAX_SHARDS 8                   /* data-parallel pieces of a batch */
-#define TOKEN_BLOCK_SHIFT 12           /* the ids of each 4096 rows in an allocation of their own */
-#define TOKEN_GROUP_SHIFT 4 /* where a row's ids begin: its group's (16 rows) start + lengths */
-_Static_assert(TOKEN_GROUP_SHIFT <= TOKEN_BLOCK_SHIFT, "a group of rows never spans two blocks");
-#define SHARD_ROWS 32 /* a batch of B rows runs as clamp(B / 32, 1, 8) shards */
+#define SHARD_ROWS 32                  /* a batch of B rows runs as clamp(B / 32, 1, 8) shards */
 
 /* Seeds of the trainer's random streams, derived from cfg->seed (the model's initialisation
- * draws from cfg->seed itself). */
-#define SEED_SPLIT 0x53504c4954000001ull        /* "SPLIT" */
+ * draws from cfg->seed itself; the split's is train_data.h's SEED_SPLIT). */
 #define SEED_SHUFFLE 0x5348554646000002ull      /* "SHUFF" */
 #define SEED_DROPOUT 0x44524f5000000003ull      /* "DROP" */
 #define SEED_WORD_DROPOUT 0x574f524400000004ull /* "WORD" */
@@ -32,34 +30,13 @@ struct nn_trainer {
   int batch_rows;       /* the largest batch: the stride of each member's logits */
   size_t member_stride; /* ints: the stride of each member's copy of a batch's tokens */
   nn_adam adam;
-  int C;                   /* classes */
-  int n, n_train, n_val;   /* rows */
-  int n_unlab;             /* unlabelled rows n .. n + n_unlab - 1: encoded, for pretraining only */
-  int n_unlab_given;       /* nn_trainer_args.n_unlabelled: counted in the metrics, read or not */
-  int64_t pretrain_tokens; /* tokens of the training and unlabelled rows */
-  int n_truncated;         /* rows whose text had more than max_len tokens (cut there) */
-  int split_moved;         /* the split by text: rows of the validation side that train (a class's
-                    * only rows) */
+  nn_train_data data; /* the rows (train_data.c): classes, split, ids, class weights */
+  int n_unlab_given;  /* nn_trainer_args.n_unlabelled: counted in the metrics, read or not */
   double pretrain_seconds, pretrain_loss; /* the pretraining's (pretrain.c) */
   int pretrain_done;                      /* nn_train_pretrain ran (or had nothing to do) */
   size_t param_count;
   nn_interrupt_fn stop; /* nn_trainer_args.stop, during creation only; NULL after */
   void *stop_ctx;
-
-  /* Every row, encoded once, compactly: the bytes per row are what millions of rows cost
-   * (tests/bench/memory_bench.py). Row i's ids are the row_length[i] ids of id_blocks[i >> 12]
-   * from group_start[i >> 4] + the lengths of the rows before i in its group of 16 (at most
-   * 15 x 4096 ids, so a 32-bit start for 16 rows instead of one per row); 16 bits each when
-   * the vocabulary has <= 65,536 words (ids16), else 32. Each block of 4096 rows is its own
-   * allocation of its exact size: no array of all ids grows by copying. */
-  void **id_blocks;        /* (n / 4096 + 1) uint16_t (ids16) or int32_t ids */
-  int ids16;               /* 1: every id fits 16 bits */
-  uint32_t *group_start;   /* (n / 16 + 1) from the start of the group's block */
-  uint16_t *row_length;    /* (n) 1..max_len */
-  uint16_t *row_class;     /* (n) < NN_MAX_CLASSES */
-  unsigned char *val_bits; /* (n / 8 + 1) bit i: row i is in the validation split */
-  int *val_rows;           /* (n_val) sorted by length (stable) */
-  float *class_weights;    /* (C) */
 
   /* epoch buffers */
   int *order;        /* (n_train) this epoch's row order: the training rows (ascending), then
@@ -140,7 +117,7 @@ struct nn_trainer {
    * weights over the training rows and the pseudo-labelled ones */
   int pseudo_max;      /* the most unlabelled rows round 2 can add (0: one round only) */
   int n_pseudo;        /* unlabelled rows training with the classifier's label (round 2) */
-  int *pseudo_rows;    /* (pseudo_max) ascending row numbers, their labels in row_class */
+  int *pseudo_rows;    /* (pseudo_max) ascending row numbers, their labels in data.row_class */
   float *start_params; /* (param_count) the weights the first epoch started from */
   int round;           /* 0: the first training; 1: the second, with the pseudo-labelled rows */
   int round_start;     /* the epochs run before this round (cosine_lr's origin) */
@@ -149,45 +126,14 @@ struct nn_trainer {
   double self_training_seconds; /* choosing the pseudo-labelled rows */
 };
 
-/* Fisher-Yates, as numpy's shuffle: for i from n-1 down to 1, swap a[i] and a[j], j in [0, i]. */
-void nn_train_shuffle(int *a, int n, nn_rng *rng);
-/* Stable sort of rows[0..count) by row_length (1..max_len), through counts (max_len + 2) and
- * scratch (count). */
-void nn_train_sort_by_length(int *rows, int count, const uint16_t *row_length, int max_len,
-                             int *counts, int *scratch);
-
-/* Whether row i is in the validation split. */
-static inline int nn_train_is_val(const nn_trainer *tr, int i) {
-  return (tr->val_bits[i >> 3] >> (i & 7)) & 1;
-}
-
-/* The rows of nn_trainer_args: its functions, or its arrays read through functions. */
-typedef struct nn_train_rows {
-  nn_row_fn text, label;
-  void *ctx;
-  void (*done)(void *ctx, int first, int end, const int *keep, int nkeep); /* rows_done */
-} nn_train_rows;
-
-/* train_data.c: the rows of a training run, prepared once: the sorted label set (tr->C,
- * tr->row_class, *names: C NUL-terminated copies), the split (tr->val_bits, tr->split_moved,
- * tr->val_rows, tr->n_train, tr->n_val; tr->order allocated), the vocabulary of the training
- * split (*vocab), every row encoded (tr->id_blocks, ids16, group_start, row_length) and the
- * class weights. Reads tr->cfg, tr->n, tr->stop. With a base model (a warm start) the classes
- * are its labels (*names NULL; a label it lacks is an error) and *vocab is a copy of its
- * vocabulary. On success *names and *vocab are the caller's; on error they are NULL and what
- * tr holds is freed with it. */
-int nn_train_data_prepare(nn_trainer *tr, char ***names, nn_vocab **vocab, const nn_model *base,
-                          const nn_train_rows *rows, char *err);
-/* The position in [0, 1) of a text's bytes in the split by text (train_data.c): below
- * val_fraction, the row validates. Never changes between releases or platforms. */
-double nn_train_text_position(const char *text, int len);
 /* pretrain.c: skip-gram vectors learnt on the texts of the training split and the unlabelled
  * rows, written into every member's embedding and subword tables (cfg.pretrain_epochs passes;
  * none: nothing changes). Before the first epoch. */
 int nn_train_pretrain(nn_trainer *tr, nn_progress_fn fn, void *ctx, char *err);
 /* self_train.c: with cfg.self_training and unlabelled rows, how many rows round 2 can add
- * (tr->pseudo_max) and the buffers it needs (pseudo_rows, start_params, row_class grown to the
- * unlabelled rows); after the sizing, before the batch buffers (sized to round 2's rows too). */
+ * (tr->pseudo_max) and the buffers it needs (pseudo_rows, start_params, data.row_class grown to
+ * the unlabelled rows); after the sizing, before the batch buffers (sized to round 2's rows
+ * too). */
 int nn_train_self_plan(nn_trainer *tr, char *err);
 /* The end of round 1: the unlabelled rows scored with the kept weights, the surest of each class
  * chosen (tr->n_pseudo of them), and the trainer set back to its first epoch's weights and
@@ -203,14 +149,5 @@ int nn_train_forward_rows(nn_trainer *tr, const int *rows, int count, char *err)
  * step, taken after all its pairs); o (E) += -lr dL/do (in place, with u as it was). Returns L
  * (before the step). */
 double nn_skipgram_pair(const float *u, float *o, float *grad, int E, float label, float lr);
-
-/* Row i's ids (row_length[i] of them): a uint16_t * when tr->ids16, else an int32_t *. */
-static inline const void *nn_train_row_ids(const nn_trainer *tr, int i) {
-  size_t start = tr->group_start[i >> TOKEN_GROUP_SHIFT];
-  for (int j = i & ~((1 << TOKEN_GROUP_SHIFT) - 1); j < i; j++) start += tr->row_length[j];
-  const void *block = tr->id_blocks[i >> TOKEN_BLOCK_SHIFT];
-  return tr->ids16 ? (const void *)((const uint16_t *)block + start)
-                   : (const void *)((const int32_t *)block + start);
-}
 
 #endif

@@ -136,7 +136,7 @@ static void check_pretraining(void) {
   int rc = create(&tr, opts, UNLAB, err);
   CHECK(rc == NN_OK, "create: %s", err);
   if (rc != NN_OK) return;
-  CHECK(tr->n_unlab == UNLAB, "unlabelled rows %d", tr->n_unlab);
+  CHECK(tr->data.n_unlab == UNLAB, "unlabelled rows %d", tr->data.n_unlab);
   rc = nn_trainer_pretrain(tr, NULL, NULL, err);
   CHECK(rc == NN_OK, "pretrain: %s", err);
   /* the words after the 4th of each topic are in no labelled row; cosines of the vectors less
@@ -211,7 +211,7 @@ static void check_pretraining(void) {
         "create: %s", err);
   if (tr) {
     float v[8];
-    CHECK(tr->n_unlab == 0, "unlabelled rows read without pretraining: %d", tr->n_unlab);
+    CHECK(tr->data.n_unlab == 0, "unlabelled rows read without pretraining: %d", tr->data.n_unlab);
     CHECK(!word_vector(tr, "z59", v), "a word of the unlabelled rows only is in the vocabulary");
     nn_trainer_free(tr);
   }
@@ -262,8 +262,9 @@ static void check_vocabulary(void) {
       char w[8];
       snprintf(w, sizeof w, "w%d", i);
       int in = nn_vocab_lookup(vocab, w, (int)strlen(w)) > NN_UNK;
-      CHECK(in == !nn_train_is_val(tr, i), "row %d (%s): in the vocabulary %d, validation %d", i, w,
-            in, nn_train_is_val(tr, i));
+      CHECK(in == !nn_train_is_val(&tr->data, i),
+            "row %d (%s): in the vocabulary %d, validation %d", i, w, in,
+            nn_train_is_val(&tr->data, i));
     }
     nn_trainer_free(tr);
     break; /* one split is enough: each row's word follows its side */
@@ -354,9 +355,9 @@ static void check_small_validation(void) {
     int rc = create(&tr, cases[k].json, 0, err);
     CHECK(rc == NN_OK, "create %s: %s", cases[k].json, err);
     if (rc != NN_OK) continue;
-    CHECK((tr->n_val > 0) == cases[k].split &&
+    CHECK((tr->data.n_val > 0) == cases[k].split &&
               (tr->cfg.validation == NN_VALIDATION_NONE) == !cases[k].split,
-          "%s over %d rows: %d validation rows", cases[k].json, ROWS, tr->n_val);
+          "%s over %d rows: %d validation rows", cases[k].json, ROWS, tr->data.n_val);
     nn_trainer_free(tr);
   }
 }

@@ -104,11 +104,11 @@ static int ascending(const void *a, const void *b) { return *(const int *)a - *(
  * rows (an implementation of the rule apart from self_train.c's). Returns how many, in rows[]
  * ascending with their classes in cls[row - n]. */
 static int expected_choice(nn_trainer *tr, int *rows, int *cls) {
-  int n = tr->n, C = tr->C;
-  choice *all = calloc((size_t)tr->n_unlab, sizeof *all);
+  int n = tr->data.n, C = tr->data.C;
+  choice *all = calloc((size_t)tr->data.n_unlab, sizeof *all);
   int batch[64], step = tr->batch_rows < 64 ? tr->batch_rows : 64;
-  for (int first = 0; first < tr->n_unlab; first += step) {
-    int count = tr->n_unlab - first < step ? tr->n_unlab - first : step;
+  for (int first = 0; first < tr->data.n_unlab; first += step) {
+    int count = tr->data.n_unlab - first < step ? tr->data.n_unlab - first : step;
     char err[NN_ERR_LEN];
     for (int b = 0; b < count; b++) batch[b] = n + first + b;
     CHECK(nn_train_forward_rows(tr, batch, count, err) == NN_OK, "forward: %s", err);
@@ -122,14 +122,14 @@ static int expected_choice(nn_trainer *tr, int *rows, int *cls) {
       all[first + b] = (choice){(float)(1.0 / sum), n + first + b, best};
     }
   }
-  qsort(all, (size_t)tr->n_unlab, sizeof *all, by_p);
+  qsort(all, (size_t)tr->data.n_unlab, sizeof *all, by_p);
   int count[8] = {0}; /* two classes here */
-  for (int i = 0; i < n; i++) count[tr->row_class[i]]++;
+  for (int i = 0; i < n; i++) count[tr->data.row_class[i]]++;
   int want = (int)floor(tr->cfg.self_training * n + 0.5), got = 0;
-  if (want > tr->n_unlab / 2) want = tr->n_unlab / 2; /* the surer half at most */
+  if (want > tr->data.n_unlab / 2) want = tr->data.n_unlab / 2; /* the surer half at most */
   for (int c = 0; c < C; c++) {
     int quota = (int)floor((double)want * count[c] / n + 0.5), k = 0;
-    for (int i = 0; i < tr->n_unlab && k < quota && got < want; i++)
+    for (int i = 0; i < tr->data.n_unlab && k < quota && got < want; i++)
       if (all[i].c == c) {
         rows[got++] = all[i].row;
         cls[all[i].row - n] = c;
@@ -181,9 +181,9 @@ static void check_choice_and_restart(void) {
   int same = 1, right = 0, ones = 0;
   for (int k = 0; k < tr->n_pseudo && k < want; k++) {
     int r = tr->pseudo_rows[k];
-    same &= r == want_rows[k] && tr->row_class[r] == want_cls[r - tr->n];
-    right += (tr->row_class[r] == 0) == topic_of[r]; /* class 0 is "one": labels sort */
-    ones += tr->row_class[r] == 0;
+    same &= r == want_rows[k] && tr->data.row_class[r] == want_cls[r - tr->data.n];
+    right += (tr->data.row_class[r] == 0) == topic_of[r]; /* class 0 is "one": labels sort */
+    ones += tr->data.row_class[r] == 0;
   }
   CHECK(same, "the rows chosen and their labels are each class's surest");
   CHECK(ones == 24, "%d rows of class one, want its quota 96 x 16 / 64 = 24", ones);
@@ -348,7 +348,7 @@ static void check_one_round(void) {
       nn_trainer *warm = NULL;
       rc = create(&warm, "{" SMALL ",\"subword_buckets\":0,\"self_training\":2,\"epochs\":2}",
                   UNLAB, m, err);
-      CHECK(rc == NN_OK && warm->n_unlab == 0 && warm->pseudo_max == 0,
+      CHECK(rc == NN_OK && warm->data.n_unlab == 0 && warm->pseudo_max == 0,
             "a warm start: one round (%s)", err);
       nn_trainer_free(warm);
       nn_model_free(m);

@@ -405,17 +405,17 @@ static void check_stored_ids(const nn_config *cfg, dataset *d, int want_ids16, c
     int count = nn_text_encode(tokens, d->texts[i], d->text_lens[i], mc, vocab);
     if (count < 1) count = 1, tokens[0].id = NN_UNK;
     if (count > mc->max_len) count = mc->max_len;
-    const void *ids = nn_train_row_ids(tr, i);
-    if (tr->row_length[i] != count) bad = i;
+    const void *ids = nn_train_row_ids(&tr->data, i);
+    if (tr->data.row_length[i] != count) bad = i;
     for (int t = 0; bad < 0 && t < count; t++) {
-      int id = tr->ids16 ? ((const uint16_t *)ids)[t] : ((const int32_t *)ids)[t];
+      int id = tr->data.ids16 ? ((const uint16_t *)ids)[t] : ((const int32_t *)ids)[t];
       if (id != tokens[t].id) bad = i;
     }
   }
-  CHECK(tokens && tr->ids16 == want_ids16 && bad < 0,
+  CHECK(tokens && tr->data.ids16 == want_ids16 && bad < 0,
         "%s: %d rows, %d-bit ids (want %d); first row whose stored ids differ from its "
         "encoding: %d (-1: none)",
-        what, d->n, tr->ids16 ? 16 : 32, want_ids16 ? 16 : 32, bad);
+        what, d->n, tr->data.ids16 ? 16 : 32, want_ids16 ? 16 : 32, bad);
   free(tokens);
   nn_trainer_free(tr);
 }
@@ -805,7 +805,7 @@ int main(void) {
           "val rows %g (expected %d: the lone class's row trains), split_moved %g",
           json_value(json, "val_rows"), expect_val, json_value(json, "split_moved"));
     for (int i = 0; i < data.n; i++) {
-      int val = nn_train_is_val(tr, i);
+      int val = nn_train_is_val(&tr->data, i);
       int want = i < data.n - 1 && nn_train_text_position(data.texts[i], data.text_lens[i]) < 0.15;
       CHECK(val == want, "row %d (\"%s\") validates: %d, expected %d", i, data.texts[i], val, want);
       if (val != want) break;
@@ -825,9 +825,9 @@ int main(void) {
   CHECK(create_trainer(&tr, &data, &cfg, NULL, 160, err) == NN_OK, "create, 160 rows: %s", err);
   for (int i = 0; tr && i < 160; i++) {
     int want = nn_train_text_position(data.texts[i], data.text_lens[i]) < 0.15;
-    CHECK(nn_train_is_val(tr, i) == want, "reordered row %d (\"%s\") validates: %d", i,
-          data.texts[i], nn_train_is_val(tr, i));
-    if (nn_train_is_val(tr, i) != want) break;
+    CHECK(nn_train_is_val(&tr->data, i) == want, "reordered row %d (\"%s\") validates: %d", i,
+          data.texts[i], nn_train_is_val(&tr->data, i));
+    if (nn_train_is_val(&tr->data, i) != want) break;
   }
   nn_trainer_free(tr);
   tr = NULL;
