@@ -220,9 +220,10 @@ static int trainer_alloc_batches(nn_trainer *tr, char *err) {
   const nn_config *cfg = &tr->cfg;
   int C = tr->data.C, max_len = cfg->max_len, B = cfg->batch_size;
   /* self-training's round 2 trains on up to pseudo_max rows more, in batches sized to them */
+  int second_round = nn_train_second_round_pending(tr);
   int n_train = tr->data.n_train + tr->pseudo_max,
-      n = tr->data.n + (tr->pseudo_max ? tr->data.n_unlab : 0);
-  if (tr->pseudo_max && (cfg->data_sized_done & NN_SIZED_BATCH)) {
+      n = tr->data.n + (second_round ? tr->data.n_unlab : 0);
+  if (second_round && (cfg->data_sized_done & NN_SIZED_BATCH)) {
     int B2 = nn_config_sized_batch(n_train);
     B = B2 > B ? B2 : B;
   }
@@ -239,7 +240,7 @@ static int trainer_alloc_batches(nn_trainer *tr, char *err) {
     return NN_ERROR;
   }
   int *spare = nn_train_data_take_spare(&tr->data); /* the lesson's split hands over a buffer */
-  if (spare && tr->pseudo_max) { /* of the training rows alone: too small for round 2 */
+  if (spare && second_round) { /* of the training rows alone: too small for round 2 */
     nn_mem_free(tr->mem, spare);
     spare = NULL;
   }
@@ -751,6 +752,11 @@ static double cosine_lr(const nn_trainer *tr, int k, int batches) {
   return nn_decimal_double(tr->cfg.lr) * 0.5 * (1.0 + cos(3.14159265358979323846 * step / steps));
 }
 
+/* The round's epochs are over: all of cfg->epochs run, or early stopping ended them. */
+static int epochs_over(const nn_trainer *tr) {
+  return tr->done || tr->epochs_run >= tr->cfg.epochs;
+}
+
 int nn_trainer_epoch(nn_trainer *tr, nn_epoch_stats *stats, nn_progress_fn fn, void *ctx,
                      char *err) {
   if (!tr->model) {
@@ -758,8 +764,8 @@ int nn_trainer_epoch(nn_trainer *tr, nn_epoch_stats *stats, nn_progress_fn fn, v
     return NN_ERROR;
   }
   int status;
-  if (tr->done || tr->epochs_run >= tr->cfg.epochs) {
-    if (tr->pseudo_max == 0 || tr->round > 0) {
+  if (epochs_over(tr)) {
+    if (!nn_train_second_round_pending(tr)) {
       tr->done = 1;
       return NN_DONE;
     }
@@ -769,7 +775,7 @@ int nn_trainer_epoch(nn_trainer *tr, nn_epoch_stats *stats, nn_progress_fn fn, v
   }
   status = nn_train_pretrain(tr, fn, ctx, err);
   if (status != NN_OK) return status;
-  if (tr->pseudo_max > 0 && tr->round == 0 && tr->epochs_run == 0) /* what round 2 starts from */
+  if (nn_train_second_round_pending(tr) && tr->epochs_run == 0) /* what round 2 starts from */
     memcpy(tr->start_params, nn_model_weights(tr->model), tr->param_count * sizeof(float));
   double start = nn_os_seconds();
   int B = tr->cfg.batch_size, n_train = tr->data.n_train + tr->n_pseudo, max_len = tr->cfg.max_len;
@@ -858,12 +864,11 @@ int nn_trainer_pretrain(nn_trainer *tr, nn_progress_fn fn, void *ctx, char *err)
 const nn_config *nn_trainer_config(const nn_trainer *tr) { return &tr->cfg; }
 
 int nn_trainer_self_training(const nn_trainer *tr) {
-  return tr->round > 0 ? tr->n_pseudo > 0
-                       : tr->pseudo_max > 0 && (tr->done || tr->epochs_run >= tr->cfg.epochs);
+  return nn_train_second_round_pending(tr) ? epochs_over(tr) : tr->round > 0 && tr->n_pseudo > 0;
 }
 
 int nn_trainer_done(const nn_trainer *tr) {
-  return (tr->done || tr->epochs_run >= tr->cfg.epochs) && (tr->pseudo_max == 0 || tr->round > 0);
+  return epochs_over(tr) && !nn_train_second_round_pending(tr);
 }
 
 int nn_trainer_take_model(nn_trainer *tr, nn_model **out, char *err) {

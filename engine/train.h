@@ -126,6 +126,13 @@ struct nn_trainer {
   double self_training_seconds; /* choosing the pseudo-labelled rows */
 };
 
+/* 1 while self-training's second round is still to come: planned (tr->pseudo_max > 0, from
+ * nn_train_self_plan) and round 1 not handed over yet (nn_train_self_begin ends it, with or
+ * without rows to add). */
+static inline int nn_train_second_round_pending(const nn_trainer *tr) {
+  return tr->pseudo_max > 0 && tr->round == 0;
+}
+
 /* pretrain.c: skip-gram vectors learnt on the texts of the training split and the unlabelled
  * rows, written into every member's embedding and subword tables (cfg.pretrain_epochs passes;
  * none: nothing changes). Before the first epoch. */
