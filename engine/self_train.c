@@ -27,7 +27,6 @@
 #include <string.h>
 
 #include "compat.h" /* nn_os_seconds */
-#include "json.h"   /* nn_decimal_double */
 #include "model.h"
 #include "nn_internal.h"
 #include "nn_mem.h"
@@ -120,8 +119,7 @@ static void choose_rows(nn_trainer *tr, scored_row *scores, const int *train_cou
  * the schedule and early stopping reset, the batch and the epochs sized to round 2's rows. */
 static int restart(nn_trainer *tr, char *err) {
   memcpy(nn_model_params(tr->model), tr->start_params, tr->param_count * sizeof(float));
-  nn_adam_free_on(&tr->adam, tr->be);
-  int status = nn_adam_init_on(&tr->adam, tr->be, tr->mem, tr->param_count, tr->cfg.lr, err);
+  int status = nn_train_reset_optimizer(tr, err);
   if (status != NN_OK) return status;
   int rows = tr->data.n_train + tr->n_pseudo, epochs = tr->cfg.epochs;
   tr->round1_batch = tr->cfg.batch_size;
@@ -129,16 +127,9 @@ static int restart(nn_trainer *tr, char *err) {
   if (tr->cfg.data_sized_done & NN_SIZED_EPOCHS)
     epochs = nn_config_sized_epochs((rows + tr->cfg.batch_size - 1) / tr->cfg.batch_size);
   tr->round1_epochs = tr->epochs_run;
-  tr->round_start = tr->epochs_run;
   tr->cfg.epochs = tr->epochs_run + epochs;
   tr->round = 1;
   tr->done = 0;
-  tr->lr = nn_decimal_double(tr->cfg.lr);
-  tr->plateau_best = INFINITY;
-  tr->plateau_bad = 0;
-  tr->best_figures = (nn_figures){INFINITY, -INFINITY, -INFINITY};
-  tr->bad_epochs = 0;
-  memset(&tr->best, 0, sizeof tr->best);
   return NN_OK;
 }
 

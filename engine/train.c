@@ -151,6 +151,20 @@ static int trainer_interrupted(char *err) {
   return NN_INTERRUPTED;
 }
 
+int nn_train_reset_optimizer(nn_trainer *tr, char *err) {
+  nn_adam_free_on(&tr->adam, tr->be); /* the first time: nothing to free */
+  int status = nn_adam_init_on(&tr->adam, tr->be, tr->mem, tr->param_count, tr->cfg.lr, err);
+  if (status != NN_OK) return status;
+  tr->lr = nn_decimal_double(tr->cfg.lr);
+  tr->plateau_best = INFINITY;
+  tr->plateau_bad = 0;
+  tr->best_figures = (nn_figures){INFINITY, -INFINITY, -INFINITY}; /* any real epoch beats it */
+  tr->bad_epochs = 0;
+  memset(&tr->best, 0, sizeof tr->best);
+  tr->round_start = tr->epochs_run;
+  return NN_OK;
+}
+
 /* What the passes over the parameters need, for tr's model: the shards (a workspace and a
  * gradient buffer each, the first the model's own) and the thread pool that runs them, Adam's
  * state, and the embedding tables' bookkeeping (lazy Adam's rows, the sparse gradient's stamps).
@@ -189,7 +203,7 @@ static int trainer_alloc_shards(nn_trainer *tr, char *err) {
     if (!tr->shard_grads[s]) return trainer_nomem(tr->data.n, err);
     if (stop && stop(stop_ctx)) return trainer_interrupted(err);
   }
-  status = nn_adam_init_on(&tr->adam, tr->be, mem, tr->param_count, cfg->lr, err);
+  status = nn_train_reset_optimizer(tr, err);
   if (status != NN_OK) return status;
   if (stop && stop(stop_ctx)) return trainer_interrupted(err);
   /* the embedding tables come first in the buffers: each member's V word rows, then its S
@@ -347,10 +361,7 @@ int nn_trainer_create(nn_trainer **out, const nn_trainer_args *a, char *err) {
   nn_rng_seed(&tr->shuffle_rng, cfg->seed ^ SEED_SHUFFLE);
   nn_rng_seed(&tr->dropout_rng, cfg->seed ^ SEED_DROPOUT);
   nn_rng_seed(&tr->word_rng, cfg->seed ^ SEED_WORD_DROPOUT);
-  tr->lr = nn_decimal_double(cfg->lr);
   tr->lr_factor = nn_decimal_double(cfg->lr_factor);
-  tr->plateau_best = INFINITY;
-  tr->best_figures = (nn_figures){INFINITY, -INFINITY, -INFINITY}; /* any real epoch beats it */
   tr->stop = NULL;
   tr->stop_ctx = NULL;
   status = NN_OK;

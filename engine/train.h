@@ -147,6 +147,11 @@ int nn_train_self_plan(nn_trainer *tr, char *err);
  * optimizer for round 2's epochs (sized to the rows it has then). fn is asked between batches
  * (an interrupt: NN_INTERRUPTED). */
 int nn_train_self_begin(nn_trainer *tr, nn_progress_fn fn, void *ctx, char *err);
+/* train.c: the optimizer as before a round's first epoch (nn_trainer_create's round 1,
+ * self-training's round 2): a new Adam (moments zero, learning rate cfg.lr), the learning rate
+ * and ReduceLROnPlateau's state, early stopping's best figures, best epoch and bad epochs, and
+ * cosine_lr's origin at the epochs run so far. */
+int nn_train_reset_optimizer(nn_trainer *tr, char *err);
 /* train.c: the logits of rows[0..count) (count <= tr->batch_rows) in tr->logits' first (count,
  * C) block, as validation computes them (no dropout; an ensemble's mean). */
 int nn_train_forward_rows(nn_trainer *tr, const int *rows, int count, char *err);
