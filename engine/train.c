@@ -921,6 +921,52 @@ static int json_number(char *buf, size_t size, double x) {
   return (int)strlen(buf);
 }
 
+/* Appends ,"sized":{...} to extra (size bytes): the options the recipe chose for these rows
+ * (with self-training, round 1's batch and epochs). Nothing when it chose none. */
+static void metrics_sized(const nn_trainer *tr, char *extra, size_t size) {
+  unsigned sized = tr->cfg.data_sized_done;
+  if (!sized) return;
+  size_t used = strlen(extra);
+  used += (size_t)snprintf(extra + used, size - used, ",\"sized\":{");
+  const char *sep = "";
+  if (sized & NN_SIZED_VALIDATION) {
+    used += (size_t)snprintf(extra + used, size - used, "%s\"validation\":\"%s\"", sep,
+                             nn_validation_name(tr->cfg.validation));
+    sep = ",";
+  }
+  if (sized & NN_SIZED_BATCH) {
+    used += (size_t)snprintf(extra + used, size - used, "%s\"batch_size\":%d", sep,
+                             tr->round > 0 ? tr->round1_batch : tr->cfg.batch_size);
+    sep = ",";
+  }
+  if (sized & NN_SIZED_EPOCHS) {
+    used += (size_t)snprintf(extra + used, size - used, "%s\"epochs\":%d", sep,
+                             tr->round > 0 ? tr->round1_epochs : tr->cfg.epochs);
+    sep = ",";
+  }
+  if ((sized & NN_SIZED_PATIENCE) && tr->cfg.validation != NN_VALIDATION_NONE) {
+    used += (size_t)snprintf(extra + used, size - used, "%s\"patience\":%d", sep, tr->cfg.patience);
+    sep = ",";
+  }
+  if (sized & NN_SIZED_PRETRAIN) {
+    used += (size_t)snprintf(extra + used, size - used, "%s\"pretrain_epochs\":%d", sep,
+                             tr->cfg.pretrain_epochs);
+    sep = ",";
+  }
+  if (sized & NN_SIZED_SUBWORDS) {
+    used += (size_t)snprintf(extra + used, size - used, "%s\"subword_buckets\":%d", sep,
+                             tr->cfg.subword_buckets);
+    sep = ",";
+  }
+  if (sized & NN_SIZED_SELF_TRAINING) {
+    char ratio[40];
+    json_number(ratio, sizeof ratio, nn_decimal_double(tr->cfg.self_training));
+    used += (size_t)snprintf(extra + used, size - used, "%s\"self_training\":%s", sep, ratio);
+    sep = ",";
+  }
+  if (used < size) snprintf(extra + used, size - used, "}");
+}
+
 char *nn_trainer_metrics_json(const nn_trainer *tr) {
   char loss[40], accuracy[40], f1[40], seconds[40];
   int have = tr->best.epoch > 0;
@@ -945,50 +991,7 @@ char *nn_trainer_metrics_json(const nn_trainer *tr) {
              ",\"split\":\"text_hash\",\"split_fraction\":%s,\"split_moved\":%d", fraction,
              tr->data.split_moved);
   }
-  unsigned sized = tr->cfg.data_sized_done;
-  if (sized) { /* what the recipe chose for these rows */
-    size_t used = strlen(extra);
-    used += (size_t)snprintf(extra + used, sizeof extra - used, ",\"sized\":{");
-    const char *sep = "";
-    if (sized & NN_SIZED_VALIDATION) {
-      used += (size_t)snprintf(extra + used, sizeof extra - used, "%s\"validation\":\"%s\"", sep,
-                               nn_validation_name(tr->cfg.validation));
-      sep = ",";
-    }
-    if (sized & NN_SIZED_BATCH) {
-      used += (size_t)snprintf(extra + used, sizeof extra - used, "%s\"batch_size\":%d", sep,
-                               tr->round > 0 ? tr->round1_batch : tr->cfg.batch_size);
-      sep = ",";
-    }
-    if (sized & NN_SIZED_EPOCHS) {
-      used += (size_t)snprintf(extra + used, sizeof extra - used, "%s\"epochs\":%d", sep,
-                               tr->round > 0 ? tr->round1_epochs : tr->cfg.epochs);
-      sep = ",";
-    }
-    if ((sized & NN_SIZED_PATIENCE) && tr->cfg.validation != NN_VALIDATION_NONE) {
-      used += (size_t)snprintf(extra + used, sizeof extra - used, "%s\"patience\":%d", sep,
-                               tr->cfg.patience);
-      sep = ",";
-    }
-    if (sized & NN_SIZED_PRETRAIN) {
-      used += (size_t)snprintf(extra + used, sizeof extra - used, "%s\"pretrain_epochs\":%d", sep,
-                               tr->cfg.pretrain_epochs);
-      sep = ",";
-    }
-    if (sized & NN_SIZED_SUBWORDS) {
-      used += (size_t)snprintf(extra + used, sizeof extra - used, "%s\"subword_buckets\":%d", sep,
-                               tr->cfg.subword_buckets);
-      sep = ",";
-    }
-    if (sized & NN_SIZED_SELF_TRAINING) {
-      char ratio[40];
-      json_number(ratio, sizeof ratio, nn_decimal_double(tr->cfg.self_training));
-      used +=
-          (size_t)snprintf(extra + used, sizeof extra - used, "%s\"self_training\":%s", sep, ratio);
-      sep = ",";
-    }
-    if (used < sizeof extra) snprintf(extra + used, sizeof extra - used, "}");
-  }
+  metrics_sized(tr, extra, sizeof extra);
   int pretrained = tr->cfg.pretrain_epochs > 0 && tr->data.pretrain_tokens > 0 && !tr->warm_start &&
                    !tr->pretrained_words;
   if (tr->n_unlab_given) { /* read only when the pretraining ran over them */
