@@ -27,7 +27,6 @@
 #include <string.h>
 
 #include "compat.h" /* nn_os_seconds */
-#include "model.h"
 #include "nn_internal.h"
 #include "nn_mem.h"
 #include "train.h"

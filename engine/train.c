@@ -1,26 +1,42 @@
-/* train.c -- the training loop: creating the trainer, epochs, learning-rate schedule, early
- * stopping. The rows are prepared first by train_data.c (labels, split, vocabulary, encoding).
+/* train.c -- the trainer: its creation, the epochs of a training and what is read off it at
+ * the end (the model, the metrics). One loop for every recipe, each of its parts PyTorch's; the
+ * recipes' values are in ext/REFERENCE.md (the default) and nn_config_lesson (the lesson's).
  *
- * PyTorch semantics for every recipe (ext/ARCHITECTURE.md: the model and its training; the
- * default recipe's values in ext/REFERENCE.md, the lesson's in nn_config_lesson):
- *   data      labels, the split, vocabulary, class weights: train_data.c
- *   loss      CrossEntropyLoss(weight = 1/count per class over the training split when
- *             cfg->class_weights, label_smoothing = cfg->label_smoothing)
- *   optimizer Adam (adam.c; lazy_adam: only the embedding rows a batch reads); the learning
- *             rate ReduceLROnPlateau(mode min, factor, patience, threshold 1e-4 rel) stepped
- *             with the validation loss after every epoch, or cosine (cfg->lr_schedule)
+ * nn_trainer_create, in this order: the arguments checked; the rows prepared once into tr->data
+ * (train_data.c: labels, split, vocabulary, every text encoded, class weights); the default
+ * recipe's sizes set to those rows (nn_config_size_to_data); the model made, or a warm start's
+ * copied; the shards, the thread pool and Adam; self-training's plan (self_train.c); the batch
+ * and epoch buffers, sized to round 2's rows too. Before the first epoch, ext/ may set pretrained
+ * embeddings, freeze them or give class weights.
+ *
+ * nn_trainer_epoch:
+ *   order     the training rows shuffled, each chunk of 50 batches' worth sorted by length
+ *             (stable counting sort) and cut into batches, the batches' order shuffled: a batch
+ *             pads little, yet the data stays well mixed
+ *   batch     forward, loss and backward on each shard of the batch, for each member of an
+ *             ensemble on its own copy of the tokens (word dropout drawn per member); the
+ *             gradients summed in shard order, then Adam (adam.c; lazy_adam: only the
+ *             embedding rows the batch read)
+ *   loss      CrossEntropyLoss(weight = tr->data.class_weights, label_smoothing)
+ *   schedule  ReduceLROnPlateau(mode min, factor, patience, threshold 1e-4 rel) stepped with
+ *             the validation loss after every epoch, or cosine per batch (cfg->lr_schedule)
+ *   validate  the validation rows, sorted by length once, in fixed batches: the mean batch
+ *             loss, accuracy and weighted F1
  *   stopping  after cfg->epochs, or after cfg->patience epochs without a strictly better
  *             monitored figure (cfg->monitor: the validation F1 or accuracy, higher is better,
  *             or the validation loss, lower is better; nn_monitor_better); the weights of the
  *             best epoch by that figure are kept and handed over (with "validation": "none",
  *             the last epoch's)
- *   losses    train_loss / val_loss: mean of the batch losses (the lesson's running average)
+ * The first epoch runs the pretraining first (pretrain.c). With self-training, the end of round
+ * 1 chooses the pseudo-labelled rows and starts round 2 from the first epoch's weights, with a
+ * new optimizer (nn_train_reset_optimizer) and the epochs counting on (self_train.c).
+ * nn_trainer_take_model hands over the kept weights ("storage": "float16": rounded, and scored
+ * again); nn_trainer_metrics_json describes the run.
  *
- * Batches: each epoch shuffles the training rows, then sorts every chunk of 50 batches' worth of
- * them by length (stable counting sort), cuts the chunk into batches and shuffles the order of
- * all batches, so that a batch pads little yet the data stays well mixed. Validation runs in
- * fixed batches of rows sorted by length. Everything random draws from streams seeded by
- * cfg->seed, so a run is deterministic; all buffers are allocated when the trainer is created.
+ * Everything random draws from streams seeded by cfg->seed, and the shards are set by the batch
+ * size, not the core count: a run gives the same bits at any thread count. The buffers are
+ * allocated at creation, but for the embedding rows each shard touched (grown when a batch
+ * needs more) and the buffers of self-training's scoring.
  *
  * On a device backend (CUDA) a batch runs whole, as one shard (the GPU is the parallelism),
  * gradients and Adam's moments stay in device memory and Adam runs there; the host sees the
