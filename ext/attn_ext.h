@@ -488,10 +488,32 @@ typedef struct attn_embeddings {
   int freeze;
   int dim; /* of the table's vectors */
 } attn_embeddings;
-/* The options text parsed once, by the engine (nn_options_parse; accept: the ext/ keys the
- * caller reads). A text that is not a JSON object: SQLITE_ERROR, *msg "fn: options must be a
- * JSON object (...)". o is to be freed (nn_options_free) either way. */
-int attn_options_parse(nn_options *o, const char *fn, const char *options, unsigned accept,
+/* The keys of the options object that ext/ reads itself, beside nn_config's (the engine's):
+ * attn_options.c's table names each one and says who reads it (attn_options_reader). */
+typedef enum attn_option_key {
+  ATTN_OPTION_FROM, /* a warm start: the model to start from, and its version */
+  ATTN_OPTION_FROM_VERSION,
+  ATTN_OPTION_EMBEDDINGS, /* a table of (word, vector), and whether the embedding is trained */
+  ATTN_OPTION_FREEZE_EMBEDDINGS,
+  ATTN_OPTION_DEPLOY,
+  ATTN_OPTION_VALIDATION_QUERY,
+  ATTN_OPTION_CLASS_WEIGHTS, /* as an object of label -> weight (true / false is nn_config's) */
+  ATTN_OPTION_UNLABELLED,    /* whether the rows with a NULL label are read */
+  ATTN_OPTION_SEARCH,        /* attn_tune's own from here on: the search */
+  ATTN_OPTION_TRIALS,
+  ATTN_OPTION_SECONDS,
+  ATTN_OPTION_PARALLEL,
+  ATTN_OPTION_KEEP_TRIALS, /* whether the trials not chosen are stored */
+  ATTN_OPTION_COUNT
+} attn_option_key;
+/* Who reads an options object: a training run (attn_train, attn_fit, a trial of attn_tune) or
+ * attn_tune's search, which reads its own keys too. */
+typedef enum attn_options_reader { ATTN_OPTIONS_TRAINING, ATTN_OPTIONS_TUNE } attn_options_reader;
+/* The options text parsed once, by the engine (nn_options_parse): the values of the keys of
+ * ext/ that reader reads in o->extra[ATTN_OPTION_*], any other key not nn_config's is an
+ * unknown option (nn_options_apply). A text that is not a JSON object: SQLITE_ERROR, *msg "fn:
+ * options must be a JSON object (...)". o is to be freed (nn_options_free) either way. */
+int attn_options_parse(nn_options *o, const char *fn, const char *text, attn_options_reader reader,
                        char **msg);
 /* A value of the options (parsed from text) as messages show it after "got": a string's text,
  * anything else as written, without spaces. sqlite3_malloc'd; NULL when out of memory. */

@@ -63,10 +63,39 @@ static int embeddings_dim(sqlite3 *db, const char *fn, attn_embeddings *emb, cha
   return SQLITE_OK;
 }
 
-int attn_options_parse(nn_options *o, const char *fn, const char *options, unsigned accept,
+/* ------------------------------------------------------------------ the keys of ext/ */
+
+/* The keys ext/ reads itself, by attn_option_key (nn_config's keys are the engine's table,
+ * engine/config.c). The order is that of "did you mean" among them after nn_config's. */
+static const struct {
+  const char *name;
+  attn_options_reader owner; /* TRAINING: every training reads it; TUNE: attn_tune alone */
+} option_keys[ATTN_OPTION_COUNT] = {
+    [ATTN_OPTION_FROM] = {"from", ATTN_OPTIONS_TRAINING},
+    [ATTN_OPTION_FROM_VERSION] = {"from_version", ATTN_OPTIONS_TRAINING},
+    [ATTN_OPTION_EMBEDDINGS] = {"embeddings", ATTN_OPTIONS_TRAINING},
+    [ATTN_OPTION_FREEZE_EMBEDDINGS] = {"freeze_embeddings", ATTN_OPTIONS_TRAINING},
+    [ATTN_OPTION_DEPLOY] = {"deploy", ATTN_OPTIONS_TRAINING},
+    [ATTN_OPTION_VALIDATION_QUERY] = {"validation_query", ATTN_OPTIONS_TRAINING},
+    [ATTN_OPTION_CLASS_WEIGHTS] = {"class_weights", ATTN_OPTIONS_TRAINING},
+    [ATTN_OPTION_UNLABELLED] = {"unlabelled", ATTN_OPTIONS_TRAINING},
+    [ATTN_OPTION_SEARCH] = {"search", ATTN_OPTIONS_TUNE},
+    [ATTN_OPTION_TRIALS] = {"trials", ATTN_OPTIONS_TUNE},
+    [ATTN_OPTION_SECONDS] = {"seconds", ATTN_OPTIONS_TUNE},
+    [ATTN_OPTION_PARALLEL] = {"parallel", ATTN_OPTIONS_TUNE},
+    [ATTN_OPTION_KEEP_TRIALS] = {"keep_trials", ATTN_OPTIONS_TUNE},
+};
+_Static_assert(ATTN_OPTION_COUNT <= NN_OPTIONS_MAX_EXTRA, "nn_options holds every key of ext/");
+
+int attn_options_parse(nn_options *o, const char *fn, const char *text, attn_options_reader reader,
                        char **msg) {
   char err[NN_ERR_LEN] = "";
-  int st = nn_options_parse(o, options, accept, &attn_mem, err);
+  const char *names[ATTN_OPTION_COUNT];
+  for (int k = 0; k < ATTN_OPTION_COUNT; k++) /* attn_tune reads every key, a training its own */
+    names[k] = option_keys[k].owner == ATTN_OPTIONS_TRAINING || reader == ATTN_OPTIONS_TUNE
+                   ? option_keys[k].name
+                   : NULL;
+  int st = nn_options_parse(o, text, names, ATTN_OPTION_COUNT, &attn_mem, err);
   if (st == NN_OK) return SQLITE_OK;
   if (st == NN_NOMEM) return SQLITE_NOMEM;
   *msg = sqlite3_mprintf("%s: %s", fn, err);
@@ -88,7 +117,8 @@ int attn_train_options(sqlite3 *db, const char *fn, const nn_options *o, nn_conf
   char err[NN_ERR_LEN] = "";
   int rc = SQLITE_OK;
   memset(emb, 0, sizeof *emb);
-  const nn_json *table = o->ext[NN_KEY_EMBEDDINGS], *freeze = o->ext[NN_KEY_FREEZE_EMBEDDINGS];
+  const nn_json *table = o->extra[ATTN_OPTION_EMBEDDINGS];
+  const nn_json *freeze = o->extra[ATTN_OPTION_FREEZE_EMBEDDINGS];
   int has_embed_dim = nn_json_get(o->doc, "embed_dim") != NULL;
   if (table && table->type != NN_JSON_NULL) {
     if (table->type != NN_JSON_STRING || table->str_len == 0) {

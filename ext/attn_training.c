@@ -154,9 +154,10 @@ static int attn_training_progress(void *ctx, int batches_done, int batches_total
  * checks it against these. */
 static int attn_training_ext_options(attn_training *t, const nn_options *o, char **msg) {
   const char *fn = t->fn;
-  const nn_json *deploy = o->ext[NN_KEY_DEPLOY], *query = o->ext[NN_KEY_VALIDATION_QUERY];
-  const nn_json *weights = o->ext[NN_KEY_CLASS_WEIGHTS];
-  const nn_json *unlabelled = o->ext[NN_KEY_UNLABELLED];
+  const nn_json *deploy = o->extra[ATTN_OPTION_DEPLOY],
+                *query = o->extra[ATTN_OPTION_VALIDATION_QUERY];
+  const nn_json *weights = o->extra[ATTN_OPTION_CLASS_WEIGHTS];
+  const nn_json *unlabelled = o->extra[ATTN_OPTION_UNLABELLED];
   char *got = NULL;
   int rc = SQLITE_OK;
   t->use_unlabelled = 1;
@@ -334,10 +335,10 @@ int attn_training_options(attn_training *t, const char *options, char **msg) {
   t->options_text = sqlite3_mprintf("%s", options);
   if (!t->options_text) return SQLITE_NOMEM;
   /* parsed once, by the engine; its keys are applied after ext/'s are checked */
-  rc = attn_options_parse(&o, fn, options, NN_KEYS_TRAIN, msg);
+  rc = attn_options_parse(&o, fn, options, ATTN_OPTIONS_TRAINING, msg);
   if (rc != SQLITE_OK) goto done;
-  const nn_json *from = o.ext[NN_KEY_FROM], *version = o.ext[NN_KEY_FROM_VERSION];
-  const nn_json *table = o.ext[NN_KEY_EMBEDDINGS];
+  const nn_json *from = o.extra[ATTN_OPTION_FROM], *version = o.extra[ATTN_OPTION_FROM_VERSION];
+  const nn_json *table = o.extra[ATTN_OPTION_EMBEDDINGS];
   if (from && from->type == NN_JSON_NULL) from = NULL; /* null: not given */
   if (version && version->type == NN_JSON_NULL) version = NULL;
   if (from && (from->type != NN_JSON_STRING || from->str_len == 0)) {

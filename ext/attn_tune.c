@@ -484,21 +484,22 @@ static void attn_tune_figures(attn_tune_trial *trial, const attn_training *t) {
 static int attn_tune_settings_read(const char *fn, const char *options, attn_tune_settings *st,
                                    char **rest, char **msg) {
   nn_options o;
-  char err[NN_ERR_LEN] = "", *got = NULL;
+  char *got = NULL, *bad = NULL;
   memset(st, 0, sizeof *st);
   st->parallel = 1;
   st->keep_trials = 1;
   *rest = NULL;
   if (!options) return SQLITE_OK;
-  int rc = nn_options_parse(&o, options, NN_KEYS_TUNE, &attn_mem, err);
-  if (rc == NN_NOMEM) return SQLITE_NOMEM;
-  if (rc != NN_OK || !o.doc) { /* not an object: attn_training_options says so */
+  int rc = attn_options_parse(&o, fn, options, ATTN_OPTIONS_TUNE, &bad);
+  sqlite3_free(bad);
+  if (rc == SQLITE_NOMEM) return SQLITE_NOMEM;
+  if (rc != SQLITE_OK || !o.doc) { /* not an object: attn_training_options says so */
     *rest = sqlite3_mprintf("%s", options);
     return *rest ? SQLITE_OK : SQLITE_NOMEM;
   }
-  const nn_json *search = o.ext[NN_KEY_SEARCH], *trials = o.ext[NN_KEY_TRIALS];
-  const nn_json *seconds = o.ext[NN_KEY_SECONDS], *parallel = o.ext[NN_KEY_PARALLEL];
-  const nn_json *keep = o.ext[NN_KEY_KEEP_TRIALS];
+  const nn_json *search = o.extra[ATTN_OPTION_SEARCH], *trials = o.extra[ATTN_OPTION_TRIALS];
+  const nn_json *seconds = o.extra[ATTN_OPTION_SECONDS], *parallel = o.extra[ATTN_OPTION_PARALLEL];
+  const nn_json *keep = o.extra[ATTN_OPTION_KEEP_TRIALS];
 #define GIVEN(v) ((v) && (v)->type != NN_JSON_NULL)
 #define GOT(v) (got = attn_option_value(options, v))
   rc = SQLITE_OK;
