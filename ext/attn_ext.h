@@ -518,11 +518,17 @@ int attn_options_parse(nn_options *o, const char *fn, const char *text, attn_opt
 /* A value of the options (parsed from text) as messages show it after "got": a string's text,
  * anything else as written, without spaces. sqlite3_malloc'd; NULL when out of memory. */
 char *attn_option_value(const char *text, const nn_json *v);
-/* attn_train's options "embeddings" and "freeze_embeddings" of o into emb, then the engine's
- * (nn_options_apply) into cfg; without "embed_dim" the embedding takes the table's dimension.
- * Errors "fn: option ..." in *errmsg. */
-int attn_train_options(sqlite3 *db, const char *fn, const nn_options *o, nn_config *cfg,
-                       attn_embeddings *emb, char **errmsg);
+typedef struct attn_training attn_training; /* below: one training run */
+/* The options of one run (text or NULL: none) read into t: parsed once (attn_options_parse),
+ * then t->cfg, t->emb, t->base and the keys of ext/ (t->deploy, t->validation_query,
+ * t->class_weights, t->use_unlabelled, ...). "from" (a model name) with optional "from_version"
+ * makes a warm start: the config starts as the base model's, options that would change its
+ * architecture or vocabulary are refused (nn_config_check_warm_start), "embeddings" is refused.
+ * Errors "fn: option \"from\": no model named 'x'", ...; on error what t read is let go. */
+int attn_options_read(attn_training *t, const char *text, char **msg);
+/* What attn_options_read set in t let go (t->base released, t->emb freed, ...), the keys of
+ * ext/ back to their defaults. */
+void attn_options_clear(attn_training *t);
 /* After nn_trainer_create: set the vocabulary's rows from the table, and freeze. */
 int attn_embeddings_apply(sqlite3 *db, const char *fn, nn_trainer *tr, const attn_embeddings *emb,
                           char **errmsg);
@@ -539,7 +545,7 @@ typedef struct attn_progress {
 } attn_progress;
 
 /* One training run of attn_train, attn_fit or a trial of attn_tune. */
-typedef struct attn_training {
+struct attn_training {
   attn_conn *conn;
   const char *fn; /* "attn_train", "attn_fit", "attn_tune" */
   nn_config cfg;
@@ -557,7 +563,7 @@ typedef struct attn_training {
   attn_model *base;    /* option "from": the warm start's model until the trainer exists */
   int keep;            /* attn_tune: at the end keep the model in `model` instead of saving */
   nn_model *model;     /* with keep: the trained model (owned) */
-  /* options of ext/ (attn_training_options) */
+  /* options of ext/ (attn_options_read) */
   int deploy;             /* ATTN_DEPLOY_*: option "deploy" (default "if_better") */
   int deploy_given;       /* "deploy" was in the options */
   char *validation_query; /* option "validation_query", or NULL */
@@ -598,14 +604,14 @@ typedef struct attn_training {
    * so no interrupt probe; it stops when *stop_flag is set, and draws no progress line */
   atomic_int *stop_flag;
   int quiet;
-} attn_training;
+};
 
 /* Option "deploy": whether the version a training saves is deployed. */
 enum { ATTN_DEPLOY_IF_BETTER = 0, ATTN_DEPLOY_ALWAYS = 1, ATTN_DEPLOY_NEVER = 2 };
 
 /* Open a run of fn (attn_train, attn_fit, attn_tune) in one pass, each check once and in this
  * order: options_arg is text or NULL, the store may be written, the name, the options
- * (attn_training_options; options_arg NULL: the defaults), the name can take a new version, the
+ * (attn_options_read; options_arg NULL: the defaults), the name can take a new version, the
  * query; then every row of the query is read. t is cleared first. On error *msg is set
  * ("fn: ...") and t must still be freed. */
 int attn_training_open(attn_training *t, attn_conn *conn, const char *fn, sqlite3_value *name_arg,
@@ -614,11 +620,6 @@ int attn_training_open(attn_training *t, attn_conn *conn, const char *fn, sqlite
  * (attn_training_rows) and the trainer (attn_training_create). */
 int attn_training_start(attn_training *t, attn_conn *conn, const char *fn, sqlite3_value *name_arg,
                         sqlite3_value *query_arg, sqlite3_value *options_arg, char **msg);
-/* Options JSON (NULL: none) into t->cfg, t->emb and t->base. "from" (a model name) with
- * optional "from_version" makes a warm start: the config starts as the base model's, options
- * that would change its architecture or vocabulary are refused (nn_config_check_warm_start),
- * "embeddings" is refused. Errors "fn: option \"from\": no model named 'x'", ... */
-int attn_training_options(attn_training *t, const char *options, char **msg);
 /* The trainer of t->cfg over t->rows (a warm start from t->base when set). */
 int attn_training_create(attn_training *t, char **msg);
 /* Run the next epoch (its statistics in *row); after the last, save the model (or keep it).
@@ -824,7 +825,7 @@ struct attn_job_hooks {
   int (*here)(attn_conn *conn);
   /* Submit a job of fn ("attn_fit", "attn_train", "attn_tune"): the checks of a training that
    * need no rows (a writable store, the name, the query, and with check_options the training
-   * options through attn_training_options; attn_tune checks its grid and options itself first),
+   * options through attn_options_read; attn_tune checks its grid and options itself first),
    * then the job. SQLITE_OK with *out, or an error with *msg. */
   int (*submit)(attn_conn *conn, const char *fn, sqlite3_value *name_arg, sqlite3_value *query_arg,
                 const char *grid, sqlite3_value *options_arg, int check_options,
