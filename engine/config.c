@@ -5,8 +5,10 @@
  *   nn_config_parse_json(&cfg, "{\"cell\":\"gru\",\"hidden\":256}", NULL, err);
  *   -> on a bad value: option "hidden" must be an integer from 1 to 4096, got "big"
  *
- * One table (config_options) lists every option with its kind, bounds and field; parsing,
- * validation and JSON output are loops over it. Bounds keep every allocation the options
+ * One table (config_options) lists every option of nn_config with its kind, bounds and field;
+ * parsing, validation and JSON output are loops over it. The keys a caller reads itself (ext/'s
+ * "from", "deploy", ...) are its own table's, handed to nn_options_parse: the engine hands their
+ * values back and offers their names in "did you mean". Bounds keep every allocation the options
  * drive finite; on top of them the whole network must stay within NN_MAX_PARAMS floats. */
 #include "config.h"
 #include "json.h"
@@ -58,8 +60,7 @@ _Static_assert(sizeof(nn_cell) == sizeof(int) && sizeof(nn_attention) == sizeof(
                    sizeof(nn_validation) == sizeof(int) && sizeof(nn_storage) == sizeof(int),
                "config.c reads the enum fields as int");
 
-/* In the order nn_config_to_json writes them. The keys a caller reads itself (ext/'s "from",
- * "deploy", ...) are its own table's, handed to nn_options_parse. */
+/* In the order nn_config_to_json writes them. */
 static const config_option config_options[] = {
     OPT_E(recipe, OPT_RECIPE), /* parsed first, whatever its place (nn_config_parse_json) */
     OPT_E(cell, OPT_CELL),
