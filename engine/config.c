@@ -5,8 +5,10 @@
  *   nn_config_parse_json(&cfg, "{\"cell\":\"gru\",\"hidden\":256}", NULL, err);
  *   -> on a bad value: option "hidden" must be an integer from 1 to 4096, got "big"
  *
- * One table (config_options) lists every option with its kind, bounds and field; parsing,
- * validation and JSON output are loops over it. Bounds keep every allocation the options
+ * One table (config_options) lists every option of nn_config with its kind, bounds and field;
+ * parsing, validation and JSON output are loops over it. The keys a caller reads itself (ext/'s
+ * "from", "deploy", ...) are its own table's, handed to nn_options_parse: the engine hands their
+ * values back and offers their names in "did you mean". Bounds keep every allocation the options
  * drive finite; on top of them the whole network must stay within NN_MAX_PARAMS floats. */
 #include "config.h"
 #include "json.h"
@@ -31,8 +33,7 @@ typedef enum {
   OPT_RECIPE,
   OPT_SCHEDULE,
   OPT_VALIDATION,
-  OPT_STORAGE,
-  OPT_EXT /* an option ext/ reads (offset: its nn_ext_key): handed back, not parsed here */
+  OPT_STORAGE
 } opt_kind;
 
 typedef struct config_option {
@@ -52,8 +53,6 @@ typedef struct config_option {
   { #f, OPT_FLOAT, offsetof(nn_config, f), 0, 0, lo, hi, lo_open, hi_open }
 #define OPT_E(f, kind)                                                                             \
   { #f, kind, offsetof(nn_config, f), 0, 0, 0, 0, 0, 0 }
-#define OPT_X(name, key)                                                                           \
-  { name, OPT_EXT, key, 0, 0, 0, 0, 0, 0 }
 #define SEED_MAX ((int64_t)1 << 53)
 _Static_assert(sizeof(nn_cell) == sizeof(int) && sizeof(nn_attention) == sizeof(int) &&
                    sizeof(nn_device) == sizeof(int) && sizeof(nn_monitor) == sizeof(int) &&
@@ -61,7 +60,7 @@ _Static_assert(sizeof(nn_cell) == sizeof(int) && sizeof(nn_attention) == sizeof(
                    sizeof(nn_validation) == sizeof(int) && sizeof(nn_storage) == sizeof(int),
                "config.c reads the enum fields as int");
 
-/* In the order nn_config_to_json writes them; then the keys ext/ reads. */
+/* In the order nn_config_to_json writes them. */
 static const config_option config_options[] = {
     OPT_E(recipe, OPT_RECIPE), /* parsed first, whatever its place (nn_config_parse_json) */
     OPT_E(cell, OPT_CELL),
@@ -106,19 +105,6 @@ static const config_option config_options[] = {
     OPT_I(pretrain_epochs, 0, 1000),
     OPT_F(self_training, 0.0, 10.0, 0, 0),
     OPT_E(storage, OPT_STORAGE),
-    /* ext/'s (nn_ext_key), beside "class_weights" as an object (nn_options_parse) */
-    OPT_X("from", NN_KEY_FROM),
-    OPT_X("from_version", NN_KEY_FROM_VERSION),
-    OPT_X("embeddings", NN_KEY_EMBEDDINGS),
-    OPT_X("freeze_embeddings", NN_KEY_FREEZE_EMBEDDINGS),
-    OPT_X("deploy", NN_KEY_DEPLOY),
-    OPT_X("validation_query", NN_KEY_VALIDATION_QUERY),
-    OPT_X("unlabelled", NN_KEY_UNLABELLED),
-    OPT_X("search", NN_KEY_SEARCH),
-    OPT_X("trials", NN_KEY_TRIALS),
-    OPT_X("seconds", NN_KEY_SECONDS),
-    OPT_X("parallel", NN_KEY_PARALLEL),
-    OPT_X("keep_trials", NN_KEY_KEEP_TRIALS),
 };
 #define NUM_OPTIONS (sizeof config_options / sizeof config_options[0])
 
@@ -362,7 +348,6 @@ static void range_text(char *out, size_t n, const config_option *o) {
                                names[k]);
     break;
   }
-  case OPT_EXT: snprintf(out, n, "what ext/ reads"); break;
   }
 }
 
@@ -409,15 +394,16 @@ size_t nn_edit_distance(const char *a, size_t na, const char *b, size_t nb) {
   return row[nb];
 }
 
-/* accept: the ext/ keys that are options here (nn_options_parse), the others are not offered */
-static int unknown_option_error(char *err, const char *key, size_t key_len, unsigned accept) {
+/* The "did you mean" of an unknown key: the nearest of nn_config's keys, then of the caller's
+ * (o->extra_names: the keys it reads), the first at the smallest distance. */
+static int unknown_option_error(char *err, const char *key, size_t key_len, const nn_options *o) {
   char quoted[128];
   nn_json_quote_for_message(quoted, sizeof quoted, key, key_len);
   const char *best = NULL;
   size_t best_d = 3;
-  for (size_t i = 0; i < NUM_OPTIONS; i++) {
-    const char *name = config_options[i].name;
-    if (config_options[i].kind == OPT_EXT && !(accept & (1u << config_options[i].offset))) continue;
+  for (size_t i = 0; i < NUM_OPTIONS + (size_t)o->nextra; i++) {
+    const char *name = i < NUM_OPTIONS ? config_options[i].name : o->extra_names[i - NUM_OPTIONS];
+    if (!name) continue;
     size_t d = nn_edit_distance(key, key_len, name, strlen(name));
     if (d < best_d && d < strlen(name) / 2 + 1) best_d = d, best = name;
   }
@@ -516,7 +502,6 @@ int nn_config_validate(const nn_config *cfg, char *err) {
       }
       break;
     }
-    case OPT_EXT: break; /* not in nn_config */
     }
   }
   if (cfg->subword_buckets > 0 && cfg->subword_min > cfg->subword_max) {
@@ -611,7 +596,6 @@ static int parse_option(nn_config *cfg, const config_option *o, const nn_json *v
       }
     return option_error(err, o, got);
   }
-  case OPT_EXT: break; /* never asked: nn_options_apply skips them */
   }
   return option_error(err, o, got);
 }
@@ -638,11 +622,17 @@ static const config_option *find_option(const char *key, size_t len) {
   return NULL;
 }
 
-int nn_options_parse(nn_options *o, const char *json, unsigned accept, const nn_allocator *mem,
-                     char *err) {
+int nn_options_parse(nn_options *o, const char *json, const char *const *extra, int nextra,
+                     const nn_allocator *mem, char *err) {
   memset(o, 0, sizeof *o);
   o->text = json;
-  o->accept = accept;
+  if (nextra < 0 || nextra > NN_OPTIONS_MAX_EXTRA) {
+    snprintf(err, NN_ERR_LEN, "options: %d keys of the caller's, at most %d", nextra,
+             NN_OPTIONS_MAX_EXTRA);
+    return NN_ERROR;
+  }
+  for (int k = 0; k < nextra; k++) o->extra_names[k] = extra[k];
+  o->nextra = nextra;
   if (!json) return NN_OK;
   size_t len = strlen(json), k = 0;
   while (k < len && (json[k] == ' ' || json[k] == '\t' || json[k] == '\n' || json[k] == '\r')) k++;
@@ -656,18 +646,20 @@ int nn_options_parse(nn_options *o, const char *json, unsigned accept, const nn_
   }
   if (o->doc->type != NN_JSON_OBJECT) {
     snprintf(err, NN_ERR_LEN, "options must be a JSON object");
-    nn_options_free(o);
-    o->text = json;
+    nn_json_free(o->doc);
+    o->doc = NULL;
     return NN_ERROR;
   }
-  for (size_t m = 0; m < o->doc->count; m++) {
+  for (size_t m = 0; m < o->doc->count; m++) { /* the keys are distinct (nn_json_parse) */
     const nn_json *member = &o->doc->items[m];
     const config_option *opt = find_option(member->key, member->key_len);
-    if (opt && opt->kind == OPT_EXT && (accept & (1u << opt->offset))) o->ext[opt->offset] = member;
-    /* "class_weights": true / false is the engine's, an object of weights ext/'s */
-    if (opt && strcmp(opt->name, "class_weights") == 0 && member->type == NN_JSON_OBJECT &&
-        (accept & (1u << NN_KEY_CLASS_WEIGHTS)))
-      o->ext[NN_KEY_CLASS_WEIGHTS] = member;
+    for (int k = 0; k < nextra; k++) {
+      const char *name = o->extra_names[k];
+      if (!name || member->key_len != strlen(name) || memcmp(member->key, name, member->key_len))
+        continue;
+      /* a name nn_config has too ("class_weights": true / false) is the caller's as an object */
+      if (!opt || member->type == NN_JSON_OBJECT) o->extra[k] = member;
+    }
   }
   return NN_OK;
 }
@@ -677,10 +669,10 @@ void nn_options_free(nn_options *o) {
   memset(o, 0, sizeof *o);
 }
 
-/* Whether member is one of o's ext/ keys (handed back, not the engine's). */
-static int is_ext_member(const nn_options *o, const nn_json *member) {
-  for (int k = 0; k < NN_KEY_COUNT; k++)
-    if (o->ext[k] == member) return 1;
+/* Whether member is one of the caller's keys (handed back, not the engine's). */
+static int is_extra_member(const nn_options *o, const nn_json *member) {
+  for (int k = 0; k < o->nextra; k++)
+    if (o->extra[k] == member) return 1;
   return 0;
 }
 
@@ -698,10 +690,9 @@ int nn_options_apply(const nn_options *o, nn_config *cfg, char *err) {
   }
   for (size_t m = 0; m < doc->count && rc == NN_OK; m++) {
     const nn_json *member = &doc->items[m];
-    if (member == recipe || is_ext_member(o, member)) continue;
+    if (member == recipe || is_extra_member(o, member)) continue;
     const config_option *opt = find_option(member->key, member->key_len);
-    if (!opt || opt->kind == OPT_EXT)
-      rc = unknown_option_error(err, member->key, member->key_len, o->accept);
+    if (!opt) rc = unknown_option_error(err, member->key, member->key_len, o);
     else rc = parse_option(&c, opt, member, json, err);
     if (opt) c.data_sized &= ~sized_bit(opt->name); /* given: not sized to the data */
   }
@@ -717,7 +708,7 @@ int nn_options_apply(const nn_options *o, nn_config *cfg, char *err) {
 
 int nn_config_parse_json(nn_config *cfg, const char *json, const nn_allocator *mem, char *err) {
   nn_options o;
-  int rc = nn_options_parse(&o, json, 0, mem, err);
+  int rc = nn_options_parse(&o, json, NULL, 0, mem, err);
   if (rc == NN_OK) rc = nn_options_apply(&o, cfg, err);
   nn_options_free(&o);
   return rc;
@@ -732,7 +723,6 @@ char *nn_config_to_json(const nn_config *cfg, const nn_allocator *mem) {
   for (size_t i = 0; i < NUM_OPTIONS; i++) {
     const config_option *o = &config_options[i];
     const char *field = (const char *)cfg + o->offset;
-    if (o->kind == OPT_EXT) break; /* the last ones: not in nn_config */
     nn_strbuf_printf(&sb, "%s\"%s\":", i ? "," : "", o->name);
     switch (o->kind) {
     case OPT_BOOL: {
@@ -773,7 +763,6 @@ char *nn_config_to_json(const nn_config *cfg, const nn_allocator *mem) {
       nn_strbuf_printf(&sb, "\"%s\"", enum_name(o->kind, x));
       break;
     }
-    case OPT_EXT: break;
     }
   }
   nn_strbuf_puts(&sb, "}");

@@ -212,46 +212,33 @@ size_t nn_edit_distance(const char *a, size_t na, const char *b, size_t nb);
 /* The default recipe (recipe "default"). */
 void nn_config_default(nn_config *cfg);
 
-/* The options ext/ reads itself (nothing in nn_config): declared in the engine's option table,
- * so that one parse of the options object serves both, and a misspelt one gets "did you mean".
- * NN_KEY_CLASS_WEIGHTS: "class_weights" given as an object of label -> weight (true / false is
- * nn_config's class_weights). */
-typedef enum nn_ext_key {
-  NN_KEY_FROM, /* attn_train, attn_fit, attn_tune: a warm start */
-  NN_KEY_FROM_VERSION,
-  NN_KEY_EMBEDDINGS,
-  NN_KEY_FREEZE_EMBEDDINGS,
-  NN_KEY_DEPLOY,
-  NN_KEY_VALIDATION_QUERY,
-  NN_KEY_CLASS_WEIGHTS,
-  NN_KEY_UNLABELLED, /* whether the rows with a NULL label are read (attn_training.c) */
-  NN_KEY_SEARCH,     /* attn_tune's own: the search */
-  NN_KEY_TRIALS,
-  NN_KEY_SECONDS,
-  NN_KEY_PARALLEL,
-  NN_KEY_KEEP_TRIALS, /* whether the trials not chosen are stored */
-  NN_KEY_COUNT
-} nn_ext_key;
-#define NN_KEYS_TRAIN ((1u << NN_KEY_SEARCH) - 1u) /* every key but attn_tune's own */
-#define NN_KEYS_TUNE ((1u << NN_KEY_COUNT) - 1u)
-
 typedef struct nn_json nn_json;
-/* An options object parsed once (nn_options_parse): the document, and the values of the ext/
- * keys the caller reads (NULL when absent); nn_options_apply puts the rest into an nn_config. */
+/* At most this many keys a caller of nn_options_parse reads itself, beside nn_config's. */
+#define NN_OPTIONS_MAX_EXTRA 16
+
+/* An options object parsed once (nn_options_parse): the document, and the values of the keys
+ * the caller reads itself (extra_names, its own table); nn_options_apply puts the rest into an
+ * nn_config. */
 typedef struct nn_options {
   nn_json *doc;     /* NULL: no options (NULL, "" or only whitespace) */
   const char *text; /* the text parsed (the caller's; values' spans point in it) */
-  const nn_json *ext[NN_KEY_COUNT];
-  unsigned accept; /* the ext keys read: bits 1u << NN_KEY_* */
+  const char *extra_names[NN_OPTIONS_MAX_EXTRA]; /* the caller's keys; NULL: not read here */
+  const nn_json *extra[NN_OPTIONS_MAX_EXTRA]; /* extra[k]: the value of extra_names[k], or NULL */
+  int nextra;
 } nn_options;
 
 /* Parse json (NULL or "": no options) as a JSON object: its syntax and that it is an object are
- * checked here (errors as nn_config_parse_json's), its values by nn_options_apply. accept: the
- * ext keys the caller reads (NN_KEYS_TRAIN, ...); any other is an unknown option there. */
-int nn_options_parse(nn_options *o, const char *json, unsigned accept, const nn_allocator *mem,
-                     char *err);
+ * checked here (errors as nn_config_parse_json's), its values by nn_options_apply. extra: the
+ * names of the nextra (at most NN_OPTIONS_MAX_EXTRA) keys the caller reads itself, by its own
+ * numbering (extra[k] NULL: a key this caller does not read); their values are handed back in
+ * o->extra[k], any other key that is not nn_config's is an unknown option. A name that is also
+ * nn_config's ("class_weights") is the caller's when its value is a JSON object, the engine's
+ * otherwise (true / false). The names must outlive o. */
+int nn_options_parse(nn_options *o, const char *json, const char *const *extra, int nextra,
+                     const nn_allocator *mem, char *err);
 /* The engine's options of o over *cfg (nn_config_parse_json's rules and messages), skipping the
- * accepted ext keys. On error *cfg is left unchanged. */
+ * caller's keys; an unknown one gets "did you mean" among nn_config's keys and the caller's.
+ * On error *cfg is left unchanged. */
 int nn_options_apply(const nn_options *o, nn_config *cfg, char *err);
 void nn_options_free(nn_options *o);
 

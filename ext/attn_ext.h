@@ -488,19 +488,47 @@ typedef struct attn_embeddings {
   int freeze;
   int dim; /* of the table's vectors */
 } attn_embeddings;
-/* The options text parsed once, by the engine (nn_options_parse; accept: the ext/ keys the
- * caller reads). A text that is not a JSON object: SQLITE_ERROR, *msg "fn: options must be a
- * JSON object (...)". o is to be freed (nn_options_free) either way. */
-int attn_options_parse(nn_options *o, const char *fn, const char *options, unsigned accept,
+/* The keys of the options object that ext/ reads itself, beside nn_config's (the engine's):
+ * attn_options.c's table names each one and says who reads it (attn_options_reader). */
+typedef enum attn_option_key {
+  ATTN_OPTION_FROM, /* a warm start: the model to start from, and its version */
+  ATTN_OPTION_FROM_VERSION,
+  ATTN_OPTION_EMBEDDINGS, /* a table of (word, vector), and whether the embedding is trained */
+  ATTN_OPTION_FREEZE_EMBEDDINGS,
+  ATTN_OPTION_DEPLOY,
+  ATTN_OPTION_VALIDATION_QUERY,
+  ATTN_OPTION_CLASS_WEIGHTS, /* as an object of label -> weight (true / false is nn_config's) */
+  ATTN_OPTION_UNLABELLED,    /* whether the rows with a NULL label are read */
+  ATTN_OPTION_SEARCH,        /* attn_tune's own from here on: the search */
+  ATTN_OPTION_TRIALS,
+  ATTN_OPTION_SECONDS,
+  ATTN_OPTION_PARALLEL,
+  ATTN_OPTION_KEEP_TRIALS, /* whether the trials not chosen are stored */
+  ATTN_OPTION_COUNT
+} attn_option_key;
+/* Who reads an options object: a training run (attn_train, attn_fit, a trial of attn_tune) or
+ * attn_tune's search, which reads its own keys too. */
+typedef enum attn_options_reader { ATTN_OPTIONS_TRAINING, ATTN_OPTIONS_TUNE } attn_options_reader;
+/* The options text parsed once, by the engine (nn_options_parse): the values of the keys of
+ * ext/ that reader reads in o->extra[ATTN_OPTION_*], any other key not nn_config's is an
+ * unknown option (nn_options_apply). A text that is not a JSON object: SQLITE_ERROR, *msg "fn:
+ * options must be a JSON object (...)". o is to be freed (nn_options_free) either way. */
+int attn_options_parse(nn_options *o, const char *fn, const char *text, attn_options_reader reader,
                        char **msg);
 /* A value of the options (parsed from text) as messages show it after "got": a string's text,
  * anything else as written, without spaces. sqlite3_malloc'd; NULL when out of memory. */
 char *attn_option_value(const char *text, const nn_json *v);
-/* attn_train's options "embeddings" and "freeze_embeddings" of o into emb, then the engine's
- * (nn_options_apply) into cfg; without "embed_dim" the embedding takes the table's dimension.
- * Errors "fn: option ..." in *errmsg. */
-int attn_train_options(sqlite3 *db, const char *fn, const nn_options *o, nn_config *cfg,
-                       attn_embeddings *emb, char **errmsg);
+typedef struct attn_training attn_training; /* below: one training run */
+/* The options of one run (text or NULL: none) read into t: parsed once (attn_options_parse),
+ * then t->cfg, t->emb, t->base and the keys of ext/ (t->deploy, t->validation_query,
+ * t->class_weights, t->use_unlabelled, ...). "from" (a model name) with optional "from_version"
+ * makes a warm start: the config starts as the base model's, options that would change its
+ * architecture or vocabulary are refused (nn_config_check_warm_start), "embeddings" is refused.
+ * Errors "fn: option \"from\": no model named 'x'", ...; on error what t read is let go. */
+int attn_options_read(attn_training *t, const char *text, char **msg);
+/* What attn_options_read set in t let go (t->base released, t->emb freed, ...), the keys of
+ * ext/ back to their defaults. */
+void attn_options_clear(attn_training *t);
 /* After nn_trainer_create: set the vocabulary's rows from the table, and freeze. */
 int attn_embeddings_apply(sqlite3 *db, const char *fn, nn_trainer *tr, const attn_embeddings *emb,
                           char **errmsg);
@@ -517,7 +545,7 @@ typedef struct attn_progress {
 } attn_progress;
 
 /* One training run of attn_train, attn_fit or a trial of attn_tune. */
-typedef struct attn_training {
+struct attn_training {
   attn_conn *conn;
   const char *fn; /* "attn_train", "attn_fit", "attn_tune" */
   nn_config cfg;
@@ -535,7 +563,7 @@ typedef struct attn_training {
   attn_model *base;    /* option "from": the warm start's model until the trainer exists */
   int keep;            /* attn_tune: at the end keep the model in `model` instead of saving */
   nn_model *model;     /* with keep: the trained model (owned) */
-  /* options of ext/ (attn_training_options) */
+  /* options of ext/ (attn_options_read) */
   int deploy;             /* ATTN_DEPLOY_*: option "deploy" (default "if_better") */
   int deploy_given;       /* "deploy" was in the options */
   char *validation_query; /* option "validation_query", or NULL */
@@ -576,14 +604,14 @@ typedef struct attn_training {
    * so no interrupt probe; it stops when *stop_flag is set, and draws no progress line */
   atomic_int *stop_flag;
   int quiet;
-} attn_training;
+};
 
 /* Option "deploy": whether the version a training saves is deployed. */
 enum { ATTN_DEPLOY_IF_BETTER = 0, ATTN_DEPLOY_ALWAYS = 1, ATTN_DEPLOY_NEVER = 2 };
 
 /* Open a run of fn (attn_train, attn_fit, attn_tune) in one pass, each check once and in this
  * order: options_arg is text or NULL, the store may be written, the name, the options
- * (attn_training_options; options_arg NULL: the defaults), the name can take a new version, the
+ * (attn_options_read; options_arg NULL: the defaults), the name can take a new version, the
  * query; then every row of the query is read. t is cleared first. On error *msg is set
  * ("fn: ...") and t must still be freed. */
 int attn_training_open(attn_training *t, attn_conn *conn, const char *fn, sqlite3_value *name_arg,
@@ -592,11 +620,6 @@ int attn_training_open(attn_training *t, attn_conn *conn, const char *fn, sqlite
  * (attn_training_rows) and the trainer (attn_training_create). */
 int attn_training_start(attn_training *t, attn_conn *conn, const char *fn, sqlite3_value *name_arg,
                         sqlite3_value *query_arg, sqlite3_value *options_arg, char **msg);
-/* Options JSON (NULL: none) into t->cfg, t->emb and t->base. "from" (a model name) with
- * optional "from_version" makes a warm start: the config starts as the base model's, options
- * that would change its architecture or vocabulary are refused (nn_config_check_warm_start),
- * "embeddings" is refused. Errors "fn: option \"from\": no model named 'x'", ... */
-int attn_training_options(attn_training *t, const char *options, char **msg);
 /* The trainer of t->cfg over t->rows (a warm start from t->base when set). */
 int attn_training_create(attn_training *t, char **msg);
 /* Run the next epoch (its statistics in *row); after the last, save the model (or keep it).
@@ -802,7 +825,7 @@ struct attn_job_hooks {
   int (*here)(attn_conn *conn);
   /* Submit a job of fn ("attn_fit", "attn_train", "attn_tune"): the checks of a training that
    * need no rows (a writable store, the name, the query, and with check_options the training
-   * options through attn_training_options; attn_tune checks its grid and options itself first),
+   * options through attn_options_read; attn_tune checks its grid and options itself first),
    * then the job. SQLITE_OK with *out, or an error with *msg. */
   int (*submit)(attn_conn *conn, const char *fn, sqlite3_value *name_arg, sqlite3_value *query_arg,
                 const char *grid, sqlite3_value *options_arg, int check_options,

@@ -1,7 +1,8 @@
 /* attn_training.c -- one training run, shared by attn_train / attn_fit (attn_train.c) and
- * attn_tune (attn_tune.c): the options (with "from", a warm start from a stored model), the rows
- * of the query read into memory, the trainer, its epochs with the progress line, the deploy
- * decision, and the save of the model with its log as a new version (attn_store_save_items).
+ * attn_tune (attn_tune.c): its options (read by attn_options.c, with "from", a warm start from
+ * a stored model), the rows of the query read into memory, the trainer, its epochs with the
+ * progress line, the deploy decision, and the save of the model with its log as a new version
+ * (attn_store_save_items).
  * See attn_ext.h.
  *
  *   SELECT attn_fit('news', 'SELECT title, category FROM new_headlines', '{"from":"news"}');
@@ -69,20 +70,6 @@ static void attn_progress_clear(attn_progress *p) {
 
 /* ------------------------------------------------------------------ one training run */
 
-/* Free the options of ext/ that one run parsed (attn_training_ext_options). */
-static void attn_training_ext_free(attn_training *t) {
-  sqlite3_free(t->class_weights);
-  t->class_weights = NULL;
-  sqlite3_free(t->options_text);
-  t->options_text = NULL;
-  sqlite3_free(t->from_name);
-  t->from_name = NULL;
-  t->from_version = -1;
-  t->deploy = ATTN_DEPLOY_IF_BETTER;
-  t->deploy_given = 0;
-  t->use_unlabelled = 1; /* the option's default, also when no options are given */
-}
-
 void attn_training_free(attn_training *t) {
   attn_training_reset(t);
   attn_interrupt_end(&t->interrupt);
@@ -119,10 +106,7 @@ void attn_training_reset(attn_training *t) {
   t->metrics = NULL;
   nn_model_free(t->model);
   t->model = NULL;
-  attn_model_release(t->base);
-  t->base = NULL;
-  attn_embeddings_free(&t->emb);
-  attn_training_ext_free(t);
+  attn_options_clear(t);
   sqlite3_free(t->deploy_reason);
   t->deploy_reason = NULL;
   sqlite3_free(t->val_rows);
@@ -148,127 +132,8 @@ static int attn_training_progress(void *ctx, int batches_done, int batches_total
   return 0;
 }
 
-/* The options that ext/ handles beside the engine's, read from o into t: "deploy",
- * "validation_query", "class_weights" when it is an object. Then the combinations that make no
- * sense are refused, naming the keys. cfg must be parsed afterwards; attn_training_ext_check
- * checks it against these. */
-static int attn_training_ext_options(attn_training *t, const nn_options *o, char **msg) {
-  const char *fn = t->fn;
-  const nn_json *deploy = o->ext[NN_KEY_DEPLOY], *query = o->ext[NN_KEY_VALIDATION_QUERY];
-  const nn_json *weights = o->ext[NN_KEY_CLASS_WEIGHTS];
-  const nn_json *unlabelled = o->ext[NN_KEY_UNLABELLED];
-  char *got = NULL;
-  int rc = SQLITE_OK;
-  t->use_unlabelled = 1;
-  if (unlabelled && unlabelled->type != NN_JSON_NULL) {
-    if (unlabelled->type != NN_JSON_TRUE && unlabelled->type != NN_JSON_FALSE) {
-      if (!(got = attn_option_value(o->text, unlabelled))) return SQLITE_NOMEM;
-      *msg = sqlite3_mprintf("%s: option \"unlabelled\" must be true or false, got %s", fn, got);
-      sqlite3_free(got);
-      return SQLITE_ERROR;
-    }
-    t->use_unlabelled = unlabelled->type == NN_JSON_TRUE;
-  }
-  if (deploy && deploy->type != NN_JSON_NULL) {
-    static const char *const names[] = {"if_better", "always", "never"};
-    t->deploy_given = 1;
-    int found = -1;
-    for (int k = 0; k < 3 && deploy->type == NN_JSON_STRING; k++)
-      if (strcmp(deploy->str, names[k]) == 0 && strlen(names[k]) == deploy->str_len) found = k;
-    if (found >= 0) {
-      t->deploy = found; /* ATTN_DEPLOY_IF_BETTER, _ALWAYS, _NEVER */
-    } else {
-      int text = deploy->type == NN_JSON_STRING;
-      if (!(got = attn_option_value(o->text, deploy))) return SQLITE_NOMEM;
-      *msg = sqlite3_mprintf("%s: option \"deploy\" must be \"always\", \"if_better\" or "
-                             "\"never\", got %s%s%s",
-                             fn, text ? "\"" : "", got, text ? "\"" : "");
-      rc = SQLITE_ERROR;
-    }
-  }
-  if (rc == SQLITE_OK && query && query->type != NN_JSON_NULL) {
-    if (query->type != NN_JSON_STRING || query->str_len == 0) {
-      got = query->type == NN_JSON_STRING ? NULL : attn_option_value(o->text, query);
-      if (query->type != NN_JSON_STRING && !got) return SQLITE_NOMEM;
-      *msg = sqlite3_mprintf("%s: option \"validation_query\" must be a query as text "
-                             "(SELECT text, label FROM ...), got %s",
-                             fn, got ? got : "\"\"");
-      rc = SQLITE_ERROR;
-    } else if (t->validation_query && strcmp(t->validation_query, query->str) != 0) {
-      *msg = sqlite3_mprintf("%s: option \"validation_query\" must be the same for every "
-                             "trial",
-                             fn);
-      rc = SQLITE_ERROR;
-    } else if (!t->validation_query) {
-      t->validation_query = sqlite3_mprintf("%s", query->str);
-      if (!t->validation_query) rc = SQLITE_NOMEM;
-    }
-  }
-  if (rc == SQLITE_OK && weights) {
-    t->class_weights = attn_option_value(o->text, weights);
-    if (!t->class_weights) rc = SQLITE_NOMEM;
-  }
-  sqlite3_free(got);
-  return rc;
-}
-
-/* The combinations of options that cannot work, once t->cfg is parsed: errors name the keys.
- * o: the options as given (which keys were given; NULL: none). */
-static int attn_training_ext_check(attn_training *t, const nn_options *o, char **msg) {
-  const char *fn = t->fn;
-  int given[6] = {0};
-  static const char *const keys[6] = {"validation", "val_fraction", "monitor",
-                                      "patience",   "lr_patience",  "class_weights"};
-  for (int k = 0; o && k < 6; k++) {
-    const nn_json *v = nn_json_get(o->doc, keys[k]);
-    given[k] = v && v->type != NN_JSON_NULL;
-  }
-  const char *mode = nn_validation_name(t->cfg.validation);
-  if (t->validation_query) {
-    if (given[0] && t->cfg.validation != NN_VALIDATION_QUERY) {
-      *msg = sqlite3_mprintf("%s: option \"validation_query\" gives the validation rows: leave "
-                             "out \"validation\" (got \"%s\")",
-                             fn, mode);
-      return SQLITE_ERROR;
-    }
-    if (given[1]) {
-      *msg = sqlite3_mprintf("%s: option \"val_fraction\" has no effect with "
-                             "\"validation_query\" (its rows are the validation split): leave it "
-                             "out",
-                             fn);
-      return SQLITE_ERROR;
-    }
-    t->cfg.validation = NN_VALIDATION_QUERY;
-    return SQLITE_OK;
-  }
-  if (t->cfg.validation == NN_VALIDATION_QUERY) {
-    *msg = sqlite3_mprintf("%s: option \"validation\": \"query\" needs \"validation_query\" "
-                           "(a query returning the validation rows: text, label)",
-                           fn);
-    return SQLITE_ERROR;
-  }
-  if (t->cfg.validation == NN_VALIDATION_NONE) {
-    for (int k = 1; k < 5; k++)
-      if (given[k]) {
-        *msg = sqlite3_mprintf("%s: option \"%s\" has no effect with \"validation\": \"none\" "
-                               "(no validation split: no early stopping, the last epoch is kept)"
-                               ": leave it out",
-                               fn, keys[k]);
-        return SQLITE_ERROR;
-      }
-    if (t->deploy == ATTN_DEPLOY_IF_BETTER && t->deploy_given) {
-      *msg = sqlite3_mprintf("%s: option \"deploy\": \"if_better\" compares on the validation "
-                             "split, and \"validation\": \"none\" has none: use \"always\" or "
-                             "\"never\"",
-                             fn);
-      return SQLITE_ERROR;
-    }
-    if (!t->deploy_given) t->deploy = ATTN_DEPLOY_ALWAYS; /* nothing to compare on */
-  }
-  return SQLITE_OK;
-}
-
-/* attn_training_ext_options's "class_weights" object applied to the trainer. */
+/* Option "class_weights" as an object (t->class_weights, attn_options_read) applied to the
+ * trainer. */
 static int attn_training_class_weights(attn_training *t, char **msg) {
   const char **labels = NULL;
   int *lens = NULL, n = 0, rc = SQLITE_OK;
@@ -313,116 +178,6 @@ done:
   sqlite3_free(lens);
   sqlite3_free(weights);
   if (rc == SQLITE_NOMEM && !*msg) *msg = sqlite3_mprintf("%s: out of memory", t->fn);
-  return rc;
-}
-
-/* The options of one run (text or NULL) into t->cfg, t->emb and t->base: "from" (a model name:
- * its deployed version, or "from_version") makes a warm start whose config starts as the base
- * model's; the rest is attn_train_options'. */
-int attn_training_options(attn_training *t, const char *options, char **msg) {
-  sqlite3 *db = attn_conn_db(t->conn);
-  const char *fn = t->fn;
-  char err[NN_ERR_LEN] = "", *what = NULL, *got = NULL;
-  nn_options o;
-  int rc = SQLITE_OK;
-  attn_embeddings_free(&t->emb);
-  attn_model_release(t->base);
-  t->base = NULL;
-  attn_training_ext_free(t);
-  nn_config_default(&t->cfg);
-  if (!options) return attn_training_ext_check(t, NULL, msg);
-  t->options_text = sqlite3_mprintf("%s", options);
-  if (!t->options_text) return SQLITE_NOMEM;
-  /* parsed once, by the engine; its keys are applied after ext/'s are checked */
-  rc = attn_options_parse(&o, fn, options, NN_KEYS_TRAIN, msg);
-  if (rc != SQLITE_OK) goto done;
-  const nn_json *from = o.ext[NN_KEY_FROM], *version = o.ext[NN_KEY_FROM_VERSION];
-  const nn_json *table = o.ext[NN_KEY_EMBEDDINGS];
-  if (from && from->type == NN_JSON_NULL) from = NULL; /* null: not given */
-  if (version && version->type == NN_JSON_NULL) version = NULL;
-  if (from && (from->type != NN_JSON_STRING || from->str_len == 0)) {
-    got = from->type == NN_JSON_STRING ? NULL : attn_option_value(o.text, from);
-    if (from->type != NN_JSON_STRING && !got) {
-      rc = SQLITE_NOMEM;
-      goto done;
-    }
-    *msg = sqlite3_mprintf("%s: option \"from\" must be the name of a model, got %s", fn,
-                           got ? got : "\"\"");
-    rc = SQLITE_ERROR;
-  } else if (version && !(version->type == NN_JSON_NUMBER && version->is_integer)) {
-    if (!(got = attn_option_value(o.text, version))) {
-      rc = SQLITE_NOMEM;
-      goto done;
-    }
-    *msg = sqlite3_mprintf("%s: option \"from_version\" must be an integer, got %s", fn, got);
-    rc = SQLITE_ERROR;
-  } else if (from && table && table->type != NN_JSON_NULL) {
-    *msg = sqlite3_mprintf("%s: option \"embeddings\" cannot be used with \"from\": the "
-                           "embedding starts as the base model's",
-                           fn);
-    rc = SQLITE_ERROR;
-  } else if (version && !from) {
-    *msg = sqlite3_mprintf("%s: option \"from_version\" needs \"from\" (the name of the model "
-                           "to start from)",
-                           fn);
-    rc = SQLITE_ERROR;
-  }
-  if (rc != SQLITE_OK) goto done;
-  if (from) {
-    what = sqlite3_mprintf("%s: option \"from\"", fn);
-    if (!what) {
-      rc = SQLITE_NOMEM;
-      goto done;
-    }
-    rc = version
-             ? attn_model_acquire_version(t->conn, what, from->str, version->integer, &t->base, msg)
-             : attn_model_acquire_deployed(t->conn, what, from->str, &t->base, msg);
-    if (rc != SQLITE_OK) {
-      t->base = NULL;
-      goto done;
-    }
-    t->cfg = *nn_model_config(t->base->nn);
-    /* the base's validation query is not stored: its rows are not this run's */
-    if (t->cfg.validation == NN_VALIDATION_QUERY) t->cfg.validation = NN_VALIDATION_RANDOM;
-    t->cfg.validation_rows = 0;
-    t->from_name = sqlite3_mprintf("%s", from->str);
-    t->from_version = t->base->version;
-    if (!t->from_name) {
-      rc = SQLITE_NOMEM;
-      goto done;
-    }
-  }
-  rc = attn_training_ext_options(t, &o, msg);
-  if (rc != SQLITE_OK) goto done;
-  rc = attn_train_options(db, fn, &o, &t->cfg, &t->emb, msg);
-  if (rc != SQLITE_OK) goto done;
-  rc = attn_training_ext_check(t, &o, msg);
-  if (rc != SQLITE_OK) goto done;
-  if (t->base && t->emb.table) {
-    *msg = sqlite3_mprintf("%s: option \"embeddings\" cannot be used with \"from\": the "
-                           "embedding starts as the base model's",
-                           fn);
-    rc = SQLITE_ERROR;
-    goto done;
-  }
-  if (t->base && nn_config_check_warm_start(&t->cfg, nn_model_config(t->base->nn), err) != NN_OK) {
-    *msg = sqlite3_mprintf("%s: %s", fn, err);
-    rc = SQLITE_ERROR;
-    goto done;
-  }
-  /* a model the store could not hold: refused before the query runs */
-  rc = attn_store_check_size(db, fn, &t->cfg, 0, msg);
-done:
-  nn_options_free(&o);
-  sqlite3_free(what);
-  sqlite3_free(got);
-  if (rc != SQLITE_OK) {
-    attn_model_release(t->base);
-    t->base = NULL;
-    attn_embeddings_free(&t->emb);
-    attn_training_ext_free(t);
-    if (!*msg) *msg = sqlite3_mprintf("%s: out of memory", fn);
-  }
   return rc;
 }
 
@@ -564,7 +319,7 @@ int attn_training_open(attn_training *t, attn_conn *conn, const char *fn, sqlite
     rc = SQLITE_NOMEM;
     goto done;
   }
-  if ((rc = attn_training_options(t, options, msg)) != SQLITE_OK) goto done;
+  if ((rc = attn_options_read(t, options, msg)) != SQLITE_OK) goto done;
   /* what would make the save fail, checked before training rather than after it */
   if ((rc = attn_store_check_save(conn, fn, name, 1, msg)) != SQLITE_OK) goto done;
   const char *query = query_arg ? (const char *)sqlite3_value_text(query_arg) : NULL;

@@ -484,21 +484,22 @@ static void attn_tune_figures(attn_tune_trial *trial, const attn_training *t) {
 static int attn_tune_settings_read(const char *fn, const char *options, attn_tune_settings *st,
                                    char **rest, char **msg) {
   nn_options o;
-  char err[NN_ERR_LEN] = "", *got = NULL;
+  char *got = NULL, *bad = NULL;
   memset(st, 0, sizeof *st);
   st->parallel = 1;
   st->keep_trials = 1;
   *rest = NULL;
   if (!options) return SQLITE_OK;
-  int rc = nn_options_parse(&o, options, NN_KEYS_TUNE, &attn_mem, err);
-  if (rc == NN_NOMEM) return SQLITE_NOMEM;
-  if (rc != NN_OK || !o.doc) { /* not an object: attn_training_options says so */
+  int rc = attn_options_parse(&o, fn, options, ATTN_OPTIONS_TUNE, &bad);
+  sqlite3_free(bad);
+  if (rc == SQLITE_NOMEM) return SQLITE_NOMEM;
+  if (rc != SQLITE_OK || !o.doc) { /* not an object: attn_options_read says so */
     *rest = sqlite3_mprintf("%s", options);
     return *rest ? SQLITE_OK : SQLITE_NOMEM;
   }
-  const nn_json *search = o.ext[NN_KEY_SEARCH], *trials = o.ext[NN_KEY_TRIALS];
-  const nn_json *seconds = o.ext[NN_KEY_SECONDS], *parallel = o.ext[NN_KEY_PARALLEL];
-  const nn_json *keep = o.ext[NN_KEY_KEEP_TRIALS];
+  const nn_json *search = o.extra[ATTN_OPTION_SEARCH], *trials = o.extra[ATTN_OPTION_TRIALS];
+  const nn_json *seconds = o.extra[ATTN_OPTION_SECONDS], *parallel = o.extra[ATTN_OPTION_PARALLEL];
+  const nn_json *keep = o.extra[ATTN_OPTION_KEEP_TRIALS];
 #define GIVEN(v) ((v) && (v)->type != NN_JSON_NULL)
 #define GOT(v) (got = attn_option_value(options, v))
   rc = SQLITE_OK;
@@ -645,7 +646,7 @@ static void attn_tune_share(attn_training *tt, const attn_training *t) {
 static int attn_tune_prepare(attn_training *tt, const attn_training *t, attn_tune_trial *trial,
                              int i, int ntrials, int threads, char **msg) {
   attn_tune_share(tt, t);
-  int rc = attn_training_options(tt, trial->options, msg);
+  int rc = attn_options_read(tt, trial->options, msg);
   if (rc != SQLITE_OK) return rc;
   tt->cfg.validation_rows = t->nvalidation;
   tt->cfg.pool_threads = threads;
@@ -793,7 +794,7 @@ static int attn_tune_trial_check(const attn_training *t, const char *fn, const c
                                  char **msg) {
   attn_training check;
   attn_tune_share(&check, t);
-  int rc = attn_training_options(&check, options, msg);
+  int rc = attn_options_read(&check, options, msg);
   if (rc == SQLITE_OK && check.cfg.validation == NN_VALIDATION_NONE) {
     *msg = sqlite3_mprintf("%s: option \"validation\": \"none\" leaves no validation figure to "
                            "choose a trial by",
@@ -827,7 +828,7 @@ static int attn_tune_submit(attn_tune_cursor *cur, attn_conn *conn, sqlite3_valu
   int rc = attn_tune_settings_read(fn, options, &st, &train_options, msg);
   if (rc == SQLITE_OK) rc = attn_tune_grid(fn, grid, st.random, &keys, &nkeys, &combinations, msg);
   if (rc == SQLITE_OK) rc = attn_tune_grid_keys_check(fn, keys, nkeys, msg);
-  if (rc == SQLITE_OK) rc = attn_training_options(&t, train_options, msg);
+  if (rc == SQLITE_OK) rc = attn_options_read(&t, train_options, msg);
   if (rc == SQLITE_OK) rc = attn_tune_indices(combinations, &st, t.cfg.seed, &indices, &ntrials);
   for (int i = 0; rc == SQLITE_OK && i < ntrials; i++) {
     memset(&trial, 0, sizeof trial);
@@ -1016,7 +1017,7 @@ static int attn_tune_filter(sqlite3_vtab_cursor *base, int idx_num, const char *
   rc = attn_tune_grid_keys_check(fn, keys, nkeys, &msg);
   if (rc != SQLITE_OK) goto done;
   /* the monitor that picks the best trial, "deploy" and "validation_query": the options' */
-  rc = attn_training_options(&t, train_options, &msg);
+  rc = attn_options_read(&t, train_options, &msg);
   if (rc != SQLITE_OK) goto done;
   nn_monitor monitor = t.cfg.monitor;
   rc = attn_training_rows(&t, &msg);

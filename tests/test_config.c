@@ -469,9 +469,15 @@ static void test_round_trip(void) {
   CHECK(ok == 2000, "%d round trips", ok);
 }
 
-/* nn_options: one parse hands ext/'s keys back and applies the engine's; an ext/ key the caller
- * does not read is an unknown option; "class_weights" as an object is ext/'s, true/false the
- * engine's. */
+/* nn_options: one parse hands the caller's keys back and applies the engine's; a key of the
+ * caller's table it does not read (NULL) is an unknown option; "class_weights" as an object is
+ * the caller's, true/false the engine's. The keys, numbered as a caller (ext/) numbers them: */
+enum { KEY_FROM, KEY_DEPLOY, KEY_CLASS_WEIGHTS, KEY_EMBEDDINGS, KEY_TRIALS, KEY_COUNT };
+static const char *const tune_keys[KEY_COUNT] = {"from", "deploy", "class_weights", "embeddings",
+                                                 "trials"};
+static const char *const train_keys[KEY_COUNT] = {"from", "deploy", "class_weights", "embeddings",
+                                                  NULL};
+
 static void test_ext_keys(void) {
   const char *json = "{\"hidden\":8, \"from\":\"news\",\"deploy\":[ \"always\" ],"
                      "\"class_weights\":{\"a\" : 2},\"trials\":3}";
@@ -479,29 +485,29 @@ static void test_ext_keys(void) {
   nn_options o;
   nn_config c;
   nn_config_default(&c);
-  CHECK(nn_options_parse(&o, json, NN_KEYS_TUNE, NULL, err) == NN_OK, "parse: %s", err);
-  const nn_json *from = o.ext[NN_KEY_FROM], *deploy = o.ext[NN_KEY_DEPLOY];
+  CHECK(nn_options_parse(&o, json, tune_keys, KEY_COUNT, NULL, err) == NN_OK, "parse: %s", err);
+  const nn_json *from = o.extra[KEY_FROM], *deploy = o.extra[KEY_DEPLOY];
   CHECK(from && from->type == NN_JSON_STRING && strcmp(from->str, "news") == 0, "from handed back");
-  CHECK(o.ext[NN_KEY_TRIALS] && o.ext[NN_KEY_TRIALS]->integer == 3, "trials handed back");
-  CHECK(o.ext[NN_KEY_CLASS_WEIGHTS] && !o.ext[NN_KEY_EMBEDDINGS],
-        "class_weights object handed back");
+  CHECK(o.extra[KEY_TRIALS] && o.extra[KEY_TRIALS]->integer == 3, "trials handed back");
+  CHECK(o.extra[KEY_CLASS_WEIGHTS] && !o.extra[KEY_EMBEDDINGS], "class_weights object handed back");
   nn_strbuf sb;
   nn_strbuf_init(&sb, NULL);
   nn_strbuf_append_json_compact(&sb, deploy, o.text);
-  nn_strbuf_append_json_compact(&sb, o.ext[NN_KEY_CLASS_WEIGHTS], o.text);
+  nn_strbuf_append_json_compact(&sb, o.extra[KEY_CLASS_WEIGHTS], o.text);
   CHECK(sb.data && strcmp(sb.data, "[\"always\"]{\"a\":2}") == 0, "compact: %s", sb.data);
   nn_strbuf_free(&sb);
   CHECK(nn_options_apply(&o, &c, err) == NN_OK && c.hidden == 8 && c.class_weights == 0,
         "apply: %s, hidden %d", err, c.hidden);
   nn_options_free(&o);
   /* attn_train reads no "trials": unknown there */
-  CHECK(nn_options_parse(&o, json, NN_KEYS_TRAIN, NULL, err) == NN_OK && !o.ext[NN_KEY_TRIALS],
+  CHECK(nn_options_parse(&o, json, train_keys, KEY_COUNT, NULL, err) == NN_OK &&
+            !o.extra[KEY_TRIALS],
         "parse");
   CHECK(nn_options_apply(&o, &c, err) == NN_ERROR && strcmp(err, "unknown option \"trials\"") == 0,
         "trials in attn_train: %s", err);
   nn_options_free(&o);
   /* a misspelt ext/ key is offered its name, where the caller reads it */
-  CHECK(nn_options_parse(&o, "{\"froom\":1}", NN_KEYS_TRAIN, NULL, err) == NN_OK, "parse");
+  CHECK(nn_options_parse(&o, "{\"froom\":1}", train_keys, KEY_COUNT, NULL, err) == NN_OK, "parse");
   CHECK(nn_options_apply(&o, &c, err) == NN_ERROR &&
             strcmp(err, "unknown option \"froom\" (did you mean \"from\"?)") == 0,
         "froom: %s", err);
@@ -509,12 +515,15 @@ static void test_ext_keys(void) {
   expect_error("{\"from\":\"news\"}", "unknown option \"from\"");
   expect_error("{\"class_weights\":{\"a\":2}}",
                "option \"class_weights\" must be true or false, got an object");
-  CHECK(nn_options_parse(&o, "[1]", NN_KEYS_TRAIN, NULL, err) == NN_ERROR &&
+  CHECK(nn_options_parse(&o, "[1]", train_keys, KEY_COUNT, NULL, err) == NN_ERROR &&
             strcmp(err, "options must be a JSON object") == 0 && !o.doc,
         "not an object: %s", err);
-  CHECK(nn_options_parse(&o, " ", NN_KEYS_TRAIN, NULL, err) == NN_OK && !o.doc &&
+  CHECK(nn_options_parse(&o, " ", train_keys, KEY_COUNT, NULL, err) == NN_OK && !o.doc &&
             nn_options_apply(&o, &c, err) == NN_OK,
         "only spaces: no options");
+  const char *many[NN_OPTIONS_MAX_EXTRA + 1] = {"from"};
+  CHECK(nn_options_parse(&o, "{}", many, NN_OPTIONS_MAX_EXTRA + 1, NULL, err) == NN_ERROR && !o.doc,
+        "more keys than nn_options holds: %s", err);
   printf("ext keys: handed back, applied, refused where not read\n");
 }
 
