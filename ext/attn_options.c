@@ -331,7 +331,8 @@ int attn_options_read(attn_training *t, const char *options, char **msg) {
   int rc = SQLITE_OK;
   attn_options_clear(t);
   nn_config_default(&t->cfg);
-  if (!options) return check_combinations(t, NULL, msg);
+  /* "" or only whitespace: no options, as the engine reads it (nothing to store as JSON) */
+  if (!options || !options[strspn(options, " \t\n\r")]) return check_combinations(t, NULL, msg);
   t->options_text = sqlite3_mprintf("%s", options);
   if (!t->options_text) return SQLITE_NOMEM;
   /* parsed once, by the engine; its keys are applied after ext/'s are checked */
