@@ -104,21 +104,30 @@ static int score_unlabelled(nn_trainer *tr, scored_row *scores, int *rows, nn_pr
 }
 
 /* The pseudo-labelled rows: each class's quota of its surest rows, ascending in pseudo_rows.
- * Rows without a probability (NaN, sorted last) are never chosen. */
-static void choose_rows(nn_trainer *tr, scored_row *scores, const int *train_count) {
-  int C = tr->data.C;
-  qsort(scores, (size_t)tr->data.n_unlab, sizeof *scores, by_probability);
-  tr->n_pseudo = 0;
+ * The classes take their quotas in class order until pseudo_max rows are taken; a class with
+ * fewer rows predicted than its quota takes them all. counts: (2C) the training rows of each
+ * class, then scratch. One pass over the sorted rows, not one per class: C x n_unlab steps
+ * (thousands of labels, millions of rows) would take seconds that ask no interrupt. */
+static void choose_rows(nn_trainer *tr, scored_row *scores, int *counts) {
+  int C = tr->data.C, n_unlab = tr->data.n_unlab, left = tr->pseudo_max;
+  int *take = counts, *predicted = counts + C; /* take[c] overwrites class c's training rows */
+  qsort(scores, (size_t)n_unlab, sizeof *scores, by_probability);
+  memset(predicted, 0, (size_t)C * sizeof *predicted);
+  for (int i = 0; i < n_unlab && !isnan(scores[i].probability); i++)
+    predicted[tr->data.row_class[scores[i].row]]++;
   for (int c = 0; c < C; c++) {
-    int quota = (int)floor((double)tr->pseudo_max * train_count[c] / tr->data.n_train + 0.5),
-        got = 0;
-    for (int i = 0; i < tr->data.n_unlab && !isnan(scores[i].probability) && got < quota &&
-                    tr->n_pseudo < tr->pseudo_max;
-         i++)
-      if (tr->data.row_class[scores[i].row] == c) {
-        tr->pseudo_rows[tr->n_pseudo++] = scores[i].row;
-        got++;
-      }
+    int quota = (int)floor((double)tr->pseudo_max * counts[c] / tr->data.n_train + 0.5);
+    take[c] = quota < predicted[c] ? quota : predicted[c];
+    if (take[c] > left) take[c] = left;
+    left -= take[c];
+  }
+  tr->n_pseudo = 0;
+  for (int i = 0; i < n_unlab && !isnan(scores[i].probability); i++) {
+    int c = tr->data.row_class[scores[i].row];
+    if (take[c] > 0) {
+      tr->pseudo_rows[tr->n_pseudo++] = scores[i].row;
+      take[c]--;
+    }
   }
   qsort(tr->pseudo_rows, (size_t)tr->n_pseudo, sizeof *tr->pseudo_rows, ascending);
 }
@@ -146,7 +155,8 @@ int nn_train_self_begin(nn_trainer *tr, nn_progress_fn fn, void *ctx, char *err)
   int status = NN_NOMEM;
   scored_row *scores = nn_mem_alloc(tr->mem, (size_t)tr->data.n_unlab * sizeof *scores);
   int *rows = nn_mem_alloc(tr->mem, (size_t)tr->batch_rows * sizeof *rows);
-  int *train_count = nn_mem_calloc(tr->mem, (size_t)tr->data.C, sizeof *train_count);
+  /* (2C): each class's training rows, then choose_rows' scratch */
+  int *train_count = nn_mem_calloc(tr->mem, 2 * (size_t)tr->data.C, sizeof *train_count);
   if (!scores || !rows || !train_count) {
     snprintf(err, NN_ERR_LEN, "out of memory scoring %d unlabelled rows", tr->data.n_unlab);
     goto done;
