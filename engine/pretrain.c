@@ -37,6 +37,9 @@
 #define PRETRAIN_SAMPLE 1e-4
 #define SEED_PRETRAIN 0x5052455400000005ull /* "PRET" */
 #define PRETRAIN_REPORT 256 /* rows between progress calls (an interrupt is answered there) */
+/* ... and pair updates x E between them at most: 256 rows of 64 tokens at E = 100 took 0.1 s on
+ * two shared cores, 256 rows of 4,096 tokens at E = 300 would take 16 s; 2^24 took 20 ms. */
+#define PRETRAIN_ASK_WORK ((int64_t)1 << 24)
 
 /* The table rows of word w: w itself, then its subword rows (none for <PAD>, <UNK>). */
 static int word_rows(const nn_model *m, int w, const int **subs) {
@@ -182,6 +185,16 @@ static void pretrain_scale(nn_trainer *tr, float *table, size_t R, float *u) {
     memcpy(params + nn_model_member(m, j)->emb, table, R * (size_t)E * sizeof *table);
 }
 
+/* fn asked with the progress of row r of pass epoch (P passes of nrows rows), in rows of all
+ * passes scaled to fit an int (10 million rows x 1000 passes); non-zero: interrupted. */
+static int pretrain_ask(nn_progress_fn fn, void *ctx, int epoch, int r, int nrows, int P,
+                        const skipgram *sg) {
+  int64_t done_rows = (int64_t)epoch * nrows + r, all_rows = (int64_t)P * nrows;
+  int64_t unit = all_rows / INT_MAX + 1;
+  return fn(ctx, (int)(done_rows / unit), (int)(all_rows / unit),
+            sg->loss_n ? sg->loss_sum / (double)sg->loss_n : 0.0, 0);
+}
+
 int nn_train_pretrain(nn_trainer *tr, nn_progress_fn fn, void *ctx, char *err) {
   if (tr->pretrain_done) return NN_OK;
   tr->pretrain_done = 1;
@@ -223,19 +236,13 @@ int nn_train_pretrain(nn_trainer *tr, nn_progress_fn fn, void *ctx, char *err) {
     table[i] = (float)((2.0 * nn_rng_uniform(&rng) - 1.0) / E);
 
   skipgram sg = {m, table, out, u, grad, cum, V, E, &rng, 0.0, 0};
-  int64_t seen = 0, planned = (int64_t)P * total;
+  int64_t seen = 0, planned = (int64_t)P * total, work = 0; /* work: since fn was asked */
   for (int epoch = 0; epoch < P; epoch++) {
     nn_train_shuffle(rows, nrows, &rng);
     for (int r = 0; r < nrows; r++) {
-      /* progress in rows of all passes, scaled to fit an int (10 million rows x 1000 passes) */
-      int64_t done_rows = (int64_t)epoch * nrows + r, all_rows = (int64_t)P * nrows;
-      int64_t unit = all_rows / INT_MAX + 1;
-      if (fn && r % PRETRAIN_REPORT == 0 &&
-          fn(ctx, (int)(done_rows / unit), (int)(all_rows / unit),
-             sg.loss_n ? sg.loss_sum / (double)sg.loss_n : 0.0, 0)) {
-        snprintf(err, NN_ERR_LEN, "interrupted");
-        status = NN_INTERRUPTED;
-        goto done;
+      if (fn && r % PRETRAIN_REPORT == 0) {
+        work = 0;
+        if (pretrain_ask(fn, ctx, epoch, r, nrows, P, &sg)) goto interrupted;
       }
       /* the row's words, frequent ones subsampled */
       const void *ids = nn_train_row_ids(&tr->data, rows[r]);
@@ -247,13 +254,23 @@ int nn_train_pretrain(nn_trainer *tr, nn_progress_fn fn, void *ctx, char *err) {
         if (nn_rng_uniform(&rng) < keep[w]) kept[n++] = w;
       }
       for (int t = 0; t < n; t++) {
+        if (fn && work >= PRETRAIN_ASK_WORK) { /* a long row: asked within it too */
+          work = 0;
+          if (pretrain_ask(fn, ctx, epoch, r, nrows, P, &sg)) goto interrupted;
+        }
         float lr = (float)(PRETRAIN_LR * (1.0 - (double)seen / (double)(planned + 1)));
+        int64_t pairs = sg.loss_n;
         skipgram_word(&sg, kept, n, t, lr);
+        work += (sg.loss_n - pairs + 1) * E;
       }
     }
   }
   pretrain_scale(tr, table, R, u);
   tr->pretrain_loss = sg.loss_n ? sg.loss_sum / (double)sg.loss_n : 0.0;
+  goto done;
+interrupted:
+  snprintf(err, NN_ERR_LEN, "interrupted");
+  status = NN_INTERRUPTED;
 done:
   tr->pretrain_seconds = nn_os_seconds() - start;
   nn_mem_free(tr->mem, rows);

@@ -57,10 +57,14 @@ typedef struct scored_row {
   int row;
 } scored_row;
 
-/* Higher probability first, then the earlier row: a total order, so any qsort gives one result. */
+/* Higher probability first, then the earlier row; a row without one (NaN: its logits were not
+ * all finite) after every row with one. A total order, so any qsort gives one result: with NaN
+ * compared as a number, a and b would each come before the other. */
 static int by_probability(const void *a, const void *b) {
   const scored_row *x = a, *y = b;
-  if (x->probability != y->probability) return x->probability > y->probability ? -1 : 1;
+  int x_nan = isnan(x->probability), y_nan = isnan(y->probability);
+  if (x_nan != y_nan) return x_nan - y_nan;
+  if (!x_nan && x->probability != y->probability) return x->probability > y->probability ? -1 : 1;
   return (x->row > y->row) - (x->row < y->row);
 }
 
@@ -70,7 +74,8 @@ static int ascending(const void *a, const void *b) {
 }
 
 /* Every unlabelled row's predicted class (in row_class) and its probability (scores[r - n]),
- * with the weights the model has now. */
+ * with the weights the model has now: NaN when a logit is NaN (or two are +inf), and such a row
+ * is never chosen. */
 static int score_unlabelled(nn_trainer *tr, scored_row *scores, int *rows, nn_progress_fn fn,
                             void *ctx, char *err) {
   int B = tr->batch_rows, C = tr->data.C, n = tr->data.n, batches = (tr->data.n_unlab + B - 1) / B;
@@ -89,7 +94,8 @@ static int score_unlabelled(nn_trainer *tr, scored_row *scores, int *rows, nn_pr
       for (int c = 1; c < C; c++)
         if (z[c] > z[best]) best = c; /* first maximum, as torch.argmax */
       double sum = 0;
-      for (int c = 0; c < C; c++) sum += exp((double)z[c] - (double)z[best]);
+      /* the best logit's own term is 1 even when it is +inf (inf - inf would be NaN) */
+      for (int c = 0; c < C; c++) sum += c == best ? 1.0 : exp((double)z[c] - (double)z[best]);
       tr->data.row_class[n + first + b] = (uint16_t)best;
       scores[first + b] = (scored_row){(float)(1.0 / sum), n + first + b};
     }
@@ -97,19 +103,31 @@ static int score_unlabelled(nn_trainer *tr, scored_row *scores, int *rows, nn_pr
   return NN_OK;
 }
 
-/* The pseudo-labelled rows: each class's quota of its surest rows, ascending in pseudo_rows. */
-static void choose_rows(nn_trainer *tr, scored_row *scores, const int *train_count) {
-  int C = tr->data.C;
-  qsort(scores, (size_t)tr->data.n_unlab, sizeof *scores, by_probability);
-  tr->n_pseudo = 0;
+/* The pseudo-labelled rows: each class's quota of its surest rows, ascending in pseudo_rows.
+ * The classes take their quotas in class order until pseudo_max rows are taken; a class with
+ * fewer rows predicted than its quota takes them all. counts: (2C) the training rows of each
+ * class, then scratch. One pass over the sorted rows, not one per class: C x n_unlab steps
+ * (thousands of labels, millions of rows) would take seconds that ask no interrupt. */
+static void choose_rows(nn_trainer *tr, scored_row *scores, int *counts) {
+  int C = tr->data.C, n_unlab = tr->data.n_unlab, left = tr->pseudo_max;
+  int *take = counts, *predicted = counts + C; /* take[c] overwrites class c's training rows */
+  qsort(scores, (size_t)n_unlab, sizeof *scores, by_probability);
+  memset(predicted, 0, (size_t)C * sizeof *predicted);
+  for (int i = 0; i < n_unlab && !isnan(scores[i].probability); i++)
+    predicted[tr->data.row_class[scores[i].row]]++;
   for (int c = 0; c < C; c++) {
-    int quota = (int)floor((double)tr->pseudo_max * train_count[c] / tr->data.n_train + 0.5),
-        got = 0;
-    for (int i = 0; i < tr->data.n_unlab && got < quota && tr->n_pseudo < tr->pseudo_max; i++)
-      if (tr->data.row_class[scores[i].row] == c) {
-        tr->pseudo_rows[tr->n_pseudo++] = scores[i].row;
-        got++;
-      }
+    int quota = (int)floor((double)tr->pseudo_max * counts[c] / tr->data.n_train + 0.5);
+    take[c] = quota < predicted[c] ? quota : predicted[c];
+    if (take[c] > left) take[c] = left;
+    left -= take[c];
+  }
+  tr->n_pseudo = 0;
+  for (int i = 0; i < n_unlab && !isnan(scores[i].probability); i++) {
+    int c = tr->data.row_class[scores[i].row];
+    if (take[c] > 0) {
+      tr->pseudo_rows[tr->n_pseudo++] = scores[i].row;
+      take[c]--;
+    }
   }
   qsort(tr->pseudo_rows, (size_t)tr->n_pseudo, sizeof *tr->pseudo_rows, ascending);
 }
@@ -137,7 +155,8 @@ int nn_train_self_begin(nn_trainer *tr, nn_progress_fn fn, void *ctx, char *err)
   int status = NN_NOMEM;
   scored_row *scores = nn_mem_alloc(tr->mem, (size_t)tr->data.n_unlab * sizeof *scores);
   int *rows = nn_mem_alloc(tr->mem, (size_t)tr->batch_rows * sizeof *rows);
-  int *train_count = nn_mem_calloc(tr->mem, (size_t)tr->data.C, sizeof *train_count);
+  /* (2C): each class's training rows, then choose_rows' scratch */
+  int *train_count = nn_mem_calloc(tr->mem, 2 * (size_t)tr->data.C, sizeof *train_count);
   if (!scores || !rows || !train_count) {
     snprintf(err, NN_ERR_LEN, "out of memory scoring %d unlabelled rows", tr->data.n_unlab);
     goto done;

@@ -8,13 +8,18 @@
  *     pretraining the unlabelled rows are not read at all
  *   - the same seed gives the same bits at 1 and 2 threads, unlabelled rows included; another
  *     seed gives other vectors
- *   - a progress callback that returns non-zero interrupts the pretraining
+ *   - a progress callback that returns non-zero interrupts the pretraining; on rows of 4,096
+ *     tokens it is asked within a pass of fewer rows than the 256 between its calls (an
+ *     interrupt is answered within milliseconds, not after seconds of a row), and asking it
+ *     changes no bit
  *   - the sizes the recipe chooses for 170, 425, 850 and 8,500 training rows (no pretraining
  *     unless asked for), an option given keeping its value, the lesson recipe sized to nothing,
  *     and the validation split kept only from NN_SMALL_ROWS on or when an option asks for it
  */
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "check.h"
@@ -230,6 +235,67 @@ static void check_pretraining(void) {
   }
 }
 
+/* Long rows: 2 labelled and 2 unlabelled texts of 4,096 words of 5,000 (few subsampled). */
+static int count_calls(void *ctx, int done, int total, double loss, double rate) {
+  int *calls = ctx;
+  return ++calls[0] == calls[1]; /* stop at call calls[1] (0: never) */
+}
+
+static void check_long_rows(void) {
+  enum { N = 4, WORDS = 4096 };
+  static char *long_texts[N];
+  static const char *long_labels[N] = {"a", "b", "a", "b"};
+  for (int i = 0; i < N; i++) {
+    long_texts[i] = malloc(WORDS * 6 + 1);
+    size_t len = 0;
+    for (int w = 0; w < WORDS; w++)
+      len +=
+          (size_t)sprintf(long_texts[i] + len, "%sw%04d", w ? " " : "", (int)(next_u32() % 5000));
+  }
+  float *tables[2] = {NULL, NULL};
+  size_t size = 0;
+  int calls[2] = {0, 0};
+  for (int run = 0; run < 3; run++) { /* without fn, with fn, with fn stopping at its 2nd call */
+    char err[NN_ERR_LEN];
+    nn_config cfg;
+    nn_config_default(&cfg);
+    CHECK(nn_config_parse_json(&cfg,
+                               "{\"embed_dim\":128,\"hidden\":8,\"max_len\":4096,"
+                               "\"pretrain_epochs\":1,\"validation\":\"none\",\"threads\":1}",
+                               NULL, err) == NN_OK,
+          "%s", err);
+    nn_trainer_args a = {.cfg = &cfg,
+                         .texts = (const char *const *)long_texts,
+                         .labels = long_labels,
+                         .n = N / 2,
+                         .n_unlabelled = N / 2};
+    nn_trainer *tr = NULL;
+    int rc = nn_trainer_create(&tr, &a, err);
+    CHECK(rc == NN_OK, "create: %s", err);
+    if (rc != NN_OK) break;
+    calls[0] = 0;
+    calls[1] = run == 2 ? 2 : 0;
+    rc = nn_trainer_pretrain(tr, run ? count_calls : NULL, calls, err);
+    if (run == 2) {
+      CHECK(rc == NN_INTERRUPTED && calls[0] == 2, "stopped at the 2nd call, within the pass: %d",
+            rc);
+    } else {
+      CHECK(rc == NN_OK, "pretrain: %s", err);
+      size = (size_t)(tr->model->V + tr->model->S) * tr->model->E;
+      tables[run] = malloc(size * sizeof(float));
+      memcpy(tables[run], tr->model->params + tr->model->emb, size * sizeof(float));
+    }
+    if (run == 1)
+      CHECK(calls[0] >= 3, "%d calls in one pass of %d rows of %d tokens", calls[0], N, WORDS);
+    nn_trainer_free(tr);
+  }
+  CHECK(tables[0] && tables[1] && memcmp(tables[0], tables[1], size * sizeof(float)) == 0,
+        "the vectors are the same bits with and without a progress callback");
+  free(tables[0]);
+  free(tables[1]);
+  for (int i = 0; i < N; i++) free(long_texts[i]);
+}
+
 /* the validation rows' words stay out of the vocabulary; the unlabelled rows' join it */
 static void check_vocabulary(void) {
   static const char *t[] = {"alpha beta", "gamma delta", "alpha gamma",         "beta delta",
@@ -366,6 +432,7 @@ int main(void) {
   make_rows();
   check_pair_gradients();
   check_pretraining();
+  check_long_rows();
   check_vocabulary();
   check_sizing();
   check_sizing_unlabelled();

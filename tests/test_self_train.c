@@ -12,6 +12,11 @@
  *   - the same seed gives the same bits at 1 and 2 threads
  *   - an interrupt while the unlabelled rows are scored stops the training (NN_INTERRUPTED);
  *     out of memory at each allocation of the step into round 2 is NN_NOMEM, nothing leaked
+ *   - quotas whose rounding adds up to more than the rows planned: the classes take theirs in
+ *     class order until the rows run out, as the choice computed here
+ *   - a row whose logits are not all finite (NaN weights on one word) is never chosen, and the
+ *     sort of the scores stays a total order; with every logit NaN no row is chosen, and round
+ *     1's model is the result
  *   - "self_training": 0, a warm start, or no unlabelled rows: one round, as before
  *   - the recipe's sizing: on with pretraining and fewer than NN_SMALL_ROWS training rows, off
  *     otherwise, and a value given is kept
@@ -216,6 +221,69 @@ static void check_choice_and_restart(void) {
   nn_trainer_free(tr);
 }
 
+/* self_training 2 / 64: 2 rows planned, quotas round(2 x 16 / 64) = 1 and round(2 x 48 / 64) =
+ * 2; class 0 takes its 1, class 1 the 1 left. */
+static void check_quota_rounding(void) {
+  char err[NN_ERR_LEN];
+  nn_trainer *tr = NULL;
+  int rc = create(&tr, "{" SMALL ",\"self_training\":0.03125,\"threads\":1}", UNLAB, NULL, err);
+  CHECK(rc == NN_OK && tr->pseudo_max == 2, "create: %s, %d rows planned", err,
+        tr ? tr->pseudo_max : -1);
+  if (rc != NN_OK) return;
+  CHECK(run_round1(tr, err) == NN_OK, "round 1: %s", err);
+  int want_rows[UNLAB], want_cls[UNLAB];
+  int want = expected_choice(tr, want_rows, want_cls);
+  nn_epoch_stats s;
+  rc = nn_trainer_epoch(tr, &s, NULL, NULL, err);
+  CHECK(rc == NN_OK && tr->n_pseudo == 2 && want == 2, "%d rows chosen, want %d (%d %s)",
+        tr->n_pseudo, want, rc, err);
+  int same = tr->n_pseudo == want, per_class[2] = {0, 0};
+  for (int k = 0; k < tr->n_pseudo && k < want; k++) {
+    int r = tr->pseudo_rows[k];
+    same &= r == want_rows[k] && tr->data.row_class[r] == want_cls[r - tr->data.n];
+    per_class[tr->data.row_class[r] & 1]++;
+  }
+  CHECK(same && per_class[0] == 1 && per_class[1] == 1,
+        "the quotas capped in class order: %d and %d rows", per_class[0], per_class[1]);
+  nn_trainer_free(tr);
+}
+
+/* NaN in the kept weights: the embedding row of one word (the rows holding it score NaN), then
+ * every weight. */
+static void check_not_finite(void) {
+  for (int all = 0; all < 2; all++) {
+    char err[NN_ERR_LEN];
+    nn_trainer *tr = NULL;
+    int rc = create(&tr, "{" SMALL ",\"self_training\":1.5,\"threads\":1}", UNLAB, NULL, err);
+    CHECK(rc == NN_OK, "create: %s", err);
+    if (rc != NN_OK) return;
+    CHECK(run_round1(tr, err) == NN_OK, "round 1: %s", err);
+    int id = nn_vocab_lookup(nn_model_vocab(tr->model), "q07", 3), E = tr->model->E, poisoned = 0;
+    CHECK(id > NN_UNK, "q07 is in the vocabulary");
+    if (all)
+      for (size_t i = 0; i < tr->param_count; i++) tr->best_params[i] = NAN;
+    for (int k = 0; k < tr->K && !all; k++) {
+      float *row = tr->best_params + nn_model_member(tr->model, k)->emb + (size_t)id * E;
+      for (int e = 0; e < E; e++) row[e] = NAN;
+    }
+    for (int r = ROWS; r < ROWS + UNLAB; r++) poisoned += strstr(texts[r], "q07") != NULL;
+    nn_epoch_stats s;
+    rc = nn_trainer_epoch(tr, &s, NULL, NULL, err);
+    if (all) {
+      CHECK(rc == NN_DONE && tr->n_pseudo == 0 && tr->round == 1 && nn_trainer_done(tr),
+            "every logit NaN: no row chosen, one round (%d, %d rows, %s)", rc, tr->n_pseudo, err);
+    } else {
+      int chosen_poisoned = 0;
+      for (int k = 0; k < tr->n_pseudo; k++)
+        chosen_poisoned += strstr(texts[tr->pseudo_rows[k]], "q07") != NULL;
+      CHECK(rc == NN_OK && tr->n_pseudo == 96 && poisoned > 20 && chosen_poisoned == 0,
+            "NaN logits on the %d rows with q07: %d of them among the %d rows chosen (%d %s)",
+            poisoned, chosen_poisoned, tr->n_pseudo, rc, err);
+    }
+    nn_trainer_free(tr);
+  }
+}
+
 /* the final weights of a whole training */
 static float *train_all(const char *json, int n_unlab, size_t *P, int *pseudo) {
   char err[NN_ERR_LEN];
@@ -409,6 +477,8 @@ int main(void) {
   check_determinism();
   check_interrupt();
   check_out_of_memory();
+  check_quota_rounding();
+  check_not_finite();
   check_one_round();
   check_cap();
   check_sizing();
