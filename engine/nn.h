@@ -577,7 +577,8 @@ typedef struct nn_trainer_args {
 int nn_trainer_create(nn_trainer **out, const nn_trainer_args *a, char *err);
 /* The pretraining (cfg.pretrain_epochs skip-gram passes over the training split's and the
  * unlabelled rows' texts, learning the embedding and subword tables), with fn called every few
- * hundred rows (batches_done / batches_total count rows of all passes; loss: the skip-gram's).
+ * hundred rows and, within long rows, by work done (batches_done / batches_total count rows of
+ * all passes; loss: the skip-gram's).
  * The first nn_trainer_epoch runs it when it has not run; a caller that reports phases calls it
  * first. Nothing to do (NN_OK) with pretrain_epochs 0, a warm start or pretrained embeddings. */
 int nn_trainer_pretrain(nn_trainer *tr, nn_progress_fn fn, void *ctx, char *err);

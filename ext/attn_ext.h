@@ -553,8 +553,9 @@ struct attn_training {
   char *name;
   nn_epoch_stats *log;
   int nlog, cap_log;
-  int stopped; /* interrupted or failed: nothing more to run, nothing to save */
-  int saved;   /* the model is in the store, as `version` */
+  int stopped;      /* interrupted or failed: nothing more to run, nothing to save */
+  int second_round; /* self-training's second round has begun (its phase is shown) */
+  int saved;        /* the model is in the store, as `version` */
   int64_t version;
   char *metrics;            /* the trainer's summary (JSON object, sqlite3_malloc'd) */
   attn_interrupt interrupt; /* the connection's, begun by attn_training_start (probe NULL: none) */

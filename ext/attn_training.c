@@ -813,16 +813,20 @@ static int attn_training_epoch_step(attn_training *t, nn_epoch_stats *row, char 
       return attn_nn_error(st, t->fn, err, msg);
     }
   }
-  int second_round = nn_trainer_self_training(t->trainer);
-  if (second_round && t->nlog > 0 && t->log[t->nlog - 1].epoch == t->cfg.epochs)
-    attn_status_phase(t->status, "self-training", t->cfg.epochs, 0, 0); /* it scores first */
+  /* self-training's second round, also after a first round that stopped early: it scores first */
+  if (!t->second_round && nn_trainer_self_training(t->trainer)) {
+    t->second_round = 1;
+    attn_status_phase(t->status, "self-training", t->cfg.epochs, 0, 0);
+  }
   attn_progress_begin(&t->progress, t->cfg.progress && !t->quiet, t->nlog + 1, t->cfg.epochs);
   int st = nn_trainer_epoch(t->trainer, &stats, attn_training_progress, t, err);
   attn_progress_clear(&t->progress);
-  if (st == NN_OK && nn_trainer_config(t->trainer)->epochs != t->cfg.epochs) {
-    /* self-training's second round: its epochs follow the first round's */
-    t->cfg.epochs = nn_trainer_config(t->trainer)->epochs;
-    t->cfg.batch_size = nn_trainer_config(t->trainer)->batch_size;
+  const nn_config *now = nn_trainer_config(t->trainer);
+  if (st == NN_OK && t->second_round &&
+      (now->epochs != t->cfg.epochs || now->batch_size != t->cfg.batch_size)) {
+    /* the second round's epochs follow the first round's, in batches sized to its rows */
+    t->cfg.epochs = now->epochs;
+    t->cfg.batch_size = now->batch_size;
     attn_status_phase(t->status, "self-training", t->cfg.epochs, 0, 0);
   }
   if (st == NN_OK) {

@@ -93,6 +93,23 @@ cur.close()
 check(phases == [(1, "training", 2, 3), (2, "training", 3, 3), (3, "self-training", 4, 6),
                  (4, "self-training", 5, 6)],
       "round 2 is the phase self-training, its epochs after round 1's: %s" % phases)
+# a first round that stops early (validation and patience): round 2 shows as self-training from
+# its first epoch, with its planned end (the epochs given, after round 1's)
+early = json.dumps(dict(SMALL, threads=1, pretrain_epochs=1, self_training=2, validation="random",
+                        epochs=40, patience=2, monitor="val_loss"))
+cur = db.execute("SELECT epoch FROM attn_train('early', 'SELECT text, label FROM pool', ?)",
+                 (early,))
+phases = {}
+for (epoch,) in cur:
+    phases[epoch + 1] = other.execute(
+        "SELECT phase, epochs FROM attn_status WHERE name = 'early'").fetchone()
+rounds = json.loads(db.execute("SELECT metrics FROM attn_models WHERE name = 'early'")
+                    .fetchone()[0]).get("self_training", {})
+first = rounds.get("first_epoch", 0)
+want = {e: ("training", 40) if e < first else ("self-training", first - 1 + 40)
+        for e in phases if phases[e] is not None}
+check(1 < first < 41 and all(phases[e] == want[e] for e in want),
+      "round 1 stopped early at epoch %d: the phases %s" % (first - 1, phases))
 # an interrupt between round 1 and round 2: an error, nothing saved (an interrupt while the
 # unlabelled rows are scored: tests/test_self_train.c)
 cur = db.execute("SELECT epoch FROM attn_train('cut', 'SELECT text, label FROM pool', ?)",
