@@ -336,7 +336,10 @@ int attn_options_read(attn_training *t, const char *options, char **msg) {
   t->options_text = sqlite3_mprintf("%s", options);
   if (!t->options_text) return SQLITE_NOMEM;
   /* parsed once, by the engine; its keys are applied after ext/'s are checked */
-  rc = attn_options_parse(&o, fn, options, ATTN_OPTIONS_TRAINING, msg);
+  /* attn_tune's own keys are out of options by now, but a misspelt one ("trails") still gets
+   * its "did you mean" */
+  attn_options_reader reader = strcmp(fn, "attn_tune") ? ATTN_OPTIONS_TRAINING : ATTN_OPTIONS_TUNE;
+  rc = attn_options_parse(&o, fn, options, reader, msg);
   if (rc != SQLITE_OK) goto done;
   const nn_json *from = o.extra[ATTN_OPTION_FROM], *version = o.extra[ATTN_OPTION_FROM_VERSION];
   const nn_json *table = o.extra[ATTN_OPTION_EMBEDDINGS];

@@ -146,6 +146,9 @@ def main():
         (json.dumps({"hidden": list(range(1, 18)), "lr": [0.001 * i for i in range(1, 17)]}), None,
          "attn_tune: the grid has more than 256 trials"),
         ('{"hiddn":[4]}', None, 'attn_tune: unknown option "hiddn"'),
+        # the search's own keys, misspelt, are offered as attn_tune reads them
+        ('{"hidden":[4]}', '{"trails":3}', 'attn_tune: unknown option "trails" (did you mean "trials"?)'),
+        ('{"hidden":[4]}', '{"serch":"grid"}', 'attn_tune: unknown option "serch" (did you mean "search"?)'),
         ('{"hidden":[4,0]}', None, 'attn_tune: option "hidden" must be an integer from 1 to 4096'),
         ('{"hidden":[4]}', '{"monitor":"val_auc"}', 'attn_tune: option "monitor" must be'),
         ('[1,2]', None, "attn_tune: the grid must be a JSON object of option -> array of values"),
