@@ -678,7 +678,7 @@ typedef struct nn_st_file {
 
 /* ---------------------------------------------------------------- about the build */
 
-/* e.g. "attnext 0.1.0; backends: cpu (OpenBLAS 0.3.21, 2 threads); cuda: not built" */
+/* e.g. "attnext 0.2.0; backends: cpu (OpenBLAS 0.3.21, 2 threads); cuda: not built" */
 const char *nn_version_string(char *buf, size_t len);
 
 #ifdef __cplusplus

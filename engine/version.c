@@ -4,7 +4,7 @@
 #include "backend.h"
 #include "nn_internal.h"
 
-#define NN_VERSION "0.1.0"
+#define NN_VERSION "0.2.0"
 
 /* OpenBLAS reports its build configuration; other BLAS libraries do not have this call. */
 char *openblas_get_config(void) __attribute__((weak));

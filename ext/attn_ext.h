@@ -752,7 +752,7 @@ int attn_train_rows_sha256(const attn_train_rows *r, int first, int n, attn_inte
 int attn_train_rows_sha256_of(const attn_train_rows *r, const int *rows, int n, char *out);
 /* The current UTC time as ISO 8601 with milliseconds (out: 32 bytes). */
 void attn_utc_now(char *out);
-/* "attnext 0.1.0" (out: 64 bytes). */
+/* "attnext 0.2.0" (out: 64 bytes). */
 void attn_version_short(char *out);
 /* Insert the attn_lineage row of (name, version), inside the caller's transaction. */
 int attn_lineage_write(sqlite3 *db, const char *fn, const char *name, int64_t version,

@@ -6,7 +6,7 @@
  *
  *   .load ./attnext
  *   SELECT attn_version();
- *   -- attnext 0.1.0; backends: cpu (OpenBLAS 0.3.21, 2 threads); cuda: not built
+ *   -- attnext 0.2.0; backends: cpu (OpenBLAS 0.3.21, 2 threads); cuda: not built
  */
 #ifndef _WIN32
 #include <pthread.h>

@@ -5,7 +5,7 @@
  *   $ build/wasm/sqlite3 demo.db          (node runs build/wasm/sqlite3.js)
  *   sqlite> .load ./attnext               -- succeeds, changes nothing: already registered
  *   sqlite> SELECT attn_version();
- *   -- attnext 0.1.0; backends: cpu (generic kernels; own GEMM, no BLAS); cuda: not available
+ *   -- attnext 0.2.0; backends: cpu (generic kernels; own GEMM, no BLAS); cuda: not available
  *   -- (WebAssembly)
  *
  * WebAssembly has no shared libraries (without Emscripten's dynamic linking, dlopen aborts the
