@@ -9,8 +9,9 @@ reach them through Python's sqlite3 (test_unlabelled.py has the ordinary uses):
     "unlabelled"), the lesson recipe, one labelled class, every label NULL, 2 labelled rows and
     6,000 unlabelled (the default recipe pretrains and self-trains, 12 rows), labels of mixed
     types, blank CSV labels through the sqlite3 shell's .import ('' is a label, NULLIF(label, '')
-    makes them unlabelled), a warm start, "ensemble": 2, each validation split (the pseudo-labelled rows never
-    join it: the same validation rows with and without the unlabelled ones);
+    makes them unlabelled), a warm start, "ensemble": 2, each validation split (the
+    pseudo-labelled rows never join it: the same validation rows with and without the
+    unlabelled ones);
   - the same bits at 1 and 2 threads with an ensemble, a validation split, pretraining and
     self-training on;
   - attn_status: each phase starts from batch 0 (not the pretraining's or round 1's last);
@@ -22,8 +23,9 @@ reach them through Python's sqlite3 (test_unlabelled.py has the ordinary uses):
   - attn_uncertain: ids of every type back unchanged (an integer beyond 2^53 too), duplicate ids,
     extra columns, one column, a query failing midway, an unknown or undeployed model, the heap
     limit (out of memory, then usable), an interrupt, LIMIT 1 (every row is still scored), the
-    heap a row takes (300,000 rows), ties in the query's order, 2 classes against attn_probs, and a model
-    whose probabilities overflow (NULL figures, those rows first, the rest still sorted);
+    heap a row takes (300,000 rows), ties in the query's order, 2 classes against attn_probs,
+    and a model whose probabilities overflow (NULL figures, those rows first, the rest still
+    sorted);
   - EXPECTED_FAILURES: known bugs in files being changed elsewhere, reported XFAIL until fixed
     (then XPASS fails: take the entry out).
 Run from the repository root: /usr/bin/python3 tests/test_unlabelled_edges.py
@@ -86,8 +88,9 @@ def fit(name, options, query="SELECT text, label FROM pool", conn=None):
     """attn_fit's summary as a dict, or its error as a string."""
     conn = conn or db
     try:
-        return json.loads(conn.execute("SELECT attn_fit(?, ?, ?)", (
-            name, query, options if isinstance(options, str) else json.dumps(options))).fetchone()[0])
+        text = options if isinstance(options, str) else json.dumps(options)
+        return json.loads(conn.execute("SELECT attn_fit(?, ?, ?)",
+                                       (name, query, text)).fetchone()[0])
     except sqlite3.Error as e:
         return str(e)
 
