@@ -11,7 +11,7 @@ reach them through Python's sqlite3 (test_unlabelled.py has the ordinary uses):
     types, blank CSV labels through the sqlite3 shell's .import ('' is a label, NULLIF(label, '')
     makes them unlabelled), a warm start, "ensemble": 2, each validation split (the
     pseudo-labelled rows never join it: the same validation rows with and without the
-    unlabelled ones);
+    unlabelled ones; the pretraining never reads its texts);
   - the same bits at 1 and 2 threads with an ensemble, a validation split, pretraining and
     self-training on;
   - attn_status: each phase starts from batch 0 (not the pretraining's or round 1's last);
@@ -234,14 +234,30 @@ s = fit("ens", dict(SMALL, pretrain_epochs=1, self_training=3, ensemble=2))
 check(isinstance(s, dict) and "self_training" in s and pseudo_ok(s, 3)[0],
       "\"ensemble\": 2 with unlabelled rows: %s" % (
           pseudo_ok(s, 3)[1] if isinstance(s, dict) else s))
+watcher = R.connect(":memory:")  # attn_status shows the runs of every connection
 for split in ("none", "random", "last"):
-    with_rows = fit("split", dict(SMALL, pretrain_epochs=1, self_training=3, validation=split))
-    without = fit("split", dict(SMALL, pretrain_epochs=1, validation=split, unlabelled=False))
+    passes = set()  # the pretraining's rows (its batches): 2 passes over the training split's
+    # texts and the unlabelled ones, never the validation rows'
+
+    def pretraining_rows():
+        r = watcher.execute("SELECT batches FROM attn_status WHERE phase = 'pretraining' AND "
+                            "batches > 0").fetchone()
+        if r:
+            passes.add(r[0])
+        return 0
+
+    db.set_progress_handler(pretraining_rows, 1)
+    with_rows = fit("split", dict(SMALL, pretrain_epochs=2, self_training=3, validation=split))
+    db.set_progress_handler(None, 1)
+    without = fit("split", dict(SMALL, pretrain_epochs=2, validation=split, unlabelled=False))
     figures = [(r.get("train_rows"), r.get("val_rows"), r.get("validation_sha256"))
                if isinstance(r, dict) else r for r in (with_rows, without)]
-    check(figures[0] == figures[1] and pseudo_ok(with_rows, 3)[0],
+    read = 2 * (with_rows["train_rows"] + 240) if isinstance(with_rows, dict) else None
+    check(figures[0] == figures[1] and pseudo_ok(with_rows, 3)[0] and passes == {read},
           "\"validation\": \"%s\": the same training and validation rows with the unlabelled "
-          "rows as without (%s), %s" % (split, figures[0], pseudo_ok(with_rows, 3)[1]))
+          "rows as without (%s), %s; the pretraining read %s rows (2 x (training + 240 "
+          "unlabelled): %s)" % (split, figures[0], pseudo_ok(with_rows, 3)[1], passes, read))
+watcher.close()
 err = fit("vq", dict(SMALL, validation_query="SELECT text, label FROM pool LIMIT 100"))
 known("validation_query_null_label",
       err == 'attn_fit: row 61 of the query has a NULL label (option "validation_query")',
