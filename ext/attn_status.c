@@ -93,6 +93,9 @@ void attn_status_unregister(attn_status_entry *e) {
 void attn_status_phase(attn_status_entry *e, const char *phase, int epochs, int trial, int trials) {
   if (!e) return;
   pthread_mutex_lock(&status_lock);
+  /* the batches of a new phase are its own: the pretraining's passes or round 1's last epoch
+   * are not those of the training or of the scoring that follow (its first call comes later) */
+  if (!e->phase || strcmp(e->phase, phase) != 0) e->batch = e->batches = 0;
   e->phase = phase;
   e->epochs = epochs;
   if (trial != e->trial) { /* a new trial of attn_tune starts from epoch 0 */

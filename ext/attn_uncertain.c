@@ -12,8 +12,14 @@
  * second, ascending (ties: the higher entropy first, then the query's order). Every row must be
  * seen before the first is returned, so the query is read whole: its ids and four numbers a
  * row stay in memory (SQLite's allocator, so the heap limit holds), the texts only a chunk at a
- * time. A NULL id or text is an error naming the row: a row the user cannot find again, or a
- * text with nothing to classify, is no suggestion.
+ * time. An integer id (a rowid, the usual case) is kept in the row itself, 32 bytes a row in
+ * all; any other id as a copy of its value besides (about 80 bytes more: over 1 million rows
+ * the process's peak grew by 123 MB with every id a copy, by 47 MB with them inline, the
+ * array's doubling included). A NULL id or text is an error naming the row: a row the user
+ * cannot find again, or a text with nothing to classify, is no suggestion. A model whose
+ * probabilities are not numbers (weights so large that the logits overflow) gives NULL
+ * probability, margin and entropy, as attn_classify and attn_probs give NULL: such rows come
+ * first, the model being surest of nothing there.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -22,10 +28,13 @@
 #include "attn_ext.h"
 
 typedef struct attn_uncertain_row {
-  sqlite3_value *id;
-  int label;
-  float probability, margin, entropy;
-  sqlite3_int64 order; /* in the query */
+  union {
+    sqlite3_int64 integer; /* boxed == 0 */
+    sqlite3_value *value;  /* boxed == 1: a copy the cursor owns */
+  } id;
+  sqlite3_int64 order;                /* in the query */
+  float probability, margin, entropy; /* NaN: the model gave no probabilities (NULL) */
+  unsigned label : 31, boxed : 1;
 } attn_uncertain_row;
 
 typedef struct attn_uncertain_cursor {
@@ -61,7 +70,8 @@ static int attn_uncertain_best_index(sqlite3_vtab *vtab, sqlite3_index_info *inf
 }
 
 static void attn_uncertain_reset(attn_uncertain_cursor *cur) {
-  for (sqlite3_int64 i = 0; i < cur->n; i++) sqlite3_value_free(cur->rows[i].id);
+  for (sqlite3_int64 i = 0; i < cur->n; i++)
+    if (cur->rows[i].boxed) sqlite3_value_free(cur->rows[i].id.value);
   cur->n = cur->i = 0;
   attn_model_release(cur->model);
   cur->model = NULL;
@@ -75,11 +85,17 @@ static int attn_uncertain_close(sqlite3_vtab_cursor *base) {
   return SQLITE_OK;
 }
 
-/* The least sure first: margin ascending, entropy descending, then the query's order. */
+/* The least sure first: no probabilities (NaN) first, then margin ascending, entropy
+ * descending, then the query's order: a total order, whatever the numbers (qsort may misbehave
+ * with one that is not). */
 static int attn_uncertain_cmp(const void *pa, const void *pb) {
   const attn_uncertain_row *a = pa, *b = pb;
-  if (a->margin != b->margin) return a->margin < b->margin ? -1 : 1;
-  if (a->entropy != b->entropy) return a->entropy > b->entropy ? -1 : 1;
+  int a_nan = isnan(a->margin), b_nan = isnan(b->margin);
+  if (a_nan != b_nan) return a_nan ? -1 : 1;
+  if (!a_nan) {
+    if (a->margin != b->margin) return a->margin < b->margin ? -1 : 1;
+    if (a->entropy != b->entropy) return a->entropy > b->entropy ? -1 : 1;
+  }
   return a->order < b->order ? -1 : a->order > b->order;
 }
 
@@ -122,18 +138,28 @@ static int attn_uncertain_chunk(attn_uncertain_cursor *cur, attn_conn *conn, att
     const float *p = *probs + (size_t)i * C;
     float top = -1.0f, second = 0.0f;
     double entropy = 0.0;
+    int finite = 1;
     for (int c = 0; c < C; c++) {
+      if (!isfinite(p[c])) finite = 0;
       if (p[c] > top) second = top < 0.0f ? 0.0f : top, top = p[c];
       else if (p[c] > second) second = p[c];
       if (p[c] > 0.0f) entropy -= (double)p[c] * log((double)p[c]);
     }
     attn_uncertain_row *r = &cur->rows[cur->n];
-    r->id = rows->keys[i]; /* the cursor's now */
+    sqlite3_value *id = rows->keys[i];
     rows->keys[i] = NULL;
-    r->label = (*pred)[i];
-    r->probability = top;
-    r->margin = top - second;
-    r->entropy = (float)entropy;
+    /* an integer without a subtype is its number; anything else keeps the copy (the cursor's) */
+    r->boxed = sqlite3_value_type(id) != SQLITE_INTEGER || sqlite3_value_subtype(id) != 0;
+    if (r->boxed) {
+      r->id.value = id;
+    } else {
+      r->id.integer = sqlite3_value_int64(id);
+      sqlite3_value_free(id);
+    }
+    r->label = (unsigned)(*pred)[i];
+    r->probability = finite ? top : NAN;
+    r->margin = finite ? top - second : NAN;
+    r->entropy = finite ? (float)entropy : NAN;
     r->order = first + i;
     cur->n++;
   }
@@ -194,17 +220,26 @@ static int attn_uncertain_eof(sqlite3_vtab_cursor *base) {
   return cur->i >= cur->n;
 }
 
+static void attn_uncertain_result(sqlite3_context *ctx, float v) {
+  if (isnan(v)) sqlite3_result_null(ctx);
+  else sqlite3_result_double(ctx, v);
+}
+
 static int attn_uncertain_column(sqlite3_vtab_cursor *base, sqlite3_context *ctx, int col) {
   attn_uncertain_cursor *cur = (attn_uncertain_cursor *)base;
   const attn_uncertain_row *r = &cur->rows[cur->i];
   switch (col) {
-  case ATTN_UNCERTAIN_COL_ID: sqlite3_result_value(ctx, r->id); break;
+  case ATTN_UNCERTAIN_COL_ID:
+    if (r->boxed) sqlite3_result_value(ctx, r->id.value);
+    else sqlite3_result_int64(ctx, r->id.integer);
+    break;
   case ATTN_UNCERTAIN_COL_LABEL:
     sqlite3_result_text(ctx, nn_model_label(cur->model->nn, r->label), -1, SQLITE_TRANSIENT);
     break;
-  case ATTN_UNCERTAIN_COL_PROBABILITY: sqlite3_result_double(ctx, r->probability); break;
-  case ATTN_UNCERTAIN_COL_MARGIN: sqlite3_result_double(ctx, r->margin); break;
-  case ATTN_UNCERTAIN_COL_ENTROPY: sqlite3_result_double(ctx, r->entropy); break;
+  /* NaN: SQLite gives NULL, but say so rather than rely on it */
+  case ATTN_UNCERTAIN_COL_PROBABILITY: attn_uncertain_result(ctx, r->probability); break;
+  case ATTN_UNCERTAIN_COL_MARGIN: attn_uncertain_result(ctx, r->margin); break;
+  case ATTN_UNCERTAIN_COL_ENTROPY: attn_uncertain_result(ctx, r->entropy); break;
   default: break;
   }
   return SQLITE_OK;
