@@ -359,6 +359,15 @@ done:
   return rc;
 }
 
+/* An error of the validation query's ("attn_fit: the query ...", "row 3 of the query has a
+ * NULL label") names the option it came from. */
+static void attn_validation_query_error(char **msg) {
+  if (!*msg) return;
+  char *full = sqlite3_mprintf("%s (option \"validation_query\")", *msg);
+  sqlite3_free(*msg);
+  *msg = full;
+}
+
 int attn_training_rows(attn_training *t, char **msg) {
   sqlite3 *db = attn_conn_db(t->conn);
   sqlite3_stmt *stmt = NULL;
@@ -367,10 +376,7 @@ int attn_training_rows(attn_training *t, char **msg) {
   if (t->validation_query && t->nvalidation == 0) {
     rc = attn_prepare_query(db, fn, t->validation_query, 2, "(text, label)", &stmt, msg);
     if (rc != SQLITE_OK) {
-      /* "attn_fit: the query ..." is about the validation query here: say so */
-      char *full = sqlite3_mprintf("%s (option \"validation_query\")", *msg);
-      sqlite3_free(*msg);
-      *msg = full;
+      attn_validation_query_error(msg);
       return rc;
     }
     /* the training rows, then the validation query's: "validation": "query" takes the last */
@@ -378,7 +384,10 @@ int attn_training_rows(attn_training *t, char **msg) {
     rc = attn_train_rows_read(&t->rows, stmt, fn, msg, NULL, NULL);
     attn_conn_query_end(t->conn);
     sqlite3_finalize(stmt);
-    if (rc != SQLITE_OK) return rc;
+    if (rc != SQLITE_OK) {
+      attn_validation_query_error(msg);
+      return rc;
+    }
     t->nvalidation = t->rows.n - t->nquery;
     if (t->nvalidation == 0) {
       *msg = sqlite3_mprintf("%s: option \"validation_query\" returned no rows", fn);

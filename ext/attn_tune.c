@@ -104,8 +104,9 @@ typedef struct attn_tune_settings {
 
 /* Whether `key` is an option of the whole search, which a grid may not vary. */
 static int attn_tune_search_key(const char *key) {
-  static const char *const keys[] = {"deploy",  "validation_query", "search",     "trials",
-                                     "seconds", "parallel",         "keep_trials"};
+  /* "unlabelled" too: the trials share the rows, read once as the search's options say */
+  static const char *const keys[] = {"deploy",  "validation_query", "search",      "trials",
+                                     "seconds", "parallel",         "keep_trials", "unlabelled"};
   for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
     if (strcmp(key, keys[i]) == 0) return 1;
   return 0;

@@ -26,8 +26,6 @@ reach them through Python's sqlite3 (test_unlabelled.py has the ordinary uses):
     heap a row takes (300,000 rows), ties in the query's order, 2 classes against attn_probs,
     and a model whose probabilities overflow (NULL figures, those rows first, the rest still
     sorted);
-  - EXPECTED_FAILURES: known bugs in files being changed elsewhere, reported XFAIL until fixed
-    (then XPASS fails: take the entry out).
 Run from the repository root: /usr/bin/python3 tests/test_unlabelled_edges.py
 """
 import ctypes
@@ -51,29 +49,6 @@ import reliability as R  # noqa: E402
 R.reexec_with_preload()
 R.require_extension()
 check, error_of = R.check, R.error_of
-
-# Bugs found here in files that others are changing: each check is reported XFAIL while the bug
-# is there, and fails (XPASS) once it is fixed, so that the entry is taken out with the fix.
-EXPECTED_FAILURES = {
-    "tune_grid_unlabelled":
-        "ext/attn_tune.c: a trial shares the statement's rows, read once with the search's "
-        "\"unlabelled\" (attn_tune_share), so a grid key \"unlabelled\" changes nothing: the "
-        "trial with false still pretrains and self-trains on the unlabelled rows",
-    "validation_query_null_label":
-        "ext/attn_training.c: attn_training_rows names the option only when the validation "
-        "query fails to prepare, not when a row of it is refused while it is read",
-}
-
-
-def known(key, cond, what):
-    """check(), for a bug of EXPECTED_FAILURES: XFAIL while it fails, a failure once it holds."""
-    if key not in EXPECTED_FAILURES:
-        return check(cond, what)
-    if cond:
-        return check(False, "XPASS %s: fixed? take %r out of EXPECTED_FAILURES" % (what, key))
-    print("XFAIL %s (%s)" % (what, EXPECTED_FAILURES[key]), flush=True)
-    return False
-
 
 SMALL = {"epochs": 2, "hidden": 8, "embed_dim": 8, "fc_hidden": 8, "progress": False}
 tmp = tempfile.mkdtemp(prefix="attnext-unlabelled-edges-")
@@ -259,8 +234,7 @@ for split in ("none", "random", "last"):
           "unlabelled): %s)" % (split, figures[0], pseudo_ok(with_rows, 3)[1], passes, read))
 watcher.close()
 err = fit("vq", dict(SMALL, validation_query="SELECT text, label FROM pool LIMIT 100"))
-known("validation_query_null_label",
-      err == 'attn_fit: row 61 of the query has a NULL label (option "validation_query")',
+check(err == 'attn_fit: row 61 of the query has a NULL label (option "validation_query")',
       "a NULL label in the validation query names the option: %s" % err)
 
 # ------------------------------------------------------------------ attn_tune's grid
@@ -270,10 +244,9 @@ err = error_of(db, "SELECT trial FROM attn_tune('tune', 'SELECT text, label FROM
 read = [json.loads(m).get("unlabelled_read", True) for (m,) in db.execute(
     "SELECT metrics FROM attn_models WHERE name = 'tune' ORDER BY version")]
 refused = 'attn_tune: grid key "unlabelled" is an option of the whole search'
-known("tune_grid_unlabelled", (err is None and read == [True, False]) or
-      (err or "").startswith(refused),
-      "attn_tune's grid {\"unlabelled\": [true, false]}: the second trial skips the rows, or "
-      "the grid is refused: %s" % (err or "read: %s" % read))
+check((err or "").startswith(refused) and read == [],
+      "attn_tune's grid {\"unlabelled\": [true, false]} is refused (the trials share the rows "
+      "read once): %s" % (err or "read: %s" % read))
 
 # ------------------------------------------------------------------ the same bits at any threads
 opts = dict(SMALL, pretrain_epochs=2, self_training=4, ensemble=2, validation="random")
