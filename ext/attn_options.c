@@ -320,6 +320,28 @@ static int check_combinations(attn_training *t, const nn_options *o, char **msg)
   return SQLITE_OK;
 }
 
+/* A warm start ("from") neither pretrains nor self-trains (its vectors are the base model's, and
+ * it trains one round); vectors given by "embeddings" are not pretrained either. Asked for
+ * anyway (a value above 0), that is an error rather than an option silently dropped. */
+static int check_start(attn_training *t, const nn_options *o, char **msg) {
+  static const struct {
+    const char *key, *with, *why;
+  } refused[] = {
+      {"pretrain_epochs", "from", "a warm start keeps the base model's vectors"},
+      {"self_training", "from", "a warm start trains one round from the base model's weights"},
+      {"pretrain_epochs", "embeddings", "the embedding starts as the given vectors"},
+  };
+  for (size_t k = 0; k < sizeof refused / sizeof refused[0]; k++) {
+    const nn_json *v = nn_json_get(o->doc, refused[k].key);
+    int with = strcmp(refused[k].with, "from") ? t->emb.table != NULL : t->base != NULL;
+    if (!with || !v || v->type != NN_JSON_NUMBER || !(v->number > 0)) continue;
+    *msg = sqlite3_mprintf("%s: option \"%s\" cannot be used with \"%s\": %s", t->fn,
+                           refused[k].key, refused[k].with, refused[k].why);
+    return SQLITE_ERROR;
+  }
+  return SQLITE_OK;
+}
+
 /* "from" (a model name: its deployed version, or "from_version") makes a warm start whose
  * config starts as the base model's; then read_run's keys, read_config's, and the checks of
  * what they give together. */
@@ -410,6 +432,8 @@ int attn_options_read(attn_training *t, const char *options, char **msg) {
     rc = SQLITE_ERROR;
     goto done;
   }
+  rc = check_start(t, &o, msg); /* what a warm start or given vectors leave out */
+  if (rc != SQLITE_OK) goto done;
   if (t->base && nn_config_check_warm_start(&t->cfg, nn_model_config(t->base->nn), err) != NN_OK) {
     *msg = sqlite3_mprintf("%s: %s", fn, err);
     rc = SQLITE_ERROR;

@@ -205,6 +205,23 @@ s = fit("warm", dict(SMALL, **{"from": "base"}))
 check(s.get("warm_start") is True and s.get("unlabelled_read") is False and
       "pretrain_epochs" not in s and "self_training" not in s,
       "a warm start keeps its vectors: the unlabelled rows counted, not read")
+# asked for where it cannot run, pretraining or self-training is an error, not dropped in silence
+db.execute("CREATE TABLE vec(word TEXT, vector BLOB)")
+db.execute("INSERT INTO vec VALUES ('the', zeroblob(32))")
+for options, want in (
+        ({"from": "base", "pretrain_epochs": 2},
+         'option "pretrain_epochs" cannot be used with "from": a warm start keeps the base '
+         "model's vectors"),
+        ({"from": "base", "self_training": 2},
+         'option "self_training" cannot be used with "from": a warm start trains one round '
+         "from the base model's weights"),
+        ({"embeddings": "vec", "pretrain_epochs": 2},
+         'option "pretrain_epochs" cannot be used with "embeddings": the embedding starts as '
+         "the given vectors")):
+    s = fit("refused", dict(SMALL, **options))
+    check(s == "attn_fit: " + want, "%s: %s" % (options, s))
+s = fit("zero", dict(SMALL, **{"from": "base", "pretrain_epochs": 0, "self_training": 0}))
+check(isinstance(s, dict) and s.get("warm_start") is True, "0 is no pretraining: %s" % s)
 s = fit("ens", dict(SMALL, pretrain_epochs=1, self_training=3, ensemble=2))
 check(isinstance(s, dict) and "self_training" in s and pseudo_ok(s, 3)[0],
       "\"ensemble\": 2 with unlabelled rows: %s" % (
