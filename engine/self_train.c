@@ -73,9 +73,16 @@ static int ascending(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
+/* Whether row i is one <UNK> and nothing else: what a text without a word encodes to. */
+static int no_word(const nn_train_data *d, int i) {
+  if (d->row_length[i] != 1) return 0;
+  const void *ids = nn_train_row_ids(d, i);
+  return (d->ids16 ? ((const uint16_t *)ids)[0] : ((const int32_t *)ids)[0]) == NN_UNK;
+}
+
 /* Every unlabelled row's predicted class (in row_class) and its probability (scores[r - n]),
- * with the weights the model has now: NaN when a logit is NaN (or two are +inf), and such a row
- * is never chosen. */
+ * with the weights the model has now: NaN when a logit is NaN (or two are +inf) or the text has
+ * no word, and such a row is never chosen. */
 static int score_unlabelled(nn_trainer *tr, scored_row *scores, int *rows, nn_progress_fn fn,
                             void *ctx, char *err) {
   int B = tr->batch_rows, C = tr->data.C, n = tr->data.n, batches = (tr->data.n_unlab + B - 1) / B;
@@ -97,7 +104,9 @@ static int score_unlabelled(nn_trainer *tr, scored_row *scores, int *rows, nn_pr
       /* the best logit's own term is 1 even when it is +inf (inf - inf would be NaN) */
       for (int c = 0; c < C; c++) sum += c == best ? 1.0 : exp((double)z[c] - (double)z[best]);
       tr->data.row_class[n + first + b] = (uint16_t)best;
-      scores[first + b] = (scored_row){(float)(1.0 / sum), n + first + b};
+      /* a text with no word (empty, or stop words alone: one <UNK>) is the prior, not evidence */
+      float p = no_word(&tr->data, n + first + b) ? NAN : (float)(1.0 / sum);
+      scores[first + b] = (scored_row){p, n + first + b};
     }
   }
   return NN_OK;

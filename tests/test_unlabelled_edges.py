@@ -109,6 +109,9 @@ for what, texts in HOSTILE.items():
     ok = isinstance(s, dict) and s["unlabelled_rows"] == len(texts) and s["pretrain_epochs"] == 2
     check(ok and pseudo_ok(s, 6)[0], "unlabelled rows of %s train: %s" % (
         what, pseudo_ok(s, 6)[1] if ok else s))
+    if what in ("empty texts", "only stop words"):  # no word: the prior, never a pseudo-label
+        got = s.get("self_training", {}).get("pseudo_labelled_rows") if ok else None
+        check(got in (None, 0), "%s: none pseudo-labelled (%s)" % (what, got))
 big = "w" * 10_000_000  # one word of 10 MB
 words = "abc " * 2_500_000  # 10 MB of words (cut at max_len)
 s = with_unlabelled("big", [big, words, big])
