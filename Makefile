@@ -390,6 +390,31 @@ test-wasm:
 	@sh tests/deps.sh wasm
 	@$(MAKE) --no-print-directory PLATFORM=wasm check
 
+# make platforms: every platform's artifacts from one command (the cross tools installed on
+# demand): the native packages (build/dist/), linux-arm64's and windows-x64's
+# (build/<platform>/dist/) and the browser build's npm package (build/dist/attnext-wasm-*.tgz).
+# make test-platforms: the three cross builds' tests one after the other (8 minutes on 2 cores
+# once make platforms has built them, emulated), then a line per platform with its `N passed,
+# N failed`; it fails when one failed. Not in make test: the emulators' time would take CI past its 30 minutes.
+.PHONY: platforms test-platforms
+platforms: packages
+	@sh tests/deps.sh cross
+	@$(MAKE) --no-print-directory $(SUBMAKE_J) PLATFORM=linux-arm64 packages
+	@$(MAKE) --no-print-directory $(SUBMAKE_J) PLATFORM=windows-x64 packages
+	@sh tests/deps.sh wasm
+	@$(MAKE) --no-print-directory npm-wasm
+	@ls -1 build/dist/* build/linux-arm64/dist/* build/windows-x64/dist/*
+test-platforms:
+	@mkdir -p $(BUILD); : > $(BUILD)/platforms.txt; \
+	for p in linux-arm64 windows-x64 wasm; do \
+	  echo "== test-$$p"; \
+	  if $(MAKE) --no-print-directory test-$$p > $(BUILD)/test-$$p.log 2>&1; then s=ok; else s=FAILED; fi; \
+	  cat $(BUILD)/test-$$p.log; \
+	  echo "$$p: $$(grep -E '^[0-9]+ passed.* [0-9]+ failed' $(BUILD)/test-$$p.log | tail -1) ($$s)" \
+	    >> $(BUILD)/platforms.txt; \
+	done; \
+	echo "== every platform"; cat $(BUILD)/platforms.txt; ! grep -q FAILED $(BUILD)/platforms.txt
+
 # make check on the BLAS-free build (BLAS=none, in build/blas-none/), and two trainings with 1
 # and 2 threads that must give the same bits (test_determinism).
 .PHONY: check-blas-none
