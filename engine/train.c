@@ -338,7 +338,7 @@ int nn_trainer_create(nn_trainer **out, const nn_trainer_args *a, char *err) {
   if (base) tr->cfg.data_sized = 0; /* a warm start keeps the base model's recipe */
   tr->cfg.data_sized_done = 0;
   if ((tr->cfg.data_sized & NN_SIZED_VALIDATION) && tr->cfg.validation == NN_VALIDATION_RANDOM) {
-    if (n < NN_SMALL_ROWS) tr->cfg.validation = NN_VALIDATION_NONE;
+    tr->cfg.validation = NN_VALIDATION_NONE; /* every labelled row trains (nn.h) */
     tr->cfg.data_sized_done |= NN_SIZED_VALIDATION;
   }
   tr->cfg.data_sized &= ~NN_SIZED_VALIDATION;

@@ -14,7 +14,7 @@
  *     changes no bit
  *   - the sizes the recipe chooses for 170, 425, 850 and 8,500 training rows (no pretraining
  *     unless asked for), an option given keeping its value, the lesson recipe sized to nothing,
- *     and the validation split kept only from NN_SMALL_ROWS on or when an option asks for it
+ *     and no validation split unless an option asks for one
  */
 #include <math.h>
 #include <stdint.h>
@@ -403,7 +403,7 @@ static void check_sizing_unlabelled(void) {
   }
 }
 
-/* fewer labelled rows than NN_SMALL_ROWS: no validation split unless an option asks for one */
+/* no validation split, at any size, unless an option asks for one */
 static void check_small_validation(void) {
   static const struct {
     const char *json;
