@@ -638,6 +638,39 @@ static void mx_label(sqlite3_str *out, const mx_side *side, int i) {
   attn_svg_text(out, side->text + t->start, t->len, MATRIX_LABEL_CHARS);
 }
 
+/* The picture's start: its title (the kind of attention) and the line saying what it shows. */
+static void mx_svg_heading(sqlite3_str *out, const attn_mx *m, int width, int height) {
+  char *title =
+      m->kind == MX_DOT ? sqlite3_mprintf("Scaled dot-product attention")
+      : m->kind == MX_TRAINABLE
+          ? sqlite3_mprintf("Trainable attention (query, key, value layers, seed %llu)",
+                            (unsigned long long)m->seed)
+          : sqlite3_mprintf("Additive attention (seed %llu)", (unsigned long long)m->seed);
+  attn_svg_begin(out, width, height, title, title ? -1 : 0);
+  sqlite3_str_appendf(out,
+                      "<text x=\"20\" y=\"28\" font-size=\"17\" font-weight=\"bold\" "
+                      "fill=\"#1a1a1a\">%s</text>\n",
+                      title ? title : "");
+  sqlite3_free(title);
+  int dd = m->dim > 0 ? m->dim : 1;
+  if (m->kind == MX_DOT)
+    sqlite3_str_appendf(out,
+                        "<text x=\"20\" y=\"48\" font-size=\"12\" fill=\"#555555\">rows: "
+                        "query tokens; columns: key tokens; softmax of q.k/sqrt(%d) over "
+                        "each row</text>\n",
+                        dd);
+  else if (m->kind == MX_TRAINABLE)
+    sqlite3_str_appendf(out,
+                        "<text x=\"20\" y=\"48\" font-size=\"12\" fill=\"#555555\">rows: "
+                        "query tokens; columns: key tokens; softmax of (Wq q + bq).(Wk k + "
+                        "bk)/sqrt(%d) over each row</text>\n",
+                        dd);
+  else
+    sqlite3_str_appendall(out, "<text x=\"20\" y=\"48\" font-size=\"12\" fill=\"#555555\">rows: "
+                               "query tokens; columns: key tokens; softmax of v.tanh(W q + U k) "
+                               "over each row</text>\n");
+}
+
 void attn_matrix_svg_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   const char *fn = "attn_matrix_svg";
   attn_mx m;
@@ -683,34 +716,7 @@ void attn_matrix_svg_func(sqlite3_context *ctx, int argc, sqlite3_value **argv) 
   int height = (int)ceil(top + gh + 80);
 
   sqlite3_str *out = sqlite3_str_new(NULL);
-  char *title = m.kind == MX_DOT ? sqlite3_mprintf("Scaled dot-product attention")
-                : m.kind == MX_TRAINABLE
-                    ? sqlite3_mprintf("Trainable attention (query, key, value layers, seed %llu)",
-                                      (unsigned long long)m.seed)
-                    : sqlite3_mprintf("Additive attention (seed %llu)", (unsigned long long)m.seed);
-  attn_svg_begin(out, width, height, title, title ? -1 : 0);
-  sqlite3_str_appendf(out,
-                      "<text x=\"20\" y=\"28\" font-size=\"17\" font-weight=\"bold\" "
-                      "fill=\"#1a1a1a\">%s</text>\n",
-                      title ? title : "");
-  sqlite3_free(title);
-  int dd = m.dim > 0 ? m.dim : 1;
-  if (m.kind == MX_DOT)
-    sqlite3_str_appendf(out,
-                        "<text x=\"20\" y=\"48\" font-size=\"12\" fill=\"#555555\">rows: "
-                        "query tokens; columns: key tokens; softmax of q.k/sqrt(%d) over "
-                        "each row</text>\n",
-                        dd);
-  else if (m.kind == MX_TRAINABLE)
-    sqlite3_str_appendf(out,
-                        "<text x=\"20\" y=\"48\" font-size=\"12\" fill=\"#555555\">rows: "
-                        "query tokens; columns: key tokens; softmax of (Wq q + bq).(Wk k + "
-                        "bk)/sqrt(%d) over each row</text>\n",
-                        dd);
-  else
-    sqlite3_str_appendall(out, "<text x=\"20\" y=\"48\" font-size=\"12\" fill=\"#555555\">rows: "
-                               "query tokens; columns: key tokens; softmax of v.tanh(W q + U k) "
-                               "over each row</text>\n");
+  mx_svg_heading(out, &m, width, height);
   const char *mono = "font-family=\"DejaVu Sans Mono, monospace\"";
   for (int j = 0; j < nk; j++) {
     double x = left + cell * (j + 0.5), y = top - 6;
