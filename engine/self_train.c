@@ -20,18 +20,19 @@
  * the rows round 2 has (when the recipe sized them), and the same epochs otherwise. Epochs
  * keep counting: round 2's first epoch is the one after round 1's last. The pseudo-labelled
  * rows never join the validation split. Everything is drawn from the trainer's streams, so the
- * same rows, options and seed give the same bits, at any thread count. */
+ * same rows, options and seed give the same bits, at any thread count.
+ *
+ * train.c drives the step into round 2 (its forward pass scores the rows, its optimizer
+ * restarts); this file plans the buffers, reads each batch's logits into classes and scores,
+ * chooses the rows, and frees what it made. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "compat.h" /* nn_os_seconds */
 #include "nn_internal.h"
 #include "nn_mem.h"
 #include "train.h"
-
-#define SELF_TRAIN_ASK 8 /* batches between progress calls (an interrupt is answered there) */
 
 int nn_train_self_plan(nn_trainer *tr, char *err) {
   if (!(tr->cfg.self_training > 0.0f) || tr->data.n_unlab == 0 || tr->data.n_train == 0)
@@ -52,10 +53,11 @@ int nn_train_self_plan(nn_trainer *tr, char *err) {
   return NN_OK;
 }
 
-typedef struct scored_row {
+struct nn_scored_row {
   float probability;
   int row;
-} scored_row;
+};
+typedef struct nn_scored_row scored_row;
 
 /* Higher probability first, then the earlier row; a row without one (NaN: its logits were not
  * all finite) after every row with one. A total order, so any qsort gives one result: with NaN
@@ -80,36 +82,21 @@ static int no_word(const nn_train_data *d, int i) {
   return (d->ids16 ? ((const uint16_t *)ids)[0] : ((const int32_t *)ids)[0]) == NN_UNK;
 }
 
-/* Every unlabelled row's predicted class (in row_class) and its probability (scores[r - n]),
- * with the weights the model has now: NaN when a logit is NaN (or two are +inf) or the text has
- * no word, and such a row is never chosen. */
-static int score_unlabelled(nn_trainer *tr, scored_row *scores, int *rows, nn_progress_fn fn,
-                            void *ctx, char *err) {
-  int B = tr->batch_rows, C = tr->data.C, n = tr->data.n, batches = (tr->data.n_unlab + B - 1) / B;
-  for (int first = 0, k = 0; first < tr->data.n_unlab; first += B, k++) {
-    if (fn && k % SELF_TRAIN_ASK == SELF_TRAIN_ASK - 1 && fn(ctx, k, batches, 0.0, 0.0)) {
-      snprintf(err, NN_ERR_LEN, "interrupted");
-      return NN_INTERRUPTED;
-    }
-    int count = tr->data.n_unlab - first < B ? tr->data.n_unlab - first : B;
-    for (int b = 0; b < count; b++) rows[b] = n + first + b;
-    int status = nn_train_forward_rows(tr, rows, count, err);
-    if (status != NN_OK) return status;
-    for (int b = 0; b < count; b++) {
-      const float *z = tr->logits + (size_t)b * C;
-      int best = 0;
-      for (int c = 1; c < C; c++)
-        if (z[c] > z[best]) best = c; /* first maximum, as torch.argmax */
-      double sum = 0;
-      /* the best logit's own term is 1 even when it is +inf (inf - inf would be NaN) */
-      for (int c = 0; c < C; c++) sum += c == best ? 1.0 : exp((double)z[c] - (double)z[best]);
-      tr->data.row_class[n + first + b] = (uint16_t)best;
-      /* a text with no word (empty, or stop words alone: one <UNK>) is the prior, not evidence */
-      float p = no_word(&tr->data, n + first + b) ? NAN : (float)(1.0 / sum);
-      scores[first + b] = (scored_row){p, n + first + b};
-    }
+void nn_train_self_score(nn_trainer *tr, nn_self_scores *sc, int first, int count) {
+  int C = tr->data.C, n = tr->data.n;
+  for (int b = 0; b < count; b++) {
+    const float *z = tr->logits + (size_t)b * C;
+    int best = 0;
+    for (int c = 1; c < C; c++)
+      if (z[c] > z[best]) best = c; /* first maximum, as torch.argmax */
+    double sum = 0;
+    /* the best logit's own term is 1 even when it is +inf (inf - inf would be NaN) */
+    for (int c = 0; c < C; c++) sum += c == best ? 1.0 : exp((double)z[c] - (double)z[best]);
+    tr->data.row_class[n + first + b] = (uint16_t)best;
+    /* a text with no word (empty, or stop words alone: one <UNK>) is the prior, not evidence */
+    float p = no_word(&tr->data, n + first + b) ? NAN : (float)(1.0 / sum);
+    sc->scores[first + b] = (scored_row){p, n + first + b};
   }
-  return NN_OK;
 }
 
 /* The pseudo-labelled rows: each class's quota of its surest rows, ascending in pseudo_rows.
@@ -141,55 +128,32 @@ static void choose_rows(nn_trainer *tr, scored_row *scores, int *counts) {
   qsort(tr->pseudo_rows, (size_t)tr->n_pseudo, sizeof *tr->pseudo_rows, ascending);
 }
 
-/* The trainer as before its first epoch, for round 2: the starting weights, a new optimizer,
- * the schedule and early stopping reset, the batch and the epochs sized to round 2's rows. */
-static int restart(nn_trainer *tr, char *err) {
-  memcpy(nn_model_params(tr->model), tr->start_params, tr->param_count * sizeof(float));
-  int status = nn_train_reset_optimizer(tr, err);
-  if (status != NN_OK) return status;
-  int rows = tr->data.n_train + tr->n_pseudo, epochs = tr->cfg.epochs;
-  tr->round1_batch = tr->cfg.batch_size;
-  if (tr->cfg.data_sized_done & NN_SIZED_BATCH) tr->cfg.batch_size = nn_config_sized_batch(rows);
-  if (tr->cfg.data_sized_done & NN_SIZED_EPOCHS)
-    epochs = nn_config_sized_epochs((rows + tr->cfg.batch_size - 1) / tr->cfg.batch_size);
-  tr->round1_epochs = tr->epochs_run;
-  tr->cfg.epochs = tr->epochs_run + epochs;
-  tr->round = 1;
-  tr->done = 0;
-  return NN_OK;
+int nn_train_self_scores_alloc(nn_trainer *tr, nn_self_scores *sc, char *err) {
+  sc->scores = nn_mem_alloc(tr->mem, (size_t)tr->data.n_unlab * sizeof *sc->scores);
+  sc->rows = nn_mem_alloc(tr->mem, (size_t)tr->batch_rows * sizeof *sc->rows);
+  /* (2C): each class's training rows, then choose_rows' scratch */
+  sc->counts = nn_mem_calloc(tr->mem, 2 * (size_t)tr->data.C, sizeof *sc->counts);
+  if (sc->scores && sc->rows && sc->counts) return NN_OK;
+  snprintf(err, NN_ERR_LEN, "out of memory scoring %d unlabelled rows", tr->data.n_unlab);
+  return NN_NOMEM;
 }
 
-int nn_train_self_begin(nn_trainer *tr, nn_progress_fn fn, void *ctx, char *err) {
-  double start = nn_os_seconds();
-  int status = NN_NOMEM;
-  scored_row *scores = nn_mem_alloc(tr->mem, (size_t)tr->data.n_unlab * sizeof *scores);
-  int *rows = nn_mem_alloc(tr->mem, (size_t)tr->batch_rows * sizeof *rows);
-  /* (2C): each class's training rows, then choose_rows' scratch */
-  int *train_count = nn_mem_calloc(tr->mem, 2 * (size_t)tr->data.C, sizeof *train_count);
-  if (!scores || !rows || !train_count) {
-    snprintf(err, NN_ERR_LEN, "out of memory scoring %d unlabelled rows", tr->data.n_unlab);
-    goto done;
-  }
-  /* the kept epoch's weights label the rows */
-  if (tr->best.epoch > 0)
-    memcpy(nn_model_params(tr->model), tr->best_params, tr->param_count * sizeof(float));
-  status = score_unlabelled(tr, scores, rows, fn, ctx, err);
-  if (status != NN_OK) goto done;
+void nn_train_self_choose(nn_trainer *tr, nn_self_scores *sc) {
   for (int i = 0; i < tr->data.n; i++)
-    if (!nn_train_is_val(&tr->data, i)) train_count[tr->data.row_class[i]]++;
-  choose_rows(tr, scores, train_count);
-  if (tr->n_pseudo > 0) {
-    status = restart(tr, err);
-  } else { /* no row to add: round 1's model is the result */
-    tr->round1_epochs = tr->epochs_run;
-    tr->round1_batch = tr->cfg.batch_size;
-    tr->round = 1;
-    tr->done = 1;
-  }
-done:
-  nn_mem_free(tr->mem, scores);
-  nn_mem_free(tr->mem, rows);
-  nn_mem_free(tr->mem, train_count);
-  tr->self_training_seconds = nn_os_seconds() - start;
-  return status;
+    if (!nn_train_is_val(&tr->data, i)) sc->counts[tr->data.row_class[i]]++;
+  choose_rows(tr, sc->scores, sc->counts);
+}
+
+void nn_train_self_scores_free(nn_trainer *tr, nn_self_scores *sc) {
+  nn_mem_free(tr->mem, sc->scores);
+  nn_mem_free(tr->mem, sc->rows);
+  nn_mem_free(tr->mem, sc->counts);
+  memset(sc, 0, sizeof *sc);
+}
+
+void nn_train_self_free(nn_trainer *tr) {
+  nn_mem_free(tr->mem, tr->pseudo_rows);
+  nn_mem_free(tr->mem, tr->start_params);
+  tr->pseudo_rows = NULL;
+  tr->start_params = NULL;
 }

@@ -28,8 +28,9 @@
  *             best epoch by that figure are kept and handed over (with "validation": "none",
  *             the last epoch's)
  * The first epoch runs the pretraining first (pretrain.c). With self-training, the end of round
- * 1 chooses the pseudo-labelled rows and starts round 2 from the first epoch's weights, with a
- * new optimizer (nn_train_reset_optimizer) and the epochs counting on (self_train.c).
+ * 1 (second_round_begin) scores the unlabelled rows, has self_train.c choose the pseudo-labelled
+ * ones, and starts round 2 from the first epoch's weights, with a new optimizer
+ * (reset_optimizer) and the epochs counting on. self_train.c calls nothing here.
  * nn_trainer_take_model hands over the kept weights ("storage": "float16": rounded, and scored
  * again); nn_trainer_metrics_json describes the run.
  *
@@ -167,7 +168,11 @@ static int trainer_interrupted(char *err) {
   return NN_INTERRUPTED;
 }
 
-int nn_train_reset_optimizer(nn_trainer *tr, char *err) {
+/* The optimizer as before a round's first epoch (nn_trainer_create's round 1,
+ * self-training's round 2): a new Adam (moments zero, learning rate cfg.lr), the learning rate
+ * and ReduceLROnPlateau's state, early stopping's best figures, best epoch and bad epochs, and
+ * cosine_lr's origin at the epochs run so far. */
+static int reset_optimizer(nn_trainer *tr, char *err) {
   nn_adam_free_on(&tr->adam, tr->be); /* the first time: nothing to free */
   int status = nn_adam_init_on(&tr->adam, tr->be, tr->mem, tr->param_count, tr->cfg.lr, err);
   if (status != NN_OK) return status;
@@ -219,7 +224,7 @@ static int trainer_alloc_shards(nn_trainer *tr, char *err) {
     if (!tr->shard_grads[s]) return trainer_nomem(tr->data.n, err);
     if (stop && stop(stop_ctx)) return trainer_interrupted(err);
   }
-  status = nn_train_reset_optimizer(tr, err);
+  status = reset_optimizer(tr, err);
   if (status != NN_OK) return status;
   if (stop && stop(stop_ctx)) return trainer_interrupted(err);
   /* the embedding tables come first in the buffers: each member's V word rows, then its S
@@ -784,6 +789,74 @@ static int epochs_over(const nn_trainer *tr) {
   return tr->done || tr->epochs_run >= tr->cfg.epochs;
 }
 
+/* ------------------------------------------------------- self-training's second round */
+
+#define SELF_TRAIN_ASK 8 /* batches between progress calls (an interrupt is answered there) */
+
+/* Every unlabelled row scored with the weights the model has now (self_train.c reads each
+ * batch's logits). */
+static int score_unlabelled(nn_trainer *tr, nn_self_scores *sc, nn_progress_fn fn, void *ctx,
+                            char *err) {
+  int B = tr->batch_rows, n = tr->data.n, batches = (tr->data.n_unlab + B - 1) / B;
+  for (int first = 0, k = 0; first < tr->data.n_unlab; first += B, k++) {
+    if (fn && k % SELF_TRAIN_ASK == SELF_TRAIN_ASK - 1 && fn(ctx, k, batches, 0.0, 0.0))
+      return trainer_interrupted(err);
+    int count = tr->data.n_unlab - first < B ? tr->data.n_unlab - first : B;
+    for (int b = 0; b < count; b++) sc->rows[b] = n + first + b;
+    int status = nn_train_forward_rows(tr, sc->rows, count, err);
+    if (status != NN_OK) return status;
+    nn_train_self_score(tr, sc, first, count);
+  }
+  return NN_OK;
+}
+
+/* The trainer as before its first epoch, for round 2: the starting weights, a new optimizer,
+ * the schedule and early stopping reset, the batch and the epochs sized to round 2's rows. */
+static int restart(nn_trainer *tr, char *err) {
+  memcpy(nn_model_params(tr->model), tr->start_params, tr->param_count * sizeof(float));
+  int status = reset_optimizer(tr, err);
+  if (status != NN_OK) return status;
+  int rows = tr->data.n_train + tr->n_pseudo, epochs = tr->cfg.epochs;
+  tr->round1_batch = tr->cfg.batch_size;
+  if (tr->cfg.data_sized_done & NN_SIZED_BATCH) tr->cfg.batch_size = nn_config_sized_batch(rows);
+  if (tr->cfg.data_sized_done & NN_SIZED_EPOCHS)
+    epochs = nn_config_sized_epochs((rows + tr->cfg.batch_size - 1) / tr->cfg.batch_size);
+  tr->round1_epochs = tr->epochs_run;
+  tr->cfg.epochs = tr->epochs_run + epochs;
+  tr->round = 1;
+  tr->done = 0;
+  return NN_OK;
+}
+
+/* The end of round 1 (self_train.c): the unlabelled rows scored with the kept weights, the
+ * surest of each class chosen (tr->n_pseudo of them), and the trainer set back to its first
+ * epoch's weights and optimizer for round 2's epochs; without a row to add, round 1's model is
+ * the result. fn is asked between batches (an interrupt: NN_INTERRUPTED). */
+static int second_round_begin(nn_trainer *tr, nn_progress_fn fn, void *ctx, char *err) {
+  double start = nn_os_seconds();
+  nn_self_scores sc;
+  int status = nn_train_self_scores_alloc(tr, &sc, err);
+  if (status == NN_OK) {
+    if (tr->best.epoch > 0) /* the kept epoch's weights label the rows */
+      memcpy(nn_model_params(tr->model), tr->best_params, tr->param_count * sizeof(float));
+    status = score_unlabelled(tr, &sc, fn, ctx, err);
+  }
+  if (status == NN_OK) {
+    nn_train_self_choose(tr, &sc);
+    if (tr->n_pseudo > 0) {
+      status = restart(tr, err);
+    } else {
+      tr->round1_epochs = tr->epochs_run;
+      tr->round1_batch = tr->cfg.batch_size;
+      tr->round = 1;
+      tr->done = 1;
+    }
+  }
+  nn_train_self_scores_free(tr, &sc);
+  tr->self_training_seconds = nn_os_seconds() - start;
+  return status;
+}
+
 int nn_trainer_epoch(nn_trainer *tr, nn_epoch_stats *stats, nn_progress_fn fn, void *ctx,
                      char *err) {
   if (!tr->model) {
@@ -796,7 +869,7 @@ int nn_trainer_epoch(nn_trainer *tr, nn_epoch_stats *stats, nn_progress_fn fn, v
       tr->done = 1;
       return NN_DONE;
     }
-    status = nn_train_self_begin(tr, fn, ctx, err); /* round 2: the pseudo-labelled rows too */
+    status = second_round_begin(tr, fn, ctx, err); /* round 2: the pseudo-labelled rows too */
     if (status != NN_OK) return status;
     if (tr->done) return NN_DONE; /* no row was chosen */
   }
@@ -1146,8 +1219,7 @@ void nn_trainer_free(nn_trainer *tr) {
   nn_mem_free(tr->mem, tr->best_params);
   nn_mem_free(tr->mem, tr->lazy_rows);
   nn_mem_free(tr->mem, tr->lazy_stamp);
-  nn_mem_free(tr->mem, tr->pseudo_rows);
-  nn_mem_free(tr->mem, tr->start_params);
+  nn_train_self_free(tr);
   nn_mem_free(tr->mem, tr);
 }
 

@@ -127,8 +127,8 @@ struct nn_trainer {
 };
 
 /* 1 while self-training's second round is still to come: planned (tr->pseudo_max > 0, from
- * nn_train_self_plan) and round 1 not handed over yet (nn_train_self_begin ends it, with or
- * without rows to add). */
+ * nn_train_self_plan) and round 1 not handed over yet (train.c's second_round_begin ends it,
+ * with or without rows to add). */
 static inline int nn_train_second_round_pending(const nn_trainer *tr) {
   return tr->pseudo_max > 0 && tr->round == 0;
 }
@@ -142,18 +142,24 @@ int nn_train_pretrain(nn_trainer *tr, nn_progress_fn fn, void *ctx, char *err);
  * the unlabelled rows); after the sizing, before the batch buffers (sized to round 2's rows
  * too). */
 int nn_train_self_plan(nn_trainer *tr, char *err);
-/* The end of round 1: the unlabelled rows scored with the kept weights, the surest of each class
- * chosen (tr->n_pseudo of them), and the trainer set back to its first epoch's weights and
- * optimizer for round 2's epochs (sized to the rows it has then). fn is asked between batches
- * (an interrupt: NN_INTERRUPTED). */
-int nn_train_self_begin(nn_trainer *tr, nn_progress_fn fn, void *ctx, char *err);
-/* train.c: the optimizer as before a round's first epoch (nn_trainer_create's round 1,
- * self-training's round 2): a new Adam (moments zero, learning rate cfg.lr), the learning rate
- * and ReduceLROnPlateau's state, early stopping's best figures, best epoch and bad epochs, and
- * cosine_lr's origin at the epochs run so far. */
-int nn_train_reset_optimizer(nn_trainer *tr, char *err);
-/* train.c: the logits of rows[0..count) (count <= tr->batch_rows) in tr->logits' first (count,
- * C) block, as validation computes them (no dropout; an ensemble's mean). */
+/* The end of round 1, which train.c drives (the unlabelled rows scored with the kept weights, the
+ * surest of each class chosen, the trainer set back to its first epoch's weights and optimizer
+ * for round 2): its scratch (every unlabelled row's score, a batch of row numbers, 2C counts),
+ * each batch's logits (tr->logits, unlabelled rows first .. first + count) read into classes
+ * and scores, the choice (tr->n_pseudo rows in tr->pseudo_rows), the scratch freed; and
+ * nn_train_self_free, the buffers nn_train_self_plan made. */
+typedef struct nn_self_scores {
+  struct nn_scored_row *scores; /* (n_unlab) */
+  int *rows;                    /* (batch_rows) */
+  int *counts;                  /* (2C) */
+} nn_self_scores;
+int nn_train_self_scores_alloc(nn_trainer *tr, nn_self_scores *sc, char *err);
+void nn_train_self_score(nn_trainer *tr, nn_self_scores *sc, int first, int count);
+void nn_train_self_choose(nn_trainer *tr, nn_self_scores *sc);
+void nn_train_self_scores_free(nn_trainer *tr, nn_self_scores *sc);
+void nn_train_self_free(nn_trainer *tr);
+/* The logits of rows[0..count) (count <= tr->batch_rows) in tr->logits' first (count, C)
+ * block, as validation computes them (no dropout; an ensemble's mean). */
 int nn_train_forward_rows(nn_trainer *tr, const int *rows, int count, char *err);
 
 /* One skip-gram pair, as fastText's binary logistic loss: L = -log sigmoid(u.o) for label 1,
