@@ -10,6 +10,8 @@
    statement behind a comment is still refused.
 5. attn_import accepted NaN weights; every prediction was then the same class, silently.
 6. attn_vectors_load read numbers with the host's locale (',' as decimal point in de_DE).
+7. Options given as '' or whitespace trained to the end, then failed to save the lineage
+   ("malformed JSON"): they are no options.
 Run with Debian's python3; the extension is ./attnext.so.
 """
 import json
@@ -151,6 +153,23 @@ r = subprocess.run([sys.executable, "-c", child, EXT, vec], capture_output=True,
                    env=dict(os.environ, LOCPATH=locdir))
 check(made and r.returncode == 0 and "('tennis', (0.5, -1.25))" in r.stdout and "('match', (2.0, 0.125))" in r.stdout,
       "attn_vectors_load under de_DE: %s%s" % (r.stdout.strip(), r.stderr.strip()[-300:]))
+
+# 7. blank options are no options: the version is saved, its lineage holds no options
+db = connect(":memory:")
+db.execute("CREATE TABLE t(x, y)")
+db.executemany("INSERT INTO t VALUES (?, ?)", rows)
+for fn, blank in (("attn_fit", ""), ("attn_train", " \n")):
+    sql = ("SELECT attn_fit('blank', 'SELECT x, y FROM t', ?)" if fn == "attn_fit" else
+           "SELECT count(*) FROM attn_train('blank', 'SELECT x, y FROM t', ?)")
+    try:
+        db.execute(sql, (blank,)).fetchone()
+        err = None
+    except sqlite3.Error as e:
+        err = str(e)
+    check(err is None, "%s with options %r trains and saves: %s" % (fn, blank, err))
+got = db.execute("SELECT version, options IS NULL FROM attn_lineage WHERE name = 'blank' "
+                 "ORDER BY version").fetchall()
+check(got == [(1, 1), (2, 1)], "both versions saved, no options in their lineage: %r" % got)
 
 print("%d failed" % failures)
 sys.exit(1 if failures else 0)

@@ -122,9 +122,3 @@ SELECT name, version, deployed, json_extract(config, '$.hidden') AS hidden, labe
 FROM attn_models ORDER BY name, version;
 SELECT sum(attn_predict('copy', text) = attn_predict('news', text)) AS copy_agrees FROM docs;
 
--- options given as '' or only whitespace are no options: the version is saved, its lineage
--- holds no options (they are not JSON to store)
-SELECT json_extract(attn_fit('blank', 'SELECT text, label FROM docs WHERE id <= 60', ''), '$.committed') AS fit_blank;
-SELECT count(*) > 0 AS train_blank FROM attn_train('blank', 'SELECT text, label FROM docs WHERE id <= 60', ' 
-');
-SELECT version, options IS NULL AS no_options FROM attn_lineage WHERE name = 'blank' ORDER BY version;
