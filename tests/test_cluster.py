@@ -525,11 +525,14 @@ def main():
         if done["state"] != "done":
             fail("a 6-epoch job: %r" % done)
         # the fastest epoch, and a margin: later epochs run up to a tenth faster than the first
-        # ones, and the long job should not end before LONG_SECONDS if the machine gets a little
-        # less busy meanwhile (it ends later when it gets busier; much less busy: see 3a)
+        # ones, and the long job should not end before LONG_SECONDS if the machine gets less
+        # busy meanwhile (it ends later when it gets busier; much less busy: see 3a). The
+        # margin is 1.5: in make test the short job shares the cores with the batch's first
+        # tests, and the long job's epochs ran 1.4x as fast (54 of 60 s with 1.2: a second long
+        # job, two minutes more, where 1.5 costs a quarter of a minute when the paces match)
         per_epoch = float(c.shell("SELECT min(seconds) FROM attn_job_epochs WHERE job = %d"
                                   % j)[0])
-        n_long = int(math.ceil(LONG_SECONDS * 1.2 / per_epoch)) + 1
+        n_long = int(math.ceil(LONG_SECONDS * 1.5 / per_epoch)) + 1
 
         # 3a. at least 60 s of training through the cluster, dqlite's default timeouts. The
         # epochs were counted from a short job's pace; a job that trained less than LONG_SECONDS
