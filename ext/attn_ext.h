@@ -524,8 +524,10 @@ typedef struct attn_training attn_training; /* below: one training run */
  * t->class_weights, t->use_unlabelled, ...). "from" (a model name) with optional "from_version"
  * makes a warm start: the config starts as the base model's, options that would change its
  * architecture or vocabulary are refused (nn_config_check_warm_start), "embeddings" is refused.
+ * reader: whose keys are known (ATTN_OPTIONS_TUNE: attn_tune's own are out of text by then,
+ * but a misspelt one still gets its "did you mean").
  * Errors "fn: option \"from\": no model named 'x'", ...; on error what t read is let go. */
-int attn_options_read(attn_training *t, const char *text, char **msg);
+int attn_options_read(attn_training *t, const char *text, attn_options_reader reader, char **msg);
 /* What attn_options_read set in t let go (t->base released, t->emb freed, ...), the keys of
  * ext/ back to their defaults. */
 void attn_options_clear(attn_training *t);

@@ -345,7 +345,8 @@ static int check_start(attn_training *t, const nn_options *o, char **msg) {
 /* "from" (a model name: its deployed version, or "from_version") makes a warm start whose
  * config starts as the base model's; then read_run's keys, read_config's, and the checks of
  * what they give together. */
-int attn_options_read(attn_training *t, const char *options, char **msg) {
+int attn_options_read(attn_training *t, const char *options, attn_options_reader reader,
+                      char **msg) {
   sqlite3 *db = attn_conn_db(t->conn);
   const char *fn = t->fn;
   char err[NN_ERR_LEN] = "", *what = NULL, *got = NULL;
@@ -358,9 +359,6 @@ int attn_options_read(attn_training *t, const char *options, char **msg) {
   t->options_text = sqlite3_mprintf("%s", options);
   if (!t->options_text) return SQLITE_NOMEM;
   /* parsed once, by the engine; its keys are applied after ext/'s are checked */
-  /* attn_tune's own keys are out of options by now, but a misspelt one ("trails") still gets
-   * its "did you mean" */
-  attn_options_reader reader = strcmp(fn, "attn_tune") ? ATTN_OPTIONS_TRAINING : ATTN_OPTIONS_TUNE;
   rc = attn_options_parse(&o, fn, options, reader, msg);
   if (rc != SQLITE_OK) goto done;
   const nn_json *from = o.extra[ATTN_OPTION_FROM], *version = o.extra[ATTN_OPTION_FROM_VERSION];

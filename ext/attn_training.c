@@ -319,7 +319,7 @@ int attn_training_open(attn_training *t, attn_conn *conn, const char *fn, sqlite
     rc = SQLITE_NOMEM;
     goto done;
   }
-  if ((rc = attn_options_read(t, options, msg)) != SQLITE_OK) goto done;
+  if ((rc = attn_options_read(t, options, ATTN_OPTIONS_TRAINING, msg)) != SQLITE_OK) goto done;
   /* what would make the save fail, checked before training rather than after it */
   if ((rc = attn_store_check_save(conn, fn, name, 1, msg)) != SQLITE_OK) goto done;
   const char *query = query_arg ? (const char *)sqlite3_value_text(query_arg) : NULL;

@@ -647,7 +647,7 @@ static void attn_tune_share(attn_training *tt, const attn_training *t) {
 static int attn_tune_prepare(attn_training *tt, const attn_training *t, attn_tune_trial *trial,
                              int i, int ntrials, int threads, char **msg) {
   attn_tune_share(tt, t);
-  int rc = attn_options_read(tt, trial->options, msg);
+  int rc = attn_options_read(tt, trial->options, ATTN_OPTIONS_TUNE, msg);
   if (rc != SQLITE_OK) return rc;
   tt->cfg.validation_rows = t->nvalidation;
   tt->cfg.pool_threads = threads;
@@ -795,7 +795,7 @@ static int attn_tune_trial_check(const attn_training *t, const char *fn, const c
                                  char **msg) {
   attn_training check;
   attn_tune_share(&check, t);
-  int rc = attn_options_read(&check, options, msg);
+  int rc = attn_options_read(&check, options, ATTN_OPTIONS_TUNE, msg);
   if (rc == SQLITE_OK && check.cfg.validation == NN_VALIDATION_NONE) {
     *msg = sqlite3_mprintf("%s: option \"validation\": \"none\" leaves no validation figure to "
                            "choose a trial by",
@@ -829,7 +829,7 @@ static int attn_tune_submit(attn_tune_cursor *cur, attn_conn *conn, sqlite3_valu
   int rc = attn_tune_settings_read(fn, options, &st, &train_options, msg);
   if (rc == SQLITE_OK) rc = attn_tune_grid(fn, grid, st.random, &keys, &nkeys, &combinations, msg);
   if (rc == SQLITE_OK) rc = attn_tune_grid_keys_check(fn, keys, nkeys, msg);
-  if (rc == SQLITE_OK) rc = attn_options_read(&t, train_options, msg);
+  if (rc == SQLITE_OK) rc = attn_options_read(&t, train_options, ATTN_OPTIONS_TUNE, msg);
   if (rc == SQLITE_OK) rc = attn_tune_indices(combinations, &st, t.cfg.seed, &indices, &ntrials);
   for (int i = 0; rc == SQLITE_OK && i < ntrials; i++) {
     memset(&trial, 0, sizeof trial);
@@ -1018,7 +1018,7 @@ static int attn_tune_filter(sqlite3_vtab_cursor *base, int idx_num, const char *
   rc = attn_tune_grid_keys_check(fn, keys, nkeys, &msg);
   if (rc != SQLITE_OK) goto done;
   /* the monitor that picks the best trial, "deploy" and "validation_query": the options' */
-  rc = attn_options_read(&t, train_options, &msg);
+  rc = attn_options_read(&t, train_options, ATTN_OPTIONS_TUNE, &msg);
   if (rc != SQLITE_OK) goto done;
   nn_monitor monitor = t.cfg.monitor;
   rc = attn_training_rows(&t, &msg);
