@@ -510,7 +510,8 @@ typedef struct nn_epoch_stats {
                    * validation loss by default) */
 } nn_epoch_stats;
 
-/* Called after each batch; return non-zero to stop training (NN_INTERRUPTED). */
+/* Called after each batch; return non-zero to stop training (NN_INTERRUPTED). loss is NaN for
+ * work that computes none (self-training's scoring of the unlabelled rows). */
 typedef int (*nn_progress_fn)(void *ctx, int batches_done, int batches_total, double loss,
                               double rows_per_second);
 

@@ -799,7 +799,7 @@ static int score_unlabelled(nn_trainer *tr, nn_self_scores *sc, nn_progress_fn f
                             char *err) {
   int B = tr->batch_rows, n = tr->data.n, batches = (tr->data.n_unlab + B - 1) / B;
   for (int first = 0, k = 0; first < tr->data.n_unlab; first += B, k++) {
-    if (fn && k % SELF_TRAIN_ASK == SELF_TRAIN_ASK - 1 && fn(ctx, k, batches, 0.0, 0.0))
+    if (fn && k % SELF_TRAIN_ASK == SELF_TRAIN_ASK - 1 && fn(ctx, k, batches, NAN, 0.0))
       return trainer_interrupted(err);
     int count = tr->data.n_unlab - first < B ? tr->data.n_unlab - first : B;
     for (int b = 0; b < count; b++) sc->rows[b] = n + first + b;

@@ -316,7 +316,8 @@ static int attn_status_column(sqlite3_vtab_cursor *base, sqlite3_context *ctx, i
   case ATTN_STATUS_COL_BATCH: sqlite3_result_int(ctx, e->batch); break;
   case ATTN_STATUS_COL_BATCHES: result_count(ctx, e->batches); break;
   case ATTN_STATUS_COL_TRAIN_LOSS:
-    if (e->batches > 0 || e->epoch > 0) sqlite3_result_double(ctx, e->loss);
+    /* NULL before the first batch and while self-training scores the unlabelled rows */
+    if ((e->batches > 0 || e->epoch > 0) && !isnan(e->loss)) sqlite3_result_double(ctx, e->loss);
     break;
   case ATTN_STATUS_COL_VAL_LOSS: result_figure(ctx, e->val_loss); break;
   case ATTN_STATUS_COL_VAL_ACCURACY: result_figure(ctx, e->val_accuracy); break;

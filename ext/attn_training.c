@@ -53,9 +53,14 @@ static void attn_progress_update(attn_progress *p, int batches_done, int batches
   double elapsed = now - p->start;
   double left = batches_done > 0 ? elapsed * (batches_total - batches_done) / batches_done : 0;
   int secs = (int)(left + 0.5);
-  fprintf(stderr, "\r\033[Kepoch %d/%d  [%s]  %d/%d batches  loss %.4f  %.0f rows/s  %d:%02d left",
-          p->epoch, p->epochs, bar, batches_done, batches_total, loss, rows_per_second, secs / 60,
-          secs % 60);
+  if (isnan(loss)) /* self-training scores the unlabelled rows: no loss, no training rows */
+    fprintf(stderr, "\r\033[Kscoring unlabelled rows  [%s]  %d/%d batches  %d:%02d left", bar,
+            batches_done, batches_total, secs / 60, secs % 60);
+  else
+    fprintf(stderr,
+            "\r\033[Kepoch %d/%d  [%s]  %d/%d batches  loss %.4f  %.0f rows/s  %d:%02d left",
+            p->epoch, p->epochs, bar, batches_done, batches_total, loss, rows_per_second, secs / 60,
+            secs % 60);
   fflush(stderr);
   p->drawn = 1;
 }

@@ -10,7 +10,8 @@
  *   - on two topics the pseudo-labels are right (the rows are separable), and the metrics say
  *     what round 2 had
  *   - the same seed gives the same bits at 1 and 2 threads
- *   - an interrupt while the unlabelled rows are scored stops the training (NN_INTERRUPTED);
+ *   - an interrupt while the unlabelled rows are scored stops the training (NN_INTERRUPTED),
+ *     and the scoring reports no loss (NaN: attn_status shows NULL, not 0);
  *     out of memory at each allocation of the step into round 2 is NN_NOMEM, nothing leaked
  *   - quotas whose rounding adds up to more than the rows planned: the classes take theirs in
  *     class order until the rows run out, as the choice computed here
@@ -327,9 +328,10 @@ static void check_determinism(void) {
 }
 
 static int interrupt_armed = 0, interrupt_calls = 0;
+static double interrupt_loss = 0;
 static int stop_when_armed(void *ctx, int done, int total, double loss, double rate) {
-  (void)ctx, (void)done, (void)total, (void)loss, (void)rate;
-  if (interrupt_armed) interrupt_calls++;
+  (void)ctx, (void)done, (void)total, (void)rate;
+  if (interrupt_armed) interrupt_calls++, interrupt_loss = loss;
   return interrupt_armed;
 }
 
@@ -347,6 +349,9 @@ static void check_interrupt(void) {
   CHECK(rc == NN_INTERRUPTED && tr->round == 0 && interrupt_calls == 1,
         "interrupted while scoring: %d round %d calls %d (%s)", rc, tr->round, interrupt_calls,
         err);
+  /* the scoring computes no loss: attn_status shows none, not 0 */
+  CHECK(isnan(interrupt_loss), "the scoring's progress reports no loss (NaN), got %g",
+        interrupt_loss);
   interrupt_armed = 0;
   nn_trainer_free(tr);
 }
