@@ -310,11 +310,12 @@ def interrupt_in_phases(mode):
           all(b == 0 for _, b, _ in starts),
           "%s: attn_status's phases, each from batch 0: %s" % (mode, starts))
     # attn_status: (phase, epoch, batch, train_loss); the scoring of the unlabelled rows reports
-    # its batches with a loss of 0, round 2's epochs theirs
+    # its batches with no loss (NULL), round 2's epochs theirs
     phases = {
         "pretraining": lambda r: r[0] == "pretraining" and r[2] > 0,
-        "scoring the unlabelled rows": lambda r: r[0] == "self-training" and r[3] == 0 and r[2] > 0,
-        "round 2": lambda r: r[0] == "self-training" and r[3] > 0 and r[1] > 3,
+        "scoring the unlabelled rows":
+            lambda r: r[0] == "self-training" and r[3] is None and r[2] > 0,
+        "round 2": lambda r: r[0] == "self-training" and r[3] is not None and r[3] > 0 and r[1] > 3,
         "saving": lambda r: r[0] == "saving",
     }
     for phase, cond in phases.items():
