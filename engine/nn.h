@@ -193,7 +193,11 @@ typedef struct nn_config {
 /* self_training: NN_SELF_TRAINING pseudo-labelled rows per labelled row when the pretraining
  * runs over unlabelled rows and fewer than NN_SMALL_ROWS rows are labelled */
 #define NN_SIZED_SELF_TRAINING 128u
-#define NN_SIZED_ALL 247u
+/* embed_dim: NN_SMALL_EMBED_DIM when fewer than NN_SMALL_ROWS rows are labelled and no
+ * pretraining runs */
+#define NN_SIZED_EMBED_DIM 256u
+#define NN_SIZED_ALL 503u
+#define NN_SMALL_EMBED_DIM 128
 #define NN_SELF_TRAINING 6.0f
 #define NN_SMALL_ROWS 5000
 #define NN_PRETRAIN_ROWS 5000

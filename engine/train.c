@@ -1047,6 +1047,11 @@ static void metrics_sized(const nn_trainer *tr, char *extra, size_t size) {
                              tr->cfg.subword_buckets);
     sep = ",";
   }
+  if (sized & NN_SIZED_EMBED_DIM) {
+    used +=
+        (size_t)snprintf(extra + used, size - used, "%s\"embed_dim\":%d", sep, tr->cfg.embed_dim);
+    sep = ",";
+  }
   if (sized & NN_SIZED_SELF_TRAINING) {
     char ratio[40];
     json_number(ratio, sizeof ratio, nn_decimal_double(tr->cfg.self_training));

@@ -170,6 +170,7 @@ static int read_config(sqlite3 *db, const char *fn, const nn_options *o, nn_conf
     if (rc != SQLITE_OK) goto fail;
     if (!has_embed_dim) {
       cfg->embed_dim = emb->dim;
+      cfg->data_sized &= ~NN_SIZED_EMBED_DIM; /* the vectors' width, at any number of rows */
     } else if (cfg->embed_dim != emb->dim) {
       *errmsg = sqlite3_mprintf("%s: option \"embeddings\": table '%s' has %d-dimensional "
                                 "vectors, but embed_dim is %d (leave embed_dim out to use %d)",

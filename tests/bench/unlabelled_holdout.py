@@ -11,6 +11,8 @@ rows (weighted F1). Prints one line per corpus and N: the F1 and the seconds of 
     /usr/bin/python3 tests/bench/unlabelled_holdout.py '{}' '{"pretrain_epochs":0}'
     /usr/bin/python3 tests/bench/unlabelled_holdout.py --corpora ag --sizes 200 \\
         '{"pretrain_epochs":20}' '{"pretrain_epochs":40}'
+    /usr/bin/python3 tests/bench/unlabelled_holdout.py --no-unlabelled --tfidf \\
+        --sizes 500,1000,2500 '{}' '{"embed_dim":64}'
 """
 import argparse
 import json
@@ -22,7 +24,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, HERE)
 from learning_curve import attnext_run  # noqa: E402
-from quality import corpus_args, corpus_paths, read_csv  # noqa: E402
+from quality import corpus_args, corpus_paths, read_csv, tfidf_lr  # noqa: E402
 
 
 def main():
@@ -33,6 +35,8 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--extension", default=os.path.join(ROOT, "attnext"))
     ap.add_argument("--no-unlabelled", action="store_true")
+    ap.add_argument("--tfidf", action="store_true",
+                    help="first, TF-IDF (1-2 grams) + LR on the same labelled rows")
     ap.add_argument("variants", nargs="+", help="JSON objects of attn_fit options")
     args = ap.parse_args()
     variants = [json.loads(v) for v in args.variants]
@@ -44,6 +48,8 @@ def main():
             labelled = pool[:n]
             unlabelled = [] if args.no_unlabelled else [r[0] for r in pool[n:]]
             cells = []
+            if args.tfidf:
+                cells.append("tfidf %.3f" % tfidf_lr(labelled, held_out)["test_f1"])
             for options in variants:
                 r = attnext_run(args.extension, labelled, unlabelled, held_out, options)
                 cells.append("%.3f (%.0fs)" % (r["test_f1"], r["seconds"]))
