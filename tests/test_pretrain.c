@@ -14,7 +14,8 @@
  *     changes no bit
  *   - the sizes the recipe chooses for 170, 425, 850 and 8,500 training rows (no pretraining
  *     unless asked for), an option given keeping its value, the lesson recipe sized to nothing,
- *     and no validation split unless an option asks for one
+ *     no validation split unless an option asks for one, and 128-wide embeddings below 5,000
+ *     labelled rows unless the pretraining runs or embed_dim is given
  */
 #include <math.h>
 #include <stdint.h>
@@ -403,6 +404,39 @@ static void check_sizing_unlabelled(void) {
   }
 }
 
+/* the embeddings' width: NN_SMALL_EMBED_DIM below NN_SMALL_ROWS labelled rows, unless the
+ * pretraining runs (its vectors stay 64 wide) or an option gives it */
+static void check_sizing_embed_dim(void) {
+  static const struct {
+    const char *json;
+    int n_train, n_unlab, embed_dim, sized;
+  } cases[] = {
+      {"{}", 1, 0, NN_SMALL_EMBED_DIM, 1},
+      {"{}", 200, 0, NN_SMALL_EMBED_DIM, 1},
+      {"{}", NN_SMALL_ROWS - 1, 0, NN_SMALL_EMBED_DIM, 1},
+      {"{}", NN_SMALL_ROWS, 0, 64, 0},
+      {"{}", 200, 7800, 64, 0},                                 /* the pretraining's vectors */
+      {"{}", 200, NN_PRETRAIN_ROWS - 1, NN_SMALL_EMBED_DIM, 1}, /* too few to pretrain */
+      {"{\"pretrain_epochs\":5}", 200, 0, 64, 0},
+      {"{\"embed_dim\":32}", 200, 0, 32, 0},
+      {"{\"embed_dim\":64}", 200, 0, 64, 0},
+      {"{\"recipe\":\"lesson\"}", 200, 0, 100, 0},
+  };
+  for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+    char err[NN_ERR_LEN];
+    nn_config cfg;
+    nn_config_default(&cfg);
+    CHECK(nn_config_parse_json(&cfg, cases[k].json, NULL, err) == NN_OK, "%s", err);
+    nn_config_size_to_data(&cfg, cases[k].n_train, 4, cases[k].n_unlab,
+                           cases[k].n_unlab ? 56000 : 1400);
+    int sized = (cfg.data_sized_done & NN_SIZED_EMBED_DIM) != 0;
+    CHECK(cfg.embed_dim == cases[k].embed_dim && sized == cases[k].sized,
+          "%s, %d labelled and %d unlabelled rows: embed_dim %d (sized %d), want %d (%d)",
+          cases[k].json, cases[k].n_train, cases[k].n_unlab, cfg.embed_dim, sized,
+          cases[k].embed_dim, cases[k].sized);
+  }
+}
+
 /* no validation split, at any size, unless an option asks for one */
 static void check_small_validation(void) {
   static const struct {
@@ -436,6 +470,7 @@ int main(void) {
   check_vocabulary();
   check_sizing();
   check_sizing_unlabelled();
+  check_sizing_embed_dim();
   check_small_validation();
   return check_finish("test_pretrain");
 }
