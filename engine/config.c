@@ -240,7 +240,6 @@ void nn_config_size_to_data(nn_config *cfg, int n_train, int C, int n_unlabelled
   cfg->data_sized = 0;
   cfg->data_sized_done |= sized;
   if (n_train < 1) n_train = 1;
-  (void)C;
   if (sized & NN_SIZED_BATCH) cfg->batch_size = nn_config_sized_batch(n_train);
   int batches = (n_train + cfg->batch_size - 1) / cfg->batch_size;
   if (sized & NN_SIZED_EPOCHS) cfg->epochs = nn_config_sized_epochs(batches);
@@ -282,9 +281,15 @@ void nn_config_size_to_data(nn_config *cfg, int n_train, int C, int n_unlabelled
    * average, WordNet +0.008 to +0.020, and the fit still takes seconds; with the pretraining
    * (its 64-wide vectors learnt on the unlabelled rows) 128 measured no better and slower
    * (tests/bench/RESULTS.md, "Wider word vectors for few labels"). */
-  if ((sized & NN_SIZED_EMBED_DIM) && n_train < NN_SMALL_ROWS && cfg->pretrain_epochs == 0)
+  int narrow = cfg->embed_dim;
+  if ((sized & NN_SIZED_EMBED_DIM) && n_train < NN_SMALL_ROWS && cfg->pretrain_epochs == 0) {
     cfg->embed_dim = NN_SMALL_EMBED_DIM;
-  else cfg->data_sized_done &= ~NN_SIZED_EMBED_DIM;
+    /* tables made larger by options (subword_buckets, vocab_size, ensemble) keep their width:
+     * the recipe never takes a model past a size the options alone stayed within */
+    if (nn_config_param_count(cfg, (uint64_t)(C > 0 ? C : 1)) > NN_SMALL_WIDE_PARAMS)
+      cfg->embed_dim = narrow;
+  }
+  if (cfg->embed_dim == narrow) cfg->data_sized_done &= ~NN_SIZED_EMBED_DIM;
 }
 
 /* The recipe a config starts from (the "recipe" option). */

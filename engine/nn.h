@@ -193,11 +193,14 @@ typedef struct nn_config {
 /* self_training: NN_SELF_TRAINING pseudo-labelled rows per labelled row when the pretraining
  * runs over unlabelled rows and fewer than NN_SMALL_ROWS rows are labelled */
 #define NN_SIZED_SELF_TRAINING 128u
-/* embed_dim: NN_SMALL_EMBED_DIM when fewer than NN_SMALL_ROWS rows are labelled and no
- * pretraining runs */
+/* embed_dim: NN_SMALL_EMBED_DIM when fewer than NN_SMALL_ROWS rows train and no pretraining
+ * runs */
 #define NN_SIZED_EMBED_DIM 256u
 #define NN_SIZED_ALL 503u
 #define NN_SMALL_EMBED_DIM 128
+/* ... and the wider model stays within this many parameters (the default's tables of 100,000
+ * words and 16,384 subwords at 128: 14.9 million) */
+#define NN_SMALL_WIDE_PARAMS (1u << 24)
 #define NN_SELF_TRAINING 6.0f
 #define NN_SMALL_ROWS 5000
 #define NN_PRETRAIN_ROWS 5000

@@ -421,6 +421,10 @@ static void check_sizing_embed_dim(void) {
       {"{\"embed_dim\":32}", 200, 0, 32, 0},
       {"{\"embed_dim\":64}", 200, 0, 64, 0},
       {"{\"recipe\":\"lesson\"}", 200, 0, 100, 0},
+      /* tables made large by options keep their width (NN_SMALL_WIDE_PARAMS) */
+      {"{\"subword_buckets\":2097152}", 200, 0, 64, 0},
+      {"{\"ensemble\":3}", 200, 0, 64, 0},
+      {"{\"vocab_size\":20000}", 200, 0, NN_SMALL_EMBED_DIM, 1},
   };
   for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
     char err[NN_ERR_LEN];

@@ -272,7 +272,7 @@ int attn_job_submit(attn_conn *conn, const char *fn, sqlite3_value *name_arg,
     memset(&t, 0, sizeof t);
     t.conn = conn;
     t.fn = fn;
-    rc = attn_options_read(&t, options, msg);
+    rc = attn_options_read(&t, options, ATTN_OPTIONS_TRAINING, msg);
     attn_training_free(&t);
     if (rc != SQLITE_OK) return rc;
   }
