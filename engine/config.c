@@ -281,15 +281,14 @@ void nn_config_size_to_data(nn_config *cfg, int n_train, int C, int n_unlabelled
    * average, WordNet +0.008 to +0.020, and the fit still takes seconds; with the pretraining
    * (its 64-wide vectors learnt on the unlabelled rows) 128 measured no better and slower
    * (tests/bench/RESULTS.md, "Wider word vectors for few labels"). */
-  int narrow = cfg->embed_dim;
-  if ((sized & NN_SIZED_EMBED_DIM) && n_train < NN_SMALL_ROWS && cfg->pretrain_epochs == 0) {
+  nn_config wide = *cfg;
+  wide.embed_dim = NN_SMALL_EMBED_DIM;
+  /* tables made larger by options (subword_buckets, vocab_size, ensemble) keep their width:
+   * the recipe never takes a model past a size the options alone stayed within */
+  if ((sized & NN_SIZED_EMBED_DIM) && n_train < NN_SMALL_ROWS && cfg->pretrain_epochs == 0 &&
+      nn_config_param_count(&wide, (uint64_t)(C > 0 ? C : 1)) <= NN_SMALL_WIDE_PARAMS)
     cfg->embed_dim = NN_SMALL_EMBED_DIM;
-    /* tables made larger by options (subword_buckets, vocab_size, ensemble) keep their width:
-     * the recipe never takes a model past a size the options alone stayed within */
-    if (nn_config_param_count(cfg, (uint64_t)(C > 0 ? C : 1)) > NN_SMALL_WIDE_PARAMS)
-      cfg->embed_dim = narrow;
-  }
-  if (cfg->embed_dim == narrow) cfg->data_sized_done &= ~NN_SIZED_EMBED_DIM;
+  else cfg->data_sized_done &= ~NN_SIZED_EMBED_DIM;
 }
 
 /* The recipe a config starts from (the "recipe" option). */

@@ -828,8 +828,8 @@ static int restart(nn_trainer *tr, char *err) {
   return NN_OK;
 }
 
-/* The end of round 1 (self_train.c): the unlabelled rows scored with the kept weights, the
- * surest of each class chosen (tr->n_pseudo of them), and the trainer set back to its first
+/* The end of round 1: the unlabelled rows scored with the kept weights, the surest of each
+ * class chosen by self_train.c (tr->n_pseudo of them), and the trainer set back to its first
  * epoch's weights and optimizer for round 2's epochs; without a row to add, round 1's model is
  * the result. fn is asked between batches (an interrupt: NN_INTERRUPTED). */
 static int second_round_begin(nn_trainer *tr, nn_progress_fn fn, void *ctx, char *err) {
