@@ -335,7 +335,7 @@ web-for-test: deps
 	@$(if $(PLATFORM),,$(MAKE) --no-print-directory npm-wasm)
 
 # The loop to run while changing code (under a minute on 2 cores, built): the C unit and golden
-# tests (not test_faults_oom: 12,000 runs with an injected failure, 20 s), the SQL scripts of
+# tests (not test_faults_oom: 11,000 runs with an injected failure, 7 s), the SQL scripts of
 # tests/sql/, the hostile SQL, ext/REFERENCE.md against the registered functions, the documents'
 # links and README's tour (test_docs), the exported symbols; CHECK_JOBS at a time. It installs
 # nothing (make deps does). One test: sh tests/run_all.sh '^test_sql$'.
