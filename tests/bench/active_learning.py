@@ -105,6 +105,27 @@ def perturbed_select(db, batch, kind, seed, passes=8, drop=0.2):
 PERTURBED = ("mean-margin", "per-label-mean-margin", "bald")
 
 
+def pair_turns_select(db, batch):
+    """Measured, not kept: the margin order in turns across the pairs of the two most probable
+    labels (the decision boundaries), so that a round spreads over every boundary the model is
+    unsure about, not one pair of labels."""
+    dist = {}
+    for i, label, p in db.execute("SELECT u.id, a.label, a.probability FROM pool u, "
+                                  "attn_probs('m', u.text) a WHERE u.label IS NULL"):
+        dist.setdefault(i, []).append((p, label))
+    rows = []
+    for i, d in dist.items():
+        d.sort(reverse=True)
+        second = d[1] if len(d) > 1 else (0.0, "")
+        rows.append((d[0][0] - second[0], i, tuple(sorted((d[0][1], second[1])))))
+    rows.sort()
+    turn, count = {}, {}
+    for margin, i, pair in rows:
+        count[pair] = turn[i] = count.get(pair, 0) + 1
+    rows.sort(key=lambda x: (turn[x[1]], x[0]))
+    return [i for _, i, _ in rows[:batch]]
+
+
 def power_rank_select(db, batch, seed):
     """Measured, not kept: `batch` rows drawn without replacement from attn_uncertain's order,
     the row at rank r (1 = least sure) with weight 1 / r (stochastic batch acquisition: the
@@ -139,7 +160,9 @@ def run(extension, pool, test, labelled_ids, rounds, batch, options, uncertain, 
             f1, _ = fit_and_score(db, labels, options)
             n = db.execute("SELECT count(label) FROM pool").fetchone()[0]
             curve.append((n, f1))
-            if select == "power-rank":
+            if select == "pair-turns":
+                ids = pair_turns_select(db, batch)
+            elif select == "power-rank":
                 ids = power_rank_select(db, batch, 7919 * n + len(curve))
             elif select in PERTURBED:
                 ids = perturbed_select(db, batch, select, 7919 * n + len(curve))
@@ -171,7 +194,7 @@ def main():
                     help="score on held-out training rows (a pool of the shuffle's first "
                          "--pool less 2,000 rows, the next 2,000 scored), not the test split")
     ap.add_argument("--no-random", action="store_true", help="the uncertain arm only")
-    ap.add_argument("--select", choices=sorted(SELECT_SQL) + list(PERTURBED) + ["power-rank"],
+    ap.add_argument("--select", choices=sorted(SELECT_SQL) + list(PERTURBED) + ["power-rank", "pair-turns"],
                     default="margin",
                     help="how a round picks its rows from attn_uncertain")
     ap.add_argument("--out", default=os.path.join(HERE, "out"))
