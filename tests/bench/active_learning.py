@@ -16,8 +16,9 @@ copied in, as a person would type it):
 sure of each label, then the next of each...: a window function over attn_uncertain), so that
 a round does not spend its labels on one confusing kind of text.
 
---select mean-margin, per-label-mean-margin and bald are selections measured and not kept in
-attn_uncertain (each text classified again with words dropped at random: perturbed_select).
+--select mean-margin, per-label-mean-margin, bald (each text classified again with words
+dropped at random: perturbed_select), power-rank and pair-turns are selections measured and
+not kept in attn_uncertain (tests/bench/RESULTS.md).
 
 Both are scored on the corpus's test split (weighted F1), or with --holdout on held-out training
 rows (the pool the shuffle's first --pool less 2,000 rows, the next 2,000 scored): the split to
