@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""make_corpora.py -- builds two real short-text corpora from what a Debian machine holds, for
-the accuracy benchmark (tests/bench/quality.py), beside AG News:
+"""make_corpora.py -- builds real short-text corpora from what a Debian machine holds, for the
+accuracy benchmark (tests/bench/quality.py), beside AG News:
 
   debian   one-line package descriptions -> their Debian section (the 20 largest sections of
            bookworm main), e.g. "Python 3 library for parsing ISO 8601 strings" -> python.
@@ -13,9 +13,19 @@ the accuracy benchmark (tests/bench/quality.py), beside AG News:
            e.g. "a vessel that carries passengers or freight" -> noun.artifact. Written by
            Princeton's lexicographers; Debian package wordnet-base. 25,000 training rows,
            7,500 test rows, distinct definitions, a fixed shuffle.
+  gcloud   texts of a few sentences: the DESCRIPTION of each Google Cloud CLI command's manual
+           page -> its command group (compute, container, iam, ... the 33 groups of 50 pages or
+           more), e.g. "This command gets the IAM policy for a service account. If formatted as
+           JSON, ..." -> iam. Written by Google; only where google-cloud-cli is installed (not a
+           Debian package: skipped with a line saying so). The command names are cut out of
+           the texts (they say the group); alpha and beta pages that repeat a text are one
+           row. Split by command family (the command's path less its last word, hashed), so
+           the create / delete / list pages of one resource never sit on both sides: about
+           2,900 training rows and 900 test rows.
 
     /usr/bin/python3 data/make_corpora.py [OUTDIR]        (default OUTDIR: data/corpora)
-      -> OUTDIR/{debian,wordnet}_{train,test}.csv  (title,category; RFC 4180, LF line ends)
+      -> OUTDIR/{debian,wordnet,gcloud}_{train,test}.csv  (title,category; RFC 4180, LF line
+         ends)
          OUTDIR/SOURCES.txt  (what each was built from, row counts, SHA-256 of each file)
 
 Deterministic: the same package lists and WordNet files give the same bytes. Nothing here is
@@ -24,10 +34,12 @@ downloaded; a missing source is reported with the command that installs it (exit
 import collections
 import csv
 import glob
+import gzip
 import hashlib
 import io
 import os
 import random
+import re
 import subprocess
 import sys
 
@@ -143,11 +155,69 @@ def wordnet(outdir):
             % (path, len(rows), len(distinct), len(train), len(test), sums[0], sums[1]))
 
 
+GCLOUD_MAN = "/usr/share/man/man1"
+GCLOUD_MIN_PAGES = 50
+ROFF_CODE = re.compile(r"\\f[B5](.*?)\\f[RP]", re.S)  # bold and code spans: commands, flags
+ROFF_FONT = re.compile(r"\\f[A-Z0-9]")
+ROFF_ESCAPES = {r"\-": "-", r"\(em": "-", r"\(en": "-", r"\e": "\\", r"\(aq": "'",
+                r"\(dq": '"', r"\(bu": "", r"\&": "", r"\ ": " ", r"\(oq": "'", r"\(cq": "'",
+                r"\|": ""}
+GCLOUD_COMMAND = re.compile(r"\bgcloud(\s+[a-z0-9][a-z0-9-]*)+")
+
+
+def man_description(path):
+    """The text of a manual page's DESCRIPTION section, its first 100 words."""
+    lines, inside = [], False
+    with gzip.open(path, "rt", encoding="utf-8", errors="replace") as f:
+        for line in f:
+            if line.startswith(".SH"):
+                if inside:
+                    break
+                inside = '"DESCRIPTION"' in line or line.strip() == ".SH DESCRIPTION"
+            elif inside and not line.startswith("."):
+                lines.append(line.rstrip("\n"))
+    text = ROFF_CODE.sub(" ", " ".join(lines))
+    for escape, plain in ROFF_ESCAPES.items():
+        text = text.replace(escape, plain)
+    text = GCLOUD_COMMAND.sub(" ", ROFF_FONT.sub("", text))
+    return " ".join(text.split()[:100])
+
+
+def gcloud(outdir):
+    pages = sorted(glob.glob(os.path.join(GCLOUD_MAN, "gcloud_*.1.gz")))
+    if not pages:
+        return "gcloud: skipped (no Google Cloud CLI manual pages in %s)\n" % GCLOUD_MAN
+    rows = {}  # text -> (group, family); the first page of a text kept
+    for path in pages:
+        words = os.path.basename(path)[len("gcloud_"):-len(".1.gz")].split("_")
+        if words[0] in ("alpha", "beta", "preview"):
+            words = words[1:]
+        if len(words) < 2:  # a group's own page
+            continue
+        text = man_description(path)
+        if len(text.split()) >= 5:
+            rows.setdefault(text, (words[0], "_".join(words[:-1])))
+    groups = collections.Counter(group for group, _ in rows.values())
+    train, test = [], []
+    for text, (group, family) in rows.items():
+        if groups[group] >= GCLOUD_MIN_PAGES:
+            (test if stable_hash(family) % 5 == 0 else train).append((text, group))
+    random.Random(7).shuffle(train)
+    random.Random(8).shuffle(test)
+    sums = (write_csv(os.path.join(outdir, "gcloud_train.csv"), train),
+            write_csv(os.path.join(outdir, "gcloud_test.csv"), test))
+    kept = sum(1 for n in groups.values() if n >= GCLOUD_MIN_PAGES)
+    return ("gcloud: %d manual pages, %d distinct descriptions, the %d groups of %d or more, "
+            "%d train / %d test rows\n  gcloud_train.csv %s\n  gcloud_test.csv %s\n"
+            % (len(pages), len(rows), kept, GCLOUD_MIN_PAGES, len(train), len(test), sums[0],
+               sums[1]))
+
+
 def main():
     outdir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(
         os.path.dirname(os.path.abspath(__file__)), "corpora")
     os.makedirs(outdir, exist_ok=True)
-    report = debian(outdir) + wordnet(outdir)
+    report = debian(outdir) + wordnet(outdir) + gcloud(outdir)
     with open(os.path.join(outdir, "SOURCES.txt"), "w") as f:
         f.write(report)
     sys.stdout.write(report)

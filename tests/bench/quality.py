@@ -20,6 +20,9 @@ one levers are chosen by; the baselines train on all the training rows. Seconds:
            from $ATTNEXT_DATA (tests/bench/lesson_text.py data_dir())
   debian   Debian package descriptions -> section (20 classes), data/make_corpora.py
   wordnet  WordNet noun definitions -> lexicographer file (26 classes), data/make_corpora.py
+  gcloud   Google Cloud CLI commands' descriptions, a few sentences -> command group (33
+           classes), data/make_corpora.py, where google-cloud-cli is installed (--corpora
+           ag,debian,wordnet,gcloud)
 
     /usr/bin/python3 tests/bench/quality.py                      # every corpus, every system
     /usr/bin/python3 tests/bench/quality.py --corpora ag --no-ablations
