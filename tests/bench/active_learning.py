@@ -195,15 +195,18 @@ def main():
                     help="score on held-out training rows (a pool of the shuffle's first "
                          "--pool less 2,000 rows, the next 2,000 scored), not the test split")
     ap.add_argument("--no-random", action="store_true", help="the uncertain arm only")
-    ap.add_argument("--select", choices=sorted(SELECT_SQL) + list(PERTURBED) + ["power-rank", "pair-turns"],
-                    default="margin",
-                    help="how a round picks its rows from attn_uncertain")
+    ap.add_argument("--select", default="margin",
+                    choices=sorted(SELECT_SQL) + list(PERTURBED) + ["power-rank", "pair-turns"],
+                    help="how a round picks its rows (the docstring)")
     ap.add_argument("--out", default=os.path.join(HERE, "out"))
     args = ap.parse_args()
+    if args.holdout and args.pool <= 2000:
+        ap.error("--holdout needs --pool above 2,000 (its last 2,000 rows are scored)")
     options = json.loads(args.options)
     total = args.start + args.rounds * args.batch
     report = {"machine": cpu_model(), "cores": os.cpu_count(), "time": time.strftime("%F %T"),
-              "corpora": {}}
+              "args": vars(args), "scored_on": "held-out training rows" if args.holdout
+              else "the test split", "corpora": {}}
     print("# attn_uncertain against random labels (%s, %d cores): %d random labels + %d rounds "
           "of %d, against %d random labels" % (report["machine"], report["cores"], args.start,
                                                args.rounds, args.batch, total))
@@ -215,6 +218,9 @@ def main():
             pool = train[:]
             random.Random(seed).shuffle(pool)
             if args.holdout:
+                if len(pool) < args.pool:
+                    sys.exit("active_learning: %s has %d training rows, fewer than --pool %d"
+                             % (corpus, len(pool), args.pool))
                 test = pool[args.pool - 2000:args.pool]
                 pool = pool[:args.pool - 2000]
             else:
@@ -225,16 +231,17 @@ def main():
             u = run(args.extension, pool, test, order[:args.start], args.rounds, args.batch,
                     options, True, args.select)
             print("active: %s seed %d: random" % (corpus, seed), file=sys.stderr, flush=True)
-            r = ({"test_f1": float("nan")} if args.no_random else
-                 run(args.extension, pool, test, order[:total], 0, 0, options, False))
+            r = None if args.no_random else run(args.extension, pool, test, order[:total], 0,
+                                                0, options, False)
             rows.append({"seed": seed, "uncertain": u, "random": r})
-            print("%s seed %d: uncertain %.3f (%s), random %.3f" % (
-                corpus, seed, u["test_f1"],
-                " ".join("%d:%.3f" % p for p in u["curve"]), r["test_f1"]), flush=True)
+            print("%s seed %d: uncertain %.3f (%s)%s" % (
+                corpus, seed, u["test_f1"], " ".join("%d:%.3f" % p for p in u["curve"]),
+                ", random %.3f" % r["test_f1"] if r else ""), flush=True)
         mu = statistics.mean(x["uncertain"]["test_f1"] for x in rows)
-        mr = statistics.mean(x["random"]["test_f1"] for x in rows)
-        print("%s: mean over %d seeds: uncertain %.3f, random %.3f, difference %+.3f"
-              % (corpus, args.seeds, mu, mr, mu - mr), flush=True)
+        mr = None if args.no_random else statistics.mean(x["random"]["test_f1"] for x in rows)
+        print("%s: mean over %d seeds: uncertain %.3f%s"
+              % (corpus, args.seeds, mu, "" if mr is None else
+                 ", random %.3f, difference %+.3f" % (mr, mu - mr)), flush=True)
         report["corpora"][corpus] = {"runs": rows, "uncertain": mu, "random": mr}
     os.makedirs(args.out, exist_ok=True)
     path = os.path.join(args.out, "active-%s.json" % time.strftime("%Y%m%d-%H%M%S"))
