@@ -133,17 +133,22 @@ TINY = ('{"epochs":2,"hidden":4,"embed_dim":4,"fc_hidden":4,"vocab_size":50,"pro
         '"validation":"random"}')
 
 
-def make_table(db, name="docs", n=60, seed=1):
-    """The table `name` with make_rows(n, seed) in it. On a connection in autocommit mode, in one
-    transaction: a commit per row of a file database is a sync of the disk per row (3,000 rows
-    in rollback-journal mode took 5 to 19 s of waiting)."""
+def insert_rows(db, sql, rows):
+    """db.executemany(sql, rows), in one transaction on a connection in autocommit mode (those
+    of connect): there a commit per row of a file database is a sync of the disk per row (3,000
+    rows in rollback-journal mode took 5 to 19 s of waiting). A connection already in a
+    transaction, or not in autocommit mode, is left to its own."""
     whole = db.isolation_level is None and not db.in_transaction
     if whole:
         db.execute("BEGIN")
-    db.execute(f"CREATE TABLE IF NOT EXISTS {name}(id INTEGER PRIMARY KEY, text, label)")
-    db.executemany(f"INSERT INTO {name}(text, label) VALUES(?, ?)", make_rows(n, seed))
+    db.executemany(sql, rows)
     if whole:
         db.execute("COMMIT")
+
+
+def make_table(db, name="docs", n=60, seed=1):
+    db.execute(f"CREATE TABLE IF NOT EXISTS {name}(id INTEGER PRIMARY KEY, text, label)")
+    insert_rows(db, f"INSERT INTO {name}(text, label) VALUES(?, ?)", make_rows(n, seed))
 
 
 def train(db, model="m", query="SELECT text, label FROM docs", options=TINY):

@@ -214,7 +214,7 @@ def main():
         train_csv = os.path.join(data, "ag_news_train_10k.csv")
         test_csv = os.path.join(data, "ag_news_test.csv")
         if os.path.exists(train_csv) and os.path.exists(test_csv):
-            db.executemany("INSERT INTO train VALUES (?, ?)", read_csv(train_csv, 3000))
+            R.insert_rows(db, "INSERT INTO train VALUES (?, ?)", read_csv(train_csv, 3000))
             texts = [r[0] for r in read_csv(test_csv)[::190]]  # 40 test titles
             print(f"AG News from {data}: 3,000 training titles, {len(texts)} test titles")
         else:
@@ -222,7 +222,7 @@ def main():
             print(f"SKIP-PART AG News not found in {data} (set ATTNEXT_DATA): occlusion "
                   "checked on data/headlines.csv only")
             rows = read_csv("data/headlines.csv")
-            db.executemany("INSERT INTO train VALUES (?, ?)", rows)
+            R.insert_rows(db, "INSERT INTO train VALUES (?, ?)", rows)
             texts = [r[0] for r in rows[::10]]
         test_occlusion(db, texts)
         test_long(db)

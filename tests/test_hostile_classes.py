@@ -139,7 +139,7 @@ rng = random.Random(5)
 rows = [(" ".join(rng.choice("goal match team chip phone bank stocks the a".split())
                   for _ in range(4)), f"c{rng.randrange(310):05d}") for _ in range(2000)]
 db.execute("CREATE TABLE many(text, label)")
-db.executemany("INSERT INTO many VALUES(?, ?)", rows)
+R.insert_rows(db, "INSERT INTO many VALUES(?, ?)", rows)
 pred = {t: db.execute("SELECT attn_predict('mid', ?)", (t,)).fetchone()[0] for t, _ in rows}
 counts = {}
 for t, label in rows:

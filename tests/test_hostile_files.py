@@ -128,7 +128,7 @@ check(status == 1 and "attn_matrix_svg: the vector of 'the' in 'vecs' has 262144
 db = R.connect(db_path)
 db.execute("DELETE FROM vecs")
 vec = struct.pack("<4096f", *([0.001] * 4096))
-db.executemany("INSERT INTO vecs VALUES(?, ?)", [(f"w{i}", vec) for i in range(1024)])
+R.insert_rows(db, "INSERT INTO vecs VALUES(?, ?)", [(f"w{i}", vec) for i in range(1024)])
 q = " ".join(f"w{i}" for i in range(512))
 k = " ".join(f"w{i}" for i in range(512, 1024))
 sql = "SELECT count(*) FROM attn_matrix(?, ?, 'vecs')"

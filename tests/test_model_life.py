@@ -219,13 +219,13 @@ def test_deploy(mode):
              "c": ["chip", "phone", "code"]}
     rng = random.Random(1)
     db.execute("CREATE TABLE three(text, label)")
-    db.executemany("INSERT INTO three VALUES (?, ?)",
-                   [(" ".join(rng.choice(words[k]) for _ in range(4)), k) for k in "ab" * 100])
+    R.insert_rows(db, "INSERT INTO three VALUES (?, ?)",
+                  [(" ".join(rng.choice(words[k]) for _ in range(4)), k) for k in "ab" * 100])
     good = dict(epochs=10, hidden=8, embed_dim=8, fc_hidden=8, lr=0.01, monitor="val_loss")
     two = fit(db, "u", opts(**good), "SELECT text, label FROM three")
-    db.executemany("INSERT INTO three VALUES (?, ?)",
-                   [(" ".join(rng.choice(words["c"]) for _ in range(4)) + f" {i}", "c")
-                    for i in range(100)])
+    R.insert_rows(db, "INSERT INTO three VALUES (?, ?)",
+                  [(" ".join(rng.choice(words["c"]) for _ in range(4)) + f" {i}", "c")
+                   for i in range(100)])
     poor = dict(good, epochs=1, lr=0.0001)
     by_loss = fit(db, "u", opts(**poor), "SELECT text, label FROM three")
     m = re.match(r"val_loss (\S+) is lower than the deployed version 1's Inf on these \d+ "
@@ -307,7 +307,7 @@ def test_validation(mode):
           f"stopping), no validation figures, deployed (\"always\" by default): {preds}")
     # validation_query: the rows of a second query validate
     db.execute("CREATE TABLE held(text, label)")
-    db.executemany("INSERT INTO held VALUES (?, ?)", R.make_rows(30, seed=7))
+    R.insert_rows(db, "INSERT INTO held VALUES (?, ?)", R.make_rows(30, seed=7))
     out = fit(db, "q", opts(validation_query="SELECT text, label FROM held"))
     check(out["train_rows"] == 100 and out["val_rows"] == 30,
           f"{mode}: validation_query: every row of the query trains (100), the 30 of held "
@@ -364,7 +364,7 @@ def rows_sha256(rows):
 def test_lineage(mode):
     path, db = fresh(mode, "lineage", rows=60)
     db.execute("CREATE TABLE held(text, label)")
-    db.executemany("INSERT INTO held VALUES (?, ?)", R.make_rows(20, seed=9))
+    R.insert_rows(db, "INSERT INTO held VALUES (?, ?)", R.make_rows(20, seed=9))
     given = opts(validation_query="SELECT text, label FROM held ORDER BY rowid")
     query = "SELECT text, label FROM docs ORDER BY id"
     out = fit(db, "m", given, query)
@@ -396,9 +396,9 @@ def test_lineage(mode):
     odd = {0: big, 1: "", 2: 12345, 3: b"blob \xc3\xa9 bytes", 4100: big[:1 << 20], 4101: "",
            4102: big[:(1 << 20) - 7], 4999: big}
     prows = [(odd.get(i, words[i % 60]), ["a", "", 7, "b"][i % 4]) for i in range(5000)]
-    db.executemany("INSERT INTO packed(text, label) VALUES(?, ?)", prows)
-    db.executemany("INSERT INTO packed_held(text, label) VALUES(?, ?)",
-                   [(big if i == 3 else words[i], ["b", "a", "", 7][i % 4]) for i in range(40)])
+    R.insert_rows(db, "INSERT INTO packed(text, label) VALUES(?, ?)", prows)
+    R.insert_rows(db, "INSERT INTO packed_held(text, label) VALUES(?, ?)",
+                  [(big if i == 3 else words[i], ["b", "a", "", 7][i % 4]) for i in range(40)])
     raw = "SELECT CAST(text AS BLOB), CAST(label AS BLOB) FROM {} ORDER BY id"
 
     def raw_sha256(rows):
@@ -447,7 +447,7 @@ def test_weights(mode):
     import random
     random.Random(5).shuffle(rows)
     db.execute("CREATE TABLE docs(id INTEGER PRIMARY KEY, text, label)")
-    db.executemany("INSERT INTO docs(text, label) VALUES (?, ?)", rows)
+    R.insert_rows(db, "INSERT INTO docs(text, label) VALUES (?, ?)", rows)
     base = dict(TINY, epochs=3, validation="last", val_fraction=0.2)
     # "last" with 20% of 70 rows: the first 56 train
     train = rows[:56]

@@ -106,7 +106,7 @@ def tune_outcome(before, after, ntrials):
 def setup_big(mode, name):
     path, db = fresh(mode, name)
     db.execute("CREATE TABLE docs(text TEXT, label TEXT)")
-    db.executemany("INSERT INTO docs VALUES (?, ?)", big_rows())
+    R.insert_rows(db, "INSERT INTO docs VALUES (?, ?)", big_rows())
     db.execute("SELECT attn_fit('news', 'SELECT text, label FROM docs', ?)", (BIG,)).fetchone()
     return path, db
 
