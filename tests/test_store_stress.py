@@ -223,6 +223,12 @@ def test_kill_during_save(mode, runs=8):
             db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
         before = store_state(db)
         db.close()
+        # A kill can leave a rollback journal whose header was not yet written, which SQLite
+        # leaves in place (it is not hot). Seen by the watch, it would set `started` at once and
+        # the kill land in the training, before the save (under ASan: 7 runs of 8). The read
+        # above rolled back any hot one, so what is left is not needed: removed.
+        if mode != "wal" and os.path.exists(path + "-journal"):
+            os.remove(path + "-journal")
         baseline = wal_size(path)
         proc = subprocess.Popen([sys.executable, "-c", CHILD, path, R.extension_path(), BIG_GRID,
                                  BIG_TUNE], stdout=subprocess.PIPE, env=env)
