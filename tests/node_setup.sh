@@ -8,6 +8,9 @@
 #  - npm_config_nodedir=<node's prefix>: node-gyp compiles against the headers of the node that
 #    runs it (<prefix>/include/node: NodeSource's nodejs package has them, Debian's are in
 #    libnode-dev) instead of downloading them from nodejs.org;
+#  - CFLAGS=-O0: better-sqlite3's bundled SQLite (sqlite3.c) without the optimizer, as
+#    tests/test_sqlite_versions.sh builds its shells: 30 s for the install on 2 cores, not
+#    78 s at its own -O3 (a later -O wins), and the tests' work is attnext's, not SQLite's;
 #  - node-gyp needs python3, make and a C++ compiler (build-essential); tests/deps.sh installs
 #    all of these (and nodejs/npm when absent).
 # Exit 1 with the reason when something is missing; npm's output is in DIR/npm-install.log.
@@ -26,7 +29,7 @@ major=$(node -p 'process.versions.node.split(".")[0]')
 mkdir -p "$dir"
 [ -f "$dir/package.json" ] || echo '{"name":"attnext-node-test","version":"1.0.0","private":true}' > "$dir/package.json"
 cd "$dir" || exit 1
-npm_config_build_from_source=true npm_config_nodedir="$prefix" \
+CFLAGS=-O0 npm_config_build_from_source=true npm_config_nodedir="$prefix" \
   npm install --no-audit --no-fund --prefer-offline --loglevel=error "$@" > npm-install.log 2>&1
 rc=$?
 [ $rc = 0 ] || { tail -n 30 npm-install.log; echo "node_setup: npm install $* failed (exit $rc)"; exit 1; }
