@@ -38,7 +38,7 @@ ALONE="test_agnews test_store_speed test_concurrency test_field_clients test_pyt
 # The last line: the longest of a cross build's tests under qemu or wine (make test-linux-arm64:
 # test_sql 107 s, test_readme 73 s, test_resource_bounds 60 s, test_train 42 s on 2 cores),
 # which ended that run alone when they came in their turn.
-FIRST="test_field_node test_cluster test_store_stress test_field_concurrency test_sqlite_versions
+FIRST="test_cluster test_store_stress test_field_concurrency test_sqlite_versions test_field_node
   test_clients test_cuda_emulated test_model_life test_faults_oom
   test_browser test_bench_smoke test_explain test_determinism
   test_text_reference
