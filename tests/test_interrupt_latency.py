@@ -124,10 +124,13 @@ print(f"     a clean fit: {total:.2f} s; phases: " +
 
 worst = {}
 delays = [0.005, 0.02] + [total * k / 24 for k in range(1, 24)]
-# and more inside each phase the clean run showed
+# and more inside each phase the clean run showed: at a quarter, half and three quarters of it;
+# one shorter than 20 ms at its middle only (three interrupts within a few ms of each other are
+# one moment: the fit has not yet begun, or has just ended, where each such run is a whole fit)
 for i, (t, p) in enumerate(seen):
     end = seen[i + 1][0] if i + 1 < len(seen) else begin + total
-    delays += [t - begin + (end - t) * f for f in (0.25, 0.5, 0.75)]
+    parts = (0.25, 0.5, 0.75) if end - t >= 0.02 else (0.5,)
+    delays += [t - begin + (end - t) * f for f in parts]
 for delay in sorted(delays):
     phase, took, error, at, saved = run(delay, watch)
     ok = (error is not None and error.startswith("attn_fit: ") and error.endswith("interrupted")
