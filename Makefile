@@ -677,10 +677,18 @@ valgrind-sql-1 valgrind-sql-2: valgrind-sql-%:
 	ATTNEXT=$(VALGRIND_BUILD)/attnext ATTNEXT_JOBS=$(VALGRIND_BUILD)/tests/attnext_jobs_test \
 	SQLITE3="$(VALGRIND) $(SQLITE3)" sh tests/test_sql.sh $$names
 
-$(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(ENGINE_SRC) $(HEADERS)
+# The engine is compiled once for the three fuzzers (instrumented, without libFuzzer's main),
+# each target's own file with it, and linked with libFuzzer.
+FUZZ_CFLAGS := -g -O1 -std=c11 -D_GNU_SOURCE -pthread -fno-sanitize-recover=undefined
+FUZZ_ENGINE_OBJ := $(ENGINE_SRC:engine/%.c=$(FUZZ_BUILD)/engine/%.o)
+$(FUZZ_BUILD)/engine/%.o: engine/%.c $(HEADERS)
 	@mkdir -p $(dir $@)
-	clang -g -O1 -std=c11 -D_GNU_SOURCE -pthread -fsanitize=fuzzer,address,undefined \
-	  -fno-sanitize-recover=undefined $(BLAS_CFLAGS) -Iengine $< $(ENGINE_SRC) -o $@ $(LDLIBS)
+	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link,address,undefined $(BLAS_CFLAGS) -Iengine \
+	  -c $< -o $@
+$(FUZZ_BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_ENGINE_OBJ) $(HEADERS)
+	@mkdir -p $(dir $@)
+	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer,address,undefined $(BLAS_CFLAGS) -Iengine $< \
+	  $(FUZZ_ENGINE_OBJ) -o $@ $(LDLIBS)
 
 # Each target runs over a copy of its corpus, FUZZ_JOBS targets at a time (each fuzzer is one
 # process on one core; its lines are printed when it ends); a crash is left in
