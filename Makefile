@@ -681,6 +681,7 @@ valgrind-sql-1 valgrind-sql-2: valgrind-sql-%:
 # each target's own file with it, and linked with libFuzzer.
 FUZZ_CFLAGS := -g -O1 -std=c11 -D_GNU_SOURCE -pthread -fno-sanitize-recover=undefined
 FUZZ_ENGINE_OBJ := $(ENGINE_SRC:engine/%.c=$(FUZZ_BUILD)/engine/%.o)
+.SECONDARY: $(FUZZ_ENGINE_OBJ)
 $(FUZZ_BUILD)/engine/%.o: engine/%.c $(HEADERS)
 	@mkdir -p $(dir $@)
 	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link,address,undefined $(BLAS_CFLAGS) -Iengine \
