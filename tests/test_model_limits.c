@@ -5,7 +5,9 @@
  *     options or from a 224-byte BLOB given to attn_import);
  *   - a file whose config asks for such a model but holds no tensors is refused cleanly;
  *   - a forward that fails on a bad token id leaves no batch behind: a backward is refused
- *     instead of reading the half-prepared index arrays. */
+ *     instead of reading the half-prepared index arrays;
+ * and <UNK>'s initial row: zero in the default recipe without word dropout (nothing would train
+ * it: a random row made unknown words noise), PyTorch's N(0, 1) draw otherwise. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,8 +31,41 @@ static nn_model *deep_model(const char *options, char *err) {
   return m;
 }
 
+/* The sum of |x| over <UNK>'s embedding rows (every member's) of a model made with these
+ * options; -1 if it cannot be made. */
+static double unk_row(const char *options, char *err) {
+  nn_model *m = deep_model(options, err);
+  if (!m) return -1.0;
+  double sum = 0.0;
+  const char *suffix = "embeddings.weight";
+  for (int i = 0; i < nn_model_tensor_count(m); i++) {
+    nn_tensor_info t;
+    nn_model_tensor(m, i, &t);
+    size_t n = strlen(t.name), k = strlen(suffix);
+    if (n < k || strcmp(t.name + n - k, suffix) != 0) continue;
+    const float *row = nn_model_params(m) + t.offset + (size_t)NN_UNK * t.shape[1];
+    for (int j = 0; j < t.shape[1]; j++) sum += row[j] < 0 ? -row[j] : row[j];
+  }
+  nn_model_free(m);
+  return sum;
+}
+
+static void test_unk_row(char *err) {
+  double zero = unk_row("{\"word_dropout\":0,\"embed_dim\":6}", err);
+  CHECK(zero == 0.0, "default recipe, word_dropout 0: <UNK> row |x| sum %g, want 0 (%s)", zero,
+        zero < 0 ? err : "");
+  double ensemble = unk_row("{\"word_dropout\":0,\"embed_dim\":6,\"ensemble\":2}", err);
+  CHECK(ensemble == 0.0, "ensemble, word_dropout 0: <UNK> row |x| sum %g, want 0", ensemble);
+  double dropped = unk_row("{\"word_dropout\":0.2,\"embed_dim\":6}", err);
+  CHECK(dropped > 0.0, "default recipe, word_dropout 0.2: <UNK> row drawn, got |x| sum %g",
+        dropped);
+  double lesson = unk_row("{\"recipe\":\"lesson\",\"embed_dim\":6}", err);
+  CHECK(lesson > 0.0, "the lesson: <UNK> row drawn as PyTorch's, got |x| sum %g", lesson);
+}
+
 int main(void) {
   char err[NN_ERR_LEN];
+  test_unk_row(err);
   const char *attns[] = {"linear", "additive", "self", "dot"};
   for (int a = 0; a < 4; a++) {
     char options[160];
