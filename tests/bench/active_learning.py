@@ -17,8 +17,10 @@ sure of each label, then the next of each...: a window function over attn_uncert
 a round does not spend its labels on one confusing kind of text.
 
 --select mean-margin, per-label-mean-margin, bald (each text classified again with words
-dropped at random: perturbed_select), power-rank and pair-turns are selections measured and
-not kept in attn_uncertain (tests/bench/RESULTS.md).
+dropped at random: perturbed_select), power-rank, pair-turns and badge (gradient embeddings
+from attn_probs and attn_embed, k-means++ seeding over them; badge-1000 and badge-2000 among
+the 1,000 or 2,000 least sure by margin only; needs numpy) are selections measured and not
+kept in attn_uncertain (tests/bench/RESULTS.md).
 
 Both are scored on the corpus's test split (weighted F1), or with --holdout on held-out training
 rows (the pool the shuffle's first --pool less 2,000 rows, the next 2,000 scored): the split to
@@ -139,6 +141,41 @@ def power_rank_select(db, batch, seed):
     return [i for _, i in sorted(keys, reverse=True)[:batch]]
 
 
+def badge_select(db, batch, seed, candidates=0):
+    """Measured: BADGE (Ash et al., 2020). Each unlabelled text's gradient embedding, the
+    gradient of the loss at its predicted label with respect to the last layer, (p - onehot(top))
+    outer the attention context (attn_embed), and k-means++ seeding over those: the first the
+    longest, each next drawn with probability proportional to its squared distance to the
+    nearest chosen one. Long vectors are uncertain rows; distance spreads the round."""
+    import numpy as np
+    rng = np.random.default_rng(seed)
+    ids, probs, ctx = [], {}, []
+    for i, label, p in db.execute("SELECT u.id, a.label, a.probability FROM pool u, "
+                                  "attn_probs('m', u.text) a WHERE u.label IS NULL"):
+        probs.setdefault(i, {})[label] = p
+    labels = sorted({l for d in probs.values() for l in d})
+    for i, blob in db.execute("SELECT id, attn_embed('m', text) FROM pool WHERE label IS NULL"):
+        ids.append(i)
+        ctx.append(np.frombuffer(blob, dtype="<f4"))
+    ctx = np.array(ctx, dtype=np.float64)
+    p = np.array([[probs[i].get(l, 0.0) for l in labels] for i in ids])
+    if candidates and len(ids) > candidates:  # only the least sure by margin
+        top2 = -np.sort(-p, axis=1)[:, :2]
+        keep = np.argsort(top2[:, 0] - top2[:, 1], kind="stable")[:candidates]
+        ids, ctx, p = [ids[k] for k in keep], ctx[keep], p[keep]
+    g = p.copy()
+    g[np.arange(len(ids)), p.argmax(1)] -= 1.0
+    emb = (g[:, :, None] * ctx[:, None, :]).reshape(len(ids), -1)
+    chosen = [int(np.argmax((emb * emb).sum(1)))]
+    dist = ((emb - emb[chosen[0]]) ** 2).sum(1)
+    while len(chosen) < min(batch, len(ids)):
+        w = dist / dist.sum() if dist.sum() > 0 else np.ones(len(ids)) / len(ids)
+        k = int(rng.choice(len(ids), p=w))
+        chosen.append(k)
+        dist = np.minimum(dist, ((emb - emb[k]) ** 2).sum(1))
+    return [ids[k] for k in chosen]
+
+
 def run(extension, pool, test, labelled_ids, rounds, batch, options, uncertain, select="margin"):
     d = tempfile.mkdtemp(prefix="attnext-active-")
     db = sqlite3.connect(os.path.join(d, "a.db"), isolation_level=None)
@@ -163,6 +200,10 @@ def run(extension, pool, test, labelled_ids, rounds, batch, options, uncertain, 
             curve.append((n, f1))
             if select == "pair-turns":
                 ids = pair_turns_select(db, batch)
+            elif select == "badge":
+                ids = badge_select(db, batch, 7919 * n + len(curve))
+            elif select.startswith("badge-"):
+                ids = badge_select(db, batch, 7919 * n + len(curve), int(select[6:]))
             elif select == "power-rank":
                 ids = power_rank_select(db, batch, 7919 * n + len(curve))
             elif select in PERTURBED:
@@ -196,7 +237,8 @@ def main():
                          "--pool less 2,000 rows, the next 2,000 scored), not the test split")
     ap.add_argument("--no-random", action="store_true", help="the uncertain arm only")
     ap.add_argument("--select", default="margin",
-                    choices=sorted(SELECT_SQL) + list(PERTURBED) + ["power-rank", "pair-turns"],
+                    choices=sorted(SELECT_SQL) + list(PERTURBED) + ["power-rank", "pair-turns"]
+                    + ["badge", "badge-1000", "badge-2000"],
                     help="how a round picks its rows (the docstring)")
     ap.add_argument("--out", default=os.path.join(HERE, "out"))
     args = ap.parse_args()
