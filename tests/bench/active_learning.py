@@ -108,16 +108,21 @@ def perturbed_select(db, batch, kind, seed, passes=8, drop=0.2):
 PERTURBED = ("mean-margin", "per-label-mean-margin", "bald")
 
 
-def pair_turns_select(db, batch):
-    """Measured, not kept: the margin order in turns across the pairs of the two most probable
-    labels (the decision boundaries), so that a round spreads over every boundary the model is
-    unsure about, not one pair of labels."""
+def unlabelled_distributions(db):
+    """{id: [(probability, label), ...]} of every unlabelled row of the pool (attn_probs)."""
     dist = {}
     for i, label, p in db.execute("SELECT u.id, a.label, a.probability FROM pool u, "
                                   "attn_probs('m', u.text) a WHERE u.label IS NULL"):
         dist.setdefault(i, []).append((p, label))
+    return dist
+
+
+def pair_turns_select(db, batch):
+    """Measured, not kept: the margin order in turns across the pairs of the two most probable
+    labels (the decision boundaries), so that a round spreads over every boundary the model is
+    unsure about, not one pair of labels."""
     rows = []
-    for i, d in dist.items():
+    for i, d in unlabelled_distributions(db).items():
         d.sort(reverse=True)
         second = d[1] if len(d) > 1 else (0.0, "")
         rows.append((d[0][0] - second[0], i, tuple(sorted((d[0][1], second[1])))))
@@ -149,11 +154,9 @@ def badge_select(db, batch, seed, candidates=0):
     nearest chosen one. Long vectors are uncertain rows; distance spreads the round."""
     import numpy as np
     rng = np.random.default_rng(seed)
-    ids, probs, ctx = [], {}, []
-    for i, label, p in db.execute("SELECT u.id, a.label, a.probability FROM pool u, "
-                                  "attn_probs('m', u.text) a WHERE u.label IS NULL"):
-        probs.setdefault(i, {})[label] = p
+    probs = {i: {label: p for p, label in d} for i, d in unlabelled_distributions(db).items()}
     labels = sorted({l for d in probs.values() for l in d})
+    ids, ctx = [], []
     for i, blob in db.execute("SELECT id, attn_embed('m', text) FROM pool WHERE label IS NULL"):
         ids.append(i)
         ctx.append(np.frombuffer(blob, dtype="<f4"))
@@ -169,8 +172,10 @@ def badge_select(db, batch, seed, candidates=0):
     chosen = [int(np.argmax((emb * emb).sum(1)))]
     dist = ((emb - emb[chosen[0]]) ** 2).sum(1)
     while len(chosen) < min(batch, len(ids)):
-        w = dist / dist.sum() if dist.sum() > 0 else np.ones(len(ids)) / len(ids)
-        k = int(rng.choice(len(ids), p=w))
+        if dist.sum() <= 0:  # every row left is one already chosen: draw among the others
+            dist = np.ones(len(ids))
+            dist[chosen] = 0.0
+        k = int(rng.choice(len(ids), p=dist / dist.sum()))
         chosen.append(k)
         dist = np.minimum(dist, ((emb - emb[k]) ** 2).sum(1))
     return [ids[k] for k in chosen]
