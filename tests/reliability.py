@@ -12,6 +12,8 @@ import os
 import random
 import sqlite3
 import sys
+import threading
+import time
 
 failures = 0
 
@@ -79,6 +81,32 @@ def snapshot(db):
     for t in tables:
         snap[t] = db.execute(f'SELECT * FROM "{t}" ORDER BY rowid').fetchall()
     return snap
+
+
+def interrupt_in_phase(db, other, name, phase, train, wait=60):
+    """Run train() (an attn_fit on db) in a thread until a second connection, other, sees the
+    run `name` in `phase` of attn_status with a batch done, then interrupt db. Returns the rows
+    seen (phase, epoch, batch, batches), train's error message (None: it returned) and whether
+    the thread ended within 120 s of the interrupt."""
+    seen, done = [], {}
+
+    def run():
+        try:
+            train()
+            done["error"] = None
+        except Exception as e:  # noqa: BLE001
+            done["error"] = str(e)
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    deadline = time.time() + wait
+    while time.time() < deadline and not seen:
+        seen = other.execute("SELECT phase, epoch, batch, batches FROM attn_status WHERE name = ? "
+                             "AND phase = ? AND batch > 0", (name, phase)).fetchall()
+        time.sleep(0.05)
+    db.interrupt()
+    worker.join(120)
+    return seen, done.get("error"), not worker.is_alive()
 
 
 def error_of(db, sql, args=()):

@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "failing_alloc.h"
 #include "nn_internal.h"
 #include "nn_mem.h"
 #include "train.h"
@@ -62,21 +63,6 @@ static void make_rows(void) {
 
 #define SMALL "\"embed_dim\":8,\"hidden\":8,\"fc_hidden\":0,\"pretrain_epochs\":3"
 
-/* An allocator that fails from allocation fail_at on (0: never), counting them. */
-static long alloc_count = 0, fail_at = 0;
-static void *failing_alloc(void *ctx, size_t n) {
-  (void)ctx;
-  return fail_at && ++alloc_count >= fail_at ? NULL : malloc(n ? n : 1);
-}
-static void *failing_resize(void *ctx, void *p, size_t n) {
-  (void)ctx;
-  return fail_at && ++alloc_count >= fail_at ? NULL : realloc(p, n ? n : 1);
-}
-static void plain_release(void *ctx, void *p) {
-  (void)ctx;
-  free(p);
-}
-static const nn_allocator failing = {failing_alloc, failing_resize, plain_release, NULL};
 static const nn_allocator *use_mem = NULL;
 
 static int create(nn_trainer **tr, const char *json, int n_unlab, const nn_model *base, char *err) {

@@ -20,8 +20,6 @@ import json
 import os
 import sys
 import tempfile
-import threading
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import reliability as R  # noqa: E402
@@ -145,30 +143,12 @@ for name, query, read in (("few", "SELECT text, label FROM pool", False),
           % (s.get("unlabelled_rows"), *got))
 
 # ------------------------------------------------------------------ the phase and an interrupt
-seen, done = [], {}
-
-
-def run():
-    try:
-        fit("slow", dict(SMALL, pretrain_epochs=1000))
-        done["error"] = None
-    except Exception as e:  # noqa: BLE001
-        done["error"] = str(e)
-
-
-worker = threading.Thread(target=run)
-worker.start()
-deadline = time.time() + 60
-while time.time() < deadline and not seen:
-    seen = other.execute("SELECT phase, batch, batches FROM attn_status WHERE name = 'slow' AND "
-                         "phase = 'pretraining' AND batch > 0").fetchall()
-    time.sleep(0.05)
+seen, error, ended = R.interrupt_in_phase(
+    db, other, "slow", "pretraining", lambda: fit("slow", dict(SMALL, pretrain_epochs=1000)))
 check(bool(seen), "a second connection sees the pretraining phase in attn_status: %s" % seen)
-batches = seen[0][2] if seen else 0
-db.interrupt()
-worker.join(120)
-check(not worker.is_alive(), "attn_fit returned after the interrupt")
-check(done.get("error") == "attn_fit: interrupted", "the error: %r" % done.get("error"))
+batches = seen[0][3] if seen else 0
+check(ended, "attn_fit returned after the interrupt")
+check(error == "attn_fit: interrupted", "the error: %r" % error)
 check(db.execute("SELECT count(*) FROM attn_models WHERE name = 'slow'").fetchone()[0] == 0,
       "nothing saved")
 check(batches == 1000 * 3000, "the pretraining's progress counts the rows (90 labelled, 2910 "
