@@ -196,13 +196,20 @@ typedef struct nn_config {
 /* embed_dim: NN_SMALL_EMBED_DIM when fewer than NN_SMALL_ROWS rows train and no pretraining
  * runs */
 #define NN_SIZED_EMBED_DIM 256u
-#define NN_SIZED_ALL 503u
+/* word_dropout: 0.2 or 0, whichever scores the higher weighted F1 on the labelled rows
+ * themselves, two folds each trained on the other (choose.c), when NN_CHOOSE_ROWS to
+ * NN_SMALL_ROWS rows train without a validation split, pretraining, self-training or an
+ * ensemble, for at most NN_CHOOSE_TOKENS token-epochs */
+#define NN_SIZED_WORD_DROPOUT 512u
+#define NN_SIZED_ALL 1015u
 #define NN_SMALL_EMBED_DIM 128
 /* ... and the wider model stays within this many parameters (the default's tables of 100,000
  * words and 16,384 subwords at 128: 14.9 million) */
 #define NN_SMALL_WIDE_PARAMS (1u << 24)
 #define NN_SELF_TRAINING 6.0f
 #define NN_SMALL_ROWS 5000
+#define NN_CHOOSE_ROWS 500
+#define NN_CHOOSE_TOKENS 1000000 /* epochs x the training rows' tokens, at most */
 #define NN_PRETRAIN_ROWS 5000
 #define NN_PRETRAIN_TOKEN_PASSES 4000000
 
@@ -592,6 +599,14 @@ int nn_trainer_create(nn_trainer **out, const nn_trainer_args *a, char *err);
  * The first nn_trainer_epoch runs it when it has not run; a caller that reports phases calls it
  * first. Nothing to do (NN_OK) with pretrain_epochs 0, a warm start or pretrained embeddings. */
 int nn_trainer_pretrain(nn_trainer *tr, nn_progress_fn fn, void *ctx, char *err);
+/* The choice of word dropout (NN_SIZED_WORD_DROPOUT, choose.c): two settings, each trained
+ * twice, on either half of the labelled rows, and scored on the other half; fn is called as
+ * training epochs call it (batches_done / batches_total count the batches of all four). The
+ * first nn_trainer_epoch runs it when it has not run; a caller that reports phases calls it
+ * first. Nothing to do (NN_OK) when the recipe does not choose. */
+int nn_trainer_choose(nn_trainer *tr, nn_progress_fn fn, void *ctx, char *err);
+/* 1 when nn_trainer_choose has a choice to make. */
+int nn_trainer_choosing(const nn_trainer *tr);
 /* Run one epoch. Returns NN_OK with *stats filled, NN_DONE when training is over (epochs
  * reached or early stopping; *stats untouched), or an error / NN_INTERRUPTED. */
 int nn_trainer_epoch(nn_trainer *tr, nn_epoch_stats *stats, nn_progress_fn fn, void *ctx,

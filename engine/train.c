@@ -30,7 +30,7 @@
  * The first epoch runs the pretraining first (pretrain.c). With self-training, the end of round
  * 1 (second_round_begin) scores the unlabelled rows, has self_train.c choose the pseudo-labelled
  * ones, and starts round 2 from the first epoch's weights, with a new optimizer
- * (reset_optimizer) and the epochs counting on. self_train.c calls nothing here.
+ * (nn_train_reset_optimizer) and the epochs counting on. self_train.c calls nothing here.
  * nn_trainer_take_model hands over the kept weights ("storage": "float16": rounded, and scored
  * again); nn_trainer_metrics_json describes the run.
  *
@@ -172,7 +172,7 @@ static int trainer_interrupted(char *err) {
  * self-training's round 2): a new Adam (moments zero, learning rate cfg.lr), the learning rate
  * and ReduceLROnPlateau's state, early stopping's best figures, best epoch and bad epochs, and
  * cosine_lr's origin at the epochs run so far. */
-static int reset_optimizer(nn_trainer *tr, char *err) {
+int nn_train_reset_optimizer(nn_trainer *tr, char *err) {
   nn_adam_free_on(&tr->adam, tr->be); /* the first time: nothing to free */
   int status = nn_adam_init_on(&tr->adam, tr->be, tr->mem, tr->param_count, tr->cfg.lr, err);
   if (status != NN_OK) return status;
@@ -224,14 +224,15 @@ static int trainer_alloc_shards(nn_trainer *tr, char *err) {
     if (!tr->shard_grads[s]) return trainer_nomem(tr->data.n, err);
     if (stop && stop(stop_ctx)) return trainer_interrupted(err);
   }
-  status = reset_optimizer(tr, err);
+  status = nn_train_reset_optimizer(tr, err);
   if (status != NN_OK) return status;
   if (stop && stop(stop_ctx)) return trainer_interrupted(err);
   /* the embedding tables come first in the buffers: each member's V word rows, then its S
    * subword rows (model.h), K members */
   tr->table_rows = (size_t)tr->model->V + (size_t)tr->model->S;
   tr->emb_tables = tr->table_rows * (size_t)tr->model->E * (size_t)tr->K;
-  if (cfg->lazy_adam) {
+  if (cfg->lazy_adam || ((cfg->data_sized_done & NN_SIZED_WORD_DROPOUT) &&
+                         !tr->be->device_memory)) { /* choose.c's too, on the host */
     tr->lazy_rows = nn_mem_alloc(tr->mem, (tr->table_rows + 1) * sizeof *tr->lazy_rows);
     tr->lazy_stamp = nn_mem_calloc(tr->mem, tr->table_rows + 1, sizeof *tr->lazy_stamp);
     if (!tr->lazy_rows || !tr->lazy_stamp) return trainer_nomem(tr->data.n, err);
@@ -316,6 +317,12 @@ static int trainer_alloc_batches(nn_trainer *tr, char *err) {
   return NN_OK;
 }
 
+void nn_train_seed_streams(nn_trainer *tr, uint64_t seed) {
+  nn_rng_seed(&tr->shuffle_rng, seed ^ SEED_SHUFFLE);
+  nn_rng_seed(&tr->dropout_rng, seed ^ SEED_DROPOUT);
+  nn_rng_seed(&tr->word_rng, seed ^ SEED_WORD_DROPOUT);
+}
+
 int nn_trainer_create(nn_trainer **out, const nn_trainer_args *a, char *err) {
   const nn_config *cfg = a->cfg;
   const nn_model *base = a->base;
@@ -379,9 +386,7 @@ int nn_trainer_create(nn_trainer **out, const nn_trainer_args *a, char *err) {
   status = trainer_alloc_batches(tr, err);
   if (status != NN_OK) goto fail;
 
-  nn_rng_seed(&tr->shuffle_rng, cfg->seed ^ SEED_SHUFFLE);
-  nn_rng_seed(&tr->dropout_rng, cfg->seed ^ SEED_DROPOUT);
-  nn_rng_seed(&tr->word_rng, cfg->seed ^ SEED_WORD_DROPOUT);
+  nn_train_seed_streams(tr, cfg->seed);
   tr->lr_factor = nn_decimal_double(cfg->lr_factor);
   tr->stop = NULL;
   tr->stop_ctx = NULL;
@@ -437,6 +442,9 @@ static nn_batch make_batch(nn_trainer *tr, const int *rows, int count, int train
       for (int t = 0; t < tr->lengths[b]; t++)
         if (nn_rng_uniform(&tr->word_rng) < tr->cfg.word_dropout) dst[t] = NN_UNK;
     }
+  if (!training && tr->known) /* choose.c: a word its half never trained on is unknown */
+    for (size_t i = 0; i < (size_t)count * T; i++)
+      if (!tr->known[tr->tokens[i]]) tr->tokens[i] = NN_UNK;
   nn_batch batch = {tr->tokens, tr->lengths, tr->labels, count, T};
   return batch;
 }
@@ -814,7 +822,7 @@ static int score_unlabelled(nn_trainer *tr, nn_self_scores *sc, nn_progress_fn f
  * the schedule and early stopping reset, the batch and the epochs sized to round 2's rows. */
 static int restart(nn_trainer *tr, char *err) {
   memcpy(nn_model_params(tr->model), tr->start_params, tr->param_count * sizeof(float));
-  int status = reset_optimizer(tr, err);
+  int status = nn_train_reset_optimizer(tr, err);
   if (status != NN_OK) return status;
   int rows = tr->data.n_train + tr->n_pseudo, epochs = tr->cfg.epochs;
   tr->round1_batch = tr->cfg.batch_size;
@@ -857,6 +865,47 @@ static int second_round_begin(nn_trainer *tr, nn_progress_fn fn, void *ctx, char
   return status;
 }
 
+int nn_train_pass(nn_trainer *tr, int n_train, nn_progress_fn fn, void *ctx, double *loss,
+                  double *rate, int *batches_out, char *err) {
+  double start = nn_os_seconds();
+  int B = tr->cfg.batch_size, max_len = tr->cfg.max_len;
+  /* the order: shuffle, sort chunks of BUCKET_BATCHES batches by length, shuffle the batches */
+  nn_train_shuffle(tr->order, n_train, &tr->shuffle_rng);
+  size_t chunk = (size_t)B * BUCKET_BATCHES;
+  for (size_t first = 0; first < (size_t)n_train; first += chunk) {
+    size_t count = (size_t)n_train - first < chunk ? (size_t)n_train - first : chunk;
+    nn_train_sort_by_length(tr->order + first, (int)count, tr->data.row_length, max_len,
+                            tr->length_count, tr->sort_scratch);
+  }
+  int batches = (n_train + B - 1) / B;
+  for (int k = 0; k < batches; k++) tr->batch_perm[k] = k;
+  nn_train_shuffle(tr->batch_perm, batches, &tr->shuffle_rng);
+  *batches_out = batches;
+
+  tr->adam.lr = (float)tr->lr;
+  int cosine = tr->cfg.lr_schedule == NN_SCHEDULE_COSINE;
+  double train_loss = 0;
+  int rows_done = 0;
+  for (int k = 0; k < batches; k++) {
+    int first = tr->batch_perm[k] * B;
+    int count = n_train - first < B ? n_train - first : B;
+    nn_batch batch = make_batch(tr, tr->order + first, count, 1);
+    if (cosine) tr->adam.lr = (float)cosine_lr(tr, k, batches);
+    float batch_loss = 0.0f;
+    int status = sharded_train_step(tr, &batch, &batch_loss, err);
+    if (status != NN_OK) return status;
+    train_loss += ((double)batch_loss - train_loss) / (k + 1);
+    rows_done += count;
+    if (fn) {
+      double elapsed = nn_os_seconds() - start;
+      *rate = elapsed > 0 ? rows_done / elapsed : 0.0;
+      if (fn(ctx, k + 1, batches, train_loss, *rate)) return trainer_interrupted(err);
+    }
+  }
+  *loss = train_loss;
+  return NN_OK;
+}
+
 int nn_trainer_epoch(nn_trainer *tr, nn_epoch_stats *stats, nn_progress_fn fn, void *ctx,
                      char *err) {
   if (!tr->model) {
@@ -873,54 +922,23 @@ int nn_trainer_epoch(nn_trainer *tr, nn_epoch_stats *stats, nn_progress_fn fn, v
     if (status != NN_OK) return status;
     if (tr->done) return NN_DONE; /* no row was chosen */
   }
+  status = nn_train_choose(tr, fn, ctx, err);
+  if (status != NN_OK) return status;
   status = nn_train_pretrain(tr, fn, ctx, err);
   if (status != NN_OK) return status;
   if (nn_train_second_round_pending(tr) && tr->epochs_run == 0) /* what round 2 starts from */
     memcpy(tr->start_params, nn_model_weights(tr->model), tr->param_count * sizeof(float));
   double start = nn_os_seconds();
-  int B = tr->cfg.batch_size, n_train = tr->data.n_train + tr->n_pseudo, max_len = tr->cfg.max_len;
-
-  /* this epoch's order: shuffle, sort chunks of BUCKET_BATCHES batches by length, shuffle the
-   * batches */
+  int n_train = tr->data.n_train + tr->n_pseudo;
   for (int i = 0, k = 0; k < tr->data.n_train; i++) /* the training rows, ascending */
     if (!nn_train_is_val(&tr->data, i)) tr->order[k++] = i;
   if (tr->n_pseudo) /* then the pseudo-labelled ones (round 2) */
     memcpy(tr->order + tr->data.n_train, tr->pseudo_rows, (size_t)tr->n_pseudo * sizeof *tr->order);
-  nn_train_shuffle(tr->order, n_train, &tr->shuffle_rng);
-  size_t chunk = (size_t)B * BUCKET_BATCHES;
-  for (size_t first = 0; first < (size_t)n_train; first += chunk) {
-    size_t count = (size_t)n_train - first < chunk ? (size_t)n_train - first : chunk;
-    nn_train_sort_by_length(tr->order + first, (int)count, tr->data.row_length, max_len,
-                            tr->length_count, tr->sort_scratch);
-  }
-  int batches = (n_train + B - 1) / B;
-  for (int k = 0; k < batches; k++) tr->batch_perm[k] = k;
-  nn_train_shuffle(tr->batch_perm, batches, &tr->shuffle_rng);
-
-  tr->adam.lr = (float)tr->lr;
-  int cosine = tr->cfg.lr_schedule == NN_SCHEDULE_COSINE;
-  double epoch_lr = cosine ? cosine_lr(tr, 0, batches) : tr->lr;
   double train_loss = 0, rate = 0;
-  int rows_done = 0;
-  for (int k = 0; k < batches; k++) {
-    int first = tr->batch_perm[k] * B;
-    int count = n_train - first < B ? n_train - first : B;
-    nn_batch batch = make_batch(tr, tr->order + first, count, 1);
-    if (cosine) tr->adam.lr = (float)cosine_lr(tr, k, batches);
-    float loss = 0.0f;
-    status = sharded_train_step(tr, &batch, &loss, err);
-    if (status != NN_OK) return status;
-    train_loss += ((double)loss - train_loss) / (k + 1);
-    rows_done += count;
-    if (fn) {
-      double elapsed = nn_os_seconds() - start;
-      rate = elapsed > 0 ? rows_done / elapsed : 0.0;
-      if (fn(ctx, k + 1, batches, train_loss, rate)) {
-        snprintf(err, NN_ERR_LEN, "interrupted");
-        return NN_INTERRUPTED;
-      }
-    }
-  }
+  int batches = 0;
+  status = nn_train_pass(tr, n_train, fn, ctx, &train_loss, &rate, &batches, err);
+  if (status != NN_OK) return status;
+  double epoch_lr = tr->cfg.lr_schedule == NN_SCHEDULE_COSINE ? cosine_lr(tr, 0, batches) : tr->lr;
 
   nn_epoch_stats s;
   memset(&s, 0, sizeof s);
@@ -945,7 +963,8 @@ int nn_trainer_epoch(nn_trainer *tr, nn_epoch_stats *stats, nn_progress_fn fn, v
   } else {
     tr->bad_epochs++;
   }
-  if (!cosine && tr->data.n_val > 0) plateau_step(tr, s.val_loss); /* no validation: lr stays */
+  if (tr->cfg.lr_schedule != NN_SCHEDULE_COSINE && tr->data.n_val > 0)
+    plateau_step(tr, s.val_loss); /* no validation: lr stays */
   tr->epochs_run++;
   if (tr->bad_epochs >= tr->cfg.patience) tr->done = 1;
   s.seconds = nn_os_seconds() - start;
@@ -959,6 +978,23 @@ int nn_trainer_epoch(nn_trainer *tr, nn_epoch_stats *stats, nn_progress_fn fn, v
 
 int nn_trainer_pretrain(nn_trainer *tr, nn_progress_fn fn, void *ctx, char *err) {
   return nn_train_pretrain(tr, fn, ctx, err);
+}
+
+int nn_trainer_choose(nn_trainer *tr, nn_progress_fn fn, void *ctx, char *err) {
+  if (!tr->model) {
+    snprintf(err, NN_ERR_LEN, "the trainer's model was already taken");
+    return NN_ERROR;
+  }
+  return nn_train_choose(tr, fn, ctx, err);
+}
+
+int nn_trainer_choosing(const nn_trainer *tr) {
+  return tr->model && !tr->choose_done && (tr->cfg.data_sized_done & NN_SIZED_WORD_DROPOUT);
+}
+
+/* The choice of word dropout ran to its end (its figures are in the metrics). */
+static int chose(const nn_trainer *tr) {
+  return (tr->cfg.data_sized_done & NN_SIZED_WORD_DROPOUT) && tr->choose_done && !tr->choose_failed;
 }
 
 const nn_config *nn_trainer_config(const nn_trainer *tr) { return &tr->cfg; }
@@ -1052,6 +1088,12 @@ static void metrics_sized(const nn_trainer *tr, char *extra, size_t size) {
         (size_t)snprintf(extra + used, size - used, "%s\"embed_dim\":%d", sep, tr->cfg.embed_dim);
     sep = ",";
   }
+  if (chose(tr)) {
+    char rate[40];
+    json_number(rate, sizeof rate, nn_decimal_double(tr->cfg.word_dropout));
+    used += (size_t)snprintf(extra + used, size - used, "%s\"word_dropout\":%s", sep, rate);
+    sep = ",";
+  }
   if (sized & NN_SIZED_SELF_TRAINING) {
     char ratio[40];
     json_number(ratio, sizeof ratio, nn_decimal_double(tr->cfg.self_training));
@@ -1100,6 +1142,17 @@ char *nn_trainer_metrics_json(const nn_trainer *tr) {
     size_t used = strlen(extra);
     snprintf(extra + used, sizeof extra - used, ",\"pretrain_epochs\":%d,\"pretrain_seconds\":%s",
              tr->cfg.pretrain_epochs, pseconds);
+  }
+  if (chose(tr)) {
+    char with[40], without[40], cseconds[40];
+    json_number(with, sizeof with, tr->choose_f1[0]);
+    json_number(without, sizeof without, tr->choose_f1[1]);
+    json_number(cseconds, sizeof cseconds, tr->choose_seconds);
+    size_t used = strlen(extra);
+    snprintf(extra + used, sizeof extra - used,
+             ",\"word_dropout_choice\":{\"folds\":2,\"weighted_f1\":{\"0.2\":%s,\"0\":%s},"
+             "\"seconds\":%s}",
+             with, without, cseconds);
   }
   if (tr->round > 0) { /* self-training: what round 2 had */
     char sseconds[40];

@@ -124,6 +124,14 @@ struct nn_trainer {
   int round1_epochs;   /* the epochs the first round ran */
   int round1_batch;    /* its batch size (cfg.batch_size then) */
   double self_training_seconds; /* choosing the pseudo-labelled rows */
+
+  /* the choice of word dropout (cfg.data_sized_done & NN_SIZED_WORD_DROPOUT, choose.c) */
+  int choose_done;            /* nn_train_choose ran (or had nothing to do) */
+  int choose_failed;          /* ... and stopped on an error: the trainer trains no more */
+  const unsigned char *known; /* (V) or NULL: a scoring batch reads each word not marked as
+                               * <UNK> (the words of the half a fold trained on) */
+  double choose_f1[2];        /* the two settings' weighted F1 over both halves */
+  double choose_seconds;
 };
 
 /* 1 while self-training's second round is still to come: planned (tr->pseudo_max > 0, from
@@ -161,6 +169,20 @@ void nn_train_self_free(nn_trainer *tr);
 /* The logits of rows[0..count) (count <= tr->batch_rows) in tr->logits' first (count, C)
  * block, as validation computes them (no dropout; an ensemble's mean). */
 int nn_train_forward_rows(nn_trainer *tr, const int *rows, int count, char *err);
+
+/* choose.c: word dropout chosen on the labelled rows, before the first epoch (nn.h,
+ * nn_trainer_choose); the trainer then as nn_trainer_create left it, but for the setting. */
+int nn_train_choose(nn_trainer *tr, nn_progress_fn fn, void *ctx, char *err);
+/* train.c, for choose.c: Adam, the schedule and early stopping as before a round's first epoch;
+ * and one pass of training batches over tr->order[0 .. n_rows) (shuffled, sorted by length in
+ * chunks, cut into batches of cfg.batch_size, their order shuffled), fn called after each batch
+ * (batches_done of *batches). *loss: the pass's mean batch loss; *rate: rows a second. */
+int nn_train_reset_optimizer(nn_trainer *tr, char *err);
+int nn_train_pass(nn_trainer *tr, int n_rows, nn_progress_fn fn, void *ctx, double *loss,
+                  double *rate, int *batches, char *err);
+/* The streams nn_trainer_create seeds from cfg.seed (shuffle, dropout, word dropout), seeded
+ * again from seed. */
+void nn_train_seed_streams(nn_trainer *tr, uint64_t seed);
 
 /* One skip-gram pair, as fastText's binary logistic loss: L = -log sigmoid(u.o) for label 1,
  * -log(1 - sigmoid(u.o)) for label 0. grad (E) += -lr dL/du (accumulates: the input vector's

@@ -53,7 +53,10 @@ static void attn_progress_update(attn_progress *p, int batches_done, int batches
   double elapsed = now - p->start;
   double left = batches_done > 0 ? elapsed * (batches_total - batches_done) / batches_done : 0;
   int secs = (int)(left + 0.5);
-  if (isnan(loss)) /* self-training scores the unlabelled rows: no loss, no training rows */
+  if (p->epochs == 0) /* the recipe's choice of word dropout: four short trainings */
+    fprintf(stderr, "\r\033[Kchoosing word dropout  [%s]  %d/%d batches  %d:%02d left", bar,
+            batches_done, batches_total, secs / 60, secs % 60);
+  else if (isnan(loss)) /* self-training scores the unlabelled rows: no loss, no training rows */
     fprintf(stderr, "\r\033[Kscoring unlabelled rows  [%s]  %d/%d batches  %d:%02d left", bar,
             batches_done, batches_total, secs / 60, secs % 60);
   else
@@ -815,6 +818,18 @@ static int attn_training_epoch_step(attn_training *t, nn_epoch_stats *row, char 
   nn_epoch_stats stats;
   memset(&stats, 0, sizeof stats);
   if (!t->trainer) return SQLITE_DONE;
+  if (t->nlog == 0 && nn_trainer_choosing(t->trainer)) { /* word dropout, on the rows */
+    attn_status_phase(t->status, "choosing", t->cfg.epochs, 0, 0);
+    attn_progress_begin(&t->progress, t->cfg.progress && !t->quiet, 0, 0);
+    int st = nn_trainer_choose(t->trainer, attn_training_progress, t, err);
+    attn_progress_clear(&t->progress);
+    if (st != NN_OK) {
+      t->stopped = 1;
+      return attn_nn_error(st, t->fn, err, msg);
+    }
+    t->cfg.word_dropout = nn_trainer_config(t->trainer)->word_dropout;
+    attn_status_phase(t->status, "training", t->cfg.epochs, 0, 0);
+  }
   if (t->nlog == 0) { /* the pretraining first, as a phase of its own */
     int passes = nn_trainer_config(t->trainer)->pretrain_epochs; /* sized to the rows */
     attn_status_phase(t->status, "pretraining", passes, 0, 0);

@@ -68,6 +68,9 @@ def main():
     ap.add_argument("--values", default="0.2,0", help="the word_dropout values to choose from")
     ap.add_argument("--fold-epochs", type=float, default=1.0,
                     help="the folds' fits make this share of the recipe's epochs (at least 1)")
+    ap.add_argument("--fold-epochs-of-all", action="store_true",
+                    help="the folds' fits make the epochs the recipe sizes to all N rows")
+    ap.add_argument("--fold-options", default="{}", help="more options of the folds' fits (JSON)")
     args = ap.parse_args()
     values = [float(v) for v in args.values.split(",")]
     for corpus in args.corpora.split(","):
@@ -87,8 +90,10 @@ def main():
                     for k in range(args.folds):
                         held = [i for i in range(n) if i % args.folds == k]
                         trained = [r for i, r in enumerate(labelled) if i % args.folds != k]
-                        options = {"word_dropout": wd}
-                        if args.fold_epochs != 1.0:
+                        options = dict(json.loads(args.fold_options), word_dropout=wd)
+                        if args.fold_epochs_of_all:
+                            options["epochs"] = sized_epochs(n)
+                        elif args.fold_epochs != 1.0:
                             options["epochs"] = max(1, round(sized_epochs(len(trained))
                                                              * args.fold_epochs))
                         got = fit_predict(args.extension, trained,
