@@ -16,7 +16,8 @@ the table's unlabelled rows add? In one run, per corpus and per number of labell
 
 The N labelled rows are the first N of a fixed shuffle (--seed) of the corpus's training split;
 every system is scored on the corpus's test split (weighted F1, sklearn). Nothing is chosen on
-the test split: attnext chooses its epoch on its own validation rows (a share of the N).
+the test split: attnext sizes its recipe to the N rows and, from 500 of them, chooses its word
+dropout on two folds of those rows (the summary's "sized" and "word_dropout_choice").
 
     /usr/bin/python3 tests/bench/learning_curve.py                       # every corpus
     /usr/bin/python3 tests/bench/learning_curve.py --corpora ag --sizes 200,500 --seeds 3
