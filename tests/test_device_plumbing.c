@@ -22,6 +22,7 @@
 #include "config_base.h"
 #include "model.h"
 #include "nn_internal.h"
+#include "nn_mem.h"
 
 #define V 40
 #define C 3
@@ -276,6 +277,42 @@ out:
   }
 }
 
+/* The default recipe's choice of word dropout on the device (engine/choose.c: dense Adam
+ * there, the weights copied through the host mirror, Adam's moments made again for each fold):
+ * no host access to device memory (the fake device's tagged pointers), the choice told in the
+ * metrics, and the training after it runs. 600 rows: the 240 texts in turn. */
+static void check_choosing(void) {
+  static const char *texts600[600], *labels600[600];
+  for (int i = 0; i < 600; i++) {
+    texts600[i] = text_ptrs[i % ROWS];
+    labels600[i] = label_ptrs[i % ROWS];
+  }
+  char err[NN_ERR_LEN];
+  nn_config cfg;
+  nn_config_default(&cfg);
+  CHECK(nn_config_parse_json(&cfg,
+                             "{\"embed_dim\":8,\"hidden\":8,\"fc_hidden\":0,\"subword_buckets\":0,"
+                             "\"epochs\":2}",
+                             NULL, err) == NN_OK,
+        "options: %s", err);
+  cfg.device = NN_DEVICE_CUDA;
+  nn_trainer *tr = NULL;
+  int rc = nn_trainer_create(
+      &tr, &(nn_trainer_args){.cfg = &cfg, .texts = texts600, .labels = labels600, .n = 600}, err);
+  CHECK(rc == NN_OK && nn_trainer_choosing(tr), "a choosing trainer on the device: %s", err);
+  if (rc != NN_OK) return;
+  nn_epoch_stats st;
+  int epochs = 0;
+  while ((rc = nn_trainer_epoch(tr, &st, NULL, NULL, err)) == NN_OK) epochs++;
+  char *metrics = nn_trainer_metrics_json(tr);
+  CHECK(rc == NN_DONE && epochs == 2 && metrics && strstr(metrics, "\"word_dropout_choice\""),
+        "chosen and trained on the device: %d epochs, %s (%s)", epochs, err,
+        metrics ? metrics : "NULL");
+  printf("  the choice on the device: %s\n", metrics ? strstr(metrics, "\"sized\"") : "NULL");
+  nn_mem_free(NULL, metrics);
+  nn_trainer_free(tr);
+}
+
 /* ---------------------------------------------------------------- errors */
 
 static void check_errors(void (*fail_after)(long)) {
@@ -387,6 +424,7 @@ int main(int argc, char **argv) {
                  "\"fc_hidden\":6,\"dropout\":0,\"batch_size\":64,\"epochs\":3,\"threads\":2,"
                  "\"val_fraction\":0.2,\"embed_dropout\":0,\"word_dropout\":0}",
                  0);
+  check_choosing();
   check_errors(fail_after);
   long left = live();
   CHECK(left == 0, "%ld device allocations left after everything was freed", left);
