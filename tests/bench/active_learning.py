@@ -19,8 +19,9 @@ a round does not spend its labels on one confusing kind of text.
 --select mean-margin, per-label-mean-margin, bald (each text classified again with words
 dropped at random: perturbed_select), power-rank, pair-turns and badge (gradient embeddings
 from attn_probs and attn_embed, k-means++ seeding over them; badge-1000 and badge-2000 among
-the 1,000 or 2,000 least sure by margin only; needs numpy) are selections measured and not
-kept in attn_uncertain (tests/bench/RESULTS.md).
+the 1,000 or 2,000 least sure by margin only; needs numpy) and density (1 - margin times the
+similarity to the nearest unlabelled texts; numpy) are selections measured and not kept in
+attn_uncertain (tests/bench/RESULTS.md).
 
 Both are scored on the corpus's test split (weighted F1), or with --holdout on held-out training
 rows (the pool the shuffle's first --pool less 2,000 rows, the next 2,000 scored): the split to
@@ -181,6 +182,34 @@ def badge_select(db, batch, seed, candidates=0):
     return [ids[k] for k in chosen]
 
 
+def density_select(db, batch, neighbours=20, beta=1.0):
+    """Measured: information density (Settles and Craven, 2008). Each unlabelled text's
+    uncertainty, 1 - margin, times the mean cosine similarity of its attention context
+    (attn_embed) to its `neighbours` nearest unlabelled texts, to the power beta: a text unsure
+    and like many others, not an outlier the model is unsure of because nothing is like it."""
+    import numpy as np
+    dist = unlabelled_distributions(db)
+    ids, ctx = [], []
+    for i, blob in db.execute("SELECT id, attn_embed('m', text) FROM pool WHERE label IS NULL"):
+        ids.append(i)
+        ctx.append(np.frombuffer(blob, dtype="<f4"))
+    x = np.array(ctx, dtype=np.float32)
+    x /= np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+    dens = np.empty(len(ids))
+    for lo in range(0, len(ids), 1000):
+        sim = x[lo:lo + 1000] @ x.T
+        k = min(neighbours + 1, len(ids))
+        top = -np.partition(-sim, k - 1, axis=1)[:, :k]  # itself among them (1.0)
+        dens[lo:lo + 1000] = (top.sum(1) - 1.0) / max(k - 1, 1)
+    score = []
+    for j, i in enumerate(ids):
+        d = sorted(dist[i], reverse=True)
+        margin = d[0][0] - (d[1][0] if len(d) > 1 else 0.0)
+        score.append(((1.0 - margin) * max(dens[j], 0.0) ** beta, -i))
+    score.sort(reverse=True)
+    return [-i for _, i in score[:batch]]
+
+
 def run(extension, pool, test, labelled_ids, rounds, batch, options, uncertain, select="margin"):
     d = tempfile.mkdtemp(prefix="attnext-active-")
     db = sqlite3.connect(os.path.join(d, "a.db"), isolation_level=None)
@@ -209,6 +238,8 @@ def run(extension, pool, test, labelled_ids, rounds, batch, options, uncertain, 
                 ids = badge_select(db, batch, 7919 * n + len(curve))
             elif select.startswith("badge-"):
                 ids = badge_select(db, batch, 7919 * n + len(curve), int(select[6:]))
+            elif select == "density":
+                ids = density_select(db, batch)
             elif select == "power-rank":
                 ids = power_rank_select(db, batch, 7919 * n + len(curve))
             elif select in PERTURBED:
@@ -243,7 +274,7 @@ def main():
     ap.add_argument("--no-random", action="store_true", help="the uncertain arm only")
     ap.add_argument("--select", default="margin",
                     choices=sorted(SELECT_SQL) + list(PERTURBED) + ["power-rank", "pair-turns"]
-                    + ["badge", "badge-1000", "badge-2000"],
+                    + ["badge", "badge-1000", "badge-2000", "density"],
                     help="how a round picks its rows (the docstring)")
     ap.add_argument("--out", default=os.path.join(HERE, "out"))
     args = ap.parse_args()
