@@ -47,9 +47,10 @@ typedef struct choose_report {
   int stopped; /* fn said stop while a large block was copied or zeroed */
 } choose_report;
 
-/* nn_mem_stop during the choice: the weights copied and Adam's moments zeroed between the folds
- * are blocks of the model's size (tens of MB with a large subword table), asked about in pieces
- * as nn_trainer_create's are. The progress is reported as it stands, without a loss. */
+/* Whether to stop, asked between scoring batches and, as nn_mem_stop during the choice, while
+ * the weights are copied and Adam's moments zeroed between the folds: blocks of the model's
+ * size (tens of MB with a large subword table), asked about in pieces as nn_trainer_create's
+ * are. The progress is reported as it stands, without a loss. */
 static int choose_stop(void *ctx) {
   choose_report *r = ctx;
   if (r->fn && r->fn(r->ctx, r->done, r->total, NAN, 0.0)) r->stopped = 1;
@@ -83,25 +84,20 @@ static int fold_batch(const nn_config *cfg, int n) {
  * row zero when p is 0 (model.c's init_params, for a single network). */
 static int set_start(nn_trainer *tr, const float *start, float p, char *err) {
   float *w = nn_model_params(tr->model);
-  if (copy_asking(w, start, tr->param_count)) {
-    snprintf(err, NN_ERR_LEN, "interrupted");
-    return NN_INTERRUPTED;
-  }
+  if (copy_asking(w, start, tr->param_count)) return nn_train_interrupted(err);
   if (!(p > 0.0f)) memset(w + (size_t)NN_UNK * tr->model->E, 0, sizeof *w * tr->model->E);
   return NN_OK;
 }
 
-/* Train on the rows not in half k for the sized epochs and classify half k into the counts
- * (tr->true_positive, predicted, support). */
-static int run_fold(nn_trainer *tr, const unsigned char *half, int k, int n, int *rows,
+/* Train on the n_fold rows not in half k for the sized epochs and classify half k into the
+ * counts (tr->true_positive, predicted, support). */
+static int run_fold(nn_trainer *tr, const unsigned char *half, int k, int n, int n_fold, int *rows,
                     unsigned char *known, choose_report *report, char *err) {
   const nn_train_data *d = &tr->data;
-  int n_fold = 0;
   memset(known, 0, (size_t)tr->model->V);
   known[NN_PAD] = known[NN_UNK] = 1;
   for (int i = 0; i < n; i++) {
     if (half[i] == k) continue;
-    n_fold++;
     const void *ids = nn_train_row_ids(d, i);
     for (int t = 0; t < d->row_length[i]; t++)
       known[d->ids16 ? ((const uint16_t *)ids)[t] : ((const int32_t *)ids)[t]] = 1;
@@ -126,10 +122,8 @@ static int run_fold(nn_trainer *tr, const unsigned char *half, int k, int n, int
     if (i < n && half[i] != k) continue;
     if (i < n) rows[count++] = i;
     if (count == tr->batch_rows || (i == n && count > 0)) {
-      if (report->fn && ++asked % CHOOSE_ASK == 0 &&
-          report->fn(report->ctx, report->done, report->total, NAN, 0.0)) {
-        snprintf(err, NN_ERR_LEN, "interrupted");
-        status = NN_INTERRUPTED;
+      if (++asked % CHOOSE_ASK == 0 && choose_stop(report)) {
+        status = nn_train_interrupted(err);
         break;
       }
       status = nn_train_forward_rows(tr, rows, count, err);
@@ -184,8 +178,7 @@ int nn_train_choose(nn_trainer *tr, nn_progress_fn fn, void *ctx, char *err) {
   nn_mem_stop = choose_stop;
   nn_mem_stop_ctx = &report;
   if (copy_asking(start, nn_model_weights(tr->model), tr->param_count)) {
-    snprintf(err, NN_ERR_LEN, "interrupted");
-    status = NN_INTERRUPTED;
+    status = nn_train_interrupted(err);
     goto done;
   }
   nn_rng rng;
@@ -196,11 +189,11 @@ int nn_train_choose(nn_trainer *tr, nn_progress_fn fn, void *ctx, char *err) {
     next[d->row_class[i]] ^= 1;
   }
   uint64_t fold_seed[2] = {nn_rng_next(&rng), nn_rng_next(&rng)};
+  int n_fold[2] = {0, 0}; /* the rows fold k trains on: those not in half k */
+  for (int i = 0; i < n; i++) n_fold[!half[i]]++;
   for (int k = 0; k < 2; k++) { /* all four folds' batches, for the progress */
-    int n_fold = 0;
-    for (int i = 0; i < n; i++) n_fold += half[i] != k;
-    int b = fold_batch(&saved, n_fold);
-    report.total += 2 * saved.epochs * ((n_fold + b - 1) / b);
+    int b = fold_batch(&saved, n_fold[k]);
+    report.total += 2 * saved.epochs * ((n_fold[k] + b - 1) / b);
   }
   /* on a device, lazy Adam is a launch per embedding row: there the dense step is cheaper */
   tr->cfg.lazy_adam = !tr->be->device_memory;
@@ -213,7 +206,7 @@ int nn_train_choose(nn_trainer *tr, nn_progress_fn fn, void *ctx, char *err) {
     for (int k = 0; k < 2 && status == NN_OK; k++) {
       status = set_start(tr, start, settings[s], err);
       nn_train_seed_streams(tr, fold_seed[k]); /* both settings see the same batches */
-      if (status == NN_OK) status = run_fold(tr, half, k, n, rows, known, &report, err);
+      if (status == NN_OK) status = run_fold(tr, half, k, n, n_fold[k], rows, known, &report, err);
     }
     double accuracy;
     nn_class_metrics weighted;
@@ -237,10 +230,7 @@ int nn_train_choose(nn_trainer *tr, nn_progress_fn fn, void *ctx, char *err) {
   tr->choose_seconds = nn_os_seconds() - began;
 done:
   /* a block whose zeroing was stopped came back NULL: interrupted, not out of memory */
-  if (status == NN_NOMEM && report.stopped) {
-    snprintf(err, NN_ERR_LEN, "interrupted");
-    status = NN_INTERRUPTED;
-  }
+  if (status == NN_NOMEM && report.stopped) status = nn_train_interrupted(err);
   nn_mem_stop = NULL;
   nn_mem_stop_ctx = NULL;
   tr->batch_perm = batch_perm;

@@ -162,10 +162,15 @@ static int trainer_nomem(int n, char *err) {
   return NN_NOMEM;
 }
 
-/* NN_INTERRUPTED with its message. */
-static int trainer_interrupted(char *err) {
+int nn_train_interrupted(char *err) {
   snprintf(err, NN_ERR_LEN, "interrupted");
   return NN_INTERRUPTED;
+}
+
+/* NN_ERROR: a call that needs the model after nn_trainer_take_model handed it over. */
+static int model_taken(char *err) {
+  snprintf(err, NN_ERR_LEN, "the trainer's model was already taken");
+  return NN_ERROR;
 }
 
 /* The optimizer as before a round's first epoch (nn_trainer_create's round 1,
@@ -213,7 +218,7 @@ static int trainer_alloc_shards(nn_trainer *tr, char *err) {
   status = nn_model_zero_grads(tr->model, err);
   if (status != NN_OK) return status;
   /* each buffer of the size of the parameters is zeroed at its allocation: ask between them */
-  if (stop && stop(stop_ctx)) return trainer_interrupted(err);
+  if (stop && stop(stop_ctx)) return nn_train_interrupted(err);
   tr->shard_ws[0] = tr->ws;
   tr->shard_grads[0] = tr->model->grads; /* backend memory */
   for (int s = 1; s < tr->shards; s++) {
@@ -222,11 +227,11 @@ static int trainer_alloc_shards(nn_trainer *tr, char *err) {
     tr->shard_grads[s] =
         nn_backend_alloc(tr->mem, tr->be, (tr->param_count ? tr->param_count : 1) * sizeof(float));
     if (!tr->shard_grads[s]) return trainer_nomem(tr->data.n, err);
-    if (stop && stop(stop_ctx)) return trainer_interrupted(err);
+    if (stop && stop(stop_ctx)) return nn_train_interrupted(err);
   }
   status = nn_train_reset_optimizer(tr, err);
   if (status != NN_OK) return status;
-  if (stop && stop(stop_ctx)) return trainer_interrupted(err);
+  if (stop && stop(stop_ctx)) return nn_train_interrupted(err);
   /* the embedding tables come first in the buffers: each member's V word rows, then its S
    * subword rows (model.h), K members */
   tr->table_rows = (size_t)tr->model->V + (size_t)tr->model->S;
@@ -376,7 +381,7 @@ int nn_trainer_create(nn_trainer **out, const nn_trainer_args *a, char *err) {
   tr->warm_start = base != NULL;
   if (status != NN_OK) goto fail;
   if (stop && stop(stop_ctx)) {
-    status = trainer_interrupted(err);
+    status = nn_train_interrupted(err);
     goto fail;
   }
   status = trainer_alloc_shards(tr, err);
@@ -394,7 +399,7 @@ int nn_trainer_create(nn_trainer **out, const nn_trainer_args *a, char *err) {
   goto done;
 fail:
   /* an allocation that stopped zeroing on an interrupt returned NULL: not out of memory */
-  if (status == NN_NOMEM && stop && stop(stop_ctx)) status = trainer_interrupted(err);
+  if (status == NN_NOMEM && stop && stop(stop_ctx)) status = nn_train_interrupted(err);
   nn_trainer_free(tr);
   tr = NULL;
 done:
@@ -808,7 +813,7 @@ static int score_unlabelled(nn_trainer *tr, nn_self_scores *sc, nn_progress_fn f
   int B = tr->batch_rows, n = tr->data.n, batches = (tr->data.n_unlab + B - 1) / B;
   for (int first = 0, k = 0; first < tr->data.n_unlab; first += B, k++) {
     if (fn && k % SELF_TRAIN_ASK == SELF_TRAIN_ASK - 1 && fn(ctx, k, batches, NAN, 0.0))
-      return trainer_interrupted(err);
+      return nn_train_interrupted(err);
     int count = tr->data.n_unlab - first < B ? tr->data.n_unlab - first : B;
     for (int b = 0; b < count; b++) sc->rows[b] = n + first + b;
     int status = nn_train_forward_rows(tr, sc->rows, count, err);
@@ -899,7 +904,7 @@ int nn_train_pass(nn_trainer *tr, int n_train, nn_progress_fn fn, void *ctx, dou
     if (fn) {
       double elapsed = nn_os_seconds() - start;
       *rate = elapsed > 0 ? rows_done / elapsed : 0.0;
-      if (fn(ctx, k + 1, batches, train_loss, *rate)) return trainer_interrupted(err);
+      if (fn(ctx, k + 1, batches, train_loss, *rate)) return nn_train_interrupted(err);
     }
   }
   *loss = train_loss;
@@ -908,10 +913,7 @@ int nn_train_pass(nn_trainer *tr, int n_train, nn_progress_fn fn, void *ctx, dou
 
 int nn_trainer_epoch(nn_trainer *tr, nn_epoch_stats *stats, nn_progress_fn fn, void *ctx,
                      char *err) {
-  if (!tr->model) {
-    snprintf(err, NN_ERR_LEN, "the trainer's model was already taken");
-    return NN_ERROR;
-  }
+  if (!tr->model) return model_taken(err);
   int status;
   if (epochs_over(tr)) {
     if (!nn_train_second_round_pending(tr)) {
@@ -981,10 +983,7 @@ int nn_trainer_pretrain(nn_trainer *tr, nn_progress_fn fn, void *ctx, char *err)
 }
 
 int nn_trainer_choose(nn_trainer *tr, nn_progress_fn fn, void *ctx, char *err) {
-  if (!tr->model) {
-    snprintf(err, NN_ERR_LEN, "the trainer's model was already taken");
-    return NN_ERROR;
-  }
+  if (!tr->model) return model_taken(err);
   return nn_train_choose(tr, fn, ctx, err);
 }
 
@@ -1009,10 +1008,7 @@ int nn_trainer_done(const nn_trainer *tr) {
 
 int nn_trainer_take_model(nn_trainer *tr, nn_model **out, char *err) {
   *out = NULL;
-  if (!tr->model) {
-    snprintf(err, NN_ERR_LEN, "the trainer's model was already taken");
-    return NN_ERROR;
-  }
+  if (!tr->model) return model_taken(err);
   if (tr->best.epoch > 0)
     memcpy(nn_model_params(tr->model), tr->best_params, tr->param_count * sizeof(float));
   if (tr->cfg.storage == NN_STORAGE_FLOAT16 && !tr->rounded) {

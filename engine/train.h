@@ -178,6 +178,8 @@ int nn_train_choose(nn_trainer *tr, nn_progress_fn fn, void *ctx, char *err);
  * chunks, cut into batches of cfg.batch_size, their order shuffled), fn called after each batch
  * (batches_done of *batches). *loss: the pass's mean batch loss; *rate: rows a second. */
 int nn_train_reset_optimizer(nn_trainer *tr, char *err);
+/* NN_INTERRUPTED, with its message in err. */
+int nn_train_interrupted(char *err);
 int nn_train_pass(nn_trainer *tr, int n_rows, nn_progress_fn fn, void *ctx, double *loss,
                   double *rate, int *batches, char *err);
 /* The streams nn_trainer_create seeds from cfg.seed (shuffle, dropout, word dropout), seeded

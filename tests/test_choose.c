@@ -61,8 +61,6 @@ static void make_rows(int kind) {
 #define NET "\"embed_dim\":8,\"hidden\":8,\"fc_hidden\":0,\"subword_buckets\":0"
 #define SMALL NET ",\"epochs\":40"
 
-static const nn_allocator *use_mem = NULL;
-
 static int create(nn_trainer **tr, const char *json, int n, char *err) {
   nn_config cfg;
   nn_config_default(&cfg);
@@ -132,30 +130,39 @@ static float *train_all(const char *json, size_t *P, float *word_dropout, char *
   return w;
 }
 
+/* Train with options (a JSON object's members, no braces) and choosing, then with the value
+ * chosen given as "word_dropout": the same bits. Returns the value chosen (-1: a failure);
+ * *metrics (malloc'd) the first run's, when asked for. */
+static float same_as_given(const char *options, char **metrics) {
+  size_t P = 0, Pg = 0;
+  float chosen = -1, given = -2;
+  char json[300];
+  snprintf(json, sizeof json, "{%s}", options);
+  float *w = train_all(json, &P, &chosen, metrics);
+  snprintf(json, sizeof json, "{%s,\"word_dropout\":%s}", options, chosen > 0 ? "0.2" : "0");
+  float *g = train_all(json, &Pg, &given, NULL);
+  int same = w && g && P == Pg && chosen == given && memcmp(w, g, P * sizeof *w) == 0;
+  CHECK(same, "%s: chosen %g, the same bits as word_dropout %g given", options, chosen, given);
+  if (!strstr(options, "subword_buckets"))
+    CHECK(P > 16384 * 128, "%s: %zu parameters: the default's 128-wide subword table", options, P);
+  free(w);
+  free(g);
+  return same ? chosen : -1.0f;
+}
+
 static void check_same_bits_as_given(void) {
   int chose[2] = {0, 0};
   for (int kind = 0; kind < 2; kind++) {
     make_rows(kind);
-    size_t P = 0, Pg = 0;
-    float chosen = -1, given = -1;
     char *metrics = NULL;
-    float *w = train_all("{" SMALL ",\"threads\":1}", &P, &chosen, &metrics);
-    char json[200];
-    snprintf(json, sizeof json, "{" SMALL ",\"threads\":1,\"word_dropout\":%s}",
-             chosen > 0 ? "0.2" : "0");
-    float *g = train_all(json, &Pg, &given, NULL);
-    CHECK(w && g && P == Pg && chosen == given && memcmp(w, g, P * sizeof *w) == 0,
-          "rows of kind %d: chosen %g, the same bits as word_dropout %g given", kind, chosen,
-          given);
-    chose[chosen > 0] = 1;
+    float chosen = same_as_given(SMALL ",\"threads\":1", &metrics);
+    if (chosen >= 0) chose[chosen > 0] = 1;
     char want[64];
     snprintf(want, sizeof want, "\"word_dropout\":%s", chosen > 0 ? "0.2" : "0");
     CHECK(metrics && strstr(metrics, want) &&
               strstr(metrics, "\"word_dropout_choice\":{\"folds\":2,\"weighted_f1\":{\"0.2\":"),
           "the metrics say the choice: %s", metrics ? metrics : "NULL");
     free(metrics);
-    free(w);
-    free(g);
   }
   /* one rare word per row: read 20% of the time as <UNK>, it teaches less; every word saying
    * the class: the two score alike, and the tie keeps 0.2 */
@@ -164,19 +171,7 @@ static void check_same_bits_as_given(void) {
   /* the default's own shape: 128-wide word and subword rows (the lazy lists of the folds read
    * both), batches sized, two threads */
   make_rows(0);
-  size_t P = 0, Pg = 0;
-  float chosen = -1, given = -1;
-  float *w =
-      train_all("{\"hidden\":8,\"fc_hidden\":0,\"epochs\":4,\"threads\":2}", &P, &chosen, NULL);
-  float *g = train_all(chosen > 0 ? "{\"hidden\":8,\"fc_hidden\":0,\"epochs\":4,\"threads\":2,"
-                                    "\"word_dropout\":0.2}"
-                                  : "{\"hidden\":8,\"fc_hidden\":0,\"epochs\":4,\"threads\":2,"
-                                    "\"word_dropout\":0}",
-                       &Pg, &given, NULL);
-  CHECK(w && g && P == Pg && P > 16384 * 128 && chosen == given && memcmp(w, g, P * sizeof *w) == 0,
-        "subword tables, sized batches, 2 threads: chosen %g, the same bits as it given", chosen);
-  free(w);
-  free(g);
+  same_as_given("\"hidden\":8,\"fc_hidden\":0,\"epochs\":4,\"threads\":2", NULL);
 }
 
 static int calls = 0, stop_at = 0, last_done = 0, last_total = 0, monotone = 1;
@@ -282,32 +277,19 @@ static void check_progress_and_interrupt(void) {
   nn_trainer_free(tr);
 }
 
+static nn_trainer *oom_setup(void) {
+  char err[NN_ERR_LEN];
+  nn_trainer *tr = NULL;
+  int rc = create(&tr, "{" SMALL "}", ROWS, err);
+  CHECK(rc == NN_OK, "create: %s", err);
+  return tr;
+}
+
+static int oom_step(nn_trainer *tr, char *err) { return nn_trainer_choose(tr, NULL, NULL, err); }
+
 static void check_out_of_memory(void) {
   make_rows(1);
-  int failures = 0;
-  for (long k = 1; k < 32; k++) {
-    char err[NN_ERR_LEN] = "";
-    nn_trainer *tr = NULL;
-    use_mem = &failing;
-    fail_at = 0;
-    int rc = create(&tr, "{" SMALL "}", ROWS, err);
-    CHECK(rc == NN_OK, "create: %s", err);
-    if (rc != NN_OK) break;
-    alloc_count = 0;
-    fail_at = k; /* the k-th allocation from here fails, and every later one */
-    rc = nn_trainer_choose(tr, NULL, NULL, err);
-    long used = alloc_count;
-    fail_at = 0;
-    nn_trainer_free(tr);
-    use_mem = NULL;
-    if (used < k) { /* fewer allocations than k: the choice succeeded, every k is covered */
-      CHECK(rc == NN_OK, "no allocation failed, yet %d (%s)", rc, err);
-      break;
-    }
-    CHECK(rc == NN_NOMEM && strstr(err, "out of memory"), "allocation %ld fails: %d '%s'", k, rc,
-          err);
-    failures++;
-  }
+  int failures = fail_each_allocation(oom_setup, oom_step, 32);
   CHECK(failures >= 5, "%d allocations of the choice were failed", failures);
 }
 

@@ -63,8 +63,6 @@ static void make_rows(void) {
 
 #define SMALL "\"embed_dim\":8,\"hidden\":8,\"fc_hidden\":0,\"pretrain_epochs\":3"
 
-static const nn_allocator *use_mem = NULL;
-
 static int create(nn_trainer **tr, const char *json, int n_unlab, const nn_model *base, char *err) {
   nn_config cfg;
   nn_config_default(&cfg);
@@ -344,35 +342,23 @@ static void check_interrupt(void) {
 
 /* Out of memory at each allocation of the step into round 2 (the scores, the rows, the new
  * optimizer...): NN_NOMEM with a message, and the trainer is still freed whole (ASan). */
+static nn_trainer *oom_setup(void) {
+  char err[NN_ERR_LEN];
+  nn_trainer *tr = NULL;
+  int rc =
+      create(&tr, "{" SMALL ",\"self_training\":1,\"epochs\":1,\"threads\":1}", UNLAB, NULL, err);
+  CHECK(rc == NN_OK, "create: %s", err);
+  if (rc == NN_OK) CHECK(run_round1(tr, err) == NN_OK, "round 1: %s", err);
+  return tr;
+}
+
+static int oom_step(nn_trainer *tr, char *err) {
+  nn_epoch_stats s;
+  return nn_trainer_epoch(tr, &s, NULL, NULL, err);
+}
+
 static void check_out_of_memory(void) {
-  int failures = 0;
-  for (long k = 1; k < 64; k++) {
-    char err[NN_ERR_LEN] = "";
-    nn_trainer *tr = NULL;
-    use_mem = &failing;
-    fail_at = 0;
-    int rc =
-        create(&tr, "{" SMALL ",\"self_training\":1,\"epochs\":1,\"threads\":1}", UNLAB, NULL, err);
-    CHECK(rc == NN_OK, "create: %s", err);
-    if (rc != NN_OK) break;
-    rc = run_round1(tr, err);
-    CHECK(rc == NN_OK, "round 1: %s", err);
-    alloc_count = 0;
-    fail_at = k; /* the k-th allocation from here fails, and every later one */
-    nn_epoch_stats s;
-    rc = nn_trainer_epoch(tr, &s, NULL, NULL, err);
-    long used = alloc_count;
-    fail_at = 0;
-    nn_trainer_free(tr);
-    use_mem = NULL;
-    if (used < k) { /* fewer allocations than k: the step succeeded, every k is covered */
-      CHECK(rc == NN_OK, "no allocation failed, yet %d (%s)", rc, err);
-      break;
-    }
-    CHECK(rc == NN_NOMEM && strstr(err, "out of memory"), "allocation %ld fails: %d '%s'", k, rc,
-          err);
-    failures++;
-  }
+  int failures = fail_each_allocation(oom_setup, oom_step, 64);
   CHECK(failures >= 3, "%d allocations of the step into round 2 were failed", failures);
 }
 
