@@ -358,7 +358,10 @@ static int model_create(nn_model **out, const nn_config *cfg, nn_vocab *vocab,
                   : NULL;
   if (!m->params) goto nomem;
   if (on_device(m)) { /* drawn on the host, then uploaded */
-    m->host_params = nn_mem_calloc(m->mem, m->nparams, sizeof(float));
+    /* aligned as the CPU's parameters are: the accessors hand out the same kind of memory */
+    m->host_params = m->nparams <= SIZE_MAX / sizeof(float)
+                         ? nn_mem_alloc_aligned(m->mem, m->nparams * sizeof(float))
+                         : NULL;
     if (!m->host_params) goto nomem;
     for (int k = 0; k < m->K && m->K > 1; k++) { /* the views read the backend's copy */
       m->member[k]->params = m->params;
@@ -429,8 +432,8 @@ void nn_model_free(nn_model *m) {
   nn_mem_free(mem, m->label_lens);
   if (m->be) {
     if (on_device(m)) {
-      nn_mem_free(mem, m->host_params);
-      nn_mem_free(mem, m->host_grads);
+      nn_mem_free_aligned(mem, m->host_params);
+      nn_mem_free_aligned(mem, m->host_grads);
       m->be->error(NULL, 0); /* nothing to report from freeing */
     }
     nn_backend_free(mem, m->be, m->params);
@@ -532,7 +535,7 @@ size_t nn_model_device_memory(const nn_model *m) { return m ? model_bytes(m, 1) 
 
 float *nn_model_grads(nn_model *m) {
   if (!on_device(m) || !m->grads) return m->grads;
-  if (!m->host_grads && !(m->host_grads = nn_mem_calloc(m->mem, m->nparams, sizeof(float))))
+  if (!m->host_grads && !(m->host_grads = nn_mem_alloc_aligned(m->mem, m->nparams * sizeof(float))))
     return NULL;
   m->be->download(m->host_grads, m->grads, m->nparams * sizeof(float));
   return m->host_grads;
@@ -712,11 +715,13 @@ static int batch_count_subwords(const nn_model *m, const nn_batch *batch, long l
 /* Lay out the index arena for B rows of at most T steps, P tokens and Q subword pairs: order
  * (B), nstep (T), then what the backend reads: last_row (B), ids, emb_link, rev, ids_rev,
  * row_sample (P each), lens (B), off (T+1) -- ids followed by emb_link, row_sample followed by
- * lens and off: the layouts of backend.h -- and the subword pairs: pair_row, pair_src (Q each).
+ * lens and off: the layouts of backend.h -- and the subword pairs: pair_row, pair_src (Q each;
+ * for a device backend each followed by its Q links, the layout of embedding_backward).
  * *backend_part: where the backend's part starts, *emb_link and *pairs: those pieces. */
 static int index_arena_layout(nn_workspace *ws, const nn_model *m, int B, int T, long long P,
                               long long Q, int **backend_part, int **emb_link, int **pairs) {
-  size_t ineed = 3 * (size_t)B + 2 * (size_t)T + 1 + 5 * (size_t)P + 2 * (size_t)Q +
+  int linked = m->be->device_memory; /* the pairs' links (batch_pair_links) */
+  size_t ineed = 3 * (size_t)B + 2 * (size_t)T + 1 + 5 * (size_t)P + (linked ? 4 : 2) * (size_t)Q +
                  (Q > 0 || m->S > 0 ? (size_t)P : 0); /* + sub_n, host only */
   if (ineed > ws->icap) {
     int *p = nn_mem_realloc(ws->mem, ws->ibuf, ineed * sizeof(int));
@@ -739,9 +744,9 @@ static int index_arena_layout(nn_workspace *ws, const nn_model *m, int B, int T,
   ws->row_sample = ip, ip += P;
   ws->lens = ip, ip += B;
   ws->off = ip, ip += T + 1;
-  *pairs = ip; /* pair_row, then pair_src */
-  ws->pair_row = ip, ip += Q;
-  ws->pair_src = ip, ip += Q;
+  *pairs = ip; /* pair_row, then pair_src; each followed by its links on a device */
+  ws->pair_row = ip, ip += linked ? 2 * Q : Q;
+  ws->pair_src = ip, ip += linked ? 2 * Q : Q;
   ws->Q = (int)Q;
   return NN_OK;
 }
@@ -797,27 +802,48 @@ static int batch_pack(nn_workspace *ws, const nn_model *m, const nn_batch *batch
   return NN_OK;
 }
 
-/* emb_link (backend.h, embedding_backward) of the P packed rows: each row's next row with the
- * same token and whether it is the token's first, through a per-token "last row seen" table. */
-static int batch_emb_links(nn_workspace *ws, const nn_model *m, int *emb_link, long long P) {
-  if ((size_t)m->V > ws->emb_cap) {
-    int *p = nn_mem_realloc(ws->mem, ws->emb_last, (size_t)m->V * sizeof(int));
+/* link (backend.h, embedding_backward) of the n rows of ids, targets in 0..R-1: each row's next
+ * row with the same target and whether it is the target's first, through a per-target "last row
+ * seen" table (ws->emb_last, left all -1). */
+static int batch_links(nn_workspace *ws, const int *ids, int *link, long long n, size_t R) {
+  if (R > ws->emb_cap) {
+    int *p = nn_mem_realloc(ws->mem, ws->emb_last, R * sizeof(int));
     if (!p) return NN_NOMEM;
-    for (size_t v = ws->emb_cap; v < (size_t)m->V; v++) p[v] = -1;
+    for (size_t v = ws->emb_cap; v < R; v++) p[v] = -1;
     ws->emb_last = p;
-    ws->emb_cap = (size_t)m->V;
+    ws->emb_cap = R;
   }
-  for (long long r = P - 1; r >= 0; r--) {
-    int id = ws->ids[r];
-    emb_link[r] = (ws->emb_last[id] + 1) << 1; /* next + 1 (0: none), head bit below */
+  for (long long r = n - 1; r >= 0; r--) {
+    int id = ids[r];
+    link[r] = (ws->emb_last[id] + 1) << 1; /* next + 1 (0: none), head bit below */
     ws->emb_last[id] = (int)r;
   }
-  for (long long r = 0; r < P; r++) {
-    int id = ws->ids[r];
-    if (ws->emb_last[id] == (int)r) emb_link[r] |= 1; /* the first row of its token */
+  for (long long r = 0; r < n; r++) {
+    int id = ids[r];
+    if (ws->emb_last[id] == (int)r) link[r] |= 1; /* the first row of its target */
     ws->emb_last[id] = -1;
   }
   return NN_OK;
+}
+
+/* A device backend sums the subword pairs through embedding_backward, whose links give each
+ * target its rows in pair order: the CPU's sums, bit for bit, and the same at every run (atomic
+ * additions into a row that several pairs share would add in whatever order the GPU ran them).
+ * pair_row's links serve the forward pass (a token's rows, contiguous); pair_src's, over the
+ * table's V + S rows, the backward (a subword row shared by many tokens). */
+static int batch_pair_links(nn_workspace *ws, const nn_model *m, long long Q, int training) {
+  if (Q <= 0) return NN_OK;
+  int *row_link = ws->pair_row + Q, *src_link = ws->pair_src + Q;
+  for (long long q = 0; q < Q; q++) { /* pair_row ascends: a row's pairs are contiguous */
+    int next = q + 1 < Q && ws->pair_row[q + 1] == ws->pair_row[q];
+    int head = q == 0 || ws->pair_row[q - 1] != ws->pair_row[q];
+    row_link[q] = (next ? (int)(q + 2) << 1 : 0) | head;
+  }
+  if (!training) { /* uploaded, never read */
+    memset(src_link, 0, (size_t)Q * sizeof *src_link);
+    return NN_OK;
+  }
+  return batch_links(ws, ws->pair_src, src_link, Q, (size_t)m->V + (size_t)m->S);
 }
 
 /* A device backend: the backend's part of the index arena (from backend_part; the subword pairs
@@ -826,7 +852,7 @@ static int batch_emb_links(nn_workspace *ws, const nn_model *m, int *emb_link, l
 static int batch_upload(nn_workspace *ws, const nn_model *m, const int *backend_part,
                         const int *pairs, long long P, long long Q, int training) {
   int B = ws->B;
-  size_t dneed = 2 * (size_t)B + 5 * (size_t)P + (size_t)ws->Tmax + 1 + 2 * (size_t)Q;
+  size_t dneed = 2 * (size_t)B + 5 * (size_t)P + (size_t)ws->Tmax + 1 + 4 * (size_t)Q;
   size_t FD = (size_t)(m->F > 0 ? m->F : m->D);
   if (dneed > ws->dicap) { /* grows only */
     nn_backend_free(ws->mem, ws->be, ws->dibuf);
@@ -834,11 +860,12 @@ static int batch_upload(nn_workspace *ws, const nn_model *m, const int *backend_
     ws->dicap = ws->dibuf ? dneed : 0;
     if (!ws->dibuf) return NN_NOMEM;
   }
-  ws->be->upload(ws->dibuf, backend_part, (dneed - 2 * (size_t)Q) * sizeof(int));
-  if (Q > 0) /* the pairs after the rest (the host arena has off's T + 1 slots before them) */
-    ws->be->upload(ws->dibuf + dneed - 2 * (size_t)Q, pairs, 2 * (size_t)Q * sizeof(int));
-  ws->pair_row = ws->dibuf + dneed - 2 * (size_t)Q;
-  ws->pair_src = ws->pair_row + Q;
+  ws->be->upload(ws->dibuf, backend_part, (dneed - 4 * (size_t)Q) * sizeof(int));
+  if (Q > 0) /* the pairs and their links after the rest (the host arena has off's T + 1 slots
+              * before them) */
+    ws->be->upload(ws->dibuf + dneed - 4 * (size_t)Q, pairs, 4 * (size_t)Q * sizeof(int));
+  ws->pair_row = ws->dibuf + dneed - 4 * (size_t)Q;
+  ws->pair_src = ws->pair_row + 2 * Q;
   int *dp = ws->dibuf;
   ws->last_row = dp, dp += B;
   ws->ids = dp, dp += 2 * P; /* followed by emb_link */
@@ -910,7 +937,10 @@ int nn_workspace_prepare(nn_workspace *ws, const nn_model *m, const nn_batch *ba
   ws->P = (int)P;
   ws->Tmax = Tmax;
   ws->training = training;
-  if (m->be->device_memory && training && batch_emb_links(ws, m, emb_link, P) != NN_OK) goto nomem;
+  if (m->be->device_memory && training &&
+      batch_links(ws, ws->ids, emb_link, P, (size_t)m->V) != NN_OK)
+    goto nomem;
+  if (m->be->device_memory && batch_pair_links(ws, m, Q, training) != NN_OK) goto nomem;
   if (m->be->device_memory && batch_upload(ws, m, backend_part, pairs, P, Q, training) != NN_OK)
     goto nomem;
   if (arena_carve(ws, m) != NN_OK) goto nomem;
@@ -928,7 +958,8 @@ nomem:
 
 /* x0 (P, E) holds each row's word vector; make it the mean of that vector and the row's
  * subword vectors (model.h): x0[r] = (E[id] + sum_q S[pair_src[q]]) / (1 + n_r). The pairs are
- * in row order and scatter_add_rows adds sequentially, so the sums are deterministic. */
+ * in row order and summed in that order (on a device through the links of batch_pair_links), so
+ * the sums are deterministic. */
 static void subwords_forward(const nn_model *m, nn_workspace *ws) {
   const nn_backend *be = m->be;
   int E = m->E;
@@ -946,9 +977,9 @@ static void subwords_forward(const nn_model *m, nn_workspace *ws) {
       const float *s = table + (size_t)ws->pair_src[q] * E;
       for (int e = 0; e < E; e++) x[e] += s[e];
     }
-  } else if (ws->Q > 0) {
+  } else if (ws->Q > 0) { /* each row's subword vectors summed in pair order (the links) */
     be->gather_rows(ws->sub_tmp, E, table, E, ws->pair_src, ws->Q, E);
-    be->scatter_add_rows(ws->x0, E, ws->sub_tmp, E, ws->pair_row, ws->Q, E);
+    be->embedding_backward(ws->x0, ws->sub_tmp, ws->pair_row, ws->Q, E, -1);
   }
   be->mul(ws->x0, ws->x0, ws->sub_scale, PE);
 }
@@ -968,7 +999,7 @@ static void subwords_backward(const nn_model *m, nn_workspace *ws, float *grads)
     return;
   }
   be->gather_rows(ws->sub_tmp, E, ws->d_x, E, ws->pair_row, ws->Q, E);
-  be->scatter_add_rows(grads + m->emb, E, ws->sub_tmp, E, ws->pair_src, ws->Q, E);
+  be->embedding_backward(grads + m->emb, ws->sub_tmp, ws->pair_src, ws->Q, E, -1);
 }
 
 /* ---------------------------------------------------------------- classifier head */

@@ -3,7 +3,7 @@
  * (build/tests/emu_cuda.so; tests/test_cuda_emulated.sh runs tests/test_cuda against it).
  *
  * A kernel launch, LAUNCH(k, grid, block)(args), calls k once per (block, thread) of the grid,
- * in order, with blockIdx / threadIdx / blockDim / gridDim set: right for kernels whose threads
+ * in order or in reverse (emu_reversed), with blockIdx / threadIdx / blockDim / gridDim set: right for kernels whose threads
  * are independent (every kernel of backend_cuda.cu: no shared memory, no barriers, no warp
  * shuffles). Device memory is host memory (calloc); cublasSgemm is OpenBLAS's column-major
  * sgemm, so the row-major transposition trick of backend_cuda.cu is exercised as on a GPU.
@@ -22,6 +22,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <atomic>
+
 #define __global__ static
 #define __device__ static
 #define __forceinline__ inline
@@ -31,16 +33,28 @@ struct emu_dim {
 };
 static thread_local emu_dim blockIdx, threadIdx, blockDim, gridDim;
 
+/* Which order the next launch runs its threads in: a GPU promises none, so launches alternate
+ * between first-to-last and last-to-first by a hash of a launch counter. A kernel whose result
+ * depends on its threads' order (atomic additions into a shared target, one thread reading what
+ * another writes) then gives different bits from one run to the next, as on a GPU, and the
+ * tests that compare two runs see it. */
+static inline int emu_reversed(void) {
+  static std::atomic<unsigned> launches{0};
+  unsigned h = launches.fetch_add(1, std::memory_order_relaxed) * 0x9E3779B1u;
+  return (int)((h ^ (h >> 15)) >> 7 & 1u);
+}
+
 template <typename F> struct emu_launcher {
   unsigned grid, block;
   F kernel;
   template <typename... A> void operator()(A... args) const {
     gridDim.x = grid;
     blockDim.x = block;
-    for (unsigned b = 0; b < grid; b++)
-      for (unsigned t = 0; t < block; t++) {
-        blockIdx.x = b;
-        threadIdx.x = t;
+    int reversed = emu_reversed();
+    for (unsigned i = 0; i < grid; i++)
+      for (unsigned j = 0; j < block; j++) {
+        blockIdx.x = reversed ? grid - 1 - i : i;
+        threadIdx.x = reversed ? block - 1 - j : j;
         kernel(args...);
       }
   }
