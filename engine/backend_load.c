@@ -20,6 +20,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifndef _WIN32
+#include <unistd.h> /* getpid */
+#endif
 
 #include "backend.h"
 #include "compat.h"
@@ -34,6 +37,20 @@
 static pthread_once_t cuda_once = PTHREAD_ONCE_INIT;
 static const nn_backend *cuda_backend; /* NULL when unavailable */
 static char cuda_why[400];             /* why not, or the device's description */
+#ifndef _WIN32
+static long cuda_pid; /* the process that started the device */
+#endif
+
+/* CUDA does not survive fork(): a child of a process that started the device gets an
+ * initialisation error from every call. Such a child (a prefork server, multiprocessing's
+ * "fork") computes on the CPU instead. */
+static int forked_from_cuda(void) {
+#ifdef _WIN32
+  return 0;
+#else
+  return cuda_backend && (long)getpid() != cuda_pid;
+#endif
+}
 
 /* Try one path; 1 when the library loaded (whatever its entry then said). */
 static int try_library(const char *path, char *load_err, size_t len) {
@@ -69,6 +86,9 @@ static int try_library(const char *path, char *load_err, size_t len) {
     snprintf(cuda_why, sizeof cuda_why, "built, no device (%s)", why[0] ? why : "unknown reason");
     return 1; /* kept loaded: the CUDA runtime does not like being unloaded */
   }
+#ifndef _WIN32
+  cuda_pid = (long)getpid();
+#endif
   char desc[300] = "";
   if (cuda_backend->describe) cuda_backend->describe(desc, sizeof desc);
   snprintf(cuda_why, sizeof cuda_why, "%s", desc[0] ? desc : "available");
@@ -113,6 +133,13 @@ int nn_backend_for_device(int device, const nn_backend **out, char *err) {
   *out = nn_backend_cpu();
   if (device == NN_DEVICE_CPU) return NN_OK;
   pthread_once(&cuda_once, cuda_load);
+  if (forked_from_cuda()) {
+    if (device != NN_DEVICE_CUDA) return NN_OK; /* auto: the CPU */
+    snprintf(err, NN_ERR_LEN,
+             "device \"cuda\" requested in a process forked from one that had started the GPU, "
+             "where CUDA cannot run (start the process with spawn, or use device \"auto\")");
+    return NN_ERROR;
+  }
   if (cuda_backend) {
     *out = cuda_backend;
     return NN_OK;
@@ -127,6 +154,9 @@ int nn_backend_for_device(int device, const nn_backend **out, char *err) {
 
 const char *nn_backend_cuda_status(char *buf, size_t len) {
   pthread_once(&cuda_once, cuda_load);
-  snprintf(buf, len, "cuda: %s", cuda_why);
+  if (forked_from_cuda())
+    snprintf(buf, len, "cuda: not usable in this process (forked from one that had started %s)",
+             cuda_why);
+  else snprintf(buf, len, "cuda: %s", cuda_why);
   return buf;
 }

@@ -722,12 +722,15 @@ int nn_model_load_ex(nn_model **out, const unsigned char *blob, size_t len, nn_i
     if (rc == NN_INTERRUPTED) LOAD_FAIL(rc, "interrupted");
     LOAD_FAIL(rc, "weights: vocab: %.480s", sub);
   }
-  /* "device" says where the model was trained: a file trained with "cuda" still loads, on the
-   * CPU, where no GPU is available (its config keeps saying "cuda") */
+  /* "device" says where the model was trained (its config keeps saying so); a loaded model
+   * predicts on the GPU only when it was trained with "cuda" and a GPU is usable here. "auto"
+   * loads on the CPU: one text at a time (attn_predict) a GPU launches kernels per time step
+   * for microseconds of work, 145 us a title on an H200 against 4 us on the CPU, and in
+   * batches (attn_classify) the GPU only matched 16 cores (tests/bench/RESULTS.md, GPU). */
   nn_device trained_on = cfg.device;
   const nn_backend *be;
-  if (cfg.device == NN_DEVICE_CUDA && nn_backend_for_device(NN_DEVICE_CUDA, &be, sub) != NN_OK)
-    cfg.device = NN_DEVICE_AUTO;
+  if (cfg.device != NN_DEVICE_CUDA || nn_backend_for_device(NN_DEVICE_CUDA, &be, sub) != NN_OK)
+    cfg.device = NN_DEVICE_CPU;
   rc = nn_model_create_uninit(&model, &cfg, vocab, labels, C,
                               sub); /* takes vocab; every weight is read below */
   vocab = NULL;

@@ -17,6 +17,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "check.h"
 #include "config_base.h"
@@ -183,6 +185,20 @@ static void check_config(const char *json) {
       nn_workspace_free(lw);
       nn_model_free(loaded);
     }
+    /* an "auto" file predicts on the CPU, where one text at a time is fastest */
+    nn_model *as_auto = NULL;
+    unsigned char *auto_blob = NULL;
+    size_t auto_len = 0;
+    m[1]->cfg.device = NN_DEVICE_AUTO;
+    CHECK(nn_model_save(m[1], &auto_blob, &auto_len, err) == NN_OK, "%s: save: %s", json, err);
+    m[1]->cfg.device = NN_DEVICE_CUDA;
+    CHECK(auto_blob && nn_model_load(&as_auto, auto_blob, auto_len, err) == NN_OK, "%s: load: %s",
+          json, err);
+    CHECK(as_auto && !as_auto->be->device_memory &&
+              nn_model_config(as_auto)->device == NN_DEVICE_AUTO,
+          "%s: an \"auto\" file loads on the CPU, its config still \"auto\"", json);
+    nn_model_free(as_auto);
+    free(auto_blob);
   }
   free(blob[0]);
   free(blob[1]);
@@ -390,6 +406,38 @@ int main(int argc, char **argv) {
   nn_model *a = make_model("{}", NN_DEVICE_AUTO, 1);
   CHECK(a && a->be->device_memory, "device \"auto\" uses the available device");
   nn_model_free(a);
+
+  /* a child forked after the device started: CUDA cannot run there, so "auto" is the CPU and
+   * "cuda" an error that says why (the exit status carries the child's answers) */
+  fflush(stdout);
+  pid_t child = fork();
+  if (child == 0) {
+    const nn_backend *be = NULL;
+    char e[NN_ERR_LEN] = "", status[512];
+    int bits = 0;
+    bits |= (nn_backend_for_device(NN_DEVICE_AUTO, &be, e) == NN_OK && !be->device_memory) << 0;
+    bits |= (nn_backend_for_device(NN_DEVICE_CUDA, &be, e) == NN_ERROR &&
+             strstr(e, "forked from one that had started the GPU"))
+            << 1;
+    bits |= (strstr(nn_backend_cuda_status(status, sizeof status), "not usable") != NULL) << 2;
+    nn_model *c = make_model("{}", NN_DEVICE_AUTO, 1);
+    bits |= (c && !c->be->device_memory) << 3;
+    nn_model_free(c);
+    _exit(bits);
+  }
+  int wstatus = 0;
+  CHECK(child > 0 && waitpid(child, &wstatus, 0) == child && WIFEXITED(wstatus),
+        "the forked child ran");
+  int bits = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 0;
+  CHECK(bits & 1, "in a forked child, device \"auto\" is the CPU");
+  CHECK(bits & 2, "in a forked child, device \"cuda\" is an error naming the fork");
+  CHECK(bits & 4, "in a forked child, attn_version's cuda part says it is not usable");
+  CHECK(bits & 8, "in a forked child, a model of device \"auto\" is made on the CPU");
+  const nn_backend *parent_be = NULL;
+  char perr[NN_ERR_LEN];
+  CHECK(nn_backend_for_device(NN_DEVICE_AUTO, &parent_be, perr) == NN_OK &&
+            parent_be->device_memory,
+        "the parent still uses the device");
 
   static const char *configs[] = {
       "{\"cell\":\"rnn\",\"attention\":\"linear\",\"embed_dim\":8,\"hidden\":6,\"fc_hidden\":5,"
