@@ -552,6 +552,17 @@ static int attn_training_held_out(attn_training *t, int64_t version) {
   return held;
 }
 
+/* Two figures of a deploy reason, 6 digits each, more where 6 would print different values
+ * alike (two trainings' losses can differ in the eighth): the reason then never says that
+ * 0.0510322 is lower than 0.0510322. a, b: 32 bytes each. */
+static void attn_training_two_figures(char *a, char *b, double x, double y) {
+  for (int digits = 6; digits <= 17; digits++) {
+    sqlite3_snprintf(32, a, "%.*g", digits, x);
+    sqlite3_snprintf(32, b, "%.*g", digits, y);
+    if (x == y || strcmp(a, b) != 0) break;
+  }
+}
+
 int attn_training_decide(attn_training *t, const nn_model *model, const int *rows, int n,
                          int *deploy, char **msg) {
   attn_model *current = NULL;
@@ -589,10 +600,9 @@ int attn_training_decide(attn_training *t, const nn_model *model, const int *row
   nn_monitor monitor = t->cfg.monitor;
   const char *figure = nn_monitor_name(monitor);
   char a[32] = "", b[32] = "";
-  if (rc == SQLITE_OK) {
-    sqlite3_snprintf(sizeof a, a, "%.6g", nn_monitor_figure(monitor, &fresh));
-    sqlite3_snprintf(sizeof b, b, "%.6g", nn_monitor_figure(monitor, &deployed));
-  }
+  if (rc == SQLITE_OK)
+    attn_training_two_figures(a, b, nn_monitor_figure(monitor, &fresh),
+                              nn_monitor_figure(monitor, &deployed));
   if (rc == SQLITE_OK && held == ATTN_HELD_UNKNOWN) {
     /* The deployed version validated on other rows (another split, fraction or data, or it
      * was imported): it may have trained on some of these, which would favour it. The rule:
@@ -618,8 +628,7 @@ int attn_training_decide(attn_training *t, const nn_model *model, const int *row
       rc = SQLITE_NOMEM;
     } else if (nn_monitor_tie(monitor, &fresh, &deployed)) {
       char c[32], d[32];
-      sqlite3_snprintf(sizeof c, c, "%.6g", fresh.loss);
-      sqlite3_snprintf(sizeof d, d, "%.6g", deployed.loss);
+      attn_training_two_figures(c, d, fresh.loss, deployed.loss);
       t->deploy_reason = sqlite3_mprintf(
           "%s %s ties the deployed version %lld's %s, and its val_loss %s %s its %s", figure, a,
           (long long)current->version, where, c, *deploy ? "is lower than" : "does not beat", d);
