@@ -91,9 +91,15 @@ print((after - before) // 1024, repr(rows))
 """
 
 
+# On the CPU: on a machine with a GPU, models of device "auto" would load there, and the CUDA
+# runtime's and cuBLAS's own start (about 150 MB of host heap at the first model) would swamp the
+# cache's bytes that this measures.
+CPU_ONLY = dict(os.environ, ATTNEXT_CUDA_LIB=os.devnull)
+
+
 def run(limit, path=path):
     p = subprocess.run([sys.executable, "-c", CHILD, path, R.extension_path(), str(limit)],
-                       capture_output=True, text=True, timeout=300)
+                       capture_output=True, text=True, timeout=300, env=CPU_ONLY)
     if p.returncode != 0:
         print("     child failed: " + (p.stdout + p.stderr)[-300:])
         return None, None

@@ -7,7 +7,8 @@ attnext returns these errors as SQLITE_ERROR with their text. Two ways to run ou
   - PRAGMA hard_heap_limit = 20000000 and a model of 100,000 subword buckets (25 MB of
     parameters): "out of memory creating the model";
   - a batch whose activations take one block past 2^31 bytes (64 texts of 4,096 words through a
-    hidden size of 1,024), which sqlite3_malloc64 never gives: "out of memory for a batch of ...".
+    hidden size of 1,024), which sqlite3_malloc64 never gives: "out of memory for a batch of ...";
+    on the CPU (a GPU of 80 GiB holds it)
 Each through attn_fit (a scalar function) and attn_train (a table-valued one).
 Run from the repository root: /usr/bin/python3 tests/test_oom_messages.py
 """
@@ -38,7 +39,7 @@ HEAP = ("PRAGMA hard_heap_limit = 20000000",
 BATCH = ("",
          "'SELECT text, label FROM long'",
          '{"epochs":1,"hidden":1024,"embed_dim":8,"fc_hidden":0,"subword_buckets":0,'
-         '"max_len":4096,"batch_size":64,"stopwords":false,"progress":false}',
+         '"max_len":4096,"batch_size":64,"stopwords":false,"progress":false,"device":"cpu"}',
          "out of memory for a batch of ")
 CALLS = {"attn_fit": "SELECT attn_fit('n', {query}, '{options}')",
          "attn_train": "SELECT count(*) FROM attn_train('n', {query}, '{options}')"}

@@ -113,7 +113,7 @@ static int word_vector(const nn_trainer *tr, const char *word, float *v) {
   const nn_model *m = tr->model;
   int id = nn_vocab_lookup(m->vocab, word, (int)strlen(word));
   if (id <= NN_UNK) return 0;
-  const float *table = m->params + m->emb;
+  const float *table = nn_model_weights(m) + m->emb; /* the host mirror on a device */
   int E = m->E;
   memcpy(v, table + (size_t)id * E, (size_t)E * sizeof *v);
   int n = m->S && m->sub_start ? m->sub_start[id + 1] - m->sub_start[id] : 0;
@@ -199,12 +199,13 @@ static void check_pretraining(void) {
     CHECK(nn_trainer_pretrain(tr3, NULL, NULL, err) == NN_OK, "pretrain: %s", err);
     size_t bytes = tr->model->nparams * sizeof(float);
     CHECK(tr->model->nparams == tr2->model->nparams &&
-              memcmp(tr->model->params, tr2->model->params, bytes) == 0,
+              memcmp(nn_model_weights(tr->model), nn_model_weights(tr2->model), bytes) == 0,
           "1 and 2 threads differ after the pretraining and an epoch");
     CHECK(s1.train_loss == s2.train_loss, "train loss %.9g and %.9g", s1.train_loss, s2.train_loss);
     size_t table = (size_t)(tr->model->V + tr->model->S) * tr->model->E * sizeof(float);
-    CHECK(tr3->model->V == tr->model->V && memcmp(tr->model->params + tr->model->emb,
-                                                  tr3->model->params + tr3->model->emb, table) != 0,
+    CHECK(tr3->model->V == tr->model->V &&
+              memcmp(nn_model_weights(tr->model) + tr->model->emb,
+                     nn_model_weights(tr3->model) + tr3->model->emb, table) != 0,
           "another seed gave the same vectors");
   }
   nn_trainer_free(tr);
@@ -284,7 +285,7 @@ static void check_long_rows(void) {
       CHECK(rc == NN_OK, "pretrain: %s", err);
       size = (size_t)(tr->model->V + tr->model->S) * tr->model->E;
       tables[run] = malloc(size * sizeof(float));
-      memcpy(tables[run], tr->model->params + tr->model->emb, size * sizeof(float));
+      memcpy(tables[run], nn_model_weights(tr->model) + tr->model->emb, size * sizeof(float));
     }
     if (run == 1)
       CHECK(calls[0] >= 3, "%d calls in one pass of %d rows of %d tokens", calls[0], N, WORDS);

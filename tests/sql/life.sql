@@ -93,7 +93,7 @@ SELECT attn_fit('vq', 'SELECT text, label FROM docs', '{"validation":"none","dep
 
 -- lineage
 SELECT name, version, function, query, rows, length(rows_sha256) AS sha_chars, validation_rows,
-       json_extract(options, '$.validation_query') AS vq, attnext, substr(backend, 1, 3) AS backend,
+       json_extract(options, '$.validation_query') AS vq, attnext, backend LIKE CASE WHEN attn_version() LIKE '%(compute capability%' THEN 'cuda (%' ELSE 'cpu (%' END AS this_backend,
        started_at <= ended_at AS ordered
 FROM attn_lineage WHERE name IN ('vq', 'toy') ORDER BY name, version;
 
