@@ -18,8 +18,9 @@ a round does not spend its labels on one confusing kind of text.
 
 --select mean-margin, per-label-mean-margin, bald (each text classified again with words
 dropped at random: perturbed_select), power-rank, pair-turns and badge (gradient embeddings
-from attn_probs and attn_embed, k-means++ seeding over them; badge-1000 and badge-2000 among
-the 1,000 or 2,000 least sure by margin only; needs numpy) and density (1 - margin times the
+from attn_probs and attn_embed, k-means++ seeding over them; badge-fc with fc1's activations
+(the last layer's input) in place of the attention context; badge-greedy farthest-first;
+badge-1000 and badge-2000 among the 1,000 or 2,000 least sure by margin only; needs numpy) and density (1 - margin times the
 similarity to the nearest unlabelled texts; numpy) are selections measured and not kept in
 attn_uncertain (tests/bench/RESULTS.md).
 
@@ -147,7 +148,24 @@ def power_rank_select(db, batch, seed):
     return [i for _, i in sorted(keys, reverse=True)[:batch]]
 
 
-def badge_select(db, batch, seed, candidates=0):
+def fc1_layer(db):
+    """The deployed model's fc1 (weight (F, D), bias (F)) from its safetensors BLOB, or None."""
+    import struct
+    import numpy as np
+    blob = db.execute("SELECT weights FROM attn_models WHERE name = 'm' AND deployed = 1 "
+                      "ORDER BY version DESC").fetchone()[0]
+    n = struct.unpack("<Q", blob[:8])[0]
+    head = json.loads(blob[8:8 + n])
+    if "fc1.weight" not in head:
+        return None
+    def tensor(name):
+        t = head[name]
+        a, b = t["data_offsets"]
+        return np.frombuffer(blob[8 + n + a:8 + n + b], dtype="<f4").reshape(t["shape"])
+    return tensor("fc1.weight").astype(np.float64), tensor("fc1.bias").astype(np.float64)
+
+
+def badge_select(db, batch, seed, candidates=0, greedy=False, penultimate=False):
     """Measured: BADGE (Ash et al., 2020). Each unlabelled text's gradient embedding, the
     gradient of the loss at its predicted label with respect to the last layer, (p - onehot(top))
     outer the attention context (attn_embed), and k-means++ seeding over those: the first the
@@ -167,6 +185,9 @@ def badge_select(db, batch, seed, candidates=0):
         top2 = -np.sort(-p, axis=1)[:, :2]
         keep = np.argsort(top2[:, 0] - top2[:, 1], kind="stable")[:candidates]
         ids, ctx, p = [ids[k] for k in keep], ctx[keep], p[keep]
+    fc1 = fc1_layer(db) if penultimate else None
+    if fc1 is not None:  # the last layer's input: fc1's activations, not the context
+        ctx = np.maximum(ctx @ fc1[0].T + fc1[1], 0.0)
     g = p.copy()
     g[np.arange(len(ids)), p.argmax(1)] -= 1.0
     emb = (g[:, :, None] * ctx[:, None, :]).reshape(len(ids), -1)
@@ -176,7 +197,7 @@ def badge_select(db, batch, seed, candidates=0):
         if dist.sum() <= 0:  # every row left is one already chosen: draw among the others
             dist = np.ones(len(ids))
             dist[chosen] = 0.0
-        k = int(rng.choice(len(ids), p=dist / dist.sum()))
+        k = int(np.argmax(dist)) if greedy else int(rng.choice(len(ids), p=dist / dist.sum()))
         chosen.append(k)
         dist = np.minimum(dist, ((emb - emb[k]) ** 2).sum(1))
     return [ids[k] for k in chosen]
@@ -236,6 +257,10 @@ def run(extension, pool, test, labelled_ids, rounds, batch, options, uncertain, 
                 ids = pair_turns_select(db, batch)
             elif select == "badge":
                 ids = badge_select(db, batch, 7919 * n + len(curve))
+            elif select == "badge-fc":  # the gradient of the true last layer, fc2
+                ids = badge_select(db, batch, 7919 * n + len(curve), penultimate=True)
+            elif select == "badge-greedy":  # farthest first (k-center), not D^2 sampling
+                ids = badge_select(db, batch, 0, greedy=True)
             elif select.startswith("badge-"):
                 ids = badge_select(db, batch, 7919 * n + len(curve), int(select[6:]))
             elif select == "density":
@@ -274,7 +299,7 @@ def main():
     ap.add_argument("--no-random", action="store_true", help="the uncertain arm only")
     ap.add_argument("--select", default="margin",
                     choices=sorted(SELECT_SQL) + list(PERTURBED) + ["power-rank", "pair-turns"]
-                    + ["badge", "badge-1000", "badge-2000", "density"],
+                    + ["badge", "badge-fc", "badge-greedy", "badge-1000", "badge-2000", "density"],
                     help="how a round picks its rows (the docstring)")
     ap.add_argument("--out", default=os.path.join(HERE, "out"))
     args = ap.parse_args()
