@@ -19,7 +19,8 @@ a round does not spend its labels on one confusing kind of text.
 --select mean-margin, per-label-mean-margin, bald (each text classified again with words
 dropped at random: perturbed_select), power-rank, pair-turns and badge (gradient embeddings
 from attn_probs and attn_embed, k-means++ seeding over them; badge-fc with fc1's activations
-(the last layer's input) in place of the attention context; badge-greedy farthest-first;
+(the last layer's input) in place of the attention context, badge-fc-turns the same with each
+pick in turns across the predicted labels; badge-greedy farthest-first;
 badge-1000 and badge-2000 among the 1,000 or 2,000 least sure by margin only; needs numpy) and density (1 - margin times the
 similarity to the nearest unlabelled texts; numpy) are selections measured and not kept in
 attn_uncertain (tests/bench/RESULTS.md).
@@ -165,7 +166,7 @@ def fc1_layer(db):
     return tensor("fc1.weight").astype(np.float64), tensor("fc1.bias").astype(np.float64)
 
 
-def badge_select(db, batch, seed, candidates=0, greedy=False, penultimate=False):
+def badge_select(db, batch, seed, candidates=0, greedy=False, penultimate=False, turns=False):
     """Measured: BADGE (Ash et al., 2020). Each unlabelled text's gradient embedding, the
     gradient of the loss at its predicted label with respect to the last layer, (p - onehot(top))
     outer the attention context (attn_embed), and k-means++ seeding over those: the first the
@@ -193,11 +194,20 @@ def badge_select(db, batch, seed, candidates=0, greedy=False, penultimate=False)
     emb = (g[:, :, None] * ctx[:, None, :]).reshape(len(ids), -1)
     chosen = [int(np.argmax((emb * emb).sum(1)))]
     dist = ((emb - emb[chosen[0]]) ** 2).sum(1)
+    top = p.argmax(1)
     while len(chosen) < min(batch, len(ids)):
         if dist.sum() <= 0:  # every row left is one already chosen: draw among the others
             dist = np.ones(len(ids))
             dist[chosen] = 0.0
-        k = int(np.argmax(dist)) if greedy else int(rng.choice(len(ids), p=dist / dist.sum()))
+        w = dist
+        if turns:  # the next label in turn, among the rows predicted as it
+            for step in range(len(labels)):
+                lab = (len(chosen) + step) % len(labels)
+                masked = np.where(top == lab, dist, 0.0)
+                if masked.sum() > 0:
+                    w = masked
+                    break
+        k = int(np.argmax(w)) if greedy else int(rng.choice(len(ids), p=w / w.sum()))
         chosen.append(k)
         dist = np.minimum(dist, ((emb - emb[k]) ** 2).sum(1))
     return [ids[k] for k in chosen]
@@ -259,6 +269,8 @@ def run(extension, pool, test, labelled_ids, rounds, batch, options, uncertain, 
                 ids = badge_select(db, batch, 7919 * n + len(curve))
             elif select == "badge-fc":  # the gradient of the true last layer, fc2
                 ids = badge_select(db, batch, 7919 * n + len(curve), penultimate=True)
+            elif select == "badge-fc-turns":  # and in turns across the predicted labels
+                ids = badge_select(db, batch, 7919 * n + len(curve), penultimate=True, turns=True)
             elif select == "badge-greedy":  # farthest first (k-center), not D^2 sampling
                 ids = badge_select(db, batch, 0, greedy=True)
             elif select.startswith("badge-"):
@@ -299,7 +311,7 @@ def main():
     ap.add_argument("--no-random", action="store_true", help="the uncertain arm only")
     ap.add_argument("--select", default="margin",
                     choices=sorted(SELECT_SQL) + list(PERTURBED) + ["power-rank", "pair-turns"]
-                    + ["badge", "badge-fc", "badge-greedy", "badge-1000", "badge-2000", "density"],
+                    + ["badge", "badge-fc", "badge-fc-turns", "badge-greedy", "badge-1000", "badge-2000", "density"],
                     help="how a round picks its rows (the docstring)")
     ap.add_argument("--out", default=os.path.join(HERE, "out"))
     args = ap.parse_args()
