@@ -405,6 +405,14 @@ int main(int argc, char **argv) {
   /* auto picks the device when there is one */
   nn_model *a = make_model("{}", NN_DEVICE_AUTO, 1);
   CHECK(a && a->be->device_memory, "device \"auto\" uses the available device");
+  /* its host mirrors 64-byte aligned, as the CPU's parameters are */
+  char gerr[NN_ERR_LEN];
+  const float *mirror_w = a ? nn_model_weights(a) : NULL;
+  const float *mirror_g = a && nn_model_zero_grads(a, gerr) == NN_OK ? nn_model_grads(a) : NULL;
+  CHECK(mirror_w && mirror_g && ((uintptr_t)mirror_w & 63) == 0 && ((uintptr_t)mirror_g & 63) == 0,
+        "a device model's host mirrors of the parameters and gradients are 64-byte aligned "
+        "(%p, %p)",
+        (const void *)mirror_w, (const void *)mirror_g);
   nn_model_free(a);
 
   /* a child forked after the device started: CUDA cannot run there, so "auto" is the CPU and

@@ -24,6 +24,7 @@ Run from the repository root: /usr/bin/python3 tests/test_model_life.py [section
 """
 import hashlib
 import json
+import struct
 import os
 import random
 import shutil
@@ -210,6 +211,34 @@ def test_deploy(mode):
           (float(m.group(2)) < float(m.group(4))) == f1["deployed"],
           f"{mode}: val_f1 ties are decided by the loss: {f1['deploy_reason']!r}, "
           f"deployed {f1['deployed']}")
+    # a near tie: the deployed version's fc2 bias of one class nudged by 1e-6 in the store, then
+    # the same training again: the two losses differ in the seventh digit, and the reason
+    # prints as many as tell them apart (it said "0.0510322 is lower than its 0.0510322")
+    tie_opts = opts(epochs=25, lr=0.02, hidden=8, embed_dim=8, fc_hidden=8, validation="last",
+                    deploy="always")
+    v = fit(db, options=tie_opts)["version"]
+    blob = bytearray(db.execute("SELECT weights FROM attn_models WHERE name = 'm' AND "
+                                "version = ?", (v,)).fetchone()[0])
+    head_len = struct.unpack("<Q", blob[:8])[0]
+    start = 8 + head_len + json.loads(blob[8:8 + head_len])["fc2.bias"]["data_offsets"][0]
+    bias = struct.unpack("<f", blob[start:start + 4])[0]
+    blob[start:start + 4] = struct.pack("<f", bias + 1e-6)
+    db.execute("UPDATE attn_models SET weights = ? WHERE name = 'm' AND version = ?",
+               (bytes(blob), v))
+    db.commit()
+    # another connection, which has not read the version (a connection keeps what it read: a
+    # version's weights never change through attnext)
+    other = R.connect(db.execute("PRAGMA database_list").fetchone()[2])
+    near = fit(other, options=tie_opts.replace('"always"', '"if_better"'))
+    other.close()
+    m = re.match(r"val_f1 \S+ ties the deployed version \d+'s on the same 15 validation rows "
+                 r"\(held out by both\), and its val_loss (\S+) (is lower than|does not beat) "
+                 r"its (\S+)$", near["deploy_reason"])
+    check(m is not None and m.group(1) != m.group(3) and
+          (float(m.group(1)) < float(m.group(3))) == near["deployed"] ==
+          (m.group(2) == "is lower than"),
+          f"{mode}: a near tie prints the losses apart: {near['deploy_reason']!r}, "
+          f"deployed {near['deployed']}")
     # a label the deployed version does not know: under val_loss it counts as infinitely
     # wrong, under val_f1 as one more wrong answer. Rows were added since the deployed version
     # trained; split by text, the new validation rows are ones it never trained on: the two are
