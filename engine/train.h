@@ -173,13 +173,13 @@ int nn_train_forward_rows(nn_trainer *tr, const int *rows, int count, char *err)
 /* choose.c: word dropout chosen on the labelled rows, before the first epoch (nn.h,
  * nn_trainer_choose); the trainer then as nn_trainer_create left it, but for the setting. */
 int nn_train_choose(nn_trainer *tr, nn_progress_fn fn, void *ctx, char *err);
+/* NN_INTERRUPTED, with its message in err. */
+int nn_train_interrupted(char *err);
 /* train.c, for choose.c: Adam, the schedule and early stopping as before a round's first epoch;
  * and one pass of training batches over tr->order[0 .. n_rows) (shuffled, sorted by length in
  * chunks, cut into batches of cfg.batch_size, their order shuffled), fn called after each batch
  * (batches_done of *batches). *loss: the pass's mean batch loss; *rate: rows a second. */
 int nn_train_reset_optimizer(nn_trainer *tr, char *err);
-/* NN_INTERRUPTED, with its message in err. */
-int nn_train_interrupted(char *err);
 int nn_train_pass(nn_trainer *tr, int n_rows, nn_progress_fn fn, void *ctx, double *loss,
                   double *rate, int *batches, char *err);
 /* The streams nn_trainer_create seeds from cfg.seed (shuffle, dropout, word dropout), seeded

@@ -3,9 +3,9 @@
  * (build/tests/emu_cuda.so; tests/test_cuda_emulated.sh runs tests/test_cuda against it).
  *
  * A kernel launch, LAUNCH(k, grid, block)(args), calls k once per (block, thread) of the grid,
- * in order or in reverse (emu_reversed), with blockIdx / threadIdx / blockDim / gridDim set: right for kernels whose threads
- * are independent (every kernel of backend_cuda.cu: no shared memory, no barriers, no warp
- * shuffles). Device memory is host memory (calloc); cublasSgemm is OpenBLAS's column-major
+ * in order or in reverse (emu_reversed), with blockIdx / threadIdx / blockDim / gridDim set:
+ * right for kernels whose threads are independent (every kernel of backend_cuda.cu: no shared
+ * memory, no barriers, no warp shuffles). Device memory is host memory (calloc); cublasSgemm is OpenBLAS's column-major
  * sgemm, so the row-major transposition trick of backend_cuda.cu is exercised as on a GPU.
  * atomicAdd is a plain addition (threads run one at a time). What this cannot find: races,
  * launch limits, architecture-specific faults, performance.

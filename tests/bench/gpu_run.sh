@@ -39,6 +39,8 @@ full=; [ "$1" = "--full" ] && { full=1; shift; }
 STEPS=${*:-cuda sql bench big}
 want() { case " $STEPS " in *" $1 "*) return 0 ;; esac; return 1; }
 step() { echo "[$(($(date +%s) - T0)) s] $*" >> "$OUT/env.txt"; }
+# the CUDA library a run on $1 loads: none for the CPU (the same machine, its GPU unseen)
+cuda_lib_for() { if [ "$1" = cpu ]; then echo /nonexistent/attnext_cuda.so; else echo "$ATTNEXT_CUDA_LIB"; fi; }
 {
   nvidia-smi; nvcc --version; "$PY" -c "import torch; print('torch', torch.__version__, torch.version.cuda, torch.cuda.is_available())"
   nproc; grep -m1 'model name' /proc/cpuinfo
@@ -70,7 +72,7 @@ DB=/tmp/gpu_sql.db; rm -f "$DB"
     "SELECT epoch, train_loss, val_loss, val_accuracy, seconds FROM attn_train('m', 'SELECT title, category FROM t', '{\"device\":\"${SQL_DEVICE:-cuda}\",\"epochs\":5,\"progress\":false}');"
   old=; [ -f .gpu/old/attnext.so ] && old=gpu_old  # an earlier build to compare, if packed
   for dev in gpu cpu $old; do
-    lib=$ATTNEXT_CUDA_LIB; [ $dev = cpu ] && lib=/nonexistent/attnext_cuda.so
+    lib=$(cuda_lib_for $dev)
     ext=$EXT; [ $dev = gpu_old ] && ext=./.gpu/old/attnext
     echo "== attn_classify on the $dev, 380,000 rows, twice"
     printf '%s\n' ".load $ext" "SELECT attn_version();" ".timer on" \
@@ -92,7 +94,7 @@ if want choice; then
     echo "rows device word_dropout fold_scores seconds test_f1"
     for n in 500 1000 2500; do
       for dev in cuda cpu; do
-        lib=$ATTNEXT_CUDA_LIB; [ $dev = cpu ] && lib=/nonexistent/attnext_cuda.so
+        lib=$(cuda_lib_for $dev)
         ATTNEXT_CUDA_LIB=$lib timeout 40 "$SQLITE" "$CDB" ".load $EXT" \
           "SELECT json_extract(s, '\$.sized.word_dropout'), json_extract(s, '\$.word_dropout_choice'), json_extract(s, '\$.seconds') FROM (SELECT attn_fit('c${dev}$n', 'SELECT title, category FROM t ORDER BY (rowid * 7919) % 10007 LIMIT $n', '{\"device\":\"$dev\",\"progress\":false}') AS s);" \
           "SELECT round(f1, 4) FROM attn_evaluate('c${dev}$n', 'SELECT title, category FROM test') WHERE label = 'overall';" |
@@ -106,7 +108,7 @@ if want predict; then
   # The choice step's models of 2,500 rows: the one trained on the GPU loads there (its device
   # "cuda"), the one trained on the CPU on the CPU.
   for dev in cuda cpu; do
-    lib=$ATTNEXT_CUDA_LIB; [ $dev = cpu ] && lib=/nonexistent/attnext_cuda.so
+    lib=$(cuda_lib_for $dev)
     echo "== attn_predict one row at a time, 7,600 titles, model loaded on the $dev"
     printf '%s\n' ".load $EXT" ".timer on" "SELECT count(attn_predict('c${dev}2500', title)) FROM test;" \
       "SELECT count(attn_predict('c${dev}2500', title)) FROM test;" |
