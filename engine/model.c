@@ -1220,6 +1220,31 @@ int nn_model_forward_pooled(nn_model *m, nn_workspace *ws, const nn_batch *batch
 
 int nn_model_pooled_dim(const nn_model *m) { return m->K * m->D; } /* members side by side */
 
+int nn_model_head_input_dim(const nn_model *m) { return m->K * (m->F > 0 ? m->F : m->D); }
+
+void nn_model_head_input(const nn_model *m, const float *pooled, int64_t B, float *out) {
+  const float *w = nn_model_weights(m); /* the members' views share the whole's parameters */
+  int PD = nn_model_pooled_dim(m), HD = nn_model_head_input_dim(m);
+  for (int k = 0; k < m->K; k++) {
+    const nn_model *mk = nn_model_member(m, k);
+    int D = mk->D, F = mk->F;
+    for (int64_t b = 0; b < B; b++) {
+      const float *c = pooled + (size_t)b * PD + (size_t)k * D;
+      float *o = out + (size_t)b * HD + (size_t)k * (F > 0 ? F : D);
+      if (F <= 0) {
+        memcpy(o, c, sizeof *o * (size_t)D);
+        continue;
+      }
+      for (int f = 0; f < F; f++) { /* fc1: W (F, D) c + b, as PyTorch's Linear */
+        const float *row = w + mk->fc1_w + (size_t)f * D;
+        double z = w[mk->fc1_b + f];
+        for (int d = 0; d < D; d++) z += (double)row[d] * c[d];
+        o[f] = (float)z;
+      }
+    }
+  }
+}
+
 static int forward_batch(nn_model *m, nn_workspace *ws, const nn_batch *batch, int training,
                          nn_rng *rng, float *logits, float *attn, char *err) {
   if (training && (m->cfg.dropout > 0.0f || m->cfg.embed_dropout > 0.0f) && !rng) {

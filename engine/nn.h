@@ -392,6 +392,13 @@ int nn_model_forward_pooled(nn_model *model, nn_workspace *ws, const nn_batch *b
 /* Width of the pooled representation: hidden x directions (the recurrent output's) x the
  * ensemble's members. */
 int nn_model_pooled_dim(const nn_model *model);
+/* The last layer's (fc2's) input of each row from its pooled representation: fc1's output
+ * W1 c + b1 (no activation lies between fc1 and fc2), or the context itself without fc1; an
+ * ensemble's members' side by side. out: (B, nn_model_head_input_dim). Host arithmetic on the
+ * weights' host copy, for the few rows that need it (attn_uncertain's diverse order). */
+int nn_model_head_input_dim(const nn_model *model);
+void nn_model_head_input(const nn_model *model, const float *pooled /*(B, pooled_dim)*/, int64_t B,
+                         float *out);
 
 /* Softmax of each row of logits (B, C) into probs (may alias). */
 void nn_softmax_rows(float *probs, const float *logits, int B, int C);
@@ -484,6 +491,22 @@ typedef struct nn_evaluation {
 int nn_metrics_evaluate(nn_evaluation *out, const int *y_true /*(N)*/,
                         const float *probs /*(N, C)*/, int64_t N, int C, nn_interrupt_fn stop,
                         void *stop_ctx, const nn_allocator *mem, char *err);
+
+/* ------------------------------------------------------ a diverse batch to label (diverse.c) */
+
+/* BADGE's order (Ash et al., 2020): up to k of n rows, each row's gradient embedding
+ * (probs_i - onehot(top_i)) outer feat_i (the gradient of the loss at the predicted class with
+ * respect to the last layer, feat its input), the first pick the longest, each next drawn with
+ * probability proportional to its squared distance to the nearest pick (k-means++ seeding) from
+ * an nn_rng seeded by seed. order (k) gets the row indices in pick order, *picked their count
+ * (fewer than k when fewer rows are usable: a row with a number that is not finite, or top out
+ * of 0..C-1, is never picked). O(n (C + F)) a pick, 16 bytes a row of scratch from mem; asks
+ * stop(stop_ctx) between picks (may be NULL; NN_INTERRUPTED with err "interrupted", the picks
+ * so far in order). */
+int nn_diverse_order(const float *probs /*(n, C)*/, const int *top /*(n)*/,
+                     const float *feat /*(n, F)*/, int64_t n, int C, int F, int k, uint64_t seed,
+                     nn_interrupt_fn stop, void *stop_ctx, const nn_allocator *mem,
+                     int64_t *order /*(k)*/, int *picked, char *err);
 
 /* ---------------------------------------------------------------- curves (curve.c) */
 
