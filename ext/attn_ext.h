@@ -439,6 +439,11 @@ int attn_classify_texts(attn_conn *conn, attn_model *model, const char *const *t
 int attn_classify_probs(attn_conn *conn, attn_model *model, const char *const *texts,
                         const int *lens, int n, int *pred /*(n)*/, float *probs /*(n, C)*/,
                         const char *fn, char **errmsg);
+/* The same with every row's attention context besides: pooled (n, nn_model_pooled_dim), as
+ * attn_embed gives it (a NULL text: zeros). attn_uncertain's diverse order. */
+int attn_classify_pooled(attn_conn *conn, attn_model *model, const char *const *texts,
+                         const int *lens, int n, int *pred /*(n)*/, float *probs /*(n, C)*/,
+                         float *pooled, const char *fn, char **errmsg);
 /* Rows a batched function reads from its query at a time: 1024 per core. */
 #define ATTN_CHUNK_ROWS (1024 * nn_cpu_count())
 

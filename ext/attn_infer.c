@@ -372,8 +372,9 @@ typedef struct attn_classify_batch {
   const int *lens;
   int *pred;
   float *prob;
-  float *probs; /* (n, C) every class's probability, or NULL */
-  int batch;    /* texts per forward pass: ATTN_BATCH, or ATTN_BATCH_DEVICE on a GPU */
+  float *probs;  /* (n, C) every class's probability, or NULL */
+  float *pooled; /* (n, nn_model_pooled_dim) every row's attention context, or NULL */
+  int batch;     /* texts per forward pass: ATTN_BATCH, or ATTN_BATCH_DEVICE on a GPU */
   attn_classify_job *jobs;
 } attn_classify_batch;
 
@@ -387,8 +388,10 @@ static void attn_classify_run(attn_classify_job *job, const attn_classify_batch 
   int *rows = malloc(sizeof *rows * (size_t)batch);
   int *ids_row = malloc(sizeof *ids_row * (size_t)batch * T);
   float *logits = malloc(sizeof *logits * (size_t)batch * C);
+  int PD = all->pooled ? nn_model_pooled_dim(nn) : 0;
+  float *pooled = PD ? malloc(sizeof *pooled * (size_t)batch * PD) : NULL;
   job->status = NN_OK;
-  if (!tokens || !ids || !lengths || !rows || !ids_row || !logits) {
+  if (!tokens || !ids || !lengths || !rows || !ids_row || !logits || (PD && !pooled)) {
     job->status = NN_NOMEM;
     snprintf(job->err, NN_ERR_LEN, "out of memory");
     goto done;
@@ -401,6 +404,7 @@ static void attn_classify_run(attn_classify_job *job, const attn_classify_batch 
         all->pred[i] = -1;
         if (all->prob) all->prob[i] = 0;
         if (all->probs) memset(all->probs + (size_t)i * C, 0, sizeof *all->probs * (size_t)C);
+        if (PD) memset(all->pooled + (size_t)i * PD, 0, sizeof *all->pooled * (size_t)PD);
         continue;
       }
       int n = attn_text_ids(ids_row + (size_t)B * T, tokens, nn, all->texts[i], all->lens[i]);
@@ -416,12 +420,16 @@ static void attn_classify_run(attn_classify_job *job, const attn_classify_batch 
       for (int t = lengths[b]; t < Tmax; t++) ids[(size_t)b * Tmax + t] = NN_PAD;
     }
     nn_batch batch = {ids, lengths, NULL, B, Tmax};
-    job->status = nn_model_forward(nn, job->ws, &batch, 0, NULL, logits, NULL, job->err);
+    job->status = PD ? nn_model_forward_pooled(nn, job->ws, &batch, logits, pooled, job->err)
+                     : nn_model_forward(nn, job->ws, &batch, 0, NULL, logits, NULL, job->err);
     if (job->status != NN_OK) break;
     for (int b = 0; b < B; b++) {
       const float *z = logits + (size_t)b * C;
       all->pred[rows[b]] = attn_top_class(z, C, all->prob ? all->prob + rows[b] : NULL);
       if (all->probs) nn_softmax_rows(all->probs + (size_t)rows[b] * C, z, 1, C);
+      if (PD)
+        memcpy(all->pooled + (size_t)rows[b] * PD, pooled + (size_t)b * PD,
+               sizeof *pooled * (size_t)PD);
     }
   }
 done:
@@ -431,6 +439,7 @@ done:
   free(rows);
   free(ids_row);
   free(logits);
+  free(pooled);
 }
 
 static void attn_classify_task(void *ctx, int task) {
@@ -440,7 +449,7 @@ static void attn_classify_task(void *ctx, int task) {
 
 static int attn_classify_batched(attn_conn *conn, attn_model *model, const char *const *texts,
                                  const int *lens, int n, int *pred, float *prob, float *probs,
-                                 const char *fn, char **errmsg) {
+                                 float *pooled, const char *fn, char **errmsg) {
   nn_pool *pool = NULL;
   nn_workspace **ws = NULL;
   if (n <= 0) return SQLITE_OK;
@@ -469,7 +478,7 @@ static int attn_classify_batched(attn_conn *conn, attn_model *model, const char 
       job->begin = t * per;
       job->end = (t + 1) * per < n ? (t + 1) * per : n;
     }
-    attn_classify_batch all = {texts, lens, pred, prob, probs, batch, jobs};
+    attn_classify_batch all = {texts, lens, pred, prob, probs, pooled, batch, jobs};
     nn_pool_run(pool, attn_classify_task, &all, tasks);
     int failed = -1, short_of_memory = 0;
     for (int t = 0; t < tasks; t++) {
@@ -490,11 +499,17 @@ static int attn_classify_batched(attn_conn *conn, attn_model *model, const char 
 int attn_classify_texts(attn_conn *conn, attn_model *model, const char *const *texts,
                         const int *lens, int n, int *pred, float *prob, const char *fn,
                         char **errmsg) {
-  return attn_classify_batched(conn, model, texts, lens, n, pred, prob, NULL, fn, errmsg);
+  return attn_classify_batched(conn, model, texts, lens, n, pred, prob, NULL, NULL, fn, errmsg);
 }
 
 int attn_classify_probs(attn_conn *conn, attn_model *model, const char *const *texts,
                         const int *lens, int n, int *pred, float *probs, const char *fn,
                         char **errmsg) {
-  return attn_classify_batched(conn, model, texts, lens, n, pred, NULL, probs, fn, errmsg);
+  return attn_classify_batched(conn, model, texts, lens, n, pred, NULL, probs, NULL, fn, errmsg);
+}
+
+int attn_classify_pooled(attn_conn *conn, attn_model *model, const char *const *texts,
+                         const int *lens, int n, int *pred, float *probs, float *pooled,
+                         const char *fn, char **errmsg) {
+  return attn_classify_batched(conn, model, texts, lens, n, pred, NULL, probs, pooled, fn, errmsg);
 }

@@ -20,12 +20,37 @@
  * probabilities are not numbers (weights so large that the logits overflow) gives NULL
  * probability, margin and entropy, as attn_classify and attn_probs give NULL: such rows come
  * first, the model being surest of nothing there.
+ *
+ *   SELECT id FROM attn_uncertain('news',
+ *       'SELECT rowid, title FROM headlines WHERE category IS NULL', '{"diverse": 100}') LIMIT 100;
+ *
+ * The option "diverse": k puts k rows first in BADGE's order (engine/diverse.c): a batch both
+ * uncertain and unlike each other, where the least sure rows by margin are often ten texts on
+ * one story. The order is over each row's probabilities and the last layer's input (fc1's
+ * output, its positive part: measured better than the output as it is, tests/bench/RESULTS.md;
+ * without fc1 the context), so those rows are classified with their contexts
+ * (attn_classify_pooled), and a sample of at most ATTN_DIVERSE_SAMPLE rows (a reservoir, drawn
+ * from "seed") keeps them: (C + context) floats a row, at most ATTN_DIVERSE_BYTES. The other
+ * rows follow in the margin order; every row's numbers are the same as without the option.
+ * A pick costs a pass over the sample (10,000 picks at most) and asks for an interrupt.
  */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "attn_ext.h"
+#include "json.h"
+
+/* The diverse order: at most this many picks (each costs a pass over the sample), from a
+ * sample of at most ATTN_DIVERSE_SAMPLE rows and ATTN_DIVERSE_BYTES of their numbers. */
+#define ATTN_DIVERSE_MAX 10000
+#define ATTN_DIVERSE_SAMPLE 50000
+#define ATTN_DIVERSE_BYTES ((sqlite3_int64)64 << 20)
+
+static int attn_int64_cmp(const void *pa, const void *pb) {
+  sqlite3_int64 a = *(const sqlite3_int64 *)pa, b = *(const sqlite3_int64 *)pb;
+  return a < b ? -1 : a > b;
+}
 
 typedef struct attn_uncertain_row {
   union {
@@ -52,11 +77,12 @@ enum {
   ATTN_UNCERTAIN_COL_MARGIN,
   ATTN_UNCERTAIN_COL_ENTROPY,
   ATTN_UNCERTAIN_COL_ARG_NAME,
-  ATTN_UNCERTAIN_COL_ARG_QUERY
+  ATTN_UNCERTAIN_COL_ARG_QUERY,
+  ATTN_UNCERTAIN_COL_ARG_OPTIONS
 };
 static const char attn_uncertain_schema[] =
     "CREATE TABLE x(id, label TEXT, probability REAL, margin REAL, entropy REAL, arg_name HIDDEN, "
-    "arg_query HIDDEN)";
+    "arg_query HIDDEN, arg_options HIDDEN)";
 
 static int attn_uncertain_connect(sqlite3 *db, void *aux, int argc, const char *const *argv,
                                   sqlite3_vtab **out, char **errmsg) {
@@ -65,8 +91,9 @@ static int attn_uncertain_connect(sqlite3 *db, void *aux, int argc, const char *
 }
 
 static int attn_uncertain_best_index(sqlite3_vtab *vtab, sqlite3_index_info *info) {
-  return attn_vtab_best_index(vtab, info, ATTN_UNCERTAIN_COL_ARG_NAME, 2, 2,
-                              "attn_uncertain: expected 2 arguments: attn_uncertain(name, query)");
+  return attn_vtab_best_index(vtab, info, ATTN_UNCERTAIN_COL_ARG_NAME, 3, 2,
+                              "attn_uncertain: expected 2 or 3 arguments: attn_uncertain(name, "
+                              "query[, options])");
 }
 
 static void attn_uncertain_reset(attn_uncertain_cursor *cur) {
@@ -99,10 +126,130 @@ static int attn_uncertain_cmp(const void *pa, const void *pb) {
   return a->order < b->order ? -1 : a->order > b->order;
 }
 
+/* The diverse order's sample of the rows: a reservoir (Algorithm R, drawn from an nn_rng
+ * seeded by the "seed" option, so the same query gives the same sample) of at most cap rows
+ * whose probabilities are numbers, each with its probabilities, predicted class, attention
+ * context and place in the query. */
+typedef struct attn_uncertain_sample {
+  int diverse;           /* rows to pick (the option), 0: the margin order only */
+  uint64_t seed;         /* the option "seed" */
+  int C, PD, cap, n;     /* classes, context width, rows the sample may hold, holds */
+  sqlite3_int64 offered; /* rows offered so far */
+  nn_rng rng;
+  sqlite3_int64 *order; /* (cap) each row's place in the query */
+  int *top;             /* (cap) */
+  float *probs;         /* (cap, C) */
+  float *pooled;        /* (cap, PD) */
+  float *chunk_pooled;  /* the current chunk's contexts */
+  int chunk_cap;
+} attn_uncertain_sample;
+
+static void attn_uncertain_sample_free(attn_uncertain_sample *s) {
+  sqlite3_free(s->order);
+  sqlite3_free(s->top);
+  sqlite3_free(s->probs);
+  sqlite3_free(s->pooled);
+  sqlite3_free(s->chunk_pooled);
+}
+
+/* Room for n rows in the sample (n <= cap), doubling. */
+static int attn_uncertain_sample_reserve(attn_uncertain_sample *s, int n, int *have) {
+  if (n <= *have) return SQLITE_OK;
+  sqlite3_int64 grown = *have ? 2 * (sqlite3_int64)*have : 1024;
+  if (grown < n) grown = n;
+  if (grown > s->cap) grown = s->cap;
+  sqlite3_int64 *order = sqlite3_realloc64(s->order, sizeof *order * (sqlite3_uint64)grown);
+  if (order) s->order = order;
+  int *top = sqlite3_realloc64(s->top, sizeof *top * (sqlite3_uint64)grown);
+  if (top) s->top = top;
+  float *probs = sqlite3_realloc64(s->probs, sizeof *probs * (sqlite3_uint64)grown * s->C);
+  if (probs) s->probs = probs;
+  float *pooled = sqlite3_realloc64(s->pooled, sizeof *pooled * (sqlite3_uint64)grown * s->PD);
+  if (pooled) s->pooled = pooled;
+  if (!order || !top || !probs || !pooled) return SQLITE_NOMEM;
+  *have = (int)grown;
+  return SQLITE_OK;
+}
+
+/* The options: NULL or a JSON object, {"diverse": k} (0 to ATTN_DIVERSE_MAX, 0 the margin
+ * order) and {"seed": s} (an integer >= 0). */
+static int attn_uncertain_options(sqlite3_value *arg, attn_uncertain_sample *s, char **msg) {
+  static const char usage[] = "attn_uncertain: the options must be a JSON object as text, e.g. "
+                              "'{\"diverse\":100}'";
+  if (!arg || sqlite3_value_type(arg) == SQLITE_NULL) return SQLITE_OK;
+  if (sqlite3_value_type(arg) != SQLITE_TEXT) {
+    *msg = sqlite3_mprintf("%s", usage);
+    return SQLITE_ERROR;
+  }
+  char err[NN_ERR_LEN] = "";
+  nn_json *doc = NULL;
+  int st = nn_json_parse(&doc, (const char *)sqlite3_value_text(arg),
+                         (size_t)sqlite3_value_bytes(arg), &attn_mem, err);
+  if (st == NN_NOMEM) return SQLITE_NOMEM;
+  if (st != NN_OK || doc->type != NN_JSON_OBJECT) {
+    *msg = st != NN_OK ? sqlite3_mprintf("attn_uncertain: the options are not JSON: %s", err)
+                       : sqlite3_mprintf("%s", usage);
+    nn_json_free(doc);
+    return SQLITE_ERROR;
+  }
+  int rc = SQLITE_OK;
+  for (size_t i = 0; rc == SQLITE_OK && i < doc->count; i++) {
+    const nn_json *m = &doc->items[i];
+    int diverse = strcmp(m->key, "diverse") == 0;
+    if (!diverse && strcmp(m->key, "seed") != 0) {
+      *msg = sqlite3_mprintf("attn_uncertain: unknown option \"%s\" (expected \"diverse\" or "
+                             "\"seed\")",
+                             m->key);
+      rc = SQLITE_ERROR;
+    } else if (m->type != NN_JSON_NUMBER || !m->is_integer || m->integer < 0 ||
+               (diverse && m->integer > ATTN_DIVERSE_MAX)) {
+      *msg = diverse ? sqlite3_mprintf("attn_uncertain: option \"diverse\" must be an integer "
+                                       "from 0 to %d, the rows to pick",
+                                       ATTN_DIVERSE_MAX)
+                     : sqlite3_mprintf("attn_uncertain: option \"seed\" must be an integer >= 0");
+      rc = SQLITE_ERROR;
+    } else if (diverse) {
+      s->diverse = (int)m->integer;
+    } else {
+      s->seed = (uint64_t)m->integer;
+    }
+  }
+  nn_json_free(doc);
+  return rc;
+}
+
+/* Offer a chunk's rows to the sample: those whose probabilities are all numbers. */
+static int attn_uncertain_offer(attn_uncertain_sample *s, sqlite3_int64 first, int n,
+                                const int *pred, const float *probs, int *have) {
+  for (int i = 0; i < n; i++) {
+    const float *p = probs + (size_t)i * s->C;
+    int finite = 1;
+    for (int c = 0; c < s->C && finite; c++) finite = isfinite(p[c]);
+    if (!finite) continue;
+    int slot;
+    if (s->n < s->cap) {
+      int rc = attn_uncertain_sample_reserve(s, s->n + 1, have);
+      if (rc != SQLITE_OK) return rc;
+      slot = s->n++;
+    } else {
+      uint64_t j = nn_rng_next(&s->rng) % (uint64_t)(s->offered + 1);
+      slot = j < (uint64_t)s->cap ? (int)j : -1;
+    }
+    s->offered++;
+    if (slot < 0) continue;
+    s->order[slot] = first + i;
+    s->top[slot] = pred[i];
+    memcpy(s->probs + (size_t)slot * s->C, p, sizeof *p * (size_t)s->C);
+    memcpy(s->pooled + (size_t)slot * s->PD, s->chunk_pooled + (size_t)i * s->PD,
+           sizeof *s->pooled * (size_t)s->PD);
+  }
+  return SQLITE_OK;
+}
+
 /* Classify one chunk of rows (read by attn_rows_read) into cur->rows. */
 static int attn_uncertain_chunk(attn_uncertain_cursor *cur, attn_conn *conn, attn_rows *rows,
                                 sqlite3_int64 first, int **pred, float **probs, int *cap,
-                                char **msg) {
+                                attn_uncertain_sample *smp, int *sample_have, char **msg) {
   const char *fn = "attn_uncertain";
   int C = nn_model_num_classes(cur->model->nn), n = rows->n;
   for (int i = 0; i < n; i++) {
@@ -123,6 +270,13 @@ static int attn_uncertain_chunk(attn_uncertain_cursor *cur, attn_conn *conn, att
     if (!p || !q) return SQLITE_NOMEM;
     *cap = n;
   }
+  if (smp->diverse && n > smp->chunk_cap) {
+    float *q = sqlite3_realloc64(smp->chunk_pooled,
+                                 sizeof *q * (sqlite3_uint64)n * (sqlite3_uint64)smp->PD);
+    if (!q) return SQLITE_NOMEM;
+    smp->chunk_pooled = q;
+    smp->chunk_cap = n;
+  }
   if (cur->n + n > cur->cap) {
     sqlite3_int64 grown = cur->cap ? 2 * cur->cap : 1024;
     while (grown < cur->n + n) grown *= 2;
@@ -131,9 +285,15 @@ static int attn_uncertain_chunk(attn_uncertain_cursor *cur, attn_conn *conn, att
     cur->rows = more;
     cur->cap = grown;
   }
-  int rc =
-      attn_classify_probs(conn, cur->model, rows->texts, rows->lens, n, *pred, *probs, fn, msg);
+  int rc = smp->diverse ? attn_classify_pooled(conn, cur->model, rows->texts, rows->lens, n, *pred,
+                                               *probs, smp->chunk_pooled, fn, msg)
+                        : attn_classify_probs(conn, cur->model, rows->texts, rows->lens, n, *pred,
+                                              *probs, fn, msg);
   if (rc != SQLITE_OK) return rc;
+  if (smp->diverse) {
+    rc = attn_uncertain_offer(smp, first, n, *pred, *probs, sample_have);
+    if (rc != SQLITE_OK) return rc;
+  }
   for (int i = 0; i < n; i++) {
     const float *p = *probs + (size_t)i * C;
     float top = -1.0f, second = 0.0f;
@@ -166,6 +326,72 @@ static int attn_uncertain_chunk(attn_uncertain_cursor *cur, attn_conn *conn, att
   return SQLITE_OK;
 }
 
+/* The rows at the given places of the query (picks, in pick order) first, the others after
+ * them in the margin order; cur->rows in query order on entry (each row's order its index). */
+static int attn_uncertain_front(attn_uncertain_cursor *cur, const int64_t *picks, int P) {
+  if (P == 0) { /* no rows, or none with probabilities: the margin order */
+    if (cur->n > 1) qsort(cur->rows, (size_t)cur->n, sizeof *cur->rows, attn_uncertain_cmp);
+    return SQLITE_OK;
+  }
+  attn_uncertain_row *front = sqlite3_malloc64(sizeof *front * (sqlite3_uint64)P);
+  sqlite3_int64 *sorted = sqlite3_malloc64(sizeof *sorted * (sqlite3_uint64)P);
+  if (!front || !sorted) {
+    sqlite3_free(front);
+    sqlite3_free(sorted);
+    return SQLITE_NOMEM;
+  }
+  for (int j = 0; j < P; j++) front[j] = cur->rows[picks[j]], sorted[j] = picks[j];
+  qsort(sorted, (size_t)P, sizeof *sorted, attn_int64_cmp);
+  if (cur->n > 1) qsort(cur->rows, (size_t)cur->n, sizeof *cur->rows, attn_uncertain_cmp);
+  /* keep the rows not picked, in their order, at the end */
+  sqlite3_int64 out = cur->n;
+  for (sqlite3_int64 i = cur->n - 1; i >= 0; i--) {
+    sqlite3_int64 o = cur->rows[i].order;
+    if (!bsearch(&o, sorted, (size_t)P, sizeof *sorted, attn_int64_cmp))
+      cur->rows[--out] = cur->rows[i];
+  }
+  memcpy(cur->rows, front, sizeof *front * (size_t)P); /* out == P */
+  sqlite3_free(front);
+  sqlite3_free(sorted);
+  return SQLITE_OK;
+}
+
+/* The diverse order over the sample (nn_diverse_order on each row's probabilities and the
+ * last layer's input, from its context), then the rows ordered with the picks first. */
+static int attn_uncertain_diverse(attn_uncertain_cursor *cur, attn_conn *conn,
+                                  attn_uncertain_sample *smp, char **msg) {
+  const char *fn = "attn_uncertain";
+  nn_model *nn = cur->model->nn;
+  int HD = nn_model_head_input_dim(nn), k = smp->diverse < smp->n ? smp->diverse : smp->n;
+  float *feat = sqlite3_malloc64(sizeof *feat * (sqlite3_uint64)(smp->n ? smp->n : 1) * HD);
+  int64_t *picks = sqlite3_malloc64(sizeof *picks * (sqlite3_uint64)(k ? k : 1));
+  if (!feat || !picks) {
+    sqlite3_free(feat);
+    sqlite3_free(picks);
+    return SQLITE_NOMEM;
+  }
+  nn_model_head_input(nn, smp->pooled, smp->n, feat);
+  for (size_t i = 0; i < (size_t)smp->n * HD; i++) /* fc1's activations above 0: measured so */
+    if (feat[i] < 0.0f) feat[i] = 0.0f;
+  attn_interrupt interrupt = {0};
+  interrupt.db = attn_conn_db(conn);
+  char err[NN_ERR_LEN] = "";
+  int P = 0;
+  int st = nn_diverse_order(smp->probs, smp->top, feat, smp->n, smp->C, HD, k, smp->seed,
+                            attn_interrupt_check, &interrupt, &attn_mem, picks, &P, err);
+  attn_interrupt_end(&interrupt);
+  int rc = SQLITE_OK;
+  if (st != NN_OK) {
+    rc = attn_nn_error(st, fn, err, msg);
+  } else {
+    for (int j = 0; j < P; j++) picks[j] = smp->order[picks[j]]; /* a place in the query */
+    rc = attn_uncertain_front(cur, picks, P);
+  }
+  sqlite3_free(feat);
+  sqlite3_free(picks);
+  return rc;
+}
+
 static int attn_uncertain_filter(sqlite3_vtab_cursor *base, int idx_num, const char *idx_str,
                                  int argc, sqlite3_value **argv) {
   attn_uncertain_cursor *cur = (attn_uncertain_cursor *)base;
@@ -177,13 +403,28 @@ static int attn_uncertain_filter(sqlite3_vtab_cursor *base, int idx_num, const c
   attn_rows rows;
   int *pred = NULL, cap = 0, done = 0, rc;
   float *probs = NULL;
+  attn_uncertain_sample smp;
+  int sample_have = 0;
   memset(&rows, 0, sizeof rows);
+  memset(&smp, 0, sizeof smp);
   attn_uncertain_reset(cur);
   const char *name = NULL;
   rc = attn_name_value(fn, argc > 0 ? argv[0] : NULL, &name, &msg);
   if (rc != SQLITE_OK) goto done;
   rc = attn_model_acquire(conn, fn, name, &cur->model, &msg);
   if (rc != SQLITE_OK) goto done;
+  rc = attn_uncertain_options(attn_arg_given(idx_num, 2) ? argv[argc - 1] : NULL, &smp, &msg);
+  if (rc != SQLITE_OK) goto done;
+  if (smp.diverse) {
+    smp.C = nn_model_num_classes(cur->model->nn);
+    smp.PD = nn_model_pooled_dim(cur->model->nn);
+    /* ATTN_DIVERSE_SAMPLE rows, fewer when that many rows' numbers would pass
+     * ATTN_DIVERSE_BYTES (many classes) */
+    sqlite3_int64 row_bytes = 4 * ((sqlite3_int64)smp.C + smp.PD) + 12;
+    sqlite3_int64 fit = ATTN_DIVERSE_BYTES / row_bytes;
+    smp.cap = (int)(fit < ATTN_DIVERSE_SAMPLE ? (fit > 1 ? fit : 1) : ATTN_DIVERSE_SAMPLE);
+    nn_rng_seed(&smp.rng, smp.seed);
+  }
   rc = attn_prepare_query(attn_conn_db(conn), fn,
                           argc > 1 ? (const char *)sqlite3_value_text(argv[1]) : NULL, 2,
                           "(id, text)", &stmt, &msg);
@@ -194,11 +435,14 @@ static int attn_uncertain_filter(sqlite3_vtab_cursor *base, int idx_num, const c
     rc = attn_rows_read(&rows, stmt, ATTN_ROWS_ID_TEXT, ATTN_CHUNK_ROWS, &done, fn, &msg);
     attn_conn_query_end(conn);
     if (rc != SQLITE_OK) goto done;
-    rc = attn_uncertain_chunk(cur, conn, &rows, first, &pred, &probs, &cap, &msg);
+    rc = attn_uncertain_chunk(cur, conn, &rows, first, &pred, &probs, &cap, &smp, &sample_have,
+                              &msg);
     if (rc != SQLITE_OK) goto done;
   }
-  if (cur->n > 1) qsort(cur->rows, (size_t)cur->n, sizeof *cur->rows, attn_uncertain_cmp);
+  if (smp.diverse) rc = attn_uncertain_diverse(cur, conn, &smp, &msg);
+  else if (cur->n > 1) qsort(cur->rows, (size_t)cur->n, sizeof *cur->rows, attn_uncertain_cmp);
 done:
+  attn_uncertain_sample_free(&smp);
   sqlite3_finalize(stmt);
   attn_rows_free(&rows); /* the ids not handed to cur->rows */
   sqlite3_free(pred);

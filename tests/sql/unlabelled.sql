@@ -60,3 +60,12 @@ SELECT * FROM attn_uncertain('nope', 'SELECT id, text FROM pool');
 SELECT * FROM attn_uncertain('pool', 'SELECT id FROM pool');
 SELECT * FROM attn_uncertain('pool', 'DELETE FROM pool');
 SELECT * FROM attn_uncertain('pool');
+-- a diverse batch first (BADGE's order): every row once, with the margin order's figures
+SELECT count(*) AS rows, count(DISTINCT id) AS ids
+  FROM attn_uncertain('pool', 'SELECT id, text FROM pool WHERE label IS NULL', '{"diverse": 10}');
+SELECT count(*) AS changed FROM (
+  SELECT id, label, probability, margin, entropy FROM attn_uncertain('pool',
+    'SELECT id, text FROM pool WHERE label IS NULL', '{"diverse": 10, "seed": 3}')
+  EXCEPT SELECT id, label, probability, margin, entropy FROM attn_uncertain('pool',
+    'SELECT id, text FROM pool WHERE label IS NULL'));
+SELECT * FROM attn_uncertain('pool', 'SELECT id, text FROM pool', '{"diverse": true}');
