@@ -14,7 +14,8 @@ copied in, as a person would type it):
 
 --select per-label takes each round's rows in turns across the predicted labels (the least
 sure of each label, then the next of each...: a window function over attn_uncertain), so that
-a round does not spend its labels on one confusing kind of text.
+a round does not spend its labels on one confusing kind of text. --select diverse takes them
+from attn_uncertain(..., '{"diverse": batch}'): BADGE's order, uncertain and diverse.
 
 --select mean-margin, per-label-mean-margin, bald (each text classified again with words
 dropped at random: perturbed_select), power-rank, pair-turns and badge (gradient embeddings
@@ -22,8 +23,13 @@ from attn_probs and attn_embed, k-means++ seeding over them; badge-fc with fc1's
 (the last layer's input) in place of the attention context, badge-fc-turns the same with each
 pick in turns across the predicted labels; badge-greedy farthest-first;
 badge-1000 and badge-2000 among the 1,000 or 2,000 least sure by margin only; needs numpy) and density (1 - margin times the
-similarity to the nearest unlabelled texts; numpy) are selections measured and not kept in
-attn_uncertain (tests/bench/RESULTS.md).
+similarity to the nearest unlabelled texts; numpy), cal and cal-fc (contrastive active learning:
+the mean KL divergence from the nearest labelled texts' predictions; numpy), typiclust and
+typiclust-fc (the most typical text of the largest clusters without labels; numpy) and
+badge-fc-linear (badge-fc on fc1's output as it is, which diverse's positive part beat) are
+selections measured and not kept in attn_uncertain (tests/bench/RESULTS.md). badge-fc is the
+Python prototype of diverse (its own draws). --select-options trains the models that choose
+with other options than the last fit (e.g. '{"ensemble": 3}'); --first-seed runs other seeds.
 
 Both are scored on the corpus's test split (weighted F1), or with --holdout on held-out training
 rows (the pool the shuffle's first --pool less 2,000 rows, the next 2,000 scored): the split to
@@ -32,6 +38,8 @@ labels, on AG News, 3 seeds.
 
     /usr/bin/python3 tests/bench/active_learning.py [--corpora ag,debian] [--seeds 3]
     /usr/bin/python3 tests/bench/active_learning.py --holdout --select per-label
+    /usr/bin/python3 tests/bench/active_learning.py --holdout --select diverse --no-random
+    /usr/bin/python3 tests/bench/active_learning.py --holdout --start 700 --rounds 0  # random
 """
 import argparse
 import json
@@ -63,6 +71,8 @@ def fit_and_score(db, test_labels, options):
 SELECT_SQL = {
     "margin": "SELECT id FROM attn_uncertain('m', 'SELECT id, text FROM pool WHERE label IS NULL') "
               "LIMIT ?",
+    "diverse": "SELECT id FROM attn_uncertain('m', 'SELECT id, text FROM pool WHERE label IS NULL', "
+               "json_object('diverse', ?1)) LIMIT ?1",
     "per-label": "SELECT id FROM (SELECT id, margin, row_number() OVER (PARTITION BY label ORDER "
                  "BY margin, entropy DESC) AS turn FROM attn_uncertain('m', 'SELECT id, text FROM "
                  "pool WHERE label IS NULL')) ORDER BY turn, margin LIMIT ?",
@@ -166,7 +176,8 @@ def fc1_layer(db):
     return tensor("fc1.weight").astype(np.float64), tensor("fc1.bias").astype(np.float64)
 
 
-def badge_select(db, batch, seed, candidates=0, greedy=False, penultimate=False, turns=False):
+def badge_select(db, batch, seed, candidates=0, greedy=False, penultimate=False, turns=False,
+                 relu=True):
     """Measured: BADGE (Ash et al., 2020). Each unlabelled text's gradient embedding, the
     gradient of the loss at its predicted label with respect to the last layer, (p - onehot(top))
     outer the attention context (attn_embed), and k-means++ seeding over those: the first the
@@ -188,7 +199,9 @@ def badge_select(db, batch, seed, candidates=0, greedy=False, penultimate=False,
         ids, ctx, p = [ids[k] for k in keep], ctx[keep], p[keep]
     fc1 = fc1_layer(db) if penultimate else None
     if fc1 is not None:  # the last layer's input: fc1's activations, not the context
-        ctx = np.maximum(ctx @ fc1[0].T + fc1[1], 0.0)
+        ctx = ctx @ fc1[0].T + fc1[1]
+        if relu:  # measured so; fc2 reads fc1's output with no activation between
+            ctx = np.maximum(ctx, 0.0)
     g = p.copy()
     g[np.arange(len(ids)), p.argmax(1)] -= 1.0
     emb = (g[:, :, None] * ctx[:, None, :]).reshape(len(ids), -1)
@@ -241,7 +254,105 @@ def density_select(db, batch, neighbours=20, beta=1.0):
     return [-i for _, i in score[:batch]]
 
 
-def run(extension, pool, test, labelled_ids, rounds, batch, options, uncertain, select="margin"):
+def _pool_features(db, where, fc1=None):
+    """ids, attention contexts (or fc1's activations when fc1 is given) and probabilities
+    (columns in sorted label order) of the pool's rows matching `where`."""
+    import numpy as np
+    ids, ctx = [], []
+    for i, blob in db.execute("SELECT id, attn_embed('m', text) FROM pool WHERE " + where):
+        ids.append(i)
+        ctx.append(np.frombuffer(blob, dtype="<f4"))
+    x = np.array(ctx, dtype=np.float64)
+    if fc1 is not None:
+        x = np.maximum(x @ fc1[0].T + fc1[1], 0.0)
+    dist = {}
+    for i, label, p in db.execute("SELECT u.id, a.label, a.probability FROM pool u, "
+                                  "attn_probs('m', u.text) a WHERE u." + where):
+        dist.setdefault(i, {})[label] = p
+    return ids, x, dist
+
+
+def cal_select(db, batch, neighbours=10, penultimate=False):
+    """Measured: contrastive active learning (Margatina et al., 2021). Each unlabelled text
+    scored by the mean KL divergence from its `neighbours` nearest labelled texts' predicted
+    distributions (cosine on the attention context) to its own: a text the model puts apart
+    from the labelled texts that look like it."""
+    import numpy as np
+    fc1 = fc1_layer(db) if penultimate else None
+    uid, ux, ud = _pool_features(db, "label IS NULL", fc1)
+    lid, lx, ld = _pool_features(db, "label IS NOT NULL", fc1)
+    labels = sorted({l for d in list(ud.values()) + list(ld.values()) for l in d})
+    up = np.array([[ud[i].get(l, 0.0) for l in labels] for i in uid]) + 1e-12
+    lp = np.array([[ld[i].get(l, 0.0) for l in labels] for i in lid]) + 1e-12
+    ux /= np.maximum(np.linalg.norm(ux, axis=1, keepdims=True), 1e-12)
+    lx /= np.maximum(np.linalg.norm(lx, axis=1, keepdims=True), 1e-12)
+    k = min(neighbours, len(lid))
+    score = np.empty(len(uid))
+    for lo in range(0, len(uid), 1000):
+        sim = ux[lo:lo + 1000] @ lx.T
+        nn = np.argpartition(-sim, k - 1, axis=1)[:, :k]
+        pl = lp[nn]  # (rows, k, C)
+        pu = up[lo:lo + 1000][:, None, :]
+        score[lo:lo + 1000] = (pl * (np.log(pl) - np.log(pu))).sum(2).mean(1)
+    order = np.lexsort((np.array(uid), -score))
+    return [uid[j] for j in order[:batch]]
+
+
+def typiclust_select(db, batch, seed, neighbours=20, penultimate=False):
+    """Measured: TypiClust (Hacohen et al., 2022), for budgets of a few hundred labels. The
+    pool (labelled and not) in |labelled| + batch k-means clusters of the attention context;
+    each pick the most typical unlabelled text (the inverse of the mean distance to its
+    `neighbours` nearest in its cluster) of the largest cluster with the fewest labels."""
+    import numpy as np
+    rng = np.random.default_rng(seed)
+    fc1 = fc1_layer(db) if penultimate else None
+    ids, x, _ = _pool_features(db, "id >= 0", fc1)
+    labelled = {r[0] for r in db.execute("SELECT id FROM pool WHERE label IS NOT NULL")}
+    lab = np.array([i in labelled for i in ids])
+    k = len(labelled) + batch
+    # k-means++ seeding then Lloyd's iterations
+    centres = [x[rng.integers(len(x))]]
+    d2 = ((x - centres[0]) ** 2).sum(1)
+    for _ in range(k - 1):
+        c = x[rng.choice(len(x), p=d2 / d2.sum())] if d2.sum() > 0 else x[rng.integers(len(x))]
+        centres.append(c)
+        d2 = np.minimum(d2, ((x - c) ** 2).sum(1))
+    c = np.array(centres)
+    xx = (x * x).sum(1)
+    for _ in range(20):
+        assign = np.argmin(xx[:, None] - 2 * x @ c.T + (c * c).sum(1)[None, :], axis=1)
+        for j in range(k):
+            m = assign == j
+            if m.any():
+                c[j] = x[m].mean(0)
+    size = np.bincount(assign, minlength=k)
+    nlab = np.bincount(assign[lab], minlength=k)
+    taken = lab.copy()
+    chosen = []
+    while len(chosen) < batch:
+        free = np.array([((assign == j) & ~taken).any() for j in range(k)])
+        if not free.any():
+            break
+        key = np.where(free, nlab * 1e9 - size, np.inf)
+        j = int(np.argmin(key))
+        members = np.where(assign == j)[0]
+        cand = members[~taken[members]]
+        xm = x[members]
+        dm = np.sqrt(np.maximum(((x[cand][:, None, :] - xm[None, :, :]) ** 2).sum(2), 0))
+        kk = min(neighbours, len(members) - 1)
+        if kk <= 0:
+            best = cand[0]
+        else:
+            near = np.sort(dm, axis=1)[:, 1:kk + 1].mean(1)
+            best = cand[int(np.argmin(near))]
+        chosen.append(ids[best])
+        taken[best] = True
+        nlab[j] += 1
+    return chosen
+
+
+def run(extension, pool, test, labelled_ids, rounds, batch, options, uncertain, select="margin",
+        select_options=None):
     d = tempfile.mkdtemp(prefix="attnext-active-")
     db = sqlite3.connect(os.path.join(d, "a.db"), isolation_level=None)
     try:
@@ -260,7 +371,8 @@ def run(extension, pool, test, labelled_ids, rounds, batch, options, uncertain, 
         curve = []
         start = time.perf_counter()
         for _ in range(rounds if uncertain else 0):
-            f1, _ = fit_and_score(db, labels, options)
+            f1, _ = fit_and_score(db, labels, options if select_options is None
+                                  else select_options)
             n = db.execute("SELECT count(label) FROM pool").fetchone()[0]
             curve.append((n, f1))
             if select == "pair-turns":
@@ -269,12 +381,19 @@ def run(extension, pool, test, labelled_ids, rounds, batch, options, uncertain, 
                 ids = badge_select(db, batch, 7919 * n + len(curve))
             elif select == "badge-fc":  # the gradient of the true last layer, fc2
                 ids = badge_select(db, batch, 7919 * n + len(curve), penultimate=True)
+            elif select == "badge-fc-linear":  # fc1's output as fc2 reads it, no ReLU
+                ids = badge_select(db, batch, 7919 * n + len(curve), penultimate=True, relu=False)
             elif select == "badge-fc-turns":  # and in turns across the predicted labels
                 ids = badge_select(db, batch, 7919 * n + len(curve), penultimate=True, turns=True)
             elif select == "badge-greedy":  # farthest first (k-center), not D^2 sampling
                 ids = badge_select(db, batch, 0, greedy=True)
             elif select.startswith("badge-"):
                 ids = badge_select(db, batch, 7919 * n + len(curve), int(select[6:]))
+            elif select in ("cal", "cal-fc"):
+                ids = cal_select(db, batch, penultimate=select == "cal-fc")
+            elif select in ("typiclust", "typiclust-fc"):
+                ids = typiclust_select(db, batch, 7919 * n + len(curve),
+                                       penultimate=select == "typiclust-fc")
             elif select == "density":
                 ids = density_select(db, batch)
             elif select == "power-rank":
@@ -300,18 +419,23 @@ def main():
     corpus_args(ap)
     ap.add_argument("--extension", default=os.path.join(ROOT, "attnext"))
     ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--first-seed", type=int, default=0, help="seeds first-seed .. + seeds - 1")
     ap.add_argument("--start", type=int, default=100)
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--batch", type=int, default=100)
     ap.add_argument("--pool", type=int, default=10000, help="training rows in the pool")
     ap.add_argument("--options", default="{}")
+    ap.add_argument("--select-options", default=None,
+                    help="attn_fit's options for the models that choose (the last fit takes "
+                         "--options)")
     ap.add_argument("--holdout", action="store_true",
                     help="score on held-out training rows (a pool of the shuffle's first "
                          "--pool less 2,000 rows, the next 2,000 scored), not the test split")
     ap.add_argument("--no-random", action="store_true", help="the uncertain arm only")
     ap.add_argument("--select", default="margin",
                     choices=sorted(SELECT_SQL) + list(PERTURBED) + ["power-rank", "pair-turns"]
-                    + ["badge", "badge-fc", "badge-fc-turns", "badge-greedy", "badge-1000", "badge-2000", "density"],
+                    + ["badge", "badge-fc", "badge-fc-linear", "badge-fc-turns", "badge-greedy", "badge-1000", "badge-2000", "density"]
+                    + ["cal", "cal-fc", "typiclust", "typiclust-fc"],
                     help="how a round picks its rows (the docstring)")
     ap.add_argument("--out", default=os.path.join(HERE, "out"))
     args = ap.parse_args()
@@ -329,7 +453,7 @@ def main():
         train_path, test_path = corpus_paths(corpus, args)
         train, test = read_csv(train_path), read_csv(test_path)
         rows = []
-        for seed in range(args.seeds):
+        for seed in range(args.first_seed, args.first_seed + args.seeds):
             pool = train[:]
             random.Random(seed).shuffle(pool)
             if args.holdout:
@@ -344,7 +468,8 @@ def main():
             random.Random(1000 + seed).shuffle(order)
             print("active: %s seed %d: uncertain" % (corpus, seed), file=sys.stderr, flush=True)
             u = run(args.extension, pool, test, order[:args.start], args.rounds, args.batch,
-                    options, True, args.select)
+                    options, True, args.select,
+                    None if args.select_options is None else json.loads(args.select_options))
             print("active: %s seed %d: random" % (corpus, seed), file=sys.stderr, flush=True)
             r = None if args.no_random else run(args.extension, pool, test, order[:total], 0,
                                                 0, options, False)
