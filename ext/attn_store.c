@@ -593,12 +593,14 @@ static int attn_store_save_side(sqlite3 *db, const char *fn, const char *name,
     sqlite3_close(side);
     return -1;
   }
+  /* before the settings are copied: reading max_page_count reads the file, which a checkpoint
+   * or a recovery of the WAL may hold for a moment */
+  attn_side_wait wait = {db, deadline, 1};
+  sqlite3_busy_handler(side, attn_side_busy, &wait);
   if (attn_copy_settings(side, db) != SQLITE_OK) {
     sqlite3_close(side);
     return -1;
   }
-  attn_side_wait wait = {db, deadline, 1};
-  sqlite3_busy_handler(side, attn_side_busy, &wait);
   int rc = sqlite3_exec(side, "BEGIN IMMEDIATE", NULL, NULL, NULL);
   if (rc != SQLITE_OK) {
     *errmsg = (rc & 0xff) == SQLITE_BUSY
@@ -790,12 +792,20 @@ int attn_store_save_items(attn_conn *conn, const char *fn, const char *name, att
     rc = attn_store_save_here(db, fn, name, items, n, !autocommit, &guard, deadline, timeout_ms,
                               wal_reading ? &stale : NULL, errmsg);
     if (rc != SQLITE_OK && stale) {
+      char *side_msg = NULL;
+      int side = attn_store_save_side(db, fn, name, items, n, deadline, timeout_ms, &side_msg);
       sqlite3_free(*errmsg);
-      *errmsg = NULL;
-      int side = attn_store_save_side(db, fn, name, items, n, deadline, timeout_ms, errmsg);
       if (side != -1) {
+        *errmsg = side_msg;
         rc = side;
         if (rc == SQLITE_OK) attn_conn_set_behind(conn);
+      } else {
+        sqlite3_free(side_msg);
+        *errmsg = sqlite3_mprintf(
+            "%s: cannot save the model: another connection wrote to the database while this "
+            "statement read it (WAL mode: its read snapshot cannot become a write), and no "
+            "second connection to the file could be opened to write it instead",
+            fn);
       }
     }
   }

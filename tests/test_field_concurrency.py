@@ -362,7 +362,7 @@ db.close()
 # that commits on another connection, after the statement's snapshot began. Checked: the
 # caller's max_page_count holds there too (a model that does not fit: "database or disk is
 # full", nothing stored); without the limit the same save goes through (so the path was taken).
-def stale_save(limit):
+def stale_save(limit, move=False):
     path, db = fresh("wal", n=90)
     other = R.connect(path)
     poked = []
@@ -370,6 +370,8 @@ def stale_save(limit):
     def poke(x):
         if not poked:
             other.execute("INSERT INTO other VALUES (4)")
+            if move:  # no second connection can open the file by its name any more
+                os.rename(path, path + ".moved")
             poked.append(1)
         return x
     db.create_function("poke", 1, poke)
@@ -378,6 +380,8 @@ def stale_save(limit):
         db.execute(f"PRAGMA max_page_count = {pages + 1}")
     err = R.error_of(db, "SELECT * FROM attn_train('side', 'SELECT poke(text), label FROM docs', "
                          "'{\"epochs\":2,\"hidden\":64,\"embed_dim\":64,\"progress\":false}')")
+    if move:
+        os.rename(path + ".moved", path)
     stored = other.execute("SELECT count(*) FROM attn_models WHERE name = 'side'").fetchone()[0]
     other.close()
     db.close()
@@ -391,6 +395,11 @@ check(poked and err is None and stored == 1,
 err, stored, poked = stale_save(True)
 check(poked and err is not None and "database or disk is full" in err and stored == 0,
       f"wal: that second connection keeps the caller's max_page_count: '{err}', {stored} stored")
+# no second connection (the file renamed under the caller): the stale snapshot's own message,
+# nothing stored (the message was lost once, and the error read "out of memory")
+err, stored, poked = stale_save(False, move=True)
+check(poked and err is not None and "no second connection to the file could be opened" in err
+      and stored == 0, f"wal: no second connection can open the file: '{err}', {stored} stored")
 
 # ------------------------------------------------------------------ 3. two processes train at once
 TRAINER = r"""
