@@ -14,6 +14,8 @@ uncertain and diverse (BADGE's order, engine/diverse.c), as a Python program use
     10 of k = 40 are the order of k = 10 (a ranking); the same query and seed give the same
     order, another seed another; k above the rows orders every row; "diverse": 0 is the margin
     order; an ensemble and a model without fc1 order too.
+  - A model trained with "device": "cuda" on the stand-in device (tests/fake_device.c) gives
+    the order the same weights give on the CPU, in another process.
   - Bounds: a query of more rows than the sample holds (50,000) gives every row once, the same
     order twice; an interrupt during the picks ends the statement with "interrupted"; bad
     options are errors naming the function and the option.
@@ -22,7 +24,10 @@ Run from the repository root: /usr/bin/python3 tests/test_diverse.py
 import ctypes
 import json
 import os
+import shlex
+import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -196,6 +201,35 @@ def main():
     check(err is not None and "interrupted" in err and time.time() - t0 < took + 10,
           "an interrupt during 10,000 picks from 50,000 rows: %r after %.1f s"
           % (err, time.time() - t0))
+
+    # a model that lives on a device (tests/fake_device.c: memory the host cannot read, the CPU's
+    # arithmetic): the contexts come back through the backend, fc1 from the host mirror, and
+    # the order is the one the same weights give on the CPU
+    fake = os.path.join(os.environ.get("BUILD", "build"), "tests", "fake_device.so")
+    shell = shlex.split(os.environ.get("SQLITE3", "sqlite3"))
+    if not os.path.exists(fake):
+        check(False, "%s not built (make test builds it)" % fake)
+    else:
+        path = os.path.join(tempfile.mkdtemp(prefix="attnext-diverse-"), "d.db")
+        ext = R.extension_path()
+        train = ("CREATE TABLE pool(id INTEGER PRIMARY KEY, text, label);\n" + "".join(
+            "INSERT INTO pool(text, label) VALUES ('%s', %s);\n"
+            % (t, "'%s'" % l if i < 60 else "NULL") for i, (t, l) in enumerate(rows[:400])) +
+            "SELECT count(*) FROM attn_train('m', 'SELECT text, label FROM pool', '%s');\n"
+            % json.dumps(dict(opts, device="cuda")))
+        ask = ("SELECT group_concat(id) FROM (SELECT id FROM attn_uncertain('m', 'SELECT id, "
+               "text FROM pool WHERE label IS NULL', '{\"diverse\": 30}') LIMIT 30);\n")
+
+        def shell_run(lib, sql):
+            env = dict(os.environ, ATTNEXT_CUDA_LIB=lib)
+            return subprocess.run(shell + ["-bail", path], input=".load %s\n%s" % (ext, sql),
+                                  env=env, capture_output=True, text=True)
+        a = shell_run(fake, train + ask)
+        b = shell_run("/nonexistent", ask)
+        got, want = a.stdout.strip().split("\n")[-1], b.stdout.strip()
+        check(a.returncode == 0 and b.returncode == 0 and got == want and got.count(",") == 29,
+              "a \"cuda\" model on the stand-in device: the CPU's order (%s / %s%s)"
+              % (got[:30], want[:30], a.stderr.strip() + b.stderr.strip()))
 
     # SQLite's heap (the library Python's sqlite3 module uses): out of memory is an error, then
     # the connection answers; past the sample, a row costs what it costs without the option
