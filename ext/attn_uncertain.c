@@ -371,8 +371,10 @@ static int attn_uncertain_diverse(attn_uncertain_cursor *cur, attn_conn *conn,
     return SQLITE_NOMEM;
   }
   nn_model_head_input(nn, smp->pooled, smp->n, feat);
-  for (size_t i = 0; i < (size_t)smp->n * HD; i++) /* fc1's activations above 0: measured so */
-    if (feat[i] < 0.0f) feat[i] = 0.0f;
+  /* fc1's output above 0: measured better than as it is; a context (no fc1) as it is */
+  if (nn_model_config(nn)->fc_hidden > 0)
+    for (size_t i = 0; i < (size_t)smp->n * HD; i++)
+      if (feat[i] < 0.0f) feat[i] = 0.0f;
   attn_interrupt interrupt = {0};
   interrupt.db = attn_conn_db(conn);
   char err[NN_ERR_LEN] = "";

@@ -173,6 +173,14 @@ def main():
         a, b = uncertain(db, name, q, {"diverse": 30}), uncertain(db, name, q)
         check(sorted(a) == sorted(b) and a[:30] != b[:30],
               "%s: every row once, its own picks first" % name)
+    # without fc1 the last layer reads the context itself, taken as it is (no positive part)
+    x0, z0, _, _ = fc2_inputs(db, "nofc", [t for _, t in ids_texts])
+    p0 = np.exp(z0 - z0.max(1, keepdims=True))
+    p0 /= p0.sum(1, keepdims=True)
+    want = [ids[j] for j in reference_order(p0, p0.argmax(1), x0, 30, 0)]
+    got = [r[0] for r in uncertain(db, "nofc", q, {"diverse": 30})[:30]]
+    check(got == want and (x0 < 0).any(), "no fc1: the reference's order over the context "
+          "(first %s, want %s)" % (got[:5], want[:5]))
 
     # ---------------------------------------------------------------- bounds
     big = R.connect(":memory:")
