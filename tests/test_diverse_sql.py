@@ -1,4 +1,4 @@
-"""test_diverse.py -- attn_uncertain(name, query, '{"diverse": k}'): a batch to label that is
+"""test_diverse_sql.py -- attn_uncertain(name, query, '{"diverse": k}'): a batch to label that is
 uncertain and diverse (BADGE's order, engine/diverse.c), as a Python program uses it.
 
   - PyTorch: the reference module (tests/attn_reference.py) loaded with the model's weights
@@ -19,7 +19,7 @@ uncertain and diverse (BADGE's order, engine/diverse.c), as a Python program use
   - Bounds: a query of more rows than the sample holds (50,000) gives every row once, the same
     order twice; an interrupt during the picks ends the statement with "interrupted"; bad
     options are errors naming the function and the option.
-Run from the repository root: /usr/bin/python3 tests/test_diverse.py
+Run from the repository root: /usr/bin/python3 tests/test_diverse_sql.py
 """
 import ctypes
 import json
@@ -285,7 +285,7 @@ def main():
     err = error_of(db, "SELECT * FROM attn_uncertain('m')")
     check(err == "attn_uncertain: expected 2 or 3 arguments: attn_uncertain(name, query[, "
                  "options])", "one argument: %s" % err)
-    R.finish("test_diverse")
+    R.finish("test_diverse_sql")
 
 
 if __name__ == "__main__":
