@@ -1222,26 +1222,22 @@ int nn_model_pooled_dim(const nn_model *m) { return m->K * m->D; } /* members si
 
 int nn_model_head_input_dim(const nn_model *m) { return m->K * (m->F > 0 ? m->F : m->D); }
 
-void nn_model_head_input(const nn_model *m, const float *pooled, int64_t B, float *out) {
-  const float *w = nn_model_weights(m); /* the members' views share the whole's parameters */
+void nn_model_head_input(const nn_model *m, const float *pooled, int B, float *out) {
+  const float *w = nn_model_weights(m);     /* the members' views share the whole's parameters */
+  const nn_backend *cpu = nn_backend_cpu(); /* host memory, whatever the model's backend */
   int PD = nn_model_pooled_dim(m), HD = nn_model_head_input_dim(m);
   for (int k = 0; k < m->K; k++) {
     const nn_model *mk = nn_model_member(m, k);
     int D = mk->D, F = mk->F;
-    for (int64_t b = 0; b < B; b++) {
-      const float *c = pooled + (size_t)b * PD + (size_t)k * D;
-      float *o = out + (size_t)b * HD + (size_t)k * (F > 0 ? F : D);
-      if (F <= 0) {
-        memcpy(o, c, sizeof *o * (size_t)D);
-        continue;
-      }
-      for (int f = 0; f < F; f++) { /* fc1: W (F, D) c + b, as PyTorch's Linear */
-        const float *row = w + mk->fc1_w + (size_t)f * D;
-        double z = w[mk->fc1_b + f];
-        for (int d = 0; d < D; d++) z += (double)row[d] * c[d];
-        o[f] = (float)z;
-      }
+    const float *c = pooled + (size_t)k * D;
+    float *o = out + (size_t)k * (F > 0 ? F : D);
+    if (F <= 0) {
+      cpu->gather_rows(o, HD, c, PD, NULL, B, D);
+      continue;
     }
+    /* fc1: c W1^T + b1, W1 (F, D) as PyTorch's Linear */
+    cpu->sgemm(0, 1, B, F, D, 1.0f, c, PD, w + mk->fc1_w, D, 0.0f, o, HD);
+    cpu->add_bias(o, HD, w + mk->fc1_b, B, F);
   }
 }
 

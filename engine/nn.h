@@ -394,10 +394,11 @@ int nn_model_forward_pooled(nn_model *model, nn_workspace *ws, const nn_batch *b
 int nn_model_pooled_dim(const nn_model *model);
 /* The last layer's (fc2's) input of each row from its pooled representation: fc1's output
  * W1 c + b1 (no activation lies between fc1 and fc2), or the context itself without fc1; an
- * ensemble's members' side by side. out: (B, nn_model_head_input_dim). Host arithmetic on the
- * weights' host copy, for the few rows that need it (attn_uncertain's diverse order). */
+ * ensemble's members' side by side. out: (B, nn_model_head_input_dim). The CPU backend's
+ * product on the weights' host copy, whatever the model's backend (attn_uncertain's diverse
+ * order: a sample of rows already on the host). */
 int nn_model_head_input_dim(const nn_model *model);
-void nn_model_head_input(const nn_model *model, const float *pooled /*(B, pooled_dim)*/, int64_t B,
+void nn_model_head_input(const nn_model *model, const float *pooled /*(B, pooled_dim)*/, int B,
                          float *out);
 
 /* Softmax of each row of logits (B, C) into probs (may alias). */

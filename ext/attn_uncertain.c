@@ -134,12 +134,13 @@ typedef struct attn_uncertain_sample {
   int diverse;           /* rows to pick (the option), 0: the margin order only */
   uint64_t seed;         /* the option "seed" */
   int C, PD, cap, n;     /* classes, context width, rows the sample may hold, holds */
+  int room;              /* rows the arrays below have room for (<= cap) */
   sqlite3_int64 offered; /* rows offered so far */
   nn_rng rng;
-  sqlite3_int64 *order; /* (cap) each row's place in the query */
-  int *top;             /* (cap) */
-  float *probs;         /* (cap, C) */
-  float *pooled;        /* (cap, PD) */
+  sqlite3_int64 *order; /* (room) each row's place in the query */
+  int *top;             /* (room) */
+  float *probs;         /* (room, C) */
+  float *pooled;        /* (room, PD) */
   float *chunk_pooled;  /* the current chunk's contexts */
   int chunk_cap;
 } attn_uncertain_sample;
@@ -153,9 +154,9 @@ static void attn_uncertain_sample_free(attn_uncertain_sample *s) {
 }
 
 /* Room for n rows in the sample (n <= cap), doubling. */
-static int attn_uncertain_sample_reserve(attn_uncertain_sample *s, int n, int *have) {
-  if (n <= *have) return SQLITE_OK;
-  sqlite3_int64 grown = *have ? 2 * (sqlite3_int64)*have : 1024;
+static int attn_uncertain_sample_reserve(attn_uncertain_sample *s, int n) {
+  if (n <= s->room) return SQLITE_OK;
+  sqlite3_int64 grown = s->room ? 2 * (sqlite3_int64)s->room : 1024;
   if (grown < n) grown = n;
   if (grown > s->cap) grown = s->cap;
   sqlite3_int64 *order = sqlite3_realloc64(s->order, sizeof *order * (sqlite3_uint64)grown);
@@ -167,7 +168,7 @@ static int attn_uncertain_sample_reserve(attn_uncertain_sample *s, int n, int *h
   float *pooled = sqlite3_realloc64(s->pooled, sizeof *pooled * (sqlite3_uint64)grown * s->PD);
   if (pooled) s->pooled = pooled;
   if (!order || !top || !probs || !pooled) return SQLITE_NOMEM;
-  *have = (int)grown;
+  s->room = (int)grown;
   return SQLITE_OK;
 }
 
@@ -220,7 +221,7 @@ static int attn_uncertain_options(sqlite3_value *arg, attn_uncertain_sample *s, 
 
 /* Offer a chunk's rows to the sample: those whose probabilities are all numbers. */
 static int attn_uncertain_offer(attn_uncertain_sample *s, sqlite3_int64 first, int n,
-                                const int *pred, const float *probs, int *have) {
+                                const int *pred, const float *probs) {
   for (int i = 0; i < n; i++) {
     const float *p = probs + (size_t)i * s->C;
     int finite = 1;
@@ -228,7 +229,7 @@ static int attn_uncertain_offer(attn_uncertain_sample *s, sqlite3_int64 first, i
     if (!finite) continue;
     int slot;
     if (s->n < s->cap) {
-      int rc = attn_uncertain_sample_reserve(s, s->n + 1, have);
+      int rc = attn_uncertain_sample_reserve(s, s->n + 1);
       if (rc != SQLITE_OK) return rc;
       slot = s->n++;
     } else {
@@ -249,7 +250,7 @@ static int attn_uncertain_offer(attn_uncertain_sample *s, sqlite3_int64 first, i
 /* Classify one chunk of rows (read by attn_rows_read) into cur->rows. */
 static int attn_uncertain_chunk(attn_uncertain_cursor *cur, attn_conn *conn, attn_rows *rows,
                                 sqlite3_int64 first, int **pred, float **probs, int *cap,
-                                attn_uncertain_sample *smp, int *sample_have, char **msg) {
+                                attn_uncertain_sample *smp, char **msg) {
   const char *fn = "attn_uncertain";
   int C = nn_model_num_classes(cur->model->nn), n = rows->n;
   for (int i = 0; i < n; i++) {
@@ -291,7 +292,7 @@ static int attn_uncertain_chunk(attn_uncertain_cursor *cur, attn_conn *conn, att
                                               *probs, fn, msg);
   if (rc != SQLITE_OK) return rc;
   if (smp->diverse) {
-    rc = attn_uncertain_offer(smp, first, n, *pred, *probs, sample_have);
+    rc = attn_uncertain_offer(smp, first, n, *pred, *probs);
     if (rc != SQLITE_OK) return rc;
   }
   for (int i = 0; i < n; i++) {
@@ -406,7 +407,6 @@ static int attn_uncertain_filter(sqlite3_vtab_cursor *base, int idx_num, const c
   int *pred = NULL, cap = 0, done = 0, rc;
   float *probs = NULL;
   attn_uncertain_sample smp;
-  int sample_have = 0;
   memset(&rows, 0, sizeof rows);
   memset(&smp, 0, sizeof smp);
   attn_uncertain_reset(cur);
@@ -437,8 +437,7 @@ static int attn_uncertain_filter(sqlite3_vtab_cursor *base, int idx_num, const c
     rc = attn_rows_read(&rows, stmt, ATTN_ROWS_ID_TEXT, ATTN_CHUNK_ROWS, &done, fn, &msg);
     attn_conn_query_end(conn);
     if (rc != SQLITE_OK) goto done;
-    rc = attn_uncertain_chunk(cur, conn, &rows, first, &pred, &probs, &cap, &smp, &sample_have,
-                              &msg);
+    rc = attn_uncertain_chunk(cur, conn, &rows, first, &pred, &probs, &cap, &smp, &msg);
     if (rc != SQLITE_OK) goto done;
   }
   if (smp.diverse) rc = attn_uncertain_diverse(cur, conn, &smp, &msg);
