@@ -406,7 +406,10 @@ def run(extension, pool, test, labelled_ids, rounds, batch, options, uncertain, 
         f1, summary = fit_and_score(db, labels, options)
         n = db.execute("SELECT count(label) FROM pool").fetchone()[0]
         curve.append((n, f1))
-        return {"test_f1": f1, "labels": n, "curve": curve,
+        counts = dict(db.execute("SELECT label, count(*) FROM pool WHERE label IS NOT NULL "
+                                 "GROUP BY label ORDER BY label").fetchall())
+        return {"test_f1": f1, "labels": n, "curve": curve, "label_counts": counts,
+                "self_training": summary.get("self_training"),
                 "seconds": time.perf_counter() - start}
     finally:
         db.close()
