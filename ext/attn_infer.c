@@ -10,6 +10,13 @@
  * ATTN_BATCH texts (ATTN_BATCH_DEVICE on a GPU) with its own workspace (the model is shared
  * read-only). A NULL text gives class -1. Results are per text: they do not depend on how texts
  * are grouped.
+ *
+ * A forward pass does not look at sqlite3_interrupt, and a share of long texts through a large
+ * model can take minutes. So a thread stops after the batch that takes its share past
+ * ATTN_SLICE_SECONDS, the calling thread checks for an interrupt, and the threads go on from
+ * where they stopped: an interrupt is seen within a slice or one batch, and a pass holds at most
+ * ATTN_BATCH_TOKENS tokens of max_len (fewer rows for max_len above 1,024). Fast models finish a
+ * share within one slice, as before.
  */
 #include <math.h>
 #include <stdio.h>
@@ -17,13 +24,16 @@
 #include <string.h>
 
 #include "attn_ext.h"
+#include "compat.h" /* nn_os_seconds */
 
 #define ATTN_BATCH 256 /* texts per forward pass on the CPU */
 /* on a GPU: a forward pass launches a few kernels per time step whatever its rows, so 256-row
  * batches left an H200 launch-bound (attn_classify 350,000 rows/s, slower than the same
  * machine's 16 cores); 4096-row batches from fewer threads keep it busy */
 #define ATTN_BATCH_DEVICE 4096
-#define ATTN_MAX_THREADS 64 /* threads of a pool at most (nn_pool_create) */
+#define ATTN_MAX_THREADS 64            /* threads of a pool at most (nn_pool_create) */
+#define ATTN_SLICE_SECONDS 0.05        /* a thread's work between two interrupt checks, at least */
+#define ATTN_BATCH_TOKENS (256 * 1024) /* rows x max_len of a pass on the CPU, at most */
 
 /* ------------------------------------------------------------------ read one text */
 
@@ -362,6 +372,7 @@ typedef struct attn_classify_job {
   nn_model *nn;
   nn_workspace *ws;
   int begin, end;
+  int next; /* the first text not yet done: end when the share is done */
   int status;
   char err[NN_ERR_LEN];
 } attn_classify_job;
@@ -379,6 +390,8 @@ typedef struct attn_classify_batch {
 } attn_classify_batch;
 
 static void attn_classify_run(attn_classify_job *job, const attn_classify_batch *all) {
+  job->status = NN_OK;
+  if (job->next >= job->end) return; /* done in an earlier slice */
   nn_model *nn = job->nn;
   const nn_config *cfg = nn_model_config(nn);
   int T = cfg->max_len > 0 ? cfg->max_len : 1, C = nn_model_num_classes(nn), batch = all->batch;
@@ -396,7 +409,10 @@ static void attn_classify_run(attn_classify_job *job, const attn_classify_batch 
     snprintf(job->err, NN_ERR_LEN, "out of memory");
     goto done;
   }
-  for (int i = job->begin; i < job->end && job->status == NN_OK;) {
+  double start = nn_os_seconds();
+  int i = job->next;
+  while (i < job->end && job->status == NN_OK) {
+    if (i > job->next && nn_os_seconds() - start > ATTN_SLICE_SECONDS) break;
     /* Encode up to batch non-NULL texts; ids_row keeps each text's ids at stride T. */
     int B = 0, Tmax = 1;
     for (; i < job->end && B < batch; i++) {
@@ -432,6 +448,7 @@ static void attn_classify_run(attn_classify_job *job, const attn_classify_batch 
                sizeof *pooled * (size_t)PD);
     }
   }
+  job->next = i;
 done:
   free(tokens);
   free(ids);
@@ -464,7 +481,12 @@ static int attn_classify_batched(attn_conn *conn, attn_model *model, const char 
     int T = nn_model_config(model->nn)->max_len; /* (from max_len 1024 on, 256 rows as the CPU) */
     batch = T > 0 && ATTN_BATCH_DEVICE * T > (1 << 18) ? (1 << 18) / T : ATTN_BATCH_DEVICE;
     if (batch < ATTN_BATCH) batch = ATTN_BATCH;
+  } else {
+    int T = nn_model_config(model->nn)->max_len;
+    if (T > 0 && batch * T > ATTN_BATCH_TOKENS)
+      batch = ATTN_BATCH_TOKENS / T > 1 ? ATTN_BATCH_TOKENS / T : 1;
   }
+  attn_interrupt it = {attn_conn_db(conn), NULL, 0};
   for (;;) {
     int per = (n + threads - 1) / threads;
     if (per < batch) per = batch;    /* small inputs: fewer tasks */
@@ -475,23 +497,36 @@ static int attn_classify_batched(attn_conn *conn, attn_model *model, const char 
       memset(job, 0, sizeof *job);
       job->nn = model->nn;
       job->ws = ws[t];
-      job->begin = t * per;
+      job->begin = job->next = t * per;
       job->end = (t + 1) * per < n ? (t + 1) * per : n;
     }
     attn_classify_batch all = {texts, lens, pred, prob, probs, pooled, batch, jobs};
-    nn_pool_run(pool, attn_classify_task, &all, tasks);
-    int failed = -1, short_of_memory = 0;
-    for (int t = 0; t < tasks; t++) {
-      if (jobs[t].status != NN_OK && failed < 0) failed = t;
-      if (jobs[t].status == NN_NOMEM) short_of_memory = 1;
+    int failed = -1, short_of_memory = 0, left = 1;
+    while (failed < 0 && left) {
+      nn_pool_run(pool, attn_classify_task, &all, tasks);
+      left = 0;
+      for (int t = 0; t < tasks; t++) {
+        if (jobs[t].status != NN_OK && failed < 0) failed = t;
+        if (jobs[t].status == NN_NOMEM) short_of_memory = 1;
+        if (jobs[t].next < jobs[t].end) left = 1;
+      }
+      if (failed < 0 && left && attn_interrupted(&it, 1)) {
+        attn_interrupt_end(&it);
+        *errmsg = sqlite3_mprintf("%s: interrupted", fn);
+        return SQLITE_INTERRUPT;
+      }
     }
-    if (failed < 0) return SQLITE_OK;
+    if (failed < 0) {
+      attn_interrupt_end(&it);
+      return SQLITE_OK;
+    }
     /* a GPU short of memory for the larger passes (several threads' workspaces at once): all
      * again in the CPU's 256-row passes (each text's result does not depend on its pass) */
     if (short_of_memory && batch > ATTN_BATCH) {
       batch = ATTN_BATCH;
       continue;
     }
+    attn_interrupt_end(&it);
     return attn_nn_error(jobs[failed].status, fn, jobs[failed].err, errmsg);
   }
 }

@@ -3,7 +3,9 @@
   - sqlite3_interrupt (Connection.interrupt from a timer thread) at several delays into a
     training run, and into attn_classify / attn_evaluate over a large query: either the
     statement finished (then the new version and its log are complete) or it failed with
-    "interrupted" and every table is unchanged; the connection works afterwards;
+    "interrupted" and every table is unchanged; the connection works afterwards; over long
+    texts, where a chunk of the query takes many passes of the model, the statement ends within
+    a few passes of the interrupt;
   - disk full when the model is saved (PRAGMA max_page_count just above the current size):
     attn_train and attn_import fail naming the function, no half-written model, and succeed
     once there is room;
@@ -141,6 +143,40 @@ for sql in ("SELECT count(*) FROM attn_classify('m', 'SELECT rowid, text FROM bi
         rows, err = run_interrupted(db, sql, (), delay)
         check((err is None or "interrupt" in err) and R.snapshot(db) == before,
               f"{sql[21:55]}... over {nbig} rows, interrupt at {delay}s: {err or rows}")
+
+# A model of long texts (max_len 4096) over 2,048 texts of 4,000 words: one chunk of the query
+# (1,024 rows a core) takes many passes of the model, which does not look at the interrupt. The
+# statement ends within a few passes of it, not after the chunk, for each function that
+# classifies many texts.
+words = ["w%d" % i for i in range(50)]
+rng = __import__("random").Random(5)
+db.execute("CREATE TABLE longdocs(id INTEGER PRIMARY KEY, body, label)")
+db.executemany("INSERT INTO longdocs(body, label) VALUES (?, ?)",
+               [(" ".join(rng.choice(words) for _ in range(4000 if i >= 40 else 5)),
+                 "ab"[i % 2] if i < 40 else None) for i in range(2048 + 40)])
+db.execute("SELECT attn_fit('long', 'SELECT body, label FROM longdocs WHERE id <= 40', "
+           "'{\"epochs\":1,\"max_len\":4096,\"cell\":\"lstm\",\"hidden\":48,"
+           "\"validation\":\"none\",\"progress\":false}')")
+t = time.time()
+db.execute("SELECT count(*) FROM attn_classify('long', "
+           "'SELECT id, body FROM longdocs WHERE id > 40 LIMIT 64')").fetchall()
+one_pass = time.time() - t  # 64 texts: one pass of a thread at this max_len
+for fn, sql in (("attn_classify", "SELECT count(*) FROM attn_classify('long', "
+                                  "'SELECT id, body FROM longdocs WHERE id > 40')"),
+                ("attn_uncertain", "SELECT count(*) FROM attn_uncertain('long', "
+                                   "'SELECT id, body FROM longdocs WHERE id > 40')"),
+                ("attn_evaluate", "SELECT count(*) FROM attn_evaluate('long', "
+                                  "'SELECT body, ''a'' FROM longdocs WHERE id > 40')")):
+    t = time.time()
+    rows, err = run_interrupted(db, sql, (), one_pass / 2)
+    late = time.time() - t - one_pass / 2
+    # before: the whole first chunk, 2,048 texts, 16 passes of each of 2 threads
+    check(err == fn + ": interrupted" and late < 3 * one_pass + 0.5,
+          f"{fn} over 2,048 texts of 4,000 words (a pass of 64 takes {one_pass:.2f}s), "
+          f"interrupted: '{err or rows}' {late:.2f}s after the interrupt")
+check(db.execute("SELECT count(*) FROM attn_classify('long', "
+                 "'SELECT id, body FROM longdocs WHERE id > 40 LIMIT 3')").fetchone() == (3,),
+      "the connection classifies again")
 
 # ------------------------------------------------------------------ disk full
 BIG = ('{"epochs":1,"hidden":8,"embed_dim":64,"fc_hidden":8,"vocab_size":2000,'
