@@ -550,20 +550,6 @@ int nn_config_validate(const nn_config *cfg, char *err) {
 
 /* ------------------------------------------------------------------------------- parse */
 
-/* An integral JSON number as int64 (exact); 0 if not one or beyond 2^53 in magnitude when
- * written with a fraction or exponent. */
-static int json_integral(const nn_json *v, int64_t *out) {
-  if (v->type != NN_JSON_NUMBER) return 0;
-  if (v->is_integer) {
-    *out = v->integer;
-    return 1;
-  }
-  double x = v->number;
-  if (!isfinite(x) || floor(x) != x || fabs(x) > 9007199254740992.0) return 0;
-  *out = (int64_t)x;
-  return 1;
-}
-
 /* The number as written, read straight to float (no double rounding). */
 static float json_float(const nn_json *v, const char *json) {
   char buf[64];
@@ -585,19 +571,19 @@ static int parse_option(nn_config *cfg, const config_option *o, const nn_json *v
     int x;
     if (v->type == NN_JSON_TRUE) x = 1;
     else if (v->type == NN_JSON_FALSE) x = 0;
-    else if (json_integral(v, &i) && (i == 0 || i == 1)) x = (int)i;
+    else if (nn_json_integral(v, &i) && (i == 0 || i == 1)) x = (int)i;
     else return option_error(err, o, got);
     memcpy(field, &x, sizeof x);
     return NN_OK;
   }
   case OPT_INT: {
-    if (!json_integral(v, &i) || i < o->imin || i > o->imax) return option_error(err, o, got);
+    if (!nn_json_integral(v, &i) || i < o->imin || i > o->imax) return option_error(err, o, got);
     int x = (int)i;
     memcpy(field, &x, sizeof x);
     return NN_OK;
   }
   case OPT_SEED: {
-    if (!json_integral(v, &i) || i < o->imin || i > o->imax) return option_error(err, o, got);
+    if (!nn_json_integral(v, &i) || i < o->imin || i > o->imax) return option_error(err, o, got);
     uint64_t x = (uint64_t)i;
     memcpy(field, &x, sizeof x);
     return NN_OK;

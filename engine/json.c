@@ -462,6 +462,23 @@ const nn_json *nn_json_get(const nn_json *obj, const char *key) {
   return NULL;
 }
 
+int nn_json_key_is(const nn_json *m, const char *name) {
+  size_t n = strlen(name);
+  return m && m->key && m->key_len == n && memcmp(m->key, name, n) == 0;
+}
+
+int nn_json_integral(const nn_json *v, int64_t *out) {
+  if (!v || v->type != NN_JSON_NUMBER) return 0;
+  if (v->is_integer) {
+    *out = v->integer;
+    return 1;
+  }
+  double x = v->number;
+  if (!isfinite(x) || floor(x) != x || fabs(x) > 9007199254740992.0) return 0;
+  *out = (int64_t)x;
+  return 1;
+}
+
 const nn_json *nn_json_at(const nn_json *arr, size_t i) {
   if (!arr || (arr->type != NN_JSON_ARRAY && arr->type != NN_JSON_OBJECT) || i >= arr->count)
     return NULL;

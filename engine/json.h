@@ -75,6 +75,13 @@ const nn_json *nn_json_at(const nn_json *arr, size_t i);         /* array item o
 size_t nn_json_count(const nn_json *v);                          /* items of array/object */
 const char *nn_json_string(const nn_json *v, size_t *len);       /* NULL unless a string */
 const char *nn_json_type_name(nn_json_type t);                   /* "string", "number", ... */
+/* Whether member m's key is name, byte for byte: a key with a NUL byte ("seed\u0000x") is no
+ * name, though its C string reads as one. */
+int nn_json_key_is(const nn_json *m, const char *name);
+/* An integral number as int64: exact when written as an integer; a whole value written with a
+ * fraction or exponent (1e3, 100.0) within 2^53 in magnitude, where a double is exact. 0 when
+ * v is not one. */
+int nn_json_integral(const nn_json *v, int64_t *out);
 
 /* Growable byte buffer, always NUL-terminated once something was appended. */
 typedef struct nn_strbuf {

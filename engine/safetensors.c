@@ -130,7 +130,8 @@ static int st_parse_tensor(nn_st_tensor *t, const nn_json *e, const unsigned cha
   }
   for (size_t i = 0; i < e->count; i++) {
     const nn_json *m = &e->items[i];
-    if (strcmp(m->key, "dtype") && strcmp(m->key, "shape") && strcmp(m->key, "data_offsets")) {
+    if (!nn_json_key_is(m, "dtype") && !nn_json_key_is(m, "shape") &&
+        !nn_json_key_is(m, "data_offsets")) {
       char k[96];
       nn_json_quote_for_message(k, sizeof k, m->key, m->key_len);
       snprintf(what, sizeof what, "unknown field %s (expected dtype, shape, data_offsets)", k);

@@ -231,9 +231,10 @@ static int attn_confusion_options(sqlite3_value *arg, int *all_labels, char **ms
   }
   for (size_t i = 0; rc == SQLITE_OK && i < doc->count; i++) {
     const nn_json *m = &doc->items[i];
-    if (strcmp(m->key, "all_labels") != 0) {
-      *msg = sqlite3_mprintf("attn_confusion: unknown option \"%s\" (expected \"all_labels\")",
-                             m->key);
+    if (!nn_json_key_is(m, "all_labels")) {
+      char key[160];
+      nn_json_quote_for_message(key, sizeof key, m->key, m->key_len);
+      *msg = sqlite3_mprintf("attn_confusion: unknown option %s (expected \"all_labels\")", key);
       rc = SQLITE_ERROR;
     } else if (m->type != NN_JSON_TRUE && m->type != NN_JSON_FALSE) {
       *msg = sqlite3_mprintf("attn_confusion: option \"all_labels\" must be true or false, got "

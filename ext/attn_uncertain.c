@@ -46,6 +46,7 @@
 #define ATTN_DIVERSE_MAX 10000
 #define ATTN_DIVERSE_SAMPLE 50000
 #define ATTN_DIVERSE_BYTES ((sqlite3_int64)64 << 20)
+#define ATTN_SEED_MAX ((int64_t)1 << 53) /* attn_fit's "seed" bound: a JSON number is a double */
 
 static int attn_int64_cmp(const void *pa, const void *pb) {
   sqlite3_int64 a = *(const sqlite3_int64 *)pa, b = *(const sqlite3_int64 *)pb;
@@ -173,7 +174,7 @@ static int attn_uncertain_sample_reserve(attn_uncertain_sample *s, int n) {
 }
 
 /* The options: NULL or a JSON object, {"diverse": k} (0 to ATTN_DIVERSE_MAX, 0 the margin
- * order) and {"seed": s} (an integer >= 0). */
+ * order) and {"seed": s} (0 to ATTN_SEED_MAX); whole numbers may be written 1e2 or 100.0. */
 static int attn_uncertain_options(sqlite3_value *arg, attn_uncertain_sample *s, char **msg) {
   static const char usage[] = "attn_uncertain: the options must be a JSON object as text, e.g. "
                               "'{\"diverse\":100}'";
@@ -196,23 +197,29 @@ static int attn_uncertain_options(sqlite3_value *arg, attn_uncertain_sample *s, 
   int rc = SQLITE_OK;
   for (size_t i = 0; rc == SQLITE_OK && i < doc->count; i++) {
     const nn_json *m = &doc->items[i];
-    int diverse = strcmp(m->key, "diverse") == 0;
-    if (!diverse && strcmp(m->key, "seed") != 0) {
-      *msg = sqlite3_mprintf("attn_uncertain: unknown option \"%s\" (expected \"diverse\" or "
+    int diverse = nn_json_key_is(m, "diverse");
+    int64_t v = 0;
+    /* whole numbers as attn_fit reads them: 100, 1e2 and 100.0 alike; seeds as its "seed" */
+    if (!diverse && !nn_json_key_is(m, "seed")) {
+      char key[160];
+      nn_json_quote_for_message(key, sizeof key, m->key, m->key_len);
+      *msg = sqlite3_mprintf("attn_uncertain: unknown option %s (expected \"diverse\" or "
                              "\"seed\")",
-                             m->key);
+                             key);
       rc = SQLITE_ERROR;
-    } else if (m->type != NN_JSON_NUMBER || !m->is_integer || m->integer < 0 ||
-               (diverse && m->integer > ATTN_DIVERSE_MAX)) {
+    } else if (!nn_json_integral(m, &v) || v < 0 ||
+               v > (diverse ? ATTN_DIVERSE_MAX : ATTN_SEED_MAX)) {
       *msg = diverse ? sqlite3_mprintf("attn_uncertain: option \"diverse\" must be an integer "
                                        "from 0 to %d, the rows to pick",
                                        ATTN_DIVERSE_MAX)
-                     : sqlite3_mprintf("attn_uncertain: option \"seed\" must be an integer >= 0");
+                     : sqlite3_mprintf("attn_uncertain: option \"seed\" must be an integer from 0 "
+                                       "to %lld",
+                                       (long long)ATTN_SEED_MAX);
       rc = SQLITE_ERROR;
     } else if (diverse) {
-      s->diverse = (int)m->integer;
+      s->diverse = (int)v;
     } else {
-      s->seed = (uint64_t)m->integer;
+      s->seed = (uint64_t)v;
     }
   }
   nn_json_free(doc);

@@ -85,6 +85,11 @@ int attn_json_value(nn_strbuf *sb, sqlite3_value *v) {
 int attn_name_value(const char *fn, sqlite3_value *v, const char **name, char **errmsg) {
   const char *s = v ? (const char *)sqlite3_value_text(v) : NULL;
   *name = NULL;
+  if (s && strlen(s) != (size_t)sqlite3_value_bytes(v)) {
+    /* read as a C string, 'm' || char(0) || 'x' would be the model 'm', trained or served */
+    *errmsg = sqlite3_mprintf("%s: the model name must not contain a NUL character", fn);
+    return *errmsg ? SQLITE_ERROR : SQLITE_NOMEM;
+  }
   if (s && *s) {
     *name = s;
     return SQLITE_OK;

@@ -274,14 +274,25 @@ def main():
                       ('{"diverse": 10001}', 'option "diverse" must be an integer from 0'),
                       ('{"diverse": 2.5}', 'option "diverse" must be an integer'),
                       ('{"diverse": "10"}', 'option "diverse" must be an integer'),
-                      ('{"seed": -3}', 'option "seed" must be an integer >= 0'),
+                      ('{"seed": -3}', 'option "seed" must be an integer from 0 to '
+                                       '9007199254740992'),
+                      ('{"seed": 18446744073709551615}', 'option "seed" must be an integer from 0'),
                       ('{"k": 3}', 'unknown option "k" (expected "diverse" or "seed")'),
+                      # a key read as a C string would be "diverse", and would hide the other
+                      ('{"diverse\\u0000": 3, "diverse": 0}', 'unknown option "diverse\\x00"'),
+                      ('{"seed\\u0000x": 1}', 'unknown option "seed\\x00x"'),
                       ('[1]', "the options must be a JSON object"),
                       ('{"diverse": ', "the options are not JSON"),
                       (3, "the options must be a JSON object")):
         err = error_of(db, "SELECT * FROM attn_uncertain('m', ?, ?)", (q, opt))
         check(err is not None and err.startswith("attn_uncertain: ") and want in err,
               "options %r: %s" % (opt, err))
+    # whole numbers as attn_fit reads them: 1e2 and 100.0 are 100
+    want = [r[0] for r in db.execute("SELECT id FROM attn_uncertain('m', ?, "
+                                     "'{\"diverse\": 100, \"seed\": 1000}')", (q,))]
+    for opt in ('{"diverse": 1e2, "seed": 1e3}', '{"diverse": 100.0, "seed": 1000.0}'):
+        got = [r[0] for r in db.execute("SELECT id FROM attn_uncertain('m', ?, ?)", (q, opt))]
+        check(got == want, "options %s: the order of 100 and 1000" % opt)
     err = error_of(db, "SELECT * FROM attn_uncertain('m')")
     check(err == "attn_uncertain: expected 2 or 3 arguments: attn_uncertain(name, query[, "
                  "options])", "one argument: %s" % err)

@@ -339,8 +339,33 @@ static void test_quote(void) {
         out);
 }
 
+/* Keys compared byte for byte; whole numbers however they are written. */
+static void test_keys_and_integers(void) {
+  static const char doc[] = "{\"seed\\u0000x\":1,\"seed\":2,\"a\":1e3,\"b\":100.0,\"c\":2.5,"
+                            "\"d\":9007199254740993,\"e\":1e300,\"f\":-4,\"g\":\"3\"}";
+  nn_json *v = NULL;
+  char err[NN_ERR_LEN];
+  CHECK(parse_exact(&v, doc, strlen(doc), err) == NN_OK, "parse: %s", err);
+  if (!v) return;
+  CHECK(!nn_json_key_is(&v->items[0], "seed") && nn_json_key_is(&v->items[1], "seed") &&
+            nn_json_get(v, "seed") == &v->items[1],
+        "\"seed\\u0000x\" is not \"seed\"");
+  int64_t x = 0;
+  CHECK(nn_json_integral(nn_json_get(v, "a"), &x) && x == 1000, "1e3: %lld", (long long)x);
+  CHECK(nn_json_integral(nn_json_get(v, "b"), &x) && x == 100, "100.0: %lld", (long long)x);
+  CHECK(!nn_json_integral(nn_json_get(v, "c"), &x), "2.5 is not whole");
+  CHECK(nn_json_integral(nn_json_get(v, "d"), &x) && x == 9007199254740993LL,
+        "an integer written out is exact beyond 2^53: %lld", (long long)x);
+  CHECK(!nn_json_integral(nn_json_get(v, "e"), &x), "1e300 is beyond 2^53");
+  CHECK(nn_json_integral(nn_json_get(v, "f"), &x) && x == -4, "-4: %lld", (long long)x);
+  CHECK(!nn_json_integral(nn_json_get(v, "g"), &x) && !nn_json_integral(NULL, &x),
+        "a string, or no value, is no number");
+  nn_json_free(v);
+}
+
 int main(void) {
   test_valid();
+  test_keys_and_integers();
   test_invalid();
   test_limits();
   test_prefixes();

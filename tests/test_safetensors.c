@@ -831,6 +831,13 @@ static void test_hostile_headers(void) {
       "unknown field", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4],\"x\":1}}",
       data, 4,
       "safetensors: tensor \"a\": unknown field \"x\" (expected dtype, shape, data_offsets)");
+  /* read as a C string the key would be "dtype", beside the real one */
+  expect_parse_error("a field with a NUL",
+                     "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4],"
+                     "\"dtype\\u0000\":\"F16\"}}",
+                     data, 4,
+                     "safetensors: tensor \"a\": unknown field \"dtype\\x00\" (expected dtype, "
+                     "shape, data_offsets)");
   expect_parse_error("dtype not a string",
                      "{\"a\":{\"dtype\":4,\"shape\":[1],\"data_offsets\":[0,4]}}", data, 4,
                      "safetensors: tensor \"a\": \"dtype\" must be a string");

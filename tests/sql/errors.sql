@@ -96,3 +96,7 @@ SELECT count(*) AS view_rows FROM p;
 .headers on
 SELECT name, version, deployed FROM attn_models;
 SELECT count(*) AS log_rows FROM attn_training_log;
+-- a name with a NUL character: read as a C string it would be the model 'm'
+SELECT attn_predict('m' || char(0) || 'x', 'text');
+SELECT attn_fit('m' || char(0) || 'x', 'SELECT text, label FROM docs', '{"epochs":1}');
+SELECT count(*) FROM attn_models WHERE name <> 'm' OR instr(name, char(0));
