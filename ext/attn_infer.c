@@ -403,7 +403,6 @@ static void attn_classify_run(attn_classify_job *job, const attn_classify_batch 
   float *logits = malloc(sizeof *logits * (size_t)batch * C);
   int PD = all->pooled ? nn_model_pooled_dim(nn) : 0;
   float *pooled = PD ? malloc(sizeof *pooled * (size_t)batch * PD) : NULL;
-  job->status = NN_OK;
   if (!tokens || !ids || !lengths || !rows || !ids_row || !logits || (PD && !pooled)) {
     job->status = NN_NOMEM;
     snprintf(job->err, NN_ERR_LEN, "out of memory");
